@@ -1,0 +1,108 @@
+/* The one list of perfkit counters.
+ *
+ * Every engine writes these, one block per worker; Python derives its schema
+ * (polars columns, JSON keys, chart labels) from this list through
+ * perfkit._counters, so C, Cython and Python never drift.
+ *
+ * X(name, kind, unit, label)
+ *   kind  SUM    monotonic count; a row shows its per-second rate and its total
+ *         GAUGE  current value (summed over workers), shown as is
+ *         MIN    smallest value seen (minimum over workers; 0 = none seen)
+ *         MAX    largest value seen (maximum over workers)
+ *   unit  what one count is: pkt, byte, ns, conn, req, ...
+ */
+#ifndef PERFKIT_COUNTERS_H
+#define PERFKIT_COUNTERS_H
+
+#include <stdint.h>
+
+#define PK_COUNTERS(X)                                                        \
+    /* traffic */                                                             \
+    X(pkts_tx,      SUM,   "pkt",  "packets sent")                            \
+    X(pkts_rx,      SUM,   "pkt",  "packets received")                        \
+    X(bytes_tx,     SUM,   "byte", "payload bytes sent")                      \
+    X(bytes_rx,     SUM,   "byte", "payload bytes received")                  \
+    X(drop_tx,      SUM,   "pkt",  "packets the sender could not send")       \
+    X(tcp_rx,       SUM,   "pkt",  "TCP packets received")                    \
+    X(udp_rx,       SUM,   "pkt",  "UDP packets received")                    \
+    X(arp_rx,       SUM,   "pkt",  "ARP packets received")                    \
+    X(icmp_rx,      SUM,   "pkt",  "ICMP packets received")                   \
+    X(other_rx,     SUM,   "pkt",  "other packets received")                  \
+    X(bad_rx,       SUM,   "pkt",  "malformed packets received")              \
+    /* TCP state machine (DPDK engine) */                                     \
+    X(syn_tx,       SUM,   "pkt",  "SYN sent")                                \
+    X(syn_rx,       SUM,   "pkt",  "SYN received")                            \
+    X(fin_tx,       SUM,   "pkt",  "FIN sent")                                \
+    X(fin_rx,       SUM,   "pkt",  "FIN received")                            \
+    X(rst_tx,       SUM,   "pkt",  "RST sent")                                \
+    X(rst_rx,       SUM,   "pkt",  "RST received")                            \
+    X(retrans_syn,  SUM,   "pkt",  "SYN retransmits")                         \
+    X(retrans_fin,  SUM,   "pkt",  "FIN retransmits")                         \
+    X(retrans_ack,  SUM,   "pkt",  "ACK retransmits")                         \
+    X(retrans_push, SUM,   "pkt",  "data retransmits")                        \
+    X(tcp_drop,     SUM,   "pkt",  "TCP packets dropped")                     \
+    /* sockets / connections */                                               \
+    X(sock_open,    SUM,   "conn", "connections opened")                      \
+    X(sock_close,   SUM,   "conn", "connections closed")                      \
+    X(sock_current, GAUGE, "conn", "connections open now")                    \
+    X(sock_error,   SUM,   "conn", "connection errors")                       \
+    /* HTTP */                                                                \
+    X(http_get,     SUM,   "req",  "HTTP GET sent")                           \
+    X(http_post,    SUM,   "req",  "HTTP POST sent")                          \
+    X(http_2xx,     SUM,   "req",  "HTTP 2xx responses")                      \
+    X(http_err,     SUM,   "req",  "HTTP errors")                             \
+    /* NIC / PMD */                                                           \
+    X(nic_ierrors,  SUM,   "pkt",  "NIC receive errors")                      \
+    X(nic_oerrors,  SUM,   "pkt",  "NIC transmit errors")                     \
+    X(nic_imissed,  SUM,   "pkt",  "NIC receive misses")                      \
+    /* sequence numbers in the payload */                                     \
+    X(seq_lost,     SUM,   "pkt",  "packets lost (sequence gaps)")            \
+    X(seq_dup,      SUM,   "pkt",  "duplicate packets")                       \
+    X(seq_reorder,  SUM,   "pkt",  "packets out of order")                    \
+    /* latency: one-way from the in-packet timestamp, or a round trip */      \
+    X(lat_count,    SUM,   "pkt",  "latency samples")                         \
+    X(lat_sum_ns,   SUM,   "ns",   "latency sum")                             \
+    X(lat_min_ns,   MIN,   "ns",   "latency minimum")                         \
+    X(lat_max_ns,   MAX,   "ns",   "latency maximum")                         \
+    X(jitter_sum_ns, SUM,  "ns",   "sum of |latency - previous latency|")     \
+    /* the engine's own CPU use */                                            \
+    X(cpu_busy_ns,  SUM,   "ns",   "worker CPU time")                         \
+    X(cpu_wall_ns,  SUM,   "ns",   "worker wall time")
+
+enum pk_counter_kind { PK_SUM = 0, PK_GAUGE = 1, PK_MIN = 2, PK_MAX = 3 };
+
+enum pk_counter_id {
+#define PK_X_ENUM(name, kind, unit, label) PK_##name,
+    PK_COUNTERS(PK_X_ENUM)
+#undef PK_X_ENUM
+    PK_NCOUNTERS
+};
+
+/* One writer per block: the worker that owns it. Readers take relaxed
+ * 64-bit loads; aligned 64-bit stores are atomic on every target we build. */
+typedef struct pk_counter_block {
+    uint64_t v[PK_NCOUNTERS];
+} __attribute__((aligned(64))) pk_counter_block;
+
+static inline void pk_add(pk_counter_block *b, enum pk_counter_id id, uint64_t n)
+{
+    __atomic_store_n(&b->v[id], b->v[id] + n, __ATOMIC_RELAXED);
+}
+
+static inline void pk_set(pk_counter_block *b, enum pk_counter_id id, uint64_t x)
+{
+    __atomic_store_n(&b->v[id], x, __ATOMIC_RELAXED);
+}
+
+static inline uint64_t pk_read(const pk_counter_block *b, enum pk_counter_id id)
+{
+    return __atomic_load_n(&b->v[id], __ATOMIC_RELAXED);
+}
+
+/* Tables for the Python side (perfkit._counters). */
+extern const char *const pk_counter_names[PK_NCOUNTERS];
+extern const char *const pk_counter_units[PK_NCOUNTERS];
+extern const char *const pk_counter_labels[PK_NCOUNTERS];
+extern const int pk_counter_kinds[PK_NCOUNTERS];
+
+#endif

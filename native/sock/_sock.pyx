@@ -1,0 +1,145 @@
+# cython: language_level=3
+"""Thin Cython face of the kernel-socket engine (sock_engine.c).
+
+Python describes the workers; C creates the sockets and runs one pthread per
+worker with no GIL. Python only samples counters and joins.
+"""
+from cpython cimport array
+import array as _array
+import ipaddress
+import socket
+
+from perfkit.errors import EngineError
+
+from libc.stdlib cimport calloc, free
+from libc.string cimport memcpy, memset
+
+from pk_common cimport PK_NCOUNTERS, PK_HIST_BUCKETS
+from pk_sock cimport *
+
+ROLES = {
+    "udp_send": PK_UDP_SEND, "udp_recv": PK_UDP_RECV,
+    "udp_reflect": PK_UDP_REFLECT, "udp_ping": PK_UDP_PING,
+    "tcp_send": PK_TCP_SEND, "tcp_recv": PK_TCP_RECV,
+    "tcp_ping": PK_TCP_PING, "tcp_pong": PK_TCP_PONG,
+}
+MAX_WORKERS = PK_SOCK_MAX_WORKERS
+MAX_FLOWS = PK_SOCK_MAX_FLOWS
+MAX_BATCH = PK_SOCK_MAX_BATCH
+
+
+cdef void _fill_addr(pk_sock_addr *a, object host, int port) except *:
+    ip = ipaddress.ip_address(host)
+    packed = ip.packed
+    a.family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
+    memset(a.ip, 0, 16)
+    memcpy(a.ip, <const char *>packed, len(packed))
+    a.port = port
+
+
+cdef class SockEngine:
+    """Workers as dicts: role, local=(host, port), remote=(host, port),
+    peer (index of an earlier worker whose bound port is the target),
+    size, flows, batch, rate (messages/s, 0 = unlimited), duration (s),
+    busy_poll, cpu."""
+    cdef pk_sock_engine *e
+    cdef int n
+    cdef readonly list roles
+
+    def __cinit__(self, list workers):
+        cdef char err[512]
+        cdef int i
+        cdef pk_sock_worker_cfg *cfgs
+        self.e = NULL
+        self.n = len(workers)
+        if not 0 < self.n <= PK_SOCK_MAX_WORKERS:
+            raise ValueError(f"workers: between 1 and {PK_SOCK_MAX_WORKERS}, not {self.n}")
+        cfgs = <pk_sock_worker_cfg *>calloc(self.n, sizeof(pk_sock_worker_cfg))
+        if cfgs == NULL:
+            raise MemoryError()
+        try:
+            self.roles = []
+            for i, w in enumerate(workers):
+                self.roles.append(w["role"])
+                cfgs[i].role = ROLES[w["role"]]
+                local = w.get("local", ("127.0.0.1", 0))
+                remote = w.get("remote", local)
+                _fill_addr(&cfgs[i].local, local[0], local[1])
+                _fill_addr(&cfgs[i].remote, remote[0], remote[1])
+                cfgs[i].peer = w.get("peer", -1)
+                cfgs[i].size = w["size"]
+                cfgs[i].flows = w.get("flows", 1)
+                cfgs[i].batch = w.get("batch", 1)
+                cfgs[i].rate = w.get("rate", 0.0)
+                cfgs[i].duration_ns = <unsigned long long>(w.get("duration", 0.0) * 1e9)
+                cfgs[i].busy_poll = 1 if w.get("busy_poll", False) else 0
+                cfgs[i].cpu = w.get("cpu", -1)
+            err[0] = 0
+            self.e = pk_sock_create(cfgs, self.n, err, sizeof(err))
+            if self.e == NULL:
+                raise EngineError(err.decode(errors="replace"))
+        finally:
+            free(cfgs)
+
+    def __dealloc__(self):
+        if self.e != NULL:
+            with nogil:
+                pk_sock_destroy(self.e)
+            self.e = NULL
+
+    cdef pk_sock_engine *_live(self) except NULL:
+        if self.e == NULL:
+            raise EngineError("the engine is closed")
+        return self.e
+
+    @property
+    def nworkers(self):
+        return self.n
+
+    def bound_port(self, int worker):
+        return pk_sock_bound_port(self._live(), worker)
+
+    def start(self):
+        cdef char err[512]
+        err[0] = 0
+        if pk_sock_start(self._live(), err, sizeof(err)) != 0:
+            raise EngineError(err.decode(errors="replace"))
+
+    def stop(self):
+        """Ask every worker to stop (safe from any thread)."""
+        if self.e != NULL:
+            pk_sock_stop(self.e)
+
+    def running(self):
+        return pk_sock_running(self._live())
+
+    def join(self):
+        """Wait for every worker; they are time-bounded. Releases the GIL."""
+        cdef pk_sock_engine *e = self._live()
+        with nogil:
+            pk_sock_join(e)
+
+    def error(self):
+        cdef const char *msg = pk_sock_error(self._live())
+        return None if msg == NULL else msg.decode(errors="replace")
+
+    def snapshot(self):
+        """[(counters, histogram)] per worker, as array('Q')."""
+        cdef pk_sock_engine *e = self._live()
+        cdef array.array c, h
+        cdef int i
+        out = []
+        for i in range(self.n):
+            c = array.clone(_array.array("Q"), PK_NCOUNTERS, zero=False)
+            h = array.clone(_array.array("Q"), PK_HIST_BUCKETS, zero=False)
+            with nogil:
+                pk_sock_snapshot(e, i, <unsigned long long *>c.data.as_voidptr,
+                                 <unsigned long long *>h.data.as_voidptr)
+            out.append((c, h))
+        return out
+
+    def close(self):
+        if self.e != NULL:
+            with nogil:
+                pk_sock_destroy(self.e)
+            self.e = NULL

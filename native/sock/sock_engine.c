@@ -1,0 +1,990 @@
+/* perfkit's kernel-socket engine: see sock_engine.h. */
+#define _GNU_SOURCE
+#include "sock_engine.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "perfkit/clock.h"
+#include "perfkit/wire.h"
+
+#define POLL_MS        10          /* how long an idle worker sleeps between checks */
+#define QUIET_NS       50000000ull /* receivers: quiet this long after the peer is done */
+#define CPU_EVERY_NS   10000000ull /* refresh the CPU counters this often */
+#define SEQ_WINDOW     4096        /* per-flow window for reordering and duplicates */
+#define SEQ_WORDS      (SEQ_WINDOW / 64)
+#define SOCK_BUF_BYTES (8 << 20)
+#define TCP_RECV_BUF   (256 << 10)
+
+typedef struct flow_state {
+    uint64_t next;               /* highest sequence seen + 1 */
+    uint64_t last_lat;           /* for jitter */
+    uint64_t seen[SEQ_WORDS];    /* bit s % SEQ_WINDOW: s in [next-W, next) arrived */
+} flow_state;
+
+typedef struct worker {
+    /* the counters first: one cache-line-aligned block, this worker writes it */
+    pk_counter_block c;
+    pk_hist hist;
+
+    pk_sock_worker_cfg cfg;
+    struct pk_sock_engine *engine;
+    pthread_t thread;
+    int started;
+    int running;                 /* atomic: 1 while the thread runs */
+    int done_sending;            /* atomic: a sender sets it when it stops sending */
+    int bound_port;
+
+    int *fds;                    /* UDP_SEND: one per flow; else fds[0] */
+    int nfds;
+    int conn_fd;                 /* TCP: the connected socket */
+
+    /* preallocated I/O: nothing is allocated once the thread runs */
+    struct mmsghdr *msgs;
+    struct iovec *iov;
+    struct sockaddr_storage *names;
+    uint8_t *bufs;
+    uint32_t buf_len;            /* bytes per buffer */
+    uint64_t *flow_sent;         /* UDP_SEND: packets sent per flow = next seq */
+    flow_state *flows;           /* UDP_RECV */
+
+    uint64_t lat_min;
+    uint64_t cpu0, wall0, cpu_at;
+
+    char err[256];
+} worker;
+
+struct pk_sock_engine {
+    int n;
+    worker *w;
+    int stop;                    /* atomic: user asked to stop */
+    uint64_t t0;                 /* start, CLOCK_MONOTONIC */
+    uint64_t hard_end;
+    int settled;                 /* loss accounting closed after join */
+};
+
+/* ---------------------------------------------------------------- helpers */
+
+static void set_err(char *err, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+}
+
+static socklen_t to_sockaddr(const pk_sock_addr *a, uint16_t port, struct sockaddr_storage *ss)
+{
+    memset(ss, 0, sizeof(*ss));
+    if (a->family == AF_INET6) {
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+        s6->sin6_family = AF_INET6;
+        s6->sin6_port = htons(port);
+        memcpy(&s6->sin6_addr, a->ip, 16);
+        return sizeof(*s6);
+    }
+    struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+    s4->sin_family = AF_INET;
+    s4->sin_port = htons(port);
+    memcpy(&s4->sin_addr, a->ip, 4);
+    return sizeof(*s4);
+}
+
+static int local_port(int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
+        return -1;
+    if (ss.ss_family == AF_INET6)
+        return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+}
+
+/* Big socket buffers: SO_*BUFFORCE works as root, else the sysctl max applies. */
+static void big_buffers(int fd)
+{
+    int sz = SOCK_BUF_BYTES;
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz)) != 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+    if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)) != 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+}
+
+/* Blocking calls give up after 100 ms so a worker always sees stop and its deadline. */
+static void io_timeouts(int fd)
+{
+    struct timeval tv = { 0, 100000 };
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+static int open_bound(const pk_sock_addr *local, int type, char *err, size_t errlen)
+{
+    int fd = socket(local->family, type | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        set_err(err, errlen, "socket(): %s", strerror(errno));
+        return -1;
+    }
+    int one = 1;
+    if (type == SOCK_STREAM)
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    struct sockaddr_storage ss;
+    socklen_t len = to_sockaddr(local, local->port, &ss);
+    if (bind(fd, (struct sockaddr *)&ss, len) != 0) {
+        char ip[INET6_ADDRSTRLEN] = "?";
+        inet_ntop(local->family, local->ip, ip, sizeof(ip));
+        set_err(err, errlen, "bind %s port %u: %s", ip, local->port, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    big_buffers(fd);
+    io_timeouts(fd);
+    return fd;
+}
+
+static int stopping(const worker *w)
+{
+    return __atomic_load_n(&w->engine->stop, __ATOMIC_RELAXED);
+}
+
+/* Keep the CPU counters fresh without a syscall on every loop. */
+static inline void account_cpu(worker *w, uint64_t now, int force)
+{
+    if (!force && now - w->cpu_at < CPU_EVERY_NS)
+        return;
+    w->cpu_at = now;
+    pk_set(&w->c, PK_cpu_busy_ns, pk_thread_cpu_ns() - w->cpu0);
+    pk_set(&w->c, PK_cpu_wall_ns, now - w->wall0);
+}
+
+static inline void record_latency(worker *w, uint64_t lat, uint64_t *last_lat)
+{
+    pk_hist_add(&w->hist, lat);
+    pk_add(&w->c, PK_lat_count, 1);
+    pk_add(&w->c, PK_lat_sum_ns, lat);
+    if (w->lat_min == 0 || lat < w->lat_min) {
+        w->lat_min = lat ? lat : 1;
+        pk_set(&w->c, PK_lat_min_ns, w->lat_min);
+    }
+    if (lat > pk_read(&w->c, PK_lat_max_ns))
+        pk_set(&w->c, PK_lat_max_ns, lat);
+    if (*last_lat)
+        pk_add(&w->c, PK_jitter_sum_ns, lat > *last_lat ? lat - *last_lat : *last_lat - lat);
+    *last_lat = lat;
+}
+
+/* Are the senders that target this worker done? With none (a server), it
+ * runs until stop or the hard end. */
+static int feeders_done(const worker *w)
+{
+    const pk_sock_engine *e = w->engine;
+    int me = (int)(w - e->w), any = 0;
+    for (int j = 0; j < e->n; j++) {
+        if (e->w[j].cfg.peer != me)
+            continue;
+        any = 1;
+        if (!__atomic_load_n(&e->w[j].done_sending, __ATOMIC_ACQUIRE))
+            return 0;
+    }
+    return any || stopping(w);
+}
+
+/* A receiver ends when its peer is done and the socket has been quiet, or at the hard end. */
+static int receiver_finished(const worker *w, uint64_t now, uint64_t last_rx, uint64_t *done_at)
+{
+    if (now >= w->engine->hard_end)
+        return 1;
+    if (!feeders_done(w))
+        return 0;
+    if (*done_at == 0)
+        *done_at = now;
+    uint64_t since = now - (last_rx > *done_at ? last_rx : *done_at);
+    return since >= QUIET_NS;
+}
+
+static void wait_readable(int fd, int ms)
+{
+    struct pollfd p = { fd, POLLIN, 0 };
+    poll(&p, 1, ms);
+}
+
+/* -------------------------------------------------------- sequence window */
+
+static inline int seen_get(const flow_state *f, uint64_t s)
+{
+    return (f->seen[(s % SEQ_WINDOW) / 64] >> (s % 64)) & 1;
+}
+
+static inline void seen_put(flow_state *f, uint64_t s, int v)
+{
+    uint64_t bit = 1ull << (s % 64);
+    uint64_t *word = &f->seen[(s % SEQ_WINDOW) / 64];
+    *word = v ? (*word | bit) : (*word & ~bit);
+}
+
+/* Sequence numbers in the window [next-W, next) that never arrived. */
+static uint64_t window_missing(const flow_state *f)
+{
+    uint64_t have = 0;
+    for (int i = 0; i < SEQ_WORDS; i++)
+        have += (uint64_t)__builtin_popcountll(f->seen[i]);
+    uint64_t span = f->next < SEQ_WINDOW ? f->next : SEQ_WINDOW;
+    return span - have;
+}
+
+/* Account one arrival. A sequence number is declared lost only when it leaves
+ * the window unseen, so counters never go back. An arrival older than the
+ * window (reordered by more than SEQ_WINDOW packets) counts as reordered; it
+ * was already declared lost. */
+static inline void seq_arrive(flow_state *f, uint64_t s, uint64_t *lost, uint64_t *dup, uint64_t *reorder)
+{
+    if (s >= f->next) {
+        if (s - f->next >= SEQ_WINDOW) {
+            *lost += window_missing(f) + (s + 1 - SEQ_WINDOW - f->next);
+            memset(f->seen, 0, sizeof(f->seen));
+        } else {
+            for (uint64_t t = f->next; t <= s; t++) {
+                if (t >= SEQ_WINDOW && !seen_get(f, t - SEQ_WINDOW))
+                    (*lost)++;
+                seen_put(f, t, 0);
+            }
+        }
+        seen_put(f, s, 1);
+        f->next = s + 1;
+    } else if (f->next - s > SEQ_WINDOW) {
+        (*reorder)++;
+    } else if (seen_get(f, s)) {
+        (*dup)++;
+    } else {
+        seen_put(f, s, 1);
+        (*reorder)++;
+    }
+}
+
+/* ------------------------------------------------------------------ roles */
+
+static void fill_header(uint8_t *buf, uint32_t size, uint32_t flow, uint64_t seq, uint64_t now)
+{
+    if (size < PK_WIRE_HDR_LEN)
+        return;
+    pk_wire_hdr h = { PK_WIRE_MAGIC, flow, seq, now };
+    memcpy(buf, &h, sizeof(h));
+}
+
+/* How many messages the pacer allows now; 0 means wait (and *wake says until when). */
+static inline uint64_t pace(const worker *w, uint64_t now, uint64_t sent, uint64_t *wake)
+{
+    if (w->cfg.rate <= 0)
+        return w->cfg.batch;
+    double elapsed = (double)(now - w->wall0);
+    uint64_t allowed = (uint64_t)(elapsed * w->cfg.rate / 1e9) + 1;
+    if (allowed > sent)
+        return allowed - sent < w->cfg.batch ? allowed - sent : w->cfg.batch;
+    *wake = w->wall0 + (uint64_t)((double)sent * 1e9 / w->cfg.rate);
+    return 0;
+}
+
+/* Sleep until the next message is due, spin when it is near. A late wake-up
+ * sends a small burst: the pacer keeps the average rate exact. */
+static inline void pace_wait(uint64_t now, uint64_t wake)
+{
+    if (wake > now + 20000)
+        pk_sleep_until_ns(wake);
+}
+
+static void run_udp_send(worker *w)
+{
+    const uint32_t size = w->cfg.size;
+    uint64_t sent = 0;
+    uint32_t flow = 0;
+    for (;;) {
+        uint64_t now = pk_now_ns(), wake = 0;
+        if (stopping(w) || now >= w->wall0 + w->cfg.duration_ns)
+            break;
+        account_cpu(w, now, 0);
+        uint64_t n = pace(w, now, sent, &wake);
+        if (n == 0) {
+            pace_wait(now, wake);
+            continue;
+        }
+        uint64_t seq = w->flow_sent[flow];
+        for (uint64_t i = 0; i < n; i++)
+            fill_header(w->bufs + i * w->buf_len, size, flow, seq + i, now);
+        int r = sendmmsg(w->fds[flow], w->msgs, (unsigned)n, 0);
+        if (r > 0) {
+            w->flow_sent[flow] += (uint64_t)r;
+            sent += (uint64_t)r;
+            pk_add(&w->c, PK_pkts_tx, (uint64_t)r);
+            pk_add(&w->c, PK_bytes_tx, (uint64_t)r * size);
+        } else if (r < 0 && errno != EINTR) {
+            /* ENOBUFS/EAGAIN under load, ECONNREFUSED once the receiver is gone */
+            pk_add(&w->c, PK_drop_tx, n);
+            if (errno == ECONNREFUSED || errno == EAGAIN || errno == ENOBUFS)
+                sched_yield();
+        }
+        flow = (int)flow + 1 == w->nfds ? 0 : flow + 1;
+    }
+}
+
+static void run_udp_recv(worker *w)
+{
+    const int fd = w->fds[0];
+    const int track = w->cfg.size >= PK_WIRE_HDR_LEN;
+    uint64_t last_rx = 0, done_at = 0;
+    for (;;) {
+        int r = recvmmsg(fd, w->msgs, w->cfg.batch, MSG_DONTWAIT, NULL);
+        uint64_t now = pk_now_ns();
+        account_cpu(w, now, 0);
+        if (r <= 0) {
+            if (receiver_finished(w, now, last_rx, &done_at))
+                break;
+            wait_readable(fd, POLL_MS);
+            continue;
+        }
+        last_rx = now;
+        uint64_t bytes = 0, bad = 0, lost = 0, dup = 0, reorder = 0;
+        for (int i = 0; i < r; i++) {
+            uint32_t len = w->msgs[i].msg_len;
+            bytes += len;
+            if (!track)
+                continue;
+            pk_wire_hdr h;
+            if (!pk_wire_parse(w->bufs + (size_t)i * w->buf_len, len, &h) || h.flow >= w->cfg.flows) {
+                bad++;
+                continue;
+            }
+            flow_state *f = &w->flows[h.flow];
+            seq_arrive(f, h.seq, &lost, &dup, &reorder);
+            if (now >= h.tx_ns)
+                record_latency(w, now - h.tx_ns, &f->last_lat);
+        }
+        pk_add(&w->c, PK_pkts_rx, (uint64_t)r);
+        pk_add(&w->c, PK_udp_rx, (uint64_t)r);
+        pk_add(&w->c, PK_bytes_rx, bytes);
+        if (bad)
+            pk_add(&w->c, PK_bad_rx, bad);
+        if (lost)
+            pk_add(&w->c, PK_seq_lost, lost);
+        if (dup)
+            pk_add(&w->c, PK_seq_dup, dup);
+        if (reorder)
+            pk_add(&w->c, PK_seq_reorder, reorder);
+    }
+}
+
+static void run_udp_reflect(worker *w)
+{
+    const int fd = w->fds[0];
+    uint64_t last_rx = 0, done_at = 0;
+    for (;;) {
+        for (uint32_t i = 0; i < w->cfg.batch; i++) {
+            w->msgs[i].msg_hdr.msg_namelen = sizeof(struct sockaddr_storage);
+            w->iov[i].iov_len = w->buf_len;
+        }
+        int r = recvmmsg(fd, w->msgs, w->cfg.batch, MSG_DONTWAIT, NULL);
+        uint64_t now = pk_now_ns();
+        account_cpu(w, now, 0);
+        if (r <= 0) {
+            if (receiver_finished(w, now, last_rx, &done_at))
+                break;
+            wait_readable(fd, POLL_MS);
+            continue;
+        }
+        last_rx = now;
+        uint64_t bytes = 0;
+        for (int i = 0; i < r; i++) {
+            w->iov[i].iov_len = w->msgs[i].msg_len;
+            bytes += w->msgs[i].msg_len;
+        }
+        pk_add(&w->c, PK_pkts_rx, (uint64_t)r);
+        pk_add(&w->c, PK_udp_rx, (uint64_t)r);
+        pk_add(&w->c, PK_bytes_rx, bytes);
+        int s = sendmmsg(fd, w->msgs, (unsigned)r, 0);
+        if (s > 0) {
+            uint64_t sb = 0;
+            for (int i = 0; i < s; i++)
+                sb += w->msgs[i].msg_len;
+            pk_add(&w->c, PK_pkts_tx, (uint64_t)s);
+            pk_add(&w->c, PK_bytes_tx, sb);
+        }
+        if (s < r)
+            pk_add(&w->c, PK_drop_tx, (uint64_t)(r - (s > 0 ? s : 0)));
+    }
+}
+
+/* Wait for fd to become readable: spin (busy_poll) or poll in short slices.
+ * Returns 1 when readable, 0 on stop/deadline. */
+static int await_reply(worker *w, int fd, uint64_t give_up)
+{
+    for (;;) {
+        struct pollfd p = { fd, POLLIN, 0 };
+        int r = poll(&p, 1, w->cfg.busy_poll ? 0 : POLL_MS);
+        if (r > 0)
+            return 1;
+        uint64_t now = pk_now_ns();
+        if (now >= give_up || now >= w->engine->hard_end || stopping(w))
+            return 0;
+    }
+}
+
+static void run_udp_ping(worker *w)
+{
+    const int fd = w->fds[0];
+    const uint32_t size = w->cfg.size;
+    const int tagged = size >= PK_WIRE_HDR_LEN;
+    uint8_t *out = w->bufs, *in = w->bufs + w->buf_len;
+    uint64_t seq = 0, last_lat = 0, wake = 0;
+    for (;;) {
+        uint64_t now = pk_now_ns();
+        if (stopping(w) || now >= w->wall0 + w->cfg.duration_ns)
+            break;
+        account_cpu(w, now, 0);
+        if (pace(w, now, seq, &wake) == 0) {
+            pace_wait(now, wake);
+            continue;
+        }
+        fill_header(out, size, 0, seq, now);
+        uint64_t t_send = pk_now_ns();
+        if (send(fd, out, size, 0) != (ssize_t)size) {
+            pk_add(&w->c, PK_drop_tx, 1);
+            seq++;
+            continue;
+        }
+        pk_add(&w->c, PK_pkts_tx, 1);
+        pk_add(&w->c, PK_bytes_tx, size);
+        /* a reply that does not come within 1 s is lost; stale replies are skipped */
+        uint64_t give_up = t_send + 1000000000ull;
+        int got = 0;
+        while (!got && await_reply(w, fd, give_up)) {
+            ssize_t r = recv(fd, in, w->buf_len, MSG_DONTWAIT);
+            if (r < 0)
+                continue;
+            uint64_t t_recv = pk_now_ns();
+            pk_add(&w->c, PK_pkts_rx, 1);
+            pk_add(&w->c, PK_bytes_rx, (uint64_t)r);
+            pk_wire_hdr h;
+            if (tagged && (!pk_wire_parse(in, (uint64_t)r, &h) || h.seq != seq)) {
+                pk_add(&w->c, PK_seq_dup, 1);
+                continue;
+            }
+            record_latency(w, t_recv - t_send, &last_lat);
+            got = 1;
+        }
+        if (!got)
+            pk_add(&w->c, PK_seq_lost, 1);
+        seq++;
+    }
+}
+
+/* Write or read exactly len bytes on a blocking socket with 100 ms timeouts.
+ * Returns len, or less on EOF/error/stop. */
+static size_t xfer_all(worker *w, int fd, uint8_t *buf, size_t len, int writing)
+{
+    size_t done = 0;
+    while (done < len) {
+        ssize_t r = writing ? send(fd, buf + done, len - done, MSG_NOSIGNAL)
+                            : recv(fd, buf + done, len - done, w->cfg.busy_poll ? MSG_DONTWAIT : 0);
+        if (r > 0) {
+            done += (size_t)r;
+            continue;
+        }
+        if (r == 0)
+            break;
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            break;
+        if (pk_now_ns() >= w->engine->hard_end)
+            break;
+        if (writing && stopping(w))
+            break;
+    }
+    return done;
+}
+
+static int tcp_connect(worker *w)
+{
+    int fd = socket(w->cfg.remote.family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        set_err(w->err, sizeof(w->err), "socket(): %s", strerror(errno));
+        return -1;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    uint16_t port = w->cfg.peer >= 0 ? (uint16_t)w->engine->w[w->cfg.peer].bound_port : w->cfg.remote.port;
+    struct sockaddr_storage ss;
+    socklen_t len = to_sockaddr(&w->cfg.remote, port, &ss);
+    if (connect(fd, (struct sockaddr *)&ss, len) != 0) {
+        char ip[INET6_ADDRSTRLEN] = "?";
+        inet_ntop(w->cfg.remote.family, w->cfg.remote.ip, ip, sizeof(ip));
+        set_err(w->err, sizeof(w->err), "connect to %s port %u: %s", ip, port, strerror(errno));
+        pk_add(&w->c, PK_sock_error, 1);
+        close(fd);
+        return -1;
+    }
+    io_timeouts(fd);
+    pk_add(&w->c, PK_sock_open, 1);
+    pk_set(&w->c, PK_sock_current, 1);
+    w->conn_fd = fd;
+    return fd;
+}
+
+static int tcp_accept(worker *w)
+{
+    int lfd = w->fds[0];
+    for (;;) {
+        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd >= 0) {
+            int one = 1;
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+            io_timeouts(fd);
+            pk_add(&w->c, PK_sock_open, 1);
+            pk_set(&w->c, PK_sock_current, 1);
+            w->conn_fd = fd;
+            return fd;
+        }
+        /* the listener has a 100 ms receive timeout: accept returns EAGAIN */
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            set_err(w->err, sizeof(w->err), "accept(): %s", strerror(errno));
+            pk_add(&w->c, PK_sock_error, 1);
+            return -1;
+        }
+        if (pk_now_ns() >= w->engine->hard_end || feeders_done(w))
+            return -1;
+    }
+}
+
+static void tcp_close(worker *w)
+{
+    if (w->conn_fd < 0)
+        return;
+    close(w->conn_fd);
+    w->conn_fd = -1;
+    pk_add(&w->c, PK_sock_close, 1);
+    pk_set(&w->c, PK_sock_current, 0);
+}
+
+static void run_tcp_send(worker *w)
+{
+    int fd = tcp_connect(w);
+    if (fd < 0)
+        return;
+    const uint32_t size = w->cfg.size;
+    uint64_t sent = 0, wake = 0;
+    for (;;) {
+        uint64_t now = pk_now_ns();
+        if (stopping(w) || now >= w->wall0 + w->cfg.duration_ns)
+            break;
+        account_cpu(w, now, 0);
+        if (pace(w, now, sent, &wake) == 0) {
+            pace_wait(now, wake);
+            continue;
+        }
+        size_t r = xfer_all(w, fd, w->bufs, size, 1);
+        pk_add(&w->c, PK_bytes_tx, r);
+        if (r < size) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                continue; /* send buffer full for 100 ms: the receiver is slow */
+            pk_add(&w->c, PK_sock_error, 1);
+            break;
+        }
+        sent++;
+        pk_add(&w->c, PK_pkts_tx, 1);
+    }
+    shutdown(fd, SHUT_WR);
+    __atomic_store_n(&w->done_sending, 1, __ATOMIC_RELEASE);
+    /* wait for the receiver's EOF so every byte written is also counted there */
+    uint8_t sink[256];
+    for (;;) {
+        ssize_t r = recv(fd, sink, sizeof(sink), 0);
+        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+            break;
+        if (pk_now_ns() >= w->engine->hard_end)
+            break;
+    }
+    tcp_close(w);
+}
+
+static void run_tcp_recv(worker *w)
+{
+    int fd = tcp_accept(w);
+    if (fd < 0)
+        return;
+    const uint32_t size = w->cfg.size;
+    uint64_t bytes = 0;
+    for (;;) {
+        ssize_t r = recv(fd, w->bufs, w->buf_len, 0);
+        uint64_t now = pk_now_ns();
+        account_cpu(w, now, 0);
+        if (r > 0) {
+            uint64_t before = bytes / size;
+            bytes += (uint64_t)r;
+            pk_add(&w->c, PK_bytes_rx, (uint64_t)r);
+            if (bytes / size != before)
+                pk_add(&w->c, PK_pkts_rx, bytes / size - before);
+            continue;
+        }
+        if (r == 0)
+            break; /* EOF: the sender is done */
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            pk_add(&w->c, PK_sock_error, 1);
+            break;
+        }
+        if (now >= w->engine->hard_end)
+            break;
+    }
+    tcp_close(w);
+}
+
+static void run_tcp_ping(worker *w)
+{
+    int fd = tcp_connect(w);
+    if (fd < 0)
+        return;
+    const uint32_t size = w->cfg.size;
+    uint8_t *out = w->bufs, *in = w->bufs + w->buf_len;
+    uint64_t n = 0, last_lat = 0, wake = 0;
+    for (;;) {
+        uint64_t now = pk_now_ns();
+        if (stopping(w) || now >= w->wall0 + w->cfg.duration_ns)
+            break;
+        account_cpu(w, now, 0);
+        if (pace(w, now, n, &wake) == 0) {
+            pace_wait(now, wake);
+            continue;
+        }
+        uint64_t t_send = pk_now_ns();
+        if (xfer_all(w, fd, out, size, 1) != size)
+            break;
+        pk_add(&w->c, PK_pkts_tx, 1);
+        pk_add(&w->c, PK_bytes_tx, size);
+        if (xfer_all(w, fd, in, size, 0) != size)
+            break;
+        record_latency(w, pk_now_ns() - t_send, &last_lat);
+        pk_add(&w->c, PK_pkts_rx, 1);
+        pk_add(&w->c, PK_bytes_rx, size);
+        n++;
+    }
+    shutdown(fd, SHUT_WR);
+    __atomic_store_n(&w->done_sending, 1, __ATOMIC_RELEASE);
+    tcp_close(w);
+}
+
+static void run_tcp_pong(worker *w)
+{
+    int fd = tcp_accept(w);
+    if (fd < 0)
+        return;
+    const uint32_t size = w->cfg.size;
+    for (;;) {
+        size_t r = xfer_all(w, fd, w->bufs, size, 0);
+        uint64_t now = pk_now_ns();
+        account_cpu(w, now, 0);
+        if (r != size)
+            break; /* EOF, error or hard deadline */
+        pk_add(&w->c, PK_pkts_rx, 1);
+        pk_add(&w->c, PK_bytes_rx, size);
+        if (xfer_all(w, fd, w->bufs, size, 1) != size)
+            break;
+        pk_add(&w->c, PK_pkts_tx, 1);
+        pk_add(&w->c, PK_bytes_tx, size);
+    }
+    tcp_close(w);
+}
+
+typedef void (*role_fn)(worker *);
+static const role_fn ROLE_FNS[PK_NROLES] = {
+    [PK_UDP_SEND] = run_udp_send,     [PK_UDP_RECV] = run_udp_recv,
+    [PK_UDP_REFLECT] = run_udp_reflect, [PK_UDP_PING] = run_udp_ping,
+    [PK_TCP_SEND] = run_tcp_send,     [PK_TCP_RECV] = run_tcp_recv,
+    [PK_TCP_PING] = run_tcp_ping,     [PK_TCP_PONG] = run_tcp_pong,
+};
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    prctl(PR_SET_TIMERSLACK, 1UL);   /* precise sleeps for pacing */
+    if (w->cfg.cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(w->cfg.cpu, &set);
+        pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+    }
+    w->wall0 = pk_now_ns();
+    w->cpu0 = pk_thread_cpu_ns();
+    w->cpu_at = w->wall0;
+    ROLE_FNS[w->cfg.role](w);
+    __atomic_store_n(&w->done_sending, 1, __ATOMIC_RELEASE);
+    account_cpu(w, pk_now_ns(), 1);
+    __atomic_store_n(&w->running, 0, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* --------------------------------------------------------------- lifecycle */
+
+static int setup_worker(pk_sock_engine *e, int i, char *err, size_t errlen)
+{
+    worker *w = &e->w[i];
+    const pk_sock_worker_cfg *c = &w->cfg;
+    w->engine = e;
+    w->conn_fd = -1;
+
+    if (c->role < 0 || c->role >= PK_NROLES) {
+        set_err(err, errlen, "worker %d: unknown role %d", i, c->role);
+        return -1;
+    }
+    int udp = c->role <= PK_UDP_PING;
+    if (c->size == 0 || c->size > (udp ? 65507u : (1u << 20))) {
+        set_err(err, errlen, "worker %d: size %u out of range", i, c->size);
+        return -1;
+    }
+    if (c->batch == 0 || c->batch > PK_SOCK_MAX_BATCH) {
+        set_err(err, errlen, "worker %d: batch %u out of range 1..%d", i, c->batch, PK_SOCK_MAX_BATCH);
+        return -1;
+    }
+    if (c->flows == 0 || c->flows > PK_SOCK_MAX_FLOWS) {
+        set_err(err, errlen, "worker %d: flows %u out of range 1..%d", i, c->flows, PK_SOCK_MAX_FLOWS);
+        return -1;
+    }
+    if (c->peer >= 0 && (c->peer >= i || e->w[c->peer].bound_port <= 0)) {
+        set_err(err, errlen, "worker %d: peer %d must be an earlier worker with a bound socket", i, c->peer);
+        return -1;
+    }
+
+    uint16_t rport = c->peer >= 0 ? (uint16_t)e->w[c->peer].bound_port : c->remote.port;
+    w->nfds = c->role == PK_UDP_SEND ? (int)c->flows : 1;
+    w->fds = calloc((size_t)w->nfds, sizeof(int));
+    if (!w->fds)
+        goto nomem;
+    for (int k = 0; k < w->nfds; k++)
+        w->fds[k] = -1;
+
+    if (c->role == PK_TCP_SEND || c->role == PK_TCP_PING) {
+        /* connected in the thread */
+    } else {
+        for (int k = 0; k < w->nfds; k++) {
+            w->fds[k] = open_bound(&c->local, udp ? SOCK_DGRAM : SOCK_STREAM, err, errlen);
+            if (w->fds[k] < 0)
+                return -1;
+            if (c->role == PK_UDP_SEND || c->role == PK_UDP_PING) {
+                struct sockaddr_storage ss;
+                socklen_t len = to_sockaddr(&c->remote, rport, &ss);
+                if (connect(w->fds[k], (struct sockaddr *)&ss, len) != 0) {
+                    set_err(err, errlen, "worker %d: connect: %s", i, strerror(errno));
+                    return -1;
+                }
+            }
+        }
+        if (!udp && listen(w->fds[0], 16) != 0) {
+            set_err(err, errlen, "worker %d: listen: %s", i, strerror(errno));
+            return -1;
+        }
+        w->bound_port = local_port(w->fds[0]);
+    }
+
+    /* buffers: batch of datagrams for UDP, two messages (out, in) for ping, a big read buffer for TCP */
+    uint32_t nbufs = (c->role == PK_UDP_SEND || c->role == PK_UDP_RECV || c->role == PK_UDP_REFLECT) ? c->batch : 2;
+    w->buf_len = c->size < 64 ? 64 : c->size;
+    if (c->role == PK_UDP_RECV || c->role == PK_UDP_REFLECT || c->role == PK_UDP_PING)
+        w->buf_len = 65536; /* take any datagram whole */
+    if (c->role == PK_TCP_RECV)
+        w->buf_len = TCP_RECV_BUF;
+    w->buf_len = (w->buf_len + 63u) & ~63u;
+    w->bufs = aligned_alloc(64, (size_t)nbufs * w->buf_len);
+    w->msgs = calloc(nbufs, sizeof(*w->msgs));
+    w->iov = calloc(nbufs, sizeof(*w->iov));
+    w->names = calloc(nbufs, sizeof(*w->names));
+    if (!w->bufs || !w->msgs || !w->iov || !w->names)
+        goto nomem;
+    memset(w->bufs, 0xa5, (size_t)nbufs * w->buf_len);
+    for (uint32_t k = 0; k < nbufs; k++) {
+        w->iov[k].iov_base = w->bufs + (size_t)k * w->buf_len;
+        w->iov[k].iov_len = c->role == PK_UDP_SEND ? c->size : w->buf_len;
+        w->msgs[k].msg_hdr.msg_iov = &w->iov[k];
+        w->msgs[k].msg_hdr.msg_iovlen = 1;
+        if (c->role == PK_UDP_REFLECT) {
+            w->msgs[k].msg_hdr.msg_name = &w->names[k];
+            w->msgs[k].msg_hdr.msg_namelen = sizeof(w->names[k]);
+        }
+    }
+    if (c->role == PK_UDP_SEND) {
+        w->flow_sent = calloc(c->flows, sizeof(uint64_t));
+        if (!w->flow_sent)
+            goto nomem;
+    }
+    if (c->role == PK_UDP_RECV) {
+        w->flows = calloc(c->flows, sizeof(flow_state));
+        if (!w->flows)
+            goto nomem;
+    }
+    return 0;
+nomem:
+    set_err(err, errlen, "worker %d: out of memory", i);
+    return -1;
+}
+
+pk_sock_engine *pk_sock_create(const pk_sock_worker_cfg *cfgs, int n, char *err, size_t errlen)
+{
+    if (n <= 0 || n > PK_SOCK_MAX_WORKERS) {
+        set_err(err, errlen, "between 1 and %d workers, not %d", PK_SOCK_MAX_WORKERS, n);
+        return NULL;
+    }
+    pk_sock_engine *e = calloc(1, sizeof(*e));
+    if (!e) {
+        set_err(err, errlen, "out of memory");
+        return NULL;
+    }
+    e->w = aligned_alloc(64, sizeof(worker) * (size_t)n);
+    if (!e->w) {
+        free(e);
+        set_err(err, errlen, "out of memory");
+        return NULL;
+    }
+    memset(e->w, 0, sizeof(worker) * (size_t)n);
+    e->n = n;
+    for (int i = 0; i < n; i++)
+        e->w[i].cfg = cfgs[i];
+    for (int i = 0; i < n; i++) {
+        if (setup_worker(e, i, err, errlen) != 0) {
+            pk_sock_destroy(e);
+            return NULL;
+        }
+    }
+    return e;
+}
+
+int pk_sock_nworkers(const pk_sock_engine *e) { return e->n; }
+
+int pk_sock_bound_port(const pk_sock_engine *e, int i)
+{
+    return (i >= 0 && i < e->n) ? e->w[i].bound_port : -1;
+}
+
+int pk_sock_start(pk_sock_engine *e, char *err, size_t errlen)
+{
+    uint64_t longest = 0;
+    for (int i = 0; i < e->n; i++)
+        if (e->w[i].cfg.duration_ns > longest)
+            longest = e->w[i].cfg.duration_ns;
+    e->t0 = pk_now_ns();
+    e->hard_end = e->t0 + longest + PK_SOCK_DRAIN_NS;
+    for (int i = 0; i < e->n; i++) {
+        worker *w = &e->w[i];
+        w->running = 1;
+        int rc = pthread_create(&w->thread, NULL, worker_main, w);
+        if (rc != 0) {
+            w->running = 0;
+            set_err(err, errlen, "worker %d: pthread_create: %s", i, strerror(rc));
+            pk_sock_stop(e);
+            pk_sock_join(e);
+            return -1;
+        }
+        w->started = 1;
+    }
+    return 0;
+}
+
+void pk_sock_stop(pk_sock_engine *e)
+{
+    __atomic_store_n(&e->stop, 1, __ATOMIC_RELAXED);
+}
+
+int pk_sock_running(const pk_sock_engine *e)
+{
+    int n = 0;
+    for (int i = 0; i < e->n; i++)
+        n += __atomic_load_n(&e->w[i].running, __ATOMIC_ACQUIRE);
+    return n;
+}
+
+void pk_sock_join(pk_sock_engine *e)
+{
+    for (int i = 0; i < e->n; i++) {
+        if (e->w[i].started) {
+            pthread_join(e->w[i].thread, NULL);
+            e->w[i].started = 0;
+        }
+    }
+    /* settle loss once: what the sender sent and never arrived, per flow */
+    if (e->settled)
+        return;
+    e->settled = 1;
+    for (int i = 0; i < e->n; i++) {
+        worker *w = &e->w[i];
+        if (w->cfg.role != PK_UDP_RECV || !w->flows || w->cfg.size < PK_WIRE_HDR_LEN)
+            continue;
+        const worker *s = NULL; /* the sender that targets this receiver */
+        for (int j = 0; j < e->n && !s; j++)
+            if (e->w[j].cfg.role == PK_UDP_SEND && e->w[j].cfg.peer == i)
+                s = &e->w[j];
+        uint64_t lost = 0;
+        for (uint32_t f = 0; f < w->cfg.flows; f++) {
+            flow_state *fs = &w->flows[f];
+            lost += window_missing(fs);
+            if (s && s->flow_sent && f < s->cfg.flows && s->flow_sent[f] > fs->next) {
+                lost += s->flow_sent[f] - fs->next;
+                fs->next = s->flow_sent[f];
+            }
+        }
+        if (lost)
+            pk_add(&w->c, PK_seq_lost, lost);
+    }
+}
+
+void pk_sock_snapshot(const pk_sock_engine *e, int i, uint64_t *counters, uint64_t *hist)
+{
+    if (i < 0 || i >= e->n)
+        return;
+    const worker *w = &e->w[i];
+    for (int k = 0; k < PK_NCOUNTERS; k++)
+        counters[k] = pk_read(&w->c, (enum pk_counter_id)k);
+    if (hist)
+        for (uint32_t k = 0; k < PK_HIST_BUCKETS; k++)
+            hist[k] = __atomic_load_n(&w->hist.b[k], __ATOMIC_RELAXED);
+}
+
+const char *pk_sock_error(const pk_sock_engine *e)
+{
+    for (int i = 0; i < e->n; i++)
+        if (e->w[i].err[0])
+            return e->w[i].err;
+    return NULL;
+}
+
+void pk_sock_destroy(pk_sock_engine *e)
+{
+    if (!e)
+        return;
+    pk_sock_stop(e);
+    pk_sock_join(e);
+    for (int i = 0; i < e->n; i++) {
+        worker *w = &e->w[i];
+        if (w->fds)
+            for (int k = 0; k < w->nfds; k++)
+                if (w->fds[k] >= 0)
+                    close(w->fds[k]);
+        if (w->conn_fd >= 0)
+            close(w->conn_fd);
+        free(w->fds);
+        free(w->msgs);
+        free(w->iov);
+        free(w->names);
+        free(w->bufs);
+        free(w->flow_sent);
+        free(w->flows);
+    }
+    free(e->w);
+    free(e);
+}

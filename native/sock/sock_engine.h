@@ -1,0 +1,80 @@
+/* perfkit's kernel-socket engine.
+ *
+ * An engine is a set of workers, one pthread each. Every worker plays one
+ * role over its own sockets, owns one counter block and one histogram, and
+ * never touches Python. The caller (perfkit._sock, Cython) creates the
+ * engine, starts it, samples the counters while it runs, and joins it.
+ *
+ * Every worker stops by itself: senders at their duration, receivers once
+ * their peer sender is done and the socket has been quiet for a moment, and
+ * everyone at a hard deadline of duration + PK_SOCK_DRAIN_NS.
+ */
+#ifndef PERFKIT_SOCK_ENGINE_H
+#define PERFKIT_SOCK_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "perfkit/counters.h"
+#include "perfkit/hist.h"
+
+enum pk_sock_role {
+    PK_UDP_SEND = 0,   /* sendmmsg stream, one socket (source port) per flow */
+    PK_UDP_RECV,       /* recvmmsg sink: loss, duplicates, reordering, latency */
+    PK_UDP_REFLECT,    /* recvmmsg, send every datagram back to its source */
+    PK_UDP_PING,       /* one datagram out, wait for it back: round trips */
+    PK_TCP_SEND,       /* connect, write messages */
+    PK_TCP_RECV,       /* accept one connection, read until EOF */
+    PK_TCP_PING,       /* connect, write a message, read it back: round trips */
+    PK_TCP_PONG,       /* accept one connection, echo messages */
+    PK_NROLES
+};
+
+/* An IPv4 or IPv6 address with port; ip holds 4 or 16 bytes, network order. */
+typedef struct pk_sock_addr {
+    int family;        /* AF_INET or AF_INET6 */
+    uint8_t ip[16];
+    uint16_t port;     /* host order; 0 = any (bind) */
+} pk_sock_addr;
+
+typedef struct pk_sock_worker_cfg {
+    int role;
+    pk_sock_addr local;     /* bind address */
+    pk_sock_addr remote;    /* target of send/ping roles */
+    int peer;               /* worker index whose bound port is the target, or -1 */
+    uint32_t size;          /* payload (UDP) or message (TCP) bytes */
+    uint32_t flows;         /* UDP_SEND: sockets; UDP_RECV: flow ids tracked */
+    uint32_t batch;         /* messages per sendmmsg/recvmmsg */
+    double rate;            /* messages per second; 0 = as fast as possible */
+    uint64_t duration_ns;   /* how long senders send */
+    int busy_poll;          /* ping roles: spin on the socket instead of sleeping */
+    int cpu;                /* pin the thread to this CPU, -1 = do not pin */
+} pk_sock_worker_cfg;
+
+#define PK_SOCK_MAX_WORKERS 64
+#define PK_SOCK_MAX_FLOWS   1024
+#define PK_SOCK_MAX_BATCH   256
+#define PK_SOCK_DRAIN_NS    1000000000ull  /* receivers wait at most this after duration */
+
+typedef struct pk_sock_engine pk_sock_engine;
+
+/* Create sockets, bind and listen; nothing runs yet. NULL + err on failure. */
+pk_sock_engine *pk_sock_create(const pk_sock_worker_cfg *cfgs, int n, char *err, size_t errlen);
+int pk_sock_nworkers(const pk_sock_engine *e);
+int pk_sock_bound_port(const pk_sock_engine *e, int worker);
+/* Start every worker thread. 0 on success, -1 + err. */
+int pk_sock_start(pk_sock_engine *e, char *err, size_t errlen);
+/* Ask every worker to stop now (senders stop sending, receivers drain). */
+void pk_sock_stop(pk_sock_engine *e);
+/* Number of workers still running. */
+int pk_sock_running(const pk_sock_engine *e);
+/* Wait for every worker (they are all time-bounded), then settle loss
+ * accounting with what the senders sent. Call without the GIL. */
+void pk_sock_join(pk_sock_engine *e);
+/* Copy one worker's counters (PK_NCOUNTERS) and histogram (PK_HIST_BUCKETS). */
+void pk_sock_snapshot(const pk_sock_engine *e, int worker, uint64_t *counters, uint64_t *hist);
+/* The first worker error, or NULL. */
+const char *pk_sock_error(const pk_sock_engine *e);
+void pk_sock_destroy(pk_sock_engine *e);
+
+#endif

@@ -1,0 +1,25 @@
+"""perfkit: network performance and stress testing with native engines, from Jupyter,
+the command line or plain Python.
+
+    import perfkit
+    run = perfkit.run(perfkit.LocalTest("udp_bw", size=64, duration="5s"))
+    run.frame      # per-second rows (polars)
+    run.summary    # whole-run figures
+"""
+__version__ = "0.1.0"
+
+from perfkit.engines import engines
+from perfkit.errors import EngineError
+from perfkit.run import Run, load
+from perfkit.spec import LocalTest
+from perfkit.stats import COUNTERS, Histogram
+from perfkit.units import Rate, parse_duration, parse_rate, parse_size
+
+
+def run(spec, engine: str = "socket", interval: float = 1.0, subscribers=()) -> Run:
+    """Run spec to the end and return the finished Run."""
+    return Run(spec, engine=engine, interval=interval, subscribers=subscribers).run()
+
+
+__all__ = ["COUNTERS", "EngineError", "Histogram", "LocalTest", "Rate", "Run", "engines", "load",
+           "parse_duration", "parse_rate", "parse_size", "run", "__version__"]

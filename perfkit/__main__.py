@@ -1,0 +1,5 @@
+import sys
+
+from perfkit.cli import main
+
+sys.exit(main())

@@ -1,0 +1,93 @@
+"""perfkit's command line.
+
+    perfkit local udp_bw --size 64 --duration 10s [--rate 1Mpps] [--flows 4] [--json]
+    perfkit engines
+
+Bad input exits 2 with one line naming the field; an engine failure exits 1.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from perfkit.engines import DEFAULT as DEFAULT_ENGINE
+from perfkit.engines import engines as list_engines
+from perfkit.errors import EngineError
+from perfkit.report import JsonPrinter, LinePrinter, summary_text
+from perfkit.run import Run
+from perfkit.spec import LOCAL_TESTS, LocalTest
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="perfkit", description="Network performance tests, native engines.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    loc = sub.add_parser("local", help="run both ends of a test in this process, over loopback")
+    loc.add_argument("test", choices=LOCAL_TESTS, help="qperf's test names")
+    loc.add_argument("-m", "--size", help="payload/message size: 64, 1500, 64K (default per test)")
+    loc.add_argument("-r", "--rate", help="target rate: 1.5Mpps, 100Mbps (default: unlimited)")
+    loc.add_argument("-f", "--flows", default=1, help="UDP flows (source ports), udp_bw only")
+    loc.add_argument("-t", "--duration", default="10s", help="how long to send: 10s, 2m (default 10s)")
+    loc.add_argument("--host", default="127.0.0.1", help="loopback or lab address (default 127.0.0.1)")
+    loc.add_argument("--port", default=0, help="receiving port (default: any free port)")
+    loc.add_argument("--batch", default=32, help="datagrams per sendmmsg/recvmmsg (default 32)")
+    loc.add_argument("--busy-poll", action="store_true", help="latency tests: spin instead of sleeping")
+    loc.add_argument("--interval", default="1s", help="row interval (default 1s)")
+    loc.add_argument("--engine", default=DEFAULT_ENGINE, help="engine (see perfkit engines)")
+    loc.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
+    loc.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet")
+
+    sub.add_parser("engines", help="list the engines and whether they are available here")
+    return p
+
+
+def _local(a) -> int:
+    from perfkit.units import parse_duration
+    spec = LocalTest(test=a.test, size=a.size, rate=a.rate, flows=a.flows, duration=a.duration,
+                     host=a.host, port=a.port, batch=a.batch, busy_poll=a.busy_poll)
+    interval = parse_duration(a.interval, "interval")
+    printer = JsonPrinter() if a.json else LinePrinter()
+    run = Run(spec, engine=a.engine, interval=interval, subscribers=(printer,))
+    if not a.json:
+        print(f"perfkit local {spec.test}: {spec.size} B, {spec.rate or 'unlimited'}, "
+              f"{spec.flows} flow(s), {spec.duration:g} s on {spec.host} ({a.engine} engine)", flush=True)
+    interrupted = False
+    try:
+        run.start()
+        run.wait()
+    except KeyboardInterrupt:
+        interrupted = True
+    except EngineError:
+        pass  # reported below with the summary
+    if a.json:
+        printer.summary(run.summary)
+    else:
+        print(summary_text(run.summary))
+    if a.save:
+        run.save(a.save)
+    if run.error:
+        print(f"perfkit: error: {run.error}", file=sys.stderr)
+        return 1
+    return 130 if interrupted else 0
+
+
+def main(argv=None) -> int:
+    a = _parser().parse_args(argv)
+    try:
+        if a.command == "local":
+            return _local(a)
+        if a.command == "engines":
+            print(json.dumps(list_engines(), indent=2))
+            return 0
+    except ValueError as exc:
+        print(f"perfkit: {exc}", file=sys.stderr)
+        return 2
+    except EngineError as exc:
+        print(f"perfkit: error: {exc}", file=sys.stderr)
+        return 1
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

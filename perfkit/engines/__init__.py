@@ -1,0 +1,32 @@
+"""The packet engines behind one small interface.
+
+An engine module offers:
+    NAME                   its name in perfkit.engines() and on the CLI
+    status() -> dict       {"available": bool, "detail": str}
+    build(spec) -> handle  a native engine, created (sockets bound) but not started
+
+A handle has start(), stop(), running(), join(), snapshot(), error(), close()
+and `roles` (one per worker); perfkit.Run drives any handle the same way.
+"""
+from __future__ import annotations
+
+from perfkit.engines import dpdk, socket
+
+_ENGINES = {socket.NAME: socket, dpdk.NAME: dpdk}
+DEFAULT = socket.NAME
+
+
+def engines() -> dict[str, dict]:
+    """Every engine perfkit knows, with whether it is available here and why."""
+    return {name: mod.status() for name, mod in _ENGINES.items()}
+
+
+def get(name: str):
+    """The engine module called name, or ValueError saying what there is."""
+    mod = _ENGINES.get(name)
+    if mod is None:
+        raise ValueError(f"engine: {name!r} is not one of {', '.join(_ENGINES)}")
+    st = mod.status()
+    if not st["available"]:
+        raise ValueError(f"engine: {name} is not available here: {st['detail']}")
+    return mod

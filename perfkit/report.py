@@ -1,0 +1,108 @@
+"""Printers for rows and summaries: dperf-style lines, qperf-style summaries, JSON lines."""
+from __future__ import annotations
+
+import json
+import sys
+
+
+def _si(value: float, unit: str = "") -> str:
+    """qperf's style: three significant digits and a decimal prefix (32.8 MB/sec, 510 K/sec)."""
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}".rstrip()
+
+
+def _time_us(us: float | None) -> str:
+    if us is None:
+        return "-"
+    if us >= 1e6:
+        return f"{us / 1e6:.3g} sec"
+    if us >= 1e3:
+        return f"{us / 1e3:.3g} ms"
+    return f"{us:.3g} us"
+
+
+def _count(n) -> str:
+    return f"{int(n):,}"
+
+
+def row_line(row: dict) -> str:
+    """One dperf-style line per interval."""
+    parts = [f"{row['time_s']:6.1f}s",
+             f"pktTx {_si(row['pkts_tx_per_s'], '/s'):>9}",
+             f"pktRx {_si(row['pkts_rx_per_s'], '/s'):>9}",
+             f"bitsTx {_si(row['bits_tx_per_s'], 'bps'):>10}",
+             f"bitsRx {_si(row['bits_rx_per_s'], 'bps'):>10}",
+             f"dropTx {_count(row['drop_tx_per_s'] * row['interval_s'])}",
+             f"lost {_count(row['seq_lost_per_s'] * row['interval_s'])}",
+             f"dup {_count(row['seq_dup_per_s'] * row['interval_s'])}",
+             f"reord {_count(row['seq_reorder_per_s'] * row['interval_s'])}"]
+    if row.get("lat_p50_us") is not None:
+        parts.append(f"lat p50 {_time_us(row['lat_p50_us'])} p99 {_time_us(row['lat_p99_us'])}")
+    parts.append(f"cpu {row['cpu_pct']:.0f}%")
+    return "  ".join(parts)
+
+
+def summary_text(s: dict) -> str:
+    """A qperf-style summary, then what qperf does not show."""
+    test = s["test"]
+    lines = [f"{test}:"]
+
+    def put(name, value):
+        lines.append(f"    {name:<9}=  {value}")
+
+    if test == "udp_bw":
+        put("send_bw", _si(s["bytes_tx"] / s["duration_s"] if s["duration_s"] else 0, "B/sec"))
+        put("recv_bw", _si(s["bytes_rx"] / s["duration_s"] if s["duration_s"] else 0, "B/sec"))
+        put("msg_rate", _si(s["rx_pps"], "/sec"))
+        lost = s["lost"]
+        put("loss", f"{s['loss_pct'] or 0:.3g} % ({_count(lost)} of {_count(s['pkts_tx'])} sent)"
+            + (f", {_count(s['dup'])} dup, {_count(s['reorder'])} reordered" if s["dup"] or s["reorder"] else ""))
+    elif test == "tcp_bw":
+        put("bw", _si(s["bytes_rx"] / s["duration_s"] if s["duration_s"] else 0, "B/sec"))
+        put("msg_rate", _si(s["rx_pps"], "/sec"))
+    else:  # latency tests: qperf's latency is half the mean round trip
+        put("latency", _time_us(s["latency_us"]))
+        put("msg_rate", _si(s["rx_pps"], "/sec"))
+    if s.get("lat_count"):
+        what = "one-way" if test == "udp_bw" else "round trip"
+        put("lat", f"{what} p50 {_time_us(s['lat_p50_us'])}  p99 {_time_us(s['lat_p99_us'])}  "
+                   f"p99.9 {_time_us(s['lat_p999_us'])}  max {_time_us(s['lat_max_us'])}  "
+                   f"jitter {_time_us(s['jitter_us'])}")
+    if s.get("drop_tx"):
+        put("drop_tx", _count(s["drop_tx"]))
+    workers = ", ".join(f"{k} {v:.0f}%" for k, v in s["cpu_pct_by_worker"].items())
+    put("cpu", f"{s['cpu_pct']:.0f}% of one core ({workers})")
+    if s.get("error"):
+        put("error", s["error"])
+    return "\n".join(lines)
+
+
+def _clean(v):
+    if isinstance(v, float) and v != v:  # NaN is not JSON
+        return None
+    return v
+
+
+class LinePrinter:
+    """Subscriber: one human line per row."""
+
+    def __init__(self, out=None):
+        self.out = out or sys.stdout
+
+    def __call__(self, row: dict) -> None:
+        print(row_line(row), file=self.out, flush=True)
+
+
+class JsonPrinter:
+    """Subscriber: one JSON object per row; summary() writes {"summary": ...}."""
+
+    def __init__(self, out=None):
+        self.out = out or sys.stdout
+
+    def __call__(self, row: dict) -> None:
+        print(json.dumps({k: _clean(v) for k, v in row.items()}), file=self.out, flush=True)
+
+    def summary(self, s: dict) -> None:
+        print(json.dumps({"summary": {k: _clean(v) for k, v in s.items()}}), file=self.out, flush=True)

@@ -1,0 +1,255 @@
+"""A Run drives one engine through one spec and keeps what it measured.
+
+The engine's workers run in C threads; a Python sampler thread reads their
+counter blocks every interval and turns two snapshots into one row, which goes
+to every subscriber and into run.frame. Stop is a flag; a run always ends with
+its final counters, also on error or KeyboardInterrupt.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import socket
+import threading
+import time
+from typing import Callable
+
+from perfkit.engines import DEFAULT as DEFAULT_ENGINE
+from perfkit.engines import engines as list_engines
+from perfkit.engines import get as get_engine
+from perfkit import spec as _spec
+from perfkit.errors import EngineError
+from perfkit.stats import Histogram, make_row, merge_counters, row_schema, summarize
+
+POLL_S = 0.02  # how often the sampler checks whether the workers have finished
+
+
+def environment(engine: str) -> dict:
+    """Where a run ran: host, kernel, OS, CPU, versions."""
+    from perfkit import __version__
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
+    except OSError:
+        pass
+    os_name = platform.system()
+    try:
+        with open("/etc/os-release") as f:
+            rel = dict(ln.rstrip("\n").split("=", 1) for ln in f if "=" in ln)
+            os_name = rel.get("PRETTY_NAME", os_name).strip('"')
+    except OSError:
+        pass
+    import polars
+    env = {
+        "host": socket.gethostname(), "kernel": platform.release(), "os": os_name,
+        "cpu_model": cpu, "cpus": os.cpu_count(), "python": platform.python_version(),
+        "perfkit": __version__, "polars": polars.__version__, "engine": engine,
+        "engine_detail": list_engines()[engine]["detail"],
+        "started_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+    return env
+
+
+class Run:
+    """Run spec on an engine; rows every interval seconds.
+
+        run = Run(LocalTest("udp_bw", duration="5s")).start()
+        run.wait()
+        run.frame, run.summary, run.histogram
+    """
+
+    def __init__(self, spec, engine: str = DEFAULT_ENGINE, interval: float = 1.0,
+                 subscribers: tuple[Callable[[dict], None], ...] = ()):
+        if not 0.05 <= float(interval) <= 3600:
+            raise ValueError(f"interval: {interval} s is out of range 0.05..3600")
+        self.spec = spec
+        self.engine_name = engine
+        self.interval = float(interval)
+        self.rows: list[dict] = []
+        self.summary: dict | None = None
+        self.histogram: Histogram | None = None
+        self.env: dict = {}
+        self.error: str | None = None
+        self.roles: list[str] = []
+        self._subscribers = list(subscribers)
+        self._handle = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._done = threading.Event()
+        self._frame = None
+
+    # ------------------------------------------------------------- control
+    def subscribe(self, fn: Callable[[dict], None]) -> "Run":
+        """Call fn(row) for every row, from the sampler thread."""
+        self._subscribers.append(fn)
+        return self
+
+    def start(self) -> "Run":
+        """Create the engine (errors raise here, nothing runs) and start sampling."""
+        if self._thread is not None:
+            raise RuntimeError("this run has already been started; make a new Run")
+        mod = get_engine(self.engine_name)
+        self.env = environment(self.engine_name)
+        self._handle = mod.build(self.spec)
+        self.roles = list(self._handle.roles)
+        self._thread = threading.Thread(target=self._sample, name="perfkit-sampler", daemon=True)
+        self._handle.start()
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Ask the run to stop now; safe from any thread. wait() for the final row."""
+        self._stop.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the run has finished (True) or timeout passes (False).
+        KeyboardInterrupt stops the run, waits for the final row, and re-raises.
+        Raises EngineError when a worker failed (the rows are kept)."""
+        if self._thread is None:
+            raise RuntimeError("start() the run first")
+        try:
+            finished = self._done.wait(timeout)
+        except KeyboardInterrupt:
+            self.stop()
+            self._done.wait()
+            raise
+        if finished and self.error:
+            raise EngineError(self.error)
+        return finished
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def run(self) -> "Run":
+        """start() and wait()."""
+        self.start()
+        self.wait()
+        return self
+
+    # ------------------------------------------------------------ sampling
+    def _emit(self, row: dict) -> None:
+        self.rows.append(row)
+        self._frame = None
+        for fn in list(self._subscribers):
+            try:
+                fn(row)
+            except Exception as exc:  # a broken chart must not kill the measurement
+                self._subscribers.remove(fn)
+                print(f"perfkit: subscriber {fn!r} removed after error: {exc!r}")
+
+    def _sample(self) -> None:
+        h = self._handle
+        n = len(self.roles)
+        zero = [[0] * len(merge_counters([]))] * n
+        prev_workers, prev_hist, prev_t = zero, Histogram(), 0.0
+        t0 = time.monotonic()
+        next_tick = t0 + self.interval
+        stop_sent = False
+        try:
+            while True:
+                if self._stop.is_set() and not stop_sent:
+                    h.stop()
+                    stop_sent = True
+                running = h.running()
+                now = time.monotonic()
+                if running and now < next_tick:
+                    time.sleep(min(POLL_S, next_tick - now))
+                    continue
+                if not running:
+                    break
+                prev_workers, prev_hist, prev_t = self._row(prev_workers, prev_hist, prev_t, now - t0)
+                next_tick += self.interval
+                while next_tick <= now:  # a stalled sampler skips ticks instead of bursting
+                    next_tick += self.interval
+        except BaseException as exc:  # noqa: BLE001 (the run must still end cleanly)
+            self.error = f"sampler: {exc!r}"
+            h.stop()
+        finally:
+            try:
+                h.join()
+                self._row(prev_workers, prev_hist, prev_t, time.monotonic() - t0, final=True)
+                self.error = self.error or h.error()
+            finally:
+                h.close()
+                self._done.set()
+
+    def _row(self, prev_workers, prev_hist, prev_t, t, final=False):
+        snaps = self._handle.snapshot()
+        workers = [list(c) for c, _ in snaps]
+        hist = Histogram.merge(h for _, h in snaps)
+        dt = t - prev_t
+        if not final or dt > 1e-3 or not self.rows:
+            self._emit(make_row(t, dt, merge_counters(prev_workers), merge_counters(workers),
+                                prev_hist, hist, prev_workers, workers))
+        if final:
+            self.histogram = hist
+            self.summary = summarize(getattr(self.spec, "test", type(self.spec).__name__),
+                                     merge_counters(workers), hist, workers, self.roles,
+                                     getattr(self.spec, "size", 0))
+            self.summary["engine"] = self.engine_name
+            if self.error:
+                self.summary["error"] = self.error
+        return workers, hist, t
+
+    # -------------------------------------------------------------- results
+    @property
+    def frame(self):
+        """Every row so far as a polars DataFrame."""
+        import polars as pl
+        if self._frame is None:
+            self._frame = pl.DataFrame(self.rows, schema=row_schema(len(self.roles)), orient="row"
+                                       ) if self.rows else pl.DataFrame(schema=row_schema(len(self.roles)))
+        return self._frame
+
+    def save(self, path) -> str:
+        """Write the run as Parquet: rows as the table, spec/environment/summary/
+        histogram as JSON in the file's metadata. Returns the path."""
+        import pyarrow.parquet as pq
+        if not self.done:
+            raise RuntimeError("the run is still going: wait() before save()")
+        table = self.frame.to_arrow()
+        meta = dict(table.schema.metadata or {})
+        meta.update({
+            b"perfkit.spec": json.dumps(self.spec.to_dict()).encode(),
+            b"perfkit.env": json.dumps(self.env).encode(),
+            b"perfkit.summary": json.dumps(self.summary).encode(),
+            b"perfkit.histogram": json.dumps(self.histogram.nonzero() if self.histogram else []).encode(),
+            b"perfkit.run": json.dumps({"engine": self.engine_name, "interval": self.interval,
+                                        "roles": self.roles, "error": self.error}).encode(),
+        })
+        pq.write_table(table.replace_schema_metadata(meta), str(path))
+        return str(path)
+
+    @classmethod
+    def load(cls, path) -> "Run":
+        """A finished Run back from run.save(path)."""
+        import polars as pl
+        import pyarrow.parquet as pq
+        table = pq.read_table(str(path))
+        meta = table.schema.metadata or {}
+        if b"perfkit.spec" not in meta:
+            raise ValueError(f"{path}: not a perfkit run (no perfkit metadata)")
+        info = json.loads(meta[b"perfkit.run"])
+        run = cls(_spec.from_dict(json.loads(meta[b"perfkit.spec"])), engine=info["engine"],
+                  interval=info["interval"])
+        run.env = json.loads(meta[b"perfkit.env"])
+        run.summary = json.loads(meta[b"perfkit.summary"])
+        run.histogram = Histogram.from_nonzero(json.loads(meta[b"perfkit.histogram"]))
+        run.roles = info["roles"]
+        run.error = info["error"]
+        run._frame = pl.from_arrow(table.replace_schema_metadata(None))
+        run.rows = run._frame.to_dicts()
+        run._done.set()
+        return run
+
+    def __repr__(self) -> str:
+        state = "done" if self.done else ("running" if self._thread else "new")
+        return f"<perfkit.Run {getattr(self.spec, 'test', self.spec)!r} {self.engine_name} {state}, {len(self.rows)} rows>"
+
+
+def load(path) -> Run:
+    return Run.load(path)

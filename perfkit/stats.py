@@ -1,0 +1,224 @@
+"""Counters, rows and summaries: everything derived from the C counter list.
+
+The schema comes from perfkit._counters, which reads the X-macro list in
+native/include/perfkit/counters.h: there is no second list here.
+
+A *row* is one sampling interval: for every counter its total so far (the
+counter's own name) and, for monotonic counters, its rate (`<name>_per_s`),
+plus latency percentiles, loss and the engine's CPU use derived from them.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from perfkit import _counters
+
+
+@dataclass(frozen=True)
+class Counter:
+    name: str
+    kind: str   # sum | gauge | min | max
+    unit: str
+    label: str
+
+
+COUNTERS: tuple[Counter, ...] = tuple(Counter(*c) for c in _counters.counter_table())
+COUNTER_NAMES: tuple[str, ...] = tuple(c.name for c in COUNTERS)
+INDEX = {name: i for i, name in enumerate(COUNTER_NAMES)}
+PERCENTILES = {"p50": 0.50, "p90": 0.90, "p99": 0.99, "p999": 0.999}
+
+# Derived columns, with their labels, in row order after the counters.
+DERIVED = {
+    "bits_tx_per_s": "payload bits sent per second",
+    "bits_rx_per_s": "payload bits received per second",
+    "loss_pct": "packets lost in this interval, % of those expected",
+    "lat_mean_us": "mean latency in this interval",
+    **{f"lat_{p}_us": f"{p} latency in this interval" for p in PERCENTILES},
+    "lat_max_us": "highest latency in this interval (histogram bucket)",
+    "jitter_us": "mean |latency - previous latency| in this interval",
+    "cpu_pct": "engine CPU use, % of one core (all workers)",
+}
+
+
+class Histogram:
+    """Latency histogram in the engine's log-linear buckets (nanoseconds)."""
+
+    LOWER: tuple[int, ...] = tuple(_counters.hist_lower_bounds())
+
+    def __init__(self, counts=None):
+        self.counts = list(counts) if counts is not None else [0] * len(self.LOWER)
+        if len(self.counts) != len(self.LOWER):
+            raise ValueError(f"histogram: {len(self.counts)} buckets, expected {len(self.LOWER)}")
+
+    @classmethod
+    def merge(cls, many) -> "Histogram":
+        out = [0] * len(cls.LOWER)
+        for h in many:
+            for i, c in enumerate(h):
+                if c:
+                    out[i] += c
+        return cls(out)
+
+    def __sub__(self, other: "Histogram") -> "Histogram":
+        return Histogram([a - b for a, b in zip(self.counts, other.counts)])
+
+    @property
+    def count(self) -> int:
+        return sum(self.counts)
+
+    def upper(self, i: int) -> int:
+        return self.LOWER[i + 1] if i + 1 < len(self.LOWER) else self.LOWER[i] * 2
+
+    def percentile(self, q: float) -> float | None:
+        """Value (ns) at quantile q (0..1): the middle of the bucket holding it."""
+        total = self.count
+        if total == 0:
+            return None
+        rank = max(1, math.ceil(q * total - 1e-9))
+        seen = 0
+        for i, c in enumerate(self.counts):
+            seen += c
+            if seen >= rank:
+                return (self.LOWER[i] + self.upper(i) - 1) / 2
+        return None
+
+    def max(self) -> float | None:
+        for i in range(len(self.counts) - 1, -1, -1):
+            if self.counts[i]:
+                return float(self.upper(i) - 1)
+        return None
+
+    def nonzero(self) -> list[tuple[int, int]]:
+        return [(i, c) for i, c in enumerate(self.counts) if c]
+
+    @classmethod
+    def from_nonzero(cls, pairs) -> "Histogram":
+        h = cls()
+        for i, c in pairs:
+            h.counts[int(i)] = int(c)
+        return h
+
+    def frame(self):
+        """The non-empty buckets as a polars DataFrame (lower_ns, upper_ns, count)."""
+        import polars as pl
+        nz = self.nonzero()
+        return pl.DataFrame({"lower_ns": [self.LOWER[i] for i, _ in nz],
+                             "upper_ns": [self.upper(i) for i, _ in nz],
+                             "count": [c for _, c in nz]},
+                            schema={"lower_ns": pl.Int64, "upper_ns": pl.Int64, "count": pl.Int64})
+
+
+def merge_counters(per_worker) -> list[int]:
+    """Combine worker counter blocks by each counter's kind."""
+    out = [0] * len(COUNTERS)
+    for block in per_worker:
+        for i, c in enumerate(COUNTERS):
+            v = block[i]
+            if c.kind == "min":
+                if v and (out[i] == 0 or v < out[i]):
+                    out[i] = v
+            elif c.kind == "max":
+                out[i] = max(out[i], v)
+            else:
+                out[i] += v
+    return out
+
+
+def _us(ns):
+    return None if ns is None else ns / 1000.0
+
+
+def latency_fields(hist: Histogram, lat_count: int, lat_sum_ns: int, jitter_sum_ns: int,
+                   lo_ns: int = 0, hi_ns: int = 0) -> dict:
+    """mean/p50/p90/p99/p999/max and jitter, in microseconds; None where no samples.
+    Percentiles are clamped to the exact min/max when those are known."""
+    out = {"lat_mean_us": _us(lat_sum_ns / lat_count) if lat_count else None}
+    for name, q in PERCENTILES.items():
+        v = hist.percentile(q)
+        if v is not None and hi_ns:
+            v = min(max(v, lo_ns), hi_ns)
+        out[f"lat_{name}_us"] = _us(v)
+    mx = hi_ns or hist.max()
+    out["lat_max_us"] = _us(mx) if lat_count else None
+    out["jitter_us"] = _us(jitter_sum_ns / (lat_count - 1)) if lat_count > 1 else None
+    return out
+
+
+def loss_pct(received: int, dup: int, lost: int) -> float | None:
+    expected = received - dup + lost
+    return 100.0 * lost / expected if expected > 0 else None
+
+
+def make_row(t: float, dt: float, prev: list[int], cur: list[int], prev_hist: Histogram,
+             cur_hist: Histogram, prev_workers, cur_workers) -> dict:
+    """One row from two snapshots taken dt seconds apart."""
+    row: dict = {"time_s": round(t, 6), "interval_s": round(dt, 6)}
+    delta = [c - p for c, p in zip(cur, prev)]
+    for i, c in enumerate(COUNTERS):
+        row[c.name] = cur[i]
+        if c.kind == "sum":
+            row[f"{c.name}_per_s"] = delta[i] / dt if dt > 0 else 0.0
+    d = dict(zip(COUNTER_NAMES, delta))
+    row["bits_tx_per_s"] = row["bytes_tx_per_s"] * 8
+    row["bits_rx_per_s"] = row["bytes_rx_per_s"] * 8
+    row["loss_pct"] = loss_pct(d["pkts_rx"], d["seq_dup"], d["seq_lost"])
+    interval_hist = cur_hist - prev_hist
+    row.update(latency_fields(interval_hist, d["lat_count"], d["lat_sum_ns"], d["jitter_sum_ns"]))
+    row["cpu_pct"] = 100.0 * d["cpu_busy_ns"] / (dt * 1e9) if dt > 0 else 0.0
+    busy, wall = INDEX["cpu_busy_ns"], INDEX["cpu_wall_ns"]
+    for w, (p, c) in enumerate(zip(prev_workers, cur_workers)):
+        dwall = c[wall] - p[wall]
+        row[f"cpu_pct_w{w}"] = 100.0 * (c[busy] - p[busy]) / dwall if dwall > 0 else 0.0
+    return row
+
+
+def row_schema(nworkers: int) -> dict:
+    """polars dtypes of a row, in column order."""
+    import polars as pl
+    schema = {"time_s": pl.Float64, "interval_s": pl.Float64}
+    for c in COUNTERS:
+        schema[c.name] = pl.Int64
+        if c.kind == "sum":
+            schema[f"{c.name}_per_s"] = pl.Float64
+    for name in DERIVED:
+        schema[name] = pl.Float64
+    for w in range(nworkers):
+        schema[f"cpu_pct_w{w}"] = pl.Float64
+    return schema
+
+
+def summarize(test: str, totals: list[int], hist: Histogram, workers: list[list[int]],
+              roles: list[str], size: int) -> dict:
+    """Whole-run figures: rates over the senders' active time, loss, latency, CPU."""
+    t = dict(zip(COUNTER_NAMES, totals))
+    wall = INDEX["cpu_wall_ns"]
+    busy = INDEX["cpu_busy_ns"]
+    senders = [w for w, r in zip(workers, roles) if r.endswith(("_send", "_ping"))]
+    active_s = max((w[wall] for w in senders), default=0) / 1e9
+    per_s = (lambda n: n / active_s) if active_s > 0 else (lambda n: 0.0)
+    out = {
+        "test": test,
+        "size": size,
+        "duration_s": active_s,
+        "pkts_tx": t["pkts_tx"], "pkts_rx": t["pkts_rx"],
+        "bytes_tx": t["bytes_tx"], "bytes_rx": t["bytes_rx"],
+        "drop_tx": t["drop_tx"], "lost": t["seq_lost"], "dup": t["seq_dup"],
+        "reorder": t["seq_reorder"],
+        "loss_pct": loss_pct(t["pkts_rx"], t["seq_dup"], t["seq_lost"]),
+        "tx_pps": per_s(t["pkts_tx"]), "rx_pps": per_s(t["pkts_rx"]),
+        "tx_bps": per_s(8 * t["bytes_tx"]), "rx_bps": per_s(8 * t["bytes_rx"]),
+        "lat_count": t["lat_count"],
+        "lat_min_us": _us(t["lat_min_ns"]) if t["lat_count"] else None,
+    }
+    out.update(latency_fields(hist, t["lat_count"], t["lat_sum_ns"], t["jitter_sum_ns"],
+                              t["lat_min_ns"], t["lat_max_ns"]))
+    # qperf's latency is half the round trip; udp_bw's is one way already
+    if out["lat_mean_us"] is not None:
+        out["latency_us"] = out["lat_mean_us"] / (2 if test.endswith("_lat") else 1)
+    else:
+        out["latency_us"] = None
+    out["cpu_pct"] = sum(100.0 * w[busy] / w[wall] for w in workers if w[wall])
+    out["cpu_pct_by_worker"] = {f"w{i}_{r}": (100.0 * w[busy] / w[wall] if w[wall] else 0.0)
+                                for i, (w, r) in enumerate(zip(workers, roles))}
+    return out

@@ -1,0 +1,97 @@
+"""One parser for every unit perfkit accepts: durations, sizes and rates.
+
+    durations  10s 2m 1h 500ms 250us 1.5   (bare number = seconds)
+    sizes      64 1500 64K 1M 64KiB 9000B  (K/M/G are binary, as in qperf and iperf3)
+    rates      1.5Mpps 100kpps 10Gbps 100Mbit 5000  (decimal prefixes; bare number = packets/s)
+
+Every parser raises ValueError naming the field and what is allowed.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_NUMBER = r"\s*(-?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*"
+
+_DURATION_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "ms": 1e-3, "us": 1e-6, "m": 60.0,
+                   "min": 60.0, "h": 3600.0}
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20,
+               "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
+_SI = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
+_RATE = re.compile(_NUMBER + r"([kKmMgGtT]?)(pps|bps|bit/s|bit|b/s)?\s*$")
+
+
+def _split(value, field: str, what: str):
+    m = re.fullmatch(_NUMBER + r"([A-Za-z/]*)\s*", str(value))
+    if not m:
+        raise ValueError(f"{field}: cannot read {value!r} as {what}")
+    return float(m.group(1)), m.group(2)
+
+
+def parse_duration(value, field: str = "duration") -> float:
+    """Seconds, from 10s, 2m, 500ms, 1h or a bare number of seconds."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number, unit = float(value), ""
+    else:
+        number, unit = _split(value, field, "a duration (10s, 2m, 500ms)")
+    scale = _DURATION_UNITS.get(unit.lower())
+    if scale is None:
+        raise ValueError(f"{field}: unknown unit {unit!r} in {value!r} (use s, ms, us, m or h)")
+    return number * scale
+
+
+def parse_size(value, field: str = "size") -> int:
+    """Bytes, from 64, 1500, 64K (= 65536), 1M, 64KiB."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float):
+        number, unit = value, ""
+    else:
+        number, unit = _split(value, field, "a size (64, 1500, 64K)")
+    scale = _SIZE_UNITS.get(unit.lower())
+    if scale is None:
+        raise ValueError(f"{field}: unknown unit {unit!r} in {value!r} (use B, K, M or G)")
+    size = number * scale
+    if size != int(size):
+        raise ValueError(f"{field}: {value!r} is not a whole number of bytes")
+    return int(size)
+
+
+@dataclass(frozen=True)
+class Rate:
+    """A target rate: packets (messages) per second or bits per second."""
+    value: float
+    unit: str  # "pps" or "bps"
+
+    def messages_per_second(self, size: int) -> float:
+        """Packets/s to send with payloads of size bytes (bps counts payload bits, as iperf3 -b)."""
+        return self.value if self.unit == "pps" else self.value / (8.0 * size)
+
+    def __str__(self) -> str:
+        return format_si(self.value, self.unit)
+
+
+def parse_rate(value, field: str = "rate") -> Rate:
+    """A Rate from 1.5Mpps, 100kpps, 10Gbps, 100Mbit or a bare number of packets/s."""
+    if isinstance(value, Rate):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return Rate(float(value), "pps")
+    m = _RATE.fullmatch(str(value))
+    if not m:
+        raise ValueError(f"{field}: cannot read {value!r} as a rate "
+                         "(use pps or bps with k, M, G: 1.5Mpps, 10Gbps, 100kpps)")
+    number, prefix, unit = float(m.group(1)), m.group(2), m.group(3)
+    if unit is None:
+        if prefix:
+            raise ValueError(f"{field}: {value!r} needs a unit: pps or bps (e.g. {value}pps)")
+        unit = "pps"
+    return Rate(number * _SI[prefix.lower()], "pps" if unit == "pps" else "bps")
+
+
+def format_si(value: float, unit: str = "", digits: int = 3) -> str:
+    """1534000, 'pps' -> '1.53 Mpps'."""
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.{digits}g} {prefix}{unit}"
+    return f"{value:.{digits}g} {unit}".rstrip()

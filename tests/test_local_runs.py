@@ -1,0 +1,25 @@
+"""End to end on loopback: each qperf-style test runs on the socket engine and
+its counters add up."""
+import pytest
+
+import perfkit
+from perfkit import LocalTest
+
+
+@pytest.mark.parametrize("test", ["udp_bw", "udp_lat", "tcp_bw", "tcp_lat"])
+def test_each_local_test_moves_traffic(test):
+    run = perfkit.run(LocalTest(test, duration="1s"), interval=0.25)
+    s = run.summary
+    assert s["pkts_tx"] > 0 and s["pkts_rx"] > 0
+    assert run.error is None
+    assert len(run.frame) >= 4
+    if test.endswith("_lat"):
+        assert s["lat_count"] > 100
+        assert 0 < s["lat_p50_us"] < 10_000
+
+
+def test_udp_received_plus_lost_equals_sent_exactly():
+    run = perfkit.run(LocalTest("udp_bw", size=64, rate="50kpps", duration="1s"))
+    s = run.summary
+    assert s["pkts_rx"] - s["dup"] + s["lost"] == s["pkts_tx"]
+    assert s["bytes_rx"] == s["pkts_rx"] * 64
