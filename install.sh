@@ -2,7 +2,7 @@
 # Install perfkit and everything it needs on Debian 12, into ./.venv.
 #   As root: Debian packages first (compiler, libdpdk-dev for the DPDK extension,
 #   iproute2, and the peer tools the benchmarks compare against).
-#   Then: a virtual environment in .venv (it sees the system's packages) with
+#   Then: a virtual environment in .venv with
 #   perfkit built from this folder and its extras (notebook, test).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -19,7 +19,7 @@ fi
 
 PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
-    "$PYTHON" -m venv --system-site-packages .venv
+    "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check '.[all]'
 echo "install.sh: perfkit installed in .venv: $(.venv/bin/perfkit engines | tr -d '\n ' | head -c 300)"

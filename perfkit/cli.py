@@ -32,6 +32,7 @@ def _parser() -> argparse.ArgumentParser:
     loc.add_argument("--host", default="127.0.0.1", help="loopback or lab address (default 127.0.0.1)")
     loc.add_argument("--port", default=0, help="receiving port (default: any free port)")
     loc.add_argument("--batch", default=32, help="datagrams per sendmmsg/recvmmsg (default 32)")
+    loc.add_argument("--gso", default=0, help="udp_bw: datagrams per UDP GSO send (default 0: off)")
     loc.add_argument("--busy-poll", action="store_true", help="latency tests: spin instead of sleeping")
     loc.add_argument("--interval", default="1s", help="row interval (default 1s)")
     loc.add_argument("--engine", default=DEFAULT_ENGINE, help="engine (see perfkit engines)")
@@ -45,7 +46,8 @@ def _parser() -> argparse.ArgumentParser:
 def _local(a) -> int:
     from perfkit.units import parse_duration
     spec = LocalTest(test=a.test, size=a.size, rate=a.rate, flows=a.flows, duration=a.duration,
-                     host=a.host, port=a.port, batch=a.batch, busy_poll=a.busy_poll)
+                     host=a.host, port=a.port, batch=a.batch, gso=a.gso,
+                     busy_poll=a.busy_poll)
     interval = parse_duration(a.interval, "interval")
     printer = JsonPrinter() if a.json else LinePrinter()
     run = Run(spec, engine=a.engine, interval=interval, subscribers=(printer,))

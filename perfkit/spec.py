@@ -16,6 +16,7 @@ DEFAULT_SIZE = {"udp_bw": 64, "udp_lat": 1, "tcp_bw": 64 << 10, "tcp_lat": 1}
 MAX_SIZE = {"udp": 65507, "tcp": 64 << 10}
 MAX_FLOWS = 1024
 MAX_BATCH = 256
+MAX_GSO = 64
 MAX_DURATION_S = 24 * 3600
 
 # Traffic may only go to loopback or to lab hosts (RFC 2544 benchmarking blocks).
@@ -56,7 +57,9 @@ class LocalTest:
     duration  how long to send (10s, 2m, ...)
     host      where both ends bind: loopback or a lab address
     port      the receiving end's port; 0 = any free port
-    batch     datagrams per sendmmsg/recvmmsg (udp_bw)
+    batch     messages per sendmmsg/recvmmsg (udp_bw)
+    gso       udp_bw: datagrams per UDP GSO send (the kernel cuts them; each arrives
+              alone); 0 = off, plain sendmmsg with one datagram per message
     busy_poll latency tests: spin on the socket instead of sleeping in the kernel
     """
     test: str = "udp_bw"
@@ -67,6 +70,7 @@ class LocalTest:
     host: str = "127.0.0.1"
     port: int = 0
     batch: int = 32
+    gso: int = 0
     busy_poll: bool = False
 
     def __post_init__(self):
@@ -93,6 +97,15 @@ class LocalTest:
         put("host", check_target(self.host))
         put("port", _int_in(self.port, "port", 0, 65535))
         put("batch", _int_in(self.batch, "batch", 1, MAX_BATCH))
+        put("gso", _int_in(self.gso, "gso", 0, MAX_GSO))
+        if self.gso > 1 and self.test != "udp_bw":
+            raise ValueError(f"gso: only udp_bw sends with UDP GSO, not {self.test}")
+        if self.gso * self.size > MAX_SIZE["udp"]:
+            raise ValueError(f"gso: {self.gso} datagrams of {self.size} B exceed one UDP send "
+                             f"({MAX_SIZE['udp']} B): use at most {MAX_SIZE['udp'] // self.size}")
+        if not (isinstance(self.busy_poll, bool) or (isinstance(self.busy_poll, int) and self.busy_poll in (0, 1))):
+            # bool("false") is True: take only real booleans
+            raise ValueError(f"busy_poll: {self.busy_poll!r} is not true or false")
         put("busy_poll", bool(self.busy_poll))
 
     @property

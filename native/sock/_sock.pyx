@@ -26,6 +26,7 @@ ROLES = {
 MAX_WORKERS = PK_SOCK_MAX_WORKERS
 MAX_FLOWS = PK_SOCK_MAX_FLOWS
 MAX_BATCH = PK_SOCK_MAX_BATCH
+MAX_GSO = PK_SOCK_MAX_GSO
 
 
 cdef void _fill_addr(pk_sock_addr *a, object host, int port) except *:
@@ -40,7 +41,7 @@ cdef void _fill_addr(pk_sock_addr *a, object host, int port) except *:
 cdef class SockEngine:
     """Workers as dicts: role, local=(host, port), remote=(host, port),
     peer (index of an earlier worker whose bound port is the target),
-    size, flows, batch, rate (messages/s, 0 = unlimited), duration (s),
+    size, flows, batch, gso, rate (messages/s, 0 = unlimited), duration (s),
     busy_poll, cpu."""
     cdef pk_sock_engine *e
     cdef int n
@@ -70,6 +71,7 @@ cdef class SockEngine:
                 cfgs[i].size = w["size"]
                 cfgs[i].flows = w.get("flows", 1)
                 cfgs[i].batch = w.get("batch", 1)
+                cfgs[i].gso = w.get("gso", 0)
                 cfgs[i].rate = w.get("rate", 0.0)
                 cfgs[i].duration_ns = <unsigned long long>(w.get("duration", 0.0) * 1e9)
                 cfgs[i].busy_poll = 1 if w.get("busy_poll", False) else 0

@@ -26,6 +26,7 @@ cdef extern from "sock_engine.h":
         uint32_t size
         uint32_t flows
         uint32_t batch
+        uint32_t gso
         double rate
         uint64_t duration_ns
         int busy_poll
@@ -34,6 +35,7 @@ cdef extern from "sock_engine.h":
     enum: PK_SOCK_MAX_WORKERS
     enum: PK_SOCK_MAX_FLOWS
     enum: PK_SOCK_MAX_BATCH
+    enum: PK_SOCK_MAX_GSO
 
     ctypedef struct pk_sock_engine:
         pass

@@ -7,7 +7,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
+#include <netinet/udp.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -21,7 +21,6 @@
 #include "perfkit/clock.h"
 #include "perfkit/wire.h"
 
-#define POLL_MS        10          /* how long an idle worker sleeps between checks */
 #define QUIET_NS       50000000ull /* receivers: quiet this long after the peer is done */
 #define CPU_EVERY_NS   10000000ull /* refresh the CPU counters this often */
 #define SEQ_WINDOW     4096        /* per-flow window for reordering and duplicates */
@@ -216,12 +215,6 @@ static int receiver_finished(const worker *w, uint64_t now, uint64_t last_rx, ui
     return since >= QUIET_NS;
 }
 
-static void wait_readable(int fd, int ms)
-{
-    struct pollfd p = { fd, POLLIN, 0 };
-    poll(&p, 1, ms);
-}
-
 /* -------------------------------------------------------- sequence window */
 
 static inline int seen_get(const flow_state *f, uint64_t s)
@@ -288,12 +281,13 @@ static void fill_header(uint8_t *buf, uint32_t size, uint32_t flow, uint64_t seq
 /* How many messages the pacer allows now; 0 means wait (and *wake says until when). */
 static inline uint64_t pace(const worker *w, uint64_t now, uint64_t sent, uint64_t *wake)
 {
+    const uint64_t most = (uint64_t)w->cfg.batch * (w->cfg.gso > 1 ? w->cfg.gso : 1);
     if (w->cfg.rate <= 0)
-        return w->cfg.batch;
+        return most;
     double elapsed = (double)(now - w->wall0);
     uint64_t allowed = (uint64_t)(elapsed * w->cfg.rate / 1e9) + 1;
     if (allowed > sent)
-        return allowed - sent < w->cfg.batch ? allowed - sent : w->cfg.batch;
+        return allowed - sent < most ? allowed - sent : most;
     *wake = w->wall0 + (uint64_t)((double)sent * 1e9 / w->cfg.rate);
     return 0;
 }
@@ -306,9 +300,12 @@ static inline void pace_wait(uint64_t now, uint64_t wake)
         pk_sleep_until_ns(wake);
 }
 
+/* With UDP GSO one message carries up to cfg.gso datagrams, cut by the kernel
+ * (UDP_SEGMENT); each datagram still arrives alone, with its own header. */
 static void run_udp_send(worker *w)
 {
     const uint32_t size = w->cfg.size;
+    const uint32_t segs = w->cfg.gso > 1 ? w->cfg.gso : 1;
     uint64_t sent = 0;
     uint32_t flow = 0;
     for (;;) {
@@ -321,15 +318,26 @@ static void run_udp_send(worker *w)
             pace_wait(now, wake);
             continue;
         }
+        /* n datagrams in ceil(n / segs) messages; headers numbered across segments */
         uint64_t seq = w->flow_sent[flow];
-        for (uint64_t i = 0; i < n; i++)
-            fill_header(w->bufs + i * w->buf_len, size, flow, seq + i, now);
-        int r = sendmmsg(w->fds[flow], w->msgs, (unsigned)n, 0);
+        unsigned nmsg = 0;
+        for (uint64_t left = n; left > 0; nmsg++) {
+            uint32_t k = left < segs ? (uint32_t)left : segs;
+            uint8_t *base = w->bufs + (size_t)nmsg * w->buf_len;
+            for (uint32_t j = 0; j < k; j++)
+                fill_header(base + (size_t)j * size, size, flow, seq++, now);
+            w->iov[nmsg].iov_len = (size_t)k * size;
+            left -= k;
+        }
+        int r = sendmmsg(w->fds[flow], w->msgs, nmsg, 0);
         if (r > 0) {
-            w->flow_sent[flow] += (uint64_t)r;
-            sent += (uint64_t)r;
-            pk_add(&w->c, PK_pkts_tx, (uint64_t)r);
-            pk_add(&w->c, PK_bytes_tx, (uint64_t)r * size);
+            uint64_t pkts = 0;
+            for (int i = 0; i < r; i++)
+                pkts += w->iov[i].iov_len / size;
+            w->flow_sent[flow] += pkts;
+            sent += pkts;
+            pk_add(&w->c, PK_pkts_tx, pkts);
+            pk_add(&w->c, PK_bytes_tx, pkts * size);
         } else if (r < 0 && errno != EINTR) {
             /* ENOBUFS/EAGAIN under load, ECONNREFUSED once the receiver is gone */
             pk_add(&w->c, PK_drop_tx, n);
@@ -346,13 +354,12 @@ static void run_udp_recv(worker *w)
     const int track = w->cfg.size >= PK_WIRE_HDR_LEN;
     uint64_t last_rx = 0, done_at = 0;
     for (;;) {
-        int r = recvmmsg(fd, w->msgs, w->cfg.batch, MSG_DONTWAIT, NULL);
+        int r = recvmmsg(fd, w->msgs, w->cfg.batch, MSG_WAITFORONE, NULL);
         uint64_t now = pk_now_ns();
         account_cpu(w, now, 0);
         if (r <= 0) {
             if (receiver_finished(w, now, last_rx, &done_at))
                 break;
-            wait_readable(fd, POLL_MS);
             continue;
         }
         last_rx = now;
@@ -395,13 +402,12 @@ static void run_udp_reflect(worker *w)
             w->msgs[i].msg_hdr.msg_namelen = sizeof(struct sockaddr_storage);
             w->iov[i].iov_len = w->buf_len;
         }
-        int r = recvmmsg(fd, w->msgs, w->cfg.batch, MSG_DONTWAIT, NULL);
+        int r = recvmmsg(fd, w->msgs, w->cfg.batch, MSG_WAITFORONE, NULL);
         uint64_t now = pk_now_ns();
         account_cpu(w, now, 0);
         if (r <= 0) {
             if (receiver_finished(w, now, last_rx, &done_at))
                 break;
-            wait_readable(fd, POLL_MS);
             continue;
         }
         last_rx = now;
@@ -423,21 +429,6 @@ static void run_udp_reflect(worker *w)
         }
         if (s < r)
             pk_add(&w->c, PK_drop_tx, (uint64_t)(r - (s > 0 ? s : 0)));
-    }
-}
-
-/* Wait for fd to become readable: spin (busy_poll) or poll in short slices.
- * Returns 1 when readable, 0 on stop/deadline. */
-static int await_reply(worker *w, int fd, uint64_t give_up)
-{
-    for (;;) {
-        struct pollfd p = { fd, POLLIN, 0 };
-        int r = poll(&p, 1, w->cfg.busy_poll ? 0 : POLL_MS);
-        if (r > 0)
-            return 1;
-        uint64_t now = pk_now_ns();
-        if (now >= give_up || now >= w->engine->hard_end || stopping(w))
-            return 0;
     }
 }
 
@@ -469,11 +460,15 @@ static void run_udp_ping(worker *w)
         /* a reply that does not come within 1 s is lost; stale replies are skipped */
         uint64_t give_up = t_send + 1000000000ull;
         int got = 0;
-        while (!got && await_reply(w, fd, give_up)) {
-            ssize_t r = recv(fd, in, w->buf_len, MSG_DONTWAIT);
-            if (r < 0)
-                continue;
+        while (!got) {
+            /* blocking recv (100 ms timeout) is one syscall; busy_poll spins instead */
+            ssize_t r = recv(fd, in, w->buf_len, w->cfg.busy_poll ? MSG_DONTWAIT : 0);
             uint64_t t_recv = pk_now_ns();
+            if (r < 0) {
+                if (t_recv >= give_up || t_recv >= w->engine->hard_end || stopping(w))
+                    break;
+                continue;
+            }
             pk_add(&w->c, PK_pkts_rx, 1);
             pk_add(&w->c, PK_bytes_rx, (uint64_t)r);
             pk_wire_hdr h;
@@ -758,6 +753,11 @@ static int setup_worker(pk_sock_engine *e, int i, char *err, size_t errlen)
         set_err(err, errlen, "worker %d: flows %u out of range 1..%d", i, c->flows, PK_SOCK_MAX_FLOWS);
         return -1;
     }
+    if (c->gso > PK_SOCK_MAX_GSO || (c->gso > 1 && (c->role != PK_UDP_SEND || (uint64_t)c->gso * c->size > 65507))) {
+        set_err(err, errlen, "worker %d: gso %u: at most %d datagrams of at most 65507 bytes together, udp_send only",
+                i, c->gso, PK_SOCK_MAX_GSO);
+        return -1;
+    }
     if (c->peer >= 0 && (c->peer >= i || e->w[c->peer].bound_port <= 0)) {
         set_err(err, errlen, "worker %d: peer %d must be an earlier worker with a bound socket", i, c->peer);
         return -1;
@@ -778,6 +778,13 @@ static int setup_worker(pk_sock_engine *e, int i, char *err, size_t errlen)
             w->fds[k] = open_bound(&c->local, udp ? SOCK_DGRAM : SOCK_STREAM, err, errlen);
             if (w->fds[k] < 0)
                 return -1;
+            if (c->gso > 1) {
+                int seg = (int)c->size;
+                if (setsockopt(w->fds[k], SOL_UDP, UDP_SEGMENT, &seg, sizeof(seg)) != 0) {
+                    set_err(err, errlen, "worker %d: UDP GSO (UDP_SEGMENT) not available: %s", i, strerror(errno));
+                    return -1;
+                }
+            }
             if (c->role == PK_UDP_SEND || c->role == PK_UDP_PING) {
                 struct sockaddr_storage ss;
                 socklen_t len = to_sockaddr(&c->remote, rport, &ss);
@@ -797,6 +804,8 @@ static int setup_worker(pk_sock_engine *e, int i, char *err, size_t errlen)
     /* buffers: batch of datagrams for UDP, two messages (out, in) for ping, a big read buffer for TCP */
     uint32_t nbufs = (c->role == PK_UDP_SEND || c->role == PK_UDP_RECV || c->role == PK_UDP_REFLECT) ? c->batch : 2;
     w->buf_len = c->size < 64 ? 64 : c->size;
+    if (c->gso > 1)
+        w->buf_len = c->gso * c->size;
     if (c->role == PK_UDP_RECV || c->role == PK_UDP_REFLECT || c->role == PK_UDP_PING)
         w->buf_len = 65536; /* take any datagram whole */
     if (c->role == PK_TCP_RECV)

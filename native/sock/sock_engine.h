@@ -45,6 +45,7 @@ typedef struct pk_sock_worker_cfg {
     uint32_t size;          /* payload (UDP) or message (TCP) bytes */
     uint32_t flows;         /* UDP_SEND: sockets; UDP_RECV: flow ids tracked */
     uint32_t batch;         /* messages per sendmmsg/recvmmsg */
+    uint32_t gso;           /* UDP_SEND: datagrams per UDP GSO send (UDP_SEGMENT); 0/1 = off */
     double rate;            /* messages per second; 0 = as fast as possible */
     uint64_t duration_ns;   /* how long senders send */
     int busy_poll;          /* ping roles: spin on the socket instead of sleeping */
@@ -54,6 +55,7 @@ typedef struct pk_sock_worker_cfg {
 #define PK_SOCK_MAX_WORKERS 64
 #define PK_SOCK_MAX_FLOWS   1024
 #define PK_SOCK_MAX_BATCH   256
+#define PK_SOCK_MAX_GSO     64      /* the kernel's UDP_MAX_SEGMENTS on older kernels */
 #define PK_SOCK_DRAIN_NS    1000000000ull  /* receivers wait at most this after duration */
 
 typedef struct pk_sock_engine pk_sock_engine;

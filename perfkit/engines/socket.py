@@ -39,7 +39,8 @@ def workers_for(spec: LocalTest) -> list[dict]:
               "rate": spec.messages_per_second}
     if spec.test == "udp_bw":
         return [{**common, "role": "udp_recv", "local": here, "flows": spec.flows, "batch": spec.batch},
-                {**sender, "role": "udp_send", "flows": spec.flows, "batch": spec.batch}]
+                {**sender, "role": "udp_send", "flows": spec.flows, "batch": spec.batch,
+                 "gso": spec.gso}]
     if spec.test == "udp_lat":
         return [{**common, "role": "udp_reflect", "local": here, "batch": 1},
                 {**sender, "role": "udp_ping", "busy_poll": spec.busy_poll}]
