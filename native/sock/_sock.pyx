@@ -42,7 +42,7 @@ cdef class SockEngine:
     """Workers as dicts: role, local=(host, port), remote=(host, port),
     peer (index of an earlier worker whose bound port is the target),
     size, flows, batch, gso, rate (messages/s, 0 = unlimited), duration (s),
-    busy_poll, cpu."""
+    busy_poll, cpu, netns (a /run/netns/NAME path to work in)."""
     cdef pk_sock_engine *e
     cdef int n
     cdef readonly list roles
@@ -76,6 +76,10 @@ cdef class SockEngine:
                 cfgs[i].duration_ns = <unsigned long long>(w.get("duration", 0.0) * 1e9)
                 cfgs[i].busy_poll = 1 if w.get("busy_poll", False) else 0
                 cfgs[i].cpu = w.get("cpu", -1)
+                netns = (w.get("netns") or "").encode()
+                if len(netns) >= sizeof(cfgs[i].netns):
+                    raise ValueError(f"netns: path longer than {sizeof(cfgs[i].netns) - 1} bytes: {w['netns']!r}")
+                memcpy(cfgs[i].netns, <const char *>netns, len(netns))
             err[0] = 0
             self.e = pk_sock_create(cfgs, self.n, err, sizeof(err))
             if self.e == NULL:

@@ -31,6 +31,7 @@ cdef extern from "sock_engine.h":
         uint64_t duration_ns
         int busy_poll
         int cpu
+        char netns[108]
 
     enum: PK_SOCK_MAX_WORKERS
     enum: PK_SOCK_MAX_FLOWS

@@ -47,6 +47,7 @@ typedef struct worker {
     int done_sending;            /* atomic: a sender sets it when it stops sending */
     int bound_port;
 
+    int netns_fd;                /* the namespace to work in, or -1 */
     int *fds;                    /* UDP_SEND: one per flow; else fds[0] */
     int nfds;
     int conn_fd;                 /* TCP: the connected socket */
@@ -710,6 +711,13 @@ static const role_fn ROLE_FNS[PK_NROLES] = {
 static void *worker_main(void *arg)
 {
     worker *w = arg;
+    /* sockets made here (TCP clients) belong to the worker's namespace */
+    if (w->netns_fd >= 0 && setns(w->netns_fd, CLONE_NEWNET) != 0) {
+        set_err(w->err, sizeof(w->err), "setns(%s): %s", w->cfg.netns, strerror(errno));
+        __atomic_store_n(&w->done_sending, 1, __ATOMIC_RELEASE);
+        __atomic_store_n(&w->running, 0, __ATOMIC_RELEASE);
+        return NULL;
+    }
     prctl(PR_SET_TIMERSLACK, 1UL);   /* precise sleeps for pacing */
     if (w->cfg.cpu >= 0) {
         cpu_set_t set;
@@ -729,12 +737,66 @@ static void *worker_main(void *arg)
 
 /* --------------------------------------------------------------- lifecycle */
 
+/* Make, bind (and connect or listen) this worker's sockets, inside its network
+ * namespace when it has one; the calling thread returns to its own afterwards. */
+static int make_sockets(worker *w, int i, uint16_t rport, char *err, size_t errlen)
+{
+    const pk_sock_worker_cfg *c = &w->cfg;
+    int udp = c->role <= PK_UDP_PING;
+    for (int k = 0; k < w->nfds; k++) {
+        w->fds[k] = open_bound(&c->local, udp ? SOCK_DGRAM : SOCK_STREAM, err, errlen);
+        if (w->fds[k] < 0)
+            return -1;
+        if (c->gso > 1) {
+            int seg = (int)c->size;
+            if (setsockopt(w->fds[k], SOL_UDP, UDP_SEGMENT, &seg, sizeof(seg)) != 0) {
+                set_err(err, errlen, "worker %d: UDP GSO (UDP_SEGMENT) not available: %s", i, strerror(errno));
+                return -1;
+            }
+        }
+        if (c->role == PK_UDP_SEND || c->role == PK_UDP_PING) {
+            struct sockaddr_storage ss;
+            socklen_t len = to_sockaddr(&c->remote, rport, &ss);
+            if (connect(w->fds[k], (struct sockaddr *)&ss, len) != 0) {
+                set_err(err, errlen, "worker %d: connect: %s", i, strerror(errno));
+                return -1;
+            }
+        }
+    }
+    if (!udp && listen(w->fds[0], 16) != 0) {
+        set_err(err, errlen, "worker %d: listen: %s", i, strerror(errno));
+        return -1;
+    }
+    w->bound_port = local_port(w->fds[0]);
+    return 0;
+}
+
+static int open_sockets(worker *w, int i, uint16_t rport, char *err, size_t errlen)
+{
+    if (w->netns_fd < 0)
+        return make_sockets(w, i, rport, err, errlen);
+    int home = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    if (home < 0 || setns(w->netns_fd, CLONE_NEWNET) != 0) {
+        set_err(err, errlen, "worker %d: enter network namespace %s: %s", i, w->cfg.netns, strerror(errno));
+        if (home >= 0)
+            close(home);
+        return -1;
+    }
+    int rc = make_sockets(w, i, rport, err, errlen);
+    if (setns(home, CLONE_NEWNET) != 0) {
+        /* cannot happen with the fd we opened; never leave the caller's thread elsewhere */
+        set_err(err, errlen, "worker %d: return from network namespace: %s", i, strerror(errno));
+        rc = -1;
+    }
+    close(home);
+    return rc;
+}
+
 static int setup_worker(pk_sock_engine *e, int i, char *err, size_t errlen)
 {
     worker *w = &e->w[i];
     const pk_sock_worker_cfg *c = &w->cfg;
     w->engine = e;
-    w->conn_fd = -1;
 
     if (c->role < 0 || c->role >= PK_NROLES) {
         set_err(err, errlen, "worker %d: unknown role %d", i, c->role);
@@ -771,36 +833,18 @@ static int setup_worker(pk_sock_engine *e, int i, char *err, size_t errlen)
     for (int k = 0; k < w->nfds; k++)
         w->fds[k] = -1;
 
-    if (c->role == PK_TCP_SEND || c->role == PK_TCP_PING) {
-        /* connected in the thread */
-    } else {
-        for (int k = 0; k < w->nfds; k++) {
-            w->fds[k] = open_bound(&c->local, udp ? SOCK_DGRAM : SOCK_STREAM, err, errlen);
-            if (w->fds[k] < 0)
-                return -1;
-            if (c->gso > 1) {
-                int seg = (int)c->size;
-                if (setsockopt(w->fds[k], SOL_UDP, UDP_SEGMENT, &seg, sizeof(seg)) != 0) {
-                    set_err(err, errlen, "worker %d: UDP GSO (UDP_SEGMENT) not available: %s", i, strerror(errno));
-                    return -1;
-                }
-            }
-            if (c->role == PK_UDP_SEND || c->role == PK_UDP_PING) {
-                struct sockaddr_storage ss;
-                socklen_t len = to_sockaddr(&c->remote, rport, &ss);
-                if (connect(w->fds[k], (struct sockaddr *)&ss, len) != 0) {
-                    set_err(err, errlen, "worker %d: connect: %s", i, strerror(errno));
-                    return -1;
-                }
-            }
-        }
-        if (!udp && listen(w->fds[0], 16) != 0) {
-            set_err(err, errlen, "worker %d: listen: %s", i, strerror(errno));
+    if (c->netns[0]) {
+        w->netns_fd = open(c->netns, O_RDONLY | O_CLOEXEC);
+        if (w->netns_fd < 0) {
+            set_err(err, errlen, "worker %d: network namespace %s: %s", i, c->netns, strerror(errno));
             return -1;
         }
-        w->bound_port = local_port(w->fds[0]);
     }
-
+    if (c->role == PK_TCP_SEND || c->role == PK_TCP_PING) {
+        /* connected in the thread */
+    } else if (open_sockets(w, i, rport, err, errlen) != 0) {
+        return -1;
+    }
     /* buffers: batch of datagrams for UDP, two messages (out, in) for ping, a big read buffer for TCP */
     uint32_t nbufs = (c->role == PK_UDP_SEND || c->role == PK_UDP_RECV || c->role == PK_UDP_REFLECT) ? c->batch : 2;
     w->buf_len = c->size < 64 ? 64 : c->size;
@@ -863,8 +907,12 @@ pk_sock_engine *pk_sock_create(const pk_sock_worker_cfg *cfgs, int n, char *err,
     }
     memset(e->w, 0, sizeof(worker) * (size_t)n);
     e->n = n;
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         e->w[i].cfg = cfgs[i];
+        e->w[i].cfg.netns[sizeof(e->w[i].cfg.netns) - 1] = 0;
+        e->w[i].conn_fd = -1;  /* nothing of fd 0 is ours: destroy closes only what is set */
+        e->w[i].netns_fd = -1;
+    }
     for (int i = 0; i < n; i++) {
         if (setup_worker(e, i, err, errlen) != 0) {
             pk_sock_destroy(e);
@@ -986,6 +1034,8 @@ void pk_sock_destroy(pk_sock_engine *e)
                     close(w->fds[k]);
         if (w->conn_fd >= 0)
             close(w->conn_fd);
+        if (w->netns_fd >= 0)
+            close(w->netns_fd);
         free(w->fds);
         free(w->msgs);
         free(w->iov);

@@ -50,6 +50,7 @@ typedef struct pk_sock_worker_cfg {
     uint64_t duration_ns;   /* how long senders send */
     int busy_poll;          /* ping roles: spin on the socket instead of sleeping */
     int cpu;                /* pin the thread to this CPU, -1 = do not pin */
+    char netns[108];        /* network namespace file (/run/netns/NAME) to work in; "" = ours */
 } pk_sock_worker_cfg;
 
 #define PK_SOCK_MAX_WORKERS 64
