@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from perfkit.engines import DEFAULT as DEFAULT_ENGINE
@@ -19,8 +20,16 @@ from perfkit.run import Run
 from perfkit.spec import LOCAL_TESTS, LocalTest
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad arguments: exit 2 with one line, like every other bad input."""
+
+    def error(self, message):
+        print(f"{self.prog}: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="perfkit", description="Network performance tests, native engines.")
+    p = _Parser(prog="perfkit", description="Network performance tests, native engines.")
     sub = p.add_subparsers(dest="command", required=True)
 
     loc = sub.add_parser("local", help="run both ends of a test in this process, over loopback")
@@ -51,17 +60,17 @@ def _local(a) -> int:
     interval = parse_duration(a.interval, "interval")
     printer = JsonPrinter() if a.json else LinePrinter()
     run = Run(spec, engine=a.engine, interval=interval, subscribers=(printer,))
+    run.start()  # a bad engine or a failed start raises here: one line, nothing ran
     if not a.json:
         print(f"perfkit local {spec.test}: {spec.size} B, {spec.rate or 'unlimited'}, "
               f"{spec.flows} flow(s), {spec.duration:g} s on {spec.host} ({a.engine} engine)", flush=True)
     interrupted = False
     try:
-        run.start()
         run.wait()
     except KeyboardInterrupt:
         interrupted = True
     except EngineError:
-        pass  # reported below with the summary
+        pass  # a worker failed: the rows so far and the error are reported below
     if a.json:
         printer.summary(run.summary)
     else:
@@ -87,6 +96,9 @@ def main(argv=None) -> int:
         return 2
     except EngineError as exc:
         print(f"perfkit: error: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # e.g. piped into head: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     return 2
 

@@ -24,7 +24,9 @@ def _time_us(us: float | None) -> str:
 
 
 def _count(n) -> str:
-    return f"{int(n):,}"
+    # round, not int(): a row's count is rate * interval_s, and interval_s is rounded,
+    # so 7 packets can come back as 6.99998
+    return f"{round(n):,}"
 
 
 def row_line(row: dict) -> str:

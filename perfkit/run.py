@@ -12,6 +12,7 @@ import json
 import os
 import platform
 import socket
+import sys
 import threading
 import time
 from typing import Callable
@@ -137,9 +138,12 @@ class Run:
         for fn in list(self._subscribers):
             try:
                 fn(row)
-            except Exception as exc:  # a broken chart must not kill the measurement
+            except Exception as exc:  # a broken chart or a closed pipe must not stop the measurement
                 self._subscribers.remove(fn)
-                print(f"perfkit: subscriber {fn!r} removed after error: {exc!r}")
+                try:
+                    print(f"perfkit: subscriber {fn!r} removed after error: {exc!r}", file=sys.stderr)
+                except OSError:
+                    pass
 
     def _sample(self) -> None:
         h = self._handle
@@ -171,8 +175,8 @@ class Run:
         finally:
             try:
                 h.join()
-                self._row(prev_workers, prev_hist, prev_t, time.monotonic() - t0, final=True)
                 self.error = self.error or h.error()
+                self._row(prev_workers, prev_hist, prev_t, time.monotonic() - t0, final=True)
             finally:
                 h.close()
                 self._done.set()
@@ -181,11 +185,7 @@ class Run:
         snaps = self._handle.snapshot()
         workers = [list(c) for c, _ in snaps]
         hist = Histogram.merge(h for _, h in snaps)
-        dt = t - prev_t
-        if not final or dt > 1e-3 or not self.rows:
-            self._emit(make_row(t, dt, merge_counters(prev_workers), merge_counters(workers),
-                                prev_hist, hist, prev_workers, workers))
-        if final:
+        if final:  # the results first: nothing a subscriber does can lose them
             self.histogram = hist
             self.summary = summarize(getattr(self.spec, "test", type(self.spec).__name__),
                                      merge_counters(workers), hist, workers, self.roles,
@@ -193,6 +193,10 @@ class Run:
             self.summary["engine"] = self.engine_name
             if self.error:
                 self.summary["error"] = self.error
+        dt = t - prev_t
+        if not final or dt > 1e-3 or not self.rows:
+            self._emit(make_row(t, dt, merge_counters(prev_workers), merge_counters(workers),
+                                prev_hist, hist, prev_workers, workers))
         return workers, hist, t
 
     # -------------------------------------------------------------- results

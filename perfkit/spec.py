@@ -18,6 +18,7 @@ MAX_FLOWS = 1024
 MAX_BATCH = 256
 MAX_GSO = 64
 MAX_DURATION_S = 24 * 3600
+MAX_RATE_PPS = 1e9  # far above any kernel-socket rate; keeps the pacer's arithmetic exact
 
 # Traffic may only go to loopback or to lab hosts (RFC 2544 benchmarking blocks).
 LAB_NETS = (ipaddress.ip_network("198.18.0.0/15"), ipaddress.ip_network("2001:2::/48"))
@@ -86,6 +87,9 @@ class LocalTest:
             rate = parse_rate(self.rate, "rate")
             if not rate.value > 0:
                 raise ValueError(f"rate: must be above 0, not {self.rate!r} (leave it out for no limit)")
+            if rate.messages_per_second(size) > MAX_RATE_PPS:
+                raise ValueError(f"rate: {self.rate!r} is above {MAX_RATE_PPS:.0e} packets/s "
+                                 "(leave it out for no limit)")
             put("rate", rate)
         put("flows", _int_in(self.flows, "flows", 1, MAX_FLOWS))
         if self.flows != 1 and self.test != "udp_bw":

@@ -55,6 +55,8 @@ class Histogram:
     def merge(cls, many) -> "Histogram":
         out = [0] * len(cls.LOWER)
         for h in many:
+            if isinstance(h, Histogram):  # Histograms or plain per-bucket counts
+                h = h.counts
             for i, c in enumerate(h):
                 if c:
                     out[i] += c

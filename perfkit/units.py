@@ -8,6 +8,7 @@ Every parser raises ValueError naming the field and what is allowed.
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -25,13 +26,20 @@ def _split(value, field: str, what: str):
     m = re.fullmatch(_NUMBER + r"([A-Za-z/]*)\s*", str(value))
     if not m:
         raise ValueError(f"{field}: cannot read {value!r} as {what}")
-    return float(m.group(1)), m.group(2)
+    return _finite(float(m.group(1)), value, field), m.group(2)
+
+
+def _finite(number: float, value, field: str) -> float:
+    """number, unless it is inf or NaN (1e400 reads as inf)."""
+    if not math.isfinite(number):
+        raise ValueError(f"{field}: {value!r} is not a finite number")
+    return number
 
 
 def parse_duration(value, field: str = "duration") -> float:
     """Seconds, from 10s, 2m, 500ms, 1h or a bare number of seconds."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        number, unit = float(value), ""
+        number, unit = _finite(float(value), value, field), ""
     else:
         number, unit = _split(value, field, "a duration (10s, 2m, 500ms)")
     scale = _DURATION_UNITS.get(unit.lower())
@@ -45,7 +53,7 @@ def parse_size(value, field: str = "size") -> int:
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     if isinstance(value, float):
-        number, unit = value, ""
+        number, unit = _finite(value, value, field), ""
     else:
         number, unit = _split(value, field, "a size (64, 1500, 64K)")
     scale = _SIZE_UNITS.get(unit.lower())
@@ -74,14 +82,17 @@ class Rate:
 def parse_rate(value, field: str = "rate") -> Rate:
     """A Rate from 1.5Mpps, 100kpps, 10Gbps, 100Mbit or a bare number of packets/s."""
     if isinstance(value, Rate):
+        if value.unit not in ("pps", "bps"):
+            raise ValueError(f"{field}: unit {value.unit!r} in {value!r} is not pps or bps")
+        _finite(float(value.value), value, field)
         return value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return Rate(float(value), "pps")
+        return Rate(_finite(float(value), value, field), "pps")
     m = _RATE.fullmatch(str(value))
     if not m:
         raise ValueError(f"{field}: cannot read {value!r} as a rate "
                          "(use pps or bps with k, M, G: 1.5Mpps, 10Gbps, 100kpps)")
-    number, prefix, unit = float(m.group(1)), m.group(2), m.group(3)
+    number, prefix, unit = _finite(float(m.group(1)), value, field), m.group(2), m.group(3)
     if unit is None:
         if prefix:
             raise ValueError(f"{field}: {value!r} needs a unit: pps or bps (e.g. {value}pps)")
