@@ -23,6 +23,8 @@
 
 #define QUIET_NS       50000000ull /* receivers: quiet this long after the peer is done */
 #define CPU_EVERY_NS   10000000ull /* refresh the CPU counters this often */
+#define PACE_MIN_SLEEP_NS 50000ull /* a paced sender sleeps at least this long */
+#define SPIN_NS        50000ull    /* busy_poll: spin this long before blocking */
 #define SEQ_WINDOW     4096        /* per-flow window for reordering and duplicates */
 #define SEQ_WORDS      (SEQ_WINDOW / 64)
 #define SOCK_BUF_BYTES (8 << 20)
@@ -293,12 +295,21 @@ static inline uint64_t pace(const worker *w, uint64_t now, uint64_t sent, uint64
     return 0;
 }
 
-/* Sleep until the next message is due, spin when it is near. A late wake-up
- * sends a small burst: the pacer keeps the average rate exact. */
+/* Sleep until the next message is due, and at least PACE_MIN_SLEEP_NS: what
+ * fell due meanwhile goes out as one batch, and the pacer keeps the average
+ * rate exact. Spinning instead would take the CPU the receiver needs. */
 static inline void pace_wait(uint64_t now, uint64_t wake)
 {
-    if (wake > now + 20000)
-        pk_sleep_until_ns(wake);
+    pk_sleep_until_ns(wake > now + PACE_MIN_SLEEP_NS ? wake : now + PACE_MIN_SLEEP_NS);
+}
+
+/* busy_poll: spin (non-blocking) for up to SPIN_NS after waiting began, then
+ * block, so a spinning thread never starves its partner on a busy machine. */
+static inline int wait_flag(const worker *w, uint64_t waiting_since, int blocking_flag)
+{
+    if (w->cfg.busy_poll && pk_now_ns() - waiting_since < SPIN_NS)
+        return MSG_DONTWAIT;
+    return blocking_flag;
 }
 
 /* With UDP GSO one message carries up to cfg.gso datagrams, cut by the kernel
@@ -403,7 +414,7 @@ static void run_udp_reflect(worker *w)
             w->msgs[i].msg_hdr.msg_namelen = sizeof(struct sockaddr_storage);
             w->iov[i].iov_len = w->buf_len;
         }
-        int r = recvmmsg(fd, w->msgs, w->cfg.batch, MSG_WAITFORONE, NULL);
+        int r = recvmmsg(fd, w->msgs, w->cfg.batch, wait_flag(w, last_rx, MSG_WAITFORONE), NULL);
         uint64_t now = pk_now_ns();
         account_cpu(w, now, 0);
         if (r <= 0) {
@@ -462,8 +473,8 @@ static void run_udp_ping(worker *w)
         uint64_t give_up = t_send + 1000000000ull;
         int got = 0;
         while (!got) {
-            /* blocking recv (100 ms timeout) is one syscall; busy_poll spins instead */
-            ssize_t r = recv(fd, in, w->buf_len, w->cfg.busy_poll ? MSG_DONTWAIT : 0);
+            /* blocking recv (100 ms timeout) is one syscall; busy_poll spins first */
+            ssize_t r = recv(fd, in, w->buf_len, wait_flag(w, t_send, 0));
             uint64_t t_recv = pk_now_ns();
             if (r < 0) {
                 if (t_recv >= give_up || t_recv >= w->engine->hard_end || stopping(w))
@@ -491,9 +502,10 @@ static void run_udp_ping(worker *w)
 static size_t xfer_all(worker *w, int fd, uint8_t *buf, size_t len, int writing)
 {
     size_t done = 0;
+    const uint64_t since = w->cfg.busy_poll ? pk_now_ns() : 0;
     while (done < len) {
         ssize_t r = writing ? send(fd, buf + done, len - done, MSG_NOSIGNAL)
-                            : recv(fd, buf + done, len - done, w->cfg.busy_poll ? MSG_DONTWAIT : 0);
+                            : recv(fd, buf + done, len - done, wait_flag(w, since, 0));
         if (r > 0) {
             done += (size_t)r;
             continue;

@@ -42,7 +42,8 @@ def workers_for(spec: LocalTest) -> list[dict]:
                 {**sender, "role": "udp_send", "flows": spec.flows, "batch": spec.batch,
                  "gso": spec.gso}]
     if spec.test == "udp_lat":
-        return [{**common, "role": "udp_reflect", "local": here, "batch": 1},
+        return [{**common, "role": "udp_reflect", "local": here, "batch": 1,
+                 "busy_poll": spec.busy_poll},
                 {**sender, "role": "udp_ping", "busy_poll": spec.busy_poll}]
     if spec.test == "tcp_bw":
         return [{**common, "role": "tcp_recv", "local": here},

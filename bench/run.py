@@ -1,0 +1,761 @@
+#!/usr/bin/env python3
+"""perfkit side by side with iperf3, sockperf and qperf, on loopback only.
+
+    python3 bench/run.py [--reps 3] [--duration 5] [--only udp64_pps tcp_lat ...]
+
+Each comparison runs perfkit and its peer tool(s) alternately (perfkit, peer,
+perfkit, peer, ...) for --reps rounds, takes the median of each side and prints
+the ratio of the medians against the target. The same table, with the machine,
+the command line and every single run, goes to bench/RESULTS.md.
+
+Every process is bounded in time: clients run under a subprocess timeout,
+servers under coreutils `timeout` and are killed (their own process group,
+by id) as soon as their client is done, or at exit. Every run gets its own
+ports. Nothing but 127.0.0.1 is ever a target.
+"""
+from __future__ import annotations
+
+import argparse
+import atexit
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HOST = "127.0.0.1"              # the only address any process here talks to
+HERE = Path(__file__).resolve().parent
+PEER_TOOLS = ("iperf3", "qperf", "sockperf")   # command name = Debian package name
+LAT_SIZE = 64                   # message size of every latency test (sockperf needs >= 14)
+UDP_SIZE = 64                   # datagram payload of the UDP rate tests
+LOSS_RATE_SHARE = 0.75          # udp64_loss offers this share of iperf3's measured max rx rate
+GROUPS = ("udp64_pps", "udp64_loss", "tcp_bw", "udp_lat", "tcp_lat")
+
+
+class BenchError(RuntimeError):
+    """One run failed: timeout, non-zero exit or output we cannot read."""
+
+
+# ------------------------------------------------------------------ processes
+
+_LIVE_SERVERS: list["Server"] = []
+
+
+class Server:
+    """A server process in its own session, bounded by `timeout`, always killed on exit.
+
+        with Server(cmd, lifetime=35) as srv:
+            srv.wait_listening(port, "tcp")
+            ... run the client ...
+            out, err = srv.finish(wait=5)   # let it exit by itself (iperf3 -1), else kill
+    """
+
+    def __init__(self, cmd: list[str], lifetime: float):
+        self.cmd = [str(c) for c in cmd]
+        self._out = tempfile.TemporaryFile(mode="w+")
+        self._err = tempfile.TemporaryFile(mode="w+")
+        # `timeout` bounds the server even if this script is killed with SIGKILL
+        full = ["timeout", "-k", "2", f"{lifetime:.0f}", *self.cmd]
+        self.proc = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=self._out, stderr=self._err,
+                                     text=True, start_new_session=True)
+        self.result: tuple[str, str] | None = None
+        _LIVE_SERVERS.append(self)
+
+    def __enter__(self) -> "Server":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.finish(wait=0)
+
+    def _kill(self, sig: int) -> None:
+        try:
+            os.killpg(self.proc.pid, sig)   # the group this script created for this server only
+        except ProcessLookupError:
+            pass
+
+    def finish(self, wait: float = 0.0) -> tuple[str, str]:
+        """Wait up to `wait` s for a natural exit, then SIGTERM, then SIGKILL. Returns (stdout, stderr)."""
+        if self.result is not None:
+            return self.result
+        try:
+            self.proc.wait(timeout=wait if wait > 0 else 0.01)
+        except subprocess.TimeoutExpired:
+            self._kill(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                self._kill(signal.SIGKILL)
+                self.proc.wait(timeout=5)
+        self._kill(signal.SIGKILL)          # anything left in its group (normally nothing)
+        self._out.seek(0)
+        self._err.seek(0)
+        self.result = (self._out.read(), self._err.read())
+        self._out.close()
+        self._err.close()
+        if self in _LIVE_SERVERS:
+            _LIVE_SERVERS.remove(self)
+        return self.result
+
+    def wait_listening(self, port: int, proto: str, timeout: float = 5.0) -> None:
+        """Block until the server has its socket on `port` (read from /proc/net, no probe traffic)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if port_in_use(port, proto, listening_only=True):
+                return
+            if self.proc.poll() is not None:
+                out, err = self.finish()
+                raise BenchError(f"{self.cmd[0]} server exited early: {(err or out).strip()[-300:]}")
+            time.sleep(0.02)
+        self.finish()
+        raise BenchError(f"{self.cmd[0]} server did not open {proto} port {port} within {timeout:g} s")
+
+
+def kill_all_servers() -> None:
+    for srv in list(_LIVE_SERVERS):
+        srv.finish(wait=0)
+
+
+def run_client(cmd: list, timeout: float) -> subprocess.CompletedProcess:
+    """Run a client to completion; a timeout or a non-zero exit is a BenchError."""
+    cmd = [str(c) for c in cmd]
+    try:
+        cp = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise BenchError(f"{' '.join(cmd)}: no result within {timeout:g} s") from None
+    if cp.returncode != 0:
+        tail = (cp.stderr or cp.stdout).strip()[-400:]
+        raise BenchError(f"{' '.join(cmd)}: exit {cp.returncode}: {tail}")
+    return cp
+
+
+# ----------------------------------------------------------------------- ports
+
+def port_in_use(port: int, proto: str, listening_only: bool = False) -> bool:
+    """Is a socket bound to this local port? proto is 'tcp' or 'udp'."""
+    for path in (f"/proc/net/{proto}", f"/proc/net/{proto}6"):
+        try:
+            lines = Path(path).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            parts = line.split()
+            if int(parts[1].rsplit(":", 1)[1], 16) != port:
+                continue
+            if proto == "udp" or not listening_only or parts[3] == "0A":  # 0A = LISTEN
+                return True
+    return False
+
+
+class Ports:
+    """Hands out a fresh port for every run: free for TCP and UDP on 127.0.0.1, never reused."""
+
+    def __init__(self, base: int):
+        self.next_port = base
+
+    def take(self) -> int:
+        while self.next_port < 65000:
+            port = self.next_port
+            self.next_port += 1
+            if port_in_use(port, "tcp") or port_in_use(port, "udp"):
+                continue
+            if all(_bindable(port, kind) for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM)):
+                return port
+        raise BenchError("ran out of ports")
+
+
+def _bindable(port: int, kind: int) -> bool:
+    with socket.socket(socket.AF_INET, kind) as s:
+        try:
+            s.bind((HOST, port))
+            return True
+        except OSError:
+            return False
+
+
+# ---------------------------------------------------------------- tool runners
+
+def perfkit_cmd() -> list[str]:
+    exe = shutil.which("perfkit")
+    return [exe] if exe else [sys.executable, "-m", "perfkit"]
+
+
+def run_perfkit(test: str, duration: float, size: int | None = None, rate: str | None = None,
+                busy_poll: bool = False) -> dict:
+    """perfkit local TEST --json: the summary dict (its last line)."""
+    cmd = [*perfkit_cmd(), "local", test, "--host", HOST, "--duration", f"{duration:g}s", "--json"]
+    if size is not None:
+        cmd += ["--size", size]
+    if rate is not None:
+        cmd += ["--rate", rate]
+    if busy_poll:
+        cmd.append("--busy-poll")
+    cp = run_client(cmd, timeout=duration + 30)
+    for line in reversed(cp.stdout.strip().splitlines()):
+        if line.startswith('{"summary"'):
+            return json.loads(line)["summary"]
+    raise BenchError(f"perfkit {test}: no summary line in its output")
+
+
+def run_iperf3_udp(ports: Ports, duration: float, size: int, bitrate: int) -> dict:
+    """iperf3 -u -l SIZE -b BITRATE; counts from the server's (receiver's) -J report.
+
+    received = packets - lost_packets (iperf3 counts `packets` from the highest
+    sequence number it saw); rx_pps = received / the server's seconds.
+    """
+    port = ports.take()
+    with Server(["iperf3", "-s", "-1", "-J", "-B", HOST, "-p", port], lifetime=duration + 40) as srv:
+        srv.wait_listening(port, "tcp")
+        cli = run_client(["iperf3", "-c", HOST, "-p", port, "-u", "-l", size, "-b", bitrate,
+                          "-t", f"{duration:g}", "-J"], timeout=duration + 25)
+        srv_out, _ = srv.finish(wait=5)
+    server = _iperf3_json(srv_out, "server")
+    client = _iperf3_json(cli.stdout, "client")
+    recv = server["end"]["sum_received"]
+    received = recv["packets"] - recv["lost_packets"]
+    cpu = client["end"]["cpu_utilization_percent"]
+    return {
+        "sent": client["end"]["sum_sent"]["packets"],
+        "received": received,
+        "received_by_bytes": recv["bytes"] // size,
+        "lost": recv["lost_packets"],
+        "loss_pct": 100.0 * recv["lost_packets"] / recv["packets"] if recv["packets"] else 0.0,
+        "seconds": recv["seconds"],
+        "rx_pps": received / recv["seconds"],
+        "tx_pps": client["end"]["sum_sent"]["packets"] / client["end"]["sum_sent"]["seconds"],
+        "cpu_sender": cpu["host_total"],
+        "cpu_receiver": cpu["remote_total"],
+    }
+
+
+def run_iperf3_tcp(ports: Ports, duration: float) -> dict:
+    """iperf3 default single-stream TCP; receiver bits/s from the server's -J report."""
+    port = ports.take()
+    with Server(["iperf3", "-s", "-1", "-J", "-B", HOST, "-p", port], lifetime=duration + 40) as srv:
+        srv.wait_listening(port, "tcp")
+        cli = run_client(["iperf3", "-c", HOST, "-p", port, "-t", f"{duration:g}", "-J"],
+                         timeout=duration + 25)
+        srv_out, _ = srv.finish(wait=5)
+    server = _iperf3_json(srv_out, "server")
+    client = _iperf3_json(cli.stdout, "client")
+    cpu = client["end"]["cpu_utilization_percent"]
+    return {
+        "rx_bps": server["end"]["sum_received"]["bits_per_second"],
+        "retransmits": client["end"]["sum_sent"].get("retransmits"),
+        "cpu_sender": cpu["host_total"],
+        "cpu_receiver": cpu["remote_total"],
+    }
+
+
+def _iperf3_json(text: str, side: str) -> dict:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError:
+        raise BenchError(f"iperf3 {side}: no JSON report: {text.strip()[-300:]!r}") from None
+    if "error" in doc:
+        raise BenchError(f"iperf3 {side}: {doc['error']}")
+    return doc
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def run_sockperf(ports: Ports, duration: float, size: int, tcp: bool) -> dict:
+    """sockperf ping-pong --full-rtt: ROUND-TRIP percentiles, parsed from its summary lines.
+
+    Without --full-rtt sockperf prints RTT/2 ("latency"); --full-rtt makes it print the
+    round trip itself ("avg-rtt", "Round trip is"). As a check we also derive the mean
+    round trip from its own message count: valid RunTime / ReceivedMessages.
+    """
+    port = ports.take()
+    proto = ["--tcp"] if tcp else []
+    with Server(["sockperf", "server", "-i", HOST, "-p", port, *proto], lifetime=duration + 40) as srv:
+        srv.wait_listening(port, "tcp" if tcp else "udp")
+        cli = run_client(["sockperf", "ping-pong", "-i", HOST, "-p", port, "-m", size,
+                          "-t", f"{duration:g}", "--full-rtt", *proto], timeout=duration + 25)
+    text = _ANSI.sub("", cli.stdout + "\n" + cli.stderr)
+    pct = {float(p): float(v) for p, v in re.findall(r"percentile\s+([0-9.]+)\s*=\s*([0-9.]+)", text)}
+    avg = re.search(r"avg-rtt=([0-9.]+)", text)
+    valid = re.search(r"\[Valid Duration\] RunTime=([0-9.]+) sec; SentMessages=(\d+); ReceivedMessages=(\d+)", text)
+    if 50.0 not in pct or not avg or not valid or "Round trip is" not in text:
+        raise BenchError(f"sockperf: cannot read its summary: {text.strip()[-400:]!r}")
+    runtime, received = float(valid.group(1)), int(valid.group(3))
+    return {
+        "rtt_p50_us": pct[50.0],
+        "rtt_p99_us": pct.get(99.0),
+        "rtt_mean_us": float(avg.group(1)),
+        "rtt_mean_from_rate_us": 1e6 * runtime / received if received else None,
+        "round_trips": received,
+    }
+
+
+def run_qperf(ports: Ports, duration: float, test: str, size: int | None = None) -> dict:
+    """qperf HOST TEST with -uu (plain units: bytes/sec, ns) and -v (CPU use).
+
+    qperf's *_lat is 'one way latency': the mean round trip / 2.
+    """
+    listen, data = ports.take(), ports.take()
+    with Server(["qperf", "--listen_port", listen], lifetime=duration + 40) as srv:
+        srv.wait_listening(listen, "tcp")
+        cmd = ["qperf", HOST, "--listen_port", listen, "--ip_port", data, "-t", f"{duration:g}", "-uu", "-v"]
+        if size is not None:
+            cmd += ["-m", size]
+        cli = run_client([*cmd, test], timeout=duration + 25)
+    fields = {k: v for k, v in re.findall(r"^\s*(\w+)\s*=\s*([0-9.]+)", cli.stdout, re.M)}
+    out: dict = {"cpu_local": _num(fields, "loc_cpus_used", "send_cpus_used"),
+                 "cpu_remote": _num(fields, "rem_cpus_used", "recv_cpus_used")}
+    if test.endswith("_bw"):
+        if "bw" not in fields:
+            raise BenchError(f"qperf {test}: no bw in {cli.stdout.strip()!r}")
+        out["bw_bps"] = float(fields["bw"]) * 8
+    else:
+        if "latency" not in fields:
+            raise BenchError(f"qperf {test}: no latency in {cli.stdout.strip()!r}")
+        out["latency_us"] = float(fields["latency"]) / 1000.0   # -uu prints ns
+    return out
+
+
+def _num(fields: dict, *names: str) -> float | None:
+    for n in names:
+        if n in fields:
+            return float(fields[n])
+    return None
+
+
+# --------------------------------------------------------------- the bench run
+
+@dataclass
+class Row:
+    name: str
+    metric: str                  # what both columns hold
+    perfkit: str
+    peer: str                    # "<value> (<tool>)"
+    ratio: str
+    target: str
+    status: str                  # pass, FAIL, info, skipped, error
+
+
+@dataclass
+class Bench:
+    reps: int
+    duration: float
+    ports: Ports
+    tools: set[str]              # peer tools found on this machine
+    loss_rate: int | None = None
+    rows: list[Row] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)
+    iperf3_max_rx_pps: float | None = None
+    errors: int = 0
+    _done: int = 0
+
+    def have(self, tool: str) -> bool:
+        return tool in self.tools
+
+    def attempt(self, label: str, fn, *args, show=None, **kw):
+        """One run; prints a progress line; a failed run is reported and returns None."""
+        self._done += 1
+        t0 = time.monotonic()
+        try:
+            res = fn(*args, **kw)
+        except BenchError as exc:
+            self.errors += 1
+            print(f"  [{self._done:3d}] {label}: ERROR {exc}", flush=True)
+            return None
+        shown = show(res) if show else ""
+        print(f"  [{self._done:3d}] {label}: {shown}  ({time.monotonic() - t0:.1f} s)", flush=True)
+        return res
+
+
+def med(values) -> float | None:
+    vals = [v for v in values if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def pick(results: list, key: str) -> list:
+    return [r[key] if r is not None else None for r in results]
+
+
+def cpu_str(summary: dict) -> str:
+    """One perfkit run's CPU % per worker thread."""
+    return ", ".join(f"{n} {v:.0f}%" for n, v in (summary.get("cpu_pct_by_worker") or {}).items())
+
+
+def worker_cpu(results: list[dict | None]) -> str:
+    """Median CPU % of each perfkit worker thread over the runs, from cpu_pct_by_worker."""
+    byw: dict[str, list[float]] = {}
+    for r in results:
+        for name, v in ((r or {}).get("cpu_pct_by_worker") or {}).items():
+            byw.setdefault(name, []).append(v)
+    return ", ".join(f"{n} {statistics.median(v):.0f}%" for n, v in byw.items()) or "n/a"
+
+
+def ratio_row(name, metric, pk, peer, tool, fmt, target: float | None, higher_better: bool) -> Row:
+    """Row with ratio = median(perfkit) / median(peer); target None means info only."""
+    ratio = pk / peer if pk is not None and peer else None
+    if tool is None:
+        status = "skipped"
+    elif ratio is None:
+        status = "error"
+    elif target is None:
+        status = "info"
+    else:
+        ok = ratio >= target if higher_better else ratio <= target
+        status = "pass" if ok else "FAIL"
+    tgt = "info" if target is None else (f">= {target:g}" if higher_better else f"<= {target:g}")
+    return Row(name, metric, fmt(pk), f"{fmt(peer)} ({tool})" if tool else "—",
+               f"{ratio:.2f}" if ratio is not None else "—", tgt, status)
+
+
+def fmt_pps(v):
+    return "—" if v is None else f"{v / 1e3:.1f} kpps"
+
+
+def fmt_bps(v):
+    return "—" if v is None else f"{v / 1e9:.2f} Gbit/s"
+
+
+def fmt_us(v):
+    return "—" if v is None else f"{v:.2f} µs"
+
+
+def f0(v, unit=""):
+    return "—" if v is None else f"{v:.0f}{unit}"
+
+
+def detail_table(title: str, header: list[str], lines: list[list[str]], notes: list[str]) -> list[str]:
+    out = [f"### {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(cells) + " |" for cells in lines]
+    return out + [""] + [f"- {n}" for n in notes] + [""]
+
+
+# ------------------------------------------------------------ the comparisons
+
+def bench_udp64_pps(b: Bench) -> None:
+    print(f"udp64_pps: received {UDP_SIZE}-byte datagrams/s, unlimited rate", flush=True)
+    pk, ip = [], []
+    for rep in range(b.reps):
+        pk.append(b.attempt(f"rep {rep + 1} perfkit udp_bw", run_perfkit, "udp_bw", b.duration, size=UDP_SIZE,
+                            show=lambda r: f"rx {fmt_pps(r['rx_pps'])}, lost {r['lost']}, cpu {cpu_str(r)}"))
+        if b.have("iperf3"):
+            ip.append(b.attempt(f"rep {rep + 1} iperf3 -u -b 0", run_iperf3_udp, b.ports, b.duration, UDP_SIZE, 0,
+                                show=lambda r: f"rx {fmt_pps(r['rx_pps'])} (tx {fmt_pps(r['tx_pps'])}), "
+                                               f"lost {r['loss_pct']:.1f}%"))
+    b.iperf3_max_rx_pps = med(pick(ip, "rx_pps"))
+    b.rows.append(ratio_row("udp64_pps", f"rx pps, {UDP_SIZE} B", med(pick(pk, "rx_pps")), b.iperf3_max_rx_pps,
+                            "iperf3" if b.have("iperf3") else None, fmt_pps, 1.3, True))
+    lines = [[str(i + 1), fmt_pps((p or {}).get("rx_pps")), fmt_pps((p or {}).get("tx_pps")),
+              f0((p or {}).get("lost")), fmt_pps((q or {}).get("rx_pps")), fmt_pps((q or {}).get("tx_pps")),
+              "—" if not q else f"{q['lost']} ({q['loss_pct']:.1f}%)",
+              "—" if not q else f"{q['cpu_sender']:.0f}% / {q['cpu_receiver']:.0f}%"]
+             for i, (p, q) in enumerate(zip(pk, ip + [None] * (len(pk) - len(ip))))]
+    b.details += detail_table(
+        "udp64_pps", ["rep", "perfkit rx", "perfkit tx", "perfkit lost", "iperf3 rx", "iperf3 tx", "iperf3 lost",
+                      "iperf3 CPU send / recv"], lines,
+        [f"perfkit CPU per worker thread (median): {worker_cpu(pk)}",
+         "iperf3 rx = (packets - lost_packets) / seconds from the server's `-J` report; CPU is iperf3's "
+         "`cpu_utilization_percent` (host_total = sender, remote_total = receiver), % of one CPU."])
+
+
+def bench_udp64_loss(b: Bench) -> None:
+    if not b.have("iperf3"):
+        b.rows.append(Row("udp64_loss", "lost pkts", "—", "— (iperf3 missing)", "—", "fewer lost", "skipped"))
+        return
+    rate = b.loss_rate
+    if rate is None:
+        if b.iperf3_max_rx_pps is None:   # udp64_pps did not run: measure iperf3's max briefly
+            probe = b.attempt("probe iperf3 -u -b 0 (to pick the rate)", run_iperf3_udp, b.ports,
+                              min(b.duration, 3.0), UDP_SIZE, 0, show=lambda r: f"rx {fmt_pps(r['rx_pps'])}")
+            b.iperf3_max_rx_pps = probe["rx_pps"] if probe else None
+        if b.iperf3_max_rx_pps is None:
+            b.rows.append(Row("udp64_loss", "lost pkts", "—", "—", "—", "fewer lost", "error"))
+            return
+        rate = int(round(LOSS_RATE_SHARE * b.iperf3_max_rx_pps, -3))
+    bitrate = rate * UDP_SIZE * 8
+    print(f"udp64_loss: {UDP_SIZE} B at {rate} pps for both (iperf3 -b {bitrate})", flush=True)
+    pk, ip = [], []
+    for rep in range(b.reps):
+        pk.append(b.attempt(f"rep {rep + 1} perfkit udp_bw --rate {rate}pps", run_perfkit, "udp_bw", b.duration,
+                            size=UDP_SIZE, rate=f"{rate}pps",
+                            show=lambda r: f"lost {r['lost']} of {r['pkts_tx']} ({r['loss_pct']:.3f}%)"))
+        ip.append(b.attempt(f"rep {rep + 1} iperf3 -u -b {bitrate}", run_iperf3_udp, b.ports, b.duration,
+                            UDP_SIZE, bitrate,
+                            show=lambda r: f"lost {r['lost']} of {r['sent']} ({r['loss_pct']:.3f}%)"))
+    pk_lost, ip_lost = med(pick(pk, "lost")), med(pick(ip, "lost"))
+    pk_pct, ip_pct = med(pick(pk, "loss_pct")), med(pick(ip, "loss_pct"))
+    if pk_lost is None or ip_lost is None:
+        status, ratio = "error", "—"
+    else:
+        # strictly fewer; both losing nothing is a tie, which we count as a pass and say so
+        status = "pass" if pk_lost < ip_lost or pk_lost == ip_lost == 0 else "FAIL"
+        ratio = f"{pk_lost / ip_lost:.2f}" if ip_lost else ("tie at 0" if pk_lost == 0 else "—")
+    b.rows.append(Row("udp64_loss", f"lost pkts @ {rate / 1e3:g} kpps",
+                      "—" if pk_lost is None else f"{pk_lost:.0f} ({pk_pct:.3f}%)",
+                      "—" if ip_lost is None else f"{ip_lost:.0f} ({ip_pct:.3f}%) (iperf3)",
+                      ratio, "fewer lost", status))
+    lines = [[str(i + 1),
+              "—" if not p else f"{p['pkts_tx']} / {p['pkts_rx']}", "—" if not p else f"{p['lost']} ({p['loss_pct']:.3f}%)",
+              "—" if not q else f"{q['sent']} / {q['received']}", "—" if not q else f"{q['lost']} ({q['loss_pct']:.3f}%)",
+              "—" if not q else str(q["sent"] - q["received"]),
+              "—" if not q else f"{q['cpu_sender']:.0f}% / {q['cpu_receiver']:.0f}%"]
+             for i, (p, q) in enumerate(zip(pk, ip))]
+    b.details += detail_table(
+        f"udp64_loss ({rate} pps offered, {UDP_SIZE} B)",
+        ["rep", "perfkit sent / received", "perfkit lost", "iperf3 sent / received", "iperf3 lost (its count)",
+         "iperf3 sent - received", "iperf3 CPU send / recv"], lines,
+        [f"rate = {LOSS_RATE_SHARE:.0%} of iperf3's median max receive rate from udp64_pps, rounded "
+         f"(override with --loss-rate); iperf3 gets -b {bitrate} = rate x {UDP_SIZE} B x 8.",
+         "Loss is each tool's own count (perfkit `lost`, iperf3 server `lost_packets`). iperf3 cannot see "
+         "datagrams dropped after the last one it received; `sent - received` shows those too.",
+         f"perfkit CPU per worker thread (median): {worker_cpu(pk)}"])
+
+
+def bench_tcp_bw(b: Bench) -> None:
+    print("tcp_bw: single-stream TCP, receiver payload bits/s", flush=True)
+    pk, ip, qp = [], [], []
+    for rep in range(b.reps):
+        pk.append(b.attempt(f"rep {rep + 1} perfkit tcp_bw", run_perfkit, "tcp_bw", b.duration,
+                            show=lambda r: f"rx {fmt_bps(r['rx_bps'])}, cpu {cpu_str(r)}"))
+        if b.have("iperf3"):
+            ip.append(b.attempt(f"rep {rep + 1} iperf3 TCP", run_iperf3_tcp, b.ports, b.duration,
+                                show=lambda r: f"rx {fmt_bps(r['rx_bps'])}, cpu send {r['cpu_sender']:.0f}% "
+                                               f"recv {r['cpu_receiver']:.0f}%"))
+        if b.have("qperf"):
+            qp.append(b.attempt(f"rep {rep + 1} qperf tcp_bw", run_qperf, b.ports, b.duration, "tcp_bw",
+                                show=lambda r: f"bw {fmt_bps(r['bw_bps'])}"))
+    pk_bps = med(pick(pk, "rx_bps"))
+    b.rows.append(ratio_row("tcp_bw", "rx payload bit/s", pk_bps, med(pick(ip, "rx_bps")),
+                            "iperf3" if b.have("iperf3") else None, fmt_bps, 0.95, True))
+    b.rows.append(ratio_row("tcp_bw (qperf)", "rx payload bit/s", pk_bps, med(pick(qp, "bw_bps")),
+                            "qperf" if b.have("qperf") else None, fmt_bps, None, True))
+    n = len(pk)
+    ip += [None] * (n - len(ip))
+    qp += [None] * (n - len(qp))
+    lines = [[str(i + 1), fmt_bps((p or {}).get("rx_bps")), fmt_bps((q or {}).get("rx_bps")),
+              "—" if not q else f"{q['cpu_sender']:.0f}% / {q['cpu_receiver']:.0f}%",
+              "—" if not q else str(q["retransmits"]), fmt_bps((r or {}).get("bw_bps"))]
+             for i, (p, q, r) in enumerate(zip(pk, ip, qp))]
+    b.details += detail_table(
+        "tcp_bw", ["rep", "perfkit rx", "iperf3 rx", "iperf3 CPU send / recv", "iperf3 retransmits", "qperf bw"],
+        lines, [f"perfkit CPU per worker thread (median): {worker_cpu(pk)}",
+                "perfkit writes --size 64K (its default) per send(); iperf3 writes 128 KiB; qperf 64 KiB."])
+
+
+def bench_lat(b: Bench, proto: str) -> None:
+    test = f"{proto}_lat"
+    tcp = proto == "tcp"
+    print(f"{test}: {LAT_SIZE}-byte ping-pong, round-trip p50", flush=True)
+    pk, busy, sp, qp = [], [], [], []
+    lat = lambda r: f"RTT p50 {r['lat_p50_us']:.2f} µs p99 {r['lat_p99_us']:.1f} µs, {r['lat_count']} round trips"
+    for rep in range(b.reps):
+        pk.append(b.attempt(f"rep {rep + 1} perfkit {test}", run_perfkit, test, b.duration, size=LAT_SIZE, show=lat))
+        if b.have("sockperf"):
+            sp.append(b.attempt(f"rep {rep + 1} sockperf ping-pong{' --tcp' if tcp else ''}", run_sockperf,
+                                b.ports, b.duration, LAT_SIZE, tcp,
+                                show=lambda r: f"RTT p50 {r['rtt_p50_us']:.2f} µs p99 {r['rtt_p99_us']:.1f} µs, "
+                                               f"{r['round_trips']} round trips"))
+        busy.append(b.attempt(f"rep {rep + 1} perfkit {test} --busy-poll", run_perfkit, test, b.duration,
+                              size=LAT_SIZE, busy_poll=True, show=lat))
+        if b.have("qperf"):
+            qp.append(b.attempt(f"rep {rep + 1} qperf {test}", run_qperf, b.ports, b.duration, test, LAT_SIZE,
+                                show=lambda r: f"latency (mean RTT/2) {r['latency_us']:.2f} µs"))
+    sock_p50 = med(pick(sp, "rtt_p50_us"))
+    tool = "sockperf" if b.have("sockperf") else None
+    b.rows.append(ratio_row(test, "RTT p50", med(pick(pk, "lat_p50_us")), sock_p50, tool, fmt_us, 1.1, False))
+    b.rows.append(ratio_row(f"{test} --busy-poll", "RTT p50", med(pick(busy, "lat_p50_us")), sock_p50, tool,
+                            fmt_us, 1.1, False))
+    b.rows.append(ratio_row(f"{test} (qperf)", "mean RTT/2", med(pick(pk, "latency_us")), med(pick(qp, "latency_us")),
+                            "qperf" if b.have("qperf") else None, fmt_us, None, False))
+    n = len(pk)
+    sp += [None] * (n - len(sp))
+    qp += [None] * (n - len(qp))
+
+    def pkcell(r):
+        return "—" if not r else f"{r['lat_p50_us']:.2f} / {r['lat_p99_us']:.1f} / {r['lat_mean_us']:.2f} ({r['lat_count']})"
+
+    lines = [[str(i + 1), pkcell(p),
+              "—" if not s else f"{s['rtt_p50_us']:.2f} / {s['rtt_p99_us']:.1f} / {s['rtt_mean_us']:.2f} "
+                                f"({s['round_trips']}; rate check {s['rtt_mean_from_rate_us']:.2f})",
+              pkcell(bp), "—" if not q else f"{q['latency_us']:.2f}"]
+             for i, (p, s, bp, q) in enumerate(zip(pk, sp, busy, qp))]
+    b.details += detail_table(
+        test, ["rep", "perfkit RTT p50 / p99 / mean µs (round trips)", "sockperf RTT p50 / p99 / mean µs",
+               "perfkit --busy-poll RTT p50 / p99 / mean", "qperf mean RTT/2 µs"], lines,
+        [f"perfkit CPU per worker thread (median): {worker_cpu(pk)}; with --busy-poll: {worker_cpu(busy)}",
+         "sockperf runs with --full-rtt, so it prints round-trip times (its default output is RTT/2). "
+         "'rate check' = sockperf's valid RunTime / ReceivedMessages, the mean RTT from its own count.",
+         "qperf reports 'one way latency' = mean RTT/2; it is compared with perfkit's `latency_us` (mean RTT/2)."])
+
+
+BENCHES = {
+    "udp64_pps": bench_udp64_pps,
+    "udp64_loss": bench_udp64_loss,
+    "tcp_bw": bench_tcp_bw,
+    "udp_lat": lambda b: bench_lat(b, "udp"),
+    "tcp_lat": lambda b: bench_lat(b, "tcp"),
+}
+
+
+# --------------------------------------------------------------- environment
+
+def ensure_tools(install: bool) -> set[str]:
+    """The peer tools found; installs missing ones with apt-get when root (and allowed)."""
+    missing = [t for t in PEER_TOOLS if not shutil.which(t)]
+    if missing and install and os.geteuid() == 0 and shutil.which("apt-get"):
+        print(f"installing {' '.join(missing)} with apt-get ...", flush=True)
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        cmd = ["apt-get", "install", "-y", "-q", *missing]
+        try:
+            if subprocess.run(cmd, env=env, timeout=600, capture_output=True).returncode != 0:
+                subprocess.run(["apt-get", "update", "-q"], env=env, timeout=600, capture_output=True)
+                subprocess.run(cmd, env=env, timeout=600, capture_output=True)
+        except subprocess.TimeoutExpired:
+            print("apt-get took too long", flush=True)
+        missing = [t for t in PEER_TOOLS if not shutil.which(t)]
+    if missing:
+        how = (" (--no-install given)" if os.geteuid() == 0 and not install
+               else "" if os.geteuid() == 0
+               else " (not root: install them with `apt-get install -y " + " ".join(missing) + "`)")
+        print(f"MISSING peer tools: {', '.join(missing)}{how}; their comparisons are skipped.", flush=True)
+    return {t for t in PEER_TOOLS if shutil.which(t)}
+
+
+def tool_version(tool: str) -> str:
+    args = {"iperf3": ["iperf3", "--version"], "qperf": ["qperf", "--version"],
+            "sockperf": ["sockperf", "--version"],
+            "perfkit": [sys.executable, "-c", "import perfkit; print(perfkit.__version__)"]}[tool]
+    try:
+        cp = subprocess.run(args, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "?"
+    text = _ANSI.sub("", cp.stdout + cp.stderr)
+    m = re.search(r"(\d+\.\d+(?:\.\d+)?)", text)
+    return m.group(1) if m else "?"
+
+
+def environment() -> dict:
+    cpu = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        rev = subprocess.run(["git", "-C", str(HERE.parent), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(HERE.parent), "status", "--porcelain", "--", "perfkit", "native"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        rev = rev + (" (perfkit/ or native/ modified)" if dirty else "")
+    except (OSError, subprocess.TimeoutExpired):
+        rev = "?"
+    load1 = os.getloadavg()[0]
+    busy = (f"load average {load1:.1f} on {os.cpu_count()} CPUs before starting: other work is running, "
+            "so single runs are noisy; trust the ratios less, or use more --reps") if load1 > (os.cpu_count() or 1) else ""
+    return {
+        "busy": busy,
+        "date": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
+        "kernel": platform.release(),
+        "cpu": f"{cpu}, {os.cpu_count()} CPUs",
+        "load": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+        "commit": rev or "?",
+    }
+
+
+# -------------------------------------------------------------------- output
+
+COLUMNS = ("comparison", "metric", "perfkit median", "peer median", "ratio", "target", "result")
+
+
+def row_cells(r: Row) -> tuple[str, ...]:
+    return (r.name, r.metric, r.perfkit, r.peer, r.ratio, r.target, r.status)
+
+
+def print_table(rows: list[Row]) -> None:
+    cells = [COLUMNS] + [row_cells(r) for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(COLUMNS))]
+    for k, c in enumerate(cells):
+        print("  ".join(v.ljust(w) for v, w in zip(c, widths)).rstrip())
+        if k == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+def write_results(path: Path, b: Bench, env: dict, versions: dict, argv: list[str], took: float) -> None:
+    md = ["# perfkit vs peer tools: results", "",
+          f"- date: {env['date']}",
+          f"- command: `{' '.join(argv)}`",
+          f"- kernel: {env['kernel']}",
+          f"- CPU: {env['cpu']}",
+          f"- load average (1/5/15 min) at start: {env['load']}; at end: "
+          + " ".join(f"{x:.2f}" for x in os.getloadavg()),
+          f"- perfkit commit: {env['commit']}",
+          "- tools: " + ", ".join(f"{t} {v}" for t, v in versions.items()),
+          f"- {b.reps} reps of {b.duration:g} s per tool, alternating; whole bench took {took:.0f} s"
+          + (f"; {b.errors} run(s) failed (see the log)" if b.errors else ""),
+          "- all traffic on 127.0.0.1; ratio = median(perfkit) / median(peer); see README.md for each row",
+          *([f"- **{env['busy']}**"] if env["busy"] else []), "",
+          "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    md += ["| " + " | ".join(row_cells(r)) + " |" for r in b.rows]
+    md += ["", "Latency rows compare ROUND-TRIP times (p50) unless the metric says mean RTT/2.", "",
+           "## Every run", ""] + b.details
+    path.write_text("\n".join(md) + "\n")
+
+
+# ---------------------------------------------------------------------- main
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--reps", type=int, default=3, help="alternating rounds per comparison (default 3)")
+    p.add_argument("--duration", type=float, default=5.0, help="seconds per run (default 5)")
+    p.add_argument("--only", nargs="+", choices=GROUPS, metavar="NAME",
+                   help=f"run only these comparisons: {', '.join(GROUPS)}")
+    p.add_argument("--loss-rate", type=int, metavar="PPS",
+                   help=f"udp64_loss offered rate (default {LOSS_RATE_SHARE:.0%} of iperf3's measured max)")
+    p.add_argument("--base-port", type=int, default=47100, help="first port handed to peer servers (default 47100)")
+    p.add_argument("--no-install", action="store_true", help="never apt-get install missing peer tools")
+    p.add_argument("--out", type=Path, default=HERE / "RESULTS.md", help="results file (default bench/RESULTS.md)")
+    a = p.parse_args(argv)
+    if a.reps < 1 or not 1 <= a.duration <= 120:
+        p.error("--reps must be >= 1 and --duration between 1 and 120 s")
+
+    atexit.register(kill_all_servers)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # like Ctrl-C: unwind, kill servers, write
+
+    tools = ensure_tools(install=not a.no_install)
+    env = environment()
+    versions = {t: tool_version(t) for t in ("perfkit", *PEER_TOOLS) if t == "perfkit" or t in tools}
+    print(f"{env['date']}  kernel {env['kernel']}  {env['cpu']}  load {env['load']}", flush=True)
+    if env["busy"]:
+        print(f"WARNING: {env['busy']}", flush=True)
+    b = Bench(reps=a.reps, duration=a.duration, ports=Ports(a.base_port), tools=tools, loss_rate=a.loss_rate)
+    t0 = time.monotonic()
+    interrupted = False
+    try:
+        for name in GROUPS:
+            if a.only is None or name in a.only:
+                BENCHES[name](b)
+    except KeyboardInterrupt:
+        interrupted = True
+        print("interrupted: writing the comparisons that finished", flush=True)
+    finally:
+        kill_all_servers()
+    took = time.monotonic() - t0
+    print()
+    print_table(b.rows)
+    cmdline = ["python3", "bench/run.py", *(sys.argv[1:] if argv is None else argv)]
+    write_results(a.out, b, env, versions, cmdline, took)
+    print(f"\nwritten to {a.out} ({took:.0f} s)")
+    return 130 if interrupted else 1 if b.errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
