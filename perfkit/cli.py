@@ -49,6 +49,25 @@ def _parser() -> argparse.ArgumentParser:
     loc.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet")
 
     sub.add_parser("engines", help="list the engines and whether they are available here")
+
+    lab = sub.add_parser("lab", help="test hosts in network namespaces, with impairments (root)")
+    lsub = lab.add_subparsers(dest="lab_command", required=True)
+    up = lsub.add_parser("up", help="make a lab; it stays up until perfkit lab down")
+    up.add_argument("--hosts", type=int, default=2, help="hosts (default 2; more than 2 share a bridge)")
+    up.add_argument("--delay", help="one-way delay per link: 10ms")
+    up.add_argument("--jitter", help="delay variation (uniform, ±): 1ms")
+    up.add_argument("--loss", help="packet loss per link: 1%%")
+    up.add_argument("--duplicate", help="duplicated packets: 1%%")
+    up.add_argument("--reorder", help="packets sent without the delay (needs --delay): 25%%")
+    up.add_argument("--corrupt", help="packets with a flipped bit: 0.1%%")
+    up.add_argument("--rate", help="link rate, whole frames: 100mbit, 1Gbit")
+    up.add_argument("--mtu", default=1500, help="MTU (default 1500)")
+    up.add_argument("--name", help="lab name, 1-8 lowercase letters/digits (default l<block>)")
+    st = lsub.add_parser("status", help="the labs that are up, from any process")
+    st.add_argument("--json", action="store_true", help="as JSON")
+    dn = lsub.add_parser("down", help="take a lab down")
+    dn.add_argument("name", nargs="?", help="the lab (default: the only one)")
+    dn.add_argument("--all", action="store_true", help="every perfkit namespace, link and lab")
     return p
 
 
@@ -83,6 +102,41 @@ def _local(a) -> int:
     return 130 if interrupted else 0
 
 
+def _lab(a) -> int:
+    from perfkit import lab
+    try:
+        if a.lab_command == "up":
+            made = lab.Lab(hosts=a.hosts, delay=a.delay, jitter=a.jitter, loss=a.loss,
+                           duplicate=a.duplicate, reorder=a.reorder, corrupt=a.corrupt,
+                           rate=a.rate, mtu=a.mtu, name=a.name).up()
+            print(lab.status_text([s for s in lab.status() if s["name"] == made.name]))
+            return 0
+        if a.lab_command == "status":
+            labs = lab.status()
+            print(json.dumps(labs, indent=2) if a.json else lab.status_text(labs))
+            return 0
+        if a.lab_command == "down":
+            if a.all:
+                gone = lab.down_all()
+                print(f"removed: {', '.join(gone)}" if gone else "no perfkit labs")
+                return 0
+            name = a.name
+            if name is None:
+                names = sorted({s["name"] for s in lab.status()})
+                if len(names) != 1:
+                    raise ValueError(f"name: {len(names)} labs are up ({', '.join(names) or 'none'}): "
+                                     "name one, or use --all")
+                name = names[0]
+            if not lab.down(name):
+                raise ValueError(f"name: no lab {name!r}")
+            print(f"{name}: down")
+            return 0
+    except (PermissionError, lab.LabError, TimeoutError) as exc:
+        print(f"perfkit: error: {exc}", file=sys.stderr)
+        return 1
+    return 2
+
+
 def main(argv=None) -> int:
     a = _parser().parse_args(argv)
     try:
@@ -91,6 +145,8 @@ def main(argv=None) -> int:
         if a.command == "engines":
             print(json.dumps(list_engines(), indent=2))
             return 0
+        if a.command == "lab":
+            return _lab(a)
     except ValueError as exc:
         print(f"perfkit: {exc}", file=sys.stderr)
         return 2
