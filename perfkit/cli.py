@@ -39,6 +39,8 @@ def _parser() -> argparse.ArgumentParser:
     loc.add_argument("-f", "--flows", default=1, help="UDP flows (source ports), udp_bw only")
     loc.add_argument("-t", "--duration", default="10s", help="how long to send: 10s, 2m (default 10s)")
     loc.add_argument("--host", default="127.0.0.1", help="loopback or lab address (default 127.0.0.1)")
+    loc.add_argument("--lab", nargs="?", const="", metavar="NAME",
+                     help="run the ends in hosts h1 (sender) and h2 of a lab (default: the one that is up)")
     loc.add_argument("--port", default=0, help="receiving port (default: any free port)")
     loc.add_argument("--batch", default=32, help="datagrams per sendmmsg/recvmmsg (default 32)")
     loc.add_argument("--gso", default=0, help="udp_bw: datagrams per UDP GSO send (default 0: off)")
@@ -71,18 +73,31 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _the_lab(name):
+    """--lab NAME, or --lab alone: the one lab that is up."""
+    if name is None or name:
+        return name
+    from perfkit import lab
+    up = sorted(s["name"] for s in lab.status() if s.get("status") == "up")
+    if len(up) != 1:
+        raise ValueError(f"lab: {len(up)} labs are up ({', '.join(up) or 'none: perfkit lab up'}); "
+                         "name one with --lab NAME")
+    return up[0]
+
+
 def _local(a) -> int:
     from perfkit.units import parse_duration
     spec = LocalTest(test=a.test, size=a.size, rate=a.rate, flows=a.flows, duration=a.duration,
                      host=a.host, port=a.port, batch=a.batch, gso=a.gso,
-                     busy_poll=a.busy_poll)
+                     busy_poll=a.busy_poll, lab=_the_lab(a.lab))
     interval = parse_duration(a.interval, "interval")
     printer = JsonPrinter() if a.json else LinePrinter()
     run = Run(spec, engine=a.engine, interval=interval, subscribers=(printer,))
     run.start()  # a bad engine or a failed start raises here: one line, nothing ran
     if not a.json:
         print(f"perfkit local {spec.test}: {spec.size} B, {spec.rate or 'unlimited'}, "
-              f"{spec.flows} flow(s), {spec.duration:g} s on {spec.host} ({a.engine} engine)", flush=True)
+              f"{spec.flows} flow(s), {spec.duration:g} s on "
+              f"{'lab ' + spec.lab + ' (h1 -> h2)' if spec.lab else spec.host} ({a.engine} engine)", flush=True)
     interrupted = False
     try:
         run.wait()

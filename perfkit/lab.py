@@ -59,7 +59,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, replace
 
-__all__ = ["Host", "Impairment", "Lab", "LabError", "down", "down_all", "parse_percent",
+__all__ = ["Host", "Impairment", "Lab", "LabError", "down", "down_all", "have_privileges", "parse_percent",
            "status", "status_text"]
 
 RUN_DIR = "/run/perfkit"
@@ -264,9 +264,14 @@ def _capabilities() -> int:
     return 0
 
 
-def _require_root() -> None:
+def have_privileges() -> bool:
+    """True where labs can be made: CAP_NET_ADMIN and CAP_SYS_ADMIN (root)."""
     caps = _capabilities()
-    if not (caps >> CAP_NET_ADMIN) & 1 or not (caps >> CAP_SYS_ADMIN) & 1:
+    return bool(caps >> CAP_NET_ADMIN & 1 and caps >> CAP_SYS_ADMIN & 1)
+
+
+def _require_root() -> None:
+    if not have_privileges():
         raise PermissionError(NEED_ROOT)
 
 

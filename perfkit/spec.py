@@ -6,6 +6,7 @@ value raises ValueError naming the field and what is allowed.
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import asdict, dataclass, fields
 
 from perfkit.units import Rate, parse_duration, parse_rate, parse_size
@@ -19,6 +20,8 @@ MAX_BATCH = 256
 MAX_GSO = 64
 MAX_DURATION_S = 24 * 3600
 MAX_RATE_PPS = 1e9  # far above any kernel-socket rate; keeps the pacer's arithmetic exact
+
+LAB_NAME = re.compile(r"[a-z0-9]{1,8}")
 
 # Traffic may only go to loopback or to lab hosts (RFC 2544 benchmarking blocks).
 LAB_NETS = (ipaddress.ip_network("198.18.0.0/15"), ipaddress.ip_network("2001:2::/48"))
@@ -73,6 +76,7 @@ class LocalTest:
     batch: int = 32
     gso: int = 0
     busy_poll: bool = False
+    lab: str | None = None
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
@@ -111,6 +115,8 @@ class LocalTest:
             # bool("false") is True: take only real booleans
             raise ValueError(f"busy_poll: {self.busy_poll!r} is not true or false")
         put("busy_poll", bool(self.busy_poll))
+        if self.lab is not None and not LAB_NAME.fullmatch(str(self.lab)):
+            raise ValueError(f"lab: {self.lab!r} is not a lab name (1-8 lowercase letters or digits)")
 
     @property
     def messages_per_second(self) -> float:

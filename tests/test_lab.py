@@ -18,7 +18,7 @@ import pytest
 from perfkit import lab as pklab
 from perfkit.lab import Impairment, Lab, parse_percent
 
-ROOT = pklab._capabilities() >> pklab.CAP_NET_ADMIN & 1 and pklab._capabilities() >> pklab.CAP_SYS_ADMIN & 1
+ROOT = pklab.have_privileges()
 needs_root = pytest.mark.skipif(not ROOT, reason="perfkit lab needs root (CAP_NET_ADMIN and "
                                                   "CAP_SYS_ADMIN) to create network namespaces")
 WIRE_UDP4 = 14 + 20 + 8   # Ethernet + IPv4 + UDP headers: what tbf counts besides the payload

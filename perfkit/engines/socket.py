@@ -29,27 +29,46 @@ def _raise_fd_limit(needed: int) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
+def _ends(spec: LocalTest) -> tuple[dict, dict]:
+    """Where the receiving end and the sender work: both on spec.host, or the
+    first two hosts of a lab (receiver in h2, sender in h1)."""
+    if spec.lab is None:
+        return {"local": (spec.host, spec.port)}, {"local": (spec.host, 0)}
+    from perfkit.lab import Lab
+    try:
+        lab = Lab.attach(spec.lab)
+    except ValueError:
+        raise ValueError(f"lab: no lab {spec.lab!r} is up (perfkit lab up; perfkit lab status)") from None
+    if len(lab.hosts) < 2:
+        raise ValueError(f"lab: {spec.lab} has {len(lab.hosts)} host(s); a test needs two")
+    client, server = lab.hosts[0], lab.hosts[1]
+    v6 = ":" in spec.host
+    addr = (lambda h: h.ipv6) if v6 else (lambda h: h.ipv4)
+    return ({"local": (addr(server), spec.port), "netns": server.netns_path},
+            {"local": (addr(client), 0), "netns": client.netns_path})
+
+
 def workers_for(spec: LocalTest) -> list[dict]:
     """The worker list for a local test: the receiving end first, then the sender
     that targets it (peer 0)."""
-    here = (spec.host, spec.port)
-    anyport = (spec.host, 0)
+    server, client = _ends(spec)
     common = {"size": spec.size, "duration": spec.duration}
-    sender = {**common, "local": anyport, "remote": here, "peer": 0,
-              "rate": spec.messages_per_second}
+    here = server["local"]
+    sender = {**common, **client, "remote": here, "peer": 0, "rate": spec.messages_per_second}
+    common = {**common, **server}
     if spec.test == "udp_bw":
-        return [{**common, "role": "udp_recv", "local": here, "flows": spec.flows, "batch": spec.batch},
+        return [{**common, "role": "udp_recv", "flows": spec.flows, "batch": spec.batch},
                 {**sender, "role": "udp_send", "flows": spec.flows, "batch": spec.batch,
                  "gso": spec.gso}]
     if spec.test == "udp_lat":
-        return [{**common, "role": "udp_reflect", "local": here, "batch": 1,
+        return [{**common, "role": "udp_reflect", "batch": 1,
                  "busy_poll": spec.busy_poll},
                 {**sender, "role": "udp_ping", "busy_poll": spec.busy_poll}]
     if spec.test == "tcp_bw":
-        return [{**common, "role": "tcp_recv", "local": here},
+        return [{**common, "role": "tcp_recv"},
                 {**sender, "role": "tcp_send"}]
     if spec.test == "tcp_lat":
-        return [{**common, "role": "tcp_pong", "local": here, "busy_poll": spec.busy_poll},
+        return [{**common, "role": "tcp_pong", "busy_poll": spec.busy_poll},
                 {**sender, "role": "tcp_ping", "busy_poll": spec.busy_poll}]
     raise ValueError(f"test: the socket engine does not run {spec.test!r}")
 
