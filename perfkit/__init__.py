@@ -11,7 +11,8 @@ __version__ = "0.1.0"
 from perfkit.engines import engines
 from perfkit.errors import EngineError
 from perfkit.run import Run, load
-from perfkit.spec import LocalTest
+from perfkit.remote import serve, test
+from perfkit.spec import LocalTest, RemoteTest
 from perfkit.stats import COUNTERS, Histogram
 from perfkit.units import Rate, parse_duration, parse_rate, parse_size
 
@@ -21,5 +22,5 @@ def run(spec, engine: str = "socket", interval: float = 1.0, subscribers=()) -> 
     return Run(spec, engine=engine, interval=interval, subscribers=subscribers).run()
 
 
-__all__ = ["COUNTERS", "EngineError", "Histogram", "LocalTest", "Rate", "Run", "engines", "load",
-           "parse_duration", "parse_rate", "parse_size", "run", "__version__"]
+__all__ = ["COUNTERS", "EngineError", "Histogram", "LocalTest", "Rate", "RemoteTest", "Run", "engines",
+           "load", "parse_duration", "parse_rate", "parse_size", "run", "serve", "test", "__version__"]

@@ -17,7 +17,8 @@ from perfkit.engines import engines as list_engines
 from perfkit.errors import EngineError
 from perfkit.report import JsonPrinter, LinePrinter, summary_text
 from perfkit.run import Run
-from perfkit.spec import LOCAL_TESTS, LocalTest
+from perfkit.remote import DEFAULT_PORT
+from perfkit.spec import LOCAL_TESTS, REMOTE_TESTS, LocalTest
 
 
 class _Parser(argparse.ArgumentParser):
@@ -70,7 +71,92 @@ def _parser() -> argparse.ArgumentParser:
     dn = lsub.add_parser("down", help="take a lab down")
     dn.add_argument("name", nargs="?", help="the lab (default: the only one)")
     dn.add_argument("--all", action="store_true", help="every perfkit namespace, link and lab")
+
+    srv = sub.add_parser("serve", help="the far end of every test, for perfkit test clients")
+    srv.add_argument("--bind", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    srv.add_argument("--port", default=DEFAULT_PORT, type=int, help=f"control port (default {DEFAULT_PORT})")
+    srv.add_argument("--token", help="shared secret, required off loopback (default: $PERFKIT_TOKEN)")
+    srv.add_argument("--once", action="store_true", help="exit after the first client")
+
+    tst = sub.add_parser("test", help="qperf-style tests against a perfkit server")
+    tst.add_argument("host", help="the server: loopback or a lab address")
+    tst.add_argument("tests", nargs="+", metavar="TEST",
+                     help=f"{' '.join(REMOTE_TESTS)}, conf (both hosts), quit (stop the server)")
+    tst.add_argument("-t", "--time", default="10s", help="time per test (default 10s)")
+    tst.add_argument("-m", "--msg-size", help="message size: 64, 1K, 64K (default per test)")
+    tst.add_argument("-r", "--rate", help="target rate: 1.5Mpps, 100Mbps (default: unlimited)")
+    tst.add_argument("-f", "--flows", default=1, help="UDP flows (source ports), udp_bw only")
+    tst.add_argument("--oo", action="append", default=[], metavar="OPT:FROM:TO:STEP",
+                     help="sweep an option, as qperf: msg_size:1:64K:*2, rate:100k:1M:+100k")
+    tst.add_argument("--port", default=DEFAULT_PORT, type=int, help=f"server control port (default {DEFAULT_PORT})")
+    tst.add_argument("--token", help="the server's shared secret (default: $PERFKIT_TOKEN)")
+    tst.add_argument("--busy-poll", action="store_true", help="latency tests: spin, then block")
+    tst.add_argument("--interval", default="1s", help="row interval with --json (default 1s)")
+    tst.add_argument("--json", action="store_true", help="JSON lines: rows, then a summary per test")
+    p.test_parser = tst  # qperf takes options between test names: parsed intermixed in main()
     return p
+
+
+def _serve(a) -> int:
+    from perfkit.remote import Server
+    server = Server(a.bind, a.port, a.token, a.once)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        server.stop()
+    return 0
+
+
+def _conf_text(both: dict) -> str:
+    lines = ["conf:"]
+    for side in ("local", "remote"):
+        e = both[side]
+        for key, label in (("host", "node"), ("cpu_model", "cpu"), ("os", "os"), ("kernel", "kernel"),
+                           ("perfkit", "perfkit")):
+            lines.append(f"    {side[:3]}_{label:<8}=  {e.get(key)}")
+    return "\n".join(lines)
+
+
+def _test(a) -> int:
+    from perfkit import remote
+    from perfkit.spec import check_target
+    from perfkit.units import parse_duration
+    host = check_target(a.host)
+    data_tests = [t for t in a.tests if t not in ("conf", "quit")]
+    unknown = [t for t in data_tests if t not in REMOTE_TESTS]
+    if unknown:
+        raise ValueError(f"test: {unknown[0]!r} is not one of {', '.join(REMOTE_TESTS)}, conf, quit")
+    fields = {"size": a.msg_size, "rate": a.rate, "flows": a.flows, "busy_poll": a.busy_poll}
+    sweep = dict(o.split(":", 1) if ":" in o else (o, "") for o in a.oo)
+    interval = parse_duration(a.interval, "interval")
+    printer = JsonPrinter() if a.json else None
+    todo = {t: [] for t in data_tests}  # every spec is checked here, before anything runs
+    for t, point, spec in remote.plan(host, *data_tests, time=a.time, sweep=sweep, port=a.port,
+                                      token=a.token, **fields):
+        todo[t].append((point, spec))
+    for name in a.tests:
+        if name == "conf":
+            both = remote.conf(host, a.port, a.token)
+            print(json.dumps({"conf": both}) if a.json else _conf_text(both), flush=True)
+        elif name == "quit":
+            remote.quit_server(host, a.port, a.token)
+            print(json.dumps({"quit": host}) if a.json else "quit:\n    server stopped", flush=True)
+        else:
+            for point, spec in todo[name]:
+                run = Run(spec, interval=interval, subscribers=(printer,) if printer else ())
+                run.start()
+                try:
+                    run.wait()
+                except EngineError:
+                    pass  # reported below
+                if a.json:
+                    printer.summary({"test": name, **point, **run.summary})
+                else:
+                    print(summary_text(run.summary, point), flush=True)
+                if run.error:
+                    print(f"perfkit: error: {run.error}", file=sys.stderr)
+                    return 1
+    return 0
 
 
 def _the_lab(name):
@@ -153,7 +239,13 @@ def _lab(a) -> int:
 
 
 def main(argv=None) -> int:
-    a = _parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = _parser()
+    if argv[:1] == ["test"]:
+        a = parser.test_parser.parse_intermixed_args(argv[1:])
+        a.command = "test"
+    else:
+        a = parser.parse_args(argv)
     try:
         if a.command == "local":
             return _local(a)
@@ -162,6 +254,10 @@ def main(argv=None) -> int:
             return 0
         if a.command == "lab":
             return _lab(a)
+        if a.command == "serve":
+            return _serve(a)
+        if a.command == "test":
+            return _test(a)
     except ValueError as exc:
         print(f"perfkit: {exc}", file=sys.stderr)
         return 2

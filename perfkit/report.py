@@ -46,27 +46,30 @@ def row_line(row: dict) -> str:
     return "  ".join(parts)
 
 
-def summary_text(s: dict) -> str:
+def summary_text(s: dict, point: dict | None = None) -> str:
     """A qperf-style summary, then what qperf does not show."""
     test = s["test"]
     lines = [f"{test}:"]
 
     def put(name, value):
-        lines.append(f"    {name:<9}=  {value}")
+        lines.append(f"    {name:<13} =  {value}")
+
+    for name, value in (point or {}).items():  # a sweep point, as qperf prints msg_size
+        put(name, f"{value} bytes" if name == "msg_size" else value)
 
     if test == "udp_bw":
         put("send_bw", _si(s["bytes_tx"] / s["duration_s"] if s["duration_s"] else 0, "B/sec"))
         put("recv_bw", _si(s["bytes_rx"] / s["duration_s"] if s["duration_s"] else 0, "B/sec"))
-        put("msg_rate", _si(s["rx_pps"], "/sec"))
+        put("msg_rate", _si(s["msg_rate"], "/sec"))
         lost = s["lost"]
         put("loss", f"{s['loss_pct'] or 0:.3g} % ({_count(lost)} of {_count(s['pkts_tx'])} sent)"
             + (f", {_count(s['dup'])} dup, {_count(s['reorder'])} reordered" if s["dup"] or s["reorder"] else ""))
     elif test == "tcp_bw":
         put("bw", _si(s["bytes_rx"] / s["duration_s"] if s["duration_s"] else 0, "B/sec"))
-        put("msg_rate", _si(s["rx_pps"], "/sec"))
+        put("msg_rate", _si(s["msg_rate"], "/sec"))
     else:  # latency tests: qperf's latency is half the mean round trip
         put("latency", _time_us(s["latency_us"]))
-        put("msg_rate", _si(s["rx_pps"], "/sec"))
+        put("msg_rate", _si(s["msg_rate"], "/sec"))
     if s.get("lat_count"):
         what = "one-way" if test == "udp_bw" else "round trip"
         put("lat", f"{what} p50 {_time_us(s['lat_p50_us'])}  p99 {_time_us(s['lat_p99_us'])}  "
@@ -74,8 +77,12 @@ def summary_text(s: dict) -> str:
                    f"jitter {_time_us(s['jitter_us'])}")
     if s.get("drop_tx"):
         put("drop_tx", _count(s["drop_tx"]))
-    workers = ", ".join(f"{k} {v:.0f}%" for k, v in s["cpu_pct_by_worker"].items())
-    put("cpu", f"{s['cpu_pct']:.0f}% of one core ({workers})")
+    if "loc_cpus_used" in s:  # a remote test: qperf -v's figures
+        put("loc_cpus_used", f"{s['loc_cpus_used']:.0f} % cpus")
+        put("rem_cpus_used", f"{s['rem_cpus_used']:.0f} % cpus")
+    else:
+        workers = ", ".join(f"{k} {v:.0f}%" for k, v in s["cpu_pct_by_worker"].items())
+        put("cpu", f"{s['cpu_pct']:.0f}% of one core ({workers})")
     if s.get("error"):
         put("error", s["error"])
     return "\n".join(lines)

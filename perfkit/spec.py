@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
+from typing import ClassVar
 
 from perfkit.units import Rate, parse_duration, parse_rate, parse_size
 
 # qperf's test names; each runs both ends in one process.
 LOCAL_TESTS = ("udp_bw", "udp_lat", "tcp_bw", "tcp_lat")
-DEFAULT_SIZE = {"udp_bw": 64, "udp_lat": 1, "tcp_bw": 64 << 10, "tcp_lat": 1}
-MAX_SIZE = {"udp": 65507, "tcp": 64 << 10}
+REMOTE_TESTS = LOCAL_TESTS + ("sctp_bw", "sctp_lat")
+DEFAULT_SIZE = {"udp_bw": 64, "udp_lat": 1, "tcp_bw": 64 << 10, "tcp_lat": 1,
+                "sctp_bw": 64 << 10, "sctp_lat": 1}
+MAX_SIZE = {"udp": 65507, "tcp": 64 << 10, "sctp": 64 << 10}
 MAX_FLOWS = 1024
 MAX_BATCH = 256
 MAX_GSO = 64
@@ -51,21 +54,10 @@ def _int_in(value, field: str, lo: int, hi: int) -> int:
 
 
 @dataclass(frozen=True)
-class LocalTest:
-    """Both ends of a qperf-style test in one process, over loopback (or a lab host).
+class _SocketTest:
+    """Fields and checks that every socket-engine test shares (see LocalTest)."""
+    TESTS: ClassVar[tuple[str, ...]] = LOCAL_TESTS
 
-    test      udp_bw | udp_lat | tcp_bw | tcp_lat
-    size      payload (UDP) or message (TCP) bytes; default per test (64, 1, 64K, 1)
-    rate      target rate (1.5Mpps, 100Mbps, ...); None = as fast as possible
-    flows     UDP flows (source ports), udp_bw only
-    duration  how long to send (10s, 2m, ...)
-    host      where both ends bind: loopback or a lab address
-    port      the receiving end's port; 0 = any free port
-    batch     messages per sendmmsg/recvmmsg (udp_bw)
-    gso       udp_bw: datagrams per UDP GSO send (the kernel cuts them; each arrives
-              alone); 0 = off, plain sendmmsg with one datagram per message
-    busy_poll latency tests: spin on the socket instead of sleeping in the kernel
-    """
     test: str = "udp_bw"
     size: int | str | None = None
     rate: Rate | str | float | None = None
@@ -76,12 +68,11 @@ class LocalTest:
     batch: int = 32
     gso: int = 0
     busy_poll: bool = False
-    lab: str | None = None
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
-        if self.test not in LOCAL_TESTS:
-            raise ValueError(f"test: {self.test!r} is not one of {', '.join(LOCAL_TESTS)}")
+        if self.test not in self.TESTS:
+            raise ValueError(f"test: {self.test!r} is not one of {', '.join(self.TESTS)}")
         proto = self.test.split("_")[0]
         size = DEFAULT_SIZE[self.test] if self.size is None else parse_size(self.size, "size")
         if not 1 <= size <= MAX_SIZE[proto]:
@@ -115,8 +106,6 @@ class LocalTest:
             # bool("false") is True: take only real booleans
             raise ValueError(f"busy_poll: {self.busy_poll!r} is not true or false")
         put("busy_poll", bool(self.busy_poll))
-        if self.lab is not None and not LAB_NAME.fullmatch(str(self.lab)):
-            raise ValueError(f"lab: {self.lab!r} is not a lab name (1-8 lowercase letters or digits)")
 
     @property
     def messages_per_second(self) -> float:
@@ -126,14 +115,14 @@ class LocalTest:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["rate"] = None if self.rate is None else {"value": self.rate.value, "unit": self.rate.unit}
-        return {"kind": "LocalTest", **d}
+        return {"kind": type(self).__name__, **d}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "LocalTest":
+    def from_dict(cls, d: dict):
         d = dict(d)
-        kind = d.pop("kind", "LocalTest")
-        if kind != "LocalTest":
-            raise ValueError(f"kind: {kind!r} is not LocalTest")
+        kind = d.pop("kind", cls.__name__)
+        if kind != cls.__name__:
+            raise ValueError(f"kind: {kind!r} is not {cls.__name__}")
         names = {f.name for f in fields(cls)}
         unknown = set(d) - names
         if unknown:
@@ -143,9 +132,54 @@ class LocalTest:
         return cls(**d)
 
 
+@dataclass(frozen=True)
+class LocalTest(_SocketTest):
+    """Both ends of a qperf-style test in one process, over loopback (or a lab host).
+
+    test      udp_bw | udp_lat | tcp_bw | tcp_lat
+    size      payload (UDP) or message (TCP) bytes; default per test (64, 1, 64K, 1)
+    rate      target rate (1.5Mpps, 100Mbps, ...); None = as fast as possible
+    flows     UDP flows (source ports), udp_bw only
+    duration  how long to send (10s, 2m, ...)
+    host      where both ends bind: loopback or a lab address
+    port      the receiving end's port; 0 = any free port
+    batch     messages per sendmmsg/recvmmsg (udp_bw)
+    gso       udp_bw: datagrams per UDP GSO send (the kernel cuts them; each arrives
+              alone); 0 = off, plain sendmmsg with one datagram per message
+    busy_poll latency tests: spin on the socket instead of sleeping (50 us, then block)
+    lab       run the two ends in the first two hosts of this lab (perfkit.lab): the
+              receiving end in h2, the sender in h1, over the lab's link; host then
+              only picks the family (an IPv6 host: the lab's IPv6 addresses)
+    """
+    lab: str | None = None
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.lab is not None and not LAB_NAME.fullmatch(str(self.lab)):
+            raise ValueError(f"lab: {self.lab!r} is not a lab name (1-8 lowercase letters or digits)")
+
+
+@dataclass(frozen=True)
+class RemoteTest(_SocketTest):
+    """The near end of a test whose far end is `perfkit serve` on host (qperf's model).
+
+    The fields are LocalTest's, plus: port is the server's control port (default
+    19800), token the shared secret a server off loopback asks for (PERFKIT_TOKEN
+    by default; never saved with the run). Tests: qperf's udp_bw udp_lat tcp_bw
+    tcp_lat sctp_bw sctp_lat (SCTP where the kernel has it)."""
+    TESTS: ClassVar[tuple[str, ...]] = REMOTE_TESTS
+    port: int = 19800
+    token: str | None = field(default=None, repr=False, compare=False)
+
+    def to_dict(self) -> dict:
+        d = super().to_dict()
+        d.pop("token")
+        return d
+
+
 def from_dict(d: dict):
     """Any spec from its to_dict() form."""
-    kinds = {"LocalTest": LocalTest}
+    kinds = {"LocalTest": LocalTest, "RemoteTest": RemoteTest}
     kind = d.get("kind", "LocalTest")
     if kind not in kinds:
         raise ValueError(f"kind: {kind!r} is not one of {', '.join(kinds)}")

@@ -210,6 +210,8 @@ def summarize(test: str, totals: list[int], hist: Histogram, workers: list[list[
         "loss_pct": loss_pct(t["pkts_rx"], t["seq_dup"], t["seq_lost"]),
         "tx_pps": per_s(t["pkts_tx"]), "rx_pps": per_s(t["pkts_rx"]),
         "tx_bps": per_s(8 * t["bytes_tx"]), "rx_bps": per_s(8 * t["bytes_rx"]),
+        # messages/s as qperf counts them: received by the far end, or round trips
+        "msg_rate": per_s(t["lat_count"] if test.endswith("_lat") else t["pkts_rx"]),
         "lat_count": t["lat_count"],
         "lat_min_us": _us(t["lat_min_ns"]) if t["lat_count"] else None,
     }
@@ -221,6 +223,10 @@ def summarize(test: str, totals: list[int], hist: Histogram, workers: list[list[
     else:
         out["latency_us"] = None
     out["cpu_pct"] = sum(100.0 * w[busy] / w[wall] for w in workers if w[wall])
+    if any(r.startswith("remote_") for r in roles):  # qperf's -v figures, % of one core
+        pct = [(r, 100.0 * w[busy] / w[wall] if w[wall] else 0.0) for w, r in zip(workers, roles)]
+        out["loc_cpus_used"] = sum(p for r, p in pct if not r.startswith("remote_"))
+        out["rem_cpus_used"] = sum(p for r, p in pct if r.startswith("remote_"))
     out["cpu_pct_by_worker"] = {f"w{i}_{r}": (100.0 * w[busy] / w[wall] if w[wall] else 0.0)
                                 for i, (w, r) in enumerate(zip(workers, roles))}
     return out

@@ -176,20 +176,20 @@ def test_bad_input_in_process_exits_2_with_one_line_and_starts_nothing(args, fie
 @pytest.mark.parametrize("args, field", [BAD[i] for i in (1, 2, 5, 7, 10, 14)],
                          ids=[BAD_IDS[i] for i in (1, 2, 5, 7, 10, 14)])
 def test_bad_input_subprocess_exits_2_fast_with_one_line(args, field):
-    p = perfkit_cli("local", "udp_bw", "-t", "5s", *args)
+    p = perfkit_cli("local", "udp_bw", "-t", "120s", *args)
     assert p.returncode == 2
     assert p.stdout == ""                                # no header, no rows
     assert p.stderr.count("\n") == 1 and p.stderr.startswith(f"perfkit: {field}: "), p.stderr
     assert "Traceback" not in p.stderr
-    assert p.elapsed < 4.0                               # nothing ran for the 5 s asked
+    assert p.elapsed < 60.0  # nothing ran for the 120 s asked (generous: the machine may be busy)
 
 
 def test_unknown_engine_starts_no_traffic():
-    p = perfkit_cli("local", "udp_bw", "-t", "5s", "--engine", "nope")
+    p = perfkit_cli("local", "udp_bw", "-t", "120s", "--engine", "nope")
     assert p.returncode == 2
     assert p.stderr == "perfkit: engine: 'nope' is not one of socket, dpdk\n"
     assert rows_of(p.stdout) == [] and "udp_bw:" not in p.stdout.splitlines()
-    assert p.elapsed < 4.0
+    assert p.elapsed < 60.0
 
 
 def test_unknown_test_name_is_an_argparse_error():

@@ -190,4 +190,4 @@ def test_from_dict_kind_defaults_to_local_test():
 
 
 def test_max_size_table():
-    assert specmod.MAX_SIZE == {"udp": 65507, "tcp": 65536}
+    assert specmod.MAX_SIZE == {"udp": 65507, "tcp": 65536, "sctp": 65536}

@@ -42,7 +42,7 @@ cdef class SockEngine:
     """Workers as dicts: role, local=(host, port), remote=(host, port),
     peer (index of an earlier worker whose bound port is the target),
     size, flows, batch, gso, rate (messages/s, 0 = unlimited), duration (s),
-    busy_poll, cpu, netns (a /run/netns/NAME path to work in)."""
+    busy_poll, cpu, proto (tcp|sctp), netns (a /run/netns/NAME path to work in)."""
     cdef pk_sock_engine *e
     cdef int n
     cdef readonly list roles
@@ -76,6 +76,7 @@ cdef class SockEngine:
                 cfgs[i].duration_ns = <unsigned long long>(w.get("duration", 0.0) * 1e9)
                 cfgs[i].busy_poll = 1 if w.get("busy_poll", False) else 0
                 cfgs[i].cpu = w.get("cpu", -1)
+                cfgs[i].proto = {"tcp": socket.IPPROTO_TCP, "sctp": 132}[w.get("proto", "tcp")]
                 netns = (w.get("netns") or "").encode()
                 if len(netns) >= sizeof(cfgs[i].netns):
                     raise ValueError(f"netns: path longer than {sizeof(cfgs[i].netns) - 1} bytes: {w['netns']!r}")
@@ -143,6 +144,21 @@ cdef class SockEngine:
                                  <unsigned long long *>h.data.as_voidptr)
             out.append((c, h))
         return out
+
+    def flow_sent(self, int worker):
+        """A udp_send worker's packets sent per flow (its next sequence numbers)."""
+        cdef pk_sock_engine *e = self._live()
+        out = array.clone(_array.array("Q"), PK_SOCK_MAX_FLOWS, zero=True)
+        n = pk_sock_flow_sent(e, worker, <unsigned long long *>(<array.array>out).data.as_voidptr,
+                              PK_SOCK_MAX_FLOWS)
+        return list(out[:n])
+
+    def set_remote_sent(self, int worker, sent):
+        """Tell a udp_recv worker what a remote sender sent per flow (before join)."""
+        cdef pk_sock_engine *e = self._live()
+        cdef array.array a = _array.array("Q", sent)
+        if pk_sock_set_remote_sent(e, worker, <unsigned long long *>a.data.as_voidptr, len(a)) != 0:
+            raise EngineError(f"worker {worker}: not a udp_recv worker, or already settled")
 
     def close(self):
         if self.e != NULL:

@@ -31,6 +31,7 @@ cdef extern from "sock_engine.h":
         uint64_t duration_ns
         int busy_poll
         int cpu
+        int proto
         char netns[108]
 
     enum: PK_SOCK_MAX_WORKERS
@@ -48,6 +49,8 @@ cdef extern from "sock_engine.h":
     void pk_sock_stop(pk_sock_engine *e) nogil
     int pk_sock_running(const pk_sock_engine *e) nogil
     void pk_sock_join(pk_sock_engine *e) nogil
+    int pk_sock_flow_sent(const pk_sock_engine *e, int worker, uint64_t *out, uint32_t n) nogil
+    int pk_sock_set_remote_sent(pk_sock_engine *e, int worker, const uint64_t *sent, uint32_t n) nogil
     void pk_sock_snapshot(const pk_sock_engine *e, int worker, uint64_t *counters, uint64_t *hist) nogil
     const char *pk_sock_error(const pk_sock_engine *e)
     void pk_sock_destroy(pk_sock_engine *e) nogil

@@ -60,7 +60,9 @@ typedef struct worker {
     struct sockaddr_storage *names;
     uint8_t *bufs;
     uint32_t buf_len;            /* bytes per buffer */
-    uint64_t *flow_sent;         /* UDP_SEND: packets sent per flow = next seq */
+    uint64_t *flow_sent;         /* UDP_SEND: packets sent per flow = next seq;
+                                    UDP_RECV: what a remote sender reported, for settling */
+    int has_remote_sent;
     flow_state *flows;           /* UDP_RECV */
 
     uint64_t lat_min;
@@ -134,9 +136,9 @@ static void io_timeouts(int fd)
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
-static int open_bound(const pk_sock_addr *local, int type, char *err, size_t errlen)
+static int open_bound(const pk_sock_addr *local, int type, int proto, char *err, size_t errlen)
 {
-    int fd = socket(local->family, type | SOCK_CLOEXEC, 0);
+    int fd = socket(local->family, type | SOCK_CLOEXEC, type == SOCK_STREAM ? proto : 0);
     if (fd < 0) {
         set_err(err, errlen, "socket(): %s", strerror(errno));
         return -1;
@@ -253,7 +255,8 @@ static inline void seq_arrive(flow_state *f, uint64_t s, uint64_t *lost, uint64_
             *lost += window_missing(f) + (s + 1 - SEQ_WINDOW - f->next);
             memset(f->seen, 0, sizeof(f->seen));
         } else {
-            for (uint64_t t = f->next; t <= s; t++) {
+            /* at most SEQ_WINDOW steps; counted, so it cannot wrap at UINT64_MAX */
+            for (uint64_t t = f->next, k = s - f->next + 1; k > 0; t++, k--) {
                 if (t >= SEQ_WINDOW && !seen_get(f, t - SEQ_WINDOW))
                     (*lost)++;
                 seen_put(f, t, 0);
@@ -522,15 +525,21 @@ static size_t xfer_all(worker *w, int fd, uint8_t *buf, size_t len, int writing)
     return done;
 }
 
+/* Messages go out at once: TCP_NODELAY, or SCTP_NODELAY (same value, 1, at SOL_SCTP). */
+static void set_nodelay(const worker *w, int fd)
+{
+    int one = 1;
+    setsockopt(fd, w->cfg.proto == IPPROTO_SCTP ? IPPROTO_SCTP : IPPROTO_TCP, 1, &one, sizeof(one));
+}
+
 static int tcp_connect(worker *w)
 {
-    int fd = socket(w->cfg.remote.family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = socket(w->cfg.remote.family, SOCK_STREAM | SOCK_CLOEXEC, w->cfg.proto);
     if (fd < 0) {
         set_err(w->err, sizeof(w->err), "socket(): %s", strerror(errno));
         return -1;
     }
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    set_nodelay(w, fd);
     uint16_t port = w->cfg.peer >= 0 ? (uint16_t)w->engine->w[w->cfg.peer].bound_port : w->cfg.remote.port;
     struct sockaddr_storage ss;
     socklen_t len = to_sockaddr(&w->cfg.remote, port, &ss);
@@ -555,8 +564,7 @@ static int tcp_accept(worker *w)
     for (;;) {
         int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
         if (fd >= 0) {
-            int one = 1;
-            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+            set_nodelay(w, fd);
             io_timeouts(fd);
             pk_add(&w->c, PK_sock_open, 1);
             pk_set(&w->c, PK_sock_current, 1);
@@ -756,7 +764,7 @@ static int make_sockets(worker *w, int i, uint16_t rport, char *err, size_t errl
     const pk_sock_worker_cfg *c = &w->cfg;
     int udp = c->role <= PK_UDP_PING;
     for (int k = 0; k < w->nfds; k++) {
-        w->fds[k] = open_bound(&c->local, udp ? SOCK_DGRAM : SOCK_STREAM, err, errlen);
+        w->fds[k] = open_bound(&c->local, udp ? SOCK_DGRAM : SOCK_STREAM, c->proto, err, errlen);
         if (w->fds[k] < 0)
             return -1;
         if (c->gso > 1) {
@@ -884,7 +892,7 @@ static int setup_worker(pk_sock_engine *e, int i, char *err, size_t errlen)
             w->msgs[k].msg_hdr.msg_namelen = sizeof(w->names[k]);
         }
     }
-    if (c->role == PK_UDP_SEND) {
+    if (c->role == PK_UDP_SEND || c->role == PK_UDP_RECV) {
         w->flow_sent = calloc(c->flows, sizeof(uint64_t));
         if (!w->flow_sent)
             goto nomem;
@@ -921,6 +929,8 @@ pk_sock_engine *pk_sock_create(const pk_sock_worker_cfg *cfgs, int n, char *err,
     e->n = n;
     for (int i = 0; i < n; i++) {
         e->w[i].cfg = cfgs[i];
+        if (e->w[i].cfg.proto == 0)
+            e->w[i].cfg.proto = IPPROTO_TCP;
         e->w[i].cfg.netns[sizeof(e->w[i].cfg.netns) - 1] = 0;
         e->w[i].conn_fd = -1;  /* nothing of fd 0 is ours: destroy closes only what is set */
         e->w[i].netns_fd = -1;
@@ -994,7 +1004,7 @@ void pk_sock_join(pk_sock_engine *e)
         worker *w = &e->w[i];
         if (w->cfg.role != PK_UDP_RECV || !w->flows || w->cfg.size < PK_WIRE_HDR_LEN)
             continue;
-        const worker *s = NULL; /* the sender that targets this receiver */
+        const worker *s = w->has_remote_sent ? w : NULL; /* whose flow_sent tells what was sent */
         for (int j = 0; j < e->n && !s; j++)
             if (e->w[j].cfg.role == PK_UDP_SEND && e->w[j].cfg.peer == i)
                 s = &e->w[j];
@@ -1010,6 +1020,28 @@ void pk_sock_join(pk_sock_engine *e)
         if (lost)
             pk_add(&w->c, PK_seq_lost, lost);
     }
+}
+
+int pk_sock_flow_sent(const pk_sock_engine *e, int i, uint64_t *out, uint32_t n)
+{
+    if (i < 0 || i >= e->n || e->w[i].cfg.role != PK_UDP_SEND)
+        return 0;
+    const worker *w = &e->w[i];
+    uint32_t k = n < w->cfg.flows ? n : w->cfg.flows;
+    for (uint32_t f = 0; f < k; f++)
+        out[f] = __atomic_load_n(&w->flow_sent[f], __ATOMIC_RELAXED);
+    return (int)k;
+}
+
+int pk_sock_set_remote_sent(pk_sock_engine *e, int i, const uint64_t *sent, uint32_t n)
+{
+    if (i < 0 || i >= e->n || e->w[i].cfg.role != PK_UDP_RECV || e->settled)
+        return -1;
+    worker *w = &e->w[i];
+    for (uint32_t f = 0; f < w->cfg.flows; f++)
+        w->flow_sent[f] = f < n ? sent[f] : 0;
+    w->has_remote_sent = 1;
+    return 0;
 }
 
 void pk_sock_snapshot(const pk_sock_engine *e, int i, uint64_t *counters, uint64_t *hist)

@@ -50,6 +50,7 @@ typedef struct pk_sock_worker_cfg {
     uint64_t duration_ns;   /* how long senders send */
     int busy_poll;          /* ping roles: spin on the socket instead of sleeping */
     int cpu;                /* pin the thread to this CPU, -1 = do not pin */
+    int proto;              /* stream roles: IPPROTO_TCP (0 = TCP) or IPPROTO_SCTP */
     char netns[108];        /* network namespace file (/run/netns/NAME) to work in; "" = ours */
 } pk_sock_worker_cfg;
 
@@ -74,6 +75,12 @@ int pk_sock_running(const pk_sock_engine *e);
 /* Wait for every worker (they are all time-bounded), then settle loss
  * accounting with what the senders sent. Call without the GIL. */
 void pk_sock_join(pk_sock_engine *e);
+/* UDP_SEND: packets sent per flow (= the next sequence number), up to n flows.
+ * Returns the number of flows copied. */
+int pk_sock_flow_sent(const pk_sock_engine *e, int worker, uint64_t *out, uint32_t n);
+/* UDP_RECV fed from another host: what the remote sender sent per flow, so that
+ * join() settles loss as it does for a local sender. Call before join(). */
+int pk_sock_set_remote_sent(pk_sock_engine *e, int worker, const uint64_t *sent, uint32_t n);
 /* Copy one worker's counters (PK_NCOUNTERS) and histogram (PK_HIST_BUCKETS). */
 void pk_sock_snapshot(const pk_sock_engine *e, int worker, uint64_t *counters, uint64_t *hist);
 /* The first worker error, or NULL. */

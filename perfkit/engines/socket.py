@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import resource
 
-from perfkit.spec import LocalTest
+from perfkit.spec import LocalTest, RemoteTest
 
 NAME = "socket"
 
@@ -73,9 +73,14 @@ def workers_for(spec: LocalTest) -> list[dict]:
     raise ValueError(f"test: the socket engine does not run {spec.test!r}")
 
 
-def build(spec: LocalTest):
-    from perfkit._sock import SockEngine
+def build(spec):
+    """A local test's engine, or, for a RemoteTest, a handle whose far end is a
+    perfkit server (perfkit.remote)."""
     _raise_fd_limit(spec.flows + 64)
+    if isinstance(spec, RemoteTest):
+        from perfkit.remote import RemoteHandle
+        return RemoteHandle(spec)
+    from perfkit._sock import SockEngine
     return SockEngine(workers_for(spec))
 
 

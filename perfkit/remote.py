@@ -1,0 +1,447 @@
+"""Two hosts: `perfkit serve` runs the far end of every test, `perfkit test` the near end.
+
+The two speak over one TCP control connection per client: versioned, length-prefixed
+JSON messages (4-byte big-endian length, then a JSON object with "v" and "op"):
+
+    client                                  server
+    hello {token}                      ->   hello {env}            (or error, then close)
+    conf                               ->   conf {env}
+    prepare {test, size, flows, ...}   ->   ready {port}           (its end of the test runs)
+    counters                           ->   counters {workers}     (every interval, for live rows)
+    finish {sent}                      ->   result {workers, error}
+    quit                               ->   bye                    (the server stops)
+
+A malformed, oversized or out-of-order message gets an error reply and a closed
+connection; the server keeps serving everyone else. Each client's test has its own
+engine, so several clients run at once. The data path is the socket engine's C workers
+on both sides: Python only prepares, samples and settles.
+"""
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import os
+import socket
+import struct
+import sys
+import threading
+
+from perfkit.errors import EngineError
+
+PROTOCOL = 1
+DEFAULT_PORT = 19800
+MAX_MESSAGE = 1 << 20
+CONTROL_TIMEOUT_S = 30.0
+# the far end of each test: (role, protocol)
+SERVER_ROLE = {"udp_bw": ("udp_recv", "tcp"), "udp_lat": ("udp_reflect", "tcp"),
+               "tcp_bw": ("tcp_recv", "tcp"), "tcp_lat": ("tcp_pong", "tcp"),
+               "sctp_bw": ("tcp_recv", "sctp"), "sctp_lat": ("tcp_pong", "sctp")}
+CLIENT_ROLE = {"udp_bw": "udp_send", "udp_lat": "udp_ping", "tcp_bw": "tcp_send",
+               "tcp_lat": "tcp_ping", "sctp_bw": "tcp_send", "sctp_lat": "tcp_ping"}
+SERVER_MARGIN_S = 4.0  # the far end outlives the test by this, for start-up and draining
+
+
+class ProtocolError(Exception):
+    """The peer broke the control protocol."""
+
+
+def send_msg(sock: socket.socket, op: str, **fields) -> None:
+    data = json.dumps({"v": PROTOCOL, "op": op, **fields}).encode()
+    if len(data) > MAX_MESSAGE:
+        raise ProtocolError(f"{op}: message of {len(data)} bytes is over {MAX_MESSAGE}")
+    sock.sendall(struct.pack("!I", len(data)) + data)
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("the peer closed the control connection")
+        buf += chunk
+    return bytes(buf)
+
+
+def recv_msg(sock: socket.socket) -> dict:
+    """One message; ProtocolError if it is oversized, not JSON, or not ours."""
+    (n,) = struct.unpack("!I", _recv_exact(sock, 4))
+    if n > MAX_MESSAGE:
+        raise ProtocolError(f"message of {n} bytes is over the limit of {MAX_MESSAGE}")
+    try:
+        msg = json.loads(_recv_exact(sock, n))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ProtocolError(f"message is not JSON: {exc}") from None
+    if not isinstance(msg, dict) or not isinstance(msg.get("op"), str):
+        raise ProtocolError("message is not an object with an op")
+    if msg.get("v") != PROTOCOL:
+        raise ProtocolError(f"protocol version {msg.get('v')!r}; this perfkit speaks {PROTOCOL}")
+    return msg
+
+
+def _snap_out(snaps) -> list:
+    """Engine snapshot -> JSON: counters and the non-empty histogram buckets."""
+    return [{"c": list(c), "h": [[i, v] for i, v in enumerate(h) if v]} for c, h in snaps]
+
+
+def _snap_in(workers: list) -> list:
+    from perfkit.stats import Histogram
+    out = []
+    for w in workers:
+        h = [0] * len(Histogram.LOWER)
+        for i, v in w["h"]:
+            h[int(i)] = int(v)
+        out.append(([int(x) for x in w["c"]], h))
+    return out
+
+
+# --------------------------------------------------------------------------- server
+
+def _sctp_available() -> str | None:
+    """None where the kernel has SCTP, else why not."""
+    try:
+        socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_SCTP).close()
+        return None
+    except OSError as exc:
+        return f"this kernel has no SCTP ({exc.strerror})"
+
+
+class Server:
+    """The far end of every test, for any number of clients at once.
+
+    Bound to loopback by default. Listening anywhere else needs a shared token
+    (token= or PERFKIT_TOKEN); a client without it is refused."""
+
+    def __init__(self, bind: str = "127.0.0.1", port: int = DEFAULT_PORT, token: str | None = None,
+                 once: bool = False, log=None):
+        try:
+            ip = ipaddress.ip_address(bind)
+        except ValueError:
+            raise ValueError(f"bind: {bind!r} is not an IPv4 or IPv6 address") from None
+        if not 0 <= int(port) <= 65535:
+            raise ValueError(f"port: {port} is out of range 0..65535")
+        token = token if token is not None else os.environ.get("PERFKIT_TOKEN") or None
+        if not ip.is_loopback and not token:
+            raise ValueError(f"token: listening on {ip} (not loopback) needs a shared token "
+                             "(--token or PERFKIT_TOKEN)")
+        self.bind, self.token, self.once = str(ip), token, once
+        self.log = log or (lambda line: print(line, file=sys.stderr, flush=True))
+        self._stop = threading.Event()
+        self._sessions: list[threading.Thread] = []
+        self._listener = socket.socket(socket.AF_INET6 if ip.version == 6 else socket.AF_INET)
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._listener.bind((self.bind, int(port)))
+        self._listener.listen(64)
+        self._listener.settimeout(0.2)
+        self.port = self._listener.getsockname()[1]
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def serve_forever(self) -> None:
+        self.log(f"perfkit serve: listening on {self.bind} port {self.port}"
+                 + (" (token required)" if self.token else ""))
+        try:
+            while not self._stop.is_set():
+                try:
+                    conn, peer = self._listener.accept()
+                except socket.timeout:
+                    continue
+                t = threading.Thread(target=self._session, args=(conn, peer), daemon=True,
+                                     name=f"perfkit-serve-{peer[0]}:{peer[1]}")
+                self._sessions.append(t)
+                t.start()
+                if self.once:
+                    t.join()
+                    break
+        finally:
+            self._listener.close()
+            for t in self._sessions:
+                t.join(timeout=CONTROL_TIMEOUT_S)
+
+    # one client
+    def _session(self, conn: socket.socket, peer) -> None:
+        conn.settimeout(CONTROL_TIMEOUT_S)
+        engine = None
+        try:
+            hello = recv_msg(conn)
+            if hello["op"] != "hello":
+                raise ProtocolError(f"expected hello, got {hello['op']}")
+            if self.token and not hmac.compare_digest(str(hello.get("token") or ""), self.token):
+                raise ProtocolError("refused: wrong or missing token (--token or PERFKIT_TOKEN)")
+            from perfkit.run import environment
+            send_msg(conn, "hello", env=environment("socket"))
+            local_ip = conn.getsockname()[0]
+            while True:
+                msg = recv_msg(conn)
+                op = msg["op"]
+                if op == "conf":
+                    send_msg(conn, "conf", env=environment("socket"))
+                elif op == "quit":
+                    send_msg(conn, "bye")
+                    self.log(f"perfkit serve: quit from {peer[0]}")
+                    self._stop.set()
+                    return
+                elif op == "prepare" and engine is None:
+                    engine = self._prepare(msg, local_ip)
+                    send_msg(conn, "ready", port=engine.bound_port(0))
+                    self.log(f"perfkit serve: {msg.get('test')} for {peer[0]} on port {engine.bound_port(0)}")
+                elif op == "counters" and engine is not None:
+                    send_msg(conn, "counters", workers=_snap_out(engine.snapshot()))
+                elif op == "finish" and engine is not None:
+                    sent = msg.get("sent") or []
+                    if engine.roles[0] == "udp_recv" and sent:
+                        engine.set_remote_sent(0, [int(x) for x in sent])
+                    engine.stop()
+                    engine.join()
+                    send_msg(conn, "result", workers=_snap_out(engine.snapshot()), error=engine.error())
+                    engine.close()
+                    engine = None
+                else:
+                    raise ProtocolError(f"unexpected {op!r} here")
+        except ProtocolError as exc:
+            self._refuse(conn, str(exc), peer)
+        except (ValueError, TypeError, OverflowError, KeyError) as exc:  # bad fields in a message
+            self._refuse(conn, str(exc), peer)
+        except EngineError as exc:
+            self._refuse(conn, f"engine: {exc}", peer)
+        except ConnectionError as exc:  # the client left: normal between tests, not during one
+            if engine is not None:
+                self.log(f"perfkit serve: {peer[0]}: {exc} during a test")
+        except (socket.timeout, OSError) as exc:
+            self.log(f"perfkit serve: {peer[0]}: {exc}")
+        finally:
+            if engine is not None:
+                engine.stop()
+                engine.close()
+            conn.close()
+
+    def _refuse(self, conn, why: str, peer) -> None:
+        self.log(f"perfkit serve: {peer[0]}: {why}")
+        try:
+            send_msg(conn, "error", error=why)
+        except OSError:
+            pass
+
+    def _prepare(self, msg: dict, local_ip: str):
+        from perfkit._sock import SockEngine
+        from perfkit.spec import RemoteTest
+        # the same validation as the client's, on what arrived
+        spec = RemoteTest(host="127.0.0.1", test=msg.get("test", ""), size=msg.get("size"),
+                          flows=msg.get("flows", 1), duration=msg.get("duration", 10),
+                          batch=msg.get("batch", 32), busy_poll=msg.get("busy_poll", False))
+        role, proto = SERVER_ROLE[spec.test]
+        if proto == "sctp" and (why := _sctp_available()):
+            raise ValueError(f"test: {spec.test} cannot run on the server: {why}")
+        worker = {"role": role, "local": (local_ip, 0), "size": spec.size, "flows": spec.flows,
+                  "batch": spec.batch if role == "udp_recv" else 1, "busy_poll": spec.busy_poll,
+                  "duration": spec.duration + SERVER_MARGIN_S, "proto": proto}
+        engine = SockEngine([worker])
+        engine.start()
+        return engine
+
+
+def serve(bind: str = "127.0.0.1", port: int = DEFAULT_PORT, token: str | None = None,
+          once: bool = False) -> None:
+    """Run a server until quit (or, with once, until its first client is done)."""
+    Server(bind, port, token, once).serve_forever()
+
+
+# --------------------------------------------------------------------------- client
+
+class Control:
+    """The client's end of a control connection."""
+
+    def __init__(self, host: str, port: int = DEFAULT_PORT, token: str | None = None):
+        token = token if token is not None else os.environ.get("PERFKIT_TOKEN") or None
+        try:
+            self.sock = socket.create_connection((host, port), timeout=CONTROL_TIMEOUT_S)
+        except OSError as exc:
+            raise EngineError(f"cannot reach perfkit serve at {host} port {port}: {exc.strerror or exc}") from None
+        self.remote_env = self.request("hello", token=token)["env"]
+
+    def request(self, op: str, **fields) -> dict:
+        try:
+            send_msg(self.sock, op, **fields)
+            reply = recv_msg(self.sock)
+        except (OSError, ConnectionError, ProtocolError) as exc:
+            raise EngineError(f"control connection: {exc}") from None
+        if reply["op"] == "error":
+            raise EngineError(f"server: {reply.get('error')}")
+        return reply
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class RemoteHandle:
+    """An engine handle for perfkit.Run whose far end is a perfkit server: the
+    local C worker sends, the server's worker receives; snapshots hold both."""
+
+    def __init__(self, spec):
+        from perfkit._sock import SockEngine
+        if spec.test.startswith("sctp") and (why := _sctp_available()):
+            raise ValueError(f"test: {spec.test} cannot run here: {why}")
+        self.ctl = Control(spec.host, spec.port, spec.token)
+        try:
+            ready = self.ctl.request("prepare", test=spec.test, size=spec.size, flows=spec.flows,
+                                     duration=spec.duration, batch=spec.batch,
+                                     busy_poll=spec.busy_poll)
+            role = CLIENT_ROLE[spec.test]
+            local_ip = self.ctl.sock.getsockname()[0]
+            self.local = SockEngine([{
+                "role": role, "local": (local_ip, 0), "remote": (spec.host, int(ready["port"])),
+                "size": spec.size, "flows": spec.flows, "batch": spec.batch, "gso": spec.gso,
+                "rate": spec.messages_per_second, "duration": spec.duration,
+                "busy_poll": spec.busy_poll, "proto": SERVER_ROLE[spec.test][1]}])
+        except BaseException:
+            self.ctl.close()
+            raise
+        from perfkit.stats import COUNTERS, Histogram
+        self.roles = [role, "remote_" + SERVER_ROLE[spec.test][0]]
+        self._last_remote = [([0] * len(COUNTERS), [0] * len(Histogram.LOWER))]
+        self._final = None
+        self._error = None
+
+    def start(self):
+        self.local.start()
+
+    def stop(self):
+        self.local.stop()
+
+    def running(self):
+        return self.local.running()
+
+    def _remote_snap(self):
+        if self._final is not None:
+            return self._final
+        try:
+            return _snap_in(self.ctl.request("counters")["workers"])
+        except EngineError as exc:
+            self._error = self._error or str(exc)
+            return None
+
+    def snapshot(self):
+        local = self.local.snapshot()
+        remote = self._remote_snap()
+        if remote is None:  # the server is gone: its last counters stand
+            remote = self._last_remote
+        self._last_remote = remote
+        return list(local) + list(remote)
+
+    def join(self):
+        self.local.join()
+        sent = self.local.flow_sent(0) if self.roles[0] == "udp_send" else []
+        try:
+            reply = self.ctl.request("finish", sent=sent)
+            self._final = _snap_in(reply["workers"])
+            if reply.get("error"):
+                self._error = self._error or f"server: {reply['error']}"
+        except EngineError as exc:
+            self._error = self._error or str(exc)
+
+    def error(self):
+        return self.local.error() or self._error
+
+    def close(self):
+        self.local.close()
+        self.ctl.close()
+
+
+def conf(host: str, port: int = DEFAULT_PORT, token: str | None = None) -> dict:
+    """{"local": env, "remote": env}: host, CPU, OS, kernel, perfkit version of both ends."""
+    from perfkit.run import environment
+    ctl = Control(host, port, token)
+    try:
+        return {"local": environment("socket"), "remote": ctl.request("conf")["env"]}
+    finally:
+        ctl.close()
+
+
+def quit_server(host: str, port: int = DEFAULT_PORT, token: str | None = None) -> None:
+    """Ask the server to stop."""
+    ctl = Control(host, port, token)
+    try:
+        ctl.request("quit")
+    finally:
+        ctl.close()
+
+
+# --------------------------------------------------------------------------- sweeps
+
+# qperf's option names -> RemoteTest fields, with the unit parser of each
+SWEEPABLE = {"msg_size": "size", "time": "duration", "rate": "rate", "flows": "flows"}
+MAX_POINTS = 1000
+
+
+def parse_sweep(text: str) -> tuple[str, list]:
+    """qperf's -oo OPT:FROM:TO:STEP, STEP *N (multiply) or +N (add): ("msg_size",
+    [1, 2, 4, ...]). Values use the option's own units (64K, 10s, 1Mpps)."""
+    from perfkit.units import parse_duration, parse_rate, parse_size
+    parts = str(text).split(":")
+    if len(parts) != 4:
+        raise ValueError(f"sweep: {text!r} is not OPT:FROM:TO:STEP (e.g. msg_size:1:64K:*2)")
+    opt, lo, hi, step = (p.strip() for p in parts)
+    if opt not in SWEEPABLE:
+        raise ValueError(f"sweep: {opt!r} is not one of {', '.join(SWEEPABLE)}")
+    parse = {"msg_size": lambda v: parse_size(v, "sweep"), "flows": lambda v: parse_size(v, "sweep"),
+             "time": lambda v: parse_duration(v, "sweep"),
+             "rate": lambda v: parse_rate(v, "sweep").value}[opt]
+    start, stop = parse(lo), parse(hi)
+    if not 0 < start <= stop:
+        raise ValueError(f"sweep: {text!r} needs 0 < FROM <= TO")
+    if step[:1] == "*":
+        try:
+            factor = float(step[1:])
+        except ValueError:
+            raise ValueError(f"sweep: step {step!r} is not *N with a number N") from None
+        if not factor > 1:
+            raise ValueError(f"sweep: step {step!r} must multiply by more than 1")
+        nxt = lambda v: v * factor  # noqa: E731
+    elif step[:1] == "+":
+        inc = parse(step[1:])
+        if not inc > 0:
+            raise ValueError(f"sweep: step {step!r} must add more than 0")
+        nxt = lambda v: v + inc  # noqa: E731
+    else:
+        raise ValueError(f"sweep: step {step!r} is not *N or +N")
+    values, v = [], start
+    while v <= stop * (1 + 1e-9):
+        values.append(int(v) if isinstance(start, int) and float(v).is_integer() else v)
+        if len(values) > MAX_POINTS:
+            raise ValueError(f"sweep: {text!r} has more than {MAX_POINTS} points")
+        v = nxt(v)
+    return opt, values
+
+
+def plan(host: str, *tests: str, time="10s", sweep: dict | None = None, port: int = DEFAULT_PORT,
+         token: str | None = None, **fields) -> list[tuple[str, dict, object]]:
+    """[(test, point, RemoteTest)] for every test at every sweep point, all checked
+    before anything runs. sweep: {"msg_size": "1:64K:*2", ...} (several: every mix)."""
+    from perfkit.spec import RemoteTest
+    points = [{}]
+    for opt, spec in (sweep or {}).items():
+        _, values = parse_sweep(f"{opt}:{spec}")
+        points = [{**p, opt: v} for p in points for v in values]
+    out = []
+    for t in tests:
+        for point in points:
+            kw = {"duration": time, **fields, **{SWEEPABLE[k]: v for k, v in point.items()}}
+            out.append((t, point, RemoteTest(host=host, test=t, port=port, token=token, **kw)))
+    return out
+
+
+def test(host: str, *tests: str, time="10s", sweep: dict | None = None, port: int = DEFAULT_PORT,
+         token: str | None = None, **fields):
+    """qperf from Python: one polars row per test and sweep point, with its summary.
+
+        perfkit.test("198.18.0.2", "tcp_bw", "tcp_lat", time="2s", sweep={"msg_size": "1:64K:*2"})
+    """
+    import polars as pl
+    from perfkit.run import Run
+    rows = []
+    for t, point, spec in plan(host, *tests, time=time, sweep=sweep, port=port, token=token, **fields):
+        run = Run(spec).run()
+        s = {k: v for k, v in run.summary.items() if not isinstance(v, dict)}
+        rows.append({"test": t, **point, **s})
+    return pl.DataFrame(rows)

@@ -1,0 +1,200 @@
+"""perfkit serve / perfkit test over loopback: the control protocol, both ends'
+counters, tokens, bad messages, several clients at once, sweeps."""
+import json
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import perfkit
+from perfkit import RemoteTest
+from perfkit.remote import (MAX_MESSAGE, PROTOCOL, Control, Server, parse_sweep, recv_msg,
+                            send_msg, _sctp_available)
+
+
+@pytest.fixture
+def server():
+    srv = Server("127.0.0.1", 0, log=lambda line: None)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield srv
+    srv.stop()
+    t.join(timeout=10)
+    assert not t.is_alive()
+
+
+def test_udp_bw_both_ends_add_up(server):
+    run = perfkit.run(RemoteTest(test="udp_bw", port=server.port, size=64, rate="50kpps", duration=1))
+    s = run.summary
+    assert run.roles == ["udp_send", "remote_udp_recv"]
+    assert s["pkts_tx"] > 45_000
+    assert s["pkts_rx"] - s["dup"] + s["lost"] == s["pkts_tx"]  # settled with the sender's counts
+    assert s["bytes_rx"] == 64 * s["pkts_rx"]
+    assert s["lat_count"] == s["pkts_rx"] - s["dup"]
+    assert 0 <= s["loc_cpus_used"] and 0 <= s["rem_cpus_used"]
+
+
+def test_tcp_bw_every_byte_arrives(server):
+    s = perfkit.run(RemoteTest(test="tcp_bw", port=server.port, duration=1)).summary
+    assert s["bytes_tx"] > 0 and s["bytes_rx"] == s["bytes_tx"]
+
+
+@pytest.mark.parametrize("test", ["udp_lat", "tcp_lat"])
+def test_latency_tests_count_round_trips(server, test):
+    run = perfkit.run(RemoteTest(test=test, port=server.port, size=64, duration=1), interval=0.5)
+    s = run.summary
+    assert s["lat_count"] > 100
+    assert s["pkts_rx"] == 2 * s["lat_count"]  # each request at the server, each reply here
+    assert s["msg_rate"] == pytest.approx(s["lat_count"] / s["duration_s"])
+    assert 0 < s["lat_p50_us"] < 5_000 and s["latency_us"] == pytest.approx(s["lat_mean_us"] / 2)
+    # live rows carry the server's counters too, not only at the end
+    assert run.frame["pkts_rx"].to_list()[0] > 0
+
+
+def test_rows_show_the_far_end_while_running(server):
+    run = perfkit.run(RemoteTest(test="udp_bw", port=server.port, rate="20kpps", duration=1.5), interval=0.5)
+    first = run.rows[0]
+    assert first["pkts_rx_per_s"] > 10_000  # the receiver is the remote worker
+
+
+def test_several_clients_at_once(server):
+    results, errors = [], []
+
+    def client(test):
+        try:
+            results.append(perfkit.run(RemoteTest(test=test, port=server.port, size=64, rate="10kpps",
+                                                  duration=1)).summary)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=client, args=(t,)) for t in ("udp_bw", "udp_lat", "tcp_bw", "tcp_lat")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert not errors and len(results) == 4
+    assert all(r["pkts_rx"] > 0 for r in results)
+
+
+def test_token_required_off_loopback():
+    with pytest.raises(ValueError, match="^token: .*needs a shared token"):
+        Server("198.18.0.1", 0)
+
+
+def test_wrong_token_is_refused_with_a_clear_message():
+    srv = Server("127.0.0.1", 0, token="s3cret", log=lambda line: None)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        with pytest.raises(perfkit.EngineError, match="wrong or missing token"):
+            Control("127.0.0.1", srv.port, token="nope")
+        s = perfkit.run(RemoteTest(test="tcp_lat", port=srv.port, token="s3cret", duration=0.5)).summary
+        assert s["lat_count"] > 0
+    finally:
+        srv.stop()
+        t.join(timeout=10)
+
+
+def _raw(server):
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    return sock
+
+
+@pytest.mark.parametrize("payload", [
+    struct.pack("!I", MAX_MESSAGE + 1),                              # oversized
+    struct.pack("!I", 5) + b"nope!",                                 # not JSON
+    struct.pack("!I", 2) + b"[]",                                    # not an object
+])
+def test_malformed_messages_get_an_error_and_a_close(server, payload):
+    with _raw(server) as sock:
+        sock.sendall(payload)
+        reply = recv_msg(sock)
+        assert reply["op"] == "error"
+        assert sock.recv(1) == b""  # closed
+    # the server keeps serving others
+    assert perfkit.run(RemoteTest(test="tcp_lat", port=server.port, duration=0.3)).summary["lat_count"] > 0
+
+
+def test_wrong_version_and_out_of_order_messages_are_refused(server):
+    with _raw(server) as sock:
+        data = json.dumps({"v": PROTOCOL + 1, "op": "hello"}).encode()
+        sock.sendall(struct.pack("!I", len(data)) + data)
+        assert "protocol version" in recv_msg(sock)["error"]
+    with _raw(server) as sock:
+        send_msg(sock, "counters")  # before hello
+        assert "expected hello" in recv_msg(sock)["error"]
+    with _raw(server) as sock:
+        send_msg(sock, "hello")
+        assert recv_msg(sock)["op"] == "hello"
+        send_msg(sock, "finish", sent=[])  # nothing prepared
+        assert "unexpected 'finish'" in recv_msg(sock)["error"]
+
+
+def test_a_bad_prepare_is_checked_on_the_server(server):
+    with _raw(server) as sock:
+        send_msg(sock, "hello")
+        recv_msg(sock)
+        send_msg(sock, "prepare", test="udp_bw", size=70000, duration=1)
+        assert recv_msg(sock)["error"].startswith("size: 70000 bytes is out of range")
+
+
+def test_sctp_runs_or_says_why_not(server):
+    why = _sctp_available()
+    if why:
+        with pytest.raises(ValueError, match="no SCTP"):
+            perfkit.run(RemoteTest(test="sctp_bw", port=server.port, duration=0.5))
+    else:
+        s = perfkit.run(RemoteTest(test="sctp_bw", port=server.port, duration=0.5)).summary
+        assert s["bytes_rx"] == s["bytes_tx"] > 0
+
+
+def test_sweeps_parse_like_qperf():
+    assert parse_sweep("msg_size:1:64K:*2") == ("msg_size", [2 ** k for k in range(17)])
+    assert parse_sweep("msg_size:64:256:+64") == ("msg_size", [64, 128, 192, 256])
+    assert parse_sweep("time:1s:3s:+1s") == ("time", [1.0, 2.0, 3.0])
+    assert parse_sweep("rate:100kpps:400kpps:*2")[1] == [100e3, 200e3, 400e3]
+    for bad, msg in [("msg_size:1:64K", "OPT:FROM:TO:STEP"), ("mtu:1:2:*2", "not one of"),
+                     ("msg_size:64:1:*2", "FROM <= TO"), ("msg_size:1:64:*1", "more than 1"),
+                     ("msg_size:1:64:*x", "number N"), ("msg_size:1:64:/2", "not \\*N or \\+N")]:
+        with pytest.raises(ValueError, match=f"^sweep: .*{msg}"):
+            parse_sweep(bad)
+
+
+def test_python_sweep_returns_one_row_per_point(server):
+    frame = perfkit.test("127.0.0.1", "udp_lat", "tcp_lat", time="0.3s", port=server.port,
+                         sweep={"msg_size": "1:1K:*32"})
+    assert frame["test"].to_list() == ["udp_lat"] * 3 + ["tcp_lat"] * 3
+    assert frame["msg_size"].to_list() == [1, 32, 1024] * 2
+    assert frame["size"].to_list() == [1, 32, 1024] * 2
+    assert all(n > 0 for n in frame["lat_count"].to_list())
+
+
+def test_cli_conf_test_and_quit():
+    srv = subprocess.Popen([sys.executable, "-m", "perfkit", "serve", "--port", "0"],
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        line = srv.stderr.readline()
+        port = int(line.rsplit("port", 1)[1].split()[0])
+        out = subprocess.run([sys.executable, "-m", "perfkit", "test", "127.0.0.1", "--port", str(port),
+                              "conf", "tcp_lat", "-t", "0.5", "quit"], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert "rem_kernel" in out.stdout and "tcp_lat:" in out.stdout and "latency" in out.stdout
+        assert "loc_cpus_used" in out.stdout and "rem_cpus_used" in out.stdout
+        assert srv.wait(timeout=10) == 0  # quit stopped it
+    finally:
+        srv.kill()
+
+
+def test_cli_bad_test_name_is_one_line_and_exit_2():
+    out = subprocess.run([sys.executable, "-m", "perfkit", "test", "127.0.0.1", "tcp_bandwidth"],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "tcp_bandwidth" in out.stderr
+
+
+def test_only_loopback_or_lab_targets():
+    with pytest.raises(ValueError, match="^host: 192.0.2.1 is not allowed"):
+        RemoteTest(host="192.0.2.1", test="tcp_bw")
