@@ -23,7 +23,8 @@ ROW = re.compile(r"^\s*(\d+\.\d)s  pktTx .*  pktRx .*  bitsTx .*  bitsRx .*  dro
 
 def perfkit_cli(*args, timeout=60):
     t0 = time.monotonic()
-    p = subprocess.run([sys.executable, "-m", "perfkit", *args], capture_output=True, text=True,
+    # -P: never the source tree in the working directory, always the installed perfkit
+    p = subprocess.run([sys.executable, "-P", "-m", "perfkit", *args], capture_output=True, text=True,
                        timeout=timeout)
     p.elapsed = time.monotonic() - t0
     return p

@@ -243,7 +243,7 @@ print(json.dumps(out))
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert set(out.values()) == {pklab.NEED_ROOT}, out
-    cli = subprocess.run([sys.executable, "-m", "perfkit", "lab", "up", "--name", "pknoroot"],
+    cli = subprocess.run([sys.executable, "-P", "-m", "perfkit", "lab", "up", "--name", "pknoroot"],
                          capture_output=True, text=True, timeout=60, preexec_fn=pre)
     assert cli.returncode == 1
     assert cli.stderr.strip() == f"perfkit: error: {pklab.NEED_ROOT}"
@@ -592,7 +592,7 @@ def test_popen_and_call_run_inside_the_host(labs):
 @needs_root
 def test_cli_up_status_down_from_separate_processes():
     def cli(*args):
-        return subprocess.run([sys.executable, "-m", "perfkit", "lab", *args], capture_output=True,
+        return subprocess.run([sys.executable, "-P", "-m", "perfkit", "lab", *args], capture_output=True,
                               text=True, timeout=60)
     try:
         up = cli("up", "--name", "pkcli", "--hosts", "3", "--delay", "5ms", "--loss", "1%",

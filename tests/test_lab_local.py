@@ -28,7 +28,7 @@ def test_udp_lat_round_trip_across_a_10ms_link_is_20ms():
 @pytest.mark.parametrize("host", ["127.0.0.1", "::1"])
 def test_cli_lab_runs_between_h1_and_h2(host):
     with Lab() as lab:
-        out = subprocess.run([sys.executable, "-m", "perfkit", "local", "udp_bw", "--lab", lab.name,
+        out = subprocess.run([sys.executable, "-P", "-m", "perfkit", "local", "udp_bw", "--lab", lab.name,
                               "--host", host, "-r", "20kpps", "-t", "1", "--json"],
                              capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr

@@ -174,12 +174,12 @@ def test_python_sweep_returns_one_row_per_point(server):
 
 
 def test_cli_conf_test_and_quit():
-    srv = subprocess.Popen([sys.executable, "-m", "perfkit", "serve", "--port", "0"],
+    srv = subprocess.Popen([sys.executable, "-P", "-m", "perfkit", "serve", "--port", "0"],
                            stderr=subprocess.PIPE, text=True)
     try:
         line = srv.stderr.readline()
         port = int(line.rsplit("port", 1)[1].split()[0])
-        out = subprocess.run([sys.executable, "-m", "perfkit", "test", "127.0.0.1", "--port", str(port),
+        out = subprocess.run([sys.executable, "-P", "-m", "perfkit", "test", "127.0.0.1", "--port", str(port),
                               "conf", "tcp_lat", "-t", "0.5", "quit"], capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
         assert "rem_kernel" in out.stdout and "tcp_lat:" in out.stdout and "latency" in out.stdout
@@ -190,7 +190,7 @@ def test_cli_conf_test_and_quit():
 
 
 def test_cli_bad_test_name_is_one_line_and_exit_2():
-    out = subprocess.run([sys.executable, "-m", "perfkit", "test", "127.0.0.1", "tcp_bandwidth"],
+    out = subprocess.run([sys.executable, "-P", "-m", "perfkit", "test", "127.0.0.1", "tcp_bandwidth"],
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "tcp_bandwidth" in out.stderr
 

@@ -1,0 +1,229 @@
+"""A live plotly dashboard for one Run.
+
+Threads: the run's sampler thread calls the dashboard's subscriber, which only appends
+the row to a deque. One drawing thread per dashboard drains the deque about once per
+redraw interval and updates the FigureWidget inside `fig.batch_update()` (never
+`hold_sync()`: DESIGN.md, Jupyter facts; needs ipykernel >= 7.1). The kernel's main
+thread never waits for any of it, so cells keep running while the chart moves.
+
+When the run ends, the drawing thread draws every row once more and replaces each
+place the dashboard is shown with a static plotly figure (a normal display output,
+not a widget), so a saved or nbval-executed notebook still shows the result.
+"""
+from __future__ import annotations
+
+import collections
+import threading
+import time
+
+from perfkit.ui import charts
+
+POLL_S = 0.1  # how often the drawing thread looks for the end of the run
+
+
+class Dashboard:
+    """Live charts for run: packets/s, bits/s, latency percentiles, loss, errors, CPU.
+
+        run = perfkit.Run(LocalTest("udp_bw", duration="10s"))
+        dash = perfkit.ui.Dashboard(run)
+        run.start()
+        dash            # shows the live chart; when the run ends it becomes a static figure
+
+    window: how many rows the live chart keeps (the static figure has all of them).
+    redraw_s: seconds between redraws (rows arrive every run.interval).
+    on_done: called as on_done(dashboard) from the drawing thread after the last redraw.
+    """
+
+    def __init__(self, run, window: int = 300, redraw_s: float = 1.0, on_done=None):
+        if int(window) < 2:
+            raise ValueError(f"window: {window} rows is too few (at least 2)")
+        if not 0.05 <= float(redraw_s) <= 60:
+            raise ValueError(f"redraw_s: {redraw_s} is out of range 0.05..60")
+        self.run = run
+        self.window = int(window)
+        self.redraw_s = float(redraw_s)
+        self.on_done = on_done
+        self._figure = None                    # the live FigureWidget, built by the drawing thread
+        self._ready = threading.Event()        # set once _figure exists
+        self.redraws = 0                       # how many times the live figure was drawn
+        self.draw_threads: set[int] = set()    # idents of the threads that drew (one)
+        self._inbox: collections.deque = collections.deque()   # sampler -> drawing thread
+        self._rows: collections.deque = collections.deque(maxlen=self.window)
+        self._last_t = float("-inf")
+        self._lock = threading.Lock()          # guards _handles, _outputs, _static
+        self._handles: list = []               # IPython DisplayHandles showing the live figure
+        self._outputs: list = []               # ipywidgets.Output widgets showing it
+        self._static = None                    # (figure, bundle) once finished
+        self._closed = threading.Event()
+        self._finished = threading.Event()
+        run.subscribe(self._on_row)
+        for row in list(run.rows):             # rows from before we subscribed (deduped by time)
+            self._inbox.append(row)
+        self._thread = threading.Thread(target=self._draw_loop, name="perfkit-dashboard", daemon=True)
+        self._thread.start()
+
+    # ---------------------------------------------------------- sampler side
+    def _on_row(self, row: dict) -> None:
+        """The run's subscriber: runs on the sampler thread, only queues the row."""
+        if not self._closed.is_set():
+            self._inbox.append(row)
+
+    # ---------------------------------------------------------- drawing side
+    def _draw_loop(self) -> None:
+        try:
+            self._build()
+            next_draw = time.monotonic()
+            while True:
+                if self._closed.is_set():
+                    return
+                done = self.run.done   # read first: every row of a finished run is already queued
+                fresh = self._drain() if (done or time.monotonic() >= next_draw) else 0
+                if done:
+                    break
+                if fresh:
+                    self._redraw(list(self._rows), "running")
+                    next_draw = time.monotonic() + self.redraw_s
+                self._closed.wait(POLL_S)
+            self._redraw(list(self.run.rows), "finished")
+            self._finish()
+        except Exception as exc:  # a broken chart must never disturb the run or the kernel
+            print(f"perfkit.ui.Dashboard: drawing stopped: {exc!r}")
+            if not self._finished.is_set():
+                self._ready.set()
+                self._finished.set()
+                self._call_done()
+
+    def _build(self) -> None:
+        """Make the live figure here, not in the constructor: the first FigureWidget of a
+        process can take seconds (plotly's imports), and Start must return at once."""
+        import plotly.graph_objects as go
+        fig = go.FigureWidget(charts.empty_figure(charts.figure_title(self.run, [], "waiting")))
+        with self._lock:
+            self._figure = fig
+            bundle = self._widget_bundle()
+            for out in self._outputs:
+                out.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
+            self._ready.set()
+
+    def _widget_bundle(self) -> dict:
+        return self._figure._repr_mimebundle_()
+
+    def _drain(self) -> int:
+        n = 0
+        while self._inbox:
+            row = self._inbox.popleft()
+            if row["time_s"] > self._last_t:
+                self._rows.append(row)
+                self._last_t = row["time_s"]
+                n += 1
+        return n
+
+    def _redraw(self, rows: list[dict], state: str) -> None:
+        self.draw_threads.add(threading.get_ident())
+        x, ys = charts.columns(rows)
+        fig = self._figure
+        with fig.batch_update():
+            for trace, y in zip(fig.data, ys):
+                trace.x, trace.y = x, y
+            fig.layout.title.text = charts.figure_title(self.run, rows, state)
+        self.redraws += 1
+
+    def _finish(self) -> None:
+        static = charts.run_figure(self.run)
+        text = f"<perfkit dashboard: {charts.spec_title(self.run.spec)}, {len(self.run.rows)} rows>"
+        bundle = charts.mimebundle(static, text)
+        with self._lock:
+            self._static = (static, bundle)
+            for handle in self._handles:
+                try:
+                    handle.update(bundle, raw=True)
+                except Exception as exc:  # noqa: BLE001 (no frontend, closed kernel, ...)
+                    print(f"perfkit.ui.Dashboard: could not replace the live chart: {exc!r}")
+            for out in self._outputs:
+                out.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
+            self._finished.set()
+        self._call_done()
+
+    def _call_done(self) -> None:
+        if self.on_done is not None:
+            try:
+                self.on_done(self)
+            except Exception as exc:  # noqa: BLE001
+                print(f"perfkit.ui.Dashboard: on_done failed: {exc!r}")
+
+    # ---------------------------------------------------------------- public
+    @property
+    def figure(self):
+        """The live plotly FigureWidget (waits up to 60 s for the drawing thread to build it)."""
+        self._ready.wait(60)
+        return self._figure
+
+    @property
+    def finished(self) -> bool:
+        """True once the run has ended and the static figure replaced the live one."""
+        return self._finished.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the run has ended and the static figure is in place (True),
+        or timeout passes (False). Does not stop the run."""
+        return self._finished.wait(timeout)
+
+    def static(self):
+        """A static plotly Figure of every row so far (the final one once finished)."""
+        with self._lock:
+            if self._static is not None:
+                return self._static[0]
+        return charts.run_figure(self.run)
+
+    def close(self) -> None:
+        """Stop drawing (the run goes on); the chart stays as it was."""
+        self._closed.set()
+
+    def attach(self, output) -> None:
+        """Show the dashboard in an ipywidgets.Output (as the Panel does): the live
+        figure now, the static figure when the run ends. Safe from any thread."""
+        with self._lock:
+            if self._static is not None:
+                bundle = self._static[1]
+            elif self._figure is not None:
+                bundle = self._widget_bundle()
+                self._outputs.append(output)
+            else:  # the drawing thread puts the figure in when it is built
+                bundle = {"text/plain": "perfkit: starting the dashboard…"}
+                self._outputs.append(output)
+            output.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
+
+    def detach(self, output) -> None:
+        """Stop showing the dashboard in output (it keeps what it shows now)."""
+        with self._lock:
+            if output in self._outputs:
+                self._outputs.remove(output)
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+        self._ready.wait(60)
+        with self._lock:
+            if self._static is not None:
+                display(self._static[1], raw=True)
+            elif self._figure is not None:
+                self._handles.append(display(self._figure, display_id=True))
+            else:
+                display(self.static())
+
+    def __repr__(self) -> str:
+        state = "finished" if self.finished else ("closed" if self._closed.is_set() else "live")
+        return f"<perfkit.ui.Dashboard {state}, {self.redraws} redraws, run={self.run!r}>"
+
+
+def show(run, **kwargs) -> Dashboard:
+    """Display a live Dashboard for run and return it; a run that has not been started
+    is started. A spec instead of a run makes a new Run of it (dash.run is that Run)."""
+    from IPython.display import display
+    from perfkit.run import Run
+    if not isinstance(run, Run):
+        run = Run(run)
+    dash = Dashboard(run, **kwargs)
+    if run._thread is None and not run.done:
+        run.start()
+    display(dash)
+    return dash
