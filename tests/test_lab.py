@@ -238,7 +238,7 @@ for what, fn in [("up", lambda: lab.Lab(delay="10ms", name="pknoroot").up()),
 print(json.dumps(out))
 """
     pre = _drop_caps if ROOT else None
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+    r = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=60,
                        preexec_fn=pre)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
@@ -315,7 +315,7 @@ lab = Lab().up()
 print(json.dumps([lab.name, lab.state["block"], lab.state["ipv6_net"]]))
 """
     start = time.time() + 1.5   # after every interpreter has started: all allocate at once
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(start)], stdout=subprocess.PIPE,
+    procs = [subprocess.Popen([sys.executable, "-P", "-c", code, str(start)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(4)]
     got = []
     try:
@@ -342,10 +342,11 @@ def test_fifty_up_down_cycles_leave_nothing():
     for i in range(50):
         imp = {"loss": "1%", "rate": "1gbit"} if i % 10 == 0 else {}
         with Lab(**imp) as lab:
-            names.add(lab.name)
+            name = lab.name
+            names.add(name)
             if imp:
                 assert qdisc_kinds(lab.hosts[0]) == ["clsact", "tbf"] or lab.backend == "netem"
-        assert leftovers(lab.name) == [], f"cycle {i}"
+        assert leftovers(name) == [], f"cycle {i}"
     assert pklab._pk_netns() == [] or not any(
         pklab.NETNS_RE.match(ns).group(1) in names for ns in pklab._pk_netns())
     print(f"50 cycles in {time.monotonic() - t0:.1f} s")
@@ -388,7 +389,7 @@ from pyroute2 import netns
 netns.create(l.state["hosts"][0]["netns"])
 os._exit(0)   # died without cleaning up
 """
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    r = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     try:
         assert [s["status"] for s in pklab.status() if s["name"] == "pkdead"] == ["stale"]
