@@ -9,11 +9,13 @@ the command line or plain Python.
 __version__ = "0.1.0"
 
 from perfkit.engines import engines
+from perfkit.comparison import Comparison, compare
 from perfkit.errors import EngineError
 from perfkit.run import Run, load
 from perfkit.remote import serve, test
 from perfkit.spec import LocalTest, RemoteTest
 from perfkit.stats import COUNTERS, Histogram
+from perfkit.store import Store
 from perfkit.units import Rate, parse_duration, parse_rate, parse_size
 
 
@@ -22,5 +24,6 @@ def run(spec, engine: str = "socket", interval: float = 1.0, subscribers=()) -> 
     return Run(spec, engine=engine, interval=interval, subscribers=subscribers).run()
 
 
-__all__ = ["COUNTERS", "EngineError", "Histogram", "LocalTest", "Rate", "RemoteTest", "Run", "engines",
-           "load", "parse_duration", "parse_rate", "parse_size", "run", "serve", "test", "__version__"]
+__all__ = ["COUNTERS", "Comparison", "EngineError", "Histogram", "LocalTest", "Rate", "RemoteTest", "Run",
+           "Store", "compare", "engines", "load", "parse_duration", "parse_rate", "parse_size", "run", "serve",
+           "test", "__version__"]

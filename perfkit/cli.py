@@ -93,8 +93,125 @@ def _parser() -> argparse.ArgumentParser:
     tst.add_argument("--busy-poll", action="store_true", help="latency tests: spin, then block")
     tst.add_argument("--interval", default="1s", help="row interval with --json (default 1s)")
     tst.add_argument("--json", action="store_true", help="JSON lines: rows, then a summary per test")
+
+    flw = sub.add_parser("flows", help="UDP flows from a DPDK port (generator; a peer port receives or reflects)")
+    flw.add_argument("--engine", default="dpdk", help="engine (only dpdk runs flows)")
+    flw.add_argument("--port", required=True, help="DPDK port: ring:NAME:0, net_null0,no-rx=1, net_memif0,..., "
+                     "net_af_packet0,iface=IF (with --netns)")
+    flw.add_argument("--peer", help="a second port in this process that receives (ring:NAME:1, ...)")
+    flw.add_argument("--mode", default="rxonly", help="what the far end does: rxonly or reverse (default rxonly)")
+    flw.add_argument("-m", "--size", default=64, help="Ethernet frame bytes with FCS, 64..1518 (default 64)")
+    flw.add_argument("-r", "--rate", help="target rate: 1Mpps, 500Mbps (default: unlimited)")
+    flw.add_argument("-f", "--flows", default=1, help="UDP flows (source ports, default 1)")
+    flw.add_argument("-t", "--duration", default="10s", help="how long to send (default 10s)")
+    flw.add_argument("--ip", default="198.18.0.1", help="the port's address (default 198.18.0.1)")
+    flw.add_argument("--peer-ip", default="198.18.0.2", help="destination address (default 198.18.0.2)")
+    flw.add_argument("--dst-mac", help="destination MAC (default: the peer port's, or ARP)")
+    flw.add_argument("--sport", default=10000, help="first UDP source port (default 10000)")
+    flw.add_argument("--dport", default=9, help="UDP destination port (default 9)")
+    flw.add_argument("--burst", default=32, help="frames per burst (default 32)")
+    rfl = sub.add_parser("reflect", help="the far end of DPDK flows on one port: rxonly or reverse")
+    rfl.add_argument("--engine", default="dpdk", help="engine (only dpdk reflects)")
+    rfl.add_argument("--port", required=True, help="DPDK port (see perfkit flows)")
+    rfl.add_argument("--mode", default="reverse", help="rxonly or reverse (default reverse)")
+    rfl.add_argument("-t", "--duration", default="10s", help="how long to run (default 10s; Ctrl-C stops)")
+    rfl.add_argument("--ip", default="198.18.0.2", help="the port's address (default 198.18.0.2)")
+    rfl.add_argument("-f", "--flows", default=1024, help="rxonly: flow ids tracked (default 1024)")
+    rfl.add_argument("--burst", default=32, help="frames per burst (default 32)")
+    for sp in (flw, rfl):
+        sp.add_argument("--netns", help="open the port in this network namespace (/run/netns/NAME)")
+        sp.add_argument("--mem", default=512, help="EAL memory in MB (default 512)")
+        sp.add_argument("--hugepages", default="auto", help="auto, on or off (default auto: on where enough are free)")
+        sp.add_argument("--cpus", help="pin the datapath workers to these CPUs: 1 or 0,1 (default: not pinned)")
+        sp.add_argument("--log-level", default="error", help="DPDK log level on stderr (default error)")
+        sp.add_argument("--interval", default="1s", help="row interval (default 1s)")
+        sp.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
+        sp.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet")
     p.test_parser = tst  # qperf takes options between test names: parsed intermixed in main()
+
+    ht = sub.add_parser("http", help="HTTP load with virtual users (nGrinder/wrk style)")
+    ht.add_argument("url", help="http://HOST[:PORT]/PATH, HOST loopback or a lab address")
+    ht.add_argument("-u", "--users", default=10, help="virtual users, one connection each (default 10)")
+    ht.add_argument("-t", "--duration", default="10s", help="how long (default 10s)")
+    ht.add_argument("-r", "--rate", help="open loop: requests/s in total, latency from intended send times")
+    ht.add_argument("--think", default="0", help="pause after each response (closed loop): 100ms")
+    ht.add_argument("--ramp", default="0", help="start the users evenly over this time")
+    ka = ht.add_mutually_exclusive_group()
+    ka.add_argument("--keepalive", dest="keepalive", action="store_true", default=True,
+                    help="reuse connections (default)")
+    ka.add_argument("--close", dest="keepalive", action="store_false", help="a new connection per request")
+    ht.add_argument("-X", "--method", default="GET", help="GET HEAD POST PUT DELETE (default GET)")
+    ht.add_argument("-H", "--header", action="append", default=[], metavar="'NAME: VALUE'", help="add a header")
+    ht.add_argument("-d", "--data", help="request body")
+    ht.add_argument("--connect-timeout", default="5s")
+    ht.add_argument("--timeout", default="10s", help="response timeout (default 10s)")
+    ht.add_argument("--interval", default="1s", help="row interval (default 1s)")
+    ht.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
+    ht.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet")
+
+    hs = sub.add_parser("http-serve", help="perfkit's own HTTP server: a fixed response to every request")
+    hs.add_argument("--host", default="127.0.0.1", help="loopback or a lab address (default 127.0.0.1)")
+    hs.add_argument("--port", default=8080, help="port (default 8080; 0 = any)")
+    hs.add_argument("--size", default="100", help="response body bytes (default 100)")
+    hs.add_argument("-t", "--duration", default="60s", help="how long to serve (default 60s)")
+    hs.add_argument("--connections", default=10000, help="connections served at once (default 10000)")
+    hs.add_argument("--interval", default="1s", help="row interval (default 1s)")
+    hs.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
     return p
+
+
+def _run_printed(spec, a, line) -> int:
+    """Run spec with one printed row per interval, then its summary; exit status."""
+    from perfkit.units import parse_duration
+    printer = JsonPrinter() if a.json else LinePrinter(line=line)
+    run = Run(spec, interval=parse_duration(a.interval, "interval"), subscribers=(printer,))
+    run.start()
+    interrupted = False
+    try:
+        run.wait()
+    except KeyboardInterrupt:
+        interrupted = True
+    except EngineError:
+        pass
+    if a.json:
+        printer.summary(run.summary)
+    else:
+        print(summary_text(run.summary))
+    if getattr(a, "save", None):
+        run.save(a.save)
+    if run.error:
+        print(f"perfkit: error: {run.error}", file=sys.stderr)
+        return 1
+    return 130 if interrupted else 0
+
+
+def _http(a) -> int:
+    from perfkit.report import http_row_line
+    from perfkit.spec import HttpLoad
+    headers = {}
+    for h in a.header:
+        if ":" not in h:
+            raise ValueError(f"header: {h!r} is not NAME: VALUE")
+        k, v = h.split(":", 1)
+        headers[k.strip()] = v.strip()
+    spec = HttpLoad(url=a.url, users=a.users, duration=a.duration, rate=a.rate, think=a.think, ramp=a.ramp,
+                    keepalive=a.keepalive, method=a.method, headers=headers or None, body=a.data,
+                    connect_timeout=a.connect_timeout, response_timeout=a.timeout)
+    if not a.json:
+        print(f"perfkit http {spec.method} {spec.url}: {spec.users} users, "
+              f"{'keep-alive' if spec.keepalive else 'a connection per request'}, "
+              f"{str(spec.rate) + ' (open loop)' if spec.rate else 'closed loop'}, {spec.duration:g} s", flush=True)
+    return _run_printed(spec, a, http_row_line)
+
+
+def _http_serve(a) -> int:
+    from perfkit.report import http_row_line
+    from perfkit.spec import HttpServe
+    spec = HttpServe(host=a.host, port=a.port, size=a.size, duration=a.duration, connections=a.connections)
+    if not a.json:
+        print(f"perfkit http-serve: {spec.host} port {spec.port}, {spec.size} B responses, "
+              f"{spec.duration:g} s", flush=True)
+    return _run_printed(spec, a, http_row_line)
 
 
 def _serve(a) -> int:
@@ -238,6 +355,94 @@ def _lab(a) -> int:
     return 2
 
 
+def _dpdk_eal(a) -> None:
+    """EAL options from the command line (checked before anything starts)."""
+    from perfkit.engines import dpdk
+    huge = {"auto": None, "on": True, "off": False}.get(str(a.hugepages).lower(), "bad")
+    if huge == "bad":
+        raise ValueError(f"hugepages: {a.hugepages!r} is not auto, on or off")
+    try:
+        mem = int(str(a.mem), 10)
+    except ValueError:
+        raise ValueError(f"mem: {a.mem!r} is not a whole number of MB") from None
+    dpdk.configure(dpdk.EalOptions(memory_mb=mem, hugepages=huge, log_level=a.log_level,
+                                   worker_cpus=a.cpus))
+
+
+def _dpdk_run(a, spec, header: str):
+    """Run a DPDK spec as perfkit local runs a test: rows, then a summary."""
+    from perfkit.units import parse_duration
+    if a.engine != "dpdk":
+        raise ValueError(f"engine: {a.engine!r}: perfkit {a.command} runs on the dpdk engine only")
+    _dpdk_eal(a)
+    interval = parse_duration(a.interval, "interval")
+    printer = JsonPrinter() if a.json else LinePrinter()
+    run = Run(spec, engine="dpdk", interval=interval, subscribers=(printer,))
+    run.start()  # EAL, ports: a failure raises here, one line, nothing ran
+    if not a.json:
+        print(header, flush=True)
+    interrupted = False
+    try:
+        run.wait()
+    except KeyboardInterrupt:
+        interrupted = True
+    except EngineError:
+        pass  # reported below
+    return run, printer, interrupted
+
+
+def _dpdk_done(a, run, printer, interrupted, text: str) -> int:
+    if a.json:
+        printer.summary(run.summary)
+    else:
+        print(text)
+    if a.save:
+        run.save(a.save)
+    if run.error:
+        print(f"perfkit: error: {run.error}", file=sys.stderr)
+        return 1
+    return 130 if interrupted else 0
+
+
+def _flows(a) -> int:
+    from perfkit.spec import DpdkFlows
+    spec = DpdkFlows(port=a.port, peer=a.peer, mode=a.mode, size=a.size, rate=a.rate, flows=a.flows,
+                     duration=a.duration, ip=a.ip, peer_ip=a.peer_ip, dst_mac=a.dst_mac, sport=a.sport,
+                     dport=a.dport, burst=a.burst, netns=a.netns)
+    far = f"{spec.peer} ({spec.mode})" if spec.peer else f"{spec.peer_ip} ({spec.mode}, elsewhere)"
+    run, printer, interrupted = _dpdk_run(
+        a, spec, f"perfkit flows: {spec.size} B frames, {spec.rate or 'unlimited'}, {spec.flows} flow(s), "
+                 f"{spec.duration:g} s from {spec.port} to {far} (dpdk engine)")
+    return _dpdk_done(a, run, printer, interrupted, summary_text(run.summary) if run.summary else "")
+
+
+def _reflect_text(run) -> str:
+    s, last = run.summary or {}, (run.rows[-1] if run.rows else {})
+    secs = last.get("time_s") or 0.0
+    lines = [f"{s.get('test', 'reflect')}:"]
+    for name, value in (("received", s.get("pkts_rx", 0)), ("sent back", s.get("pkts_tx", 0)),
+                        ("udp", last.get("udp_rx", 0)), ("arp", last.get("arp_rx", 0)),
+                        ("icmp", last.get("icmp_rx", 0)), ("other", last.get("other_rx", 0)),
+                        ("malformed", last.get("bad_rx", 0)), ("drop_tx", s.get("drop_tx", 0))):
+        lines.append(f"    {name:<13} =  {round(value):,}")
+    if secs:
+        lines.append(f"    {'rx_rate':<13} =  {s.get('pkts_rx', 0) / secs:,.0f} /sec over {secs:.3g} s")
+    if s.get("lost") or s.get("dup") or s.get("reorder"):
+        lines.append(f"    {'seq':<13} =  {s['lost']:,} lost, {s['dup']:,} dup, {s['reorder']:,} reordered")
+    if s.get("lat_count"):
+        lines.append(f"    {'lat':<13} =  one-way p50 {s['lat_p50_us']:.3g} us  p99 {s['lat_p99_us']:.3g} us")
+    return "\n".join(lines)
+
+
+def _reflect(a) -> int:
+    from perfkit.spec import DpdkReflect
+    spec = DpdkReflect(port=a.port, mode=a.mode, duration=a.duration, ip=a.ip, flows=a.flows,
+                       burst=a.burst, netns=a.netns)
+    run, printer, interrupted = _dpdk_run(
+        a, spec, f"perfkit reflect: {spec.mode} on {spec.port} ({spec.ip}) for {spec.duration:g} s (dpdk engine)")
+    return _dpdk_done(a, run, printer, interrupted, _reflect_text(run))
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = _parser()
@@ -258,6 +463,14 @@ def main(argv=None) -> int:
             return _serve(a)
         if a.command == "test":
             return _test(a)
+        if a.command == "http":
+            return _http(a)
+        if a.command == "http-serve":
+            return _http_serve(a)
+        if a.command == "flows":
+            return _flows(a)
+        if a.command == "reflect":
+            return _reflect(a)
     except ValueError as exc:
         print(f"perfkit: {exc}", file=sys.stderr)
         return 2

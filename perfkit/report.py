@@ -29,6 +29,19 @@ def _count(n) -> str:
     return f"{round(n):,}"
 
 
+def http_row_line(row: dict) -> str:
+    """One line per interval of an HTTP load: tps, response times, errors, connections."""
+    errs = sum(row[f"{k}_per_s"] for k in ("err_connect", "err_timeout", "err_reset", "err_read")) * row["interval_s"]
+    parts = [f"{row['time_s']:6.1f}s", f"tps {_si(row['http_resp_per_s']):>7}",
+             f"rt p50 {_time_us(row['lat_p50_us'])} p99 {_time_us(row['lat_p99_us'])}",
+             f"2xx {_count(row['http_2xx_per_s'] * row['interval_s'])}",
+             f"4xx {_count(row['http_4xx_per_s'] * row['interval_s'])}",
+             f"5xx {_count(row['http_5xx_per_s'] * row['interval_s'])}",
+             f"err {_count(errs)}", f"conn {row['sock_current']}",
+             f"bitsRx {_si(row['bits_rx_per_s'], 'bps')}", f"cpu {row['cpu_pct']:.0f}%"]
+    return "  ".join(parts)
+
+
 def row_line(row: dict) -> str:
     """One dperf-style line per interval."""
     parts = [f"{row['time_s']:6.1f}s",
@@ -57,7 +70,17 @@ def summary_text(s: dict, point: dict | None = None) -> str:
     for name, value in (point or {}).items():  # a sweep point, as qperf prints msg_size
         put(name, f"{value} bytes" if name == "msg_size" else value)
 
-    if test == "udp_bw":
+    if test == "http":  # nGrinder's summary, then perfkit's
+        put("Vuser", s.get("vusers"))
+        put("TPS", f"{s['tps']:.1f}")
+        put("Mean Test Time", _time_us(s["lat_mean_us"]))
+        put("Error rate", f"{s['error_rate_pct'] or 0:.2f} % ({_count(s['http_err'])} of {_count(s['requests'])})")
+        put("responses", f"{_count(s['responses'])}: 2xx {_count(s['http_2xx'])}  3xx {_count(s['http_3xx'])}  "
+                         f"4xx {_count(s['http_4xx'])}  5xx {_count(s['http_5xx'])}")
+        put("errors", f"connect {_count(s['err_connect'])}  timeout {_count(s['err_timeout'])}  "
+                      f"reset {_count(s['err_reset'])}  read {_count(s['err_read'])}")
+        put("connections", _count(s["sock_open"]))
+    elif test == "udp_bw":
         put("send_bw", _si(s["bytes_tx"] / s["duration_s"] if s["duration_s"] else 0, "B/sec"))
         put("recv_bw", _si(s["bytes_rx"] / s["duration_s"] if s["duration_s"] else 0, "B/sec"))
         put("msg_rate", _si(s["msg_rate"], "/sec"))
@@ -71,7 +94,7 @@ def summary_text(s: dict, point: dict | None = None) -> str:
         put("latency", _time_us(s["latency_us"]))
         put("msg_rate", _si(s["msg_rate"], "/sec"))
     if s.get("lat_count"):
-        what = "one-way" if test == "udp_bw" else "round trip"
+        what = {"udp_bw": "one-way", "http": "response time"}.get(test, "round trip")
         put("lat", f"{what} p50 {_time_us(s['lat_p50_us'])}  p99 {_time_us(s['lat_p99_us'])}  "
                    f"p99.9 {_time_us(s['lat_p999_us'])}  max {_time_us(s['lat_max_us'])}  "
                    f"jitter {_time_us(s['jitter_us'])}")
@@ -95,13 +118,14 @@ def _clean(v):
 
 
 class LinePrinter:
-    """Subscriber: one human line per row."""
+    """Subscriber: one human line per row (line: row_line or http_row_line)."""
 
-    def __init__(self, out=None):
+    def __init__(self, out=None, line=None):
         self.out = out or sys.stdout
+        self.line = line or row_line
 
     def __call__(self, row: dict) -> None:
-        print(row_line(row), file=self.out, flush=True)
+        print(self.line(row), file=self.out, flush=True)
 
 
 class JsonPrinter:

@@ -191,10 +191,12 @@ class Run:
                                      merge_counters(workers), hist, workers, self.roles,
                                      getattr(self.spec, "size", 0))
             self.summary["engine"] = self.engine_name
+            if hasattr(self.spec, "users"):  # nGrinder's Vuser
+                self.summary["vusers"] = self.spec.users
             if self.error:
                 self.summary["error"] = self.error
         dt = t - prev_t
-        if not final or dt > 1e-3 or not self.rows:
+        if not final or dt > 1e-3 or not self.rows or workers != prev_workers:
             self._emit(make_row(t, dt, merge_counters(prev_workers), merge_counters(workers),
                                 prev_hist, hist, prev_workers, workers))
         return workers, hist, t
@@ -249,6 +251,12 @@ class Run:
         run.rows = run._frame.to_dicts()
         run._done.set()
         return run
+
+    def report(self, path, title: str | None = None) -> str:
+        """A self-contained HTML report of the finished run (summary, charts, spec,
+        environment; plotly's JS inlined, no network needed). Returns the path."""
+        from perfkit.ui.html import html_report
+        return html_report(self, path, title=title)
 
     def __repr__(self) -> str:
         state = "done" if self.done else ("running" if self._thread else "new")

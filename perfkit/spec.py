@@ -179,8 +179,403 @@ class RemoteTest(_SocketTest):
 
 def from_dict(d: dict):
     """Any spec from its to_dict() form."""
-    kinds = {"LocalTest": LocalTest, "RemoteTest": RemoteTest}
+    kinds = {"LocalTest": LocalTest, "RemoteTest": RemoteTest, "HttpLoad": HttpLoad, "HttpServe": HttpServe}
     kind = d.get("kind", "LocalTest")
     if kind not in kinds:
         raise ValueError(f"kind: {kind!r} is not one of {', '.join(kinds)}")
     return kinds[kind].from_dict(d)
+
+
+# ------------------------------------------------------------------ DPDK engine specs
+# (perfkit.engines.dpdk runs them: Run(DpdkFlows(...), engine="dpdk"))
+
+DPDK_MODES = ("rxonly", "reverse")
+DPDK_DRIVERS = ("net_null", "net_ring", "net_memif", "net_af_packet", "net_tap")
+DPDK_KERNEL_DRIVERS = ("net_af_packet", "net_tap")   # they reach a kernel: lab namespaces only
+DPDK_MIN_SIZE, DPDK_MAX_SIZE = 64, 1518
+DPDK_MAX_FLOWS = 16384
+DPDK_MAX_BURST = 256
+_DPDK_RING = re.compile(r"ring:[a-z0-9_]{1,16}:[01]")
+_DPDK_NAME = re.compile(r"[A-Za-z0-9_]+")
+_DPDK_ARG = re.compile(r"[A-Za-z0-9_-]+=[A-Za-z0-9_./:@+-]*")
+_MAC = re.compile(r"[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}")
+
+
+def check_dpdk_port(dev, field: str = "port", netns=None) -> str:
+    """A DPDK port string, checked: ring:NAME:0|1 (an in-process ring pair end) or a
+    vdev of a driver in DPDK_DRIVERS with key=value arguments. Ports that reach a
+    kernel (af_packet, tap) need netns: traffic goes into lab namespaces only."""
+    dev = str(dev).strip()
+    if dev.startswith("ring:"):
+        if not _DPDK_RING.fullmatch(dev):
+            raise ValueError(f"{field}: {dev!r}: a ring pair end is ring:NAME:0 or ring:NAME:1 "
+                             "(NAME: 1-16 of a-z 0-9 _)")
+        return dev
+    name, *args = dev.split(",")
+    driver = next((d for d in sorted(DPDK_DRIVERS, key=len, reverse=True) if name.startswith(d)), None)
+    if driver is None or not _DPDK_NAME.fullmatch(name):
+        raise ValueError(f"{field}: {dev!r} is not a port: use ring:NAME:0|1 or a vdev of "
+                         f"{', '.join(DPDK_DRIVERS)} (net_null0, net_ring0, net_af_packet0,iface=IF, ...)")
+    for a in args:
+        if not _DPDK_ARG.fullmatch(a):
+            raise ValueError(f"{field}: {dev!r}: {a!r} is not a key=value device argument")
+    if driver in DPDK_KERNEL_DRIVERS and not netns:
+        raise ValueError(f"{field}: {dev!r} reaches a kernel: give netns (a lab host's namespace, "
+                         "/run/netns/NAME) so that its traffic stays in the lab")
+    if driver == "net_af_packet" and not any(a.startswith("iface=") for a in args):
+        raise ValueError(f"{field}: {dev!r}: net_af_packet needs iface=IF")
+    return dev
+
+
+def check_lab_ipv4(addr, field: str) -> str:
+    """An IPv4 address in 198.18.0.0/15, the only place DPDK ports send to."""
+    try:
+        ip = ipaddress.IPv4Address(str(addr).strip())
+    except ValueError:
+        raise ValueError(f"{field}: {addr!r} is not an IPv4 address") from None
+    if ip not in LAB_NETS[0]:
+        raise ValueError(f"{field}: {ip} is not allowed: DPDK ports use lab addresses (198.18.0.0/15)")
+    return str(ip)
+
+
+def _check_netns(value):
+    if value is None:
+        return None
+    value = str(value)
+    if not value.startswith("/") or "\0" in value or len(value) > 107:
+        raise ValueError(f"netns: {value!r} is not a network namespace file (/run/netns/NAME)")
+    return value
+
+
+class _DpdkSpec:
+    """to_dict/from_dict shared by the DPDK specs."""
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        if "rate" in d:
+            d["rate"] = None if self.rate is None else {"value": self.rate.value, "unit": self.rate.unit}
+        return {"kind": type(self).__name__, **d}
+
+    @classmethod
+    def from_dict(cls, d: dict):
+        d = dict(d)
+        kind = d.pop("kind", cls.__name__)
+        if kind != cls.__name__:
+            raise ValueError(f"kind: {kind!r} is not {cls.__name__}")
+        names = {f.name for f in fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise ValueError(f"{sorted(unknown)[0]}: unknown field (known: {', '.join(sorted(names))})")
+        if isinstance(d.get("rate"), dict):
+            d["rate"] = Rate(float(d["rate"]["value"]), d["rate"]["unit"])
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class DpdkFlows(_DpdkSpec):
+    """UDP flows from a DPDK port: perfkit.Run(DpdkFlows(...), engine="dpdk").
+
+    port      where the generator sends: ring:NAME:0 or ring:NAME:1 (the ends of an
+              in-process pair), or a vdev: net_null0, net_ring0 (a loopback),
+              net_memif0,role=client,..., net_af_packet0,iface=IF (with netns)
+    peer      a second port in this process that receives the frames (mode rxonly) or
+              sends each one back (mode reverse); None: the far end is elsewhere
+    mode      what the far end does. rxonly: loss and one-way latency measured there;
+              reverse: frames come back, loss and round trips measured by the generator
+    size      Ethernet frame bytes counting the 4-byte FCS, 64..1518 (rates count these bytes)
+    rate      target rate (1Mpps, 500Mbps); None = as fast as the port takes frames
+    flows     UDP flows, one source port each: sport .. sport + flows - 1
+    duration  how long to send
+    ip        the port's own address; peer_ip: the destination (and the peer port's address)
+    dst_mac   the destination MAC; None = the peer port's, else ARP for peer_ip (1 s; then broadcast)
+    sport, dport  UDP ports
+    burst     frames per rx/tx burst
+    netns     open the ports inside this network namespace (af_packet, tap: a lab host's)
+    """
+    port: str = "ring:pk:0"
+    peer: str | None = None
+    mode: str = "rxonly"
+    size: int | str = 64
+    rate: Rate | str | float | None = None
+    flows: int = 1
+    duration: float | str = 10.0
+    ip: str = "198.18.0.1"
+    peer_ip: str = "198.18.0.2"
+    dst_mac: str | None = None
+    sport: int = 10000
+    dport: int = 9
+    burst: int = 32
+    netns: str | None = None
+
+    def __post_init__(self):
+        put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
+        put("netns", _check_netns(self.netns))
+        put("port", check_dpdk_port(self.port, "port", self.netns))
+        if self.peer is not None:
+            put("peer", check_dpdk_port(self.peer, "peer", self.netns))
+            if self.peer == self.port:
+                raise ValueError(f"peer: {self.peer!r} is the port itself; leave peer out for one port")
+            bare = lambda p: p.startswith("net_ring") and "," not in p  # noqa: E731
+            if bare(self.port) and bare(self.peer):
+                raise ValueError(f"peer: {self.port} and {self.peer} would be two separate loopback "
+                                 "ports (a net_ring vdev receives what it sends); join two ports with "
+                                 "ring:NAME:0 and ring:NAME:1")
+        if self.mode not in DPDK_MODES:
+            raise ValueError(f"mode: {self.mode!r} is not one of {', '.join(DPDK_MODES)}")
+        size = parse_size(self.size, "size")
+        if not DPDK_MIN_SIZE <= size <= DPDK_MAX_SIZE:
+            raise ValueError(f"size: {size} bytes is out of range {DPDK_MIN_SIZE}..{DPDK_MAX_SIZE} "
+                             "(Ethernet frames, FCS counted)")
+        put("size", size)
+        if self.rate is not None:
+            rate = parse_rate(self.rate, "rate")
+            if not rate.value > 0:
+                raise ValueError(f"rate: must be above 0, not {self.rate!r} (leave it out for no limit)")
+            if rate.messages_per_second(size) > MAX_RATE_PPS:
+                raise ValueError(f"rate: {self.rate!r} is above {MAX_RATE_PPS:.0e} frames/s "
+                                 "(leave it out for no limit)")
+            put("rate", rate)
+        put("flows", _int_in(self.flows, "flows", 1, DPDK_MAX_FLOWS))
+        duration = parse_duration(self.duration, "duration")
+        if not 0 < duration <= MAX_DURATION_S:
+            raise ValueError(f"duration: {self.duration!r} is out of range (above 0, at most 24h)")
+        put("duration", duration)
+        put("ip", check_lab_ipv4(self.ip, "ip"))
+        put("peer_ip", check_lab_ipv4(self.peer_ip, "peer_ip"))
+        if self.ip == self.peer_ip:
+            raise ValueError(f"peer_ip: {self.peer_ip} is the port's own address")
+        if self.dst_mac is not None:
+            if not _MAC.fullmatch(str(self.dst_mac)):
+                raise ValueError(f"dst_mac: {self.dst_mac!r} is not a MAC address (aa:bb:cc:dd:ee:ff)")
+            put("dst_mac", str(self.dst_mac).lower())
+        put("sport", _int_in(self.sport, "sport", 1, 65535))
+        if self.sport + self.flows > 65536:
+            raise ValueError(f"flows: {self.flows} flows from source port {self.sport} pass 65535")
+        put("dport", _int_in(self.dport, "dport", 1, 65535))
+        put("burst", _int_in(self.burst, "burst", 1, DPDK_MAX_BURST))
+
+    @property
+    def test(self) -> str:
+        """How perfkit's summaries read it: udp_bw (one way) or udp_lat (round trips)."""
+        return "udp_bw" if self.mode == "rxonly" else "udp_lat"
+
+    @property
+    def messages_per_second(self) -> float:
+        return self.rate.messages_per_second(self.size) if self.rate else 0.0
+
+
+@dataclass(frozen=True)
+class DpdkReflect(_DpdkSpec):
+    """The far end of DPDK flows on one port: perfkit.Run(DpdkReflect(...), engine="dpdk").
+
+    mode      rxonly: count, parse, loss/duplicates/reordering and one-way latency per flow
+              (the sender's clock: meaningful on this host); reverse: send UDP frames for
+              this port's address back with MACs, IPs and ports swapped
+    duration  how long to run (or until stopped)
+    ip        the port's address: ARP and ICMP echo are answered for it
+    flows     rxonly: flow ids tracked (0 .. flows - 1)
+    """
+    port: str = "ring:pk:1"
+    mode: str = "reverse"
+    duration: float | str = 10.0
+    ip: str = "198.18.0.2"
+    flows: int = 1024
+    burst: int = 32
+    netns: str | None = None
+
+    def __post_init__(self):
+        put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
+        put("netns", _check_netns(self.netns))
+        put("port", check_dpdk_port(self.port, "port", self.netns))
+        if self.mode not in DPDK_MODES:
+            raise ValueError(f"mode: {self.mode!r} is not one of {', '.join(DPDK_MODES)}")
+        duration = parse_duration(self.duration, "duration")
+        if not 0 < duration <= MAX_DURATION_S:
+            raise ValueError(f"duration: {self.duration!r} is out of range (above 0, at most 24h)")
+        put("duration", duration)
+        put("ip", check_lab_ipv4(self.ip, "ip"))
+        put("flows", _int_in(self.flows, "flows", 1, DPDK_MAX_FLOWS))
+        put("burst", _int_in(self.burst, "burst", 1, DPDK_MAX_BURST))
+
+    @property
+    def test(self) -> str:
+        return f"dpdk_{self.mode}"
+
+
+_from_dict_before_dpdk = from_dict
+
+
+def from_dict(d: dict):  # noqa: F811 (extends the one above with the DPDK specs)
+    """Any spec from its to_dict() form."""
+    kinds = {"DpdkFlows": DpdkFlows, "DpdkReflect": DpdkReflect}
+    if d.get("kind") in kinds:
+        return kinds[d["kind"]].from_dict(d)
+    return _from_dict_before_dpdk(d)
+
+
+MAX_USERS = 100_000
+MAX_RESPONSE = 1 << 20
+
+
+def _parse_url(url: str, field: str = "url") -> tuple[str, int, str]:
+    """http://HOST[:PORT]/PATH -> (address, port, path); HOST is an IP or localhost."""
+    from urllib.parse import urlsplit
+    parts = urlsplit(str(url))
+    if parts.scheme == "https":
+        raise ValueError(f"{field}: https is not supported yet; use http://")
+    if parts.scheme != "http" or not parts.hostname:
+        raise ValueError(f"{field}: {url!r} is not an http://HOST[:PORT]/PATH URL")
+    host = "127.0.0.1" if parts.hostname == "localhost" else parts.hostname
+    try:
+        port = parts.port or 80
+    except ValueError:
+        raise ValueError(f"{field}: the port in {url!r} is out of range 1..65535") from None
+    path = parts.path or "/"
+    if parts.query:
+        path += "?" + parts.query
+    return check_target(host, field), port, path
+
+
+@dataclass(frozen=True)
+class HttpLoad:
+    """HTTP load with virtual users against a server (nGrinder, wrk, k6's job).
+
+    url               http://HOST[:PORT]/PATH; HOST is loopback or a lab address
+    users             virtual users: one connection each (1..100000)
+    duration          how long to load (10s, 2m)
+    rate              open loop: requests/s in total (1000, 50k); response times then
+                      count from each request's intended send time, as wrk2 does.
+                      None: closed loop, each user sends again when answered
+    think             closed loop: pause after each response (0, 100ms)
+    ramp              users start evenly over this time
+    keepalive         reuse connections (False: a new connection per request)
+    method, headers, body   the request (GET/HEAD/POST/PUT/DELETE; headers as a dict)
+    connect_timeout, response_timeout
+    """
+    url: str = "http://127.0.0.1:8080/"
+    users: int = 10
+    duration: float | str = 10.0
+    rate: Rate | str | float | None = None
+    think: float | str = 0.0
+    ramp: float | str = 0.0
+    keepalive: bool = True
+    method: str = "GET"
+    headers: dict | None = None
+    body: str | bytes | None = None
+    connect_timeout: float | str = 5.0
+    response_timeout: float | str = 10.0
+
+    test = "http"
+
+    def __post_init__(self):
+        put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
+        _parse_url(self.url)
+        put("users", _int_in(self.users, "users", 1, MAX_USERS))
+        for name, lo, hi in (("duration", 1e-3, MAX_DURATION_S), ("think", 0, 3600), ("ramp", 0, MAX_DURATION_S),
+                             ("connect_timeout", 1e-3, 600), ("response_timeout", 1e-3, 3600)):
+            v = parse_duration(getattr(self, name), name)
+            if not lo <= v <= hi:
+                raise ValueError(f"{name}: {getattr(self, name)!r} is out of range {lo:g}..{hi:g} s")
+            put(name, v)
+        if self.rate is not None:
+            rate = parse_rate(self.rate, "rate")
+            if rate.unit != "pps" or not 0 < rate.value <= MAX_RATE_PPS:
+                raise ValueError(f"rate: {self.rate!r} is not a number of requests/s above 0 (e.g. 5000, 50k)")
+            put("rate", rate)
+        if self.method not in ("GET", "HEAD", "POST", "PUT", "DELETE"):
+            raise ValueError(f"method: {self.method!r} is not one of GET, HEAD, POST, PUT, DELETE")
+        for k, v in (self.headers or {}).items():
+            if any(c in str(k) + str(v) for c in "\r\n") or ":" in str(k) or not str(k):
+                raise ValueError(f"headers: {k!r}: {v!r} is not a valid header")
+        if not isinstance(self.keepalive, bool):
+            raise ValueError(f"keepalive: {self.keepalive!r} is not true or false")
+        if len(self.request_bytes()) > MAX_RESPONSE:
+            raise ValueError(f"body: the request is over {MAX_RESPONSE} bytes")
+
+    @property
+    def size(self) -> int:
+        return len(self.request_bytes())
+
+    @property
+    def messages_per_second(self) -> float:
+        return self.rate.value if self.rate else 0.0
+
+    def target(self) -> tuple[str, int]:
+        host, port, _ = _parse_url(self.url)
+        return host, port
+
+    def request_bytes(self) -> bytes:
+        """The request every virtual user sends."""
+        host, port, path = _parse_url(self.url)
+        body = self.body.encode() if isinstance(self.body, str) else (self.body or b"")
+        hdrs = {"Host": host if port == 80 else f"{host}:{port}", "User-Agent": "perfkit",
+                **(self.headers or {})}
+        if not self.keepalive:
+            hdrs["Connection"] = "close"
+        if body or self.method in ("POST", "PUT"):
+            hdrs["Content-Length"] = str(len(body))
+        head = f"{self.method} {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in hdrs.items())
+        return head.encode() + b"\r\n" + body
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["rate"] = None if self.rate is None else {"value": self.rate.value, "unit": self.rate.unit}
+        if isinstance(self.body, bytes):
+            d["body"] = self.body.decode("latin-1")
+        return {"kind": "HttpLoad", **d}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "HttpLoad":
+        d = dict(d)
+        d.pop("kind", None)
+        if isinstance(d.get("rate"), dict):
+            d["rate"] = Rate(float(d["rate"]["value"]), d["rate"]["unit"])
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class HttpServe:
+    """perfkit's own HTTP server: the same response (status 200, size bytes of body)
+    to every request, keep-alive unless the client asks to close. For labs and demos.
+
+    host, port   where to listen (loopback or a lab address; port 0 = any)
+    size         body bytes (0..1 MiB)
+    duration     how long to serve
+    connections  connections served at once
+    """
+    host: str = "127.0.0.1"
+    port: int = 8080
+    size: int | str = 100
+    duration: float | str = 60.0
+    connections: int = 10_000
+
+    test = "http_serve"
+
+    def __post_init__(self):
+        put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
+        put("host", check_target(self.host))
+        put("port", _int_in(self.port, "port", 0, 65535))
+        size = parse_size(self.size, "size")
+        if not 0 <= size <= MAX_RESPONSE - 256:
+            raise ValueError(f"size: {size} bytes is out of range 0..{MAX_RESPONSE - 256}")
+        put("size", size)
+        d = parse_duration(self.duration, "duration")
+        if not 0 < d <= MAX_DURATION_S:
+            raise ValueError(f"duration: {self.duration!r} is out of range (above 0, at most 24h)")
+        put("duration", d)
+        put("connections", _int_in(self.connections, "connections", 1, MAX_USERS))
+
+    messages_per_second = 0.0
+
+    def response_bytes(self) -> bytes:
+        return (f"HTTP/1.1 200 OK\r\nServer: perfkit\r\nContent-Type: text/plain\r\n"
+                f"Content-Length: {self.size}\r\n\r\n").encode() + b"x" * self.size
+
+    def to_dict(self) -> dict:
+        return {"kind": "HttpServe", **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "HttpServe":
+        d = dict(d)
+        d.pop("kind", None)
+        return cls(**d)

@@ -196,7 +196,7 @@ def summarize(test: str, totals: list[int], hist: Histogram, workers: list[list[
     t = dict(zip(COUNTER_NAMES, totals))
     wall = INDEX["cpu_wall_ns"]
     busy = INDEX["cpu_busy_ns"]
-    senders = [w for w, r in zip(workers, roles) if r.endswith(("_send", "_ping"))]
+    senders = [w for w, r in zip(workers, roles) if r.endswith(("_send", "_ping", "_client"))]
     active_s = max((w[wall] for w in senders), default=0) / 1e9
     per_s = (lambda n: n / active_s) if active_s > 0 else (lambda n: 0.0)
     out = {
@@ -222,6 +222,15 @@ def summarize(test: str, totals: list[int], hist: Histogram, workers: list[list[
         out["latency_us"] = out["lat_mean_us"] / (2 if test.endswith("_lat") else 1)
     else:
         out["latency_us"] = None
+    if test == "http":  # nGrinder's terms: TPS, mean test time, error rate
+        out["tps"] = per_s(t["http_resp"])
+        out["requests"] = t["http_req"]
+        out["responses"] = t["http_resp"]
+        out["mean_test_time_ms"] = out["lat_mean_us"] / 1000 if out["lat_mean_us"] is not None else None
+        out["error_rate_pct"] = 100.0 * t["http_err"] / t["http_req"] if t["http_req"] else None
+        for k in ("http_2xx", "http_3xx", "http_4xx", "http_5xx", "http_err", "err_connect", "err_timeout",
+                  "err_reset", "err_read", "sock_open"):
+            out[k] = t[k]
     out["cpu_pct"] = sum(100.0 * w[busy] / w[wall] for w in workers if w[wall])
     if any(r.startswith("remote_") for r in roles):  # qperf's -v figures, % of one core
         pct = [(r, 100.0 * w[busy] / w[wall] if w[wall] else 0.0) for w, r in zip(workers, roles)]

@@ -1,14 +1,362 @@
 # cython: language_level=3
-"""DPDK build probe: proves the extension links against libdpdk.
+"""Thin Cython face of the DPDK engine (dpdk_engine.c).
 
-The DPDK engine itself (EAL, ports, UDP flows) is issue 5; until it lands this
-module only reports the DPDK version it was built against.
+EAL is initialised once per process (eal_init); ports are opened from vdev
+strings (Port) and handed to an engine (DpdkEngine), whose workers run in
+C threads registered with DPDK and never take the GIL. perfkit.engines.dpdk
+builds all of this from a validated spec; this module checks little itself.
 """
+from cpython cimport array
+import array as _array
+import ipaddress
+
+from perfkit.errors import EngineError
+
+from libc.stdlib cimport calloc, free
+from libc.string cimport memcpy, memset
+from libc.stdint cimport uint8_t, uint32_t, uint64_t
+
+from pk_common cimport PK_NCOUNTERS, PK_HIST_BUCKETS
+from pk_dpdk cimport *
 
 cdef extern from "rte_version.h":
     const char *rte_version()
+
+ROLES = {"dpdk_send": PK_DPDK_GEN, "dpdk_recv": PK_DPDK_RXONLY, "dpdk_reflect": PK_DPDK_REVERSE}
+MAX_WORKERS = PK_DPDK_MAX_WORKERS
+MAX_FLOWS = PK_DPDK_MAX_FLOWS
+MAX_BURST = PK_DPDK_MAX_BURST
+MIN_SIZE = PK_DPDK_MIN_SIZE
+MAX_SIZE = PK_DPDK_MAX_SIZE
 
 
 def version():
     """The DPDK version string this extension was built against."""
     return rte_version().decode()
+
+
+def eal_init(list args, unsigned int mbufs):
+    """rte_eal_init(args) once per process (args[0] is the program name), then
+    the process-wide mbuf pool. Raises EngineError; after a failed init every
+    later call fails too (EAL cannot be initialised twice)."""
+    cdef char err[512]
+    cdef int n = len(args), i, rc
+    cdef const char **argv = <const char **>calloc(n + 1, sizeof(char *))
+    if argv == NULL:
+        raise MemoryError()
+    encoded = [a.encode() for a in args]
+    try:
+        for i in range(n):
+            argv[i] = <const char *>encoded[i]
+        err[0] = 0
+        with nogil:
+            rc = pk_dpdk_eal_init(n, argv, mbufs, err, sizeof(err))
+        if rc != 0:
+            raise EngineError(err.decode(errors="replace"))
+    finally:
+        free(argv)
+
+
+def eal_state():
+    """'down' (not initialised yet), 'up' or 'failed' (restart the process)."""
+    return {0: "down", 1: "up", -1: "failed"}[pk_dpdk_eal_state()]
+
+
+def pool_counts():
+    """(size, free) of the process-wide mbuf pool; (0, 0) before EAL init."""
+    cdef uint32_t size = 0, avail = 0
+    pk_dpdk_pool_counts(&size, &avail)
+    return size, avail
+
+
+def ports_open():
+    """Ports perfkit has open now, and ethdev ports DPDK knows about."""
+    return pk_dpdk_ports_open(), pk_dpdk_ethdev_count()
+
+
+def tsc_hz():
+    return pk_dpdk_tsc_hz()
+
+
+cdef uint32_t _ip4(object addr) except? 0:
+    """An IPv4 address in network order, as a uint32 in memory order."""
+    cdef uint32_t v = 0
+    packed = ipaddress.IPv4Address(addr).packed
+    memcpy(&v, <const char *>packed, 4)
+    return v
+
+
+cdef class Port:
+    """One DPDK port: a vdev string (net_null0, net_ring0, net_af_packet0,iface=X, ...)
+    probed by rte_dev_probe, or ring:NAME:0 / ring:NAME:1, the ends of an in-process
+    ring pair. ip: the port's own IPv4 address (answered for ARP and ICMP echo).
+    netns: probe inside this network namespace file (af_packet binds there)."""
+    cdef pk_dpdk_port *p
+    cdef readonly str dev
+    cdef readonly object ip
+
+    def __cinit__(self, str dev, str netns=None, ip=None):
+        cdef char err[512]
+        self.p = NULL
+        self.dev = dev
+        self.ip = None
+        bdev = dev.encode()
+        bns = (netns or "").encode()
+        cdef const char *cdev = bdev
+        cdef const char *cns = bns
+        err[0] = 0
+        with nogil:
+            self.p = pk_dpdk_port_open(cdev, cns, err, sizeof(err))
+        if self.p == NULL:
+            raise EngineError(err.decode(errors="replace"))
+        if ip is not None:
+            self.set_ip(ip)
+
+    def __dealloc__(self):
+        cdef pk_dpdk_port *p = self.p
+        self.p = NULL
+        if p != NULL and not pk_dpdk_port_busy(p):
+            with nogil:
+                pk_dpdk_port_close(p)
+
+    cdef pk_dpdk_port *_live(self) except NULL:
+        if self.p == NULL:
+            raise EngineError(f"port {self.dev} is closed")
+        return self.p
+
+    @property
+    def closed(self):
+        return self.p == NULL
+
+    @property
+    def name(self):
+        return pk_dpdk_port_name(self._live()).decode()
+
+    @property
+    def port_id(self):
+        return pk_dpdk_port_id(self._live())
+
+    @property
+    def mac(self):
+        cdef uint8_t m[6]
+        pk_dpdk_port_mac(self._live(), m)
+        return ":".join(f"{m[i]:02x}" for i in range(6))
+
+    @property
+    def busy(self):
+        return bool(pk_dpdk_port_busy(self._live()))
+
+    def set_ip(self, ip):
+        pk_dpdk_port_set_ip(self._live(), _ip4(ip))
+        self.ip = str(ipaddress.IPv4Address(ip))
+
+    def stats(self):
+        """The PMD's own counters (rte_eth_stats_get)."""
+        cdef uint64_t out[5]
+        if pk_dpdk_port_stats(self._live(), out) != 0:
+            raise EngineError(f"port {self.dev}: rte_eth_stats_get failed")
+        return dict(zip(("ipackets", "opackets", "ierrors", "oerrors", "imissed"),
+                        [out[i] for i in range(5)]))
+
+    def send(self, frames):
+        """Send raw Ethernet frames (bytes, without FCS) from this thread; returns
+        how many the port took. For tests and diagnostics; not while an engine runs."""
+        cdef pk_dpdk_port *p = self._live()
+        frames = [bytes(f) for f in frames]
+        if not frames:
+            return 0
+        blob = b"".join(frames)
+        cdef array.array lens = _array.array("I", [len(f) for f in frames])
+        cdef const unsigned char[:] view = blob
+        rc = pk_dpdk_port_send(p, &view[0] if len(blob) else NULL,
+                               <const uint32_t *>lens.data.as_voidptr, len(frames))
+        if rc < 0:
+            raise EngineError(f"port {self.dev} is in use by an engine")
+        return rc
+
+    def recv(self, int max=64):
+        """Up to max frames waiting on the port, as bytes (one rx burst)."""
+        cdef pk_dpdk_port *p = self._live()
+        if max < 1 or max > 64:
+            raise ValueError(f"max: 1..64, not {max}")
+        cdef size_t cap = 64 * 16384
+        buf = bytearray(cap)
+        cdef unsigned char[:] view = buf
+        cdef array.array lens = _array.array("I", [0] * max)
+        n = pk_dpdk_port_recv(p, &view[0], cap, <uint32_t *>lens.data.as_voidptr, max)
+        if n < 0:
+            raise EngineError(f"port {self.dev} is in use by an engine")
+        out, off = [], 0
+        for i in range(n):
+            out.append(bytes(buf[off:off + lens[i]]))
+            off += lens[i]
+        return out
+
+    def close(self):
+        """Drain, stop, close and unplug the port (not while an engine uses it)."""
+        cdef pk_dpdk_port *p = self.p
+        if p == NULL:
+            return
+        if pk_dpdk_port_busy(p):
+            raise EngineError(f"port {self.dev} is in use by an engine: close the engine first")
+        self.p = NULL
+        with nogil:
+            pk_dpdk_port_close(p)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        state = "closed" if self.p == NULL else f"port {self.port_id} {self.mac}"
+        return f"<perfkit._dpdk.Port {self.dev!r} {state}>"
+
+
+cdef class DpdkEngine:
+    """Workers over open ports, as dicts: role (dpdk_send | dpdk_recv | dpdk_reflect),
+    port (index into ports), peer (index of the receiving worker, dpdk_send), track
+    (dpdk_send: frames come back), size, flows, burst, rate (frames/s, 0 = unlimited),
+    duration (s), dst_mac, dst_ip, sport, dport, cpu, drop_every (tests: a lossy receiver).
+    With own_ports, close() closes the ports too."""
+    cdef pk_dpdk_engine *e
+    cdef int n
+    cdef list ports
+    cdef bint own_ports
+    cdef readonly list roles
+
+    def __cinit__(self, list ports, list workers, bint own_ports=False):
+        cdef char err[512]
+        cdef int i
+        cdef pk_dpdk_worker_cfg *cfgs
+        cdef pk_dpdk_port **cports
+        self.e = NULL
+        self.ports = list(ports)
+        self.own_ports = own_ports
+        self.n = len(workers)
+        if not 0 < self.n <= PK_DPDK_MAX_WORKERS:
+            raise ValueError(f"workers: between 1 and {PK_DPDK_MAX_WORKERS}, not {self.n}")
+        cfgs = <pk_dpdk_worker_cfg *>calloc(self.n, sizeof(pk_dpdk_worker_cfg))
+        cports = <pk_dpdk_port **>calloc(len(self.ports) + 1, sizeof(pk_dpdk_port *))
+        if cfgs == NULL or cports == NULL:
+            free(cfgs)
+            free(cports)
+            raise MemoryError()
+        try:
+            for i, port in enumerate(self.ports):
+                cports[i] = (<Port>port)._live()
+            self.roles = []
+            for i, w in enumerate(workers):
+                self.roles.append(w["role"])
+                cfgs[i].role = ROLES[w["role"]]
+                cfgs[i].port = w["port"]
+                cfgs[i].peer = w.get("peer", -1)
+                cfgs[i].track = 1 if w.get("track") else 0
+                cfgs[i].size = w.get("size", 64)
+                cfgs[i].flows = w.get("flows", 1)
+                cfgs[i].burst = w.get("burst", 32)
+                cfgs[i].rate = w.get("rate", 0.0)
+                cfgs[i].duration_ns = <unsigned long long>(w.get("duration", 1.0) * 1e9)
+                mac = w.get("dst_mac")
+                if mac:
+                    raw = bytes(int(x, 16) for x in mac.split(":"))
+                    memcpy(cfgs[i].dst_mac, <const char *>raw, 6)
+                    cfgs[i].dst_mac_set = 1
+                cfgs[i].dst_ip = _ip4(w.get("dst_ip", "198.18.0.2"))
+                cfgs[i].sport = w.get("sport", 10000)
+                cfgs[i].dport = w.get("dport", 9)
+                cfgs[i].cpu = w.get("cpu", -1)
+                cfgs[i].drop_every = w.get("drop_every", 0)
+            err[0] = 0
+            self.e = pk_dpdk_create(cports, len(self.ports), cfgs, self.n, err, sizeof(err))
+            if self.e == NULL:
+                raise EngineError(err.decode(errors="replace"))
+        finally:
+            free(cfgs)
+            free(cports)
+
+    def __dealloc__(self):
+        if self.e != NULL:
+            with nogil:
+                pk_dpdk_destroy(self.e)
+            self.e = NULL
+
+    cdef pk_dpdk_engine *_live(self) except NULL:
+        if self.e == NULL:
+            raise EngineError("the engine is closed")
+        return self.e
+
+    @property
+    def nworkers(self):
+        return self.n
+
+    def start(self):
+        cdef char err[512]
+        err[0] = 0
+        if pk_dpdk_start(self._live(), err, sizeof(err)) != 0:
+            raise EngineError(err.decode(errors="replace"))
+
+    def stop(self):
+        """Ask every worker to stop (safe from any thread)."""
+        if self.e != NULL:
+            pk_dpdk_stop(self.e)
+
+    def running(self):
+        return pk_dpdk_running(self._live())
+
+    def join(self):
+        """Wait for every worker; they are time-bounded. Releases the GIL."""
+        cdef pk_dpdk_engine *e = self._live()
+        with nogil:
+            pk_dpdk_join(e)
+
+    def error(self):
+        cdef const char *msg = pk_dpdk_error(self._live())
+        return None if msg == NULL else msg.decode(errors="replace")
+
+    def snapshot(self):
+        """[(counters, histogram)] per worker, as array('Q')."""
+        cdef pk_dpdk_engine *e = self._live()
+        cdef array.array c, h
+        cdef int i
+        out = []
+        for i in range(self.n):
+            c = array.clone(_array.array("Q"), PK_NCOUNTERS, zero=False)
+            h = array.clone(_array.array("Q"), PK_HIST_BUCKETS, zero=False)
+            with nogil:
+                pk_dpdk_snapshot(e, i, <uint64_t *>c.data.as_voidptr,
+                                 <uint64_t *>h.data.as_voidptr)
+            out.append((c, h))
+        return out
+
+    def flow_sent(self, int worker):
+        """A dpdk_send worker's frames sent per flow (its next sequence numbers)."""
+        cdef pk_dpdk_engine *e = self._live()
+        out = array.clone(_array.array("Q"), PK_DPDK_MAX_FLOWS, zero=True)
+        n = pk_dpdk_flow_sent(e, worker, <uint64_t *>(<array.array>out).data.as_voidptr,
+                              PK_DPDK_MAX_FLOWS)
+        return list(out[:n])
+
+    def dst_mac(self, int worker):
+        """(mac, broadcast_fallback) a dpdk_send worker sends to; None for other roles."""
+        cdef uint8_t m[6]
+        rc = pk_dpdk_dst_mac(self._live(), worker, m)
+        if rc < 0:
+            return None
+        return ":".join(f"{m[i]:02x}" for i in range(6)), bool(rc)
+
+    @property
+    def port_list(self):
+        return list(self.ports)
+
+    def close(self):
+        """Stop and join the workers, free the engine; with own_ports close the ports."""
+        if self.e != NULL:
+            with nogil:
+                pk_dpdk_destroy(self.e)
+            self.e = NULL
+        if self.own_ports:
+            ports, self.ports = self.ports, []
+            for p in reversed(ports):
+                p.close()

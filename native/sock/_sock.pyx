@@ -22,11 +22,13 @@ ROLES = {
     "udp_reflect": PK_UDP_REFLECT, "udp_ping": PK_UDP_PING,
     "tcp_send": PK_TCP_SEND, "tcp_recv": PK_TCP_RECV,
     "tcp_ping": PK_TCP_PING, "tcp_pong": PK_TCP_PONG,
+    "http_client": PK_HTTP_CLIENT, "http_server": PK_HTTP_SERVER,
 }
 MAX_WORKERS = PK_SOCK_MAX_WORKERS
 MAX_FLOWS = PK_SOCK_MAX_FLOWS
 MAX_BATCH = PK_SOCK_MAX_BATCH
 MAX_GSO = PK_SOCK_MAX_GSO
+MAX_USERS = PK_SOCK_MAX_USERS
 
 
 cdef void _fill_addr(pk_sock_addr *a, object host, int port) except *:
@@ -42,7 +44,8 @@ cdef class SockEngine:
     """Workers as dicts: role, local=(host, port), remote=(host, port),
     peer (index of an earlier worker whose bound port is the target),
     size, flows, batch, gso, rate (messages/s, 0 = unlimited), duration (s),
-    busy_poll, cpu, proto (tcp|sctp), netns (a /run/netns/NAME path to work in)."""
+    busy_poll, cpu, proto (tcp|sctp), netns; HTTP roles: users, keepalive,
+    think, ramp, connect_timeout, response_timeout (s), blob (request or response bytes) (a /run/netns/NAME path to work in)."""
     cdef pk_sock_engine *e
     cdef int n
     cdef readonly list roles
@@ -58,6 +61,7 @@ cdef class SockEngine:
         cfgs = <pk_sock_worker_cfg *>calloc(self.n, sizeof(pk_sock_worker_cfg))
         if cfgs == NULL:
             raise MemoryError()
+        blobs = []  # keeps each worker's bytes alive until create has copied them
         try:
             self.roles = []
             for i, w in enumerate(workers):
@@ -81,6 +85,16 @@ cdef class SockEngine:
                 if len(netns) >= sizeof(cfgs[i].netns):
                     raise ValueError(f"netns: path longer than {sizeof(cfgs[i].netns) - 1} bytes: {w['netns']!r}")
                 memcpy(cfgs[i].netns, <const char *>netns, len(netns))
+                cfgs[i].users = w.get("users", 0)
+                cfgs[i].keepalive = 1 if w.get("keepalive", True) else 0
+                cfgs[i].think_ns = <unsigned long long>(w.get("think", 0.0) * 1e9)
+                cfgs[i].ramp_ns = <unsigned long long>(w.get("ramp", 0.0) * 1e9)
+                cfgs[i].connect_timeout_ns = <unsigned long long>(w.get("connect_timeout", 5.0) * 1e9)
+                cfgs[i].response_timeout_ns = <unsigned long long>(w.get("response_timeout", 10.0) * 1e9)
+                blob = bytes(w.get("blob", b""))
+                blobs.append(blob)
+                cfgs[i].blob = <const unsigned char *>blob if blob else NULL
+                cfgs[i].blob_len = len(blob)
             err[0] = 0
             self.e = pk_sock_create(cfgs, self.n, err, sizeof(err))
             if self.e == NULL:

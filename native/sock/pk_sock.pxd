@@ -11,6 +11,8 @@ cdef extern from "sock_engine.h":
         PK_TCP_RECV
         PK_TCP_PING
         PK_TCP_PONG
+        PK_HTTP_CLIENT
+        PK_HTTP_SERVER
         PK_NROLES
 
     ctypedef struct pk_sock_addr:
@@ -33,11 +35,20 @@ cdef extern from "sock_engine.h":
         int cpu
         int proto
         char netns[108]
+        uint32_t users
+        int keepalive
+        uint64_t think_ns
+        uint64_t ramp_ns
+        uint64_t connect_timeout_ns
+        uint64_t response_timeout_ns
+        const uint8_t *blob
+        uint32_t blob_len
 
     enum: PK_SOCK_MAX_WORKERS
     enum: PK_SOCK_MAX_FLOWS
     enum: PK_SOCK_MAX_BATCH
     enum: PK_SOCK_MAX_GSO
+    enum: PK_SOCK_MAX_USERS
 
     ctypedef struct pk_sock_engine:
         pass

@@ -24,6 +24,7 @@
 #define QUIET_NS       50000000ull /* receivers: quiet this long after the peer is done */
 #define CPU_EVERY_NS   10000000ull /* refresh the CPU counters this often */
 #define PACE_MIN_SLEEP_NS 50000ull /* a paced sender sleeps at least this long */
+#define PACE_MAX_SLEEP_NS 50000000ull /* ... and at most this long: it must see stop */
 #define SPIN_NS        50000ull    /* busy_poll: spin this long before blocking */
 #define SEQ_WINDOW     4096        /* per-flow window for reordering and duplicates */
 #define SEQ_WORDS      (SEQ_WINDOW / 64)
@@ -67,6 +68,9 @@ typedef struct worker {
 
     uint64_t lat_min;
     uint64_t cpu0, wall0, cpu_at;
+
+    struct http_state *http;     /* HTTP roles: connection slots, epoll */
+    int http_post, http_head;    /* HTTP client: the request's method */
 
     char err[256];
 } worker;
@@ -294,7 +298,13 @@ static inline uint64_t pace(const worker *w, uint64_t now, uint64_t sent, uint64
     uint64_t allowed = (uint64_t)(elapsed * w->cfg.rate / 1e9) + 1;
     if (allowed > sent)
         return allowed - sent < most ? allowed - sent : most;
-    *wake = w->wall0 + (uint64_t)((double)sent * 1e9 / w->cfg.rate);
+    /* wake when the next message is due, but by the end of the run and within
+     * PACE_MAX_SLEEP_NS: a slow pacer must not sleep through stop or past its end */
+    double gap = (double)sent * 1e9 / w->cfg.rate;
+    uint64_t cap = w->wall0 + w->cfg.duration_ns;
+    if (cap > now + PACE_MAX_SLEEP_NS)
+        cap = now + PACE_MAX_SLEEP_NS;
+    *wake = gap < (double)(cap - w->wall0) ? w->wall0 + (uint64_t)gap : cap;
     return 0;
 }
 
@@ -385,7 +395,10 @@ static void run_udp_recv(worker *w)
             if (!track)
                 continue;
             pk_wire_hdr h;
-            if (!pk_wire_parse(w->bufs + (size_t)i * w->buf_len, len, &h) || h.flow >= w->cfg.flows) {
+            /* a sequence number past 2^48 is no sender's (years at line rate): a stray or
+             * corrupt datagram must not move the loss counters by 2^64 */
+            if (!pk_wire_parse(w->bufs + (size_t)i * w->buf_len, len, &h) || h.flow >= w->cfg.flows ||
+                h.seq >= (1ull << 48)) {
                 bad++;
                 continue;
             }
@@ -720,12 +733,15 @@ static void run_tcp_pong(worker *w)
     tcp_close(w);
 }
 
+#include "http_roles.c"
+
 typedef void (*role_fn)(worker *);
 static const role_fn ROLE_FNS[PK_NROLES] = {
     [PK_UDP_SEND] = run_udp_send,     [PK_UDP_RECV] = run_udp_recv,
     [PK_UDP_REFLECT] = run_udp_reflect, [PK_UDP_PING] = run_udp_ping,
     [PK_TCP_SEND] = run_tcp_send,     [PK_TCP_RECV] = run_tcp_recv,
     [PK_TCP_PING] = run_tcp_ping,     [PK_TCP_PONG] = run_tcp_pong,
+    [PK_HTTP_CLIENT] = run_http_client, [PK_HTTP_SERVER] = run_http_server,
 };
 
 static void *worker_main(void *arg)
@@ -783,7 +799,7 @@ static int make_sockets(worker *w, int i, uint16_t rport, char *err, size_t errl
             }
         }
     }
-    if (!udp && listen(w->fds[0], 16) != 0) {
+    if (!udp && listen(w->fds[0], c->role == PK_HTTP_SERVER ? SOMAXCONN : 16) != 0) {
         set_err(err, errlen, "worker %d: listen: %s", i, strerror(errno));
         return -1;
     }
@@ -823,7 +839,14 @@ static int setup_worker(pk_sock_engine *e, int i, char *err, size_t errlen)
         return -1;
     }
     int udp = c->role <= PK_UDP_PING;
-    if (c->size == 0 || c->size > (udp ? 65507u : (1u << 20))) {
+    int http = c->role == PK_HTTP_CLIENT || c->role == PK_HTTP_SERVER;
+    if (http && (c->blob_len == 0 || c->blob_len > PK_SOCK_MAX_BLOB || !c->blob ||
+                 (c->role == PK_HTTP_CLIENT && (c->users == 0 || c->users > PK_SOCK_MAX_USERS)))) {
+        set_err(err, errlen, "worker %d: HTTP needs 1..%u bytes to send and 1..%d users", i,
+                PK_SOCK_MAX_BLOB, PK_SOCK_MAX_USERS);
+        return -1;
+    }
+    if (!http && (c->size == 0 || c->size > (udp ? 65507u : (1u << 20)))) {
         set_err(err, errlen, "worker %d: size %u out of range", i, c->size);
         return -1;
     }
@@ -860,10 +883,23 @@ static int setup_worker(pk_sock_engine *e, int i, char *err, size_t errlen)
             return -1;
         }
     }
-    if (c->role == PK_TCP_SEND || c->role == PK_TCP_PING) {
+    if (c->role == PK_TCP_SEND || c->role == PK_TCP_PING || c->role == PK_HTTP_CLIENT) {
         /* connected in the thread */
     } else if (open_sockets(w, i, rport, err, errlen) != 0) {
         return -1;
+    }
+    if (http) {
+        /* bufs hold the request (client) or the response (server) */
+        w->bufs = malloc(c->blob_len);
+        if (!w->bufs)
+            goto nomem;
+        memcpy(w->bufs, c->blob, c->blob_len);
+        w->cfg.blob = NULL; /* the caller's copy is gone after create */
+        w->http_post = c->blob_len >= 5 && memcmp(w->bufs, "POST ", 5) == 0;
+        w->http_head = c->blob_len >= 5 && memcmp(w->bufs, "HEAD ", 5) == 0;
+        if (c->role == PK_HTTP_SERVER)
+            fcntl(w->fds[0], F_SETFL, fcntl(w->fds[0], F_GETFL) | O_NONBLOCK);
+        return http_setup(w, err, errlen);
     }
     /* buffers: batch of datagrams for UDP, two messages (out, in) for ping, a big read buffer for TCP */
     uint32_t nbufs = (c->role == PK_UDP_SEND || c->role == PK_UDP_RECV || c->role == PK_UDP_REFLECT) ? c->batch : 2;
@@ -1087,6 +1123,7 @@ void pk_sock_destroy(pk_sock_engine *e)
         free(w->bufs);
         free(w->flow_sent);
         free(w->flows);
+        http_free(w);
     }
     free(e->w);
     free(e);

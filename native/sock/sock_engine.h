@@ -27,6 +27,8 @@ enum pk_sock_role {
     PK_TCP_RECV,       /* accept one connection, read until EOF */
     PK_TCP_PING,       /* connect, write a message, read it back: round trips */
     PK_TCP_PONG,       /* accept one connection, echo messages */
+    PK_HTTP_CLIENT,    /* HTTP load: virtual users on one epoll loop (http_roles.c) */
+    PK_HTTP_SERVER,    /* HTTP server: a fixed response to every request */
     PK_NROLES
 };
 
@@ -52,11 +54,21 @@ typedef struct pk_sock_worker_cfg {
     int cpu;                /* pin the thread to this CPU, -1 = do not pin */
     int proto;              /* stream roles: IPPROTO_TCP (0 = TCP) or IPPROTO_SCTP */
     char netns[108];        /* network namespace file (/run/netns/NAME) to work in; "" = ours */
+    /* HTTP roles */
+    uint32_t users;         /* client: virtual users (connections); server: connections at once */
+    int keepalive;          /* client: reuse connections */
+    uint64_t think_ns;      /* client: pause after each response (closed loop) */
+    uint64_t ramp_ns;       /* client: users start evenly over this time */
+    uint64_t connect_timeout_ns, response_timeout_ns;
+    const uint8_t *blob;    /* client: the request bytes; server: the response bytes (copied) */
+    uint32_t blob_len;
 } pk_sock_worker_cfg;
 
 #define PK_SOCK_MAX_WORKERS 64
 #define PK_SOCK_MAX_FLOWS   1024
 #define PK_SOCK_MAX_BATCH   256
+#define PK_SOCK_MAX_USERS   100000
+#define PK_SOCK_MAX_BLOB    (1u << 20)
 #define PK_SOCK_MAX_GSO     64      /* the kernel's UDP_MAX_SEGMENTS on older kernels */
 #define PK_SOCK_DRAIN_NS    1000000000ull  /* receivers wait at most this after duration */
 

@@ -1,11 +1,162 @@
-"""The DPDK engine (issue 5: EAL, ports, UDP flows; issue 6: TCP/HTTP).
+"""The DPDK engine (issue 5): EAL once per process, ports from vdev strings, UDP flows.
 
-Until it lands, perfkit builds a probe extension against libdpdk where it is
-found, so the build path is proven; the engine reports itself unavailable.
+    perfkit.Run(DpdkFlows(port="ring:a:0", peer="ring:a:1", rate="1Mpps"), engine="dpdk")
+    perfkit.Run(DpdkReflect(port="net_memif0,role=server", mode="reverse"), engine="dpdk")
+
+EAL starts on first use, once per process, from EalOptions (configure() sets them
+before that): --no-huge unless enough hugepages are free, no PCI, no telemetry,
+no shared config, one EAL lcore whose CPU set is the calling thread's whole
+affinity (so the caller -- a Jupyter kernel's main thread -- is never pinned; its
+affinity is also saved and restored around rte_eal_init). Datapath workers are
+pthreads that register with DPDK (rte_thread_register), optionally pinned to
+EalOptions.worker_cpus. A failed init cannot be retried in the same process.
+
+Each run opens its ports (rte_dev_probe, or rte_eth_from_rings for ring:NAME:0|1)
+and closes and unplugs them when it ends, so runs can follow each other in one
+process without leaking ports, threads, file descriptors or mbufs.
 """
 from __future__ import annotations
 
+import os
+from dataclasses import asdict, dataclass
+
+from perfkit.errors import EngineError
+from perfkit.spec import DpdkFlows, DpdkReflect
+
 NAME = "dpdk"
+
+LOG_LEVELS = {"emergency": 1, "alert": 2, "critical": 3, "error": 4, "warning": 5,
+              "notice": 6, "info": 7, "debug": 8}
+
+
+def _cpu_list(cpus) -> str:
+    return ",".join(str(c) for c in sorted(cpus))
+
+
+@dataclass(frozen=True)
+class EalOptions:
+    """How EAL starts (once per process).
+
+    memory_mb    memory EAL takes for mbufs, rings and ports (-m)
+    hugepages    True: hugepages (--in-memory, root, enough free); False: --no-huge;
+                 None: hugepages when enough are free and we are root, else --no-huge
+    log_level    DPDK's log level on stderr: error, warning, info, debug, ...
+    worker_cpus  pin datapath workers to these CPUs, round robin; None = not pinned
+    mbufs        buffers in the process-wide pool (2 KiB data each)
+    """
+    memory_mb: int = 512
+    hugepages: bool | None = None
+    log_level: str = "error"
+    worker_cpus: tuple[int, ...] | None = None
+    mbufs: int = 16383
+
+    def __post_init__(self):
+        put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
+        mem = self.memory_mb
+        if isinstance(mem, bool) or not isinstance(mem, int) or not 64 <= mem <= 1 << 20:
+            raise ValueError(f"memory_mb: {mem!r} is not a whole number of MB in 64..1048576")
+        if self.hugepages not in (None, True, False):
+            raise ValueError(f"hugepages: {self.hugepages!r} is not true, false or None (auto)")
+        if str(self.log_level).lower() not in LOG_LEVELS:
+            raise ValueError(f"log_level: {self.log_level!r} is not one of {', '.join(LOG_LEVELS)}")
+        put("log_level", str(self.log_level).lower())
+        if self.worker_cpus is not None:
+            cpus = self.worker_cpus
+            if isinstance(cpus, str):
+                cpus = [c for c in cpus.replace(" ", "").split(",") if c]
+            try:
+                cpus = tuple(int(c) for c in cpus)
+            except (TypeError, ValueError):
+                raise ValueError(f"worker_cpus: {self.worker_cpus!r} is not a list of CPU numbers") from None
+            allowed = os.sched_getaffinity(0)
+            bad = [c for c in cpus if c not in allowed]
+            if not cpus or bad:
+                raise ValueError(f"worker_cpus: {bad or 'none'} not among the CPUs this process may use "
+                                 f"({_cpu_list(allowed)})")
+            put("worker_cpus", cpus)
+        mbufs = self.mbufs
+        if isinstance(mbufs, bool) or not isinstance(mbufs, int) or not 1023 <= mbufs <= 1 << 20:
+            raise ValueError(f"mbufs: {mbufs!r} is out of range 1023..1048576")
+        # the pool must fit: ~2.3 KiB per mbuf, and room for rings and ports
+        if mbufs * 2.4 / 1024 > mem * 0.75:
+            raise ValueError(f"mbufs: {mbufs} buffers need about {mbufs * 2.4 / 1024:.0f} MB; "
+                             f"give memory_mb at least {int(mbufs * 2.4 / 1024 / 0.75) + 1}")
+
+    def use_hugepages(self) -> bool:
+        if self.hugepages is not None:
+            return self.hugepages
+        return os.geteuid() == 0 and free_hugepages_mb() >= self.memory_mb
+
+    def args(self) -> list[str]:
+        """rte_eal_init's arguments (argv[0] included)."""
+        if self.use_hugepages():
+            if os.geteuid() != 0:
+                raise ValueError("hugepages: DPDK with hugepages needs root here (or hugepages=False)")
+            if free_hugepages_mb() < self.memory_mb:
+                raise ValueError(f"hugepages: {free_hugepages_mb()} MB of hugepages are free, "
+                                 f"memory_mb is {self.memory_mb} (reserve more, or hugepages=False)")
+            mem = ["--in-memory", "-m", str(self.memory_mb)]
+        else:
+            mem = ["--no-huge", "-m", str(self.memory_mb), "--no-shconf"]
+        # one EAL lcore, spread over every CPU the caller may use: EAL sets the
+        # caller's affinity to that set, i.e. leaves it as it is (and C restores it anyway)
+        here = _cpu_list(os.sched_getaffinity(0))
+        return ["perfkit", *mem, "--no-pci", "--no-telemetry", f"--lcores=0@({here})",
+                f"--log-level={LOG_LEVELS[self.log_level]}", f"--file-prefix=perfkit{os.getpid()}"]
+
+
+def free_hugepages_mb() -> int:
+    try:
+        with open("/proc/meminfo") as f:
+            info = dict(ln.split(":", 1) for ln in f if ":" in ln)
+        free = int(info["HugePages_Free"].split()[0])
+        size_kb = int(info["Hugepagesize"].split()[0])
+        return free * size_kb // 1024
+    except (OSError, KeyError, ValueError):
+        return 0
+
+
+_options = EalOptions()
+_up_with: EalOptions | None = None
+_args: list[str] | None = None
+
+
+def configure(options: EalOptions | None = None, **fields) -> EalOptions:
+    """Set EAL's options before first use; once EAL is up only the same options pass."""
+    global _options
+    opts = options if options is not None else EalOptions(**fields)
+    if options is not None and fields:
+        raise ValueError("configure: give an EalOptions or fields, not both")
+    if _up_with is not None and opts != _up_with:
+        raise EngineError(f"DPDK EAL is already up in this process with {_up_with}; "
+                          "restart the kernel/process to change its options")
+    _options = opts
+    return opts
+
+
+def eal() -> list[str]:
+    """EAL up (once per process); returns the arguments it started with."""
+    global _up_with, _args
+    from perfkit import _dpdk
+    state = _dpdk.eal_state()
+    if state == "up" and _dpdk.pool_counts()[0]:
+        return list(_args or [])
+    if state == "up":  # EAL came up but its mbuf pool did not: try the pool again
+        _dpdk.eal_init(list(_args or ["perfkit"]), _options.mbufs)
+        return list(_args or [])
+    if state == "failed":
+        raise EngineError("DPDK EAL failed to initialise earlier in this process: "
+                          "restart the kernel/process")
+    opts = _options
+    args = opts.args()
+    before = os.sched_getaffinity(0)
+    try:
+        _dpdk.eal_init(args, opts.mbufs)
+    finally:
+        if os.sched_getaffinity(0) != before:  # C restores it; never leave the caller pinned
+            os.sched_setaffinity(0, before)
+    _up_with, _args = opts, args
+    return list(args)
 
 
 def status() -> dict:
@@ -15,13 +166,84 @@ def status() -> dict:
         return {"available": False,
                 "detail": "not built: libdpdk was not found at build time "
                           "(Debian: apt install libdpdk-dev pkg-config, then reinstall perfkit)"}
-    return {"available": False,
-            "detail": f"built against {_dpdk.version()}; its packet engine is not implemented yet"}
+    state = _dpdk.eal_state()
+    if state == "failed":
+        return {"available": False,
+                "detail": f"{_dpdk.version()}: EAL failed to initialise in this process; restart it"}
+    mode = "up" if state == "up" else "starts on first use"
+    return {"available": True,
+            "detail": f"{_dpdk.version()}: UDP flows (generator, rxonly, reverse) on vdev ports "
+                      f"and ring:NAME:0|1 pairs; EAL {mode}"}
+
+
+def resources() -> dict:
+    """What the process holds in DPDK now: for leak checks after runs."""
+    from perfkit import _dpdk
+    size, free = _dpdk.pool_counts()
+    mine, ethdevs = _dpdk.ports_open()
+    return {"eal": _dpdk.eal_state(), "mbufs": size, "mbufs_free": free,
+            "ports_open": mine, "ethdev_ports": ethdevs}
+
+
+def _cpu(i: int):
+    cpus = (_up_with or _options).worker_cpus
+    return cpus[i % len(cpus)] if cpus else -1
+
+
+def _open(ports: list, dev: str, ip: str, netns):
+    from perfkit import _dpdk
+    port = _dpdk.Port(dev, netns=netns, ip=ip)
+    ports.append(port)
+    return port
+
+
+def plan(spec) -> tuple[list[tuple[str, str]], list[dict]]:
+    """The ports ((dev, ip)) and workers a spec runs on: receiving worker first."""
+    if isinstance(spec, DpdkFlows):
+        gen = {"role": "dpdk_send", "port": 0, "peer": -1, "track": spec.mode == "reverse",
+               "size": spec.size, "flows": spec.flows, "burst": spec.burst,
+               "rate": spec.messages_per_second, "duration": spec.duration,
+               "dst_mac": spec.dst_mac, "dst_ip": spec.peer_ip, "sport": spec.sport, "dport": spec.dport}
+        if spec.peer is None:
+            if spec.dst_mac is None and spec.port.startswith("net_null"):
+                gen["dst_mac"] = "ff:ff:ff:ff:ff:ff"  # nobody there to answer ARP
+            return [(spec.port, spec.ip)], [gen]
+        far = {"role": "dpdk_recv" if spec.mode == "rxonly" else "dpdk_reflect", "port": 1,
+               "flows": spec.flows, "burst": spec.burst, "duration": spec.duration}
+        return [(spec.port, spec.ip), (spec.peer, spec.peer_ip)], [far, {**gen, "peer": 0}]
+    if isinstance(spec, DpdkReflect):
+        return [(spec.port, spec.ip)], [{"role": "dpdk_recv" if spec.mode == "rxonly" else "dpdk_reflect",
+                                         "port": 0, "flows": spec.flows, "burst": spec.burst,
+                                         "duration": spec.duration}]
+    raise ValueError(f"engine: dpdk runs DpdkFlows and DpdkReflect specs, not {type(spec).__name__}")
 
 
 def build(spec):
-    raise ValueError("engine: the DPDK packet engine is not implemented yet")
+    """Open the spec's ports and make its engine (not started). The handle closes
+    the ports when it is closed."""
+    port_plan, workers = plan(spec)
+    eal()
+    from perfkit import _dpdk
+    ports: list = []
+    try:
+        for dev, ip in port_plan:
+            _open(ports, dev, ip, spec.netns)
+        for i, w in enumerate(workers):
+            w["cpu"] = _cpu(i)
+        return _dpdk.DpdkEngine(ports, workers, own_ports=True)
+    except BaseException:
+        for p in reversed(ports):
+            p.close()
+        raise
 
 
 def detail() -> dict:
-    return {"engine": NAME}
+    out = {"engine": NAME}
+    try:
+        from perfkit import _dpdk
+        out["dpdk"] = _dpdk.version()
+        out["eal_args"] = list(_args or [])
+        out["eal_options"] = asdict(_up_with or _options)
+    except ImportError:
+        pass
+    return out

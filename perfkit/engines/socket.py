@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import resource
 
-from perfkit.spec import LocalTest, RemoteTest
+from perfkit.spec import HttpLoad, HttpServe, LocalTest, RemoteTest
 
 NAME = "socket"
 
@@ -19,14 +19,20 @@ def status() -> dict:
     return {"available": True, "detail": "kernel sockets (sendmmsg/recvmmsg, TCP), no root needed"}
 
 
-def _raise_fd_limit(needed: int) -> None:
+def _raise_fd_limit(needed: int, field: str = "flows") -> None:
+    """Raise this process's open-file limit to needed, the hard limit too where
+    we may (root); else a clear ValueError saying how."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and soft < needed:
-        target = hard if hard == resource.RLIM_INFINITY else min(hard, max(needed, soft))
-        if target < needed:
-            raise ValueError(f"flows: {needed} sockets needed but the open-file limit is {hard} "
-                             "(raise it with ulimit -n)")
-        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (needed, needed))
+            return
+        except (ValueError, OSError):
+            raise ValueError(f"{field}: {needed} sockets needed but the open-file limit is {hard}: "
+                             f"raise it (ulimit -n {needed}, or run as root)") from None
+    resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
 
 
 def _ends(spec: LocalTest) -> tuple[dict, dict]:
@@ -73,9 +79,27 @@ def workers_for(spec: LocalTest) -> list[dict]:
     raise ValueError(f"test: the socket engine does not run {spec.test!r}")
 
 
+def http_workers(spec) -> list[dict]:
+    """HttpLoad: one client worker with every virtual user; HttpServe: one server."""
+    if isinstance(spec, HttpServe):
+        return [{"role": "http_server", "local": (spec.host, spec.port), "size": 1,
+                 "duration": spec.duration, "users": spec.connections, "blob": spec.response_bytes()}]
+    host, port = spec.target()
+    return [{"role": "http_client", "local": ("::" if ":" in host else "0.0.0.0", 0), "remote": (host, port),
+             "size": 1, "duration": spec.duration, "users": spec.users, "rate": spec.messages_per_second,
+             "keepalive": spec.keepalive, "think": spec.think, "ramp": spec.ramp,
+             "connect_timeout": spec.connect_timeout, "response_timeout": spec.response_timeout,
+             "blob": spec.request_bytes()}]
+
+
 def build(spec):
     """A local test's engine, or, for a RemoteTest, a handle whose far end is a
-    perfkit server (perfkit.remote)."""
+    perfkit server (perfkit.remote); HTTP load and the HTTP server."""
+    if isinstance(spec, (HttpLoad, HttpServe)):
+        from perfkit._sock import SockEngine
+        _raise_fd_limit(getattr(spec, "users", 0) + getattr(spec, "connections", 0) + 64,
+                        "users" if isinstance(spec, HttpLoad) else "connections")
+        return SockEngine(http_workers(spec))
     _raise_fd_limit(spec.flows + 64)
     if isinstance(spec, RemoteTest):
         from perfkit.remote import RemoteHandle

@@ -8,10 +8,16 @@
     dash = perfkit.ui.show(run)               # starts the run, shows the live dashboard
     dash.wait()                               # the chart is now a static figure
 
+    perfkit.ui.StoreBrowser("runs")           # filter stored runs, pick some, compare them
+    perfkit.ui.html_report(run, "run.html")   # self-contained HTML (also run.report(path))
+
 Needs the notebook extra (ipywidgets, plotly with anywidget, ipykernel >= 7.1).
 """
 from perfkit.ui.charts import histogram_figure, run_figure
 from perfkit.ui.dashboard import Dashboard, show
+from perfkit.ui.html import html_report
 from perfkit.ui.panel import Panel, summary_line
+from perfkit.ui.store import StoreBrowser
 
-__all__ = ["Dashboard", "Panel", "histogram_figure", "run_figure", "show", "summary_line"]
+__all__ = ["Dashboard", "Panel", "StoreBrowser", "histogram_figure", "html_report", "run_figure", "show",
+           "summary_line"]

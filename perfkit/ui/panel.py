@@ -110,7 +110,7 @@ class Panel:
                 default = getattr(start_from, f.name)
             self._defaults[f.name] = default
             kind = _type_name(f)
-            layout = w.Layout(width="190px")
+            layout = w.Layout(width="190px", min_width="190px")
             if f.name in self.choices:
                 opts = list(self.choices[f.name])
                 box = w.Dropdown(options=opts, value=default if default in opts else opts[0],
@@ -123,7 +123,7 @@ class Panel:
                 box = w.Text(value=_text_value(default, f.name), layout=layout,
                              placeholder="(empty: default)" if default is None else "")
             box.tooltip = hints.get(f.name, "")
-            label = w.HTML(self._label_html(f.name, False), layout=w.Layout(width="90px"))
+            label = w.HTML(self._label_html(f.name, False), layout=w.Layout(width="90px", min_width="90px"))
             hint = w.HTML(f'<span style="color:{_GREY};font-size:90%">'
                           f'{html.escape(hints.get(f.name, ""))}</span>')
             self.inputs[f.name], self.labels[f.name] = box, label

@@ -49,8 +49,17 @@
     /* HTTP */                                                                \
     X(http_get,     SUM,   "req",  "HTTP GET sent")                           \
     X(http_post,    SUM,   "req",  "HTTP POST sent")                          \
+    X(http_req,     SUM,   "req",  "HTTP requests sent")                      \
+    X(http_resp,    SUM,   "req",  "HTTP responses received whole")           \
     X(http_2xx,     SUM,   "req",  "HTTP 2xx responses")                      \
-    X(http_err,     SUM,   "req",  "HTTP errors")                             \
+    X(http_3xx,     SUM,   "req",  "HTTP 3xx responses")                      \
+    X(http_4xx,     SUM,   "req",  "HTTP 4xx responses")                      \
+    X(http_5xx,     SUM,   "req",  "HTTP 5xx responses")                      \
+    X(http_err,     SUM,   "req",  "HTTP requests failed: 4xx, 5xx or no response") \
+    X(err_connect,  SUM,   "conn", "connections refused or failed")           \
+    X(err_timeout,  SUM,   "req",  "connect or response timeouts")            \
+    X(err_reset,    SUM,   "conn", "connections reset by the peer")           \
+    X(err_read,     SUM,   "req",  "responses cut short or malformed")        \
     /* NIC / PMD */                                                           \
     X(nic_ierrors,  SUM,   "pkt",  "NIC receive errors")                      \
     X(nic_oerrors,  SUM,   "pkt",  "NIC transmit errors")                     \

@@ -1,0 +1,1765 @@
+/* perfkit's DPDK engine: see dpdk_engine.h. */
+#define _GNU_SOURCE
+#include "dpdk_engine.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <rte_bus_vdev.h>
+#include <rte_cycles.h>
+#include <rte_dev.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_log.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+#include <rte_ring.h>
+#include <rte_version.h>
+
+#include "perfkit/clock.h"
+#include "perfkit/wire.h"
+
+#define QUIET_NS        50000000ull  /* receivers: quiet this long after their feeders are done */
+#define FLUSH_NS        1000000ull   /* refresh the CPU counters this often */
+#define NIC_EVERY_NS    100000000ull /* read the PMD's counters this often */
+#define ARP_RETRY_NS    200000000ull /* a generator re-sends its ARP request this often */
+#define SEQ_WINDOW      4096         /* per-flow window for reordering and duplicates */
+#define SEQ_WORDS       (SEQ_WINDOW / 64)
+#define IDLE_YIELD      256          /* idle loops before a worker yields its CPU */
+#define GEN_RX_EVERY_NS 20000ull     /* a generator that expects nothing back polls rx this often */
+#define CATCHUP_NS      250000000ull /* a paced generator may finish this late */
+#define RING_SIZE       1024         /* each ring of a ring:NAME pair */
+#define NB_DESC         1024
+#define POOL_CACHE      256
+#define MAX_PAIRS       32
+#define DRAIN_ROUNDS    4096
+
+/* 64-byte frames have 18 bytes of UDP payload: too few for pk_wire_hdr (24).
+ * They carry this short form of it instead: the same fields, the sequence and
+ * the timestamp cut to their low 32 bits (the receiver restores the sequence
+ * from its window, and latencies below 4.29 s from its own clock). Host byte
+ * order, as pk_wire_hdr. Frames of 70 bytes and more carry pk_wire_hdr itself,
+ * so a socket-engine receiver can read them. */
+#define PK_WIRE_SHORT_MAGIC 0x706b7331u /* "pks1" */
+typedef struct pk_wire_short {
+    uint32_t magic;
+    uint32_t flow;
+    uint32_t seq_lo;
+    uint32_t tx_ns_lo;
+} pk_wire_short;
+#define PK_WIRE_SHORT_LEN ((uint32_t)sizeof(pk_wire_short))
+
+#define ETH_LEN   14
+#define IP_LEN    20
+#define UDP_LEN   8
+#define HDRS_LEN  (ETH_LEN + IP_LEN + UDP_LEN)
+#define FCS_LEN   4
+
+/* ------------------------------------------------------------ time base */
+
+/* TSC -> CLOCK_MONOTONIC nanoseconds, calibrated at each engine start against
+ * a TSC/clock pair taken at EAL init (the TSC is invariant on the targets). */
+typedef struct timebase {
+    uint64_t tsc0, ns0, hz;
+    uint64_t mult;               /* ns per cycle, << 32 */
+} timebase;
+
+static inline uint64_t tb_cyc_ns(const timebase *tb, uint64_t cycles)
+{
+    return (uint64_t)(((unsigned __int128)cycles * tb->mult) >> 32);
+}
+
+static inline uint64_t tb_ns(const timebase *tb, uint64_t tsc)
+{
+    if (tsc >= tb->tsc0)
+        return tb->ns0 + tb_cyc_ns(tb, tsc - tb->tsc0);
+    return tb->ns0 - tb_cyc_ns(tb, tb->tsc0 - tsc);  /* another core, a few cycles behind */
+}
+
+static inline uint64_t tb_cycles(const timebase *tb, uint64_t ns)
+{
+    return (uint64_t)(((unsigned __int128)ns * tb->hz) / 1000000000ull);
+}
+
+static void tsc_mono_pair(uint64_t *tsc, uint64_t *ns)
+{
+    uint64_t best = UINT64_MAX;
+    *tsc = rte_rdtsc();
+    *ns = pk_now_ns();
+    for (int i = 0; i < 7; i++) {
+        uint64_t a = pk_now_ns();
+        uint64_t t = rte_rdtsc();
+        uint64_t b = pk_now_ns();
+        if (b - a < best) {
+            best = b - a;
+            *tsc = t;
+            *ns = a + (b - a) / 2;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ EAL */
+
+static int eal_state;                 /* 0 never, 1 up, -1 failed */
+static char eal_fail[256];
+static struct rte_mempool *pool;
+static uint64_t cal_tsc, cal_ns;      /* the TSC/clock pair taken at init */
+static pthread_mutex_t ports_lock = PTHREAD_MUTEX_INITIALIZER;
+static int nports_open;
+
+typedef int (*from_rings_fn)(const char *name, struct rte_ring *const rx[], const unsigned nrx,
+                             struct rte_ring *const tx[], const unsigned ntx, const unsigned numa);
+static from_rings_fn from_rings;
+
+static void set_err(char *err, size_t len, const char *fmt, ...)
+{
+    if (!err || !len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+}
+
+static unsigned main_socket(void)
+{
+    int s = (int)rte_lcore_to_socket_id(rte_get_main_lcore());
+    return s < 0 ? 0u : (unsigned)s;
+}
+
+static int make_pool(uint32_t nb_mbufs, char *err, size_t errlen)
+{
+    pool = rte_pktmbuf_pool_create("pk_mbufs", nb_mbufs, POOL_CACHE, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
+                                   (int)main_socket());
+    if (!pool) {
+        /* EAL is up and stays up; a later call can try again with fewer buffers */
+        set_err(err, errlen, "DPDK: cannot make a pool of %u mbufs: %s (give EAL more memory, "
+                "or use fewer mbufs)", nb_mbufs, rte_strerror(rte_errno));
+        return -1;
+    }
+    return 0;
+}
+
+int pk_dpdk_eal_init(int argc, const char *const *argv, uint32_t nb_mbufs, char *err, size_t errlen)
+{
+    if (eal_state == 1)
+        return pool ? 0 : make_pool(nb_mbufs, err, errlen);
+    if (eal_state == -1) {
+        set_err(err, errlen, "DPDK EAL failed to initialise earlier in this process (%s); "
+                "EAL can be initialised only once per process: restart the kernel/process", eal_fail);
+        return -1;
+    }
+    if (argc < 1 || argc > 64) {
+        set_err(err, errlen, "EAL: between 1 and 64 arguments, not %d", argc);
+        return -1;
+    }
+    /* rte_eal_init permutes its argv and keeps pointers into it: a copy that
+     * lives as long as the process (once per process) */
+    static char *args[65];
+    for (int i = 0; i < argc; i++)
+        args[i] = strdup(argv[i]);
+    args[argc] = NULL;
+
+    /* DPDK logs to stdout by default: keep stdout for results (JSON lines) */
+    rte_openlog_stream(stderr);
+
+    /* EAL pins the calling thread to its main lcore's CPU set: put it back */
+    cpu_set_t saved;
+    CPU_ZERO(&saved);
+    int have_aff = pthread_getaffinity_np(pthread_self(), sizeof(saved), &saved) == 0;
+    int rc = rte_eal_init(argc, args);
+    int init_errno = rte_errno;
+    if (have_aff)
+        pthread_setaffinity_np(pthread_self(), sizeof(saved), &saved);
+    if (rc < 0) {
+        eal_state = -1;
+        snprintf(eal_fail, sizeof(eal_fail), "rte_eal_init: %s", rte_strerror(init_errno));
+        set_err(err, errlen, "DPDK EAL failed to initialise (%s; its log is on stderr). "
+                "EAL can be initialised only once per process: fix the options, then restart "
+                "the kernel/process", eal_fail);
+        return -1;
+    }
+    eal_state = 1;
+    tsc_mono_pair(&cal_tsc, &cal_ns);
+    return make_pool(nb_mbufs, err, errlen);
+}
+
+static int need_pool(char *err, size_t errlen)
+{
+    if (eal_state != 1) {
+        set_err(err, errlen, "DPDK EAL is not initialised");
+        return -1;
+    }
+    if (!pool) {
+        set_err(err, errlen, "DPDK: no mbuf pool (its creation failed at EAL init)");
+        return -1;
+    }
+    return 0;
+}
+
+int pk_dpdk_eal_state(void) { return eal_state; }
+
+void pk_dpdk_pool_counts(uint32_t *size, uint32_t *avail)
+{
+    *size = pool ? pool->size : 0;
+    *avail = pool ? rte_mempool_avail_count(pool) : 0;
+}
+
+int pk_dpdk_ports_open(void) { return __atomic_load_n(&nports_open, __ATOMIC_RELAXED); }
+
+int pk_dpdk_ethdev_count(void) { return eal_state == 1 ? (int)rte_eth_dev_count_total() : 0; }
+
+uint64_t pk_dpdk_tsc_hz(void) { return eal_state == 1 ? rte_get_tsc_hz() : 0; }
+
+static void timebase_now(timebase *tb)
+{
+    uint64_t tsc = 0, ns = 0;
+    tsc_mono_pair(&tsc, &ns);
+    uint64_t hz = rte_get_tsc_hz();
+    if (ns > cal_ns + 200000000ull && tsc > cal_tsc)   /* a long baseline beats EAL's estimate */
+        hz = (uint64_t)(((unsigned __int128)(tsc - cal_tsc) * 1000000000ull) / (ns - cal_ns));
+    tb->tsc0 = tsc;
+    tb->ns0 = ns;
+    tb->hz = hz;
+    tb->mult = (uint64_t)(((unsigned __int128)1000000000ull << 32) / hz);
+}
+
+/* ---------------------------------------------------------------- ports */
+
+typedef struct ring_pair {
+    char name[20];
+    struct rte_ring *r[2];       /* r[e] is what end e receives */
+    int open[2];
+} ring_pair;
+
+static ring_pair pairs[MAX_PAIRS];
+
+struct pk_dpdk_port {
+    uint16_t pid;
+    char name[RTE_ETH_NAME_MAX_LEN];  /* ethdev (= vdev) name */
+    uint8_t mac[6];
+    uint32_t ip;                      /* network order; 0 = none */
+    int busy;                         /* an engine uses it */
+    int started;                      /* rte_eth_dev_start succeeded */
+    int pair, end;                    /* ring:NAME:end, else pair = -1 */
+    char netns[128];                  /* where it was probed: its control calls run there too */
+};
+
+static void free_frames(struct rte_mbuf **m, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        rte_pktmbuf_free(m[i]);
+}
+
+static void drain_ring(struct rte_ring *r)
+{
+    void *objs[64];
+    for (int round = 0; round < DRAIN_ROUNDS; round++) {
+        unsigned n = rte_ring_dequeue_burst(r, objs, 64, NULL);
+        if (n == 0)
+            break;
+        free_frames((struct rte_mbuf **)objs, n);
+    }
+}
+
+static void drain_rx(uint16_t pid)
+{
+    struct rte_mbuf *m[64];
+    for (int round = 0; round < DRAIN_ROUNDS; round++) {
+        uint16_t n = rte_eth_rx_burst(pid, 0, m, 64);
+        if (n == 0)
+            break;
+        free_frames(m, n);
+    }
+}
+
+static int find_pair(const char *name, int create)
+{
+    int free_slot = -1;
+    for (int i = 0; i < MAX_PAIRS; i++) {
+        if (pairs[i].r[0] && strcmp(pairs[i].name, name) == 0)
+            return i;
+        if (!pairs[i].r[0] && free_slot < 0)
+            free_slot = i;
+    }
+    if (!create || free_slot < 0)
+        return -1;
+    ring_pair *p = &pairs[free_slot];
+    snprintf(p->name, sizeof(p->name), "%s", name);
+    for (int e = 0; e < 2; e++) {
+        char rn[RTE_RING_NAMESIZE];
+        snprintf(rn, sizeof(rn), "pkr_%s_%d", name, e);
+        p->r[e] = rte_ring_create(rn, RING_SIZE, (int)main_socket(), RING_F_SP_ENQ | RING_F_SC_DEQ);
+        if (!p->r[e]) {
+            if (e == 1) {
+                rte_ring_free(p->r[0]);
+                p->r[0] = NULL;
+            }
+            return -2;
+        }
+    }
+    p->open[0] = p->open[1] = 0;
+    return free_slot;
+}
+
+static void release_pair(int i)
+{
+    ring_pair *p = &pairs[i];
+    if (p->open[0] || p->open[1])
+        return;
+    for (int e = 0; e < 2; e++) {
+        drain_ring(p->r[e]);
+        rte_ring_free(p->r[e]);
+        p->r[e] = NULL;
+    }
+    p->name[0] = 0;
+}
+
+static int lookup_from_rings(char *err, size_t errlen)
+{
+    if (from_rings)
+        return 0;
+    /* net_ring is autoloaded from the PMD directory: find that copy by its soname,
+     * so the driver is never registered twice */
+    void *h = dlopen("librte_net_ring.so.23", RTLD_NOW | RTLD_NOLOAD);
+    if (!h)
+        h = dlopen("librte_net_ring.so.23", RTLD_NOW);
+    if (!h) {
+        set_err(err, errlen, "ring pairs need DPDK's net_ring PMD (librte_net_ring): %s", dlerror());
+        return -1;
+    }
+    from_rings = (from_rings_fn)dlsym(h, "rte_eth_from_rings");
+    if (!from_rings) {
+        set_err(err, errlen, "librte_net_ring has no rte_eth_from_rings");
+        return -1;
+    }
+    return 0;
+}
+
+/* "ring:NAME:0|1" */
+static int parse_ring(const char *dev, char *name, size_t namelen, int *end)
+{
+    if (strncmp(dev, "ring:", 5) != 0)
+        return 0;
+    const char *s = dev + 5, *colon = strrchr(s, ':');
+    if (!colon || colon == s || (size_t)(colon - s) >= namelen || (size_t)(colon - s) > 16)
+        return -1;
+    if (strcmp(colon + 1, "0") != 0 && strcmp(colon + 1, "1") != 0)
+        return -1;
+    for (const char *c = s; c < colon; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_'))
+            return -1;
+    memcpy(name, s, (size_t)(colon - s));
+    name[colon - s] = 0;
+    *end = colon[1] - '0';
+    return 1;
+}
+
+/* Run a port's control calls inside its network namespace: af_packet and tap
+ * make their sockets and ioctls (flags, MTU) in the calling thread's namespace. */
+static int netns_enter(const char *netns, int *home, const char *dev, char *err, size_t errlen)
+{
+    *home = -1;
+    if (!netns || !netns[0])
+        return 0;
+    int target = open(netns, O_RDONLY | O_CLOEXEC);
+    *home = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    if (target < 0 || *home < 0 || setns(target, CLONE_NEWNET) != 0) {
+        set_err(err, errlen, "port %s: enter network namespace %s: %s", dev, netns, strerror(errno));
+        if (target >= 0)
+            close(target);
+        if (*home >= 0)
+            close(*home);
+        *home = -1;
+        return -1;
+    }
+    close(target);
+    return 0;
+}
+
+static void netns_leave(int home)
+{
+    if (home < 0)
+        return;
+    if (setns(home, CLONE_NEWNET) != 0) /* cannot happen with our own fd */
+        abort();                        /* never leave the caller's thread in a lab */
+    close(home);
+}
+
+static int probe(const char *dev, char *err, size_t errlen)
+{
+    int rc = rte_dev_probe(dev);
+    if (rc < 0) {
+        set_err(err, errlen, "port %s: rte_dev_probe failed: %s (the DPDK log on stderr says more)",
+                dev, rte_strerror(-rc));
+        return -1;
+    }
+    return 0;
+}
+
+static int setup_queues(pk_dpdk_port *p, const char *dev, char *err, size_t errlen)
+{
+    struct rte_eth_conf conf;
+    memset(&conf, 0, sizeof(conf));
+    int rc = rte_eth_dev_configure(p->pid, 1, 1, &conf);
+    uint16_t nrx = NB_DESC, ntx = NB_DESC;
+    if (rc == 0)
+        rc = rte_eth_dev_adjust_nb_rx_tx_desc(p->pid, &nrx, &ntx);
+    if (rc == 0)
+        rc = rte_eth_rx_queue_setup(p->pid, 0, nrx, main_socket(), NULL, pool);
+    if (rc == 0)
+        rc = rte_eth_tx_queue_setup(p->pid, 0, ntx, main_socket(), NULL);
+    if (rc == 0)
+        rc = rte_eth_dev_start(p->pid);
+    if (rc == 0)
+        p->started = 1;
+    if (rc != 0) {
+        set_err(err, errlen, "port %s: configure/start failed: %s", dev, rte_strerror(rc < 0 ? -rc : rc));
+        return -1;
+    }
+    rte_eth_stats_reset(p->pid);
+    struct rte_ether_addr a;
+    memset(&a, 0, sizeof(a));
+    rte_eth_macaddr_get(p->pid, &a);
+    memcpy(p->mac, a.addr_bytes, 6);
+    static const uint8_t zero[6];
+    if (memcmp(p->mac, zero, 6) == 0) {
+        /* rings have no address: a locally administered one, unique per port id */
+        const uint8_t mac[6] = { 0x02, 0x70, 0x6b, 0x00, (uint8_t)(p->pid >> 8), (uint8_t)p->pid };
+        memcpy(p->mac, mac, 6);
+    }
+    return 0;
+}
+
+static void unplug(pk_dpdk_port *p)
+{
+    int home = -1;
+    netns_enter(p->netns, &home, p->name, NULL, 0);
+    if (p->started) {
+        drain_rx(p->pid);
+        rte_eth_dev_stop(p->pid);
+        p->started = 0;
+    }
+    rte_eth_dev_close(p->pid);
+    rte_eal_hotplug_remove("vdev", p->name);
+    netns_leave(home);
+}
+
+pk_dpdk_port *pk_dpdk_port_open(const char *dev, const char *netns, char *err, size_t errlen)
+{
+    if (need_pool(err, errlen) != 0)
+        return NULL;
+    pk_dpdk_port *p = calloc(1, sizeof(*p));
+    if (!p) {
+        set_err(err, errlen, "out of memory");
+        return NULL;
+    }
+    p->pair = -1;
+    char rname[20];
+    int end = 0;
+    int ring = parse_ring(dev, rname, sizeof(rname), &end);
+    pthread_mutex_lock(&ports_lock);
+    if (ring < 0) {
+        set_err(err, errlen, "port %s: a ring pair end is ring:NAME:0 or ring:NAME:1 "
+                "(NAME: 1-16 of a-z 0-9 _)", dev);
+        goto fail;
+    }
+    if (ring > 0) {
+        if (lookup_from_rings(err, errlen) != 0)
+            goto fail;
+        int i = find_pair(rname, 1);
+        if (i == -2) {
+            set_err(err, errlen, "port %s: cannot make its rings: %s", dev, rte_strerror(rte_errno));
+            goto fail;
+        }
+        if (i < 0) {
+            set_err(err, errlen, "port %s: at most %d ring pairs at once", dev, MAX_PAIRS);
+            goto fail;
+        }
+        if (pairs[i].open[end]) {
+            set_err(err, errlen, "port %s is already open", dev);
+            goto fail;
+        }
+        char ename[32];
+        snprintf(ename, sizeof(ename), "pk%s_%d", rname, end);
+        snprintf(p->name, sizeof(p->name), "net_ring_%s", ename);
+        int pid = from_rings(ename, &pairs[i].r[end], 1, &pairs[i].r[1 - end], 1, main_socket());
+        if (pid < 0) {
+            release_pair(i);
+            set_err(err, errlen, "port %s: rte_eth_from_rings failed: %s", dev, rte_strerror(rte_errno));
+            goto fail;
+        }
+        p->pid = (uint16_t)pid;
+        p->pair = i;
+        p->end = end;
+        pairs[i].open[end] = 1;
+        drain_ring(pairs[i].r[end]); /* nothing stale from an earlier life of this end */
+    } else {
+        size_t n = strcspn(dev, ",");
+        if (n == 0 || n >= sizeof(p->name)) {
+            set_err(err, errlen, "port %s: no device name before the first comma", dev);
+            goto fail;
+        }
+        memcpy(p->name, dev, n);
+        p->name[n] = 0;
+        uint16_t pid;
+        if (rte_eth_dev_get_port_by_name(p->name, &pid) == 0) {
+            set_err(err, errlen, "port %s is already open", p->name);
+            goto fail;
+        }
+        if (netns && netns[0]) {
+            if (strlen(netns) >= sizeof(p->netns)) {
+                set_err(err, errlen, "port %s: netns path too long", dev);
+                goto fail;
+            }
+            snprintf(p->netns, sizeof(p->netns), "%s", netns);
+        }
+        int home;
+        if (netns_enter(p->netns, &home, dev, err, errlen) != 0)
+            goto fail;
+        int rc = probe(dev, err, errlen);
+        netns_leave(home);
+        if (rc != 0)
+            goto fail;
+        if (rte_eth_dev_get_port_by_name(p->name, &pid) != 0) {
+            rte_eal_hotplug_remove("vdev", p->name);
+            set_err(err, errlen, "port %s: probed, but it made no ethdev called %s "
+                    "(only Ethernet vdevs are ports)", dev, p->name);
+            goto fail;
+        }
+        p->pid = pid;
+    }
+    int home, rc;
+    if (netns_enter(p->netns, &home, dev, err, errlen) != 0) {
+        rc = -1;
+    } else {
+        rc = setup_queues(p, dev, err, errlen);
+        netns_leave(home);
+    }
+    if (rc != 0) {
+        unplug(p);
+        if (p->pair >= 0) {
+            pairs[p->pair].open[p->end] = 0;
+            release_pair(p->pair);
+        }
+        goto fail;
+    }
+    nports_open++;
+    pthread_mutex_unlock(&ports_lock);
+    return p;
+fail:
+    pthread_mutex_unlock(&ports_lock);
+    free(p);
+    return NULL;
+}
+
+void pk_dpdk_port_close(pk_dpdk_port *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&ports_lock);
+    unplug(p);
+    if (p->pair >= 0) {
+        pairs[p->pair].open[p->end] = 0;
+        release_pair(p->pair);
+    }
+    nports_open--;
+    pthread_mutex_unlock(&ports_lock);
+    free(p);
+}
+
+int pk_dpdk_port_id(const pk_dpdk_port *p) { return p->pid; }
+const char *pk_dpdk_port_name(const pk_dpdk_port *p) { return p->name; }
+void pk_dpdk_port_mac(const pk_dpdk_port *p, uint8_t mac[6]) { memcpy(mac, p->mac, 6); }
+void pk_dpdk_port_set_ip(pk_dpdk_port *p, uint32_t ip) { p->ip = ip; }
+int pk_dpdk_port_busy(const pk_dpdk_port *p) { return __atomic_load_n(&p->busy, __ATOMIC_ACQUIRE); }
+
+int pk_dpdk_port_stats(const pk_dpdk_port *p, uint64_t out[5])
+{
+    struct rte_eth_stats st;
+    memset(&st, 0, sizeof(st));
+    if (rte_eth_stats_get(p->pid, &st) != 0)
+        return -1;
+    out[0] = st.ipackets;
+    out[1] = st.opackets;
+    out[2] = st.ierrors;
+    out[3] = st.oerrors;
+    out[4] = st.imissed;
+    return 0;
+}
+
+int pk_dpdk_port_send(pk_dpdk_port *p, const uint8_t *buf, const uint32_t *lens, int n)
+{
+    if (pk_dpdk_port_busy(p) || n < 0)
+        return -1;
+    struct rte_mbuf *m[64];
+    int sent = 0;
+    size_t off = 0;
+    while (sent < n) {
+        int k = 0;
+        for (; k < 64 && sent + k < n; k++) {
+            uint32_t len = lens[sent + k];
+            m[k] = rte_pktmbuf_alloc(pool);
+            if (!m[k])
+                break;
+            char *d = rte_pktmbuf_append(m[k], (uint16_t)(len > 0xffff ? 0xffff : len));
+            if (!d) {  /* longer than one buffer */
+                rte_pktmbuf_free(m[k]);
+                break;
+            }
+            memcpy(d, buf + off, len);
+            off += len;
+        }
+        if (k == 0)
+            break;
+        uint16_t done = rte_eth_tx_burst(p->pid, 0, m, (uint16_t)k);
+        free_frames(m + done, (unsigned)(k - done));
+        sent += done;
+        if (done < k)
+            break;
+    }
+    return sent;
+}
+
+int pk_dpdk_port_recv(pk_dpdk_port *p, uint8_t *buf, size_t cap, uint32_t *lens, int max)
+{
+    if (pk_dpdk_port_busy(p) || max <= 0)
+        return -1;
+    struct rte_mbuf *m[64];
+    uint16_t n = rte_eth_rx_burst(p->pid, 0, m, (uint16_t)(max < 64 ? max : 64));
+    size_t off = 0;
+    for (uint16_t i = 0; i < n; i++) {
+        uint32_t len = rte_pktmbuf_pkt_len(m[i]);
+        if (len > cap - off)
+            len = (uint32_t)(cap - off);
+        const void *d = rte_pktmbuf_read(m[i], 0, len, buf + off);
+        if (d && d != buf + off)
+            memcpy(buf + off, d, len);
+        lens[i] = len;
+        off += len;
+        rte_pktmbuf_free(m[i]);
+    }
+    return n;
+}
+
+/* --------------------------------------------------------------- engine */
+
+typedef struct flow_state {
+    uint64_t next;               /* highest sequence seen + 1 */
+    uint64_t last_lat;           /* for jitter */
+    uint64_t seen[SEQ_WORDS];    /* bit s % SEQ_WINDOW: s in [next-W, next) arrived */
+} flow_state;
+
+typedef struct worker {
+    /* the counters first: one cache-line-aligned block, this worker writes it */
+    pk_counter_block c;
+    pk_hist hist;
+
+    pk_dpdk_worker_cfg cfg;
+    struct pk_dpdk_engine *engine;
+    pk_dpdk_port *port;
+    uint16_t pid;
+    pthread_t thread;
+    int started;
+    int running;                 /* atomic: 1 while the thread runs */
+    int done_sending;            /* atomic: a generator sets it when it stops sending */
+
+    /* GEN */
+    uint8_t *tmpl;               /* the frame, without the FCS */
+    uint32_t frame_len;
+    uint32_t hdr_len;            /* PK_WIRE_HDR_LEN or PK_WIRE_SHORT_LEN */
+    uint64_t udp_base;           /* checksum of the template without sport and header */
+    uint64_t *flow_seq;          /* next sequence per flow = frames sent per flow */
+    uint32_t next_flow;
+    struct rte_mbuf *pend[PK_DPDK_MAX_BURST];  /* built, not yet taken by the port */
+    uint32_t npend;
+    uint8_t dst_mac[6];
+    int resolving, resolved, dst_broadcast;
+
+    /* RXONLY, and GEN with track */
+    flow_state *flows;
+    uint32_t nflows;
+    uint64_t drop_ctr;
+    uint64_t lat_min;
+
+    /* CPU and NIC accounting */
+    uint64_t wall0, busy, last_flush, last_nic;
+    uint64_t nic_base[3];
+    int cpu_frozen;
+
+    char err[256];
+} worker;
+
+struct pk_dpdk_engine {
+    int n;
+    worker *w;
+    int stop;                    /* atomic: user asked to stop */
+    timebase tb;
+    uint64_t hard_end;           /* TSC */
+    int settled;
+};
+
+static inline int stopping(const worker *w)
+{
+    return __atomic_load_n(&w->engine->stop, __ATOMIC_RELAXED);
+}
+
+/* ------------------------------------------------------------ checksums */
+
+/* One's complement sum of 16-bit words as they lie in memory (RFC 1071: the
+ * sum is byte-order independent; store the folded result as is). */
+static inline uint64_t sum16(const void *buf, size_t len, uint64_t sum)
+{
+    const uint8_t *p = buf;
+    while (len > 1) {
+        uint16_t x;
+        memcpy(&x, p, 2);
+        sum += x;
+        p += 2;
+        len -= 2;
+    }
+    if (len) {
+        uint16_t x = 0;
+        memcpy(&x, p, 1);
+        sum += x;
+    }
+    return sum;
+}
+
+static inline uint16_t fold(uint64_t sum)
+{
+    while (sum >> 16)
+        sum = (sum & 0xffff) + (sum >> 16);
+    return (uint16_t)sum;
+}
+
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "words32/words64 assume a little-endian host");
+
+/* The 16-bit words of a host-order value as they lie in memory, summed
+ * (little-endian hosts: memory word k is bits 16k..16k+15). */
+static inline uint64_t words32(uint32_t v) { return (v & 0xffff) + (v >> 16); }
+static inline uint64_t words64(uint64_t v) { return words32((uint32_t)v) + words32((uint32_t)(v >> 32)); }
+
+static inline uint16_t rd16(const uint8_t *p) { return (uint16_t)((p[0] << 8) | p[1]); }
+static inline void wr16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v >> 8); p[1] = (uint8_t)v; }
+
+/* ------------------------------------------------------------ accounting */
+
+static inline void record_latency(worker *w, uint64_t lat, uint64_t *last_lat)
+{
+    pk_hist_add(&w->hist, lat);
+    pk_add(&w->c, PK_lat_count, 1);
+    pk_add(&w->c, PK_lat_sum_ns, lat);
+    if (w->lat_min == 0 || lat < w->lat_min) {
+        w->lat_min = lat ? lat : 1;
+        pk_set(&w->c, PK_lat_min_ns, w->lat_min);
+    }
+    if (lat > pk_read(&w->c, PK_lat_max_ns))
+        pk_set(&w->c, PK_lat_max_ns, lat);
+    if (*last_lat)
+        pk_add(&w->c, PK_jitter_sum_ns, lat > *last_lat ? lat - *last_lat : *last_lat - lat);
+    *last_lat = lat;
+}
+
+static inline int seen_get(const flow_state *f, uint64_t s)
+{
+    return (f->seen[(s % SEQ_WINDOW) / 64] >> (s % 64)) & 1;
+}
+
+static inline void seen_put(flow_state *f, uint64_t s, int v)
+{
+    uint64_t bit = 1ull << (s % 64);
+    uint64_t *word = &f->seen[(s % SEQ_WINDOW) / 64];
+    *word = v ? (*word | bit) : (*word & ~bit);
+}
+
+static uint64_t window_missing(const flow_state *f)
+{
+    uint64_t have = 0;
+    for (int i = 0; i < SEQ_WORDS; i++)
+        have += (uint64_t)__builtin_popcountll(f->seen[i]);
+    uint64_t span = f->next < SEQ_WINDOW ? f->next : SEQ_WINDOW;
+    return span - have;
+}
+
+/* The socket engine's accounting: a sequence number is lost only once it leaves
+ * the window unseen, so counters never go back; an arrival older than the
+ * window counts as reordered (it was already declared lost). */
+static inline void seq_arrive(flow_state *f, uint64_t s, uint64_t *lost, uint64_t *dup, uint64_t *reorder)
+{
+    if (s >= f->next) {
+        if (s - f->next >= SEQ_WINDOW) {
+            *lost += window_missing(f) + (s + 1 - SEQ_WINDOW - f->next);
+            memset(f->seen, 0, sizeof(f->seen));
+        } else {
+            for (uint64_t t = f->next, k = s - f->next + 1; k > 0; t++, k--) {
+                if (t >= SEQ_WINDOW && !seen_get(f, t - SEQ_WINDOW))
+                    (*lost)++;
+                seen_put(f, t, 0);
+            }
+        }
+        seen_put(f, s, 1);
+        f->next = s + 1;
+    } else if (f->next - s > SEQ_WINDOW) {
+        (*reorder)++;
+    } else if (seen_get(f, s)) {
+        (*dup)++;
+    } else {
+        seen_put(f, s, 1);
+        (*reorder)++;
+    }
+}
+
+/* The 64-bit sequence nearest to the flow's next from its low 32 bits. */
+static inline uint64_t seq_widen(uint64_t next, uint32_t lo)
+{
+    uint64_t s = (next & ~0xffffffffull) | lo;
+    if (s > next && s - next > 0x80000000ull && s >= 0x100000000ull)
+        s -= 0x100000000ull;
+    else if (s < next && next - s > 0x80000000ull)
+        s += 0x100000000ull;
+    return s;
+}
+
+static inline void flush_cpu(worker *w, uint64_t now)
+{
+    const timebase *tb = &w->engine->tb;
+    w->last_flush = now;
+    if (w->cpu_frozen)
+        return;
+    pk_set(&w->c, PK_cpu_busy_ns, tb_cyc_ns(tb, w->busy));
+    pk_set(&w->c, PK_cpu_wall_ns, tb_cyc_ns(tb, now - w->wall0));
+}
+
+static void read_nic(worker *w, uint64_t now, int base)
+{
+    struct rte_eth_stats st;
+    memset(&st, 0, sizeof(st));
+    w->last_nic = now;
+    if (rte_eth_stats_get(w->pid, &st) != 0)
+        return;
+    if (base) {
+        w->nic_base[0] = st.ierrors;
+        w->nic_base[1] = st.oerrors;
+        w->nic_base[2] = st.imissed;
+        return;
+    }
+    pk_set(&w->c, PK_nic_ierrors, st.ierrors - w->nic_base[0]);
+    pk_set(&w->c, PK_nic_oerrors, st.oerrors - w->nic_base[1]);
+    pk_set(&w->c, PK_nic_imissed, st.imissed - w->nic_base[2]);
+}
+
+/* Counters, once per rx burst. */
+typedef struct rx_acc {
+    uint64_t pkts, bytes, udp, tcp, arp, icmp, other, bad, lost, dup, reorder;
+} rx_acc;
+
+/* --------------------------------------------------------------- receive */
+
+enum { ACT_FREE = 0, ACT_REPLY, ACT_REFLECT };
+
+static void track_payload(worker *w, const uint8_t *pl, uint32_t plen, uint64_t now_ns, rx_acc *a)
+{
+    uint32_t magic;
+    if (plen < PK_WIRE_SHORT_LEN)
+        return;
+    memcpy(&magic, pl, 4);
+    uint32_t flow;
+    uint64_t seq, lat;
+    if (magic == PK_WIRE_MAGIC && plen >= PK_WIRE_HDR_LEN) {
+        pk_wire_hdr h;
+        memcpy(&h, pl, sizeof(h));
+        if (h.flow >= w->nflows)
+            return;
+        flow = h.flow;
+        seq = h.seq;
+        lat = now_ns >= h.tx_ns ? now_ns - h.tx_ns : UINT64_MAX;
+    } else if (magic == PK_WIRE_SHORT_MAGIC) {
+        pk_wire_short h;
+        memcpy(&h, pl, sizeof(h));
+        if (h.flow >= w->nflows)
+            return;
+        flow = h.flow;
+        seq = seq_widen(w->flows[flow].next, h.seq_lo);
+        uint32_t d = (uint32_t)now_ns - h.tx_ns_lo;
+        lat = d < 0x80000000u ? d : UINT64_MAX;  /* a timestamp "from the future": skip */
+    } else {
+        return;
+    }
+    flow_state *f = &w->flows[flow];
+    seq_arrive(f, seq, &a->lost, &a->dup, &a->reorder);
+    if (lat != UINT64_MAX)
+        record_latency(w, lat, &f->last_lat);
+}
+
+/* ARP: answer requests for the port's address; a resolving generator takes the
+ * reply for its destination. */
+static int handle_arp(worker *w, uint8_t *d, uint32_t len, rx_acc *a)
+{
+    if (len < ETH_LEN + 28) {
+        a->bad++;
+        return ACT_FREE;
+    }
+    uint8_t *arp = d + ETH_LEN;
+    if (rd16(arp) != 1 || rd16(arp + 2) != 0x0800 || arp[4] != 6 || arp[5] != 4) {
+        a->bad++;
+        return ACT_FREE;
+    }
+    a->arp++;
+    uint16_t op = rd16(arp + 6);
+    uint32_t spa, tpa;
+    memcpy(&spa, arp + 14, 4);
+    memcpy(&tpa, arp + 24, 4);
+    const uint32_t me = w->port->ip;
+    if (op == 2 && w->resolving && spa == w->cfg.dst_ip) {
+        memcpy(w->dst_mac, arp + 8, 6);
+        w->resolved = 1;
+        return ACT_FREE;
+    }
+    if (op != 1 || me == 0 || tpa != me)
+        return ACT_FREE;
+    /* reply in place: tha = sha, tpa = spa, sha = us, spa = our address */
+    wr16(arp + 6, 2);
+    memcpy(arp + 18, arp + 8, 6);
+    memcpy(arp + 24, &spa, 4);
+    memcpy(arp + 8, w->port->mac, 6);
+    memcpy(arp + 14, &me, 4);
+    memcpy(d, arp + 18, 6);
+    memcpy(d + 6, w->port->mac, 6);
+    return ACT_REPLY;
+}
+
+static int handle_frame(worker *w, struct rte_mbuf *m, uint64_t now_ns, rx_acc *a)
+{
+    uint8_t *d = rte_pktmbuf_mtod(m, uint8_t *);
+    const uint32_t len = rte_pktmbuf_data_len(m);   /* headers must lie in the first segment */
+    const uint32_t pkt_len = rte_pktmbuf_pkt_len(m);
+    if (len < ETH_LEN) {
+        a->bad++;
+        return ACT_FREE;
+    }
+    uint16_t type = rd16(d + 12);
+    if (type == 0x0806)
+        return handle_arp(w, d, len, a);
+    if (type != 0x0800) {
+        a->other++;
+        return ACT_FREE;
+    }
+    /* IPv4: version, IHL, total length, checksum, fragments */
+    if (len < ETH_LEN + IP_LEN) {
+        a->bad++;
+        return ACT_FREE;
+    }
+    uint8_t *ip = d + ETH_LEN;
+    uint32_t ihl = (uint32_t)(ip[0] & 15) * 4;
+    uint32_t tot = rd16(ip + 2);
+    if ((ip[0] >> 4) != 4 || ihl < IP_LEN || ETH_LEN + ihl > len || tot < ihl || ETH_LEN + tot > pkt_len) {
+        a->bad++;
+        return ACT_FREE;
+    }
+    if (fold(sum16(ip, ihl, 0)) != 0xffff) {
+        a->bad++;
+        return ACT_FREE;
+    }
+    if ((rd16(ip + 6) & 0x3fff) != 0) {  /* MF or an offset: fragments are not reassembled */
+        a->bad++;
+        return ACT_FREE;
+    }
+    uint8_t proto = ip[9];
+    uint8_t *l4 = ip + ihl;
+    uint32_t l4len = tot - ihl;
+    uint32_t l4room = len - ETH_LEN - ihl;  /* bytes of L4 in the first segment */
+    uint32_t dst;
+    memcpy(&dst, ip + 16, 4);
+    const uint32_t me = w->port->ip;
+    if (proto == 17) {
+        if (l4len < UDP_LEN || l4room < UDP_LEN) {
+            a->bad++;
+            return ACT_FREE;
+        }
+        uint32_t ulen = rd16(l4 + 4);
+        if (ulen < UDP_LEN || ulen > l4len) {
+            a->bad++;
+            return ACT_FREE;
+        }
+        if (w->cfg.role == PK_DPDK_RXONLY && w->cfg.drop_every && ++w->drop_ctr % w->cfg.drop_every == 0)
+            return -1;  /* the test hook's lossy link: never seen */
+        a->udp++;
+        uint32_t plen = ulen - UDP_LEN;
+        if (plen > l4room - UDP_LEN)
+            plen = l4room - UDP_LEN;
+        if (w->flows)
+            track_payload(w, l4 + UDP_LEN, plen, now_ns, a);
+        if (w->cfg.role == PK_DPDK_REVERSE && me != 0 && dst == me) {
+            uint8_t t6[6];
+            uint8_t t4[4];
+            uint8_t t2[2];
+            memcpy(t6, d, 6); memcpy(d, d + 6, 6); memcpy(d + 6, t6, 6);
+            memcpy(t4, ip + 12, 4); memcpy(ip + 12, ip + 16, 4); memcpy(ip + 16, t4, 4);
+            memcpy(t2, l4, 2); memcpy(l4, l4 + 2, 2); memcpy(l4 + 2, t2, 2);
+            /* swaps keep both checksums: the sums are the same */
+            return ACT_REFLECT;
+        }
+        return ACT_FREE;
+    }
+    if (proto == 6) {
+        a->tcp++;
+        return ACT_FREE;
+    }
+    if (proto == 1) {
+        if (l4len < 8 || l4room < 8) {
+            a->bad++;
+            return ACT_FREE;
+        }
+        a->icmp++;
+        if (l4[0] != 8 || l4[1] != 0 || me == 0 || dst != me || m->nb_segs != 1 || l4len > l4room)
+            return ACT_FREE;
+        if (fold(sum16(l4, l4len, 0)) != 0xffff) {
+            a->icmp--;
+            a->bad++;
+            return ACT_FREE;
+        }
+        /* echo reply: swap addresses, type 0, checksum +0x0800, drop any padding */
+        uint8_t t6[6];
+        uint8_t t4[4];
+        memcpy(t6, d, 6); memcpy(d, d + 6, 6); memcpy(d + 6, t6, 6);
+        memcpy(t4, ip + 12, 4); memcpy(ip + 12, ip + 16, 4); memcpy(ip + 16, t4, 4);
+        memcpy(d + 6, w->port->mac, 6);
+        ip[8] = 64;
+        ip[10] = ip[11] = 0;
+        uint16_t c = (uint16_t)~fold(sum16(ip, ihl, 0));
+        memcpy(ip + 10, &c, 2);
+        l4[0] = 0;
+        uint32_t ck = (uint32_t)rd16(l4 + 2) + 0x0800;
+        ck = (ck & 0xffff) + (ck >> 16);
+        wr16(l4 + 2, (uint16_t)ck);
+        m->data_len = (uint16_t)(ETH_LEN + tot);
+        m->pkt_len = ETH_LEN + tot;
+        return ACT_REPLY;
+    }
+    a->other++;
+    return ACT_FREE;
+}
+
+/* One rx burst: count, parse, answer, reflect. Returns frames received. */
+static uint32_t rx_service(worker *w)
+{
+    struct rte_mbuf *rx[PK_DPDK_MAX_BURST], *refl[PK_DPDK_MAX_BURST], *rep[PK_DPDK_MAX_BURST];
+    uint16_t n = rte_eth_rx_burst(w->pid, 0, rx, (uint16_t)w->cfg.burst);
+    if (n == 0)
+        return 0;
+    uint64_t now_ns = tb_ns(&w->engine->tb, rte_rdtsc());
+    rx_acc a;
+    memset(&a, 0, sizeof(a));
+    uint32_t nrefl = 0, nrep = 0, dropped = 0;
+    uint32_t refl_len[PK_DPDK_MAX_BURST];
+    for (uint16_t i = 0; i < n; i++) {
+        struct rte_mbuf *m = rx[i];
+        if (i + 1 < n)
+            rte_prefetch0(rte_pktmbuf_mtod(rx[i + 1], void *));
+        int act = handle_frame(w, m, now_ns, &a);
+        if (act < 0) {
+            dropped++;
+            rte_pktmbuf_free(m);
+            continue;
+        }
+        a.pkts++;
+        a.bytes += rte_pktmbuf_pkt_len(m) + FCS_LEN;
+        if (act == ACT_REFLECT) {
+            refl_len[nrefl] = rte_pktmbuf_pkt_len(m) + FCS_LEN;
+            refl[nrefl++] = m;
+        } else if (act == ACT_REPLY) {
+            rep[nrep++] = m;
+        } else {
+            rte_pktmbuf_free(m);
+        }
+    }
+    if (nrefl) {
+        /* the lengths were taken before: once sent, a frame belongs to the receiver */
+        uint16_t k = rte_eth_tx_burst(w->pid, 0, refl, (uint16_t)nrefl);
+        free_frames(refl + k, nrefl - k);
+        uint64_t b = 0;
+        for (uint16_t i = 0; i < k; i++)
+            b += refl_len[i];
+        pk_add(&w->c, PK_pkts_tx, k);
+        pk_add(&w->c, PK_bytes_tx, b);
+        if (k < nrefl)
+            pk_add(&w->c, PK_drop_tx, nrefl - k);
+    }
+    if (nrep) {
+        uint16_t k = rte_eth_tx_burst(w->pid, 0, rep, (uint16_t)nrep);
+        free_frames(rep + k, nrep - k);
+    }
+    pk_add(&w->c, PK_pkts_rx, a.pkts);
+    pk_add(&w->c, PK_bytes_rx, a.bytes);
+    if (a.udp) pk_add(&w->c, PK_udp_rx, a.udp);
+    if (a.tcp) pk_add(&w->c, PK_tcp_rx, a.tcp);
+    if (a.arp) pk_add(&w->c, PK_arp_rx, a.arp);
+    if (a.icmp) pk_add(&w->c, PK_icmp_rx, a.icmp);
+    if (a.other) pk_add(&w->c, PK_other_rx, a.other);
+    if (a.bad) pk_add(&w->c, PK_bad_rx, a.bad);
+    if (a.lost) pk_add(&w->c, PK_seq_lost, a.lost);
+    if (a.dup) pk_add(&w->c, PK_seq_dup, a.dup);
+    if (a.reorder) pk_add(&w->c, PK_seq_reorder, a.reorder);
+    return n - dropped;
+}
+
+/* ------------------------------------------------------------- generator */
+
+/* The frame every generated one starts from: Ethernet, IPv4 (its checksum
+ * final), UDP without source port and checksum, a zero filler; and the
+ * checksum sum of everything in it that does not change per frame. */
+static void gen_template(worker *w)
+{
+    uint8_t *d = w->tmpl;
+    const uint32_t len = w->frame_len;
+    memset(d, 0, len);
+    memcpy(d, w->dst_mac, 6);
+    memcpy(d + 6, w->port->mac, 6);
+    wr16(d + 12, 0x0800);
+    uint8_t *ip = d + ETH_LEN;
+    ip[0] = 0x45;
+    wr16(ip + 2, (uint16_t)(len - ETH_LEN));
+    wr16(ip + 6, 0x4000);                    /* DF */
+    ip[8] = 64;
+    ip[9] = 17;
+    memcpy(ip + 12, &w->port->ip, 4);
+    memcpy(ip + 16, &w->cfg.dst_ip, 4);
+    uint16_t c = (uint16_t)~fold(sum16(ip, IP_LEN, 0));
+    memcpy(ip + 10, &c, 2);
+    uint8_t *udp = ip + IP_LEN;
+    wr16(udp + 2, w->cfg.dport);
+    wr16(udp + 4, (uint16_t)(len - ETH_LEN - IP_LEN));
+    const uint8_t proto[2] = { 0, 17 };
+    uint64_t s = sum16(ip + 12, 8, 0);       /* pseudo header: addresses, protocol, UDP length */
+    s = sum16(proto, 2, s);
+    s = sum16(udp + 4, 2, s);
+    s = sum16(udp, UDP_LEN, s);              /* source port and checksum are 0 here */
+    s = sum16(d + HDRS_LEN + w->hdr_len, len - HDRS_LEN - w->hdr_len, s);
+    w->udp_base = s;
+}
+
+/* Build n frames at the end of the pending list; returns how many (0 when the
+ * pool is empty for now). */
+static uint32_t gen_build(worker *w, uint32_t n, uint64_t now_ns)
+{
+    struct rte_mbuf **slot = w->pend + w->npend;
+    if (rte_pktmbuf_alloc_bulk(pool, slot, n) != 0)
+        return 0;
+    const uint32_t len = w->frame_len, flows = w->cfg.flows;
+    for (uint32_t i = 0; i < n; i++) {
+        struct rte_mbuf *m = slot[i];
+        uint8_t *d = rte_pktmbuf_mtod(m, uint8_t *);
+        rte_memcpy(d, w->tmpl, len);
+        m->data_len = (uint16_t)len;
+        m->pkt_len = len;
+        uint32_t f = w->next_flow;
+        w->next_flow = f + 1 == flows ? 0 : f + 1;
+        uint64_t seq = w->flow_seq[f];
+        __atomic_store_n(&w->flow_seq[f], seq + 1, __ATOMIC_RELAXED);
+        uint8_t *udp = d + ETH_LEN + IP_LEN, *pl = d + HDRS_LEN;
+        const uint16_t sp = (uint16_t)(w->cfg.sport + f);
+        wr16(udp, sp);
+        /* the header's words summed from registers (memory order = host order
+         * here), not read back from the frame just written */
+        uint64_t sum = w->udp_base + (uint16_t)((sp >> 8) | (sp << 8));
+        if (w->hdr_len == PK_WIRE_HDR_LEN) {
+            const pk_wire_hdr h = { PK_WIRE_MAGIC, f, seq, now_ns };
+            memcpy(pl, &h, sizeof(h));
+            sum += words32(PK_WIRE_MAGIC) + words32(f) + words64(seq) + words64(now_ns);
+        } else {
+            const pk_wire_short h = { PK_WIRE_SHORT_MAGIC, f, (uint32_t)seq, (uint32_t)now_ns };
+            memcpy(pl, &h, sizeof(h));
+            sum += words32(PK_WIRE_SHORT_MAGIC) + words32(f) + words32((uint32_t)seq) + words32((uint32_t)now_ns);
+        }
+        uint16_t c = (uint16_t)~fold(sum);
+        if (c == 0)
+            c = 0xffff;
+        memcpy(udp + 6, &c, 2);
+    }
+    w->npend += n;
+    return n;
+}
+
+/* Frames built but never taken by the port: give their sequence numbers back
+ * (they are the newest of their flows), so sent is exactly what left. */
+static void gen_unbuild(worker *w)
+{
+    for (uint32_t i = 0; i < w->npend; i++) {
+        const uint8_t *d = rte_pktmbuf_mtod(w->pend[i], const uint8_t *);
+        uint32_t f = (uint16_t)(rd16(d + ETH_LEN + IP_LEN) - w->cfg.sport);
+        if (f < w->cfg.flows)
+            __atomic_store_n(&w->flow_seq[f], w->flow_seq[f] - 1, __ATOMIC_RELAXED);
+        rte_pktmbuf_free(w->pend[i]);
+    }
+    if (w->npend)
+        pk_add(&w->c, PK_drop_tx, w->npend);
+    w->npend = 0;
+}
+
+static void send_arp_request(worker *w)
+{
+    struct rte_mbuf *m = rte_pktmbuf_alloc(pool);
+    if (!m)
+        return;
+    uint8_t *d = (uint8_t *)rte_pktmbuf_append(m, 60);
+    if (!d) {
+        rte_pktmbuf_free(m);
+        return;
+    }
+    memset(d, 0, 60);
+    memset(d, 0xff, 6);
+    memcpy(d + 6, w->port->mac, 6);
+    wr16(d + 12, 0x0806);
+    uint8_t *arp = d + ETH_LEN;
+    wr16(arp, 1);
+    wr16(arp + 2, 0x0800);
+    arp[4] = 6;
+    arp[5] = 4;
+    wr16(arp + 6, 1);
+    memcpy(arp + 8, w->port->mac, 6);
+    memcpy(arp + 14, &w->port->ip, 4);
+    memcpy(arp + 24, &w->cfg.dst_ip, 4);
+    if (rte_eth_tx_burst(w->pid, 0, &m, 1) == 0)
+        rte_pktmbuf_free(m);
+}
+
+/* The destination MAC: given, the peer port's, or asked by ARP for up to
+ * PK_DPDK_ARP_NS; nobody answering means broadcast. */
+static void gen_resolve(worker *w)
+{
+    const timebase *tb = &w->engine->tb;
+    if (w->cfg.dst_mac_set) {
+        memcpy(w->dst_mac, w->cfg.dst_mac, 6);
+        w->resolved = 1;
+        return;
+    }
+    if (w->cfg.peer >= 0) {
+        memcpy(w->dst_mac, w->engine->w[w->cfg.peer].port->mac, 6);
+        w->resolved = 1;
+        return;
+    }
+    w->resolving = 1;
+    uint64_t start = rte_rdtsc(), end = start + tb_cycles(tb, PK_DPDK_ARP_NS), next = start;
+    while (!w->resolved && !stopping(w)) {
+        uint64_t now = rte_rdtsc();
+        if (now >= end)
+            break;
+        if (now >= next) {
+            send_arp_request(w);
+            next = now + tb_cycles(tb, ARP_RETRY_NS);
+        }
+        rx_service(w);
+    }
+    w->resolving = 0;
+    if (!w->resolved) {
+        memset(w->dst_mac, 0xff, 6);
+        w->dst_broadcast = 1;
+    }
+}
+
+static int feeders_done(const worker *w, int *any)
+{
+    const pk_dpdk_engine *e = w->engine;
+    int me = (int)(w - e->w);
+    *any = 0;
+    for (int j = 0; j < e->n; j++) {
+        if (e->w[j].cfg.role != PK_DPDK_GEN || e->w[j].cfg.peer != me)
+            continue;
+        *any = 1;
+        if (!__atomic_load_n(&e->w[j].done_sending, __ATOMIC_ACQUIRE))
+            return 0;
+    }
+    return 1;
+}
+
+static inline void housekeeping(worker *w, uint64_t now, uint64_t flush_c, uint64_t nic_c)
+{
+    if (now - w->last_flush < flush_c)
+        return;
+    flush_cpu(w, now);
+    if (now - w->last_nic >= nic_c)
+        read_nic(w, now, 0);
+}
+
+/* A generator whose frames come back: receive until they have all had time to
+ * return. With the reflector in this engine: until it has finished and our rx
+ * has then been quiet; else quiet QUIET_NS after done_at. Bounded by the hard end. */
+static void receive_until_quiet(worker *w, uint64_t done_at)
+{
+    const timebase *tb = &w->engine->tb;
+    const uint64_t quiet = tb_cycles(tb, QUIET_NS), hard = w->engine->hard_end;
+    const worker *peer = w->cfg.peer >= 0 ? &w->engine->w[w->cfg.peer] : NULL;
+    uint64_t last = done_at, peer_done_at = peer ? 0 : done_at;
+    uint32_t idle = 0;
+    for (;;) {
+        uint64_t now = rte_rdtsc();
+        if (rx_service(w)) {
+            last = now;
+            idle = 0;
+        } else if (++idle >= IDLE_YIELD) {
+            idle = 0;
+            sched_yield();
+        }
+        if (now >= hard)
+            break;
+        if (!peer_done_at) {
+            if (__atomic_load_n(&peer->running, __ATOMIC_ACQUIRE))
+                continue;
+            peer_done_at = rte_rdtsc();  /* everything it sent is on its way to us now */
+            continue;
+        }
+        uint64_t since = last > peer_done_at ? last : peer_done_at;
+        if (now > since && now - since >= quiet)
+            break;
+    }
+}
+
+static void run_gen(worker *w)
+{
+    const timebase *tb = &w->engine->tb;
+    gen_resolve(w);
+    memcpy(w->tmpl, w->dst_mac, 6);
+    const uint64_t flush_c = tb_cycles(tb, FLUSH_NS), nic_c = tb_cycles(tb, NIC_EVERY_NS);
+    const double per_cycle = w->cfg.rate > 0 ? w->cfg.rate / (double)tb->hz : 0.0;
+    const uint32_t burst = w->cfg.burst, size = w->cfg.size;
+    const uint64_t start = rte_rdtsc(), end = start + tb_cycles(tb, w->cfg.duration_ns);
+    const uint64_t rx_every = w->cfg.track ? 0 : tb_cycles(tb, GEN_RX_EVERY_NS);
+    uint64_t built = 0, last_rx_poll = 0;
+    uint32_t idle = 0;
+    w->wall0 = start;
+    w->busy = 0;
+    w->last_flush = start;
+    /* paced: every frame due before the end leaves, even when the thread was
+     * descheduled near it (a short catch-up), so a run sends rate x duration */
+    const uint64_t target = per_cycle > 0 ? (uint64_t)((double)(end - 1 - start) * per_cycle) + 1 : 0;
+    const uint64_t catchup_end = end + tb_cycles(tb, CATCHUP_NS);
+    for (;;) {
+        uint64_t t0 = rte_rdtsc();
+        if (stopping(w))
+            break;
+        if (t0 >= end && (per_cycle <= 0 || (built >= target && w->npend == 0) || t0 >= catchup_end))
+            break;
+        const uint64_t tp = t0 < end ? t0 : end - 1;
+        uint32_t moved = 0;
+        /* frames coming back are measured at once; otherwise rx is only for ARP and ping */
+        if (t0 - last_rx_poll >= rx_every) {
+            moved = rx_service(w);
+            last_rx_poll = t0;
+        }
+        uint32_t room = burst - w->npend;
+        if (room) {
+            uint64_t k = room;
+            if (per_cycle > 0) {
+                uint64_t allowed = (uint64_t)((double)(tp - start) * per_cycle) + 1;
+                k = allowed > built ? allowed - built : 0;
+                if (k > room)
+                    k = room;
+            }
+            if (k)
+                built += gen_build(w, (uint32_t)k, tb_ns(tb, t0));
+        }
+        if (w->npend) {
+            uint16_t sent = rte_eth_tx_burst(w->pid, 0, w->pend, (uint16_t)w->npend);
+            if (sent) {
+                pk_add(&w->c, PK_pkts_tx, sent);
+                pk_add(&w->c, PK_bytes_tx, (uint64_t)sent * size);
+                w->npend -= sent;
+                if (w->npend)
+                    memmove(w->pend, w->pend + sent, w->npend * sizeof(w->pend[0]));
+                moved += sent;
+            }
+        }
+        uint64_t t1 = rte_rdtsc();
+        if (moved) {
+            w->busy += t1 - t0;
+            idle = 0;
+        } else if (++idle >= IDLE_YIELD) {
+            /* nothing moves (a full queue, or the next frame is not due): let a
+             * partner polling on this CPU run, rather than spin out our time slice */
+            idle = 0;
+            sched_yield();
+        }
+        housekeeping(w, t1, flush_c, nic_c);
+    }
+    uint64_t done = rte_rdtsc();
+    flush_cpu(w, done);
+    w->cpu_frozen = 1;    /* the CPU counters cover the sending time */
+    gen_unbuild(w);
+    __atomic_store_n(&w->done_sending, 1, __ATOMIC_RELEASE);
+    if (w->cfg.track)
+        receive_until_quiet(w, done);
+}
+
+/* ----------------------------------------------------- receive roles */
+
+static void run_rx(worker *w)
+{
+    const timebase *tb = &w->engine->tb;
+    const uint64_t flush_c = tb_cycles(tb, FLUSH_NS), nic_c = tb_cycles(tb, NIC_EVERY_NS);
+    const uint64_t quiet = tb_cycles(tb, QUIET_NS), hard = w->engine->hard_end;
+    const uint64_t start = rte_rdtsc(), own_end = start + tb_cycles(tb, w->cfg.duration_ns);
+    uint64_t last_rx = 0, done_at = 0;
+    uint32_t idle = 0;
+    w->wall0 = start;
+    w->last_flush = start;
+    for (;;) {
+        uint64_t t0 = rte_rdtsc();
+        uint32_t moved = rx_service(w);
+        uint64_t t1 = rte_rdtsc();
+        if (moved) {
+            w->busy += t1 - t0;
+            last_rx = t1;
+            idle = 0;
+        } else if (++idle >= IDLE_YIELD) {
+            idle = 0;
+            sched_yield();
+        }
+        housekeeping(w, t1, flush_c, nic_c);
+        if (t1 >= hard)
+            break;
+        int any;
+        int fed_done = feeders_done(w, &any);
+        if (!any) {
+            if (stopping(w) || t1 >= own_end)
+                break;
+            continue;
+        }
+        if (!fed_done)
+            continue;
+        if (done_at == 0)
+            done_at = t1;
+        uint64_t since = last_rx > done_at ? last_rx : done_at;
+        if (t1 - since >= quiet)
+            break;
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    int i = (int)(w - w->engine->w);
+    if (w->cfg.cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(w->cfg.cpu, &set);
+        pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+    }
+    char name[16];
+    snprintf(name, sizeof(name), "pk-dpdk-%d", i);
+    pthread_setname_np(pthread_self(), name);
+    /* an lcore id for this thread: mempool caches; released at the end */
+    if (rte_thread_register() != 0) {
+        snprintf(w->err, sizeof(w->err), "worker %d: rte_thread_register: %s", i, rte_strerror(rte_errno));
+        goto out;
+    }
+    uint64_t now = rte_rdtsc();
+    w->wall0 = now;
+    w->last_flush = now;
+    read_nic(w, now, 1);
+    if (w->cfg.role == PK_DPDK_GEN)
+        run_gen(w);
+    else
+        run_rx(w);
+    now = rte_rdtsc();
+    read_nic(w, now, 0);
+    flush_cpu(w, now);
+    struct rte_mempool_cache *cache = rte_mempool_default_cache(pool, rte_lcore_id());
+    if (cache)
+        rte_mempool_cache_flush(cache, pool);
+    rte_thread_unregister();
+out:
+    __atomic_store_n(&w->done_sending, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&w->running, 0, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+static int check_worker(pk_dpdk_engine *e, pk_dpdk_port *const *ports, int nports, int i,
+                        char *err, size_t errlen)
+{
+    worker *w = &e->w[i];
+    const pk_dpdk_worker_cfg *c = &w->cfg;
+    if (c->role < 0 || c->role >= PK_DPDK_NROLES) {
+        set_err(err, errlen, "worker %d: unknown role %d", i, c->role);
+        return -1;
+    }
+    if (c->port < 0 || c->port >= nports || !ports[c->port]) {
+        set_err(err, errlen, "worker %d: port %d out of range", i, c->port);
+        return -1;
+    }
+    for (int j = 0; j < i; j++)
+        if (e->w[j].cfg.port == c->port) {
+            set_err(err, errlen, "workers %d and %d: one port, one worker", j, i);
+            return -1;
+        }
+    w->port = ports[c->port];
+    w->pid = w->port->pid;
+    if (pk_dpdk_port_busy(w->port)) {
+        set_err(err, errlen, "port %s is in use by another engine", w->port->name);
+        return -1;
+    }
+    if (c->burst == 0 || c->burst > PK_DPDK_MAX_BURST) {
+        set_err(err, errlen, "worker %d: burst %u out of range 1..%d", i, c->burst, PK_DPDK_MAX_BURST);
+        return -1;
+    }
+    if (c->duration_ns == 0) {
+        set_err(err, errlen, "worker %d: duration must be above 0", i);
+        return -1;
+    }
+    if (c->role == PK_DPDK_GEN) {
+        if (c->size < PK_DPDK_MIN_SIZE || c->size > PK_DPDK_MAX_SIZE) {
+            set_err(err, errlen, "worker %d: size %u out of range %d..%d", i, c->size,
+                    PK_DPDK_MIN_SIZE, PK_DPDK_MAX_SIZE);
+            return -1;
+        }
+        if (c->flows == 0 || c->flows > PK_DPDK_MAX_FLOWS || (uint32_t)c->sport + c->flows > 65536) {
+            set_err(err, errlen, "worker %d: flows %u out of range 1..%d (and sport + flows <= 65536)",
+                    i, c->flows, PK_DPDK_MAX_FLOWS);
+            return -1;
+        }
+        if (!(c->rate >= 0) || c->rate > 1e10) {
+            set_err(err, errlen, "worker %d: rate %g out of range", i, c->rate);
+            return -1;
+        }
+        if (c->peer >= 0 && (c->peer >= e->n || c->peer == i || e->w[c->peer].cfg.role == PK_DPDK_GEN)) {
+            set_err(err, errlen, "worker %d: peer %d must be a receiving worker of this engine", i, c->peer);
+            return -1;
+        }
+        if (w->port->ip == 0) {
+            set_err(err, errlen, "worker %d: port %s has no IPv4 address to send from", i, w->port->name);
+            return -1;
+        }
+    } else if (c->flows == 0 || c->flows > PK_DPDK_MAX_FLOWS) {
+        set_err(err, errlen, "worker %d: flows %u out of range 1..%d", i, c->flows, PK_DPDK_MAX_FLOWS);
+        return -1;
+    }
+    return 0;
+}
+
+static int alloc_worker(worker *w)
+{
+    const pk_dpdk_worker_cfg *c = &w->cfg;
+    if (c->role == PK_DPDK_GEN) {
+        w->frame_len = c->size - FCS_LEN;
+        w->hdr_len = w->frame_len - HDRS_LEN >= PK_WIRE_HDR_LEN ? PK_WIRE_HDR_LEN : PK_WIRE_SHORT_LEN;
+        w->tmpl = aligned_alloc(64, (w->frame_len + 63u) & ~63u);
+        w->flow_seq = calloc(c->flows, sizeof(uint64_t));
+        if (!w->tmpl || !w->flow_seq)
+            return -1;
+        gen_template(w);
+    }
+    if (c->role == PK_DPDK_RXONLY || (c->role == PK_DPDK_GEN && c->track)) {
+        w->nflows = c->flows;
+        w->flows = calloc(c->flows, sizeof(flow_state));
+        if (!w->flows)
+            return -1;
+    }
+    return 0;
+}
+
+pk_dpdk_engine *pk_dpdk_create(pk_dpdk_port *const *ports, int nports,
+                               const pk_dpdk_worker_cfg *cfgs, int n, char *err, size_t errlen)
+{
+    if (need_pool(err, errlen) != 0)
+        return NULL;
+    if (n <= 0 || n > PK_DPDK_MAX_WORKERS) {
+        set_err(err, errlen, "between 1 and %d workers, not %d", PK_DPDK_MAX_WORKERS, n);
+        return NULL;
+    }
+    pk_dpdk_engine *e = calloc(1, sizeof(*e));
+    if (!e) {
+        set_err(err, errlen, "out of memory");
+        return NULL;
+    }
+    e->w = aligned_alloc(64, sizeof(worker) * (size_t)n);
+    if (!e->w) {
+        free(e);
+        set_err(err, errlen, "out of memory");
+        return NULL;
+    }
+    memset(e->w, 0, sizeof(worker) * (size_t)n);
+    e->n = n;
+    for (int i = 0; i < n; i++) {
+        e->w[i].cfg = cfgs[i];
+        e->w[i].engine = e;
+    }
+    for (int i = 0; i < n; i++) {
+        if (check_worker(e, ports, nports, i, err, errlen) != 0) {
+            e->n = 0;  /* no port is marked busy yet */
+            pk_dpdk_destroy(e);
+            return NULL;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        if (alloc_worker(&e->w[i]) != 0) {
+            set_err(err, errlen, "worker %d: out of memory", i);
+            for (int j = 0; j < n; j++)
+                e->w[j].port = NULL;
+            pk_dpdk_destroy(e);
+            return NULL;
+        }
+    }
+    for (int i = 0; i < n; i++)
+        __atomic_store_n(&e->w[i].port->busy, 1, __ATOMIC_RELEASE);
+    return e;
+}
+
+int pk_dpdk_start(pk_dpdk_engine *e, char *err, size_t errlen)
+{
+    for (int i = 0; i < e->n; i++)
+        if (e->w[i].started || e->w[i].running || e->settled) {
+            set_err(err, errlen, "this engine has already run; make a new one");
+            return -1;
+        }
+    timebase_now(&e->tb);
+    uint64_t longest = 0, arp = 0;
+    for (int i = 0; i < e->n; i++) {
+        const pk_dpdk_worker_cfg *c = &e->w[i].cfg;
+        if (c->duration_ns > longest)
+            longest = c->duration_ns;
+        if (c->role == PK_DPDK_GEN && !c->dst_mac_set && c->peer < 0)
+            arp = PK_DPDK_ARP_NS;
+    }
+    e->hard_end = rte_rdtsc() + tb_cycles(&e->tb, longest + arp + PK_DPDK_DRAIN_NS);
+    for (int i = 0; i < e->n; i++) {
+        worker *w = &e->w[i];
+        w->running = 1;
+        int rc = pthread_create(&w->thread, NULL, worker_main, w);
+        if (rc != 0) {
+            w->running = 0;
+            set_err(err, errlen, "worker %d: pthread_create: %s", i, strerror(rc));
+            pk_dpdk_stop(e);
+            pk_dpdk_join(e);
+            return -1;
+        }
+        w->started = 1;
+    }
+    return 0;
+}
+
+void pk_dpdk_stop(pk_dpdk_engine *e)
+{
+    __atomic_store_n(&e->stop, 1, __ATOMIC_RELAXED);
+}
+
+int pk_dpdk_running(const pk_dpdk_engine *e)
+{
+    int n = 0;
+    for (int i = 0; i < e->n; i++)
+        n += __atomic_load_n(&e->w[i].running, __ATOMIC_ACQUIRE);
+    return n;
+}
+
+static uint64_t settle(worker *w, const uint64_t *sent, uint32_t nsent)
+{
+    uint64_t lost = 0;
+    for (uint32_t f = 0; f < w->nflows; f++) {
+        flow_state *fs = &w->flows[f];
+        lost += window_missing(fs);
+        if (sent && f < nsent && sent[f] > fs->next) {
+            lost += sent[f] - fs->next;
+            fs->next = sent[f];
+        }
+    }
+    return lost;
+}
+
+void pk_dpdk_join(pk_dpdk_engine *e)
+{
+    int joined = 0;
+    for (int i = 0; i < e->n; i++) {
+        if (e->w[i].started) {
+            pthread_join(e->w[i].thread, NULL);
+            e->w[i].started = 0;
+            joined = 1;
+        }
+    }
+    if (e->settled || !joined)
+        return;
+    /* settle loss once: what the sender sent and never arrived, per flow */
+    e->settled = 1;
+    for (int i = 0; i < e->n; i++) {
+        worker *w = &e->w[i];
+        if (!w->flows)
+            continue;
+        const worker *s = NULL;
+        if (w->cfg.role == PK_DPDK_GEN)
+            s = w;
+        for (int j = 0; j < e->n && !s; j++)
+            if (e->w[j].cfg.role == PK_DPDK_GEN && e->w[j].cfg.peer == i && !e->w[j].cfg.track)
+                s = &e->w[j];
+        uint64_t lost = settle(w, s ? s->flow_seq : NULL, s ? s->cfg.flows : 0);
+        if (lost)
+            pk_add(&w->c, PK_seq_lost, lost);
+    }
+}
+
+void pk_dpdk_snapshot(const pk_dpdk_engine *e, int i, uint64_t *counters, uint64_t *hist)
+{
+    if (i < 0 || i >= e->n)
+        return;
+    const worker *w = &e->w[i];
+    for (int k = 0; k < PK_NCOUNTERS; k++)
+        counters[k] = pk_read(&w->c, (enum pk_counter_id)k);
+    if (hist)
+        for (uint32_t k = 0; k < PK_HIST_BUCKETS; k++)
+            hist[k] = __atomic_load_n(&w->hist.b[k], __ATOMIC_RELAXED);
+}
+
+int pk_dpdk_flow_sent(const pk_dpdk_engine *e, int i, uint64_t *out, uint32_t n)
+{
+    if (i < 0 || i >= e->n || e->w[i].cfg.role != PK_DPDK_GEN || !e->w[i].flow_seq)
+        return 0;
+    const worker *w = &e->w[i];
+    uint32_t k = n < w->cfg.flows ? n : w->cfg.flows;
+    for (uint32_t f = 0; f < k; f++)
+        out[f] = __atomic_load_n(&w->flow_seq[f], __ATOMIC_RELAXED);
+    return (int)k;
+}
+
+int pk_dpdk_dst_mac(const pk_dpdk_engine *e, int i, uint8_t mac[6])
+{
+    if (i < 0 || i >= e->n || e->w[i].cfg.role != PK_DPDK_GEN)
+        return -1;
+    memcpy(mac, e->w[i].dst_mac, 6);
+    return e->w[i].dst_broadcast;
+}
+
+const char *pk_dpdk_error(const pk_dpdk_engine *e)
+{
+    for (int i = 0; i < e->n; i++)
+        if (e->w[i].err[0])
+            return e->w[i].err;
+    return NULL;
+}
+
+void pk_dpdk_destroy(pk_dpdk_engine *e)
+{
+    if (!e)
+        return;
+    pk_dpdk_stop(e);
+    pk_dpdk_join(e);
+    for (int i = 0; i < e->n; i++) {
+        worker *w = &e->w[i];
+        if (w->port)
+            __atomic_store_n(&w->port->busy, 0, __ATOMIC_RELEASE);
+        free_frames(w->pend, w->npend);
+        free(w->tmpl);
+        free(w->flow_seq);
+        free(w->flows);
+    }
+    free(e->w);
+    free(e);
+}

@@ -1,0 +1,126 @@
+/* perfkit's DPDK engine: EAL once per process, ports from vdev strings, and
+ * datapath workers (UDP generator, rxonly receiver, reverse reflector).
+ *
+ * The shapes follow the socket engine (sock_engine.h): an engine is a set of
+ * workers, one pthread each, every worker owns one counter block and one
+ * histogram and never touches Python. Datapath threads are plain pthreads that
+ * call rte_thread_register() (mempool caches) and are bounded in time.
+ *
+ * Ports are separate objects, opened and closed by the caller (perfkit._dpdk):
+ *   a DPDK vdev string   net_null0, net_ring0 (a loopback: it receives what it sends),
+ *                        net_af_packet0,iface=X, net_memif0,role=server,...
+ *                        added by rte_dev_probe, removed by rte_eal_hotplug_remove;
+ *   ring:NAME:0|1        the two ends of an in-process pair joined by two rte_rings
+ *                        (what one end sends the other receives), made with
+ *                        rte_eth_from_rings; the rings go when both ends are closed.
+ * Every frame buffer comes from one process-wide mempool made at EAL init, so a
+ * closed engine or port can be checked for leaks: the pool is full again.
+ */
+#ifndef PERFKIT_DPDK_ENGINE_H
+#define PERFKIT_DPDK_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "perfkit/counters.h"
+#include "perfkit/hist.h"
+
+enum pk_dpdk_role {
+    PK_DPDK_GEN = 0,   /* UDP generator: template frames, flows, pacing, wire header */
+    PK_DPDK_RXONLY,    /* count and parse; per-flow loss/dup/reorder and latency */
+    PK_DPDK_REVERSE,   /* send UDP back: MACs, IPs and ports swapped */
+    PK_DPDK_NROLES
+};
+
+typedef struct pk_dpdk_worker_cfg {
+    int role;
+    int port;              /* index into the ports given to pk_dpdk_create; one worker per port */
+    int peer;              /* GEN: index of the worker that receives its frames in this engine, or -1 */
+    int track;             /* GEN: frames come back (a reverse peer): loss and round trips here */
+    uint32_t size;         /* GEN: Ethernet frame bytes counting the 4-byte FCS, 64..1518 */
+    uint32_t flows;        /* GEN: flows sent; RXONLY: flow ids tracked */
+    uint32_t burst;        /* frames per rx/tx burst, 1..PK_DPDK_MAX_BURST */
+    double rate;           /* GEN: frames per second; 0 = as fast as the port takes them */
+    uint64_t duration_ns;  /* GEN: how long to send; others without a feeder: how long to run */
+    uint8_t dst_mac[6];
+    int dst_mac_set;       /* GEN: 0 = the peer port's MAC, else ARP for dst_ip (then broadcast) */
+    uint32_t dst_ip;       /* GEN: destination, network order */
+    uint16_t sport;        /* GEN: flow f is sent from UDP port sport + f */
+    uint16_t dport;
+    int cpu;               /* pin the thread to this CPU, -1 = do not pin */
+    uint32_t drop_every;   /* RXONLY, tests only: drop every Nth UDP frame unseen (a lossy link) */
+} pk_dpdk_worker_cfg;
+
+#define PK_DPDK_MAX_WORKERS 16
+#define PK_DPDK_MAX_FLOWS   16384
+#define PK_DPDK_MAX_BURST   256
+#define PK_DPDK_MIN_SIZE    64
+#define PK_DPDK_MAX_SIZE    1518
+#define PK_DPDK_DRAIN_NS    1000000000ull  /* receivers wait at most this after duration */
+#define PK_DPDK_ARP_NS      1000000000ull  /* a generator ARPs this long for its destination */
+
+/* ------------------------------------------------------------------ EAL */
+
+/* rte_eal_init once per process, with these arguments (argv[0] included).
+ * The calling thread's CPU affinity is kept (saved and restored around init).
+ * Makes the process-wide mbuf pool of nb_mbufs buffers.
+ * 0 on success; -1 + err. A second call after success returns 0 and does
+ * nothing; after a failure it fails at once (EAL cannot be initialised twice). */
+int pk_dpdk_eal_init(int argc, const char *const *argv, uint32_t nb_mbufs, char *err, size_t errlen);
+/* 0 = not initialised, 1 = up, -1 = init failed (restart the process) */
+int pk_dpdk_eal_state(void);
+/* The process-wide pool: its size and how many buffers are free right now. */
+void pk_dpdk_pool_counts(uint32_t *size, uint32_t *avail);
+/* Ports open now (perfkit's), and ethdev ports DPDK knows about. */
+int pk_dpdk_ports_open(void);
+int pk_dpdk_ethdev_count(void);
+uint64_t pk_dpdk_tsc_hz(void);
+
+/* ---------------------------------------------------------------- ports */
+
+typedef struct pk_dpdk_port pk_dpdk_port;
+
+/* Probe (or make) the port, configure one rx and one tx queue, start it.
+ * netns: a network namespace file to probe in ("" or NULL = ours): af_packet
+ * binds its socket there. NULL + err on failure. */
+pk_dpdk_port *pk_dpdk_port_open(const char *dev, const char *netns, char *err, size_t errlen);
+/* Drain, stop, close and hot-unplug. Never while an engine uses the port. */
+void pk_dpdk_port_close(pk_dpdk_port *p);
+int pk_dpdk_port_id(const pk_dpdk_port *p);
+const char *pk_dpdk_port_name(const pk_dpdk_port *p);
+void pk_dpdk_port_mac(const pk_dpdk_port *p, uint8_t mac[6]);
+/* The port's own IPv4 address (network order), answered for ARP and ICMP echo. */
+void pk_dpdk_port_set_ip(pk_dpdk_port *p, uint32_t ip);
+int pk_dpdk_port_busy(const pk_dpdk_port *p);
+/* The PMD's counters (rte_eth_stats_get): ipackets, opackets, ierrors, oerrors, imissed. */
+int pk_dpdk_port_stats(const pk_dpdk_port *p, uint64_t out[5]);
+/* Raw frames from the calling thread, for tests and diagnostics; -1 while an
+ * engine uses the port. send: n frames packed in buf with their lengths; returns
+ * how many the port took. recv: up to max frames into buf (cap bytes), lengths
+ * in lens (a frame longer than the room left is cut); returns how many. */
+int pk_dpdk_port_send(pk_dpdk_port *p, const uint8_t *buf, const uint32_t *lens, int n);
+int pk_dpdk_port_recv(pk_dpdk_port *p, uint8_t *buf, size_t cap, uint32_t *lens, int max);
+
+/* --------------------------------------------------------------- engine */
+
+typedef struct pk_dpdk_engine pk_dpdk_engine;
+
+/* Check the workers and allocate everything they need; nothing runs yet.
+ * The ports stay the caller's: they must outlive the engine. */
+pk_dpdk_engine *pk_dpdk_create(pk_dpdk_port *const *ports, int nports,
+                               const pk_dpdk_worker_cfg *cfgs, int n, char *err, size_t errlen);
+int pk_dpdk_start(pk_dpdk_engine *e, char *err, size_t errlen);
+void pk_dpdk_stop(pk_dpdk_engine *e);
+int pk_dpdk_running(const pk_dpdk_engine *e);
+/* Wait for every worker (all are time-bounded), then settle loss accounting. */
+void pk_dpdk_join(pk_dpdk_engine *e);
+void pk_dpdk_snapshot(const pk_dpdk_engine *e, int worker, uint64_t *counters, uint64_t *hist);
+/* GEN: frames sent per flow (= next sequence numbers); returns flows copied. */
+int pk_dpdk_flow_sent(const pk_dpdk_engine *e, int worker, uint64_t *out, uint32_t n);
+/* GEN: the destination MAC it used (after ARP); 0 = resolved/known, 1 = broadcast fallback, -1 n/a. */
+int pk_dpdk_dst_mac(const pk_dpdk_engine *e, int worker, uint8_t mac[6]);
+const char *pk_dpdk_error(const pk_dpdk_engine *e);
+/* Stop, join, release the ports for other users. */
+void pk_dpdk_destroy(pk_dpdk_engine *e);
+
+#endif

@@ -1,0 +1,67 @@
+# Cython declarations for perfkit's DPDK engine (dpdk_engine.h).
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
+
+cdef extern from "dpdk_engine.h":
+    enum pk_dpdk_role:
+        PK_DPDK_GEN
+        PK_DPDK_RXONLY
+        PK_DPDK_REVERSE
+        PK_DPDK_NROLES
+
+    ctypedef struct pk_dpdk_worker_cfg:
+        int role
+        int port
+        int peer
+        int track
+        uint32_t size
+        uint32_t flows
+        uint32_t burst
+        double rate
+        uint64_t duration_ns
+        uint8_t dst_mac[6]
+        int dst_mac_set
+        uint32_t dst_ip
+        uint16_t sport
+        uint16_t dport
+        int cpu
+        uint32_t drop_every
+
+    enum: PK_DPDK_MAX_WORKERS
+    enum: PK_DPDK_MAX_FLOWS
+    enum: PK_DPDK_MAX_BURST
+    enum: PK_DPDK_MIN_SIZE
+    enum: PK_DPDK_MAX_SIZE
+
+    int pk_dpdk_eal_init(int argc, const char *const *argv, uint32_t nb_mbufs, char *err, size_t errlen) nogil
+    int pk_dpdk_eal_state()
+    void pk_dpdk_pool_counts(uint32_t *size, uint32_t *avail)
+    int pk_dpdk_ports_open()
+    int pk_dpdk_ethdev_count()
+    uint64_t pk_dpdk_tsc_hz()
+
+    ctypedef struct pk_dpdk_port:
+        pass
+    pk_dpdk_port *pk_dpdk_port_open(const char *dev, const char *netns, char *err, size_t errlen) nogil
+    void pk_dpdk_port_close(pk_dpdk_port *p) nogil
+    int pk_dpdk_port_id(const pk_dpdk_port *p)
+    const char *pk_dpdk_port_name(const pk_dpdk_port *p)
+    void pk_dpdk_port_mac(const pk_dpdk_port *p, uint8_t *mac)
+    void pk_dpdk_port_set_ip(pk_dpdk_port *p, uint32_t ip)
+    int pk_dpdk_port_busy(const pk_dpdk_port *p)
+    int pk_dpdk_port_stats(const pk_dpdk_port *p, uint64_t *out)
+    int pk_dpdk_port_send(pk_dpdk_port *p, const uint8_t *buf, const uint32_t *lens, int n)
+    int pk_dpdk_port_recv(pk_dpdk_port *p, uint8_t *buf, size_t cap, uint32_t *lens, int max)
+
+    ctypedef struct pk_dpdk_engine:
+        pass
+    pk_dpdk_engine *pk_dpdk_create(pk_dpdk_port *const *ports, int nports,
+                                   const pk_dpdk_worker_cfg *cfgs, int n, char *err, size_t errlen)
+    int pk_dpdk_start(pk_dpdk_engine *e, char *err, size_t errlen)
+    void pk_dpdk_stop(pk_dpdk_engine *e) nogil
+    int pk_dpdk_running(const pk_dpdk_engine *e) nogil
+    void pk_dpdk_join(pk_dpdk_engine *e) nogil
+    void pk_dpdk_snapshot(const pk_dpdk_engine *e, int worker, uint64_t *counters, uint64_t *hist) nogil
+    int pk_dpdk_flow_sent(const pk_dpdk_engine *e, int worker, uint64_t *out, uint32_t n) nogil
+    int pk_dpdk_dst_mac(const pk_dpdk_engine *e, int worker, uint8_t *mac)
+    const char *pk_dpdk_error(const pk_dpdk_engine *e)
+    void pk_dpdk_destroy(pk_dpdk_engine *e) nogil

@@ -1,0 +1,508 @@
+/* HTTP roles of the socket engine: a load client with many virtual users, and a
+ * fast fixed-response server, both on one epoll loop per worker thread.
+ *
+ * Included by sock_engine.c (it shares the worker and its helpers); not a
+ * separate translation unit.
+ *
+ * Client: every virtual user is one connection slot. Closed loop: a user sends,
+ * waits for the whole response, thinks, sends again (keep-alive) or reconnects
+ * (close). Open loop (cfg.rate > 0): requests are due at fixed intended times;
+ * a due request takes any idle user, and its response time counts from the
+ * intended time, not the actual send (coordinated omission corrected, as wrk2).
+ */
+#include <sys/epoll.h>
+
+#include "perfkit/http1.h"
+
+#define HTTP_EVENTS        256
+#define HTTP_READ_BUF      (64 << 10)
+#define HTTP_SWEEP_NS      5000000ull   /* timeouts are checked this often */
+#define HTTP_RETRY_NS      10000000ull  /* a failed connection waits this long to retry */
+#define HTTP_BACKLOG       65536        /* open loop: intended times waiting for a user */
+#define HTTP_REQ_MAX       (64 << 10)   /* a server reads request headers up to this */
+
+enum { U_OFF, U_CONNECTING, U_SENDING, U_WAITING, U_IDLE, U_THINKING, U_RETRY };
+
+typedef struct http_user {
+    int fd;
+    int state;
+    uint32_t sent;          /* request bytes written so far */
+    uint64_t t_start;       /* when the response time starts (send, or intended time) */
+    uint64_t due;           /* U_THINKING/U_RETRY: when to go on; else the timeout */
+    pk_http_resp resp;
+} http_user;
+
+typedef struct http_state {
+    http_user *users;
+    uint32_t nusers;
+    int epfd;
+    uint8_t *rbuf;
+    uint64_t *backlog;      /* open loop: intended send times not yet sent */
+    uint32_t bl_head, bl_len;
+    uint32_t *idle;         /* open loop: users connected and idle (a stack) */
+    uint32_t nidle;
+} http_state;
+
+static void http_free(worker *w)
+{
+    http_state *h = w->http;
+    if (!h)
+        return;
+    if (h->users)
+        for (uint32_t i = 0; i < h->nusers; i++)
+            if (h->users[i].fd >= 0)
+                close(h->users[i].fd);
+    if (h->epfd >= 0)
+        close(h->epfd);
+    free(h->users);
+    free(h->rbuf);
+    free(h->backlog);
+    free(h->idle);
+    free(h);
+    w->http = NULL;
+}
+
+static int http_setup(worker *w, char *err, size_t errlen)
+{
+    http_state *h = calloc(1, sizeof(*h));
+    if (!h)
+        return -1;
+    w->http = h;
+    h->epfd = -1;
+    /* client: one slot per virtual user; server: connections served at once */
+    h->nusers = w->cfg.users ? w->cfg.users : 1024;
+    h->users = calloc(h->nusers, sizeof(http_user));
+    h->rbuf = malloc(HTTP_READ_BUF);
+    h->backlog = calloc(HTTP_BACKLOG, sizeof(uint64_t));
+    h->idle = calloc(h->nusers, sizeof(uint32_t));
+    h->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (!h->users || !h->rbuf || !h->backlog || !h->idle || h->epfd < 0) {
+        set_err(err, errlen, "HTTP: cannot allocate %u connection slots: %s", h->nusers, strerror(errno));
+        return -1;
+    }
+    for (uint32_t i = 0; i < h->nusers; i++)
+        h->users[i].fd = -1;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ client */
+
+static void user_close(worker *w, http_user *u)
+{
+    if (u->fd >= 0) {
+        close(u->fd); /* closing removes it from the epoll set */
+        u->fd = -1;
+        pk_add(&w->c, PK_sock_close, 1);
+        pk_set(&w->c, PK_sock_current, pk_read(&w->c, PK_sock_current) - 1);
+    }
+    u->state = U_OFF;
+}
+
+static void user_fail(worker *w, http_user *u, enum pk_counter_id why, uint64_t now)
+{
+    pk_add(&w->c, why, 1);
+    pk_add(&w->c, PK_http_err, 1);
+    user_close(w, u);
+    u->state = U_RETRY;
+    u->due = now + HTTP_RETRY_NS;
+}
+
+static int user_connect(worker *w, http_state *h, http_user *u, uint64_t now)
+{
+    int fd = socket(w->cfg.remote.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        pk_add(&w->c, PK_sock_error, 1);
+        user_fail(w, u, PK_err_connect, now);
+        return -1;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    struct sockaddr_storage ss;
+    uint16_t port = w->cfg.peer >= 0 ? (uint16_t)w->engine->w[w->cfg.peer].bound_port : w->cfg.remote.port;
+    socklen_t len = to_sockaddr(&w->cfg.remote, port, &ss);
+    u->fd = fd;
+    pk_add(&w->c, PK_sock_open, 1);
+    pk_set(&w->c, PK_sock_current, pk_read(&w->c, PK_sock_current) + 1);
+    if (connect(fd, (struct sockaddr *)&ss, len) != 0 && errno != EINPROGRESS) {
+        user_fail(w, u, PK_err_connect, now);
+        return -1;
+    }
+    struct epoll_event ev = { .events = EPOLLOUT | EPOLLIN, .data.ptr = u };
+    epoll_ctl(h->epfd, EPOLL_CTL_ADD, fd, &ev);
+    u->state = U_CONNECTING;
+    u->due = now + w->cfg.connect_timeout_ns;
+    return 0;
+}
+
+static void user_watch(http_state *h, http_user *u, uint32_t events)
+{
+    struct epoll_event ev = { .events = events, .data.ptr = u };
+    epoll_ctl(h->epfd, EPOLL_CTL_MOD, u->fd, &ev);
+}
+
+/* Write what is left of the request; on completion wait for the response. */
+static void user_send(worker *w, http_state *h, http_user *u, uint64_t now)
+{
+    const uint8_t *req = w->bufs;
+    uint32_t len = w->cfg.blob_len;
+    if (u->sent == 0) {
+        pk_http_resp_init(&u->resp, w->http_head);
+        pk_add(&w->c, PK_http_req, 1);
+        pk_add(&w->c, w->http_post ? PK_http_post : PK_http_get, 1);
+    }
+    while (u->sent < len) {
+        ssize_t r = send(u->fd, req + u->sent, len - u->sent, MSG_NOSIGNAL);
+        if (r > 0) {
+            u->sent += (uint32_t)r;
+            pk_add(&w->c, PK_bytes_tx, (uint64_t)r);
+            continue;
+        }
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            u->state = U_SENDING;
+            user_watch(h, u, EPOLLOUT);
+            return;
+        }
+        user_fail(w, u, errno == ECONNRESET || errno == EPIPE ? PK_err_reset : PK_err_read, now);
+        return;
+    }
+    pk_add(&w->c, PK_pkts_tx, 1);
+    if (u->state == U_SENDING)
+        user_watch(h, u, EPOLLIN);
+    u->state = U_WAITING;
+    u->due = now + w->cfg.response_timeout_ns;
+}
+
+/* Start a request on user u whose response time starts at t_start. */
+static void user_request(worker *w, http_state *h, http_user *u, uint64_t t_start, uint64_t now)
+{
+    u->t_start = t_start;
+    u->sent = 0;
+    if (u->fd < 0) {
+        if (user_connect(w, h, u, now) == 0)
+            u->state = U_CONNECTING; /* sends once connected */
+        return;
+    }
+    user_send(w, h, u, now);
+}
+
+/* The response is whole: count it, then think, go idle, or close. */
+static void user_done(worker *w, http_state *h, http_user *u, uint64_t now, uint64_t *last_lat)
+{
+    int s = u->resp.status;
+    record_latency(w, now - u->t_start, last_lat);
+    pk_add(&w->c, PK_http_resp, 1);
+    pk_add(&w->c, PK_pkts_rx, 1);
+    pk_add(&w->c, s < 300 ? PK_http_2xx : s < 400 ? PK_http_3xx : s < 500 ? PK_http_4xx : PK_http_5xx, 1);
+    if (s >= 400)
+        pk_add(&w->c, PK_http_err, 1);
+    if (!w->cfg.keepalive || !u->resp.keep_alive)
+        user_close(w, u);
+    if (w->cfg.rate > 0) {
+        u->state = u->fd >= 0 ? U_IDLE : U_OFF;
+        if (u->fd >= 0 && h->nidle < h->nusers)
+            h->idle[h->nidle++] = (uint32_t)(u - h->users);
+        return;
+    }
+    if (w->cfg.think_ns == 0) { /* no think time: the next request goes now */
+        user_request(w, h, u, now, now);
+        return;
+    }
+    u->state = U_THINKING;
+    u->due = now + w->cfg.think_ns;
+}
+
+static void user_readable(worker *w, http_state *h, http_user *u, uint64_t now, uint64_t *last_lat)
+{
+    for (;;) {
+        ssize_t r = recv(u->fd, h->rbuf, HTTP_READ_BUF, 0);
+        if (r > 0) {
+            pk_add(&w->c, PK_bytes_rx, (uint64_t)r);
+            if (u->state != U_WAITING) {
+                user_fail(w, u, PK_err_read, now); /* bytes nobody asked for */
+                return;
+            }
+            pk_http_resp_feed(&u->resp, (const char *)h->rbuf, (size_t)r);
+            if (u->resp.state == PK_HTTP_ERROR) {
+                user_fail(w, u, PK_err_read, now);
+                return;
+            }
+            if (u->resp.state == PK_HTTP_DONE) {
+                user_done(w, h, u, now, last_lat);
+                return;
+            }
+            continue;
+        }
+        if (r == 0) { /* EOF */
+            if (u->state == U_WAITING) {
+                pk_http_resp_eof(&u->resp);
+                if (u->resp.state == PK_HTTP_DONE) {
+                    user_done(w, h, u, now, last_lat);
+                    if (u->fd >= 0)
+                        user_close(w, u);
+                } else {
+                    user_fail(w, u, PK_err_read, now);
+                }
+            } else { /* the server closed an idle keep-alive connection: reconnect on next use */
+                user_close(w, u);
+                if (u->state == U_OFF && w->cfg.rate <= 0) {
+                    u->state = U_THINKING;
+                    u->due = now;
+                }
+            }
+            return;
+        }
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return;
+        user_fail(w, u, errno == ECONNRESET ? PK_err_reset : PK_err_read, now);
+        return;
+    }
+}
+
+static void user_event(worker *w, http_state *h, http_user *u, uint32_t ev, uint64_t now, uint64_t *last_lat)
+{
+    if (u->fd < 0)
+        return;
+    if (u->state == U_CONNECTING) {
+        int e = 0;
+        socklen_t el = sizeof(e);
+        getsockopt(u->fd, SOL_SOCKET, SO_ERROR, &e, &el);
+        if (e != 0 || (ev & (EPOLLERR | EPOLLHUP))) {
+            user_fail(w, u, e == ECONNRESET ? PK_err_reset : PK_err_connect, now);
+            return;
+        }
+        user_watch(h, u, EPOLLIN);
+        user_send(w, h, u, now);
+        return;
+    }
+    if (u->state == U_SENDING && (ev & EPOLLOUT)) {
+        user_send(w, h, u, now);
+        return;
+    }
+    if (ev & (EPOLLIN | EPOLLHUP | EPOLLERR))
+        user_readable(w, h, u, now, last_lat);
+}
+
+/* Timeouts, thinking users and retries: checked every HTTP_SWEEP_NS. */
+static void users_sweep(worker *w, http_state *h, uint64_t now, uint64_t started)
+{
+    for (uint32_t i = 0; i < started; i++) {
+        http_user *u = &h->users[i];
+        switch (u->state) {
+        case U_CONNECTING:
+        case U_SENDING:
+        case U_WAITING:
+            if (now >= u->due)
+                user_fail(w, u, PK_err_timeout, now);
+            break;
+        case U_THINKING:
+        case U_RETRY:
+            if (w->cfg.rate <= 0 && now >= u->due)
+                user_request(w, h, u, now, now);
+            else if (w->cfg.rate > 0 && u->state == U_RETRY && now >= u->due)
+                u->state = U_OFF;
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+/* Open loop: hand due intended times to idle (or unconnected) users. */
+static void dispatch_due(worker *w, http_state *h, uint64_t now, uint64_t *intended_n)
+{
+    double per_ns = w->cfg.rate / 1e9;
+    /* every intended time up to now joins the backlog */
+    while ((double)(now - w->wall0) * per_ns >= (double)*intended_n && h->bl_len < HTTP_BACKLOG) {
+        h->backlog[(h->bl_head + h->bl_len) % HTTP_BACKLOG] = w->wall0 + (uint64_t)((double)*intended_n / per_ns);
+        h->bl_len++;
+        (*intended_n)++;
+    }
+    while (h->bl_len > 0) {
+        http_user *u = NULL;
+        if (h->nidle > 0) {
+            u = &h->users[h->idle[--h->nidle]];
+            if (u->state != U_IDLE || u->fd < 0)
+                continue; /* closed since it went idle */
+        } else {
+            for (uint32_t i = 0; i < h->nusers && !u; i++)
+                if (h->users[i].state == U_OFF)
+                    u = &h->users[i];
+            if (!u)
+                return; /* every user busy: the backlog waits, its clock running */
+        }
+        uint64_t t = h->backlog[h->bl_head];
+        h->bl_head = (h->bl_head + 1) % HTTP_BACKLOG;
+        h->bl_len--;
+        user_request(w, h, u, t, now);
+    }
+}
+
+static void run_http_client(worker *w)
+{
+    http_state *h = w->http;
+    struct epoll_event evs[HTTP_EVENTS];
+    const uint64_t end = w->wall0 + w->cfg.duration_ns;
+    uint64_t last_lat = 0, last_sweep = 0, intended_n = 0;
+    uint32_t started = 0;
+    for (;;) {
+        uint64_t now = pk_now_ns();
+        if (stopping(w) || now >= end)
+            break;
+        account_cpu(w, now, 0);
+        /* ramp-up: user i starts at i/users of the ramp time */
+        while (started < h->nusers &&
+               (w->cfg.ramp_ns == 0 || now - w->wall0 >= w->cfg.ramp_ns * started / h->nusers)) {
+            http_user *u = &h->users[started++];
+            if (w->cfg.rate <= 0)
+                user_request(w, h, u, now, now);
+        }
+        if (w->cfg.rate > 0)
+            dispatch_due(w, h, now, &intended_n);
+        if (now - last_sweep >= HTTP_SWEEP_NS) {
+            users_sweep(w, h, now, started);
+            last_sweep = now;
+        }
+        int n = epoll_wait(h->epfd, evs, HTTP_EVENTS, 1);
+        now = pk_now_ns();
+        for (int i = 0; i < n; i++)
+            user_event(w, h, evs[i].data.ptr, evs[i].events, now, &last_lat);
+    }
+    /* requests still out at the end are neither answered nor errors: close them */
+    for (uint32_t i = 0; i < h->nusers; i++)
+        if (h->users[i].fd >= 0)
+            user_close(w, &h->users[i]);
+    __atomic_store_n(&w->done_sending, 1, __ATOMIC_RELEASE);
+}
+
+/* ------------------------------------------------------------------ server */
+
+/* Bytes of a complete request at the start of buf[0, len): headers up to the
+ * blank line plus a Content-Length body; 0 if incomplete, -1 if malformed. */
+static long http_request_len(const char *buf, size_t len)
+{
+    const char *end = NULL;
+    for (size_t i = 3; i < len; i++)
+        if (buf[i] == '\n' && buf[i - 1] == '\r' && buf[i - 2] == '\n' && buf[i - 3] == '\r') {
+            end = buf + i + 1;
+            break;
+        }
+    if (!end)
+        return len >= HTTP_REQ_MAX ? -1 : 0;
+    uint64_t body = 0;
+    for (const char *p = buf; p < end; p++) {
+        if (*p != '\n')
+            continue;
+        const char *v = pk_http__header(p + 1, end, "content-length:");
+        if (!v)
+            continue;
+        for (; v < end && *v >= '0' && *v <= '9'; v++) {
+            body = body * 10 + (uint64_t)(*v - '0');
+            if (body > HTTP_REQ_MAX)
+                return -1;
+        }
+    }
+    size_t total = (size_t)(end - buf) + body;
+    return total <= len ? (long)total : 0;
+}
+
+static void run_http_server(worker *w)
+{
+    http_state *h = w->http;
+    struct epoll_event evs[HTTP_EVENTS];
+    const int lfd = w->fds[0];
+    /* each connection's unread request bytes live in its user slot's parser buffer */
+    struct epoll_event lev = { .events = EPOLLIN, .data.ptr = NULL };
+    epoll_ctl(h->epfd, EPOLL_CTL_ADD, lfd, &lev);
+    const uint8_t *resp = w->bufs;
+    const uint32_t resp_len = w->cfg.blob_len;
+    for (;;) {
+        uint64_t now = pk_now_ns();
+        if (stopping(w) || now >= w->engine->hard_end)
+            break;
+        account_cpu(w, now, 0);
+        int n = epoll_wait(h->epfd, evs, HTTP_EVENTS, 10);
+        for (int i = 0; i < n; i++) {
+            http_user *u = evs[i].data.ptr;
+            if (!u) { /* the listener: take every waiting connection */
+                for (;;) {
+                    int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                    if (fd < 0)
+                        break;
+                    http_user *slot = NULL;
+                    for (uint32_t k = 0; k < h->nusers && !slot; k++)
+                        if (h->users[k].fd < 0)
+                            slot = &h->users[k];
+                    if (!slot) { /* full: refuse rather than grow */
+                        close(fd);
+                        pk_add(&w->c, PK_sock_error, 1);
+                        continue;
+                    }
+                    int one = 1;
+                    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+                    big_buffers(fd); /* a whole response fits the send buffer */
+                    slot->fd = fd;
+                    slot->resp.len = 0;
+                    slot->resp.state = PK_HTTP_HEADER;
+                    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = slot };
+                    epoll_ctl(h->epfd, EPOLL_CTL_ADD, fd, &ev);
+                    pk_add(&w->c, PK_sock_open, 1);
+                    pk_set(&w->c, PK_sock_current, pk_read(&w->c, PK_sock_current) + 1);
+                }
+                continue;
+            }
+            /* a client: read, answer every whole request, keep the rest. After
+             * "Connection: close" it only waits for the client to close first, so
+             * TIME_WAIT stays on the client's side (resp.state marks that) */
+            char *buf = u->resp.buf;
+            int close_it = 0;
+            if (u->resp.state == PK_HTTP_DONE)
+                u->resp.len = 0;
+            ssize_t r = recv(u->fd, buf + u->resp.len, sizeof(u->resp.buf) - u->resp.len, 0);
+            if (r <= 0) {
+                close_it = r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+            } else if (u->resp.state == PK_HTTP_DONE) {
+                pk_add(&w->c, PK_bytes_rx, (uint64_t)r); /* after close was asked: ignored */
+            } else {
+                pk_add(&w->c, PK_bytes_rx, (uint64_t)r);
+                u->resp.len += (uint32_t)r;
+                long q;
+                while (!close_it && (q = http_request_len(buf, u->resp.len)) != 0) {
+                    if (q < 0) {
+                        pk_add(&w->c, PK_bad_rx, 1);
+                        close_it = 1;
+                        break;
+                    }
+                    pk_add(&w->c, PK_pkts_rx, 1);
+                    pk_add(&w->c, PK_http_req, 1);
+                    pk_add(&w->c, memcmp(buf, "POST ", 5) == 0 ? PK_http_post : PK_http_get, 1);
+                    int wants_close = pk_http__has(buf, buf + q, "connection: close");
+                    ssize_t s = send(u->fd, resp, resp_len, MSG_NOSIGNAL);
+                    if (s != (ssize_t)resp_len) { /* a slow reader of a big response: give up on it */
+                        pk_add(&w->c, PK_sock_error, 1);
+                        close_it = 1;
+                        break;
+                    }
+                    pk_add(&w->c, PK_pkts_tx, 1);
+                    pk_add(&w->c, PK_bytes_tx, resp_len);
+                    pk_add(&w->c, PK_http_2xx, 1);
+                    memmove(buf, buf + q, u->resp.len - (uint32_t)q);
+                    u->resp.len -= (uint32_t)q;
+                    if (wants_close) {
+                        u->resp.state = PK_HTTP_DONE;
+                        break;
+                    }
+                }
+                if (u->resp.len >= sizeof(u->resp.buf)) {
+                    pk_add(&w->c, PK_bad_rx, 1); /* a request larger than we take */
+                    close_it = 1;
+                }
+            }
+            if (close_it) {
+                close(u->fd);
+                u->fd = -1;
+                pk_add(&w->c, PK_sock_close, 1);
+                pk_set(&w->c, PK_sock_current, pk_read(&w->c, PK_sock_current) - 1);
+            }
+        }
+    }
+}

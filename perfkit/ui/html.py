@@ -1,0 +1,191 @@
+"""Self-contained HTML reports of a run or a comparison.
+
+    run.report("run.html")                      # or perfkit.ui.html_report(run, "run.html")
+    perfkit.compare([a, b]).report("ab.html")
+
+One file, no network needed to open it: plotly's JavaScript is inlined once (about
+4.5 MB) and every chart after the first uses it. A run's report has its summary (the
+figures and the qperf-style text), the dashboard charts, the latency histogram, the
+per-second rows, the spec and the environment; a comparison's has the comparison chart,
+its table and each run's spec and environment.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import html
+import json
+import os
+from pathlib import Path
+
+# per-second columns shown in a run's report (the Parquet file has all of them)
+ROW_COLUMNS = ("time_s", "pkts_tx_per_s", "pkts_rx_per_s", "bits_tx_per_s", "bits_rx_per_s", "loss_pct",
+               "lat_p50_us", "lat_p99_us", "lat_max_us", "cpu_pct")
+MAX_ROWS = 3600
+
+STYLE = """
+body { font-family: -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif;
+       margin: 24px auto; max-width: 1200px; padding: 0 16px; color: #222; }
+h1 { font-size: 1.5em; margin-bottom: 0.2em; } h2 { font-size: 1.2em; margin-top: 1.6em;
+     border-bottom: 1px solid #ddd; padding-bottom: 4px; }
+.meta { color: #666; font-size: 0.9em; }
+table.kv, table.rows { border-collapse: collapse; font-size: 0.88em; margin: 8px 0; }
+table.kv td, table.kv th, table.rows td, table.rows th { border: 1px solid #ddd; padding: 3px 8px;
+     text-align: left; vertical-align: top; }
+table.rows td { text-align: right; font-variant-numeric: tabular-nums; }
+table.kv th, table.rows th { background: #f4f4fa; }
+pre { background: #f7f7f7; padding: 10px; border-radius: 4px; overflow-x: auto; }
+.error { color: #b00020; font-weight: bold; }
+.chart { margin: 12px 0; }
+details { margin: 8px 0; }
+.wide { overflow-x: auto; }
+.cols { display: flex; flex-wrap: wrap; gap: 0 24px; align-items: flex-start; }
+"""
+
+
+def _esc(v) -> str:
+    return html.escape(str(v), quote=True)
+
+
+def _value(v) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:,.6g}" if abs(v) < 1e6 else f"{v:.6g}"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}"
+    if isinstance(v, (dict, list)):
+        return json.dumps(v)
+    return str(v)
+
+
+def kv_table(d: dict) -> str:
+    rows = "".join(f"<tr><th>{_esc(k)}</th><td>{_esc(_value(v))}</td></tr>" for k, v in d.items())
+    return f'<table class="kv">{rows}</table>'
+
+
+def kv_columns(d: dict, columns: int = 3) -> str:
+    """d as up to `columns` key/value tables side by side (wrapping on narrow screens)."""
+    items = list(d.items())
+    per = max(1, -(-len(items) // columns))
+    parts = [kv_table(dict(items[i:i + per])) for i in range(0, len(items), per)]
+    return f'<div class="cols">{"".join(parts)}</div>'
+
+
+def frame_table(frame, max_rows: int = MAX_ROWS) -> str:
+    cols = frame.columns
+    head = "".join(f"<th>{_esc(c)}</th>" for c in cols)
+    body = []
+    for row in frame.head(max_rows).iter_rows():
+        body.append("<tr>" + "".join(f"<td>{_esc(_value(v))}</td>" for v in row) + "</tr>")
+    more = (f'<p class="meta">… {len(frame) - max_rows} more rows in the saved run</p>'
+            if len(frame) > max_rows else "")
+    return (f'<div class="wide"><table class="rows"><tr>{head}</tr>{"".join(body)}</table></div>'
+            f'{more}')
+
+
+def spec_dict(run) -> dict:
+    """The run's spec as a dict for a table, with the rate as text (20 kpps)."""
+    from perfkit.store import _rate_text
+    spec = run.spec.to_dict() if hasattr(run.spec, "to_dict") else {"spec": repr(run.spec)}
+    if isinstance(spec.get("rate"), dict):
+        spec["rate"] = _rate_text(spec)
+    return spec
+
+
+class _Charts:
+    """Turns figures into HTML: plotly.js inlined with the first one only."""
+
+    def __init__(self):
+        self.inlined = False
+
+    def __call__(self, fig) -> str:
+        import plotly.io as pio
+        part = pio.to_html(fig, full_html=False, include_plotlyjs=not self.inlined,
+                           config={"displaylogo": False, "responsive": True}, validate=False,
+                           default_width="100%")
+        self.inlined = True
+        return f'<div class="chart">{part}</div>'
+
+
+def _run_sections(run, chart, heading_level: int = 2) -> list[str]:
+    from perfkit.ui import charts
+    h = f"h{heading_level}"
+    out = []
+    if run.error:
+        out.append(f'<p class="error">error: {_esc(run.error)}</p>')
+    s = run.summary or {}
+    out.append(f"<{h}>Summary</{h}>")
+    try:
+        from perfkit.report import summary_text
+        out.append(f"<pre>{_esc(summary_text(s))}</pre>")
+    except Exception:  # noqa: BLE001 (an odd summary still gets its table)
+        pass
+    flat = {k: v for k, v in s.items() if not isinstance(v, dict)}
+    nested = {f"{k}.{kk}": vv for k, v in s.items() if isinstance(v, dict) for kk, vv in v.items()}
+    out.append(kv_columns({**flat, **nested}))
+    out.append(f"<{h}>Per-second charts</{h}>")
+    out.append(chart(charts.run_figure(run)))
+    if run.histogram is not None and run.histogram.count:
+        out.append(f"<{h}>Latency histogram</{h}>")
+        out.append(chart(charts.histogram_figure(run.histogram)))
+    out.append(f"<{h}>Spec</{h}>")
+    out.append(kv_table({**spec_dict(run), "engine": run.engine_name, "interval_s": run.interval}))
+    out.append(f"<{h}>Environment</{h}>")
+    out.append(kv_table(run.env or {}))
+    frame = run.frame
+    cols = [c for c in ROW_COLUMNS if c in frame.columns]
+    out.append(f"<{h}>Per-second rows ({len(frame)})</{h}>")
+    if cols and len(frame):
+        import polars as pl
+        out.append(frame_table(frame.select(cols).with_columns(pl.col(pl.Float64).round(3))))
+    return out
+
+
+def html_text(obj, title: str | None = None) -> str:
+    """The report of obj (a finished Run, a Comparison, or a list of runs to compare) as HTML."""
+    from perfkit import __version__
+    from perfkit.comparison import Comparison, compare
+    from perfkit.run import Run
+    from perfkit.ui import charts
+
+    if isinstance(obj, (list, tuple)):
+        obj = compare(obj)
+    chart = _Charts()
+    now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    if isinstance(obj, Run):
+        if not obj.done:
+            raise ValueError("run: the run has not finished: wait() before making its report")
+        name = getattr(obj, "name", None)
+        title = title or (f"{name}: " if name else "") + charts.spec_title(obj.spec)
+        started = (obj.env or {}).get("started_utc", "?")
+        meta = f"run on {_esc((obj.env or {}).get('host', '?'))}, started {_esc(started)}"
+        body = _run_sections(obj, chart)
+    elif isinstance(obj, Comparison):
+        title = title or "comparison: " + " vs ".join(obj.names)
+        meta = f"{len(obj.runs)} runs; ratios are to the first ({_esc(obj.names[0])})"
+        import polars as pl
+        body = ["<h2>Chart</h2>", chart(obj.figure(title="")), "<h2>Table</h2>",
+                frame_table(obj.table.with_columns(pl.col(pl.Float64).round(4)))]
+        for name, run in zip(obj.names, obj.runs):
+            spec = spec_dict(run)
+            body.append(f"<details><summary><b>{_esc(name)}</b>: spec and environment</summary>"
+                        f"<h3>Spec</h3>{kv_table({**spec, 'engine': run.engine_name})}"
+                        f"<h3>Environment</h3>{kv_table(run.env or {})}</details>")
+    else:
+        raise TypeError(f"report: {obj!r} is not a perfkit.Run, a Comparison or a list of runs")
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<meta name=\"generator\" content=\"perfkit {_esc(__version__)}\">"
+            f"<title>{_esc(title)}</title><style>{STYLE}</style></head><body>"
+            f"<h1>{_esc(title)}</h1><p class=\"meta\">{meta}; report made {_esc(now)} by perfkit "
+            f"{_esc(__version__)}</p>" + "\n".join(body) + "</body></html>\n")
+
+
+def html_report(obj, path, title: str | None = None) -> str:
+    """Write the report of obj (a Run, a Comparison or a list of runs) to path; returns path.
+    The file is complete on its own: open it anywhere, offline."""
+    text = html_text(obj, title)
+    path = Path(path).expanduser()
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return str(path)

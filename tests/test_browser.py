@@ -1,0 +1,281 @@
+"""The notebooks in a real browser: JupyterLab on loopback, Debian's headless Chromium
+driven by Playwright. Opens the quickstart, runs every cell, types into the Panel, presses
+Start, and watches the live chart grow; and opens an HTML report with the network cut off.
+
+Needs /usr/bin/chromium (apt-get install chromium) and the playwright package (pip; its
+own browser downloads are not used). Screenshots go to test-artifacts/ (ignored by git).
+"""
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+ARTIFACTS = Path(os.environ.get("PERFKIT_TEST_ARTIFACTS", ROOT / "test-artifacts"))
+CHROMIUM = os.environ.get("PERFKIT_CHROMIUM", "/usr/bin/chromium")
+
+if not os.access(CHROMIUM, os.X_OK):
+    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
+pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+pytest.importorskip("jupyterlab", reason="JupyterLab is not installed (the notebook extra)")
+pytest.importorskip("ipywidgets", reason="ipywidgets is not installed (the notebook extra)")
+
+from playwright.sync_api import TimeoutError as PlaywrightTimeout  # noqa: E402
+from playwright.sync_api import expect, sync_playwright  # noqa: E402
+
+SERVER_START_S = 90
+RUN_ALL_S = 300
+LIVE_S = 60
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str, timeout: float = 2.0) -> dict:
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return json.loads(r.read())
+
+
+@pytest.fixture(scope="module")
+def jupyter(tmp_path_factory):
+    """JupyterLab serving a copy of notebooks/ on 127.0.0.1, with its own config,
+    settings and workspaces; shut down (kernels too) at the end."""
+    base = tmp_path_factory.mktemp("jupyter")
+    root = base / "notebooks"
+    shutil.copytree(NOTEBOOKS, root, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    cfg = base / "config"
+    (cfg / "labconfig").mkdir(parents=True)
+    # no news pop-up (it would also try the network)
+    (cfg / "labconfig" / "page_config.json").write_text(json.dumps(
+        {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}}))
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(cfg),
+           "JUPYTERLAB_SETTINGS_DIR": str(base / "settings"),
+           "JUPYTERLAB_WORKSPACES_DIR": str(base / "workspaces"),
+           "JUPYTER_RUNTIME_DIR": str(base / "runtime")}
+    port, token = _free_port(), secrets.token_hex(16)
+    log = open(base / "jupyter.log", "wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+         f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
+         f"--ServerApp.root_dir={root}", "--ServerApp.open_browser=False",
+         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+         "--LabApp.extension_manager=readonly",              # no package index look-ups
+         *(["--allow-root"] if os.geteuid() == 0 else [])],
+        cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + SERVER_START_S
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"jupyter lab exited with {proc.returncode}:\n"
+                            + (base / "jupyter.log").read_text(errors="replace")[-3000:])
+            try:
+                _get(f"{url}/api/status?token={token}")
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail("jupyter lab did not answer within "
+                                f"{SERVER_START_S}s:\n" + (base / "jupyter.log").read_text(errors="replace")[-3000:])
+                time.sleep(0.3)
+        yield {"url": url, "token": token, "root": root, "log": base / "jupyter.log"}
+    finally:
+        try:   # the server's own shutdown stops its kernels too
+            req = urllib.request.Request(f"{url}/api/shutdown?token={token}", method="POST")
+            urllib.request.urlopen(req, timeout=5).close()
+            proc.wait(timeout=20)
+        except Exception:  # noqa: BLE001
+            pass
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                              args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"])
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def _shot(page, name: str, tmp_path: Path, full_page: bool = False) -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / name
+    page.screenshot(path=str(path), full_page=full_page)
+    shutil.copy(path, tmp_path / name)
+    return path
+
+
+def _code_cells(nb_path: Path) -> int:
+    return sum(1 for c in json.loads(nb_path.read_text())["cells"] if c["cell_type"] == "code")
+
+
+def _chart_points(cell) -> int:
+    """Markers of the first trace (tx pkt/s) of the newest plotly chart in the cell."""
+    return cell.evaluate("""cell => {
+        const plots = cell.querySelectorAll('.js-plotly-plot');
+        if (!plots.length) return -1;
+        const trace = plots[plots.length - 1].querySelector('.scatterlayer .trace');
+        return trace ? trace.querySelectorAll('path.point').length : 0;
+    }""")
+
+
+def _chart_title(cell) -> str:
+    return cell.evaluate("""cell => {
+        const plots = cell.querySelectorAll('.js-plotly-plot');
+        if (!plots.length) return '';
+        const t = plots[plots.length - 1].querySelector('.gtitle');
+        return t ? t.textContent : '';
+    }""")
+
+
+def test_quickstart_runs_in_jupyterlab_and_the_panel_starts_a_live_run(jupyter, browser, tmp_path):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    try:
+        page.goto(f"{jupyter['url']}/lab/tree/01-quickstart.ipynb?token={jupyter['token']}",
+                  timeout=60_000)
+        page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=60_000)
+        # JupyterLab may ask which kernel to start: the notebook's own (this Python's), as a person picks it
+        dialog = page.locator(".jp-Dialog").filter(has_text="Select Kernel")
+        try:
+            dialog.wait_for(timeout=15_000)
+            dialog.get_by_role("button", name="Select", exact=True).click()
+        except PlaywrightTimeout:
+            pass
+        deadline = time.monotonic() + 90
+        while not _get(f"{jupyter['url']}/api/kernels?token={jupyter['token']}"):
+            assert time.monotonic() < deadline, "no kernel started for the notebook"
+            time.sleep(0.3)
+        page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
+
+        # Run > Run All Cells, as a person does it
+        page.get_by_role("menuitem", name="Run", exact=True).click()
+        page.get_by_role("menuitem", name=re.compile(r"^Run All Cells")).click()
+        n_code = _code_cells(jupyter["root"] / "01-quickstart.ipynb")
+        try:   # a fresh kernel numbers the cells 1..n as they finish
+            page.wait_for_function(
+                """n => {
+                    const p = [...document.querySelectorAll('.jp-NotebookPanel .jp-CodeCell .jp-InputArea-prompt')];
+                    return p.length === n && p.every((e, i) => e.textContent.trim() === `[${i + 1}]:`);
+                }""", arg=n_code, timeout=RUN_ALL_S * 1000, polling=500)
+        except PlaywrightTimeout:
+            _shot(page, "browser-quickstart-failed.png", tmp_path)
+            prompts = page.evaluate("[...document.querySelectorAll('.jp-NotebookPanel .jp-CodeCell "
+                                    ".jp-InputArea-prompt')].map(e => e.textContent).join(' ')")
+            pytest.fail(f"Run All did not finish within {RUN_ALL_S}s; prompts: {prompts}")
+        errs = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+        tracebacks = [t for t in errs.all_inner_texts() if "Traceback" in t or "Error" in t]
+        assert not tracebacks, tracebacks[:2]
+
+        # the Panel's cell: its form, its Start button and its live chart
+        cell = page.locator(".jp-CodeCell").filter(has_text="perfkit.ui.Panel(duration")
+        expect(cell).to_have_count(1)
+        cell.scroll_into_view_if_needed()
+        start = cell.get_by_role("button", name="Start")
+        expect(start).to_be_enabled(timeout=10_000)
+        def field(name):   # the form's row for a spec field (its label turns to "⚠ name" on an error)
+            return cell.locator(".widget-hbox").filter(has=page.get_by_text(re.compile(rf"^(⚠ )?{name}$")))
+        duration = field("duration").locator("input")
+        expect(duration).to_have_count(1)
+        # the form's message line (the field labels show "⚠ name" without a colon)
+        message = cell.locator(".widget-html").filter(has_text=re.compile(r"✓ ready: |⚠ \w+: "))
+
+        # a bad value: the spec's own error shows and Start is disabled (checked in the kernel)
+        duration.fill("soon")
+        expect(start).to_be_disabled(timeout=10_000)
+        expect(message).to_contain_text("duration:", timeout=10_000)
+        duration.fill("8s")
+        expect(start).to_be_enabled(timeout=10_000)
+        # a paced UDP test: little CPU, so the browser keeps up on a small machine
+        field("test").locator("select").select_option("udp_bw")
+        field("rate").locator("input").fill("2kpps")
+        expect(message).to_contain_text("ready: udp_bw, 64 B, 2 kpps, 8 s", timeout=10_000)
+
+        before = _chart_points(cell)
+        start.click()
+        status = cell.locator(".widget-html").filter(has_text=re.compile(r"[▶■] |could not start"))
+        expect(status).to_contain_text("running", timeout=10_000)
+
+        # the live chart: a FigureWidget redrawn from a thread of the kernel, about once a second
+        seen, live_shot = [], None
+        deadline = time.monotonic() + LIVE_S
+        while time.monotonic() < deadline:
+            title, points = _chart_title(cell), _chart_points(cell)
+            seen.append((round(time.monotonic(), 1), points, title[:80]))
+            if "running" in title and points >= 3:
+                live_shot = _shot(page, "browser-quickstart-live.png", tmp_path)
+                break
+            time.sleep(0.25)
+        assert live_shot, f"the live chart never showed 3 points while running (before: {before}): {seen}"
+        growth = [p for _, p, t in seen if "running" in t]
+        assert growth and growth == sorted(growth), seen     # points only ever get added
+
+        # the end: the status line carries the run's summary; the chart is the full static one
+        expect(status).to_contain_text("finished", timeout=LIVE_S * 1000)
+        summary = status.inner_text()
+        assert re.search(r"finished: 2(\.\d+)? kpps, [\d.]+ [kM]bps, loss [\d.]+%", summary), summary
+        page.wait_for_function("cell => { const t = [...cell.querySelectorAll('.js-plotly-plot .gtitle')];"
+                               " return t.length && t[t.length - 1].textContent.includes('finished'); }",
+                               arg=cell.element_handle(), timeout=30_000)
+        assert _chart_points(cell) >= 8          # 8 s at one row per second, plus the final row
+        final = _shot(page, "browser-quickstart.png", tmp_path)
+        assert final.stat().st_size > 20_000
+        assert not [e for e in errors if "perfkit" in e.lower() or "plotly" in e.lower()], errors
+    finally:
+        page.close()
+
+
+def test_html_report_renders_with_the_network_cut_off(browser, tmp_path):
+    import perfkit
+    run = perfkit.run(perfkit.LocalTest("udp_lat", duration="1s"), interval=0.25)
+    path = run.report(tmp_path / "report.html")
+    page = browser.new_page(viewport={"width": 1300, "height": 900})
+    blocked = []
+
+    def route(r):
+        if r.request.url.startswith("file:"):
+            r.continue_()
+        else:
+            blocked.append(r.request.url)
+            r.abort()
+    page.route("**/*", route)
+    errors = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    try:
+        page.goto(Path(path).as_uri())
+        page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
+        assert page.evaluate("typeof Plotly") == "object"
+        assert page.locator(".js-plotly-plot").count() == 2      # run charts + histogram
+        # every panel of the run's chart has its points
+        assert page.evaluate("document.querySelectorAll('.js-plotly-plot')[0]"
+                             ".querySelectorAll('.scatterlayer path.point').length") > 0
+        expect(page.locator("h1")).to_contain_text("udp_lat")
+        _shot(page, "browser-report.png", tmp_path, full_page=True)
+        assert blocked == [] and errors == [], (blocked, errors)
+    finally:
+        page.close()

@@ -1,0 +1,181 @@
+"""HTTP load on kernel sockets: perfkit's client against perfkit's own server, nginx,
+and small Python servers that answer 500s or stall. Loopback only."""
+import http.server
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import perfkit
+from perfkit._sock import SockEngine
+from perfkit.engines.socket import http_workers
+from perfkit.spec import HttpLoad, HttpServe
+from perfkit.stats import INDEX
+
+
+@pytest.fixture
+def perfkit_server():
+    """perfkit's own server in this process; yields its port and a counters() reader."""
+    eng = SockEngine(http_workers(HttpServe(port=0, size=200, duration=60)))
+    eng.start()
+    port = eng.bound_port(0)
+    yield port, lambda: {k: eng.snapshot()[0][0][i] for k, i in INDEX.items()}
+    eng.stop()
+    eng.join()
+    eng.close()
+
+
+@pytest.mark.parametrize("keepalive", [True, False])
+def test_client_and_server_counts_agree(perfkit_server, keepalive):
+    port, server = perfkit_server
+    run = perfkit.run(HttpLoad(url=f"http://127.0.0.1:{port}/x", users=20, duration=1, keepalive=keepalive))
+    s, srv = run.summary, server()
+    assert run.error is None
+    assert s["responses"] > 500 and s["http_2xx"] == s["responses"]
+    assert s["http_err"] == 0 and s["err_connect"] == s["err_timeout"] == s["err_read"] == 0
+    # every request the server answered reached the client, but those in flight at the end
+    assert s["responses"] <= srv["http_req"] <= s["requests"] <= s["responses"] + 20
+    assert s["bytes_rx"] >= s["responses"] * 200
+    if keepalive:
+        assert s["sock_open"] == 20
+    else:
+        assert s["sock_open"] >= s["responses"]
+    assert s["lat_count"] == s["responses"] and s["lat_p50_us"] > 0
+
+
+def test_open_loop_holds_its_rate(perfkit_server):
+    port, _ = perfkit_server
+    s = perfkit.run(HttpLoad(url=f"http://127.0.0.1:{port}/", users=20, duration=2, rate=1000)).summary
+    assert s["requests"] == pytest.approx(2000, rel=0.02)
+    assert s["tps"] == pytest.approx(1000, rel=0.02)
+
+
+class _Every4th500(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    count = 0
+    lock = threading.Lock()
+
+    def do_GET(self):
+        with self.lock:
+            type(self).count += 1
+            status = 500 if self.count % 4 == 0 else 200
+        body = b"ok"
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a):
+        pass
+
+
+def test_error_rate_is_what_the_server_answers():
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Every4th500)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        s = perfkit.run(HttpLoad(url=f"http://127.0.0.1:{srv.server_port}/", users=4, duration=2)).summary
+    finally:
+        srv.shutdown()
+    answered = _Every4th500.count
+    assert s["responses"] > 40
+    assert s["http_5xx"] + s["http_2xx"] == s["responses"]
+    # exactly the server's share, but for the requests still in flight at the end
+    assert abs(s["http_5xx"] - answered // 4) <= 4
+    assert s["error_rate_pct"] == pytest.approx(100 * s["http_err"] / s["requests"])
+    assert s["http_err"] == s["http_5xx"]
+
+
+def test_a_stalled_server_gives_timeouts_not_a_hang():
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(64)  # accepts (the kernel does) and never answers
+    try:
+        t0 = time.monotonic()
+        s = perfkit.run(HttpLoad(url=f"http://127.0.0.1:{lsock.getsockname()[1]}/", users=5, duration=1.5,
+                                 response_timeout="300ms")).summary
+        assert time.monotonic() - t0 < 10
+    finally:
+        lsock.close()
+    assert s["responses"] == 0
+    assert s["err_timeout"] >= 5 and s["http_err"] >= s["err_timeout"]
+
+
+def test_refused_connections_are_connect_errors():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens here once closed
+    s = perfkit.run(HttpLoad(url=f"http://127.0.0.1:{port}/", users=3, duration=0.5)).summary
+    assert s["responses"] == 0 and s["err_connect"] > 0
+
+
+def test_many_users_at_once(perfkit_server):
+    port, server = perfkit_server
+    s = perfkit.run(HttpLoad(url=f"http://127.0.0.1:{port}/", users=2000, duration=2, ramp="500ms")).summary
+    assert s["sock_open"] == 2000 and s["http_err"] == 0 and s["responses"] > 2000
+    assert server()["sock_open"] >= 2000
+
+
+NGINX_CONF = """
+worker_processes 1;
+error_log {d}/error.log;
+pid {d}/nginx.pid;
+events {{ worker_connections 1024; }}
+http {{
+    access_log {d}/access.log;
+    client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_temp_path {d};
+    keepalive_requests 1000000;
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{ return 200 "hello from nginx\\n"; }}
+    }}
+}}
+"""
+
+
+@pytest.mark.skipif(not shutil.which("nginx"), reason="nginx is not installed (Debian: nginx-light)")
+@pytest.mark.parametrize("keepalive", [True, False])
+def test_counts_equal_nginx_access_log(tmp_path, keepalive):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (tmp_path / "nginx.conf").write_text(NGINX_CONF.format(d=tmp_path, port=port))
+    ngx = subprocess.Popen(["nginx", "-c", str(tmp_path / "nginx.conf"), "-p", str(tmp_path), "-g", "daemon off;"],
+                           stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        for _ in range(100):  # until it listens
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        before = (tmp_path / "access.log").read_text().count("\n")  # the probe's none; tolerate it
+        s = perfkit.run(HttpLoad(url=f"http://127.0.0.1:{port}/", users=10, duration=1, keepalive=keepalive)).summary
+    finally:
+        os.killpg(ngx.pid, signal.SIGQUIT)  # graceful: the log is complete
+        ngx.wait(timeout=20)
+    lines = (tmp_path / "access.log").read_text().splitlines()[before:]
+    ok = [ln for ln in lines if '" 200 ' in ln]
+    assert s["responses"] > 100 and s["http_err"] == 0
+    # nginx logged every response perfkit got; requests cut off at the end are logged as 499
+    assert len(ok) >= s["responses"]
+    assert len(lines) <= s["requests"]
+
+
+def test_cli_http_json_and_bad_url(perfkit_server):
+    port, _ = perfkit_server
+    out = subprocess.run([sys.executable, "-P", "-m", "perfkit", "http", f"http://127.0.0.1:{port}/", "-u", "3",
+                          "-t", "1", "--json"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout.splitlines()[-1])["summary"]
+    assert summary["tps"] > 0 and summary["vusers"] == 3 and summary["test"] == "http"
+    for url, msg in [("https://127.0.0.1/", "https is not supported"), ("http://192.0.2.1/", "not allowed")]:
+        bad = subprocess.run([sys.executable, "-P", "-m", "perfkit", "http", url], capture_output=True, text=True,
+                             timeout=60)
+        assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and msg in bad.stderr

@@ -1,0 +1,227 @@
+"""Runs start, stop and fail without leaking: file descriptors, threads, memory.
+Stop from another thread, KeyboardInterrupt and a bind failure all end cleanly,
+with the final row and summary a finished run promises."""
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import socket
+import threading
+import time
+
+import pytest
+
+import perfkit
+from perfkit import EngineError, LocalTest
+
+TESTS = ["udp_bw", "udp_lat", "tcp_bw", "tcp_lat"]
+
+
+def fd_count() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def thread_count() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+def rss_kb() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(ln.split()[1]) for ln in f if ln.startswith("VmRSS:"))
+
+
+def settle(baseline_threads: int, timeout: float = 2.0) -> int:
+    """Thread count once finished threads are gone (a sampler thread exits just after done)."""
+    deadline = time.monotonic() + timeout
+    while thread_count() > baseline_threads and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return thread_count()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def warm():
+    """One run of each kind first: polars' threads and allocator pools, Python's caches."""
+    for test in TESTS:
+        perfkit.run(LocalTest(test, duration=0.1), interval=0.05).frame
+    gc.collect()
+
+
+def _check_finished(run, what: str):
+    s = run.summary
+    assert run.done and s is not None and run.rows, f"{what}: no summary or rows"
+    last = run.rows[-1]
+    for k in ("pkts_tx", "pkts_rx", "bytes_tx", "bytes_rx"):
+        # == once run.py always records the final row (see test_final_row_...: now
+        # it drops the final row when it comes within 1 ms of the previous one)
+        assert last[k] <= s[k], f"{what}: last row {k}={last[k]} but summary {s[k]}"
+    assert s["pkts_tx"] > 0, f"{what}: nothing sent"
+    if s["test"].startswith("udp"):
+        assert s["pkts_rx"] - s["dup"] + s["lost"] == s["pkts_tx"], f"{what}: {s}"
+    else:
+        assert s["bytes_rx"] == s["bytes_tx"], f"{what}: {s}"
+
+
+def test_fifty_short_runs_leak_nothing():
+    specs = [LocalTest("udp_bw", duration=0.2), LocalTest("udp_lat", duration=0.2),
+             LocalTest("tcp_bw", duration=0.2), LocalTest("tcp_lat", duration=0.2),
+             LocalTest("udp_bw", duration=0.2, flows=16, batch=8),
+             LocalTest("udp_bw", duration=0.2, gso=4, rate="20kpps"),
+             LocalTest("tcp_lat", duration=0.2, busy_poll=True)]
+    gc.collect()
+    fds0, threads0, rss0 = fd_count(), thread_count(), rss_kb()
+    peak_threads = 0
+    for i in range(50):
+        spec = specs[i % len(specs)]
+        run = perfkit.Run(spec, interval=0.05).start()
+        peak_threads = max(peak_threads, thread_count())
+        run.wait(timeout=10)
+        assert run.done and run.error is None, (i, spec, run.error)
+        _check_finished(run, f"run {i} ({spec.test})")
+        del run
+    gc.collect()
+    threads1 = settle(threads0)
+    fds1, rss1 = fd_count(), rss_kb()
+    print(f"fds {fds0}->{fds1}, threads {threads0}->{threads1} (peak {peak_threads}), "
+          f"RSS {rss0 / 1024:.1f}->{rss1 / 1024:.1f} MiB")
+    assert peak_threads > threads0, "the runs started no threads?"
+    assert fds1 == fds0, f"file descriptors leaked: {fds0} before 50 runs, {fds1} after"
+    assert threads1 == threads0, f"threads leaked: {threads0} before 50 runs, {threads1} after"
+    assert rss1 - rss0 < 4 * 1024, f"RSS grew {(rss1 - rss0) / 1024:.1f} MiB over 50 runs"
+
+
+@pytest.mark.parametrize("test,rate", [(t, None) for t in TESTS] + [("udp_bw", "0.25pps"), ("tcp_lat", "0.25pps")])
+def test_stop_from_another_thread_ends_a_long_run_quickly(test, rate):
+    """Also with a slow pacer, asleep until its next message is due 4 s later."""
+    threads0 = thread_count()
+    run = perfkit.Run(LocalTest(test, duration="30s", rate=rate), interval=0.2).start()
+    stopped_at = []
+    timer = threading.Timer(0.5, lambda: (stopped_at.append(time.monotonic()), run.stop()))
+    timer.start()
+    try:
+        assert run.wait(timeout=10), "the run did not end within 10 s of a 30 s duration"
+    finally:
+        timer.cancel()
+        run.stop()
+        run.wait(timeout=10)
+    took = time.monotonic() - stopped_at[0]
+    assert took < 1.0, f"{test}: the run took {took:.2f} s to end after stop()"
+    assert run.error is None, run.error
+    _check_finished(run, test)
+    assert run.summary["duration_s"] < 2.0, run.summary["duration_s"]
+    assert len(run.rows) >= 2
+    assert settle(threads0) == threads0
+
+
+@pytest.mark.parametrize("test,kind", [("udp_bw", socket.SOCK_DGRAM), ("tcp_bw", socket.SOCK_STREAM),
+                                       ("udp_lat", socket.SOCK_DGRAM)])
+def test_bind_failure_is_a_clear_engine_error_and_leaves_nothing(test, kind):
+    holder = socket.socket(socket.AF_INET, kind)
+    try:
+        holder.bind(("127.0.0.1", 0))
+        if kind == socket.SOCK_STREAM:
+            holder.listen(1)
+        port = holder.getsockname()[1]
+        gc.collect()
+        fds0, threads0 = fd_count(), thread_count()
+        run = perfkit.Run(LocalTest(test, host="127.0.0.1", port=port, duration=1))
+        with pytest.raises(EngineError) as info:
+            run.start()
+        msg = str(info.value)
+        assert f"127.0.0.1 port {port}" in msg and "in use" in msg, msg
+        assert not run.done and run.summary is None
+        with pytest.raises(RuntimeError):   # nothing to wait for; says so
+            run.wait(timeout=0.1)
+        with pytest.raises(EngineError):    # the one-call form raises the same
+            perfkit.run(LocalTest(test, host="127.0.0.1", port=port, duration=1))
+        gc.collect()
+        assert thread_count() == threads0, "a failed start left threads behind"
+        assert fd_count() == fds0, "a failed start left file descriptors open"
+    finally:
+        holder.close()
+
+
+@pytest.mark.parametrize("test", ["udp_bw", "tcp_lat"])
+def test_keyboard_interrupt_in_wait_stops_records_and_reraises(test):
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("SIGINT goes to the main thread; this test must run there")
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    threads0 = thread_count()
+    main = threading.main_thread().ident
+    sent_at = []
+    timer = threading.Timer(0.5, lambda: (sent_at.append(time.monotonic()),
+                                          signal.pthread_kill(main, signal.SIGINT)))
+    run = perfkit.Run(LocalTest(test, duration="30s"), interval=0.2).start()
+    try:
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            run.wait()
+        took = time.monotonic() - sent_at[0]
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, old)
+        run.stop()
+        run.wait(timeout=10)
+    assert took < 1.0, f"wait() took {took:.2f} s to re-raise after SIGINT"
+    assert run.done, "KeyboardInterrupt re-raised before the run finished"
+    assert run.error is None, run.error
+    _check_finished(run, test)
+    assert run.summary["duration_s"] < 2.0
+    assert settle(threads0) == threads0
+
+
+class _ScriptedHandle:
+    """An engine handle whose workers finish just after the first row is sampled,
+    having done a little more in between: the race a real run hits now and then."""
+    roles = ["udp_recv", "udp_send"]
+
+    def __init__(self):
+        from perfkit.stats import COUNTER_NAMES, INDEX, Histogram
+        self.n, self.hist = len(COUNTER_NAMES), [0] * len(Histogram.LOWER)
+        self.idx = INDEX
+        self.snaps = 0
+
+    def _counters(self, pkts):
+        c = [0] * self.n
+        for k in ("pkts_tx", "pkts_rx"):
+            c[self.idx[k]] = pkts
+        for k in ("bytes_tx", "bytes_rx"):
+            c[self.idx[k]] = 64 * pkts
+        return c
+
+    def start(self):
+        pass
+
+    def stop(self):
+        pass
+
+    def running(self):
+        return 2 if self.snaps == 0 else 0
+
+    def snapshot(self):
+        self.snaps += 1
+        pkts = 1000 if self.snaps == 1 else 1056   # 56 more between the row and the end
+        return [(self._counters(pkts), self.hist), (self._counters(0), self.hist)]
+
+    def join(self):
+        pass
+
+    def error(self):
+        return None
+
+    def close(self):
+        pass
+
+
+def test_final_row_is_recorded_even_right_after_a_regular_row(monkeypatch):
+    import sys
+    import types
+
+    run_mod = sys.modules["perfkit.run"]   # perfkit.run is also the function perfkit.run()
+    fake = types.SimpleNamespace(build=lambda spec: _ScriptedHandle())
+    monkeypatch.setattr(run_mod, "get_engine", lambda name: fake)
+    run = perfkit.Run(LocalTest("udp_bw", duration=1), interval=0.05).start()
+    assert run.wait(timeout=5)
+    assert run.summary["pkts_tx"] == 1056
+    assert run.rows[-1]["pkts_tx"] == 1056, \
+        f"last row says {run.rows[-1]['pkts_tx']} packets sent, the summary {run.summary['pkts_tx']}"

@@ -1,0 +1,85 @@
+"""The UDP sender's pacer: the achieved rate is the target, within 2%, from
+10 kpps up to near the engine's maximum, and it is even, not bursty.
+
+A pacer may fall behind when other processes take its CPU (a 2-vCPU machine
+running something else), never run ahead: so every attempt must stay at or
+under rate x duration, and one attempt out of three must land within 2%.
+A pacer that is wrong fails all three.
+"""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import perfkit
+from perfkit import LocalTest
+
+TOL = 0.02
+ATTEMPTS = 3
+INTERVAL = 0.25
+
+
+def _paced(target_pps: float, duration: float = 1.0, **kw):
+    """Run udp_bw at a target; return (best error, the attempts' figures)."""
+    tries = []
+    for _ in range(ATTEMPTS):
+        run = perfkit.run(LocalTest("udp_bw", duration=duration, **kw), interval=INTERVAL)
+        s = run.summary
+        assert run.error is None, run.error
+        # never ahead: the pacer allows floor(elapsed x rate) + 1 messages, and stops at duration
+        assert s["pkts_tx"] <= math.ceil(target_pps * duration) + 1, \
+            f"the pacer ran ahead of {target_pps:g} pps x {duration} s: {s['pkts_tx']} sent"
+        err = s["tx_pps"] / target_pps - 1
+        # evenness: every row wholly inside the sending time is close to the target too
+        inner = [r["pkts_tx_per_s"] for r in run.rows if INTERVAL * 0.9 < r["time_s"] <= duration - INTERVAL / 2]
+        row_err = max((abs(x / target_pps - 1) for x in inner), default=0.0)
+        tries.append({"tx_pps": round(s["tx_pps"], 1), "err_pct": round(100 * err, 3),
+                      "worst_row_err_pct": round(100 * row_err, 2), "pkts_tx": s["pkts_tx"],
+                      "duration_s": round(s["duration_s"], 4), "rows": [round(x) for x in inner]})
+        if abs(err) <= TOL and row_err <= 2.5 * TOL:
+            return tries
+    pytest.fail(f"target {target_pps:g} pps: no attempt within {100 * TOL:g}% "
+                f"(rows within {250 * TOL:g}%): {tries}")
+
+
+@pytest.mark.parametrize("rate,kw", [
+    ("10kpps", {}),
+    ("100kpps", {}),
+    ("100kpps", {"flows": 4}),
+    ("100kpps", {"gso": 8}),
+], ids=["10kpps", "100kpps", "100kpps-4flows", "100kpps-gso8"])
+def test_pps_target(rate, kw):
+    target = perfkit.parse_rate(rate).value
+    tries = _paced(target, rate=rate, size=64, **kw)
+    print(rate, kw, tries)
+
+
+def test_bps_target():
+    """50 Mbit/s of 1000-byte payloads is 6250 datagrams/s; payload bits/s on target too."""
+    tries = _paced(6250.0, rate="50Mbps", size=1000)
+    print(tries)
+    run = perfkit.run(LocalTest("udp_bw", duration=0.5, rate="50Mbps", size=1000), interval=0.25)
+    assert abs(run.summary["tx_bps"] / 50e6 - 1) <= TOL, run.summary["tx_bps"]
+    assert run.summary["bytes_tx"] == run.summary["pkts_tx"] * 1000
+
+
+def test_near_the_maximum():
+    """70% of the unlimited rate measured here and now (same size, batch, machine load)."""
+    free = perfkit.run(LocalTest("udp_bw", size=64, duration=1.0), interval=INTERVAL).summary
+    top = free["tx_pps"]
+    assert top > 20_000, f"the unlimited sender managed only {top:.0f} pps"
+    target = round(0.7 * top)
+    tries = _paced(float(target), rate=f"{target}pps", size=64)
+    print(f"unlimited {top:.0f} pps, paced at {target} pps:", tries)
+
+
+@pytest.mark.parametrize("test", ["udp_bw", "tcp_bw", "udp_lat"])
+def test_slow_pacer_ends_at_its_duration(test):
+    """1 message/s for 1.5 s: messages at 0 s and 1 s, and the sender ends at 1.5 s;
+    it must not sleep on to the next message's time (2 s) past the end of the run."""
+    run = perfkit.run(LocalTest(test, rate="1pps", duration=1.5, size=64), interval=0.5)
+    s = run.summary
+    pings = s["pkts_tx"] // 2 if test == "udp_lat" else s["pkts_tx"]   # udp_lat counts the echoes too
+    assert pings == 2, s
+    assert 1.5 <= s["duration_s"] < 1.6, f"the sender ran {s['duration_s']:.3f} s of a 1.5 s run"
