@@ -13,17 +13,18 @@ from perfkit.comparison import Comparison, compare
 from perfkit.errors import EngineError
 from perfkit.run import Run, load
 from perfkit.remote import serve, test
-from perfkit.spec import LocalTest, RemoteTest
+from perfkit.spec import DpdkFlows, DpdkReflect, HttpLoad, HttpServe, LocalTest, RemoteTest
 from perfkit.stats import COUNTERS, Histogram
 from perfkit.store import Store
 from perfkit.units import Rate, parse_duration, parse_rate, parse_size
 
 
-def run(spec, engine: str = "socket", interval: float = 1.0, subscribers=()) -> Run:
+def run(spec, engine: str | None = None, interval: float = 1.0, subscribers=()) -> Run:
     """Run spec to the end and return the finished Run."""
     return Run(spec, engine=engine, interval=interval, subscribers=subscribers).run()
 
 
-__all__ = ["COUNTERS", "Comparison", "EngineError", "Histogram", "LocalTest", "Rate", "RemoteTest", "Run",
+__all__ = ["COUNTERS", "Comparison", "DpdkFlows", "DpdkReflect", "EngineError", "Histogram", "HttpLoad",
+           "HttpServe", "LocalTest", "Rate", "RemoteTest", "Run",
            "Store", "compare", "engines", "load", "parse_duration", "parse_rate", "parse_size", "run", "serve",
            "test", "__version__"]

@@ -62,12 +62,12 @@ class Run:
         run.frame, run.summary, run.histogram
     """
 
-    def __init__(self, spec, engine: str = DEFAULT_ENGINE, interval: float = 1.0,
+    def __init__(self, spec, engine: str | None = None, interval: float = 1.0,
                  subscribers: tuple[Callable[[dict], None], ...] = ()):
         if not 0.05 <= float(interval) <= 3600:
             raise ValueError(f"interval: {interval} s is out of range 0.05..3600")
         self.spec = spec
-        self.engine_name = engine
+        self.engine_name = engine or getattr(spec, "ENGINE", DEFAULT_ENGINE)
         self.interval = float(interval)
         self.rows: list[dict] = []
         self.summary: dict | None = None

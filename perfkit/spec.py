@@ -177,15 +177,6 @@ class RemoteTest(_SocketTest):
         return d
 
 
-def from_dict(d: dict):
-    """Any spec from its to_dict() form."""
-    kinds = {"LocalTest": LocalTest, "RemoteTest": RemoteTest, "HttpLoad": HttpLoad, "HttpServe": HttpServe}
-    kind = d.get("kind", "LocalTest")
-    if kind not in kinds:
-        raise ValueError(f"kind: {kind!r} is not one of {', '.join(kinds)}")
-    return kinds[kind].from_dict(d)
-
-
 # ------------------------------------------------------------------ DPDK engine specs
 # (perfkit.engines.dpdk runs them: Run(DpdkFlows(...), engine="dpdk"))
 
@@ -249,6 +240,7 @@ def _check_netns(value):
 
 class _DpdkSpec:
     """to_dict/from_dict shared by the DPDK specs."""
+    ENGINE: ClassVar[str] = "dpdk"  # the engine perfkit.Run uses when none is named
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -400,17 +392,6 @@ class DpdkReflect(_DpdkSpec):
     @property
     def test(self) -> str:
         return f"dpdk_{self.mode}"
-
-
-_from_dict_before_dpdk = from_dict
-
-
-def from_dict(d: dict):  # noqa: F811 (extends the one above with the DPDK specs)
-    """Any spec from its to_dict() form."""
-    kinds = {"DpdkFlows": DpdkFlows, "DpdkReflect": DpdkReflect}
-    if d.get("kind") in kinds:
-        return kinds[d["kind"]].from_dict(d)
-    return _from_dict_before_dpdk(d)
 
 
 MAX_USERS = 100_000
@@ -579,3 +560,14 @@ class HttpServe:
         d = dict(d)
         d.pop("kind", None)
         return cls(**d)
+
+
+SPECS = {cls.__name__: cls for cls in (LocalTest, RemoteTest, HttpLoad, HttpServe, DpdkFlows, DpdkReflect)}
+
+
+def from_dict(d: dict):
+    """Any spec from its to_dict() form."""
+    kind = d.get("kind", "LocalTest")
+    if kind not in SPECS:
+        raise ValueError(f"kind: {kind!r} is not one of {', '.join(SPECS)}")
+    return SPECS[kind].from_dict(d)
