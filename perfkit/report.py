@@ -7,6 +7,7 @@ import sys
 
 def _si(value: float, unit: str = "") -> str:
     """qperf's style: three significant digits and a decimal prefix (32.8 MB/sec, 510 K/sec)."""
+    value = float(f"{value:.3g}")  # round first: 999,999 is 1 M, not "1e+03 K"
     for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K")):
         if abs(value) >= scale:
             return f"{value / scale:.3g} {prefix}{unit}"
