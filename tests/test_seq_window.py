@@ -336,7 +336,7 @@ def test_live_receiver_survives_wild_sequence_numbers():
     import queue
     import threading
     lines: queue.Queue = queue.Queue()
-    p = subprocess.Popen([sys.executable, "-c", _WILD], stdout=subprocess.PIPE,
+    p = subprocess.Popen([sys.executable, "-P", "-c", _WILD], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     threading.Thread(target=lambda: [lines.put(ln.strip()) for ln in p.stdout], daemon=True).start()
 
