@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""perfkit side by side with iperf3, sockperf and qperf, on loopback only.
+"""perfkit side by side with iperf3, sockperf and qperf, on loopback and between two lab hosts.
 
-    python3 bench/run.py [--reps 3] [--duration 5] [--only udp64_pps tcp_lat ...]
+    python3 bench/run.py [--reps 3] [--duration 5] [--only udp64_pps tcp_lat vs_qperf ...]
 
 Each comparison runs perfkit and its peer tool(s) alternately (perfkit, peer,
 perfkit, peer, ...) for --reps rounds, takes the median of each side and prints
@@ -11,7 +11,10 @@ the command line and every single run, goes to bench/RESULTS.md.
 Every process is bounded in time: clients run under a subprocess timeout,
 servers under coreutils `timeout` and are killed (their own process group,
 by id) as soon as their client is done, or at exit. Every run gets its own
-ports. Nothing but 127.0.0.1 is ever a target.
+ports. Nothing but 127.0.0.1 is ever a target, except in vs_qperf's veth part:
+there clients in a perfkit lab's host h1 talk to servers in its host h2 over the
+lab's veth pair (198.18.0.0/15), and the lab is taken down at the end, also on
+errors and Ctrl-C.
 """
 from __future__ import annotations
 
@@ -39,11 +42,19 @@ PEER_TOOLS = ("iperf3", "qperf", "sockperf")   # command name = Debian package n
 LAT_SIZE = 64                   # message size of every latency test (sockperf needs >= 14)
 UDP_SIZE = 64                   # datagram payload of the UDP rate tests
 LOSS_RATE_SHARE = 0.75          # udp64_loss offers this share of iperf3's measured max rx rate
-GROUPS = ("udp64_pps", "udp64_loss", "tcp_bw", "udp_lat", "tcp_lat")
+GROUPS = ("udp64_pps", "udp64_loss", "tcp_bw", "udp_lat", "tcp_lat", "vs_qperf")
 
 
 class BenchError(RuntimeError):
     """One run failed: timeout, non-zero exit or output we cannot read."""
+
+
+class ClientFailed(BenchError):
+    """A client exited non-zero; what it printed before is in .stdout."""
+
+    def __init__(self, msg: str, stdout: str = ""):
+        super().__init__(msg)
+        self.stdout = stdout
 
 
 # ------------------------------------------------------------------ processes
@@ -120,9 +131,22 @@ class Server:
         raise BenchError(f"{self.cmd[0]} server did not open {proto} port {port} within {timeout:g} s")
 
 
+_MAIN_PID = os.getpid()
+
+
 def kill_all_servers() -> None:
+    if os.getpid() != _MAIN_PID:   # a forked helper (lab.call, pyroute2) owns none of them
+        return
     for srv in list(_LIVE_SERVERS):
         srv.finish(wait=0)
+
+
+def _on_sigterm(signum, frame):
+    """SIGTERM is Ctrl-C for this script; a forked helper process (pyroute2's namespace
+    maker, lab.call) that gets one just exits, never running this script's main on."""
+    if os.getpid() != _MAIN_PID:
+        os._exit(128 + signum)
+    raise KeyboardInterrupt
 
 
 def run_client(cmd: list, timeout: float) -> subprocess.CompletedProcess:
@@ -185,13 +209,93 @@ def _bindable(port: int, kind: int) -> bool:
 # ---------------------------------------------------------------- tool runners
 
 def perfkit_cmd() -> list[str]:
-    exe = shutil.which("perfkit")
-    return [exe] if exe else [sys.executable, "-m", "perfkit"]
+    """The installed perfkit, run by this interpreter (-P: the source tree never shadows it)."""
+    return [sys.executable, "-P", "-m", "perfkit"]
+
+
+PERFKIT_CLIENT = "api"   # --perfkit-client: "api" (perfkit from Python, in a fork) or "cli" (a command)
+
+
+def in_fork(fn, *args, timeout: float):
+    """fn(*args) in a forked child of this process, in a session of its own (as the peer
+    tools' processes are: with autogroup scheduling, the CPU share follows the session);
+    its pickled result or exception comes back. The child is killed after timeout s.
+    perfkit is imported once, here, instead of once per run: an editable install
+    re-checks (and on a busy shared tree, rebuilds) its native code on every import."""
+    import pickle
+    import select
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:   # child: never returns into this script
+        try:
+            os.close(r)
+            os.setsid()
+            try:
+                res = (True, fn(*args))
+            except BaseException as exc:   # noqa: BLE001 (reported to the parent)
+                res = (False, exc)
+            try:
+                data = pickle.dumps(res)
+            except Exception as exc:       # noqa: BLE001
+                data = pickle.dumps((False, BenchError(f"cannot pickle {res[1]!r}: {exc}")))
+            view = memoryview(data)
+            while view:
+                view = view[os.write(w, view):]
+        finally:
+            os._exit(0)
+    os.close(w)
+    chunks, deadline, done = [], time.monotonic() + timeout, False
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([r], [], [], left)[0]:
+                raise BenchError(f"{getattr(fn, '__name__', fn)}: no result within {timeout:g} s")
+            chunk = os.read(r, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        done = True
+    finally:
+        os.close(r)
+        if not done:   # timed out, or Ctrl-C here: the child goes too
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+    if not chunks:
+        raise BenchError(f"{getattr(fn, '__name__', fn)}: the child died without an answer")
+    ok, value = pickle.loads(b"".join(chunks))
+    if ok:
+        return value
+    raise value
+
+
+def _perfkit_local_api(test, duration, size, rate, busy_poll) -> dict:
+    """What `perfkit local TEST --json` runs (cli._local: a LocalTest, then Run), from Python."""
+    import perfkit
+    from perfkit.errors import EngineError
+    spec = perfkit.LocalTest(test=test, host=HOST, duration=duration, size=size, rate=rate, busy_poll=busy_poll)
+    run = perfkit.Run(spec)
+    run.start()
+    try:
+        run.wait()
+    except EngineError:
+        pass
+    if run.error:
+        raise BenchError(f"perfkit local {test}: {run.error}")
+    return dict(run.summary)
 
 
 def run_perfkit(test: str, duration: float, size: int | None = None, rate: str | None = None,
                 busy_poll: bool = False) -> dict:
-    """perfkit local TEST --json: the summary dict (its last line)."""
+    """perfkit local TEST: the summary dict. With --perfkit-client cli, the command with
+    --json (its last line); with api (default), the same spec and Run in a fork of this process."""
+    if PERFKIT_CLIENT == "api":
+        return in_fork(_perfkit_local_api, test, duration, size, rate, busy_poll, timeout=duration + 30)
     cmd = [*perfkit_cmd(), "local", test, "--host", HOST, "--duration", f"{duration:g}s", "--json"]
     if size is not None:
         cmd += ["--size", size]
@@ -354,6 +458,11 @@ class Bench:
     rows: list[Row] = field(default_factory=list)
     details: list[str] = field(default_factory=list)
     iperf3_max_rx_pps: float | None = None
+    vs_duration: float = 2.0     # vs_qperf: seconds per run
+    vs_paths: tuple = ("loopback", "veth")
+    vs_client: str = "api"       # vs_qperf: perfkit test from Python (api) or as a command (cli)
+    vs_rows: list[Row] = field(default_factory=list)
+    vs_details: list[str] = field(default_factory=list)
     errors: int = 0
     _done: int = 0
 
@@ -595,12 +704,371 @@ def bench_lat(b: Bench, proto: str) -> None:
          "qperf reports 'one way latency' = mean RTT/2; it is compared with perfkit's `latency_us` (mean RTT/2)."])
 
 
+# ------------------------------------- perfkit test vs qperf: two hosts, loopback and veth
+
+VS_BLOCKS = (  # one `perfkit test` invocation each: (tests, perfkit size options, sizes)
+    (("tcp_bw", "tcp_lat", "udp_bw", "udp_lat"), ["--oo", "msg_size:64:1K:*16"], (64, 1024)),
+    (("tcp_bw", "tcp_lat"), ["-m", "64K"], (65536,)),
+    (("udp_bw", "udp_lat"), ["-m", "32K"], (32768,)),   # qperf's UDP tests fail at 64 KiB
+)
+VS_PATHS = ("loopback", "veth")
+QPERF_LAB_PORT = 19765          # qperf's default listen port, inside the lab's h2 namespace
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def _ns_listening(port: int) -> bool:
+    """In a lab host (lab.call): a TCP socket listening on port?"""
+    return port_in_use(port, "tcp", listening_only=True)
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _proc_cpu_s(pid: int) -> float | None:
+    """CPU seconds of a process and of its children it has reaped (utime+stime+cutime+cstime)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return sum(int(x) for x in fields[11:15]) / _CLK_TCK
+
+
+class TwoHosts:
+    """Where the far end (perfkit serve, qperf) and the near end (perfkit test, qperf
+    client) run: both on this host over 127.0.0.1, or in hosts h2 and h1 of a perfkit lab
+    joined by a plain veth pair (198.18.x.2 / .1)."""
+
+    def __init__(self, name: str, ports: Ports):
+        self.name, self.lab = name, None
+        self.token = None
+        if name == "loopback":
+            self.host = HOST
+            # perfkit serve binds port 0 and says which port it got (its start-up can take
+            # long enough for a port checked free now to be taken meanwhile); qperf starts at once
+            self.pk_port, self.qp_port = 0, ports.take()
+        else:
+            from perfkit.lab import Lab
+            self.lab = Lab().up()
+            self.h1, self.h2 = self.lab.hosts
+            self.host = self.h2.ipv4
+            self.pk_port, self.qp_port = 19800, QPERF_LAB_PORT   # the lab's own namespace: free
+            self.token = os.urandom(8).hex()
+        self.servers: list = []
+
+    def close(self) -> None:
+        for srv in self.servers:
+            srv.finish(wait=0)
+        if self.lab is not None:
+            self.lab.down()
+
+    # the far end
+    def server(self, cmd: list, lifetime: float):
+        if self.lab is None:
+            srv = Server(cmd, lifetime)
+        else:
+            srv = LabServer(self.lab, self.h2, cmd, lifetime)
+        self.servers.append(srv)
+        return srv
+
+    def wait_listening(self, srv, port: int, timeout: float = 60.0) -> None:
+        if self.lab is None:
+            srv.wait_listening(port, "tcp", timeout)
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.lab.call(self.h2, _ns_listening, port):
+                return
+            if srv.proc.poll() is not None:
+                out, err = srv.finish()
+                raise BenchError(f"{srv.cmd[0]} server in h2 exited early: {(err or out).strip()[-300:]}")
+            time.sleep(0.1)
+        srv.finish()
+        raise BenchError(f"{srv.cmd[0]} server in h2 did not listen on port {port} within {timeout:g} s")
+
+    # the near end: run to completion, with the CPU it used (wait4: it and what it reaped)
+    def client(self, cmd: list, timeout: float) -> tuple[str, float]:
+        cmd = [str(c) for c in cmd]
+        out, err = tempfile.TemporaryFile(mode="w+"), tempfile.TemporaryFile(mode="w+")
+        try:
+            kw = dict(stdin=subprocess.DEVNULL, stdout=out, stderr=err, text=True, start_new_session=True)
+            p = subprocess.Popen(cmd, **kw) if self.lab is None else self.lab.popen(self.h1, cmd, **kw)
+            deadline = time.monotonic() + timeout
+            while True:
+                pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+                if pid:
+                    break
+                if time.monotonic() > deadline:
+                    try:
+                        os.killpg(p.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                    os.wait4(p.pid, 0)
+                    p.returncode = -9
+                    raise BenchError(f"{' '.join(cmd)}: no result within {timeout:g} s")
+                time.sleep(0.01)
+            p.returncode = os.waitstatus_to_exitcode(status)
+            out.seek(0)
+            err.seek(0)
+            stdout, stderr = out.read(), err.read()
+        finally:
+            out.close()
+            err.close()
+        if p.returncode != 0:
+            tail = (stderr or stdout).strip()[-400:]
+            raise ClientFailed(f"{' '.join(cmd)}: exit {p.returncode}: {tail}", stdout)
+        return stdout, ru.ru_utime + ru.ru_stime
+
+
+class LabServer(Server):
+    """Server, but inside a lab host (lab.popen: its own session, killed at lab down too)."""
+
+    def __init__(self, lab, host, cmd: list, lifetime: float):
+        self.cmd = [str(c) for c in cmd]
+        self._out = tempfile.TemporaryFile(mode="w+")
+        self._err = tempfile.TemporaryFile(mode="w+")
+        self.proc = lab.popen(host, ["timeout", "-k", "2", f"{lifetime:.0f}", *self.cmd], stdin=subprocess.DEVNULL,
+                              stdout=self._out, stderr=self._err, text=True)
+        self.result = None
+        _LIVE_SERVERS.append(self)
+
+
+def _serve_port(srv, timeout: float) -> int:
+    """The port `perfkit serve --port 0` got, from its log line 'listening on ADDR port N'."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        m = re.search(r"listening on \S+ port (\d+)", os.pread(srv._err.fileno(), 1 << 16, 0).decode(errors="replace"))
+        if m:
+            return int(m.group(1))
+        if srv.proc.poll() is not None:
+            out, err = srv.finish()
+            raise BenchError(f"perfkit serve exited early: {(err or out).strip()[-300:]}")
+        time.sleep(0.1)
+    srv.finish()
+    raise BenchError(f"perfkit serve did not say its port within {timeout:g} s")
+
+
+def _qperf_fields(text: str) -> dict:
+    """qperf -uu -v -vvu output of one test -> {field: number} (bytes/s, ns, bytes, % cpus)."""
+    return {k: float(v) for k, v in re.findall(r"^\s+(\w+)\s*=\s*([0-9.]+)", text, re.M)}
+
+
+def _qperf_server_cpu(srv) -> float | None:
+    """CPU seconds of the qperf server so far: the qperf under `timeout`, and the child it
+    forks for each test once that child is reaped (waited for up to 2 s)."""
+    qpids = _children(srv.proc.pid)
+    if not qpids:
+        return None
+    deadline = time.monotonic() + 2.0
+    while _children(qpids[0]) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return _proc_cpu_s(qpids[0])
+
+
+def run_qperf_two_hosts(th: TwoHosts, qsrv, duration: float, test: str, size: int) -> dict:
+    """One qperf client run against the long-lived qperf server of th; its figures, and the
+    CPU its client and server processes used (% of one CPU over the test time)."""
+    before = _qperf_server_cpu(qsrv)
+    cmd = ["qperf", th.host, "--listen_port", th.qp_port, "-t", f"{duration:.0f}", "-m", size,
+           "-uu", "-v", "-vvu", test]
+    out, cli_cpu = th.client(cmd, timeout=duration + 25)
+    after = _qperf_server_cpu(qsrv)
+    f = _qperf_fields(out)
+    if int(f.get("msg_size", -1)) != size:
+        raise BenchError(f"qperf {test}: msg_size {f.get('msg_size')} is not {size}: {out.strip()!r}")
+    res = {"cpu_client_pct": 100 * cli_cpu / duration,
+           "cpu_server_pct": 100 * (after - before) / duration if None not in (before, after) else None,
+           "cpus_loc": f.get("loc_cpus_used", f.get("send_cpus_used")),
+           "cpus_rem": f.get("rem_cpus_used", f.get("recv_cpus_used"))}
+    if test == "tcp_bw" and "bw" in f:
+        res["value"] = 8 * f["bw"]
+    elif test == "udp_bw" and "recv_bw" in f:
+        res.update(value=8 * f["recv_bw"], tx_bps=8 * f.get("send_bw", 0.0))
+    elif test.endswith("_lat") and f.get("latency"):
+        res["value"] = f["latency"] / 1000.0           # -uu: ns; RTT/2
+    if not res.get("value"):
+        raise BenchError(f"qperf {test} -m {size}: no result in {out.strip()!r}")
+    return res
+
+
+def run_perfkit_two_hosts(th: TwoHosts, duration: float, tests, size_args: list) -> dict:
+    """One `perfkit test HOST TESTS... --json` invocation: {(test, size): summary}."""
+    cmd = [*perfkit_cmd(), "test", th.host, *tests, *size_args, "-t", f"{duration:g}", "--port", th.pk_port,
+           "--json"]
+    if th.token:
+        cmd += ["--token", th.token]
+    try:
+        out, _ = th.client(cmd, timeout=len(tests) * 2 * (duration + 15) + 90)
+    except ClientFailed as exc:   # keep the tests that finished before the one that failed
+        out = exc.stdout
+        if '{"summary"' not in out:
+            raise
+        print(f"      (partial: {str(exc)[-200:]})", flush=True)
+    sums = [json.loads(line)["summary"] for line in out.splitlines() if line.startswith('{"summary"')]
+    return {(s["test"], int(s["size"])): s for s in sums}
+
+
+def _perfkit_test_api(host: str, test: str, size: int, seconds: float, port: int, token) -> dict:
+    """`perfkit test` from Python (perfkit.test: the same remote.plan + Run as the command
+    line), one test at one size; its summary. In lab.call's fork: a session of its own,
+    as each qperf process has (with autogroup scheduling the CPU share follows the session)."""
+    import perfkit
+    try:
+        os.setsid()   # in lab.call's fork (in_fork did it already)
+    except OSError:
+        pass
+    rows = perfkit.test(host, test, time=seconds, size=size, port=port, token=token).to_dicts()
+    return rows[0]
+
+
+def run_perfkit_api(th: TwoHosts, duration: float, test: str, size: int) -> dict:
+    """One perfkit test run, its client in a fork of this process (loopback: in_fork) or in
+    a fork inside the lab's h1 (lab.call): no interpreter to start per run."""
+    from perfkit.errors import EngineError
+    try:
+        if th.lab is None:
+            s = in_fork(_perfkit_test_api, th.host, test, size, duration, th.pk_port, th.token,
+                        timeout=duration + 60)
+        else:
+            s = th.lab.call(th.h1, _perfkit_test_api, th.host, test, size, duration, th.pk_port, th.token,
+                            timeout=duration + 60)
+    except (EngineError, ValueError, TimeoutError) as exc:
+        raise BenchError(f"perfkit test {test} -m {size}: {exc}") from None
+    if s.get("error"):
+        raise BenchError(f"perfkit test {test} -m {size}: {s['error']}")
+    return s
+
+
+def _pk_value(test: str, s: dict | None):
+    if not s:
+        return None
+    return s.get("latency_us") if test.endswith("_lat") else s.get("rx_bps")
+
+
+def bench_vs_qperf(b: Bench) -> None:
+    """perfkit serve / perfkit test against qperf's server / client: every qperf test at
+    three sizes, over loopback and over a lab veth pair; alternating, medians, ratios."""
+    if not b.have("qperf"):
+        b.vs_rows.append(Row("all", "—", "—", "— (qperf missing)", "—", "—", "skipped"))
+        return
+    d = b.vs_duration
+    for path in b.vs_paths:
+        if path == "veth":
+            from perfkit.lab import have_privileges
+            if not have_privileges():
+                b.vs_rows.append(Row("all (veth)", "—", "—", "— (a lab needs root)", "—", "—", "skipped"))
+                continue
+        print(f"vs_qperf over {path}: perfkit test vs qperf, {d:g} s per run, {b.reps} alternating reps", flush=True)
+        res: dict = {}
+        try:
+            th = TwoHosts(path, b.ports)
+        except Exception as exc:   # the lab could not be made (perfkit.lab.LabError, OSError)
+            b.errors += 1
+            print(f"  {path}: ERROR {type(exc).__name__}: {exc}", flush=True)
+            b.vs_rows.append(Row(f"all ({path})", "—", "—", "—", "—", "—", "error"))
+            continue
+        try:
+            lifetime = b.reps * 40 * (d + 6) + 120
+            pk_srv = th.server([*perfkit_cmd(), "serve", "--bind", th.host, "--port", th.pk_port]
+                               + (["--token", th.token] if th.token else []), lifetime)
+            qp_srv = th.server(["qperf", "--listen_port", th.qp_port], lifetime)
+            if th.pk_port == 0:
+                th.pk_port = _serve_port(pk_srv, timeout=120)
+            th.wait_listening(pk_srv, th.pk_port, timeout=120)
+            th.wait_listening(qp_srv, th.qp_port, timeout=10)
+            for rep in range(b.reps):
+                # the sides swap places every rep; with --perfkit-client api perfkit and qperf
+                # alternate per test and size, with cli per `perfkit test` invocation
+                first, second = ("perfkit", "qperf") if rep % 2 == 0 else ("qperf", "perfkit")
+                for tests, size_args, sizes in VS_BLOCKS:
+                    points = [(t, s) for t in tests for s in sizes]
+                    groups = [points] if b.vs_client == "cli" else [[pt] for pt in points]
+                    for group in groups:
+                        for side in (first, second):
+                            if side == "qperf":
+                                for t, s in group:
+                                    q = b.attempt(f"rep {rep + 1} {path} qperf -m {s} {t}", run_qperf_two_hosts,
+                                                  th, qp_srv, d, t, s, show=lambda r, t=t: _vs_fmt(t, r["value"]))
+                                    res.setdefault((t, s), {"pk": [], "qp": []})["qp"].append(q)
+                            elif b.vs_client == "cli":
+                                got = b.attempt(f"rep {rep + 1} {path} perfkit test {' '.join(tests)} "
+                                                f"{' '.join(size_args)}", run_perfkit_two_hosts, th, d, tests,
+                                                size_args, show=lambda r: f"{len(r)} results")
+                                for t, s in group:
+                                    res.setdefault((t, s), {"pk": [], "qp": []})["pk"].append((got or {}).get((t, s)))
+                            else:
+                                (t, s), = group
+                                got = b.attempt(f"rep {rep + 1} {path} perfkit test -m {s} {t}", run_perfkit_api,
+                                                th, d, t, s, show=lambda r, t=t: _vs_fmt(t, _pk_value(t, r)))
+                                res.setdefault((t, s), {"pk": [], "qp": []})["pk"].append(got)
+        except Exception as exc:   # BenchError, or the lab failing under us (perfkit.lab.LabError)
+            b.errors += 1
+            print(f"  {path}: ERROR {type(exc).__name__}: {exc}", flush=True)
+        finally:
+            th.close()
+        _vs_rows(b, path, res)
+
+
+def _vs_fmt(test: str, v) -> str:
+    return "—" if v is None else fmt_us(v) if test.endswith("_lat") else fmt_bps(v)
+
+
+def _size_str(size: int) -> str:
+    return f"{size // 1024} KiB" if size >= 1024 else f"{size} B"
+
+
+def _vs_rows(b: Bench, path: str, res: dict) -> None:
+    lines = []
+    order = ("tcp_bw", "tcp_lat", "udp_bw", "udp_lat")
+    for (test, size), r in sorted(res.items(), key=lambda kv: (order.index(kv[0][0]), kv[0][1])):
+        lat = test.endswith("_lat")
+        pk = [_pk_value(test, s) for s in r["pk"]]
+        qp = [(q or {}).get("value") for q in r["qp"]]
+        metric = "mean RTT/2" if lat else "rx payload bit/s"
+        row = ratio_row(f"{test} {_size_str(size)} ({path})", metric, med(pk), med(qp), "qperf",
+                        fmt_us if lat else fmt_bps, 1.0, not lat)
+        b.vs_rows.append(row)
+        for i in range(max(len(r["pk"]), len(r["qp"]))):
+            s = r["pk"][i] if i < len(r["pk"]) else None
+            q = r["qp"][i] if i < len(r["qp"]) else None
+            pk_cell = _vs_fmt(test, _pk_value(test, s))
+            qp_cell = _vs_fmt(test, (q or {}).get("value"))
+            if test == "udp_bw":
+                if s:
+                    pk_cell += f" (tx {fmt_bps(s.get('tx_bps'))}, lost {s.get('loss_pct') or 0:.1f}%)"
+                if q:
+                    qp_cell += f" (tx {fmt_bps(q.get('tx_bps'))})"
+            lines.append([f"{test} {_size_str(size)}", str(i + 1), pk_cell, qp_cell,
+                          "—" if not s else f"{s.get('loc_cpus_used', 0):.0f}% / {s.get('rem_cpus_used', 0):.0f}%",
+                          "—" if not q else f"{q['cpu_client_pct']:.0f}% / " + f0(q["cpu_server_pct"], "%"),
+                          "—" if not q else f0(q["cpus_loc"], "%") + " / " + f0(q["cpus_rem"], "%")])
+    b.vs_details += detail_table(
+        f"perfkit test vs qperf over {path}",
+        ["test", "rep", "perfkit", "qperf", "perfkit CPU loc / rem (engine threads)",
+         "qperf CPU client / server (processes)", "qperf -v loc / rem (whole machine)"], lines,
+        [("perfkit: `perfkit test HOST TESTS... -m SIZE --json` commands" if b.vs_client == "cli" else
+          "perfkit: `perfkit.test(HOST, TEST, size=SIZE)` (the Python face of `perfkit test`) in a fork of the "
+          "bench" + (" inside h1" if path == "veth" else "")) + " against `perfkit serve`"
+         + (" in h2" if path == "veth" else "") + "; bandwidth = summary `rx_bps` "
+         "(payload received, over the sender's active time), latency = `latency_us` (mean RTT / 2).",
+         "qperf: `qperf HOST -t D -m SIZE -uu -v -vvu TEST` against a `qperf` server; tcp_bw `bw`, udp_bw "
+         "`recv_bw` (x 8), *_lat `latency` (its time / messages received by both ends = mean RTT / 2).",
+         "CPU, % of one CPU over the test: perfkit's `loc_cpus_used` / `rem_cpus_used` (its worker threads); "
+         "qperf's client process (wait4) and its server's per-test child (reaped CPU time, 10 ms ticks). "
+         "qperf's own -v `*_cpus_used` read /proc/stat: the WHOLE machine, other work included (200% = both "
+         "CPUs busy), so they say little on a shared machine; listed as qperf prints them."])
+
+
 BENCHES = {
     "udp64_pps": bench_udp64_pps,
     "udp64_loss": bench_udp64_loss,
     "tcp_bw": bench_tcp_bw,
     "udp_lat": lambda b: bench_lat(b, "udp"),
     "tcp_lat": lambda b: bench_lat(b, "tcp"),
+    "vs_qperf": bench_vs_qperf,
 }
 
 
@@ -629,9 +1097,14 @@ def ensure_tools(install: bool) -> set[str]:
 
 
 def tool_version(tool: str) -> str:
+    if tool == "perfkit":   # from its metadata: importing it can take long in an editable install
+        import importlib.metadata
+        try:
+            return importlib.metadata.version("perfkit")
+        except importlib.metadata.PackageNotFoundError:
+            return "?"
     args = {"iperf3": ["iperf3", "--version"], "qperf": ["qperf", "--version"],
-            "sockperf": ["sockperf", "--version"],
-            "perfkit": [sys.executable, "-c", "import perfkit; print(perfkit.__version__)"]}[tool]
+            "sockperf": ["sockperf", "--version"]}[tool]
     try:
         cp = subprocess.run(args, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
@@ -699,14 +1172,28 @@ def write_results(path: Path, b: Bench, env: dict, versions: dict, argv: list[st
           + " ".join(f"{x:.2f}" for x in os.getloadavg()),
           f"- perfkit commit: {env['commit']}",
           "- tools: " + ", ".join(f"{t} {v}" for t, v in versions.items()),
-          f"- {b.reps} reps of {b.duration:g} s per tool, alternating; whole bench took {took:.0f} s"
+          f"- {b.reps} reps per comparison, tools alternating; {b.duration:g} s per run"
+          + (f" ({b.vs_duration:g} s in vs_qperf)" if b.vs_rows else "")
+          + f"; whole bench took {took:.0f} s"
           + (f"; {b.errors} run(s) failed (see the log)" if b.errors else ""),
-          "- all traffic on 127.0.0.1; ratio = median(perfkit) / median(peer); see README.md for each row",
-          *([f"- **{env['busy']}**"] if env["busy"] else []), "",
-          "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    md += ["| " + " | ".join(row_cells(r)) + " |" for r in b.rows]
-    md += ["", "Latency rows compare ROUND-TRIP times (p50) unless the metric says mean RTT/2.", "",
-           "## Every run", ""] + b.details
+          "- traffic on 127.0.0.1, and in vs_qperf also between the two hosts of a perfkit lab "
+          "(198.18.x.1 -> .2, a veth pair); ratio = median(perfkit) / median(peer); see README.md for each row",
+          *([f"- **{env['busy']}**"] if env["busy"] else []), ""]
+    if b.rows:
+        md += ["## perfkit local vs iperf3, sockperf, qperf (loopback)", "",
+               "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+        md += ["| " + " | ".join(row_cells(r)) + " |" for r in b.rows]
+        md += ["", "Latency rows compare ROUND-TRIP times (p50) unless the metric says mean RTT/2.", ""]
+    if b.vs_rows:
+        md += ["## perfkit test vs qperf: two hosts, loopback and veth (vs_qperf)", "",
+               f"`perfkit serve` / `perfkit test` against qperf's server / client, every qperf test at three "
+               f"sizes, {b.reps} alternating reps of {b.vs_duration:g} s. Bandwidth: payload bits/s received "
+               "(qperf udp_bw: recv_bw); latency: mean RTT / 2 on both sides (qperf's `latency`, perfkit's "
+               "`latency_us`). Targets: bandwidth >= 1.0x qperf, latency <= 1.0x qperf.", "",
+               "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+        md += ["| " + " | ".join(row_cells(r)) + " |" for r in b.vs_rows]
+        md += [""]
+    md += ["## Every run", ""] + b.details + b.vs_details
     path.write_text("\n".join(md) + "\n")
 
 
@@ -716,19 +1203,31 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--reps", type=int, default=3, help="alternating rounds per comparison (default 3)")
     p.add_argument("--duration", type=float, default=5.0, help="seconds per run (default 5)")
+    p.add_argument("--vs-duration", type=int, default=2, help="vs_qperf: whole seconds per run (default 2)")
+    p.add_argument("--vs-paths", nargs="+", choices=VS_PATHS, default=list(VS_PATHS),
+                   help="vs_qperf: over loopback, over a lab veth pair (root), or both (default)")
+    p.add_argument("--perfkit-client", choices=("api", "cli"), default="api",
+                   help="run perfkit's near end from Python in a fork of this script (api, default: perfkit is "
+                        "imported once) or as `perfkit local|test ... --json` commands (cli); vs_qperf with cli "
+                        "runs one command per size group")
     p.add_argument("--only", nargs="+", choices=GROUPS, metavar="NAME",
                    help=f"run only these comparisons: {', '.join(GROUPS)}")
     p.add_argument("--loss-rate", type=int, metavar="PPS",
-                   help=f"udp64_loss offered rate (default {LOSS_RATE_SHARE:.0%} of iperf3's measured max)")
+                   help=f"udp64_loss offered rate (default {LOSS_RATE_SHARE:.0%}% of iperf3's measured max)")
     p.add_argument("--base-port", type=int, default=47100, help="first port handed to peer servers (default 47100)")
     p.add_argument("--no-install", action="store_true", help="never apt-get install missing peer tools")
     p.add_argument("--out", type=Path, default=HERE / "RESULTS.md", help="results file (default bench/RESULTS.md)")
     a = p.parse_args(argv)
-    if a.reps < 1 or not 1 <= a.duration <= 120:
-        p.error("--reps must be >= 1 and --duration between 1 and 120 s")
+    if a.reps < 1 or not 1 <= a.duration <= 120 or not 1 <= a.vs_duration <= 120:
+        p.error("--reps must be >= 1 and --duration, --vs-duration between 1 and 120 s")
 
+    global PERFKIT_CLIENT
+    PERFKIT_CLIENT = a.perfkit_client
+    if PERFKIT_CLIENT == "api":
+        import perfkit  # noqa: F401  (once, before any fork: see in_fork)
+        import polars  # noqa: F401  (perfkit.test's rows)
     atexit.register(kill_all_servers)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # like Ctrl-C: unwind, kill servers, write
+    signal.signal(signal.SIGTERM, _on_sigterm)  # like Ctrl-C: unwind, kill servers, write
 
     tools = ensure_tools(install=not a.no_install)
     env = environment()
@@ -736,7 +1235,8 @@ def main(argv=None) -> int:
     print(f"{env['date']}  kernel {env['kernel']}  {env['cpu']}  load {env['load']}", flush=True)
     if env["busy"]:
         print(f"WARNING: {env['busy']}", flush=True)
-    b = Bench(reps=a.reps, duration=a.duration, ports=Ports(a.base_port), tools=tools, loss_rate=a.loss_rate)
+    b = Bench(reps=a.reps, duration=a.duration, ports=Ports(a.base_port), tools=tools, loss_rate=a.loss_rate,
+              vs_duration=a.vs_duration, vs_paths=tuple(a.vs_paths), vs_client=a.perfkit_client)
     t0 = time.monotonic()
     interrupted = False
     try:
@@ -749,8 +1249,10 @@ def main(argv=None) -> int:
     finally:
         kill_all_servers()
     took = time.monotonic() - t0
-    print()
-    print_table(b.rows)
+    for rows in (b.rows, b.vs_rows):
+        if rows:
+            print()
+            print_table(rows)
     cmdline = ["python3", "bench/run.py", *(sys.argv[1:] if argv is None else argv)]
     write_results(a.out, b, env, versions, cmdline, took)
     print(f"\nwritten to {a.out} ({took:.0f} s)")

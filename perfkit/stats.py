@@ -210,8 +210,9 @@ def summarize(test: str, totals: list[int], hist: Histogram, workers: list[list[
         "loss_pct": loss_pct(t["pkts_rx"], t["seq_dup"], t["seq_lost"]),
         "tx_pps": per_s(t["pkts_tx"]), "rx_pps": per_s(t["pkts_rx"]),
         "tx_bps": per_s(8 * t["bytes_tx"]), "rx_bps": per_s(8 * t["bytes_rx"]),
-        # messages/s as qperf counts them: received by the far end, or round trips
-        "msg_rate": per_s(t["lat_count"] if test.endswith("_lat") else t["pkts_rx"]),
+        # messages/s as qperf counts them: received by the far end, or, in a latency
+        # test, both directions (two messages per round trip)
+        "msg_rate": per_s(2 * t["lat_count"] if test.endswith("_lat") else t["pkts_rx"]),
         "lat_count": t["lat_count"],
         "lat_min_us": _us(t["lat_min_ns"]) if t["lat_count"] else None,
     }

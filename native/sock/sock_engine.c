@@ -538,9 +538,13 @@ static size_t xfer_all(worker *w, int fd, uint8_t *buf, size_t len, int writing)
     return done;
 }
 
-/* Messages go out at once: TCP_NODELAY, or SCTP_NODELAY (same value, 1, at SOL_SCTP). */
+/* Ping-pong messages go out at once: TCP_NODELAY, or SCTP_NODELAY (same value, 1, at
+ * SOL_SCTP). Streams keep Nagle: small writes coalesce into full segments, as
+ * qperf's and iperf3's do (with NODELAY a 64 B stream sent one frame per write). */
 static void set_nodelay(const worker *w, int fd)
 {
+    if (w->cfg.role != PK_TCP_PING && w->cfg.role != PK_TCP_PONG)
+        return;
     int one = 1;
     setsockopt(fd, w->cfg.proto == IPPROTO_SCTP ? IPPROTO_SCTP : IPPROTO_TCP, 1, &one, sizeof(one));
 }
