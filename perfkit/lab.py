@@ -534,6 +534,35 @@ def _bpf_load(code: bytes, name: str) -> int:
 
 # ----------------------------------------------------------------------------- netlink helpers
 
+def _off_loop(fn):
+    """Run fn in a helper thread when this thread runs an asyncio loop (a Jupyter
+    kernel's main thread does): pyroute2 refuses to work inside a running loop."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        import asyncio
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return fn(*args, **kwargs)  # no loop here: call directly
+        box = {}
+
+        def call():
+            try:
+                box["value"] = fn(*args, **kwargs)
+            except BaseException as exc:  # noqa: BLE001 (re-raised in the caller)
+                box["error"] = exc
+
+        t = threading.Thread(target=call, name=f"perfkit-lab-{fn.__name__}")
+        t.start()
+        t.join()
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
+    return wrapper
+
+
 def _ipr(netns: str | None = None):
     from pyroute2 import IPRoute
     if netns is None:
@@ -706,6 +735,7 @@ class Lab:
         self.down()
 
     # ------------------------------------------------------------- up
+    @_off_loop
     def up(self) -> "Lab":
         """Make the namespaces, links and addresses; apply the impairments."""
         if self.state:
@@ -840,6 +870,7 @@ class Lab:
         self._apply(list(range(len(st["links"]))))
 
     # ------------------------------------------------------------- impairments
+    @_off_loop
     def impair(self, link=None, reset: bool = False, **values) -> list[Impairment]:
         """Change impairments while traffic flows. link: an index in links, a list of them,
         or None for every link. Given fields change, others stay (reset=True clears them
@@ -1020,6 +1051,7 @@ class Lab:
         raise value
 
     # ------------------------------------------------------------- down
+    @_off_loop
     def down(self) -> None:
         """Remove everything this lab made: processes, delay line, namespaces, state."""
         if not self.state:
@@ -1165,6 +1197,7 @@ def _remove_root_links(name: str) -> list[str]:
     return removed
 
 
+@_off_loop
 def down(name: str) -> bool:
     """Take down the lab called name (made by any process). False if there was none."""
     _check_name(name)
@@ -1180,6 +1213,7 @@ def down(name: str) -> bool:
         return bool(st or stray)
 
 
+@_off_loop
 def down_all() -> list[str]:
     """Remove every perfkit lab object: labs in the state directory, pk-<lab>-* namespaces,
     pk<lab>... interfaces in this namespace. Nothing else. Returns what it removed."""

@@ -1,0 +1,24 @@
+"""perfkit.lab from a thread that runs an asyncio loop, as a Jupyter kernel's main
+thread does: pyroute2 refuses to run inside a loop, so the lab moves its netlink work
+to a helper thread."""
+import asyncio
+
+import pytest
+
+from perfkit.lab import Lab, have_privileges
+
+
+@pytest.mark.skipif(not have_privileges(), reason="perfkit lab needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN)")
+def test_lab_up_impair_down_inside_a_running_event_loop():
+    async def notebook_cell():
+        lab = Lab().up()
+        try:
+            assert len(lab.hosts) == 2
+            lab.impair(0, loss="1%")
+            assert lab.impairments[0].loss == 1.0
+        finally:
+            lab.down()
+        return lab.name
+
+    name = asyncio.run(notebook_cell())
+    assert name
