@@ -12,13 +12,13 @@ from perfkit.lab import Lab, have_privileges
 def test_lab_up_impair_down_inside_a_running_event_loop():
     async def notebook_cell():
         lab = Lab().up()
+        name = lab.name
         try:
             assert len(lab.hosts) == 2
             lab.impair(0, loss="1%")
             assert lab.impairments[0].loss == 1.0
         finally:
             lab.down()
-        return lab.name
+        return name
 
-    name = asyncio.run(notebook_cell())
-    assert name
+    assert asyncio.run(notebook_cell())
