@@ -352,7 +352,8 @@ def test_twenty_start_stop_cycles_leak_nothing(eal):
     deadline = time.monotonic() + 2                 # a run's sampler thread ends just after run()
     while threads() > before[1] and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert (fds(), threads(), res) == before
+    # threads of earlier tests (plotly, pyroute2, ...) may end meanwhile: a leak is one more
+    assert fds() == before[0] and threads() <= before[1] and res == before[2]
 
 
 def test_a_port_is_one_engines_at_a_time(eal):
