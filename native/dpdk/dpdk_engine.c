@@ -27,14 +27,13 @@
 #include <rte_version.h>
 
 #include "perfkit/clock.h"
+#include "perfkit/seqwin.h"
 #include "perfkit/wire.h"
 
 #define QUIET_NS        50000000ull  /* receivers: quiet this long after their feeders are done */
 #define FLUSH_NS        1000000ull   /* refresh the CPU counters this often */
 #define NIC_EVERY_NS    100000000ull /* read the PMD's counters this often */
 #define ARP_RETRY_NS    200000000ull /* a generator re-sends its ARP request this often */
-#define SEQ_WINDOW      4096         /* per-flow window for reordering and duplicates */
-#define SEQ_WORDS       (SEQ_WINDOW / 64)
 #define IDLE_YIELD      256          /* idle loops before a worker yields its CPU */
 #define GEN_RX_EVERY_NS 20000ull     /* a generator that expects nothing back polls rx this often */
 #define CATCHUP_NS      250000000ull /* a paced generator may finish this late */
@@ -654,11 +653,7 @@ int pk_dpdk_port_recv(pk_dpdk_port *p, uint8_t *buf, size_t cap, uint32_t *lens,
 
 /* --------------------------------------------------------------- engine */
 
-typedef struct flow_state {
-    uint64_t next;               /* highest sequence seen + 1 */
-    uint64_t last_lat;           /* for jitter */
-    uint64_t seen[SEQ_WORDS];    /* bit s % SEQ_WINDOW: s in [next-W, next) arrived */
-} flow_state;
+typedef pk_flow_state flow_state;  /* perfkit/seqwin.h */
 
 typedef struct worker {
     /* the counters first: one cache-line-aligned block, this worker writes it */
@@ -757,78 +752,7 @@ static inline void wr16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v >> 8); p[1]
 
 static inline void record_latency(worker *w, uint64_t lat, uint64_t *last_lat)
 {
-    pk_hist_add(&w->hist, lat);
-    pk_add(&w->c, PK_lat_count, 1);
-    pk_add(&w->c, PK_lat_sum_ns, lat);
-    if (w->lat_min == 0 || lat < w->lat_min) {
-        w->lat_min = lat ? lat : 1;
-        pk_set(&w->c, PK_lat_min_ns, w->lat_min);
-    }
-    if (lat > pk_read(&w->c, PK_lat_max_ns))
-        pk_set(&w->c, PK_lat_max_ns, lat);
-    if (*last_lat)
-        pk_add(&w->c, PK_jitter_sum_ns, lat > *last_lat ? lat - *last_lat : *last_lat - lat);
-    *last_lat = lat;
-}
-
-static inline int seen_get(const flow_state *f, uint64_t s)
-{
-    return (f->seen[(s % SEQ_WINDOW) / 64] >> (s % 64)) & 1;
-}
-
-static inline void seen_put(flow_state *f, uint64_t s, int v)
-{
-    uint64_t bit = 1ull << (s % 64);
-    uint64_t *word = &f->seen[(s % SEQ_WINDOW) / 64];
-    *word = v ? (*word | bit) : (*word & ~bit);
-}
-
-static uint64_t window_missing(const flow_state *f)
-{
-    uint64_t have = 0;
-    for (int i = 0; i < SEQ_WORDS; i++)
-        have += (uint64_t)__builtin_popcountll(f->seen[i]);
-    uint64_t span = f->next < SEQ_WINDOW ? f->next : SEQ_WINDOW;
-    return span - have;
-}
-
-/* The socket engine's accounting: a sequence number is lost only once it leaves
- * the window unseen, so counters never go back; an arrival older than the
- * window counts as reordered (it was already declared lost). */
-static inline void seq_arrive(flow_state *f, uint64_t s, uint64_t *lost, uint64_t *dup, uint64_t *reorder)
-{
-    if (s >= f->next) {
-        if (s - f->next >= SEQ_WINDOW) {
-            *lost += window_missing(f) + (s + 1 - SEQ_WINDOW - f->next);
-            memset(f->seen, 0, sizeof(f->seen));
-        } else {
-            for (uint64_t t = f->next, k = s - f->next + 1; k > 0; t++, k--) {
-                if (t >= SEQ_WINDOW && !seen_get(f, t - SEQ_WINDOW))
-                    (*lost)++;
-                seen_put(f, t, 0);
-            }
-        }
-        seen_put(f, s, 1);
-        f->next = s + 1;
-    } else if (f->next - s > SEQ_WINDOW) {
-        (*reorder)++;
-    } else if (seen_get(f, s)) {
-        (*dup)++;
-    } else {
-        seen_put(f, s, 1);
-        (*reorder)++;
-    }
-}
-
-/* The 64-bit sequence nearest to the flow's next from its low 32 bits. */
-static inline uint64_t seq_widen(uint64_t next, uint32_t lo)
-{
-    uint64_t s = (next & ~0xffffffffull) | lo;
-    if (s > next && s - next > 0x80000000ull && s >= 0x100000000ull)
-        s -= 0x100000000ull;
-    else if (s < next && next - s > 0x80000000ull)
-        s += 0x100000000ull;
-    return s;
+    pk_record_latency(&w->c, &w->hist, &w->lat_min, lat, last_lat);
 }
 
 static inline void flush_cpu(worker *w, uint64_t now)
@@ -890,14 +814,14 @@ static void track_payload(worker *w, const uint8_t *pl, uint32_t plen, uint64_t 
         if (h.flow >= w->nflows)
             return;
         flow = h.flow;
-        seq = seq_widen(w->flows[flow].next, h.seq_lo);
+        seq = pk_seq_widen(w->flows[flow].next, h.seq_lo);
         uint32_t d = (uint32_t)now_ns - h.tx_ns_lo;
         lat = d < 0x80000000u ? d : UINT64_MAX;  /* a timestamp "from the future": skip */
     } else {
         return;
     }
     flow_state *f = &w->flows[flow];
-    seq_arrive(f, seq, &a->lost, &a->dup, &a->reorder);
+    pk_seq_arrive(f, seq, &a->lost, &a->dup, &a->reorder);
     if (lat != UINT64_MAX)
         record_latency(w, lat, &f->last_lat);
 }
@@ -1666,12 +1590,7 @@ static uint64_t settle(worker *w, const uint64_t *sent, uint32_t nsent)
 {
     uint64_t lost = 0;
     for (uint32_t f = 0; f < w->nflows; f++) {
-        flow_state *fs = &w->flows[f];
-        lost += window_missing(fs);
-        if (sent && f < nsent && sent[f] > fs->next) {
-            lost += sent[f] - fs->next;
-            fs->next = sent[f];
-        }
+        lost += pk_seq_settle(&w->flows[f], sent && f < nsent ? sent[f] : 0);
     }
     return lost;
 }
