@@ -184,7 +184,8 @@ DPDK_MODES = ("rxonly", "reverse")
 DPDK_DRIVERS = ("net_null", "net_ring", "net_memif", "net_af_packet", "net_tap")
 DPDK_KERNEL_DRIVERS = ("net_af_packet", "net_tap")   # they reach a kernel: lab namespaces only
 DPDK_MIN_SIZE, DPDK_MAX_SIZE = 64, 1518
-DPDK_MAX_FLOWS = 16384
+DPDK_MAX_FLOWS = 131072   # PK_DPDK_MAX_FLOWS: a 528-byte sequence window each, preallocated
+DPDK_MAX_IPS = 1 << 17
 DPDK_MAX_BURST = 256
 _DPDK_RING = re.compile(r"ring:[a-z0-9_]{1,16}:[01]")
 _DPDK_NAME = re.compile(r"[A-Za-z0-9_]+")
@@ -276,7 +277,14 @@ class DpdkFlows(_DpdkSpec):
               reverse: frames come back, loss and round trips measured by the generator
     size      Ethernet frame bytes counting the 4-byte FCS, 64..1518 (rates count these bytes)
     rate      target rate (1Mpps, 500Mbps); None = as fast as the port takes frames
-    flows     UDP flows, one source port each: sport .. sport + flows - 1
+    flows     UDP flows, each its own 4-tuple and sequence numbers. Flow f is the f-th tuple
+              of the ranges below, source port varying fastest, then destination port,
+              source address, destination address; frames go round the flows in turn
+    src_ips   source addresses ip .. ip + src_ips - 1 (default 1)
+    dst_ips   destination addresses peer_ip .. peer_ip + dst_ips - 1 (default 1; a reverse
+              peer reflects for all of them)
+    sports    source ports sport .. sport + sports - 1 (default: as many as the flows need)
+    dports    destination ports dport .. dport + dports - 1 (default 1)
     duration  how long to send
     ip        the port's own address; peer_ip: the destination (and the peer port's address)
     dst_mac   the destination MAC; None = the peer port's, else ARP for peer_ip (1 s; then broadcast)
@@ -298,6 +306,10 @@ class DpdkFlows(_DpdkSpec):
     dport: int = 9
     burst: int = 32
     netns: str | None = None
+    src_ips: int = 1
+    dst_ips: int = 1
+    sports: int | None = None
+    dports: int = 1
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
@@ -341,10 +353,39 @@ class DpdkFlows(_DpdkSpec):
                 raise ValueError(f"dst_mac: {self.dst_mac!r} is not a MAC address (aa:bb:cc:dd:ee:ff)")
             put("dst_mac", str(self.dst_mac).lower())
         put("sport", _int_in(self.sport, "sport", 1, 65535))
-        if self.sport + self.flows > 65536:
-            raise ValueError(f"flows: {self.flows} flows from source port {self.sport} pass 65535")
         put("dport", _int_in(self.dport, "dport", 1, 65535))
         put("burst", _int_in(self.burst, "burst", 1, DPDK_MAX_BURST))
+        self._check_ranges(put)
+
+    def _check_ranges(self, put):
+        """The address and port ranges the flows are spread over."""
+        put("src_ips", _int_in(self.src_ips, "src_ips", 1, DPDK_MAX_IPS))
+        put("dst_ips", _int_in(self.dst_ips, "dst_ips", 1, DPDK_MAX_IPS))
+        put("dports", _int_in(self.dports, "dports", 1, 65535))
+        if self.dport + self.dports > 65536:
+            raise ValueError(f"dports: {self.dports} ports from {self.dport} pass 65535")
+        others = self.src_ips * self.dst_ips * self.dports
+        if self.sports is None:
+            need = -(-self.flows // others)
+            if self.sport + need > 65536:
+                raise ValueError(f"flows: {self.flows} flows need {need} source ports from {self.sport}, "
+                                 "past 65535: lower sport, or give more src_ips, dst_ips or dports")
+            put("sports", need)
+        else:
+            put("sports", _int_in(self.sports, "sports", 1, 65535))
+            if self.sport + self.sports > 65536:
+                raise ValueError(f"sports: {self.sports} ports from {self.sport} pass 65535")
+            if self.sports * others < self.flows:
+                raise ValueError(f"flows: {self.flows} flows need as many tuples; sports x dports x "
+                                 f"src_ips x dst_ips is only {self.sports * others}")
+        lab = LAB_NETS[0]
+        src0, dst0 = ipaddress.IPv4Address(self.ip), ipaddress.IPv4Address(self.peer_ip)
+        for name, first, n in (("src_ips", src0, self.src_ips), ("dst_ips", dst0, self.dst_ips)):
+            if int(first) + n - 1 > int(lab.broadcast_address):
+                raise ValueError(f"{name}: {n} addresses from {first} leave 198.18.0.0/15")
+        if int(src0) < int(dst0) + self.dst_ips and int(dst0) < int(src0) + self.src_ips:
+            raise ValueError(f"dst_ips: the source addresses {src0} + {self.src_ips} and the destination "
+                             f"addresses {dst0} + {self.dst_ips} overlap")
 
     @property
     def test(self) -> str:
@@ -366,6 +407,7 @@ class DpdkReflect(_DpdkSpec):
     duration  how long to run (or until stopped)
     ip        the port's address: ARP and ICMP echo are answered for it
     flows     rxonly: flow ids tracked (0 .. flows - 1)
+    ips       reverse: reflect UDP for ip .. ip + ips - 1 (a generator's dst_ips)
     """
     port: str = "ring:pk:1"
     mode: str = "reverse"
@@ -374,6 +416,7 @@ class DpdkReflect(_DpdkSpec):
     flows: int = 1024
     burst: int = 32
     netns: str | None = None
+    ips: int = 1
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
@@ -388,6 +431,9 @@ class DpdkReflect(_DpdkSpec):
         put("ip", check_lab_ipv4(self.ip, "ip"))
         put("flows", _int_in(self.flows, "flows", 1, DPDK_MAX_FLOWS))
         put("burst", _int_in(self.burst, "burst", 1, DPDK_MAX_BURST))
+        put("ips", _int_in(self.ips, "ips", 1, DPDK_MAX_IPS))
+        if int(ipaddress.IPv4Address(self.ip)) + self.ips - 1 > int(LAB_NETS[0].broadcast_address):
+            raise ValueError(f"ips: {self.ips} addresses from {self.ip} leave 198.18.0.0/15")
 
     @property
     def test(self) -> str:

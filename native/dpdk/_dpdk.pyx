@@ -218,7 +218,9 @@ cdef class DpdkEngine:
     """Workers over open ports, as dicts: role (dpdk_send | dpdk_recv | dpdk_reflect),
     port (index into ports), peer (index of the receiving worker, dpdk_send), track
     (dpdk_send: frames come back), size, flows, burst, rate (frames/s, 0 = unlimited),
-    duration (s), dst_mac, dst_ip, sport, dport, cpu, drop_every (tests: a lossy receiver).
+    duration (s), dst_mac, dst_ip, sport, dport, cpu, drop_every (tests: a lossy receiver),
+    src_ips, dst_ips, sports (0 = flows), dports: the ranges flows are spread over
+    (dpdk_reflect: dst_ips = addresses from its port's it reflects for).
     With own_ports, close() closes the ports too."""
     cdef pk_dpdk_engine *e
     cdef int n
@@ -268,6 +270,10 @@ cdef class DpdkEngine:
                 cfgs[i].dport = w.get("dport", 9)
                 cfgs[i].cpu = w.get("cpu", -1)
                 cfgs[i].drop_every = w.get("drop_every", 0)
+                cfgs[i].src_ips = w.get("src_ips", 1)
+                cfgs[i].dst_ips = w.get("dst_ips", 1)
+                cfgs[i].sports = w.get("sports", 0)
+                cfgs[i].dports = w.get("dports", 1)
             err[0] = 0
             self.e = pk_dpdk_create(cports, len(self.ports), cfgs, self.n, err, sizeof(err))
             if self.e == NULL:

@@ -670,13 +670,17 @@ typedef struct worker {
     int done_sending;            /* atomic: a generator sets it when it stops sending */
 
     /* GEN */
-    uint8_t *tmpl;               /* the frame, without the FCS */
-    uint32_t frame_len;
-    uint32_t hdr_len;            /* PK_WIRE_HDR_LEN or PK_WIRE_SHORT_LEN */
-    uint64_t udp_base;           /* checksum of the template without sport and header */
+    uint8_t *tmpl;               /* the longest frame, without the FCS: headers, zero filler */
+    uint32_t frame_len;          /* its length */
+    uint64_t ip_base;            /* IPv4 header words that never change (length, addresses: 0) */
+    uint64_t udp_base;           /* UDP words that never change (protocol; the filler is 0) */
     uint64_t *flow_seq;          /* next sequence per flow = frames sent per flow */
     uint32_t next_flow;
+    uint32_t src_h, dst_h;       /* first source and destination address, host order */
+    uint32_t nsp, ndp, nsi, ndi; /* the ranges, each >= 1 */
+    uint32_t dsp, ddp, dsi, ddi; /* next_flow's place in them */
     struct rte_mbuf *pend[PK_DPDK_MAX_BURST];  /* built, not yet taken by the port */
+    uint32_t pend_len[PK_DPDK_MAX_BURST];      /* their frame bytes, FCS counted */
     uint32_t npend;
     uint8_t dst_mac[6];
     int resolving, resolved, dst_broadcast;
@@ -924,7 +928,8 @@ static int handle_frame(worker *w, struct rte_mbuf *m, uint64_t now_ns, rx_acc *
             plen = l4room - UDP_LEN;
         if (w->flows)
             track_payload(w, l4 + UDP_LEN, plen, now_ns, a);
-        if (w->cfg.role == PK_DPDK_REVERSE && me != 0 && dst == me) {
+        if (w->cfg.role == PK_DPDK_REVERSE && me != 0 &&
+            rte_be_to_cpu_32(dst) - rte_be_to_cpu_32(me) < (w->cfg.dst_ips ? w->cfg.dst_ips : 1u)) {
             uint8_t t6[6];
             uint8_t t4[4];
             uint8_t t2[2];
@@ -1040,64 +1045,94 @@ static uint32_t rx_service(worker *w)
 
 /* ------------------------------------------------------------- generator */
 
-/* The frame every generated one starts from: Ethernet, IPv4 (its checksum
- * final), UDP without source port and checksum, a zero filler; and the
- * checksum sum of everything in it that does not change per frame. */
+/* The frame every generated one starts from: Ethernet, IPv4 and UDP headers
+ * with every per-frame field zero (lengths, addresses, ports, checksums), then
+ * a zero filler; and the checksum words that never change. */
 static void gen_template(worker *w)
 {
     uint8_t *d = w->tmpl;
-    const uint32_t len = w->frame_len;
-    memset(d, 0, len);
+    memset(d, 0, w->frame_len);
     memcpy(d, w->dst_mac, 6);
     memcpy(d + 6, w->port->mac, 6);
     wr16(d + 12, 0x0800);
     uint8_t *ip = d + ETH_LEN;
     ip[0] = 0x45;
-    wr16(ip + 2, (uint16_t)(len - ETH_LEN));
     wr16(ip + 6, 0x4000);                    /* DF */
     ip[8] = 64;
     ip[9] = 17;
-    memcpy(ip + 12, &w->port->ip, 4);
-    memcpy(ip + 16, &w->cfg.dst_ip, 4);
-    uint16_t c = (uint16_t)~fold(sum16(ip, IP_LEN, 0));
-    memcpy(ip + 10, &c, 2);
-    uint8_t *udp = ip + IP_LEN;
-    wr16(udp + 2, w->cfg.dport);
-    wr16(udp + 4, (uint16_t)(len - ETH_LEN - IP_LEN));
-    const uint8_t proto[2] = { 0, 17 };
-    uint64_t s = sum16(ip + 12, 8, 0);       /* pseudo header: addresses, protocol, UDP length */
-    s = sum16(proto, 2, s);
-    s = sum16(udp + 4, 2, s);
-    s = sum16(udp, UDP_LEN, s);              /* source port and checksum are 0 here */
-    s = sum16(d + HDRS_LEN + w->hdr_len, len - HDRS_LEN - w->hdr_len, s);
-    w->udp_base = s;
+    w->ip_base = sum16(ip, IP_LEN, 0);
+    const uint8_t proto[2] = { 0, 17 };      /* the pseudo header's protocol word */
+    w->udp_base = sum16(proto, 2, 0);
+}
+
+static inline uint64_t bswap_word(uint16_t v) { return (uint16_t)((v >> 8) | (v << 8)); }
+
+/* next_flow's tuple from scratch (at a start or a wrap). */
+static void gen_flow_set(worker *w, uint32_t f)
+{
+    w->next_flow = f;
+    w->dsp = f % w->nsp;
+    f /= w->nsp;
+    w->ddp = f % w->ndp;
+    f /= w->ndp;
+    w->dsi = f % w->nsi;
+    w->ddi = f / w->nsi;
+}
+
+/* The next flow's tuple: an odometer, source port fastest (no division per frame). */
+static inline void gen_flow_next(worker *w)
+{
+    if (++w->next_flow == w->cfg.flows) {
+        gen_flow_set(w, 0);
+        return;
+    }
+    if (++w->dsp < w->nsp)
+        return;
+    w->dsp = 0;
+    if (++w->ddp < w->ndp)
+        return;
+    w->ddp = 0;
+    if (++w->dsi < w->nsi)
+        return;
+    w->dsi = 0;
+    w->ddi++;
 }
 
 /* Build n frames at the end of the pending list; returns how many (0 when the
- * pool is empty for now). */
+ * pool is empty for now). Every header field that varies is written and summed
+ * from registers (memory order = host order here), never read back. */
 static uint32_t gen_build(worker *w, uint32_t n, uint64_t now_ns)
 {
     struct rte_mbuf **slot = w->pend + w->npend;
     if (rte_pktmbuf_alloc_bulk(pool, slot, n) != 0)
         return 0;
-    const uint32_t len = w->frame_len, flows = w->cfg.flows;
     for (uint32_t i = 0; i < n; i++) {
         struct rte_mbuf *m = slot[i];
         uint8_t *d = rte_pktmbuf_mtod(m, uint8_t *);
+        const uint32_t len = w->frame_len;
         rte_memcpy(d, w->tmpl, len);
         m->data_len = (uint16_t)len;
         m->pkt_len = len;
-        uint32_t f = w->next_flow;
-        w->next_flow = f + 1 == flows ? 0 : f + 1;
+        w->pend_len[w->npend + i] = len + FCS_LEN;
+        const uint32_t f = w->next_flow;
+        const uint32_t src = rte_cpu_to_be_32(w->src_h + w->dsi), dst = rte_cpu_to_be_32(w->dst_h + w->ddi);
+        const uint16_t sp = (uint16_t)(w->cfg.sport + w->dsp), dp = (uint16_t)(w->cfg.dport + w->ddp);
+        gen_flow_next(w);
         uint64_t seq = w->flow_seq[f];
         __atomic_store_n(&w->flow_seq[f], seq + 1, __ATOMIC_RELAXED);
-        uint8_t *udp = d + ETH_LEN + IP_LEN, *pl = d + HDRS_LEN;
-        const uint16_t sp = (uint16_t)(w->cfg.sport + f);
+        uint8_t *ip = d + ETH_LEN, *udp = ip + IP_LEN, *pl = d + HDRS_LEN;
+        const uint16_t ip_len = (uint16_t)(len - ETH_LEN), udp_len = (uint16_t)(ip_len - IP_LEN);
+        wr16(ip + 2, ip_len);
+        memcpy(ip + 12, &src, 4);
+        memcpy(ip + 16, &dst, 4);
+        const uint64_t addrs = words32(src) + words32(dst);
+        uint16_t c = (uint16_t)~fold(w->ip_base + bswap_word(ip_len) + addrs);
+        memcpy(ip + 10, &c, 2);
         wr16(udp, sp);
-        /* the header's words summed from registers (memory order = host order
-         * here), not read back from the frame just written */
-        uint64_t sum = w->udp_base + (uint16_t)((sp >> 8) | (sp << 8));
-        if (w->hdr_len == PK_WIRE_HDR_LEN) {
+        wr16(udp + 2, dp);
+        wr16(udp + 4, udp_len);
+        uint64_t sum = w->udp_base + addrs + 2 * bswap_word(udp_len) + bswap_word(sp) + bswap_word(dp);
+        if ((uint32_t)udp_len >= UDP_LEN + PK_WIRE_HDR_LEN) {
             const pk_wire_hdr h = { PK_WIRE_MAGIC, f, seq, now_ns };
             memcpy(pl, &h, sizeof(h));
             sum += words32(PK_WIRE_MAGIC) + words32(f) + words64(seq) + words64(now_ns);
@@ -1106,7 +1141,7 @@ static uint32_t gen_build(worker *w, uint32_t n, uint64_t now_ns)
             memcpy(pl, &h, sizeof(h));
             sum += words32(PK_WIRE_SHORT_MAGIC) + words32(f) + words32((uint32_t)seq) + words32((uint32_t)now_ns);
         }
-        uint16_t c = (uint16_t)~fold(sum);
+        c = (uint16_t)~fold(sum);
         if (c == 0)
             c = 0xffff;
         memcpy(udp + 6, &c, 2);
@@ -1121,7 +1156,8 @@ static void gen_unbuild(worker *w)
 {
     for (uint32_t i = 0; i < w->npend; i++) {
         const uint8_t *d = rte_pktmbuf_mtod(w->pend[i], const uint8_t *);
-        uint32_t f = (uint16_t)(rd16(d + ETH_LEN + IP_LEN) - w->cfg.sport);
+        uint32_t f;
+        memcpy(&f, d + HDRS_LEN + 4, 4);   /* both wire headers: magic, then the flow */
         if (f < w->cfg.flows)
             __atomic_store_n(&w->flow_seq[f], w->flow_seq[f] - 1, __ATOMIC_RELAXED);
         rte_pktmbuf_free(w->pend[i]);
@@ -1256,7 +1292,7 @@ static void run_gen(worker *w)
     memcpy(w->tmpl, w->dst_mac, 6);
     const uint64_t flush_c = tb_cycles(tb, FLUSH_NS), nic_c = tb_cycles(tb, NIC_EVERY_NS);
     const double per_cycle = w->cfg.rate > 0 ? w->cfg.rate / (double)tb->hz : 0.0;
-    const uint32_t burst = w->cfg.burst, size = w->cfg.size;
+    const uint32_t burst = w->cfg.burst;
     const uint64_t start = rte_rdtsc(), end = start + tb_cycles(tb, w->cfg.duration_ns);
     const uint64_t rx_every = w->cfg.track ? 0 : tb_cycles(tb, GEN_RX_EVERY_NS);
     uint64_t built = 0, last_rx_poll = 0;
@@ -1296,11 +1332,16 @@ static void run_gen(worker *w)
         if (w->npend) {
             uint16_t sent = rte_eth_tx_burst(w->pid, 0, w->pend, (uint16_t)w->npend);
             if (sent) {
+                uint64_t b = 0;
+                for (uint16_t i = 0; i < sent; i++)
+                    b += w->pend_len[i];
                 pk_add(&w->c, PK_pkts_tx, sent);
-                pk_add(&w->c, PK_bytes_tx, (uint64_t)sent * size);
+                pk_add(&w->c, PK_bytes_tx, b);
                 w->npend -= sent;
-                if (w->npend)
+                if (w->npend) {
                     memmove(w->pend, w->pend + sent, w->npend * sizeof(w->pend[0]));
+                    memmove(w->pend_len, w->pend_len + sent, w->npend * sizeof(w->pend_len[0]));
+                }
                 moved += sent;
             }
         }
@@ -1448,9 +1489,19 @@ static int check_worker(pk_dpdk_engine *e, pk_dpdk_port *const *ports, int nport
                     PK_DPDK_MIN_SIZE, PK_DPDK_MAX_SIZE);
             return -1;
         }
-        if (c->flows == 0 || c->flows > PK_DPDK_MAX_FLOWS || (uint32_t)c->sport + c->flows > 65536) {
-            set_err(err, errlen, "worker %d: flows %u out of range 1..%d (and sport + flows <= 65536)",
-                    i, c->flows, PK_DPDK_MAX_FLOWS);
+        if (c->flows == 0 || c->flows > PK_DPDK_MAX_FLOWS) {
+            set_err(err, errlen, "worker %d: flows %u out of range 1..%d", i, c->flows, PK_DPDK_MAX_FLOWS);
+            return -1;
+        }
+        const uint64_t nsp = c->sports ? c->sports : c->flows, ndp = c->dports ? c->dports : 1,
+                       nsi = c->src_ips ? c->src_ips : 1, ndi = c->dst_ips ? c->dst_ips : 1;
+        if (c->sport + nsp > 65536 || c->dport + ndp > 65536 || nsi > 1u << 17 || ndi > 1u << 17) {
+            set_err(err, errlen, "worker %d: a port range passes 65535 or an address range is above 131072", i);
+            return -1;
+        }
+        if (nsp * ndp * nsi * ndi < c->flows) {
+            set_err(err, errlen, "worker %d: %u flows need as many tuples: sports x dports x src_ips x dst_ips "
+                    "is only %llu", i, c->flows, (unsigned long long)(nsp * ndp * nsi * ndi));
             return -1;
         }
         if (!(c->rate >= 0) || c->rate > 1e10) {
@@ -1472,21 +1523,37 @@ static int check_worker(pk_dpdk_engine *e, pk_dpdk_port *const *ports, int nport
     return 0;
 }
 
+/* Zeroed and touched now (calloc may map lazily): no page faults in the loop. */
+static void *zalloc(size_t size)
+{
+    size = (size + 63u) & ~(size_t)63u;
+    void *p = aligned_alloc(64, size ? size : 64);
+    if (p)
+        memset(p, 0, size);
+    return p;
+}
+
 static int alloc_worker(worker *w)
 {
     const pk_dpdk_worker_cfg *c = &w->cfg;
     if (c->role == PK_DPDK_GEN) {
         w->frame_len = c->size - FCS_LEN;
-        w->hdr_len = w->frame_len - HDRS_LEN >= PK_WIRE_HDR_LEN ? PK_WIRE_HDR_LEN : PK_WIRE_SHORT_LEN;
         w->tmpl = aligned_alloc(64, (w->frame_len + 63u) & ~63u);
-        w->flow_seq = calloc(c->flows, sizeof(uint64_t));
+        w->flow_seq = zalloc(sizeof(uint64_t) * c->flows);
         if (!w->tmpl || !w->flow_seq)
             return -1;
+        w->nsp = c->sports ? c->sports : c->flows;
+        w->ndp = c->dports ? c->dports : 1;
+        w->nsi = c->src_ips ? c->src_ips : 1;
+        w->ndi = c->dst_ips ? c->dst_ips : 1;
+        w->src_h = rte_be_to_cpu_32(w->port->ip);
+        w->dst_h = rte_be_to_cpu_32(c->dst_ip);
+        gen_flow_set(w, 0);
         gen_template(w);
     }
     if (c->role == PK_DPDK_RXONLY || (c->role == PK_DPDK_GEN && c->track)) {
         w->nflows = c->flows;
-        w->flows = calloc(c->flows, sizeof(flow_state));
+        w->flows = zalloc(sizeof(flow_state) * c->flows);
         if (!w->flows)
             return -1;
     }

@@ -49,10 +49,15 @@ typedef struct pk_dpdk_worker_cfg {
     uint16_t dport;
     int cpu;               /* pin the thread to this CPU, -1 = do not pin */
     uint32_t drop_every;   /* RXONLY, tests only: drop every Nth UDP frame unseen (a lossy link) */
+    /* GEN: the ranges flows are spread over; 0 counts as 1 (sports: 0 = flows).
+     * Flow f is the f-th tuple, source port varying fastest, then destination
+     * port, source address (the port's + i), destination address (dst_ip + i).
+     * REVERSE: dst_ips = how many addresses from the port's own it reflects for. */
+    uint32_t src_ips, dst_ips, sports, dports;
 } pk_dpdk_worker_cfg;
 
 #define PK_DPDK_MAX_WORKERS 16
-#define PK_DPDK_MAX_FLOWS   16384
+#define PK_DPDK_MAX_FLOWS   131072   /* 528 B of sequence window each, preallocated */
 #define PK_DPDK_MAX_BURST   256
 #define PK_DPDK_MIN_SIZE    64
 #define PK_DPDK_MAX_SIZE    1518

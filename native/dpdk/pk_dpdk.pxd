@@ -25,6 +25,7 @@ cdef extern from "dpdk_engine.h":
         uint16_t dport
         int cpu
         uint32_t drop_every
+        uint32_t src_ips, dst_ips, sports, dports
 
     enum: PK_DPDK_MAX_WORKERS
     enum: PK_DPDK_MAX_FLOWS

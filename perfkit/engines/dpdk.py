@@ -203,18 +203,20 @@ def plan(spec) -> tuple[list[tuple[str, str]], list[dict]]:
         gen = {"role": "dpdk_send", "port": 0, "peer": -1, "track": spec.mode == "reverse",
                "size": spec.size, "flows": spec.flows, "burst": spec.burst,
                "rate": spec.messages_per_second, "duration": spec.duration,
-               "dst_mac": spec.dst_mac, "dst_ip": spec.peer_ip, "sport": spec.sport, "dport": spec.dport}
+               "dst_mac": spec.dst_mac, "dst_ip": spec.peer_ip, "sport": spec.sport, "dport": spec.dport,
+               "src_ips": spec.src_ips, "dst_ips": spec.dst_ips, "sports": spec.sports, "dports": spec.dports}
         if spec.peer is None:
             if spec.dst_mac is None and spec.port.startswith("net_null"):
                 gen["dst_mac"] = "ff:ff:ff:ff:ff:ff"  # nobody there to answer ARP
             return [(spec.port, spec.ip)], [gen]
         far = {"role": "dpdk_recv" if spec.mode == "rxonly" else "dpdk_reflect", "port": 1,
-               "flows": spec.flows, "burst": spec.burst, "duration": spec.duration}
+               "flows": spec.flows, "burst": spec.burst, "duration": spec.duration,
+               "dst_ips": spec.dst_ips}
         return [(spec.port, spec.ip), (spec.peer, spec.peer_ip)], [far, {**gen, "peer": 0}]
     if isinstance(spec, DpdkReflect):
         return [(spec.port, spec.ip)], [{"role": "dpdk_recv" if spec.mode == "rxonly" else "dpdk_reflect",
                                          "port": 0, "flows": spec.flows, "burst": spec.burst,
-                                         "duration": spec.duration}]
+                                         "duration": spec.duration, "dst_ips": spec.ips}]
     raise ValueError(f"engine: dpdk runs DpdkFlows and DpdkReflect specs, not {type(spec).__name__}")
 
 
