@@ -114,6 +114,9 @@ def _parser() -> argparse.ArgumentParser:
     flw.add_argument("--dst-ips", default=1, help="destination addresses from --peer-ip (default 1)")
     flw.add_argument("--sports", help="source ports from --sport (default: as many as --flows needs)")
     flw.add_argument("--dports", default=1, help="destination ports from --dport (default 1)")
+    flw.add_argument("--sizes", help="a frame size mix instead of --size: imix, 64,570,1518 or 64:7,570:4,1518:1")
+    flw.add_argument("--ramp-to", help="with --rate: the rate rises from --rate to this (1Mpps, 1Gbps)")
+    flw.add_argument("--ramp-time", help="how long the ramp takes (default: --duration)")
     rfl = sub.add_parser("reflect", help="the far end of DPDK flows on one port: rxonly or reverse")
     rfl.add_argument("--engine", default="dpdk", help="engine (only dpdk reflects)")
     rfl.add_argument("--port", required=True, help="DPDK port (see perfkit flows)")
@@ -409,15 +412,24 @@ def _dpdk_done(a, run, printer, interrupted, text: str) -> int:
     return 130 if interrupted else 0
 
 
+def _frames_text(spec) -> str:
+    if spec.sizes is None:
+        return f"{spec.size} B frames"
+    mix = ",".join(f"{s}:{w}" for s, w in spec.sizes)
+    return f"frames of {mix} (mean {spec.mean_size:.1f} B)"
+
+
 def _flows(a) -> int:
     from perfkit.spec import DpdkFlows
     spec = DpdkFlows(port=a.port, peer=a.peer, mode=a.mode, size=a.size, rate=a.rate, flows=a.flows,
                      duration=a.duration, ip=a.ip, peer_ip=a.peer_ip, dst_mac=a.dst_mac, sport=a.sport,
                      dport=a.dport, burst=a.burst, netns=a.netns, src_ips=a.src_ips, dst_ips=a.dst_ips,
-                     sports=a.sports, dports=a.dports)
+                     sports=a.sports, dports=a.dports, sizes=a.sizes, ramp_to=a.ramp_to,
+                     ramp_time=a.ramp_time)
     far = f"{spec.peer} ({spec.mode})" if spec.peer else f"{spec.peer_ip} ({spec.mode}, elsewhere)"
     run, printer, interrupted = _dpdk_run(
-        a, spec, f"perfkit flows: {spec.size} B frames, {spec.rate or 'unlimited'}, {spec.flows} flow(s), "
+        a, spec, f"perfkit flows: {_frames_text(spec)}, {spec.rate or 'unlimited'}"
+                 f"{f' rising to {spec.ramp_to} over {spec.ramp_time:g} s' if spec.ramp_to else ''}, {spec.flows} flow(s), "
                  f"{spec.duration:g} s from {spec.port} to {far} (dpdk engine)")
     return _dpdk_done(a, run, printer, interrupted, summary_text(run.summary) if run.summary else "")
 

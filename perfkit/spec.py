@@ -186,6 +186,57 @@ DPDK_KERNEL_DRIVERS = ("net_af_packet", "net_tap")   # they reach a kernel: lab 
 DPDK_MIN_SIZE, DPDK_MAX_SIZE = 64, 1518
 DPDK_MAX_FLOWS = 131072   # PK_DPDK_MAX_FLOWS: a 528-byte sequence window each, preallocated
 DPDK_MAX_IPS = 1 << 17
+DPDK_MAX_PATTERN = 1024   # PK_DPDK_MAX_PATTERN: frames in one size pattern
+IMIX = ((64, 7), (570, 4), (1518, 1))   # the classic simple IMIX
+
+
+def parse_sizes(value, field: str = "sizes") -> tuple[tuple[int, int], ...]:
+    """Frame sizes and their weights: 'imix' (64:7,570:4,1518:1), '64,128,256' (equal
+    weights), '64:7,570:4,1518:1', or a list of sizes or [size, weight] pairs. Weights
+    are reduced by their common divisor; they must add up to at most DPDK_MAX_PATTERN."""
+    import math
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text == "imix":
+            return IMIX
+        items = [x.strip() for x in text.split(",")]
+        if not all(items):
+            raise ValueError(f"{field}: {value!r} is not a list of sizes (64,570,1518 or 64:7,570:4 or imix)")
+        value = [tuple(x.split(":", 1)) if ":" in x else (x, 1) for x in items]
+    try:
+        pairs = [(p, 1) if isinstance(p, (int, str)) else tuple(p) for p in value]
+    except TypeError:
+        raise ValueError(f"{field}: {value!r} is not a list of sizes") from None
+    if not pairs or any(len(p) != 2 for p in pairs):
+        raise ValueError(f"{field}: {value!r} is not a list of sizes or [size, weight] pairs")
+    out = []
+    for size, weight in pairs:
+        size = parse_size(size, field)
+        if not DPDK_MIN_SIZE <= size <= DPDK_MAX_SIZE:
+            raise ValueError(f"{field}: {size} bytes is out of range {DPDK_MIN_SIZE}..{DPDK_MAX_SIZE} "
+                             "(Ethernet frames, FCS counted)")
+        out.append((size, _int_in(weight, field + " weight", 1, DPDK_MAX_PATTERN)))
+    g = math.gcd(*(w for _, w in out))
+    out = tuple((s, w // g) for s, w in out)
+    if sum(w for _, w in out) > DPDK_MAX_PATTERN:
+        raise ValueError(f"{field}: the weights add up to {sum(w for _, w in out)} frames per round "
+                         f"(at most {DPDK_MAX_PATTERN} after dividing by their common divisor)")
+    return out
+
+
+def size_pattern(sizes) -> list[int]:
+    """The order frames are sent in: smooth weighted round robin, so that the sizes
+    interleave (7:4:1 -> 64 570 64 64 570 64 1518 ...), not seven 64s in a row."""
+    total = sum(w for _, w in sizes)
+    cur = [0] * len(sizes)
+    out = []
+    for _ in range(total):
+        for i, (_, w) in enumerate(sizes):
+            cur[i] += w
+        best = max(range(len(sizes)), key=lambda i: cur[i])
+        cur[best] -= total
+        out.append(sizes[best][0])
+    return out
 DPDK_MAX_BURST = 256
 _DPDK_RING = re.compile(r"ring:[a-z0-9_]{1,16}:[01]")
 _DPDK_NAME = re.compile(r"[A-Za-z0-9_]+")
@@ -245,8 +296,12 @@ class _DpdkSpec:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        if "rate" in d:
-            d["rate"] = None if self.rate is None else {"value": self.rate.value, "unit": self.rate.unit}
+        for k in ("rate", "ramp_to"):
+            if k in d:
+                r = getattr(self, k)
+                d[k] = None if r is None else {"value": r.value, "unit": r.unit}
+        if d.get("sizes") is not None:
+            d["sizes"] = [list(p) for p in d["sizes"]]
         return {"kind": type(self).__name__, **d}
 
     @classmethod
@@ -259,8 +314,9 @@ class _DpdkSpec:
         unknown = set(d) - names
         if unknown:
             raise ValueError(f"{sorted(unknown)[0]}: unknown field (known: {', '.join(sorted(names))})")
-        if isinstance(d.get("rate"), dict):
-            d["rate"] = Rate(float(d["rate"]["value"]), d["rate"]["unit"])
+        for k in ("rate", "ramp_to"):
+            if isinstance(d.get(k), dict):
+                d[k] = Rate(float(d[k]["value"]), d[k]["unit"])
         return cls(**d)
 
 
@@ -276,7 +332,12 @@ class DpdkFlows(_DpdkSpec):
     mode      what the far end does. rxonly: loss and one-way latency measured there;
               reverse: frames come back, loss and round trips measured by the generator
     size      Ethernet frame bytes counting the 4-byte FCS, 64..1518 (rates count these bytes)
-    rate      target rate (1Mpps, 500Mbps); None = as fast as the port takes frames
+    sizes     a size mix instead: 'imix' (64:7,570:4,1518:1), '64,570,1518', '64:7,570:4,...',
+              sent interleaved as one preallocated pattern; size becomes the mean (rounded)
+    rate      target rate (1Mpps, 500Mbps: bits of whole frames, the mean size with sizes);
+              None = as fast as the port takes frames
+    ramp_to   with rate: the rate rises linearly from rate to ramp_to over ramp_time
+              (default: the whole duration), then stays there; paced by the TSC
     flows     UDP flows, each its own 4-tuple and sequence numbers. Flow f is the f-th tuple
               of the ranges below, source port varying fastest, then destination port,
               source address, destination address; frames go round the flows in turn
@@ -310,6 +371,9 @@ class DpdkFlows(_DpdkSpec):
     dst_ips: int = 1
     sports: int | None = None
     dports: int = 1
+    sizes: tuple | str | None = None
+    ramp_to: Rate | str | float | None = None
+    ramp_time: float | str | None = None
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
@@ -331,6 +395,9 @@ class DpdkFlows(_DpdkSpec):
             raise ValueError(f"size: {size} bytes is out of range {DPDK_MIN_SIZE}..{DPDK_MAX_SIZE} "
                              "(Ethernet frames, FCS counted)")
         put("size", size)
+        if self.sizes is not None:
+            put("sizes", parse_sizes(self.sizes))
+            put("size", round(self.mean_size))
         if self.rate is not None:
             rate = parse_rate(self.rate, "rate")
             if not rate.value > 0:
@@ -344,6 +411,7 @@ class DpdkFlows(_DpdkSpec):
         if not 0 < duration <= MAX_DURATION_S:
             raise ValueError(f"duration: {self.duration!r} is out of range (above 0, at most 24h)")
         put("duration", duration)
+        self._check_ramp(put)
         put("ip", check_lab_ipv4(self.ip, "ip"))
         put("peer_ip", check_lab_ipv4(self.peer_ip, "peer_ip"))
         if self.ip == self.peer_ip:
@@ -356,6 +424,34 @@ class DpdkFlows(_DpdkSpec):
         put("dport", _int_in(self.dport, "dport", 1, 65535))
         put("burst", _int_in(self.burst, "burst", 1, DPDK_MAX_BURST))
         self._check_ranges(put)
+
+    def _check_ramp(self, put):
+        if self.ramp_to is None:
+            if self.ramp_time is not None:
+                raise ValueError("ramp_time: give ramp_to (the rate to rise to) as well")
+            return
+        if self.rate is None:
+            raise ValueError("ramp_to: a ramp starts from rate: give rate as well")
+        to = parse_rate(self.ramp_to, "ramp_to")
+        if not to.value > 0 or to.messages_per_second(self.mean_size) > MAX_RATE_PPS:
+            raise ValueError(f"ramp_to: {self.ramp_to!r} is out of range (above 0, at most "
+                             f"{MAX_RATE_PPS:.0e} frames/s)")
+        put("ramp_to", to)
+        t = self.duration if self.ramp_time is None else parse_duration(self.ramp_time, "ramp_time")
+        if not 0 < t <= self.duration:
+            raise ValueError(f"ramp_time: {self.ramp_time!r} is out of range (above 0, at most the duration)")
+        put("ramp_time", t)
+
+    @property
+    def mean_size(self) -> float:
+        """Mean frame bytes (FCS counted): size, or the sizes' weighted mean."""
+        if self.sizes is None:
+            return float(self.size)
+        return sum(s * w for s, w in self.sizes) / sum(w for _, w in self.sizes)
+
+    @property
+    def ramp_end_per_second(self) -> float:
+        return self.ramp_to.messages_per_second(self.mean_size) if self.ramp_to else 0.0
 
     def _check_ranges(self, put):
         """The address and port ranges the flows are spread over."""
@@ -394,7 +490,7 @@ class DpdkFlows(_DpdkSpec):
 
     @property
     def messages_per_second(self) -> float:
-        return self.rate.messages_per_second(self.size) if self.rate else 0.0
+        return self.rate.messages_per_second(self.mean_size) if self.rate else 0.0
 
 
 @dataclass(frozen=True)

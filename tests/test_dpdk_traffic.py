@@ -210,3 +210,82 @@ def test_cli_flows_with_ranges(eal):
     assert s["pkts_tx"] == 10_000 == s["pkts_rx"] and s["lost"] == 0
     p = _cli("flows", "--port", "ring:cr:0", "--flows", "100", "--sports", "10")
     assert p.returncode == 2 and p.stderr.strip().startswith("perfkit: flows:"), p.stderr
+
+
+# ------------------------------------------------------------------ frame sizes, bps, ramps
+
+def test_imix_is_sent_interleaved_in_its_exact_proportions(eal):
+    from perfkit.spec import IMIX, size_pattern
+    pattern = size_pattern(IMIX)
+    assert sorted(pattern) == [64] * 7 + [570] * 4 + [1518] and pattern[:3] == [64, 570, 64]
+    frames, c, sent, t = capture({"flows": 5, "rate": 6000.0, "duration": 0.2, "sizes": pattern}, 1200, "im")
+    assert len(frames) == c["pkts_tx"] == sum(sent) == 1200
+    got = [parse(f, t)["size"] for f in frames]
+    assert got == pattern * 100                                  # the pattern, frame by frame
+    assert c["bytes_tx"] == sum(got) == 100 * (7 * 64 + 4 * 570 + 1518)
+
+
+def test_a_size_list_through_a_receiver_counts_every_byte(eal):
+    spec = DpdkFlows(port="ring:sl:0", peer="ring:sl:1", sizes="64,65,69,70,128:2,1518", rate="35kpps",
+                     duration="0.2s", flows=3)
+    assert spec.size == round((64 + 65 + 69 + 70 + 256 + 1518) / 7)
+    s = perfkit.Run(spec, engine="dpdk").run().summary
+    assert s["pkts_tx"] == 7000 == s["pkts_rx"] and s["lost"] == 0
+    assert s["bytes_tx"] == s["bytes_rx"] == 1000 * (64 + 65 + 69 + 70 + 256 + 1518)
+    assert s["lat_count"] == 7000          # short (64..69) and full (70+) headers both parsed
+
+
+def test_a_bps_target_counts_whole_frames_of_the_mix(eal):
+    spec = DpdkFlows(port="ring:bp:0", peer="ring:bp:1", sizes="imix", rate="100Mbps", duration="1s")
+    pps = 1e8 / (8 * (7 * 64 + 4 * 570 + 1518) / 12)
+    assert spec.messages_per_second == pytest.approx(pps)
+    s = perfkit.Run(spec, engine="dpdk").run().summary
+    assert abs(s["pkts_tx"] - pps) <= 1 and s["pkts_rx"] == s["pkts_tx"]
+    assert abs(8 * s["bytes_tx"] - 1e8) <= 8 * 1518           # 100 Mbit, to within one frame
+
+
+def test_a_ramp_sends_the_integral_of_its_rate_rising(eal):
+    # 1k -> 5k frames/s over 1 s: 3000 frames, 1000 of them in the first half
+    frames, c, sent, t = capture({"flows": 2, "rate": 1000.0, "rate_end": 5000.0, "ramp": 1.0,
+                                  "duration": 1.0, "size": 64}, 3000, "rp")
+    assert abs(c["pkts_tx"] - 3000) <= 1 and len(frames) == c["pkts_tx"]
+    # the short header carries the low 32 bits of the build time: its order tells the pacing
+    lo = [struct.unpack("=IIII", f[42:58])[3] for f in frames]
+    start = lo[0]
+    elapsed = [(x - start) & 0xFFFFFFFF for x in lo]
+    first_half = sum(1 for e in elapsed if e < 500_000_000)
+    assert first_half < 0.42 * len(frames), first_half        # a constant rate would put half there
+    # and the spec: the ramp over part of the run, then the end rate
+    run = perfkit.Run(DpdkFlows(port="ring:rq:0", peer="ring:rq:1", rate="10kpps", ramp_to="30kpps",
+                                ramp_time="0.5s", duration="1s"), engine="dpdk").run()
+    s = run.summary
+    assert abs(s["pkts_tx"] - (10_000 * 0.5 + 10_000 * 0.5 + 30_000 * 0.5)) <= 1   # 25000
+    assert s["pkts_rx"] == s["pkts_tx"] and s["lost"] == 0
+
+
+@pytest.mark.parametrize("kw, field", [
+    (dict(sizes="64,9000"), "sizes"), (dict(sizes=""), "sizes"), (dict(sizes="64:0"), "sizes weight"),
+    (dict(sizes="64:1000,128:101"), "sizes"), (dict(sizes=[[64, 1, 2]]), "sizes"),
+    (dict(ramp_to="1Mpps"), "ramp_to"), (dict(rate="1kpps", ramp_to="0pps"), "ramp_to"),
+    (dict(rate="1kpps", ramp_to="2kpps", ramp_time="20s", duration="10s"), "ramp_time"),
+    (dict(ramp_time="1s"), "ramp_time"),
+])
+def test_bad_sizes_and_ramps_name_the_field(kw, field):
+    with pytest.raises(ValueError, match=f"^{field}:"):
+        DpdkFlows(**kw)
+
+
+def test_sizes_and_ramps_round_trip():
+    s = DpdkFlows(sizes="64:60,570:30,1518:10", rate="1Gbps", ramp_to="2Gbps", ramp_time="2s", duration="5s")
+    assert s.sizes == ((64, 6), (570, 3), (1518, 1)) and from_dict(s.to_dict()) == s
+    assert from_dict(json.loads(json.dumps(s.to_dict()))) == s
+
+
+def test_cli_flows_imix_and_ramp(eal):
+    p = _cli("flows", "--port", "ring:ci:0", "--peer", "ring:ci:1", "--sizes", "imix", "--rate", "12kpps",
+             "--ramp-to", "36kpps", "--duration", "0.5s", "--json")
+    assert p.returncode == 0, p.stderr
+    s = [json.loads(ln) for ln in p.stdout.splitlines()][-1]["summary"]
+    assert abs(s["pkts_tx"] - 12_000) <= 1 and s["pkts_rx"] == s["pkts_tx"] and s["lost"] == 0
+    p = _cli("flows", "--port", "ring:ci:0", "--sizes", "64,20000")
+    assert p.returncode == 2 and p.stderr.strip().startswith("perfkit: sizes:"), p.stderr

@@ -28,6 +28,7 @@ MAX_FLOWS = PK_DPDK_MAX_FLOWS
 MAX_BURST = PK_DPDK_MAX_BURST
 MIN_SIZE = PK_DPDK_MIN_SIZE
 MAX_SIZE = PK_DPDK_MAX_SIZE
+MAX_PATTERN = PK_DPDK_MAX_PATTERN
 
 
 def version():
@@ -220,7 +221,8 @@ cdef class DpdkEngine:
     (dpdk_send: frames come back), size, flows, burst, rate (frames/s, 0 = unlimited),
     duration (s), dst_mac, dst_ip, sport, dport, cpu, drop_every (tests: a lossy receiver),
     src_ips, dst_ips, sports (0 = flows), dports: the ranges flows are spread over
-    (dpdk_reflect: dst_ips = addresses from its port's it reflects for).
+    (dpdk_reflect: dst_ips = addresses from its port's it reflects for), sizes (frame sizes
+    sent in turn, instead of size), rate_end and ramp (s): the rate rises from rate to rate_end.
     With own_ports, close() closes the ports too."""
     cdef pk_dpdk_engine *e
     cdef int n
@@ -274,6 +276,14 @@ cdef class DpdkEngine:
                 cfgs[i].dst_ips = w.get("dst_ips", 1)
                 cfgs[i].sports = w.get("sports", 0)
                 cfgs[i].dports = w.get("dports", 1)
+                sizes = w.get("sizes") or ()
+                if len(sizes) > PK_DPDK_MAX_PATTERN:
+                    raise ValueError(f"sizes: at most {PK_DPDK_MAX_PATTERN} frames in a pattern")
+                for k, sz in enumerate(sizes):
+                    cfgs[i].sizes[k] = sz
+                cfgs[i].nsizes = len(sizes)
+                cfgs[i].rate_end = w.get("rate_end", 0.0)
+                cfgs[i].ramp_ns = <unsigned long long>(w.get("ramp", 0.0) * 1e9)
             err[0] = 0
             self.e = pk_dpdk_create(cports, len(self.ports), cfgs, self.n, err, sizeof(err))
             if self.e == NULL:

@@ -672,6 +672,8 @@ typedef struct worker {
     /* GEN */
     uint8_t *tmpl;               /* the longest frame, without the FCS: headers, zero filler */
     uint32_t frame_len;          /* its length */
+    uint16_t *pattern;           /* frame lengths without FCS, sent in turn */
+    uint32_t npattern, next_size;
     uint64_t ip_base;            /* IPv4 header words that never change (length, addresses: 0) */
     uint64_t udp_base;           /* UDP words that never change (protocol; the filler is 0) */
     uint64_t *flow_seq;          /* next sequence per flow = frames sent per flow */
@@ -1109,7 +1111,8 @@ static uint32_t gen_build(worker *w, uint32_t n, uint64_t now_ns)
     for (uint32_t i = 0; i < n; i++) {
         struct rte_mbuf *m = slot[i];
         uint8_t *d = rte_pktmbuf_mtod(m, uint8_t *);
-        const uint32_t len = w->frame_len;
+        const uint32_t len = w->pattern[w->next_size];
+        w->next_size = w->next_size + 1 == w->npattern ? 0 : w->next_size + 1;
         rte_memcpy(d, w->tmpl, len);
         m->data_len = (uint16_t)len;
         m->pkt_len = len;
@@ -1285,13 +1288,41 @@ static void receive_until_quiet(worker *w, uint64_t done_at)
     }
 }
 
+/* TSC pacing: frames due by t cycles after the start (the first at once). A
+ * constant rate r (per cycle): r t. A ramp from r0 to r1 over T: the integral
+ * r0 t + (r1 - r0) t^2 / 2T up to T, then r1 on. */
+typedef struct pace {
+    int paced;
+    double r0, r1, T;
+} pace;
+
+static pace pace_make(const worker *w, const timebase *tb)
+{
+    pace p = { w->cfg.rate > 0, w->cfg.rate / (double)tb->hz, 0, 0 };
+    if (p.paced && w->cfg.ramp_ns && w->cfg.rate_end > 0) {
+        p.r1 = w->cfg.rate_end / (double)tb->hz;
+        p.T = (double)tb_cycles(tb, w->cfg.ramp_ns);
+    }
+    return p;
+}
+
+static inline uint64_t pace_due(const pace *p, uint64_t dt)
+{
+    double t = (double)dt;
+    if (p->T <= 0)
+        return (uint64_t)(t * p->r0) + 1;
+    if (t <= p->T)
+        return (uint64_t)(p->r0 * t + (p->r1 - p->r0) * t * t / (2 * p->T)) + 1;
+    return (uint64_t)(p->r0 * p->T + (p->r1 - p->r0) * p->T / 2 + p->r1 * (t - p->T)) + 1;
+}
+
 static void run_gen(worker *w)
 {
     const timebase *tb = &w->engine->tb;
     gen_resolve(w);
     memcpy(w->tmpl, w->dst_mac, 6);
     const uint64_t flush_c = tb_cycles(tb, FLUSH_NS), nic_c = tb_cycles(tb, NIC_EVERY_NS);
-    const double per_cycle = w->cfg.rate > 0 ? w->cfg.rate / (double)tb->hz : 0.0;
+    const pace p = pace_make(w, tb);
     const uint32_t burst = w->cfg.burst;
     const uint64_t start = rte_rdtsc(), end = start + tb_cycles(tb, w->cfg.duration_ns);
     const uint64_t rx_every = w->cfg.track ? 0 : tb_cycles(tb, GEN_RX_EVERY_NS);
@@ -1302,13 +1333,13 @@ static void run_gen(worker *w)
     w->last_flush = start;
     /* paced: every frame due before the end leaves, even when the thread was
      * descheduled near it (a short catch-up), so a run sends rate x duration */
-    const uint64_t target = per_cycle > 0 ? (uint64_t)((double)(end - 1 - start) * per_cycle) + 1 : 0;
+    const uint64_t target = p.paced ? pace_due(&p, end - 1 - start) : 0;
     const uint64_t catchup_end = end + tb_cycles(tb, CATCHUP_NS);
     for (;;) {
         uint64_t t0 = rte_rdtsc();
         if (stopping(w))
             break;
-        if (t0 >= end && (per_cycle <= 0 || (built >= target && w->npend == 0) || t0 >= catchup_end))
+        if (t0 >= end && (!p.paced || (built >= target && w->npend == 0) || t0 >= catchup_end))
             break;
         const uint64_t tp = t0 < end ? t0 : end - 1;
         uint32_t moved = 0;
@@ -1320,8 +1351,8 @@ static void run_gen(worker *w)
         uint32_t room = burst - w->npend;
         if (room) {
             uint64_t k = room;
-            if (per_cycle > 0) {
-                uint64_t allowed = (uint64_t)((double)(tp - start) * per_cycle) + 1;
+            if (p.paced) {
+                uint64_t allowed = pace_due(&p, tp - start);
                 k = allowed > built ? allowed - built : 0;
                 if (k > room)
                     k = room;
@@ -1484,7 +1515,21 @@ static int check_worker(pk_dpdk_engine *e, pk_dpdk_port *const *ports, int nport
         return -1;
     }
     if (c->role == PK_DPDK_GEN) {
-        if (c->size < PK_DPDK_MIN_SIZE || c->size > PK_DPDK_MAX_SIZE) {
+        if (c->nsizes > PK_DPDK_MAX_PATTERN) {
+            set_err(err, errlen, "worker %d: %u frame sizes: at most %d", i, c->nsizes, PK_DPDK_MAX_PATTERN);
+            return -1;
+        }
+        for (uint32_t k = 0; k < c->nsizes; k++)
+            if (c->sizes[k] < PK_DPDK_MIN_SIZE || c->sizes[k] > PK_DPDK_MAX_SIZE) {
+                set_err(err, errlen, "worker %d: frame size %u out of range %d..%d", i, c->sizes[k],
+                        PK_DPDK_MIN_SIZE, PK_DPDK_MAX_SIZE);
+                return -1;
+            }
+        if (c->ramp_ns && (!(c->rate > 0) || !(c->rate_end > 0) || c->rate_end > 1e10)) {
+            set_err(err, errlen, "worker %d: a ramp needs a start rate and an end rate above 0", i);
+            return -1;
+        }
+        if (c->nsizes == 0 && (c->size < PK_DPDK_MIN_SIZE || c->size > PK_DPDK_MAX_SIZE)) {
             set_err(err, errlen, "worker %d: size %u out of range %d..%d", i, c->size,
                     PK_DPDK_MIN_SIZE, PK_DPDK_MAX_SIZE);
             return -1;
@@ -1537,7 +1582,16 @@ static int alloc_worker(worker *w)
 {
     const pk_dpdk_worker_cfg *c = &w->cfg;
     if (c->role == PK_DPDK_GEN) {
-        w->frame_len = c->size - FCS_LEN;
+        w->npattern = c->nsizes ? c->nsizes : 1;
+        w->pattern = zalloc(sizeof(uint16_t) * w->npattern);
+        if (!w->pattern)
+            return -1;
+        w->frame_len = 0;
+        for (uint32_t k = 0; k < w->npattern; k++) {
+            w->pattern[k] = (uint16_t)((c->nsizes ? c->sizes[k] : c->size) - FCS_LEN);
+            if (w->pattern[k] > w->frame_len)
+                w->frame_len = w->pattern[k];
+        }
         w->tmpl = aligned_alloc(64, (w->frame_len + 63u) & ~63u);
         w->flow_seq = zalloc(sizeof(uint64_t) * c->flows);
         if (!w->tmpl || !w->flow_seq)
@@ -1743,6 +1797,7 @@ void pk_dpdk_destroy(pk_dpdk_engine *e)
             __atomic_store_n(&w->port->busy, 0, __ATOMIC_RELEASE);
         free_frames(w->pend, w->npend);
         free(w->tmpl);
+        free(w->pattern);
         free(w->flow_seq);
         free(w->flows);
     }

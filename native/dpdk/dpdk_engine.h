@@ -32,6 +32,8 @@ enum pk_dpdk_role {
     PK_DPDK_NROLES
 };
 
+#define PK_DPDK_MAX_PATTERN 1024   /* frame sizes in one size pattern */
+
 typedef struct pk_dpdk_worker_cfg {
     int role;
     int port;              /* index into the ports given to pk_dpdk_create; one worker per port */
@@ -54,6 +56,14 @@ typedef struct pk_dpdk_worker_cfg {
      * port, source address (the port's + i), destination address (dst_ip + i).
      * REVERSE: dst_ips = how many addresses from the port's own it reflects for. */
     uint32_t src_ips, dst_ips, sports, dports;
+    /* GEN: frame sizes (FCS counted) sent in this order, round and round;
+     * nsizes = 0: every frame is `size`. */
+    uint16_t sizes[PK_DPDK_MAX_PATTERN];
+    uint32_t nsizes;
+    /* GEN: a ramp: the rate rises linearly from `rate` to rate_end over ramp_ns,
+     * then stays at rate_end. ramp_ns = 0: no ramp. */
+    double rate_end;
+    uint64_t ramp_ns;
 } pk_dpdk_worker_cfg;
 
 #define PK_DPDK_MAX_WORKERS 16

@@ -26,7 +26,12 @@ cdef extern from "dpdk_engine.h":
         int cpu
         uint32_t drop_every
         uint32_t src_ips, dst_ips, sports, dports
+        uint16_t sizes[1024]
+        uint32_t nsizes
+        double rate_end
+        uint64_t ramp_ns
 
+    enum: PK_DPDK_MAX_PATTERN
     enum: PK_DPDK_MAX_WORKERS
     enum: PK_DPDK_MAX_FLOWS
     enum: PK_DPDK_MAX_BURST

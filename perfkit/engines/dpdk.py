@@ -21,7 +21,7 @@ import os
 from dataclasses import asdict, dataclass
 
 from perfkit.errors import EngineError
-from perfkit.spec import DpdkFlows, DpdkReflect
+from perfkit.spec import DpdkFlows, DpdkReflect, size_pattern
 
 NAME = "dpdk"
 
@@ -204,7 +204,9 @@ def plan(spec) -> tuple[list[tuple[str, str]], list[dict]]:
                "size": spec.size, "flows": spec.flows, "burst": spec.burst,
                "rate": spec.messages_per_second, "duration": spec.duration,
                "dst_mac": spec.dst_mac, "dst_ip": spec.peer_ip, "sport": spec.sport, "dport": spec.dport,
-               "src_ips": spec.src_ips, "dst_ips": spec.dst_ips, "sports": spec.sports, "dports": spec.dports}
+               "src_ips": spec.src_ips, "dst_ips": spec.dst_ips, "sports": spec.sports, "dports": spec.dports,
+               "sizes": size_pattern(spec.sizes) if spec.sizes else None,
+               "rate_end": spec.ramp_end_per_second, "ramp": spec.ramp_time or 0.0}
         if spec.peer is None:
             if spec.dst_mac is None and spec.port.startswith("net_null"):
                 gen["dst_mac"] = "ff:ff:ff:ff:ff:ff"  # nobody there to answer ARP
