@@ -127,6 +127,7 @@ def _parser() -> argparse.ArgumentParser:
     rfl.add_argument("--burst", default=32, help="frames per burst (default 32)")
     rfl.add_argument("--ips", default=1, help="reverse: reflect for this many addresses from --ip (default 1)")
     for sp in (flw, rfl):
+        sp.add_argument("--cores", default=1, help="lcores per side, one port queue each (default 1)")
         sp.add_argument("--netns", help="open the port in this network namespace (/run/netns/NAME)")
         sp.add_argument("--mem", default=512, help="EAL memory in MB (default 512)")
         sp.add_argument("--hugepages", default="auto", help="auto, on or off (default auto: on where enough are free)")
@@ -425,7 +426,7 @@ def _flows(a) -> int:
                      duration=a.duration, ip=a.ip, peer_ip=a.peer_ip, dst_mac=a.dst_mac, sport=a.sport,
                      dport=a.dport, burst=a.burst, netns=a.netns, src_ips=a.src_ips, dst_ips=a.dst_ips,
                      sports=a.sports, dports=a.dports, sizes=a.sizes, ramp_to=a.ramp_to,
-                     ramp_time=a.ramp_time)
+                     ramp_time=a.ramp_time, cores=a.cores)
     far = f"{spec.peer} ({spec.mode})" if spec.peer else f"{spec.peer_ip} ({spec.mode}, elsewhere)"
     run, printer, interrupted = _dpdk_run(
         a, spec, f"perfkit flows: {_frames_text(spec)}, {spec.rate or 'unlimited'}"
@@ -455,7 +456,7 @@ def _reflect_text(run) -> str:
 def _reflect(a) -> int:
     from perfkit.spec import DpdkReflect
     spec = DpdkReflect(port=a.port, mode=a.mode, duration=a.duration, ip=a.ip, flows=a.flows,
-                       burst=a.burst, netns=a.netns, ips=a.ips)
+                       burst=a.burst, netns=a.netns, ips=a.ips, cores=a.cores)
     run, printer, interrupted = _dpdk_run(
         a, spec, f"perfkit reflect: {spec.mode} on {spec.port} ({spec.ip}) for {spec.duration:g} s (dpdk engine)")
     return _dpdk_done(a, run, printer, interrupted, _reflect_text(run))

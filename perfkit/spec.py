@@ -186,6 +186,7 @@ DPDK_KERNEL_DRIVERS = ("net_af_packet", "net_tap")   # they reach a kernel: lab 
 DPDK_MIN_SIZE, DPDK_MAX_SIZE = 64, 1518
 DPDK_MAX_FLOWS = 131072   # PK_DPDK_MAX_FLOWS: a 528-byte sequence window each, preallocated
 DPDK_MAX_IPS = 1 << 17
+DPDK_MAX_QUEUES = 8      # PK_DPDK_MAX_QUEUES: lcores (one queue each) per port
 DPDK_MAX_PATTERN = 1024   # PK_DPDK_MAX_PATTERN: frames in one size pattern
 IMIX = ((64, 7), (570, 4), (1518, 1))   # the classic simple IMIX
 
@@ -338,6 +339,10 @@ class DpdkFlows(_DpdkSpec):
               None = as fast as the port takes frames
     ramp_to   with rate: the rate rises linearly from rate to ramp_to over ramp_time
               (default: the whole duration), then stays there; paced by the TSC
+    cores     lcores (worker threads) per side, each with its own queue of the port(s),
+              mempool cache and counters; the flows and the rate are split between
+              them. Receive queues are fed by RSS where the PMD has it; a ring pair,
+              net_ring and memif join tx queue q to rx queue q
     flows     UDP flows, each its own 4-tuple and sequence numbers. Flow f is the f-th tuple
               of the ranges below, source port varying fastest, then destination port,
               source address, destination address; frames go round the flows in turn
@@ -374,6 +379,7 @@ class DpdkFlows(_DpdkSpec):
     sizes: tuple | str | None = None
     ramp_to: Rate | str | float | None = None
     ramp_time: float | str | None = None
+    cores: int = 1
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
@@ -412,6 +418,10 @@ class DpdkFlows(_DpdkSpec):
             raise ValueError(f"duration: {self.duration!r} is out of range (above 0, at most 24h)")
         put("duration", duration)
         self._check_ramp(put)
+        put("cores", _int_in(self.cores, "cores", 1, DPDK_MAX_QUEUES))
+        if self.flows < self.cores:
+            raise ValueError(f"flows: {self.flows} flow(s) for {self.cores} cores: each core sends "
+                             "flows of its own (give at least as many flows)")
         put("ip", check_lab_ipv4(self.ip, "ip"))
         put("peer_ip", check_lab_ipv4(self.peer_ip, "peer_ip"))
         if self.ip == self.peer_ip:
@@ -504,6 +514,7 @@ class DpdkReflect(_DpdkSpec):
     ip        the port's address: ARP and ICMP echo are answered for it
     flows     rxonly: flow ids tracked (0 .. flows - 1)
     ips       reverse: reflect UDP for ip .. ip + ips - 1 (a generator's dst_ips)
+    cores     lcores, one queue of the port each (the generator's side needs as many)
     """
     port: str = "ring:pk:1"
     mode: str = "reverse"
@@ -513,6 +524,7 @@ class DpdkReflect(_DpdkSpec):
     burst: int = 32
     netns: str | None = None
     ips: int = 1
+    cores: int = 1
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
@@ -528,6 +540,7 @@ class DpdkReflect(_DpdkSpec):
         put("flows", _int_in(self.flows, "flows", 1, DPDK_MAX_FLOWS))
         put("burst", _int_in(self.burst, "burst", 1, DPDK_MAX_BURST))
         put("ips", _int_in(self.ips, "ips", 1, DPDK_MAX_IPS))
+        put("cores", _int_in(self.cores, "cores", 1, DPDK_MAX_QUEUES))
         if int(ipaddress.IPv4Address(self.ip)) + self.ips - 1 > int(LAB_NETS[0].broadcast_address):
             raise ValueError(f"ips: {self.ips} addresses from {self.ip} leave 198.18.0.0/15")
 

@@ -289,3 +289,104 @@ def test_cli_flows_imix_and_ramp(eal):
     assert abs(s["pkts_tx"] - 12_000) <= 1 and s["pkts_rx"] == s["pkts_tx"] and s["lost"] == 0
     p = _cli("flows", "--port", "ring:ci:0", "--sizes", "64,20000")
     assert p.returncode == 2 and p.stderr.strip().startswith("perfkit: sizes:"), p.stderr
+
+
+# ------------------------------------------------------------------ several queues and lcores
+
+def test_two_cores_each_with_its_queue_and_counters(eal):
+    spec = DpdkFlows(port="ring:c2:0", peer="ring:c2:1", cores=2, flows=1001, rate="100kpps", duration="0.5s")
+    h = dpdk.build(spec)
+    try:
+        assert h.roles == ["dpdk_recv", "dpdk_recv", "dpdk_send", "dpdk_send"]
+        assert [p.queues for p in h.port_list] == [2, 2]
+        h.start()
+        wait_done(h)
+        rx = [counters(h, 0), counters(h, 1)]
+        tx = [counters(h, 2), counters(h, 3)]
+        sent = [h.flow_sent(2), h.flow_sent(3)]
+    finally:
+        h.close()
+    assert [len(s) for s in sent] == [500, 501]                   # the flows split between the cores
+    assert [sum(s) for s in sent] == [t["pkts_tx"] for t in tx]
+    assert all(abs(t["pkts_tx"] - 25_000) <= 1 for t in tx)        # rate / cores each
+    # queue k of one end feeds queue k of the other: each receiver counts its own core's frames
+    assert [r["pkts_rx"] for r in rx] == [t["pkts_tx"] for t in tx]
+    assert sum(r["seq_lost"] + r["seq_dup"] + r["seq_reorder"] for r in rx) == 0
+    assert all(t["cpu_wall_ns"] > 0 for t in tx + rx)
+    assert dpdk.resources()["ports_open"] == 0
+
+
+def test_two_cores_count_loss_exactly_in_one_shared_flow_table(eal):
+    ports, workers = dpdk.plan(DpdkFlows(port="ring:cl:0", peer="ring:cl:1", cores=2, flows=100_000,
+                                         src_ips=10, dst_ips=10, peer_ip=FAR, rate="100kpps", duration="0.5s"))
+    for w in workers[:2]:
+        w["drop_every"] = 7
+    h = _dpdk.DpdkEngine([_dpdk.Port(d, ip=ip, queues=2) for d, ip in ports], workers, own_ports=True)
+    try:
+        h.start()
+        wait_done(h)
+        rx = [counters(h, 0), counters(h, 1)]
+        tx = [counters(h, 2), counters(h, 3)]
+    finally:
+        h.close()
+    lost = sum(r["seq_lost"] for r in rx)
+    assert lost == sum(t["pkts_tx"] // 7 for t in tx)
+    assert sum(r["pkts_rx"] for r in rx) + lost == sum(t["pkts_tx"] for t in tx)
+    assert sum(r["seq_dup"] + r["seq_reorder"] for r in rx) == 0
+
+
+def test_two_cores_reverse_and_unpaced(eal):
+    s = perfkit.Run(DpdkFlows(port="ring:cr2:0", peer="ring:cr2:1", cores=2, flows=8, mode="reverse",
+                              rate="40kpps", duration="0.5s"), engine="dpdk").run().summary
+    assert abs(s["lat_count"] - 20_000) <= 2 and s["lost"] == 0 and s["pkts_rx"] == s["pkts_tx"]
+    s = perfkit.Run(DpdkFlows(port="ring:cu:0", peer="ring:cu:1", cores=2, flows=2, duration="0.3s"),
+                    engine="dpdk").run().summary
+    assert s["pkts_tx"] > 10_000 and s["pkts_tx"] == s["pkts_rx"] and s["lost"] == 0
+
+
+def test_multi_queue_vdevs(eal):
+    """net_null and net_ring take several queues; net_null spreads by RSS (it says so)."""
+    with _dpdk.Port("net_null0", queues=4) as p:
+        assert p.queues == 4
+    s = perfkit.Run(DpdkFlows(port="net_null0,no-rx=1", cores=2, flows=2, duration="0.2s"),
+                    engine="dpdk").run().summary
+    assert s["pkts_tx"] > 10_000
+    # a net_ring vdev loops each queue back on itself: each core gets its own frames back
+    run = perfkit.Run(DpdkFlows(port="net_ring0", dst_mac="02:00:00:00:00:01", cores=2, flows=4,
+                                rate="10kpps", duration="0.3s", mode="reverse"), engine="dpdk").run()
+    s = run.summary
+    assert run.error is None and s["pkts_tx"] == s["pkts_rx"] == s["lat_count"] and s["lost"] == 0
+    assert abs(s["pkts_tx"] - 3000) <= 2
+
+
+def test_queue_mismatches_are_errors(eal):
+    a = _dpdk.Port("ring:qm:0", queues=2)
+    try:
+        with pytest.raises(EngineError, match="2 queues, not 1"):
+            _dpdk.Port("ring:qm:1")
+        with pytest.raises(EngineError, match="queue 2, port"):
+            _dpdk.DpdkEngine([a], [{"role": "dpdk_recv", "port": 0, "queue": 2}])
+        with pytest.raises(EngineError, match="one queue of a port, one worker"):
+            _dpdk.DpdkEngine([a], [{"role": "dpdk_recv", "port": 0, "queue": 1},
+                                   {"role": "dpdk_recv", "port": 0, "queue": 1}])
+    finally:
+        a.close()
+    with pytest.raises(EngineError, match="queues 9 out of range"):
+        _dpdk.Port("ring:qm:0", queues=9)
+    assert dpdk.resources()["ports_open"] == 0
+
+
+@pytest.mark.parametrize("kw, field", [
+    (dict(cores=0), "cores"), (dict(cores=9), "cores"), (dict(cores=4, flows=3), "flows"),
+])
+def test_bad_cores_name_the_field(kw, field):
+    with pytest.raises(ValueError, match=f"^{field}:"):
+        DpdkFlows(**kw)
+
+
+def test_cli_cores(eal):
+    p = _cli("flows", "--port", "ring:cc:0", "--peer", "ring:cc:1", "--cores", "2", "--flows", "10",
+             "--rate", "20kpps", "--duration", "0.5s", "--json")
+    assert p.returncode == 0, p.stderr
+    s = [json.loads(ln) for ln in p.stdout.splitlines()][-1]["summary"]
+    assert abs(s["pkts_tx"] - 10_000) <= 2 and s["pkts_rx"] == s["pkts_tx"] and s["lost"] == 0

@@ -237,7 +237,8 @@ static void timebase_now(timebase *tb)
 
 typedef struct ring_pair {
     char name[20];
-    struct rte_ring *r[2];       /* r[e] is what end e receives */
+    struct rte_ring *r[2][PK_DPDK_MAX_QUEUES];  /* r[e][q] is what end e receives on queue q */
+    uint16_t nq;                 /* queues: set by the first end opened */
     int open[2];
 } ring_pair;
 
@@ -251,6 +252,12 @@ struct pk_dpdk_port {
     int busy;                         /* an engine uses it */
     int started;                      /* rte_eth_dev_start succeeded */
     int pair, end;                    /* ring:NAME:end, else pair = -1 */
+    uint16_t nq;                      /* rx and tx queues */
+    int rss;                          /* rx queues fed by RSS */
+    /* ARP resolution shared by the port's workers: the reply may come in on any queue */
+    uint32_t arp_ip;                  /* asked for (network order), 0 = none */
+    uint8_t arp_mac[6];
+    int arp_claim, arp_done;          /* atomic */
     char netns[128];                  /* where it was probed: its control calls run there too */
 };
 
@@ -271,42 +278,56 @@ static void drain_ring(struct rte_ring *r)
     }
 }
 
-static void drain_rx(uint16_t pid)
+static void drain_rx(uint16_t pid, uint16_t nq)
 {
     struct rte_mbuf *m[64];
-    for (int round = 0; round < DRAIN_ROUNDS; round++) {
-        uint16_t n = rte_eth_rx_burst(pid, 0, m, 64);
-        if (n == 0)
-            break;
-        free_frames(m, n);
-    }
+    for (uint16_t q = 0; q < nq; q++)
+        for (int round = 0; round < DRAIN_ROUNDS; round++) {
+            uint16_t n = rte_eth_rx_burst(pid, q, m, 64);
+            if (n == 0)
+                break;
+            free_frames(m, n);
+        }
 }
 
-static int find_pair(const char *name, int create)
+static void free_pair_rings(ring_pair *p)
+{
+    for (int e = 0; e < 2; e++)
+        for (int q = 0; q < PK_DPDK_MAX_QUEUES; q++) {
+            if (!p->r[e][q])
+                continue;
+            drain_ring(p->r[e][q]);
+            rte_ring_free(p->r[e][q]);
+            p->r[e][q] = NULL;
+        }
+    p->name[0] = 0;
+    p->nq = 0;
+}
+
+static int find_pair(const char *name, uint16_t nq, int create)
 {
     int free_slot = -1;
     for (int i = 0; i < MAX_PAIRS; i++) {
-        if (pairs[i].r[0] && strcmp(pairs[i].name, name) == 0)
+        if (pairs[i].r[0][0] && strcmp(pairs[i].name, name) == 0)
             return i;
-        if (!pairs[i].r[0] && free_slot < 0)
+        if (!pairs[i].r[0][0] && free_slot < 0)
             free_slot = i;
     }
     if (!create || free_slot < 0)
         return -1;
     ring_pair *p = &pairs[free_slot];
     snprintf(p->name, sizeof(p->name), "%s", name);
-    for (int e = 0; e < 2; e++) {
-        char rn[RTE_RING_NAMESIZE];
-        snprintf(rn, sizeof(rn), "pkr_%s_%d", name, e);
-        p->r[e] = rte_ring_create(rn, RING_SIZE, (int)main_socket(), RING_F_SP_ENQ | RING_F_SC_DEQ);
-        if (!p->r[e]) {
-            if (e == 1) {
-                rte_ring_free(p->r[0]);
-                p->r[0] = NULL;
+    p->nq = nq;
+    for (int e = 0; e < 2; e++)
+        for (uint16_t q = 0; q < nq; q++) {
+            char rn[RTE_RING_NAMESIZE];
+            snprintf(rn, sizeof(rn), "pkr_%s_%d_%u", name, e, q);
+            p->r[e][q] = rte_ring_create(rn, RING_SIZE, (int)main_socket(), RING_F_SP_ENQ | RING_F_SC_DEQ);
+            if (!p->r[e][q]) {
+                free_pair_rings(p);
+                return -2;
             }
-            return -2;
         }
-    }
     p->open[0] = p->open[1] = 0;
     return free_slot;
 }
@@ -316,12 +337,7 @@ static void release_pair(int i)
     ring_pair *p = &pairs[i];
     if (p->open[0] || p->open[1])
         return;
-    for (int e = 0; e < 2; e++) {
-        drain_ring(p->r[e]);
-        rte_ring_free(p->r[e]);
-        p->r[e] = NULL;
-    }
-    p->name[0] = 0;
+    free_pair_rings(p);
 }
 
 static int lookup_from_rings(char *err, size_t errlen)
@@ -410,14 +426,32 @@ static int setup_queues(pk_dpdk_port *p, const char *dev, char *err, size_t errl
 {
     struct rte_eth_conf conf;
     memset(&conf, 0, sizeof(conf));
-    int rc = rte_eth_dev_configure(p->pid, 1, 1, &conf);
+    struct rte_eth_dev_info info;
+    memset(&info, 0, sizeof(info));
+    int rc = rte_eth_dev_info_get(p->pid, &info);
+    if (rc == 0 && (p->nq > info.max_rx_queues || p->nq > info.max_tx_queues)) {
+        set_err(err, errlen, "port %s: %u queues asked, the %s PMD takes at most %u rx and %u tx queues",
+                dev, p->nq, info.driver_name ? info.driver_name : "?", info.max_rx_queues, info.max_tx_queues);
+        return -1;
+    }
+    /* RSS spreads flows over the rx queues where the PMD has it (a NIC, tap);
+     * net_ring and memif queues are fixed paths: tx queue q reaches rx queue q */
+    uint64_t rss = (RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP | RTE_ETH_RSS_TCP) & info.flow_type_rss_offloads;
+    if (rc == 0 && p->nq > 1 && rss) {
+        conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+        conf.rx_adv_conf.rss_conf.rss_hf = rss;
+        p->rss = 1;
+    }
+    if (rc == 0)
+        rc = rte_eth_dev_configure(p->pid, p->nq, p->nq, &conf);
     uint16_t nrx = NB_DESC, ntx = NB_DESC;
     if (rc == 0)
         rc = rte_eth_dev_adjust_nb_rx_tx_desc(p->pid, &nrx, &ntx);
-    if (rc == 0)
-        rc = rte_eth_rx_queue_setup(p->pid, 0, nrx, main_socket(), NULL, pool);
-    if (rc == 0)
-        rc = rte_eth_tx_queue_setup(p->pid, 0, ntx, main_socket(), NULL);
+    for (uint16_t q = 0; rc == 0 && q < p->nq; q++) {
+        rc = rte_eth_rx_queue_setup(p->pid, q, nrx, main_socket(), NULL, pool);
+        if (rc == 0)
+            rc = rte_eth_tx_queue_setup(p->pid, q, ntx, main_socket(), NULL);
+    }
     if (rc == 0)
         rc = rte_eth_dev_start(p->pid);
     if (rc == 0)
@@ -445,7 +479,7 @@ static void unplug(pk_dpdk_port *p)
     int home = -1;
     netns_enter(p->netns, &home, p->name, NULL, 0);
     if (p->started) {
-        drain_rx(p->pid);
+        drain_rx(p->pid, p->nq);
         rte_eth_dev_stop(p->pid);
         p->started = 0;
     }
@@ -456,14 +490,24 @@ static void unplug(pk_dpdk_port *p)
 
 pk_dpdk_port *pk_dpdk_port_open(const char *dev, const char *netns, char *err, size_t errlen)
 {
+    return pk_dpdk_port_open_q(dev, netns, 1, err, errlen);
+}
+
+pk_dpdk_port *pk_dpdk_port_open_q(const char *dev, const char *netns, int nq, char *err, size_t errlen)
+{
     if (need_pool(err, errlen) != 0)
         return NULL;
+    if (nq < 1 || nq > PK_DPDK_MAX_QUEUES) {
+        set_err(err, errlen, "port %s: queues %d out of range 1..%d", dev, nq, PK_DPDK_MAX_QUEUES);
+        return NULL;
+    }
     pk_dpdk_port *p = calloc(1, sizeof(*p));
     if (!p) {
         set_err(err, errlen, "out of memory");
         return NULL;
     }
     p->pair = -1;
+    p->nq = (uint16_t)nq;
     char rname[20];
     int end = 0;
     int ring = parse_ring(dev, rname, sizeof(rname), &end);
@@ -476,7 +520,7 @@ pk_dpdk_port *pk_dpdk_port_open(const char *dev, const char *netns, char *err, s
     if (ring > 0) {
         if (lookup_from_rings(err, errlen) != 0)
             goto fail;
-        int i = find_pair(rname, 1);
+        int i = find_pair(rname, (uint16_t)nq, 1);
         if (i == -2) {
             set_err(err, errlen, "port %s: cannot make its rings: %s", dev, rte_strerror(rte_errno));
             goto fail;
@@ -489,10 +533,15 @@ pk_dpdk_port *pk_dpdk_port_open(const char *dev, const char *netns, char *err, s
             set_err(err, errlen, "port %s is already open", dev);
             goto fail;
         }
+        if (pairs[i].nq != nq) {
+            set_err(err, errlen, "port %s: the other end of the pair has %u queues, not %d (open both "
+                    "ends with as many)", dev, pairs[i].nq, nq);
+            goto fail;
+        }
         char ename[32];
         snprintf(ename, sizeof(ename), "pk%s_%d", rname, end);
         snprintf(p->name, sizeof(p->name), "net_ring_%s", ename);
-        int pid = from_rings(ename, &pairs[i].r[end], 1, &pairs[i].r[1 - end], 1, main_socket());
+        int pid = from_rings(ename, pairs[i].r[end], nq, pairs[i].r[1 - end], nq, main_socket());
         if (pid < 0) {
             release_pair(i);
             set_err(err, errlen, "port %s: rte_eth_from_rings failed: %s", dev, rte_strerror(rte_errno));
@@ -502,7 +551,8 @@ pk_dpdk_port *pk_dpdk_port_open(const char *dev, const char *netns, char *err, s
         p->pair = i;
         p->end = end;
         pairs[i].open[end] = 1;
-        drain_ring(pairs[i].r[end]); /* nothing stale from an earlier life of this end */
+        for (int q = 0; q < nq; q++)
+            drain_ring(pairs[i].r[end][q]); /* nothing stale from an earlier life of this end */
     } else {
         size_t n = strcspn(dev, ",");
         if (n == 0 || n >= sizeof(p->name)) {
@@ -578,6 +628,8 @@ void pk_dpdk_port_close(pk_dpdk_port *p)
 }
 
 int pk_dpdk_port_id(const pk_dpdk_port *p) { return p->pid; }
+int pk_dpdk_port_queues(const pk_dpdk_port *p) { return p->nq; }
+int pk_dpdk_port_rss(const pk_dpdk_port *p) { return p->rss; }
 const char *pk_dpdk_port_name(const pk_dpdk_port *p) { return p->name; }
 void pk_dpdk_port_mac(const pk_dpdk_port *p, uint8_t mac[6]) { memcpy(mac, p->mac, 6); }
 void pk_dpdk_port_set_ip(pk_dpdk_port *p, uint32_t ip) { p->ip = ip; }
@@ -663,7 +715,7 @@ typedef struct worker {
     pk_dpdk_worker_cfg cfg;
     struct pk_dpdk_engine *engine;
     pk_dpdk_port *port;
-    uint16_t pid;
+    uint16_t pid, queue;
     pthread_t thread;
     int started;
     int running;                 /* atomic: 1 while the thread runs */
@@ -685,11 +737,12 @@ typedef struct worker {
     uint32_t pend_len[PK_DPDK_MAX_BURST];      /* their frame bytes, FCS counted */
     uint32_t npend;
     uint8_t dst_mac[6];
-    int resolving, resolved, dst_broadcast;
+    int resolved, dst_broadcast;
 
-    /* RXONLY, and GEN with track */
+    /* RXONLY, and GEN with track: the port's table, shared by its receivers */
     flow_state *flows;
     uint32_t nflows;
+    int owns_flows;              /* this worker allocated it, settles and frees it */
     uint64_t drop_ctr;
     uint64_t lat_min;
 
@@ -851,9 +904,13 @@ static int handle_arp(worker *w, uint8_t *d, uint32_t len, rx_acc *a)
     memcpy(&spa, arp + 14, 4);
     memcpy(&tpa, arp + 24, 4);
     const uint32_t me = w->port->ip;
-    if (op == 2 && w->resolving && spa == w->cfg.dst_ip) {
-        memcpy(w->dst_mac, arp + 8, 6);
-        w->resolved = 1;
+    pk_dpdk_port *port = w->port;
+    if (op == 2 && __atomic_load_n(&port->arp_ip, __ATOMIC_ACQUIRE) == spa && spa != 0) {
+        /* any worker of the port may see the reply: the first one publishes it */
+        if (__atomic_exchange_n(&port->arp_claim, 1, __ATOMIC_ACQ_REL) == 0) {
+            memcpy(port->arp_mac, arp + 8, 6);
+            __atomic_store_n(&port->arp_done, 1, __ATOMIC_RELEASE);
+        }
         return ACT_FREE;
     }
     if (op != 1 || me == 0 || tpa != me)
@@ -986,7 +1043,7 @@ static int handle_frame(worker *w, struct rte_mbuf *m, uint64_t now_ns, rx_acc *
 static uint32_t rx_service(worker *w)
 {
     struct rte_mbuf *rx[PK_DPDK_MAX_BURST], *refl[PK_DPDK_MAX_BURST], *rep[PK_DPDK_MAX_BURST];
-    uint16_t n = rte_eth_rx_burst(w->pid, 0, rx, (uint16_t)w->cfg.burst);
+    uint16_t n = rte_eth_rx_burst(w->pid, w->queue, rx, (uint16_t)w->cfg.burst);
     if (n == 0)
         return 0;
     uint64_t now_ns = tb_ns(&w->engine->tb, rte_rdtsc());
@@ -1017,7 +1074,7 @@ static uint32_t rx_service(worker *w)
     }
     if (nrefl) {
         /* the lengths were taken before: once sent, a frame belongs to the receiver */
-        uint16_t k = rte_eth_tx_burst(w->pid, 0, refl, (uint16_t)nrefl);
+        uint16_t k = rte_eth_tx_burst(w->pid, w->queue, refl, (uint16_t)nrefl);
         free_frames(refl + k, nrefl - k);
         uint64_t b = 0;
         for (uint16_t i = 0; i < k; i++)
@@ -1028,7 +1085,7 @@ static uint32_t rx_service(worker *w)
             pk_add(&w->c, PK_drop_tx, nrefl - k);
     }
     if (nrep) {
-        uint16_t k = rte_eth_tx_burst(w->pid, 0, rep, (uint16_t)nrep);
+        uint16_t k = rte_eth_tx_burst(w->pid, w->queue, rep, (uint16_t)nrep);
         free_frames(rep + k, nrep - k);
     }
     pk_add(&w->c, PK_pkts_rx, a.pkts);
@@ -1072,7 +1129,7 @@ static inline uint64_t bswap_word(uint16_t v) { return (uint16_t)((v >> 8) | (v 
 /* next_flow's tuple from scratch (at a start or a wrap). */
 static void gen_flow_set(worker *w, uint32_t f)
 {
-    w->next_flow = f;
+    w->next_flow = f;   /* a flow id: flow_first .. flow_first + flows - 1 */
     w->dsp = f % w->nsp;
     f /= w->nsp;
     w->ddp = f % w->ndp;
@@ -1084,8 +1141,8 @@ static void gen_flow_set(worker *w, uint32_t f)
 /* The next flow's tuple: an odometer, source port fastest (no division per frame). */
 static inline void gen_flow_next(worker *w)
 {
-    if (++w->next_flow == w->cfg.flows) {
-        gen_flow_set(w, 0);
+    if (++w->next_flow == w->cfg.flow_first + w->cfg.flows) {
+        gen_flow_set(w, w->cfg.flow_first);
         return;
     }
     if (++w->dsp < w->nsp)
@@ -1121,8 +1178,9 @@ static uint32_t gen_build(worker *w, uint32_t n, uint64_t now_ns)
         const uint32_t src = rte_cpu_to_be_32(w->src_h + w->dsi), dst = rte_cpu_to_be_32(w->dst_h + w->ddi);
         const uint16_t sp = (uint16_t)(w->cfg.sport + w->dsp), dp = (uint16_t)(w->cfg.dport + w->ddp);
         gen_flow_next(w);
-        uint64_t seq = w->flow_seq[f];
-        __atomic_store_n(&w->flow_seq[f], seq + 1, __ATOMIC_RELAXED);
+        uint64_t *fs = &w->flow_seq[f - w->cfg.flow_first];
+        uint64_t seq = *fs;
+        __atomic_store_n(fs, seq + 1, __ATOMIC_RELAXED);
         uint8_t *ip = d + ETH_LEN, *udp = ip + IP_LEN, *pl = d + HDRS_LEN;
         const uint16_t ip_len = (uint16_t)(len - ETH_LEN), udp_len = (uint16_t)(ip_len - IP_LEN);
         wr16(ip + 2, ip_len);
@@ -1161,6 +1219,7 @@ static void gen_unbuild(worker *w)
         const uint8_t *d = rte_pktmbuf_mtod(w->pend[i], const uint8_t *);
         uint32_t f;
         memcpy(&f, d + HDRS_LEN + 4, 4);   /* both wire headers: magic, then the flow */
+        f -= w->cfg.flow_first;
         if (f < w->cfg.flows)
             __atomic_store_n(&w->flow_seq[f], w->flow_seq[f] - 1, __ATOMIC_RELAXED);
         rte_pktmbuf_free(w->pend[i]);
@@ -1193,7 +1252,7 @@ static void send_arp_request(worker *w)
     memcpy(arp + 8, w->port->mac, 6);
     memcpy(arp + 14, &w->port->ip, 4);
     memcpy(arp + 24, &w->cfg.dst_ip, 4);
-    if (rte_eth_tx_burst(w->pid, 0, &m, 1) == 0)
+    if (rte_eth_tx_burst(w->pid, w->queue, &m, 1) == 0)
         rte_pktmbuf_free(m);
 }
 
@@ -1212,7 +1271,8 @@ static void gen_resolve(worker *w)
         w->resolved = 1;
         return;
     }
-    w->resolving = 1;
+    pk_dpdk_port *port = w->port;
+    __atomic_store_n(&port->arp_ip, w->cfg.dst_ip, __ATOMIC_RELEASE);  /* reset at start */
     uint64_t start = rte_rdtsc(), end = start + tb_cycles(tb, PK_DPDK_ARP_NS), next = start;
     while (!w->resolved && !stopping(w)) {
         uint64_t now = rte_rdtsc();
@@ -1223,8 +1283,11 @@ static void gen_resolve(worker *w)
             next = now + tb_cycles(tb, ARP_RETRY_NS);
         }
         rx_service(w);
+        if (__atomic_load_n(&port->arp_done, __ATOMIC_ACQUIRE)) {
+            memcpy(w->dst_mac, port->arp_mac, 6);
+            w->resolved = 1;
+        }
     }
-    w->resolving = 0;
     if (!w->resolved) {
         memset(w->dst_mac, 0xff, 6);
         w->dst_broadcast = 1;
@@ -1237,7 +1300,8 @@ static int feeders_done(const worker *w, int *any)
     int me = (int)(w - e->w);
     *any = 0;
     for (int j = 0; j < e->n; j++) {
-        if (e->w[j].cfg.role != PK_DPDK_GEN || e->w[j].cfg.peer != me)
+        if (e->w[j].cfg.role != PK_DPDK_GEN || e->w[j].cfg.peer < 0 ||
+            (e->w[j].cfg.peer != me && e->w[e->w[j].cfg.peer].port != w->port))
             continue;
         *any = 1;
         if (!__atomic_load_n(&e->w[j].done_sending, __ATOMIC_ACQUIRE))
@@ -1277,7 +1341,11 @@ static void receive_until_quiet(worker *w, uint64_t done_at)
         if (now >= hard)
             break;
         if (!peer_done_at) {
-            if (__atomic_load_n(&peer->running, __ATOMIC_ACQUIRE))
+            int busy = 0;
+            for (int j = 0; j < w->engine->n && !busy; j++)
+                busy = w->engine->w[j].port == peer->port &&
+                       __atomic_load_n(&w->engine->w[j].running, __ATOMIC_ACQUIRE);
+            if (busy)
                 continue;
             peer_done_at = rte_rdtsc();  /* everything it sent is on its way to us now */
             continue;
@@ -1361,7 +1429,7 @@ static void run_gen(worker *w)
                 built += gen_build(w, (uint32_t)k, tb_ns(tb, t0));
         }
         if (w->npend) {
-            uint16_t sent = rte_eth_tx_burst(w->pid, 0, w->pend, (uint16_t)w->npend);
+            uint16_t sent = rte_eth_tx_burst(w->pid, w->queue, w->pend, (uint16_t)w->npend);
             if (sent) {
                 uint64_t b = 0;
                 for (uint16_t i = 0; i < sent; i++)
@@ -1496,12 +1564,17 @@ static int check_worker(pk_dpdk_engine *e, pk_dpdk_port *const *ports, int nport
         return -1;
     }
     for (int j = 0; j < i; j++)
-        if (e->w[j].cfg.port == c->port) {
-            set_err(err, errlen, "workers %d and %d: one port, one worker", j, i);
+        if (e->w[j].cfg.port == c->port && e->w[j].cfg.queue == c->queue) {
+            set_err(err, errlen, "workers %d and %d: one queue of a port, one worker", j, i);
             return -1;
         }
     w->port = ports[c->port];
     w->pid = w->port->pid;
+    w->queue = c->queue;
+    if (c->queue >= w->port->nq) {
+        set_err(err, errlen, "worker %d: queue %u, port %s has %u", i, c->queue, w->port->name, w->port->nq);
+        return -1;
+    }
     if (pk_dpdk_port_busy(w->port)) {
         set_err(err, errlen, "port %s is in use by another engine", w->port->name);
         return -1;
@@ -1534,19 +1607,20 @@ static int check_worker(pk_dpdk_engine *e, pk_dpdk_port *const *ports, int nport
                     PK_DPDK_MIN_SIZE, PK_DPDK_MAX_SIZE);
             return -1;
         }
-        if (c->flows == 0 || c->flows > PK_DPDK_MAX_FLOWS) {
-            set_err(err, errlen, "worker %d: flows %u out of range 1..%d", i, c->flows, PK_DPDK_MAX_FLOWS);
+        if (c->flows == 0 || c->flows > PK_DPDK_MAX_FLOWS || c->flow_first > PK_DPDK_MAX_FLOWS - c->flows) {
+            set_err(err, errlen, "worker %d: flows %u from %u out of range 1..%d", i, c->flows, c->flow_first,
+                    PK_DPDK_MAX_FLOWS);
             return -1;
         }
-        const uint64_t nsp = c->sports ? c->sports : c->flows, ndp = c->dports ? c->dports : 1,
+        const uint64_t nsp = c->sports ? c->sports : (uint64_t)c->flow_first + c->flows, ndp = c->dports ? c->dports : 1,
                        nsi = c->src_ips ? c->src_ips : 1, ndi = c->dst_ips ? c->dst_ips : 1;
         if (c->sport + nsp > 65536 || c->dport + ndp > 65536 || nsi > 1u << 17 || ndi > 1u << 17) {
             set_err(err, errlen, "worker %d: a port range passes 65535 or an address range is above 131072", i);
             return -1;
         }
-        if (nsp * ndp * nsi * ndi < c->flows) {
+        if (nsp * ndp * nsi * ndi < (uint64_t)c->flow_first + c->flows) {
             set_err(err, errlen, "worker %d: %u flows need as many tuples: sports x dports x src_ips x dst_ips "
-                    "is only %llu", i, c->flows, (unsigned long long)(nsp * ndp * nsi * ndi));
+                    "is only %llu", i, c->flow_first + c->flows, (unsigned long long)(nsp * ndp * nsi * ndi));
             return -1;
         }
         if (!(c->rate >= 0) || c->rate > 1e10) {
@@ -1596,20 +1670,48 @@ static int alloc_worker(worker *w)
         w->flow_seq = zalloc(sizeof(uint64_t) * c->flows);
         if (!w->tmpl || !w->flow_seq)
             return -1;
-        w->nsp = c->sports ? c->sports : c->flows;
+        w->nsp = c->sports ? c->sports : c->flow_first + c->flows;
         w->ndp = c->dports ? c->dports : 1;
         w->nsi = c->src_ips ? c->src_ips : 1;
         w->ndi = c->dst_ips ? c->dst_ips : 1;
         w->src_h = rte_be_to_cpu_32(w->port->ip);
         w->dst_h = rte_be_to_cpu_32(c->dst_ip);
-        gen_flow_set(w, 0);
+        gen_flow_set(w, c->flow_first);
         gen_template(w);
     }
-    if (c->role == PK_DPDK_RXONLY || (c->role == PK_DPDK_GEN && c->track)) {
-        w->nflows = c->flows;
-        w->flows = zalloc(sizeof(flow_state) * c->flows);
-        if (!w->flows)
+    return 0;
+}
+
+static int tracks(const pk_dpdk_worker_cfg *c)
+{
+    return c->role == PK_DPDK_RXONLY || (c->role == PK_DPDK_GEN && c->track);
+}
+
+/* One flow table per port, shared by the port's receiving workers: a flow comes
+ * in on one queue (RSS hashes its tuple; a ring or memif queue carries one
+ * generator's flows), so every entry has one writer. */
+static int alloc_flow_tables(pk_dpdk_engine *e)
+{
+    for (int i = 0; i < e->n; i++) {
+        worker *w = &e->w[i];
+        if (!tracks(&w->cfg) || w->flows)
+            continue;
+        uint32_t n = 0;
+        for (int j = i; j < e->n; j++)
+            if (tracks(&e->w[j].cfg) && e->w[j].port == w->port) {
+                const pk_dpdk_worker_cfg *c = &e->w[j].cfg;
+                uint32_t top = c->role == PK_DPDK_GEN ? c->flow_first + c->flows : c->flows;
+                n = top > n ? top : n;
+            }
+        flow_state *t = zalloc(sizeof(flow_state) * n);
+        if (!t)
             return -1;
+        w->owns_flows = 1;
+        for (int j = i; j < e->n; j++)
+            if (tracks(&e->w[j].cfg) && e->w[j].port == w->port) {
+                e->w[j].flows = t;
+                e->w[j].nflows = n;
+            }
     }
     return 0;
 }
@@ -1647,8 +1749,8 @@ pk_dpdk_engine *pk_dpdk_create(pk_dpdk_port *const *ports, int nports,
             return NULL;
         }
     }
-    for (int i = 0; i < n; i++) {
-        if (alloc_worker(&e->w[i]) != 0) {
+    for (int i = 0; i <= n; i++) {
+        if (i < n ? alloc_worker(&e->w[i]) != 0 : alloc_flow_tables(e) != 0) {
             set_err(err, errlen, "worker %d: out of memory", i);
             for (int j = 0; j < n; j++)
                 e->w[j].port = NULL;
@@ -1669,6 +1771,11 @@ int pk_dpdk_start(pk_dpdk_engine *e, char *err, size_t errlen)
             return -1;
         }
     timebase_now(&e->tb);
+    for (int i = 0; i < e->n; i++) {   /* no ARP answer from an earlier run counts */
+        pk_dpdk_port *p = e->w[i].port;
+        p->arp_ip = 0;
+        p->arp_claim = p->arp_done = 0;
+    }
     uint64_t longest = 0, arp = 0;
     for (int i = 0; i < e->n; i++) {
         const pk_dpdk_worker_cfg *c = &e->w[i].cfg;
@@ -1707,13 +1814,25 @@ int pk_dpdk_running(const pk_dpdk_engine *e)
     return n;
 }
 
-static uint64_t settle(worker *w, const uint64_t *sent, uint32_t nsent)
+/* What was sent per flow id into the table of port p: generators whose peer is
+ * on p, or that track their own frames coming back to p. NULL: no sender here. */
+static uint64_t *sent_into(const pk_dpdk_engine *e, const pk_dpdk_port *p, uint32_t nflows)
 {
-    uint64_t lost = 0;
-    for (uint32_t f = 0; f < w->nflows; f++) {
-        lost += pk_seq_settle(&w->flows[f], sent && f < nsent ? sent[f] : 0);
+    uint64_t *sent = NULL;
+    for (int j = 0; j < e->n; j++) {
+        const worker *g = &e->w[j];
+        const pk_dpdk_worker_cfg *c = &g->cfg;
+        if (c->role != PK_DPDK_GEN || !g->flow_seq)
+            continue;
+        int into = c->track ? g->port == p : (c->peer >= 0 && e->w[c->peer].port == p);
+        if (!into)
+            continue;
+        if (!sent && !(sent = calloc(nflows ? nflows : 1, sizeof(uint64_t))))
+            return NULL;
+        for (uint32_t f = 0; f < c->flows && c->flow_first + f < nflows; f++)
+            sent[c->flow_first + f] += g->flow_seq[f];
     }
-    return lost;
+    return sent;
 }
 
 void pk_dpdk_join(pk_dpdk_engine *e)
@@ -1732,17 +1851,15 @@ void pk_dpdk_join(pk_dpdk_engine *e)
     e->settled = 1;
     for (int i = 0; i < e->n; i++) {
         worker *w = &e->w[i];
-        if (!w->flows)
+        if (!w->owns_flows)
             continue;
-        const worker *s = NULL;
-        if (w->cfg.role == PK_DPDK_GEN)
-            s = w;
-        for (int j = 0; j < e->n && !s; j++)
-            if (e->w[j].cfg.role == PK_DPDK_GEN && e->w[j].cfg.peer == i && !e->w[j].cfg.track)
-                s = &e->w[j];
-        uint64_t lost = settle(w, s ? s->flow_seq : NULL, s ? s->cfg.flows : 0);
+        uint64_t *sent = sent_into(e, w->port, w->nflows);
+        uint64_t lost = 0;
+        for (uint32_t f = 0; f < w->nflows; f++)
+            lost += pk_seq_settle(&w->flows[f], sent ? sent[f] : 0);
+        free(sent);
         if (lost)
-            pk_add(&w->c, PK_seq_lost, lost);
+            pk_add(&w->c, PK_seq_lost, lost);   /* on the table's first worker */
     }
 }
 
@@ -1799,7 +1916,8 @@ void pk_dpdk_destroy(pk_dpdk_engine *e)
         free(w->tmpl);
         free(w->pattern);
         free(w->flow_seq);
-        free(w->flows);
+        if (w->owns_flows)
+            free(w->flows);
     }
     free(e->w);
     free(e);
