@@ -117,6 +117,8 @@ def _parser() -> argparse.ArgumentParser:
     flw.add_argument("--sizes", help="a frame size mix instead of --size: imix, 64,570,1518 or 64:7,570:4,1518:1")
     flw.add_argument("--ramp-to", help="with --rate: the rate rises from --rate to this (1Mpps, 1Gbps)")
     flw.add_argument("--ramp-time", help="how long the ramp takes (default: --duration)")
+    flw.add_argument("--probe-rate", help="a latency probe stream beside the load: 100pps, 1kpps (default none)")
+    flw.add_argument("--probe-size", default=128, help="probe frame bytes with FCS (default 128)")
     rfl = sub.add_parser("reflect", help="the far end of DPDK flows on one port: rxonly or reverse")
     rfl.add_argument("--engine", default="dpdk", help="engine (only dpdk reflects)")
     rfl.add_argument("--port", required=True, help="DPDK port (see perfkit flows)")
@@ -426,13 +428,19 @@ def _flows(a) -> int:
                      duration=a.duration, ip=a.ip, peer_ip=a.peer_ip, dst_mac=a.dst_mac, sport=a.sport,
                      dport=a.dport, burst=a.burst, netns=a.netns, src_ips=a.src_ips, dst_ips=a.dst_ips,
                      sports=a.sports, dports=a.dports, sizes=a.sizes, ramp_to=a.ramp_to,
-                     ramp_time=a.ramp_time, cores=a.cores)
+                     ramp_time=a.ramp_time, cores=a.cores, probe_rate=a.probe_rate, probe_size=a.probe_size)
     far = f"{spec.peer} ({spec.mode})" if spec.peer else f"{spec.peer_ip} ({spec.mode}, elsewhere)"
     run, printer, interrupted = _dpdk_run(
         a, spec, f"perfkit flows: {_frames_text(spec)}, {spec.rate or 'unlimited'}"
                  f"{f' rising to {spec.ramp_to} over {spec.ramp_time:g} s' if spec.ramp_to else ''}, {spec.flows} flow(s), "
                  f"{spec.duration:g} s from {spec.port} to {far} (dpdk engine)")
-    return _dpdk_done(a, run, printer, interrupted, summary_text(run.summary) if run.summary else "")
+    text = summary_text(run.summary) if run.summary else ""
+    s = run.summary or {}
+    if s.get("probe_tx"):
+        f = lambda v: "-" if v is None else f"{v:.1f} us"  # noqa: E731
+        text += (f"\n    {'probe lat':<13} =  p50 {f(s['probe_lat_p50_us'])}  p99 {f(s['probe_lat_p99_us'])}"
+                 f"  max {f(s['probe_lat_max_us'])} ({s['probe_rx']} of {s['probe_tx']} probes)")
+    return _dpdk_done(a, run, printer, interrupted, text)
 
 
 def _reflect_text(run) -> str:

@@ -191,6 +191,9 @@ class Run:
                                      merge_counters(workers), hist, workers, self.roles,
                                      getattr(self.spec, "size", 0))
             self.summary["engine"] = self.engine_name
+            extra = getattr(self._handle, "summary_extra", None)  # engine-specific fields
+            if extra is not None:
+                self.summary.update(extra())
             if hasattr(self.spec, "users"):  # nGrinder's Vuser
                 self.summary["vusers"] = self.spec.users
             if self.error:

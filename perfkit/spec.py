@@ -297,7 +297,7 @@ class _DpdkSpec:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        for k in ("rate", "ramp_to"):
+        for k in ("rate", "ramp_to", "probe_rate"):
             if k in d:
                 r = getattr(self, k)
                 d[k] = None if r is None else {"value": r.value, "unit": r.unit}
@@ -315,7 +315,7 @@ class _DpdkSpec:
         unknown = set(d) - names
         if unknown:
             raise ValueError(f"{sorted(unknown)[0]}: unknown field (known: {', '.join(sorted(names))})")
-        for k in ("rate", "ramp_to"):
+        for k in ("rate", "ramp_to", "probe_rate"):
             if isinstance(d.get(k), dict):
                 d[k] = Rate(float(d[k]["value"]), d[k]["unit"])
         return cls(**d)
@@ -339,6 +339,10 @@ class DpdkFlows(_DpdkSpec):
               None = as fast as the port takes frames
     ramp_to   with rate: the rate rises linearly from rate to ramp_to over ramp_time
               (default: the whole duration), then stays there; paced by the TSC
+    probe_rate  a low-rate latency probe stream beside the load (100pps; None = none):
+              probe frames are flagged in the payload and get their own histogram
+              (summary: probe_lat_p50_us ...); they count in the frames and the loss
+    probe_size  probe frame bytes, FCS counted (70..1518, default 128)
     cores     lcores (worker threads) per side, each with its own queue of the port(s),
               mempool cache and counters; the flows and the rate are split between
               them. Receive queues are fed by RSS where the PMD has it; a ring pair,
@@ -380,6 +384,8 @@ class DpdkFlows(_DpdkSpec):
     ramp_to: Rate | str | float | None = None
     ramp_time: float | str | None = None
     cores: int = 1
+    probe_rate: Rate | str | float | None = None
+    probe_size: int = 128
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
@@ -419,6 +425,13 @@ class DpdkFlows(_DpdkSpec):
         put("duration", duration)
         self._check_ramp(put)
         put("cores", _int_in(self.cores, "cores", 1, DPDK_MAX_QUEUES))
+        if self.probe_rate is not None:
+            pr = parse_rate(self.probe_rate, "probe_rate")
+            if pr.unit != "pps" or not 0 < pr.value <= 1e6:
+                raise ValueError(f"probe_rate: {self.probe_rate!r}: probes per second above 0, "
+                                 "at most 1Mpps (100pps, 1kpps)")
+            put("probe_rate", pr)
+        put("probe_size", _int_in(self.probe_size, "probe_size", 70, DPDK_MAX_SIZE))
         if self.flows < self.cores:
             raise ValueError(f"flows: {self.flows} flow(s) for {self.cores} cores: each core sends "
                              "flows of its own (give at least as many flows)")

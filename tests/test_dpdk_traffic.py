@@ -23,7 +23,7 @@ from perfkit.stats import COUNTER_NAMES  # noqa: E402
 
 A_IP, B_IP = "198.18.0.1", "198.18.0.2"
 FAR = "198.18.1.0"   # a destination range clear of the sources
-WIRE_MAGIC, WIRE_SHORT_MAGIC = 0x706B7431, 0x706B7331
+WIRE_MAGIC, WIRE_SHORT_MAGIC, PROBE_MAGIC = 0x706B7431, 0x706B7331, 0x706B7031
 
 
 @pytest.fixture(scope="session")
@@ -107,7 +107,7 @@ def parse(f: bytes, t=None):
     payload = f[42:]
     if len(payload) >= 24:
         magic, flow, seq, tx = struct.unpack("=IIQQ", payload[:24])
-        assert magic == WIRE_MAGIC
+        assert magic in (WIRE_MAGIC, PROBE_MAGIC)
         if t:
             assert t[0] <= tx <= t[1]
     else:
@@ -390,3 +390,140 @@ def test_cli_cores(eal):
     assert p.returncode == 0, p.stderr
     s = [json.loads(ln) for ln in p.stdout.splitlines()][-1]["summary"]
     assert abs(s["pkts_tx"] - 10_000) <= 2 and s["pkts_rx"] == s["pkts_tx"] and s["lost"] == 0
+
+
+# ------------------------------------------------------------------ latency probes beside a load
+
+def test_probes_beside_an_unpaced_load_have_their_own_histogram(eal):
+    run = perfkit.Run(DpdkFlows(port="ring:pb:0", peer="ring:pb:1", flows=4, duration="0.5s",
+                                probe_rate="1kpps"), engine="dpdk").run()
+    s = run.summary
+    assert run.error is None
+    assert 100 <= s["probe_tx"] <= 501    # 1 kpps for 0.5 s; a late probe is skipped, not sent in a burst
+    assert s["probe_rx"] == s["probe_tx"]              # a ring pair loses nothing
+    assert s["pkts_tx"] == s["pkts_rx"] > 10 * s["probe_tx"] and s["lost"] == 0
+    assert s["lat_count"] == s["pkts_rx"] - s["probe_rx"]   # the load's samples exclude the probes
+    assert 0 < s["probe_lat_p50_us"] <= s["probe_lat_p99_us"] <= s["probe_lat_max_us"] < 1e6
+    # bytes: the probes are 128 B frames among the 64 B load
+    assert s["bytes_tx"] == 64 * (s["pkts_tx"] - s["probe_tx"]) + 128 * s["probe_tx"]
+
+
+def test_probes_on_the_wire_and_in_reverse_mode(eal):
+    frames, c, sent, t = capture({"flows": 3, "rate": 9000.0, "duration": 0.2, "size": 64,
+                                  "probe_rate": 500.0, "probe_size": 100}, 1900, "pw")
+    probes = [f for f in frames if len(f) == 96]
+    assert c["probe_tx"] == len(probes) and 20 <= len(probes) <= 101
+    assert len(frames) == c["pkts_tx"] == sum(sent) + len(probes)
+    for k, f in enumerate(probes):
+        p = parse(f, t)
+        assert p["flow"] == 0 and p["seq"] == k and (p["sport"], p["dport"]) == (10000, 9)
+        assert struct.unpack("=I", f[42:46])[0] == PROBE_MAGIC          # "pkp1"
+    # reverse: the probes come back to the generator (round trips), two cores: two probe flows
+    run = perfkit.Run(DpdkFlows(port="ring:pr:0", peer="ring:pr:1", mode="reverse", cores=2, flows=4,
+                                rate="20kpps", duration="0.5s", probe_rate="400pps"), engine="dpdk").run()
+    s = run.summary
+    assert run.error is None and s["probe_rx"] == s["probe_tx"] > 40 and s["lost"] == 0
+    assert s["lat_count"] == 10_000                    # the load's round trips, probes apart
+
+
+def test_lost_probes_are_counted_in_the_loss(eal):
+    ports, workers = dpdk.plan(DpdkFlows(port="ring:pl:0", peer="ring:pl:1", flows=2, rate="20kpps",
+                                         duration="0.5s", probe_rate="1kpps"))
+    workers[0]["drop_every"] = 5
+    h = _dpdk.DpdkEngine([_dpdk.Port(d, ip=ip) for d, ip in ports], workers, own_ports=True)
+    try:
+        h.start()
+        wait_done(h)
+        rx, tx = counters(h, 0), counters(h, 1)
+        probe_hist = sum(h.probe_histograms()[0])
+    finally:
+        h.close()
+    assert rx["seq_lost"] == tx["pkts_tx"] // 5 and rx["pkts_rx"] + rx["seq_lost"] == tx["pkts_tx"]
+    assert rx["probe_rx"] == probe_hist and 0 < rx["probe_rx"] < tx["probe_tx"]
+
+
+@pytest.mark.parametrize("kw, field", [
+    (dict(probe_rate="1Mbps"), "probe_rate"), (dict(probe_rate="2Mpps"), "probe_rate"),
+    (dict(probe_rate="100pps", probe_size=64), "probe_size"),
+])
+def test_bad_probes_name_the_field(kw, field):
+    with pytest.raises(ValueError, match=f"^{field}:"):
+        DpdkFlows(**kw)
+
+
+def test_cli_probes(eal):
+    p = _cli("flows", "--port", "ring:cp:0", "--peer", "ring:cp:1", "--rate", "20kpps", "--probe-rate", "200pps",
+             "--duration", "0.5s")
+    assert p.returncode == 0, p.stderr
+    assert "probe lat" in p.stdout and " probes)" in p.stdout, p.stdout
+    s = DpdkFlows(probe_rate="200pps")
+    assert from_dict(json.loads(json.dumps(s.to_dict()))) == s
+
+
+def _udp_frame(dst_mac, src_mac, payload, *, cut=None):
+    src, dst = ipaddress.IPv4Address(A_IP).packed, ipaddress.IPv4Address(B_IP).packed
+    udp = struct.pack("!HHHH", 10000, 9, 8 + len(payload), 0) + payload
+    c = csum(src + dst + struct.pack("!BBH", 0, 17, len(udp)) + udp) or 0xFFFF
+    udp = udp[:6] + struct.pack("!H", c) + udp[8:]
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0x4000, 64, 17, 0, src, dst)
+    ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
+    f = bytes.fromhex(dst_mac.replace(":", "")) + bytes.fromhex(src_mac.replace(":", "")) + b"\x08\x00" + ip + udp
+    return f if cut is None else f[:cut]
+
+
+def test_probe_payloads_parsed_exactly_and_fuzzed_never_crash(eal):
+    import random
+    raw = _dpdk.Port("ring:pf:0")
+    rx_port = _dpdk.Port("ring:pf:1", ip=B_IP)
+    me, them = raw.mac, rx_port.mac
+    h = _dpdk.DpdkEngine([rx_port], [{"role": "dpdk_recv", "port": 0, "flows": 4, "duration": 3.0}],
+                         own_ports=True)
+    now = time.monotonic_ns
+    good = [_udp_frame(them, me, struct.pack("=IIQQ", PROBE_MAGIC, q, s, now()) + bytes(40))
+            for q in range(8) for s in range(5)]                           # 8 probe flows x 5
+    ignored = [_udp_frame(them, me, struct.pack("=IIQQ", PROBE_MAGIC, q, 0, now()))
+               for q in (8, 9, 1000, 0xFFFFFFFF)]                            # no such probe flow
+    short = [_udp_frame(them, me, struct.pack("=IIQ", PROBE_MAGIC, 0, 1))]   # 16 B: too short for one
+    rng = random.Random(11)
+    fuzz = []
+    for _ in range(3000):
+        f = bytearray(_udp_frame(them, me, struct.pack("=IIQQ", PROBE_MAGIC, rng.randrange(12),
+                                                       rng.choice([0, 1, 2, rng.getrandbits(64)]),
+                                                       rng.getrandbits(64)) + bytes(rng.randrange(40))))
+        for _ in range(rng.randrange(0, 4)):
+            f[rng.randrange(len(f))] = rng.randrange(256)
+        fuzz.append(bytes(f[:rng.randrange(14, len(f) + 1)]))
+    try:
+        h.start()
+        n = 0
+        for batch in (good, ignored + short, fuzz):
+            for i in range(0, len(batch), 64):
+                deadline = time.monotonic() + 5
+                k = 0
+                while k < len(batch[i:i + 64]):
+                    k += raw.send(batch[i + k:i + 64])
+                    assert time.monotonic() < deadline
+                n += k
+            if batch is not fuzz:  # wait, so that the exact counts below are these frames'
+                deadline = time.monotonic() + 3
+                while counters(h, 0)["pkts_rx"] < n and time.monotonic() < deadline:
+                    time.sleep(0.01)
+            if batch is good:
+                c = counters(h, 0)
+                assert c["probe_rx"] == 40 and c["udp_rx"] == 40 and c["lat_count"] == 0
+                assert c["seq_lost"] == c["seq_dup"] == c["seq_reorder"] == 0
+            elif batch is not fuzz:
+                c = counters(h, 0)
+                assert c["probe_rx"] == 40 and c["udp_rx"] == 45 and c["bad_rx"] == 0
+        deadline = time.monotonic() + 3
+        while counters(h, 0)["pkts_rx"] < n and time.monotonic() < deadline:
+            time.sleep(0.01)
+        h.stop()
+        wait_done(h)
+        c = counters(h, 0)
+        assert h.error() is None
+    finally:
+        h.close()
+        raw.close()
+    assert c["pkts_rx"] == n == 45 + len(fuzz)
+    assert c["udp_rx"] + c["bad_rx"] + c["other_rx"] + c["arp_rx"] + c["icmp_rx"] + c["tcp_rx"] == n

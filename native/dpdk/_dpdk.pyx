@@ -297,6 +297,8 @@ cdef class DpdkEngine:
                 cfgs[i].rate_end = w.get("rate_end", 0.0)
                 cfgs[i].queue = w.get("queue", 0)
                 cfgs[i].flow_first = w.get("flow_first", 0)
+                cfgs[i].probe_rate = w.get("probe_rate", 0.0)
+                cfgs[i].probe_size = w.get("probe_size", 128)
                 cfgs[i].ramp_ns = <unsigned long long>(w.get("ramp", 0.0) * 1e9)
             err[0] = 0
             self.e = pk_dpdk_create(cports, len(self.ports), cfgs, self.n, err, sizeof(err))
@@ -358,6 +360,40 @@ cdef class DpdkEngine:
                 pk_dpdk_snapshot(e, i, <uint64_t *>c.data.as_voidptr,
                                  <uint64_t *>h.data.as_voidptr)
             out.append((c, h))
+        return out
+
+    def probe_histograms(self):
+        """The latency probes' histogram of every worker, as array('Q')."""
+        cdef pk_dpdk_engine *e = self._live()
+        cdef array.array h
+        cdef int i
+        out = []
+        for i in range(self.n):
+            h = array.clone(_array.array("Q"), PK_HIST_BUCKETS, zero=True)
+            with nogil:
+                pk_dpdk_probe_hist(e, i, <uint64_t *>h.data.as_voidptr)
+            out.append(h)
+        return out
+
+    def summary_extra(self):
+        """Summary fields beyond the shared ones: the latency probes (count, loss is in
+        the load's, mean/percentiles/max in microseconds), when any were sent."""
+        from perfkit.stats import COUNTER_NAMES, Histogram, latency_fields
+        tot = dict.fromkeys(("probe_tx", "probe_rx", "probe_lat_sum_ns"), 0)
+        lo, hi = 0, 0
+        for c, _ in self.snapshot():
+            c = dict(zip(COUNTER_NAMES, c))
+            for k in tot:
+                tot[k] += c[k]
+            if c["probe_lat_min_ns"] and (not lo or c["probe_lat_min_ns"] < lo):
+                lo = c["probe_lat_min_ns"]
+            hi = max(hi, c["probe_lat_max_ns"])
+        if not tot["probe_tx"]:
+            return {}
+        hist = Histogram.merge(self.probe_histograms())
+        lat = latency_fields(hist, tot["probe_rx"], tot["probe_lat_sum_ns"], 0, lo, hi)
+        out = {"probe_tx": tot["probe_tx"], "probe_rx": tot["probe_rx"]}
+        out.update({"probe_" + k: v for k, v in lat.items() if k != "jitter_us"})
         return out
 
     def flow_sent(self, int worker):

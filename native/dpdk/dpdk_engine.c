@@ -58,6 +58,10 @@ typedef struct pk_wire_short {
 } pk_wire_short;
 #define PK_WIRE_SHORT_LEN ((uint32_t)sizeof(pk_wire_short))
 
+/* Latency probes carry pk_wire_hdr with this magic; flow = the generator's queue. */
+#define PK_WIRE_PROBE_MAGIC 0x706b7031u /* "pkp1" */
+#define PROBE_FLAG 0x80000000u          /* in pend_len: this pending frame is a probe */
+
 #define ETH_LEN   14
 #define IP_LEN    20
 #define UDP_LEN   8
@@ -711,6 +715,7 @@ typedef struct worker {
     /* the counters first: one cache-line-aligned block, this worker writes it */
     pk_counter_block c;
     pk_hist hist;
+    pk_hist probe_hist;
 
     pk_dpdk_worker_cfg cfg;
     struct pk_dpdk_engine *engine;
@@ -733,14 +738,17 @@ typedef struct worker {
     uint32_t src_h, dst_h;       /* first source and destination address, host order */
     uint32_t nsp, ndp, nsi, ndi; /* the ranges, each >= 1 */
     uint32_t dsp, ddp, dsi, ddi; /* next_flow's place in them */
-    struct rte_mbuf *pend[PK_DPDK_MAX_BURST];  /* built, not yet taken by the port */
-    uint32_t pend_len[PK_DPDK_MAX_BURST];      /* their frame bytes, FCS counted */
+    struct rte_mbuf *pend[PK_DPDK_MAX_BURST + 1];  /* built, not yet taken by the port (+1: a probe) */
+    uint32_t pend_len[PK_DPDK_MAX_BURST + 1];      /* their frame bytes, FCS counted; | PROBE_FLAG */
+    uint64_t probe_seq;          /* probes sent = the next probe sequence number */
+    uint64_t probe_every, next_probe;  /* TSC */
+    uint64_t probe_min;
     uint32_t npend;
     uint8_t dst_mac[6];
     int resolved, dst_broadcast;
 
     /* RXONLY, and GEN with track: the port's table, shared by its receivers */
-    flow_state *flows;
+    flow_state *flows;           /* nflows load flows, then PK_DPDK_MAX_QUEUES probe flows */
     uint32_t nflows;
     int owns_flows;              /* this worker allocated it, settles and frees it */
     uint64_t drop_ctr;
@@ -867,6 +875,26 @@ static void track_payload(worker *w, const uint8_t *pl, uint32_t plen, uint64_t 
         flow = h.flow;
         seq = h.seq;
         lat = now_ns >= h.tx_ns ? now_ns - h.tx_ns : UINT64_MAX;
+    } else if (magic == PK_WIRE_PROBE_MAGIC && plen >= PK_WIRE_HDR_LEN) {
+        pk_wire_hdr h;
+        memcpy(&h, pl, sizeof(h));
+        if (h.flow >= PK_DPDK_MAX_QUEUES)
+            return;
+        flow_state *f = &w->flows[w->nflows + h.flow];
+        pk_seq_arrive(f, h.seq, &a->lost, &a->dup, &a->reorder);
+        if (now_ns >= h.tx_ns) {
+            uint64_t lat = now_ns - h.tx_ns;
+            pk_hist_add(&w->probe_hist, lat);
+            pk_add(&w->c, PK_probe_rx, 1);
+            pk_add(&w->c, PK_probe_lat_sum_ns, lat);
+            if (w->probe_min == 0 || lat < w->probe_min) {
+                w->probe_min = lat ? lat : 1;
+                pk_set(&w->c, PK_probe_lat_min_ns, w->probe_min);
+            }
+            if (lat > pk_read(&w->c, PK_probe_lat_max_ns))
+                pk_set(&w->c, PK_probe_lat_max_ns, lat);
+        }
+        return;
     } else if (magic == PK_WIRE_SHORT_MAGIC) {
         pk_wire_short h;
         memcpy(&h, pl, sizeof(h));
@@ -1211,6 +1239,44 @@ static uint32_t gen_build(worker *w, uint32_t n, uint64_t now_ns)
     return n;
 }
 
+/* One latency probe at the end of the pending list: the first flow's tuple,
+ * probe_size bytes, pk_wire_hdr with the probe magic and the probe sequence. */
+static void gen_build_probe(worker *w, uint64_t now_ns)
+{
+    struct rte_mbuf *m = rte_pktmbuf_alloc(pool);
+    if (!m)
+        return;
+    uint8_t *d = rte_pktmbuf_mtod(m, uint8_t *);
+    const uint32_t len = w->cfg.probe_size - FCS_LEN;
+    rte_memcpy(d, w->tmpl, len);
+    m->data_len = (uint16_t)len;
+    m->pkt_len = len;
+    const uint32_t src = w->port->ip, dst = w->cfg.dst_ip;
+    uint8_t *ip = d + ETH_LEN, *udp = ip + IP_LEN;
+    const uint16_t ip_len = (uint16_t)(len - ETH_LEN), udp_len = (uint16_t)(ip_len - IP_LEN);
+    wr16(ip + 2, ip_len);
+    memcpy(ip + 12, &src, 4);
+    memcpy(ip + 16, &dst, 4);
+    ip[10] = ip[11] = 0;
+    uint16_t c = (uint16_t)~fold(sum16(ip, IP_LEN, 0));
+    memcpy(ip + 10, &c, 2);
+    wr16(udp, w->cfg.sport);
+    wr16(udp + 2, w->cfg.dport);
+    wr16(udp + 4, udp_len);
+    const pk_wire_hdr h = { PK_WIRE_PROBE_MAGIC, w->queue, w->probe_seq++, now_ns };
+    memcpy(d + HDRS_LEN, &h, sizeof(h));
+    const uint8_t proto[2] = { 0, 17 };
+    uint64_t sum = sum16(ip + 12, 8, sum16(proto, 2, 0));
+    sum = sum16(udp + 4, 2, sum);
+    sum = sum16(udp, UDP_LEN, sum);              /* the checksum field is 0 here */
+    sum = sum16(d + HDRS_LEN, sizeof(h), sum);   /* the filler is 0 */
+    c = (uint16_t)~fold(sum);
+    memcpy(udp + 6, c ? &c : &(uint16_t){ 0xffff }, 2);
+    w->pend[w->npend] = m;
+    w->pend_len[w->npend] = (len + FCS_LEN) | PROBE_FLAG;
+    w->npend++;
+}
+
 /* Frames built but never taken by the port: give their sequence numbers back
  * (they are the newest of their flows), so sent is exactly what left. */
 static void gen_unbuild(worker *w)
@@ -1220,7 +1286,9 @@ static void gen_unbuild(worker *w)
         uint32_t f;
         memcpy(&f, d + HDRS_LEN + 4, 4);   /* both wire headers: magic, then the flow */
         f -= w->cfg.flow_first;
-        if (f < w->cfg.flows)
+        if (w->pend_len[i] & PROBE_FLAG)
+            w->probe_seq--;
+        else if (f < w->cfg.flows)
             __atomic_store_n(&w->flow_seq[f], w->flow_seq[f] - 1, __ATOMIC_RELAXED);
         rte_pktmbuf_free(w->pend[i]);
     }
@@ -1399,6 +1467,8 @@ static void run_gen(worker *w)
     w->wall0 = start;
     w->busy = 0;
     w->last_flush = start;
+    w->probe_every = w->cfg.probe_rate > 0 ? (uint64_t)((double)tb->hz / w->cfg.probe_rate) : 0;
+    w->next_probe = start;
     /* paced: every frame due before the end leaves, even when the thread was
      * descheduled near it (a short catch-up), so a run sends rate x duration */
     const uint64_t target = p.paced ? pace_due(&p, end - 1 - start) : 0;
@@ -1416,7 +1486,13 @@ static void run_gen(worker *w)
             moved = rx_service(w);
             last_rx_poll = t0;
         }
-        uint32_t room = burst - w->npend;
+        if (w->probe_every && t0 >= w->next_probe && t0 < end && w->npend <= burst) {
+            gen_build_probe(w, tb_ns(tb, t0));
+            /* late (descheduled): the next one an interval from now, not a burst */
+            w->next_probe = t0 - w->next_probe > w->probe_every ? t0 + w->probe_every
+                                                                 : w->next_probe + w->probe_every;
+        }
+        uint32_t room = w->npend < burst ? burst - w->npend : 0;
         if (room) {
             uint64_t k = room;
             if (p.paced) {
@@ -1431,11 +1507,15 @@ static void run_gen(worker *w)
         if (w->npend) {
             uint16_t sent = rte_eth_tx_burst(w->pid, w->queue, w->pend, (uint16_t)w->npend);
             if (sent) {
-                uint64_t b = 0;
-                for (uint16_t i = 0; i < sent; i++)
-                    b += w->pend_len[i];
+                uint64_t b = 0, probes = 0;
+                for (uint16_t i = 0; i < sent; i++) {
+                    b += w->pend_len[i] & ~PROBE_FLAG;
+                    probes += w->pend_len[i] >> 31;
+                }
                 pk_add(&w->c, PK_pkts_tx, sent);
                 pk_add(&w->c, PK_bytes_tx, b);
+                if (probes)
+                    pk_add(&w->c, PK_probe_tx, probes);
                 w->npend -= sent;
                 if (w->npend) {
                     memmove(w->pend, w->pend + sent, w->npend * sizeof(w->pend[0]));
@@ -1602,6 +1682,11 @@ static int check_worker(pk_dpdk_engine *e, pk_dpdk_port *const *ports, int nport
             set_err(err, errlen, "worker %d: a ramp needs a start rate and an end rate above 0", i);
             return -1;
         }
+        if (c->probe_rate < 0 || c->probe_rate > 1e6 ||
+            (c->probe_rate > 0 && (c->probe_size < PK_DPDK_MIN_SIZE + 6 || c->probe_size > PK_DPDK_MAX_SIZE))) {
+            set_err(err, errlen, "worker %d: probes: rate 0..1e6/s, size 70..%d", i, PK_DPDK_MAX_SIZE);
+            return -1;
+        }
         if (c->nsizes == 0 && (c->size < PK_DPDK_MIN_SIZE || c->size > PK_DPDK_MAX_SIZE)) {
             set_err(err, errlen, "worker %d: size %u out of range %d..%d", i, c->size,
                     PK_DPDK_MIN_SIZE, PK_DPDK_MAX_SIZE);
@@ -1666,6 +1751,8 @@ static int alloc_worker(worker *w)
             if (w->pattern[k] > w->frame_len)
                 w->frame_len = w->pattern[k];
         }
+        if (c->probe_rate > 0 && c->probe_size - FCS_LEN > w->frame_len)
+            w->frame_len = c->probe_size - FCS_LEN;   /* the template is all zeros past the headers */
         w->tmpl = aligned_alloc(64, (w->frame_len + 63u) & ~63u);
         w->flow_seq = zalloc(sizeof(uint64_t) * c->flows);
         if (!w->tmpl || !w->flow_seq)
@@ -1703,7 +1790,7 @@ static int alloc_flow_tables(pk_dpdk_engine *e)
                 uint32_t top = c->role == PK_DPDK_GEN ? c->flow_first + c->flows : c->flows;
                 n = top > n ? top : n;
             }
-        flow_state *t = zalloc(sizeof(flow_state) * n);
+        flow_state *t = zalloc(sizeof(flow_state) * ((size_t)n + PK_DPDK_MAX_QUEUES));
         if (!t)
             return -1;
         w->owns_flows = 1;
@@ -1827,10 +1914,11 @@ static uint64_t *sent_into(const pk_dpdk_engine *e, const pk_dpdk_port *p, uint3
         int into = c->track ? g->port == p : (c->peer >= 0 && e->w[c->peer].port == p);
         if (!into)
             continue;
-        if (!sent && !(sent = calloc(nflows ? nflows : 1, sizeof(uint64_t))))
+        if (!sent && !(sent = calloc((size_t)nflows + PK_DPDK_MAX_QUEUES, sizeof(uint64_t))))
             return NULL;
         for (uint32_t f = 0; f < c->flows && c->flow_first + f < nflows; f++)
             sent[c->flow_first + f] += g->flow_seq[f];
+        sent[nflows + g->queue] += g->probe_seq;
     }
     return sent;
 }
@@ -1855,7 +1943,7 @@ void pk_dpdk_join(pk_dpdk_engine *e)
             continue;
         uint64_t *sent = sent_into(e, w->port, w->nflows);
         uint64_t lost = 0;
-        for (uint32_t f = 0; f < w->nflows; f++)
+        for (uint32_t f = 0; f < w->nflows + PK_DPDK_MAX_QUEUES; f++)
             lost += pk_seq_settle(&w->flows[f], sent ? sent[f] : 0);
         free(sent);
         if (lost)
@@ -1892,6 +1980,14 @@ int pk_dpdk_dst_mac(const pk_dpdk_engine *e, int i, uint8_t mac[6])
         return -1;
     memcpy(mac, e->w[i].dst_mac, 6);
     return e->w[i].dst_broadcast;
+}
+
+void pk_dpdk_probe_hist(const pk_dpdk_engine *e, int i, uint64_t *hist)
+{
+    if (i < 0 || i >= e->n)
+        return;
+    for (uint32_t k = 0; k < PK_HIST_BUCKETS; k++)
+        hist[k] = __atomic_load_n(&e->w[i].probe_hist.b[k], __ATOMIC_RELAXED);
 }
 
 const char *pk_dpdk_error(const pk_dpdk_engine *e)

@@ -70,6 +70,11 @@ typedef struct pk_dpdk_worker_cfg {
      * flows - 1 of the ranges (generators on one port split the flows) */
     uint16_t queue;
     uint32_t flow_first;
+    /* GEN: a latency probe stream beside the load: probe_rate frames/s (0 = none)
+     * of probe_size bytes, flagged in the payload, with their own sequence (one
+     * probe flow per generator queue) and their own histogram at the receiver */
+    double probe_rate;
+    uint32_t probe_size;
 } pk_dpdk_worker_cfg;
 
 #define PK_DPDK_MAX_WORKERS 16
@@ -147,6 +152,8 @@ void pk_dpdk_snapshot(const pk_dpdk_engine *e, int worker, uint64_t *counters, u
 int pk_dpdk_flow_sent(const pk_dpdk_engine *e, int worker, uint64_t *out, uint32_t n);
 /* GEN: the destination MAC it used (after ARP); 0 = resolved/known, 1 = broadcast fallback, -1 n/a. */
 int pk_dpdk_dst_mac(const pk_dpdk_engine *e, int worker, uint8_t mac[6]);
+/* The latency probes' histogram of a receiving worker. */
+void pk_dpdk_probe_hist(const pk_dpdk_engine *e, int worker, uint64_t *hist);
 const char *pk_dpdk_error(const pk_dpdk_engine *e);
 /* Stop, join, release the ports for other users. */
 void pk_dpdk_destroy(pk_dpdk_engine *e);

@@ -32,6 +32,8 @@ cdef extern from "dpdk_engine.h":
         uint64_t ramp_ns
         uint16_t queue
         uint32_t flow_first
+        double probe_rate
+        uint32_t probe_size
 
     enum: PK_DPDK_MAX_PATTERN
     enum: PK_DPDK_MAX_QUEUES
@@ -75,5 +77,6 @@ cdef extern from "dpdk_engine.h":
     void pk_dpdk_snapshot(const pk_dpdk_engine *e, int worker, uint64_t *counters, uint64_t *hist) nogil
     int pk_dpdk_flow_sent(const pk_dpdk_engine *e, int worker, uint64_t *out, uint32_t n) nogil
     int pk_dpdk_dst_mac(const pk_dpdk_engine *e, int worker, uint8_t *mac)
+    void pk_dpdk_probe_hist(const pk_dpdk_engine *e, int worker, uint64_t *hist) nogil
     const char *pk_dpdk_error(const pk_dpdk_engine *e)
     void pk_dpdk_destroy(pk_dpdk_engine *e) nogil

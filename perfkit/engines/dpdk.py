@@ -219,7 +219,9 @@ def plan(spec) -> tuple[list[tuple[str, str]], list[dict]]:
                 "dst_mac": spec.dst_mac, "dst_ip": spec.peer_ip, "sport": spec.sport, "dport": spec.dport,
                 "src_ips": spec.src_ips, "dst_ips": spec.dst_ips, "sports": spec.sports, "dports": spec.dports,
                 "sizes": size_pattern(spec.sizes) if spec.sizes else None,
-                "rate_end": spec.ramp_end_per_second / n, "ramp": spec.ramp_time or 0.0})
+                "rate_end": spec.ramp_end_per_second / n, "ramp": spec.ramp_time or 0.0,
+                "probe_rate": spec.probe_rate.value / n if spec.probe_rate else 0.0,
+                "probe_size": spec.probe_size})
         if spec.peer is None:
             if spec.dst_mac is None and spec.port.startswith("net_null"):
                 for g in gens:

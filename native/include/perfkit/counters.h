@@ -76,7 +76,13 @@
     X(jitter_sum_ns, SUM,  "ns",   "sum of |latency - previous latency|")     \
     /* the engine's own CPU use */                                            \
     X(cpu_busy_ns,  SUM,   "ns",   "worker CPU time")                         \
-    X(cpu_wall_ns,  SUM,   "ns",   "worker wall time")
+    X(cpu_wall_ns,  SUM,   "ns",   "worker wall time")                       \
+    /* latency probes beside a load (DPDK engine): their own samples */      \
+    X(probe_tx,     SUM,   "pkt",  "latency probes sent")                     \
+    X(probe_rx,     SUM,   "pkt",  "latency probes received (with a sample)") \
+    X(probe_lat_sum_ns, SUM, "ns", "probe latency sum")                       \
+    X(probe_lat_min_ns, MIN, "ns", "probe latency minimum")                   \
+    X(probe_lat_max_ns, MAX, "ns", "probe latency maximum")
 
 enum pk_counter_kind { PK_SUM = 0, PK_GAUGE = 1, PK_MIN = 2, PK_MAX = 3 };
 
