@@ -181,8 +181,8 @@ class RemoteTest(_SocketTest):
 # (perfkit.engines.dpdk runs them: Run(DpdkFlows(...), engine="dpdk"))
 
 DPDK_MODES = ("rxonly", "reverse")
-DPDK_DRIVERS = ("net_null", "net_ring", "net_memif", "net_af_packet", "net_tap")
-DPDK_KERNEL_DRIVERS = ("net_af_packet", "net_tap")   # they reach a kernel: lab namespaces only
+DPDK_DRIVERS = ("net_null", "net_ring", "net_memif", "net_af_packet", "net_tap", "net_af_xdp")
+DPDK_KERNEL_DRIVERS = ("net_af_packet", "net_tap", "net_af_xdp")   # they reach a kernel: lab namespaces only
 DPDK_MIN_SIZE, DPDK_MAX_SIZE = 64, 1518
 DPDK_MAX_FLOWS = 131072   # PK_DPDK_MAX_FLOWS: a 528-byte sequence window each, preallocated
 DPDK_MAX_IPS = 1 << 17
@@ -266,8 +266,8 @@ def check_dpdk_port(dev, field: str = "port", netns=None) -> str:
     if driver in DPDK_KERNEL_DRIVERS and not netns:
         raise ValueError(f"{field}: {dev!r} reaches a kernel: give netns (a lab host's namespace, "
                          "/run/netns/NAME) so that its traffic stays in the lab")
-    if driver == "net_af_packet" and not any(a.startswith("iface=") for a in args):
-        raise ValueError(f"{field}: {dev!r}: net_af_packet needs iface=IF")
+    if driver in ("net_af_packet", "net_af_xdp") and not any(a.startswith("iface=") for a in args):
+        raise ValueError(f"{field}: {dev!r}: {driver} needs iface=IF")
     return dev
 
 

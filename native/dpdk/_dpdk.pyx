@@ -146,6 +146,12 @@ cdef class Port:
         return ":".join(f"{m[i]:02x}" for i in range(6))
 
     @property
+    def link_up(self):
+        """True once the link is up (memif: the peer has connected); None if unknown."""
+        rc = pk_dpdk_port_link(self._live())
+        return None if rc < 0 else bool(rc)
+
+    @property
     def queues(self):
         return pk_dpdk_port_queues(self._live())
 
@@ -361,6 +367,14 @@ cdef class DpdkEngine:
                                  <uint64_t *>h.data.as_voidptr)
             out.append((c, h))
         return out
+
+    def settle_remote(self, int worker, sent):
+        """After join: what a sender in another process sent per flow id (its flow_sent);
+        frames of those that never arrived count as lost (seq_lost of this worker)."""
+        cdef array.array a = _array.array("Q", sent)
+        cdef pk_dpdk_engine *e = self._live()
+        if pk_dpdk_settle_remote(e, worker, <const uint64_t *>a.data.as_voidptr, len(a)) != 0:
+            raise EngineError(f"settle_remote: worker {worker} is not a joined port's first receiver")
 
     def probe_histograms(self):
         """The latency probes' histogram of every worker, as array('Q')."""

@@ -633,6 +633,15 @@ void pk_dpdk_port_close(pk_dpdk_port *p)
 
 int pk_dpdk_port_id(const pk_dpdk_port *p) { return p->pid; }
 int pk_dpdk_port_queues(const pk_dpdk_port *p) { return p->nq; }
+
+int pk_dpdk_port_link(const pk_dpdk_port *p)
+{
+    struct rte_eth_link link;
+    memset(&link, 0, sizeof(link));
+    if (rte_eth_link_get_nowait(p->pid, &link) != 0)
+        return -1;
+    return link.link_status == RTE_ETH_LINK_UP;
+}
 int pk_dpdk_port_rss(const pk_dpdk_port *p) { return p->rss; }
 const char *pk_dpdk_port_name(const pk_dpdk_port *p) { return p->name; }
 void pk_dpdk_port_mac(const pk_dpdk_port *p, uint8_t mac[6]) { memcpy(mac, p->mac, 6); }
@@ -757,6 +766,7 @@ typedef struct worker {
     /* CPU and NIC accounting */
     uint64_t wall0, busy, last_flush, last_nic;
     uint64_t nic_base[3];
+    int nic_owner;               /* the port's first worker in this engine */
     int cpu_frozen;
 
     char err[256];
@@ -837,6 +847,8 @@ static void read_nic(worker *w, uint64_t now, int base)
     struct rte_eth_stats st;
     memset(&st, 0, sizeof(st));
     w->last_nic = now;
+    if (!w->nic_owner)   /* port-wide counters: one worker per port reports them */
+        return;
     if (rte_eth_stats_get(w->pid, &st) != 0)
         return;
     if (base) {
@@ -1845,6 +1857,12 @@ pk_dpdk_engine *pk_dpdk_create(pk_dpdk_port *const *ports, int nports,
             return NULL;
         }
     }
+    for (int i = 0; i < n; i++) {
+        e->w[i].nic_owner = 1;
+        for (int j = 0; j < i; j++)
+            if (e->w[j].port == e->w[i].port)
+                e->w[i].nic_owner = 0;
+    }
     for (int i = 0; i < n; i++)
         __atomic_store_n(&e->w[i].port->busy, 1, __ATOMIC_RELEASE);
     return e;
@@ -1980,6 +1998,22 @@ int pk_dpdk_dst_mac(const pk_dpdk_engine *e, int i, uint8_t mac[6])
         return -1;
     memcpy(mac, e->w[i].dst_mac, 6);
     return e->w[i].dst_broadcast;
+}
+
+int pk_dpdk_settle_remote(pk_dpdk_engine *e, int i, const uint64_t *sent, uint32_t n)
+{
+    if (i < 0 || i >= e->n || !e->settled || !e->w[i].owns_flows)
+        return -1;
+    worker *w = &e->w[i];
+    uint64_t lost = 0;
+    for (uint32_t f = 0; f < n && f < w->nflows; f++)
+        if (sent[f] > w->flows[f].next) {   /* the window's gaps were settled at join */
+            lost += sent[f] - w->flows[f].next;
+            w->flows[f].next = sent[f];
+        }
+    if (lost)
+        pk_add(&w->c, PK_seq_lost, lost);
+    return 0;
 }
 
 void pk_dpdk_probe_hist(const pk_dpdk_engine *e, int i, uint64_t *hist)

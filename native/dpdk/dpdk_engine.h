@@ -117,6 +117,8 @@ pk_dpdk_port *pk_dpdk_port_open(const char *dev, const char *netns, char *err, s
 pk_dpdk_port *pk_dpdk_port_open_q(const char *dev, const char *netns, int nq, char *err, size_t errlen);
 int pk_dpdk_port_queues(const pk_dpdk_port *p);
 int pk_dpdk_port_rss(const pk_dpdk_port *p);
+/* 1 link up, 0 down (memif: until the peer has connected), -1 unknown. */
+int pk_dpdk_port_link(const pk_dpdk_port *p);
 /* Drain, stop, close and hot-unplug. Never while an engine uses the port. */
 void pk_dpdk_port_close(pk_dpdk_port *p);
 int pk_dpdk_port_id(const pk_dpdk_port *p);
@@ -152,6 +154,10 @@ void pk_dpdk_snapshot(const pk_dpdk_engine *e, int worker, uint64_t *counters, u
 int pk_dpdk_flow_sent(const pk_dpdk_engine *e, int worker, uint64_t *out, uint32_t n);
 /* GEN: the destination MAC it used (after ARP); 0 = resolved/known, 1 = broadcast fallback, -1 n/a. */
 int pk_dpdk_dst_mac(const pk_dpdk_engine *e, int worker, uint8_t mac[6]);
+/* After join, a receiver whose sender ran elsewhere (another process): what the
+ * sender sent per flow id; what never arrived is added to seq_lost. The worker
+ * must be its port's first receiver (the flow table's owner). 0 or -1. */
+int pk_dpdk_settle_remote(pk_dpdk_engine *e, int worker, const uint64_t *sent, uint32_t n);
 /* The latency probes' histogram of a receiving worker. */
 void pk_dpdk_probe_hist(const pk_dpdk_engine *e, int worker, uint64_t *hist);
 const char *pk_dpdk_error(const pk_dpdk_engine *e);

@@ -56,6 +56,7 @@ cdef extern from "dpdk_engine.h":
     pk_dpdk_port *pk_dpdk_port_open_q(const char *dev, const char *netns, int nq, char *err, size_t errlen) nogil
     int pk_dpdk_port_queues(const pk_dpdk_port *p)
     int pk_dpdk_port_rss(const pk_dpdk_port *p)
+    int pk_dpdk_port_link(const pk_dpdk_port *p)
     void pk_dpdk_port_close(pk_dpdk_port *p) nogil
     int pk_dpdk_port_id(const pk_dpdk_port *p)
     const char *pk_dpdk_port_name(const pk_dpdk_port *p)
@@ -77,6 +78,7 @@ cdef extern from "dpdk_engine.h":
     void pk_dpdk_snapshot(const pk_dpdk_engine *e, int worker, uint64_t *counters, uint64_t *hist) nogil
     int pk_dpdk_flow_sent(const pk_dpdk_engine *e, int worker, uint64_t *out, uint32_t n) nogil
     int pk_dpdk_dst_mac(const pk_dpdk_engine *e, int worker, uint8_t *mac)
+    int pk_dpdk_settle_remote(pk_dpdk_engine *e, int worker, const uint64_t *sent, uint32_t n) nogil
     void pk_dpdk_probe_hist(const pk_dpdk_engine *e, int worker, uint64_t *hist) nogil
     const char *pk_dpdk_error(const pk_dpdk_engine *e)
     void pk_dpdk_destroy(pk_dpdk_engine *e) nogil

@@ -203,6 +203,25 @@ def _split(total: int, parts: int, k: int) -> tuple[int, int]:
     return first, total * (k + 1) // parts - first
 
 
+MEMIF_WAIT_S = 5.0
+
+
+def _wait_memif(ports) -> None:
+    """A generator on a memif client waits (bounded) for the server to connect, rather
+    than start sending into a link that is down."""
+    import time
+    deadline = time.monotonic() + MEMIF_WAIT_S
+    for p in ports:
+        if not p.dev.startswith("net_memif"):
+            continue
+        while not p.link_up:
+            if time.monotonic() > deadline:
+                raise EngineError(f"port {p.dev}: the memif link did not come up in {MEMIF_WAIT_S:g} s: "
+                                  "is the other side (role=server / role=client) running on the same "
+                                  "socket file?")
+            time.sleep(0.01)
+
+
 def plan(spec) -> tuple[list[tuple[str, str]], list[dict]]:
     """The ports ((dev, ip)) and workers a spec runs on: receiving workers first.
     With cores N, every port has N queues and each side N workers, one per queue;
@@ -249,6 +268,8 @@ def build(spec):
     try:
         for dev, ip in port_plan:
             _open(ports, dev, ip, spec.netns, getattr(spec, "cores", 1))
+        if isinstance(spec, DpdkFlows):
+            _wait_memif(ports)
         for i, w in enumerate(workers):
             w["cpu"] = _cpu(i)
         return _dpdk.DpdkEngine(ports, workers, own_ports=True)
