@@ -461,7 +461,10 @@ static int setup_queues(pk_dpdk_port *p, const char *dev, char *err, size_t errl
     if (rc == 0)
         p->started = 1;
     if (rc != 0) {
-        set_err(err, errlen, "port %s: configure/start failed: %s", dev, rte_strerror(rc < 0 ? -rc : rc));
+        set_err(err, errlen, "port %s: configure/start failed: %s%s", dev, rte_strerror(rc < 0 ? -rc : rc),
+                strncmp(dev, "net_memif", 9) == 0 && strstr(dev, "role=client")
+                    ? " (a memif client connects at start: is the role=server side running on the same socket?)"
+                    : "");
         return -1;
     }
     rte_eth_stats_reset(p->pid);
@@ -1086,7 +1089,9 @@ static uint32_t rx_service(worker *w)
     uint16_t n = rte_eth_rx_burst(w->pid, w->queue, rx, (uint16_t)w->cfg.burst);
     if (n == 0)
         return 0;
-    uint64_t now_ns = tb_ns(&w->engine->tb, rte_rdtsc());
+    /* timestamps: CLOCK_MONOTONIC itself, once per burst (vDSO: the kernel's own TSC
+     * scaling, the same in every process, so one-way latency holds across processes) */
+    uint64_t now_ns = pk_now_ns();
     rx_acc a;
     memset(&a, 0, sizeof(a));
     uint32_t nrefl = 0, nrep = 0, dropped = 0;
@@ -1499,7 +1504,7 @@ static void run_gen(worker *w)
             last_rx_poll = t0;
         }
         if (w->probe_every && t0 >= w->next_probe && t0 < end && w->npend <= burst) {
-            gen_build_probe(w, tb_ns(tb, t0));
+            gen_build_probe(w, pk_now_ns());
             /* late (descheduled): the next one an interval from now, not a burst */
             w->next_probe = t0 - w->next_probe > w->probe_every ? t0 + w->probe_every
                                                                  : w->next_probe + w->probe_every;
@@ -1514,7 +1519,7 @@ static void run_gen(worker *w)
                     k = room;
             }
             if (k)
-                built += gen_build(w, (uint32_t)k, tb_ns(tb, t0));
+                built += gen_build(w, (uint32_t)k, pk_now_ns());
         }
         if (w->npend) {
             uint16_t sent = rte_eth_tx_burst(w->pid, w->queue, w->pend, (uint16_t)w->npend);
