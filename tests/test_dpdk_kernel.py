@@ -1,0 +1,259 @@
+"""DPDK ports that reach a Linux kernel, in a lab namespace (issue 5): net_af_xdp on a
+lab veth and net_tap (a tap device in a lab host). Each test first opens its port and
+skips, with DPDK's reason, where the PMD does not start here; where it starts, the
+kernel's own counters must equal perfkit's TX, and the kernel's ARP and ping must be
+answered. (net_af_packet is tested in test_dpdk.py.)
+"""
+import ipaddress
+import json
+import os
+import select
+import struct
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from perfkit.errors import EngineError
+from perfkit.spec import DpdkFlows, DpdkReflect
+from perfkit.stats import COUNTER_NAMES
+
+_dpdk = pytest.importorskip(
+    "perfkit._dpdk", reason="perfkit was built without DPDK (Debian: apt install libdpdk-dev "
+                            "pkg-config, then reinstall perfkit)")
+from perfkit.engines import dpdk  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def eal():
+    try:
+        return dpdk.eal()
+    except EngineError as exc:
+        pytest.skip(f"DPDK EAL does not start here: {exc}")
+
+
+@pytest.fixture()
+def lab():
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the lab makes network namespaces")
+    from perfkit import lab as lab_mod
+    if not lab_mod.have_privileges():
+        pytest.skip("needs CAP_NET_ADMIN and CAP_SYS_ADMIN for the lab")
+    try:
+        lab = lab_mod.Lab(hosts=2).up()
+    except Exception as exc:  # noqa: BLE001 (a lab that cannot be made here is a skip)
+        pytest.skip(f"no lab here: {exc}")
+    try:
+        yield lab
+    finally:
+        lab.down()
+
+
+def counters(handle, worker):
+    return dict(zip(COUNTER_NAMES, handle.snapshot()[worker][0]))
+
+
+def wait_done(handle, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while handle.running():
+        assert time.monotonic() < deadline, "workers did not stop in time"
+        time.sleep(0.01)
+    handle.join()
+
+
+def csum(data: bytes) -> int:
+    if len(data) % 2:
+        data += b"\0"
+    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
+def _udp_stats():
+    with open("/proc/net/snmp") as f:
+        rows = [ln.split() for ln in f if ln.startswith("Udp:")]
+    return dict(zip(rows[0][1:], map(int, rows[1][1:])))
+
+
+def _ping(addr, count):
+    """ICMP echo from a raw socket: how many were answered."""
+    import socket
+    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+    s.settimeout(1.0)
+    answered = 0
+    try:
+        for seq in range(count):
+            body = struct.pack("!BBHHH", 8, 0, 0, 0x4243, seq) + b"perfkit"
+            body = body[:2] + struct.pack("!H", csum(body)) + body[4:]
+            s.sendto(body, (addr, 0))
+            deadline = time.monotonic() + 1.0
+            while time.monotonic() < deadline:
+                try:
+                    data, (src, _) = s.recvfrom(2048)
+                except socket.timeout:
+                    break
+                icmp = data[(data[0] & 15) * 4:]
+                if src == addr and icmp[0] == 0 and icmp[4:8] == struct.pack("!HH", 0x4243, seq):
+                    answered += 1
+                    break
+    finally:
+        s.close()
+    return answered
+
+
+def _if_mac(ifname):
+    import fcntl
+    import socket
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)   # in the caller's namespace (sysfs is not)
+    try:
+        info = fcntl.ioctl(s.fileno(), 0x8927, struct.pack("256s", ifname.encode()[:15]))  # SIOCGIFHWADDR
+    finally:
+        s.close()
+    return ":".join(f"{b:02x}" for b in info[18:24])
+
+
+def _build_or_skip(spec, what):
+    try:
+        return dpdk.build(spec)
+    except EngineError as exc:
+        pytest.skip(f"{what} does not start here: {exc}")
+
+
+def _kernel_counts(lab, h, peer_host):
+    """Run flows built into h: the kernel's UDP counters in peer_host equal our TX,
+    and its ARP answer was used. Returns the MAC the generator resolved."""
+    before = lab.call(peer_host, _udp_stats)
+    try:
+        h.start()
+        wait_done(h, timeout=10)
+        tx = counters(h, 0)
+        mac, broadcast = h.dst_mac(0)
+    finally:
+        h.close()
+    after = lab.call(peer_host, _udp_stats)
+    got = (after["InDatagrams"] - before["InDatagrams"]) + (after["NoPorts"] - before["NoPorts"])
+    assert broadcast is False and tx["arp_rx"] >= 1          # the kernel answered our ARP request
+    assert tx["pkts_tx"] == 20_000 and got == tx["pkts_tx"]  # it received every frame we sent
+    assert after["InCsumErrors"] == before["InCsumErrors"] and after["InErrors"] == before["InErrors"]
+    return mac
+
+
+def _pings_answered(lab, refl, pinger, addr):
+    try:
+        refl.start()
+        answered = lab.call(pinger, _ping, addr, 3, timeout=20)
+        refl.stop()
+        wait_done(refl)
+        c = counters(refl, 0)
+    finally:
+        refl.close()
+    assert answered == 3 and c["icmp_rx"] >= 3 and c["bad_rx"] == 0
+    res = dpdk.resources()
+    assert res["ports_open"] == 0 and res["mbufs_free"] == res["mbufs"]
+
+
+# af_xdp runs in a child process: DPDK 22.11's af_xdp close keeps the interface's xsk
+# socket, its BPF program and map fds and the umem's 2048 mbufs until the process ends
+# (a second port on the interface then fails with EINVAL): the child takes them with it.
+AF_XDP_CHILD = textwrap.dedent("""
+    import json, sys, time
+    from perfkit import _dpdk
+    from perfkit.engines import dpdk
+    from perfkit.errors import EngineError
+    from perfkit.spec import DpdkFlows, DpdkReflect
+    from perfkit.stats import COUNTER_NAMES
+    role, dev, netns, mine, peer = sys.argv[1:6]
+    dpdk.eal()
+    try:
+        if role == "flows":
+            h = dpdk.build(DpdkFlows(port=dev, netns=netns, ip=mine, peer_ip=peer, rate="20kpps", flows=4,
+                                     size=128, duration="1s"))
+        else:
+            h = dpdk.build(DpdkReflect(port=dev, netns=netns, ip=mine, duration="6s"))
+    except EngineError as exc:
+        print(json.dumps({"skip": str(exc)}), flush=True)
+        sys.exit(0)
+    h.start()
+    print(json.dumps({"ready": True}), flush=True)
+    if role == "reflect":
+        sys.stdin.readline()   # the parent has pinged
+        h.stop()
+    while h.running():
+        time.sleep(0.01)
+    h.join()
+    c = dict(zip(COUNTER_NAMES, h.snapshot()[0][0]))
+    mac = h.dst_mac(0)
+    h.close()
+    print(json.dumps({"c": c, "mac": mac}), flush=True)
+""")
+
+
+def _child(role, dev, netns, mine, peer=""):
+    return subprocess.Popen([sys.executable, "-P", "-c", AF_XDP_CHILD, role, dev, netns, mine, peer or "-"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _line(proc, timeout=30):
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    assert ready, "the child printed nothing in time"
+    line = proc.stdout.readline()
+    assert line, proc.communicate()[1][-3000:]
+    out = json.loads(line)
+    if "skip" in out:
+        proc.wait(10)
+        pytest.skip(f"net_af_xdp does not start here: {out['skip']}")
+    return out
+
+
+def test_af_xdp_on_a_lab_veth(eal, lab):
+    h1, h2 = lab.hosts
+    net = ipaddress.ip_network(f"{h1.ipv4}/24", strict=False)
+    mine1, mine2 = str(net.network_address + 200), str(net.network_address + 201)
+    before = lab.call(h2, _udp_stats)
+    child = _child("flows", f"net_af_xdp0,iface={h1.ifname}", h1.netns_path, mine1, h2.ipv4)
+    try:
+        _line(child)
+        done = _line(child)
+    finally:
+        child.communicate(timeout=30)
+    after = lab.call(h2, _udp_stats)
+    tx = done["c"]
+    got = (after["InDatagrams"] - before["InDatagrams"]) + (after["NoPorts"] - before["NoPorts"])
+    assert done["mac"] == [lab.call(h2, _if_mac, h2.ifname), False]   # ARP answered by h2's kernel
+    assert tx["pkts_tx"] == 20_000 and got == tx["pkts_tx"]           # the kernel got every frame
+    assert after["InCsumErrors"] == before["InCsumErrors"] and after["InErrors"] == before["InErrors"]
+    # the reflector on h2's end of the veth answers h1's kernel pings
+    child = _child("reflect", f"net_af_xdp0,iface={h2.ifname}", h2.netns_path, mine2)
+    try:
+        _line(child)
+        answered = lab.call(h1, _ping, mine2, 3, timeout=20)
+        child.stdin.write("done\n")
+        child.stdin.flush()
+        c = _line(child)["c"]
+    finally:
+        child.communicate(timeout=30)
+    assert answered == 3 and c["icmp_rx"] >= 3 and c["bad_rx"] == 0
+
+
+def test_tap_into_a_lab_hosts_kernel(eal, lab):
+    # the tap device appears in h1's namespace; h1's kernel gets an address on it
+    h1 = lab.hosts[0]
+    dev = "net_tap0,iface=pktap0"
+    ns = os.path.basename(h1.netns_path)
+    kernel_ip, mine = "198.19.77.1", "198.19.77.2"
+
+    def prepare():
+        subprocess.run(["ip", "-n", ns, "addr", "replace", f"{kernel_ip}/24", "dev", "pktap0"], check=True)
+        subprocess.run(["ip", "-n", ns, "link", "set", "pktap0", "up"], check=True)
+
+    h = _build_or_skip(DpdkFlows(port=dev, netns=h1.netns_path, ip=mine, peer_ip=kernel_ip, rate="20kpps",
+                                 flows=4, size=128, duration="1s"), "net_tap")
+    prepare()
+    mac = _kernel_counts(lab, h, h1)
+    assert mac != "ff:ff:ff:ff:ff:ff"
+    refl = _build_or_skip(DpdkReflect(port=dev, netns=h1.netns_path, ip=mine, duration="4s"), "net_tap")
+    prepare()
+    _pings_answered(lab, refl, h1, mine)
