@@ -257,3 +257,41 @@ def test_tap_into_a_lab_hosts_kernel(eal, lab):
     refl = _build_or_skip(DpdkReflect(port=dev, netns=h1.netns_path, ip=mine, duration="4s"), "net_tap")
     prepare()
     _pings_answered(lab, refl, h1, mine)
+
+
+@pytest.mark.parametrize("cores", [1, 2])
+def test_nic_counters_are_the_pmds_own_once_per_port(eal, lab, cores):
+    """The counter rows carry the PMD's ierrors/oerrors/imissed (rte_eth_stats): a tap
+    whose kernel side is down fails every write, which the tap PMD counts in oerrors.
+    The engine's nic_oerrors, summed over its workers, equal the PMD's own delta: one
+    worker per port reports them (not once per queue), read last after every queue stopped."""
+    h1 = lab.hosts[0]
+    ns = os.path.basename(h1.netns_path)
+    try:
+        p = _dpdk.Port("net_tap0,iface=pktap0", netns=h1.netns_path, ip="198.19.77.2", queues=cores)
+    except EngineError as exc:
+        pytest.skip(f"net_tap with {cores} queue(s) does not start here: {exc}")
+    try:
+        subprocess.run(["ip", "-n", ns, "link", "set", "pktap0", "down"], check=True)
+        h = _dpdk.DpdkEngine([p], [{"role": "dpdk_send", "port": 0, "queue": k, "flows": 2, "flow_first": 2 * k,
+                                    "rate": 1000.0, "duration": 0.2, "dst_ip": "198.19.77.1",
+                                    "dst_mac": "02:00:00:00:00:01"} for k in range(cores)])
+        before = p.stats()
+        try:
+            h.start()
+            wait_done(h)
+            cs = [counters(h, k) for k in range(cores)]
+            rows_have = set(COUNTER_NAMES) >= {"nic_ierrors", "nic_oerrors", "nic_imissed"}
+        finally:
+            h.close()
+        after = p.stats()
+    finally:
+        p.close()
+    delta = {k: after[k] - before[k] for k in before}
+    assert rows_have
+    assert delta["oerrors"] > 0 and sum(c["nic_oerrors"] for c in cs) == delta["oerrors"]
+    assert [c["nic_oerrors"] > 0 for c in cs] == [True] + [False] * (cores - 1)   # the port's first worker
+    assert sum(c["nic_ierrors"] for c in cs) == delta["ierrors"]
+    assert sum(c["nic_imissed"] for c in cs) == delta["imissed"]
+    assert all(c["pkts_tx"] == 0 and 0 < c["drop_tx"] <= 32 for c in cs)   # nothing left; the pending dropped
+    assert dpdk.resources()["mbufs_free"] == dpdk.resources()["mbufs"]

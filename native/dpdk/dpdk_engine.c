@@ -1567,6 +1567,8 @@ static void run_gen(worker *w)
 static void run_rx(worker *w)
 {
     const timebase *tb = &w->engine->tb;
+    if (w->cfg.role == PK_DPDK_RXONLY && w->cfg.stall_ns)   /* the test hook: fall behind */
+        pk_sleep_until_ns(pk_now_ns() + (w->cfg.stall_ns < 5000000000ull ? w->cfg.stall_ns : 5000000000ull));
     const uint64_t flush_c = tb_cycles(tb, FLUSH_NS), nic_c = tb_cycles(tb, NIC_EVERY_NS);
     const uint64_t quiet = tb_cycles(tb, QUIET_NS), hard = w->engine->hard_end;
     const uint64_t start = rte_rdtsc(), own_end = start + tb_cycles(tb, w->cfg.duration_ns);
@@ -1958,6 +1960,10 @@ void pk_dpdk_join(pk_dpdk_engine *e)
     }
     if (e->settled || !joined)
         return;
+    /* the port-wide NIC counters once more, now that every queue's worker has stopped */
+    for (int i = 0; i < e->n; i++)
+        if (e->w[i].nic_owner && !e->w[i].err[0])
+            read_nic(&e->w[i], rte_rdtsc(), 0);
     /* settle loss once: what the sender sent and never arrived, per flow */
     e->settled = 1;
     for (int i = 0; i < e->n; i++) {
