@@ -305,7 +305,6 @@ cdef class DpdkEngine:
                 cfgs[i].flow_first = w.get("flow_first", 0)
                 cfgs[i].probe_rate = w.get("probe_rate", 0.0)
                 cfgs[i].probe_size = w.get("probe_size", 128)
-                cfgs[i].stall_ns = <unsigned long long>(w.get("stall", 0.0) * 1e9)
                 cfgs[i].ramp_ns = <unsigned long long>(w.get("ramp", 0.0) * 1e9)
             err[0] = 0
             self.e = pk_dpdk_create(cports, len(self.ports), cfgs, self.n, err, sizeof(err))

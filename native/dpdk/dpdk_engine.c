@@ -1567,8 +1567,6 @@ static void run_gen(worker *w)
 static void run_rx(worker *w)
 {
     const timebase *tb = &w->engine->tb;
-    if (w->cfg.role == PK_DPDK_RXONLY && w->cfg.stall_ns)   /* the test hook: fall behind */
-        pk_sleep_until_ns(pk_now_ns() + (w->cfg.stall_ns < 5000000000ull ? w->cfg.stall_ns : 5000000000ull));
     const uint64_t flush_c = tb_cycles(tb, FLUSH_NS), nic_c = tb_cycles(tb, NIC_EVERY_NS);
     const uint64_t quiet = tb_cycles(tb, QUIET_NS), hard = w->engine->hard_end;
     const uint64_t start = rte_rdtsc(), own_end = start + tb_cycles(tb, w->cfg.duration_ns);

@@ -75,8 +75,6 @@ typedef struct pk_dpdk_worker_cfg {
      * probe flow per generator queue) and their own histogram at the receiver */
     double probe_rate;
     uint32_t probe_size;
-    uint64_t stall_ns;     /* RXONLY, tests only: do not poll for this long at the start (a
-                              receiver that falls behind: the PMD's imissed counts the overflow) */
 } pk_dpdk_worker_cfg;
 
 #define PK_DPDK_MAX_WORKERS 16

@@ -34,7 +34,6 @@ cdef extern from "dpdk_engine.h":
         uint32_t flow_first
         double probe_rate
         uint32_t probe_size
-        uint64_t stall_ns
 
     enum: PK_DPDK_MAX_PATTERN
     enum: PK_DPDK_MAX_QUEUES
