@@ -119,6 +119,7 @@ def _parser() -> argparse.ArgumentParser:
     flw.add_argument("--ramp-time", help="how long the ramp takes (default: --duration)")
     flw.add_argument("--probe-rate", help="a latency probe stream beside the load: 100pps, 1kpps (default none)")
     flw.add_argument("--probe-size", default=128, help="probe frame bytes with FCS (default 128)")
+    flw.add_argument("--bidirectional", action="store_true", help="with --peer: both ports send and receive")
     rfl = sub.add_parser("reflect", help="the far end of DPDK flows on one port: rxonly or reverse")
     rfl.add_argument("--engine", default="dpdk", help="engine (only dpdk reflects)")
     rfl.add_argument("--port", required=True, help="DPDK port (see perfkit flows)")
@@ -428,7 +429,8 @@ def _flows(a) -> int:
                      duration=a.duration, ip=a.ip, peer_ip=a.peer_ip, dst_mac=a.dst_mac, sport=a.sport,
                      dport=a.dport, burst=a.burst, netns=a.netns, src_ips=a.src_ips, dst_ips=a.dst_ips,
                      sports=a.sports, dports=a.dports, sizes=a.sizes, ramp_to=a.ramp_to,
-                     ramp_time=a.ramp_time, cores=a.cores, probe_rate=a.probe_rate, probe_size=a.probe_size)
+                     ramp_time=a.ramp_time, cores=a.cores, probe_rate=a.probe_rate, probe_size=a.probe_size,
+                     bidirectional=a.bidirectional)
     far = f"{spec.peer} ({spec.mode})" if spec.peer else f"{spec.peer_ip} ({spec.mode}, elsewhere)"
     run, printer, interrupted = _dpdk_run(
         a, spec, f"perfkit flows: {_frames_text(spec)}, {spec.rate or 'unlimited'}"

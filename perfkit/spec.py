@@ -343,6 +343,8 @@ class DpdkFlows(_DpdkSpec):
               probe frames are flagged in the payload and get their own histogram
               (summary: probe_lat_p50_us ...); they count in the frames and the loss
     probe_size  probe frame bytes, FCS counted (70..1518, default 128)
+    bidirectional  with a peer port (mode rxonly): both ports send and receive, each the
+              same flows and rate; loss and one-way latency counted at both ends
     cores     lcores (worker threads) per side, each with its own queue of the port(s),
               mempool cache and counters; the flows and the rate are split between
               them. Receive queues are fed by RSS where the PMD has it; a ring pair,
@@ -386,6 +388,7 @@ class DpdkFlows(_DpdkSpec):
     cores: int = 1
     probe_rate: Rate | str | float | None = None
     probe_size: int = 128
+    bidirectional: bool = False
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
@@ -432,6 +435,11 @@ class DpdkFlows(_DpdkSpec):
                                  "at most 1Mpps (100pps, 1kpps)")
             put("probe_rate", pr)
         put("probe_size", _int_in(self.probe_size, "probe_size", 70, DPDK_MAX_SIZE))
+        if self.bidirectional not in (True, False):
+            raise ValueError(f"bidirectional: {self.bidirectional!r} is not true or false")
+        if self.bidirectional and (self.peer is None or self.mode != "rxonly"):
+            raise ValueError("bidirectional: needs a peer port in this process and mode rxonly "
+                             "(the peer sends the same flows back at the same rate)")
         if self.flows < self.cores:
             raise ValueError(f"flows: {self.flows} flow(s) for {self.cores} cores: each core sends "
                              "flows of its own (give at least as many flows)")

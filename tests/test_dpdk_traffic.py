@@ -527,3 +527,46 @@ def test_probe_payloads_parsed_exactly_and_fuzzed_never_crash(eal):
         raw.close()
     assert c["pkts_rx"] == n == 45 + len(fuzz)
     assert c["udp_rx"] + c["bad_rx"] + c["other_rx"] + c["arp_rx"] + c["icmp_rx"] + c["tcp_rx"] == n
+
+
+# ------------------------------------------------------------------ bidirectional
+
+@pytest.mark.parametrize("cores", [1, 2])
+def test_bidirectional_each_side_sends_and_receives(eal, cores):
+    spec = DpdkFlows(port="ring:bd:0", peer="ring:bd:1", bidirectional=True, cores=cores, flows=10,
+                     src_ips=2, dst_ips=3, peer_ip=FAR, rate="20kpps", duration="0.5s", sizes="64,1518")
+    h = dpdk.build(spec)
+    try:
+        assert h.roles == ["dpdk_send"] * (2 * cores)
+        h.start()
+        wait_done(h)
+        back = [counters(h, k) for k in range(cores)]                # the peer port's generators
+        fwd = [counters(h, cores + k) for k in range(cores)]         # the port's
+    finally:
+        h.close()
+    for side, other in ((fwd, back), (back, fwd)):
+        sent = sum(c["pkts_tx"] for c in side)
+        assert abs(sent - 10_000) <= cores - 1                       # each direction at the rate
+        got = sum(c["udp_rx"] for c in other)
+        assert got == sent and sum(c["seq_lost"] for c in other) == 0   # the other side got them all
+        assert sum(c["lat_count"] for c in other) == sent            # one-way latency at that side
+        assert sum(c["bytes_tx"] for c in side) == sum(c["bytes_rx"] for c in other)
+    s = perfkit.Run(spec, engine="dpdk").run().summary
+    assert s["pkts_tx"] == s["pkts_rx"] and s["lost"] == s["dup"] == s["reorder"] == 0
+
+
+def test_bidirectional_needs_a_peer_and_rxonly():
+    with pytest.raises(ValueError, match="^bidirectional:"):
+        DpdkFlows(bidirectional=True)
+    with pytest.raises(ValueError, match="^bidirectional:"):
+        DpdkFlows(peer="ring:pk:1", mode="reverse", bidirectional=True)
+    s = DpdkFlows(peer="ring:pk:1", bidirectional=True)
+    assert from_dict(s.to_dict()) == s
+
+
+def test_cli_bidirectional(eal):
+    p = _cli("flows", "--port", "ring:cb:0", "--peer", "ring:cb:1", "--bidirectional", "--rate", "10kpps",
+             "--duration", "0.5s", "--json")
+    assert p.returncode == 0, p.stderr
+    s = [json.loads(ln) for ln in p.stdout.splitlines()][-1]["summary"]
+    assert s["pkts_tx"] == 10_000 == s["pkts_rx"] and s["lost"] == 0

@@ -274,7 +274,7 @@ cdef class DpdkEngine:
                 cfgs[i].role = ROLES[w["role"]]
                 cfgs[i].port = w["port"]
                 cfgs[i].peer = w.get("peer", -1)
-                cfgs[i].track = 1 if w.get("track") else 0
+                cfgs[i].track = int(w.get("track") or 0)
                 cfgs[i].size = w.get("size", 64)
                 cfgs[i].flows = w.get("flows", 1)
                 cfgs[i].burst = w.get("burst", 32)

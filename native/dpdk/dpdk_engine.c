@@ -1441,6 +1441,36 @@ static void receive_until_quiet(worker *w, uint64_t done_at)
     }
 }
 
+/* A generator that also receives the other side's flows (bidirectional): receive
+ * until the generators feeding its port are done and its rx has been quiet. */
+static void receive_until_fed(worker *w, uint64_t done_at)
+{
+    const timebase *tb = &w->engine->tb;
+    const uint64_t quiet = tb_cycles(tb, QUIET_NS), hard = w->engine->hard_end;
+    uint64_t last = done_at, fed_at = 0;
+    uint32_t idle = 0;
+    for (;;) {
+        uint64_t now = rte_rdtsc();
+        if (rx_service(w)) {
+            last = now;
+            idle = 0;
+        } else if (++idle >= IDLE_YIELD) {
+            idle = 0;
+            sched_yield();
+        }
+        if (now >= hard)
+            break;
+        int any;
+        if (!feeders_done(w, &any))
+            continue;
+        if (!fed_at)
+            fed_at = now;
+        uint64_t since = last > fed_at ? last : fed_at;
+        if (now > since && now - since >= quiet)
+            break;
+    }
+}
+
 /* TSC pacing: frames due by t cycles after the start (the first at once). A
  * constant rate r (per cycle): r t. A ramp from r0 to r1 over T: the integral
  * r0 t + (r1 - r0) t^2 / 2T up to T, then r1 on. */
@@ -1558,8 +1588,10 @@ static void run_gen(worker *w)
     w->cpu_frozen = 1;    /* the CPU counters cover the sending time */
     gen_unbuild(w);
     __atomic_store_n(&w->done_sending, 1, __ATOMIC_RELEASE);
-    if (w->cfg.track)
+    if (w->cfg.track == 1)
         receive_until_quiet(w, done);
+    else if (w->cfg.track == 2)
+        receive_until_fed(w, done);
 }
 
 /* ----------------------------------------------------- receive roles */
@@ -1729,8 +1761,15 @@ static int check_worker(pk_dpdk_engine *e, pk_dpdk_port *const *ports, int nport
             set_err(err, errlen, "worker %d: rate %g out of range", i, c->rate);
             return -1;
         }
-        if (c->peer >= 0 && (c->peer >= e->n || c->peer == i || e->w[c->peer].cfg.role == PK_DPDK_GEN)) {
-            set_err(err, errlen, "worker %d: peer %d must be a receiving worker of this engine", i, c->peer);
+        if (c->track > 2) {
+            set_err(err, errlen, "worker %d: track %d: 0 (send only), 1 (frames come back), 2 (bidirectional)",
+                    i, c->track);
+            return -1;
+        }
+        if (c->peer >= 0 && (c->peer >= e->n || c->peer == i ||
+                             (e->w[c->peer].cfg.role == PK_DPDK_GEN && e->w[c->peer].cfg.track != 2))) {
+            set_err(err, errlen, "worker %d: peer %d must be a receiving worker of this engine (or a "
+                    "bidirectional generator)", i, c->peer);
             return -1;
         }
         if (w->port->ip == 0) {
@@ -1804,9 +1843,15 @@ static int alloc_flow_tables(pk_dpdk_engine *e)
         for (int j = i; j < e->n; j++)
             if (tracks(&e->w[j].cfg) && e->w[j].port == w->port) {
                 const pk_dpdk_worker_cfg *c = &e->w[j].cfg;
-                uint32_t top = c->role == PK_DPDK_GEN ? c->flow_first + c->flows : c->flows;
+                uint32_t top = c->role != PK_DPDK_GEN ? c->flows : c->track == 1 ? c->flow_first + c->flows : 0;
                 n = top > n ? top : n;
             }
+        for (int j = 0; j < e->n; j++) {   /* generators sending into this port */
+            const pk_dpdk_worker_cfg *c = &e->w[j].cfg;
+            if (c->role == PK_DPDK_GEN && c->peer >= 0 && e->w[c->peer].port == w->port &&
+                c->flow_first + c->flows > n)
+                n = c->flow_first + c->flows;
+        }
         flow_state *t = zalloc(sizeof(flow_state) * ((size_t)n + PK_DPDK_MAX_QUEUES));
         if (!t)
             return -1;
@@ -1934,7 +1979,7 @@ static uint64_t *sent_into(const pk_dpdk_engine *e, const pk_dpdk_port *p, uint3
         const pk_dpdk_worker_cfg *c = &g->cfg;
         if (c->role != PK_DPDK_GEN || !g->flow_seq)
             continue;
-        int into = c->track ? g->port == p : (c->peer >= 0 && e->w[c->peer].port == p);
+        int into = c->track == 1 ? g->port == p : (c->peer >= 0 && e->w[c->peer].port == p);
         if (!into)
             continue;
         if (!sent && !(sent = calloc((size_t)nflows + PK_DPDK_MAX_QUEUES, sizeof(uint64_t))))

@@ -38,7 +38,9 @@ typedef struct pk_dpdk_worker_cfg {
     int role;
     int port;              /* index into the ports given to pk_dpdk_create; one worker per (port, queue) */
     int peer;              /* GEN: index of the worker that receives its frames in this engine, or -1 */
-    int track;             /* GEN: frames come back (a reverse peer): loss and round trips here */
+    int track;             /* GEN: 1 = frames come back (a reverse peer): loss and round trips here;
+                              2 = bidirectional: it also receives the flows of the generators
+                              whose peer it is (or is on its port), as a receiver would */
     uint32_t size;         /* GEN: Ethernet frame bytes counting the 4-byte FCS, 64..1518 */
     uint32_t flows;        /* GEN: flows sent; RXONLY: flow ids tracked (receivers on one port share
                               one table, flow ids 0 .. the largest of theirs) */

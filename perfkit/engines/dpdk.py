@@ -246,6 +246,13 @@ def plan(spec) -> tuple[list[tuple[str, str]], list[dict]]:
                 for g in gens:
                     g["dst_mac"] = "ff:ff:ff:ff:ff:ff"  # nobody there to answer ARP
             return [(spec.port, spec.ip)], gens
+        if spec.bidirectional:
+            # both ports generate (and receive: track 2); the peer's generators send from
+            # peer_ip to ip, their own address ranges swapped
+            back = [{**g, "port": 1, "track": 2, "dst_ip": spec.ip, "dst_ips": spec.src_ips,
+                     "src_ips": spec.dst_ips, "peer": n + k} for k, g in enumerate(gens)]
+            return [(spec.port, spec.ip), (spec.peer, spec.peer_ip)], back + [
+                {**g, "track": 2, "peer": k} for k, g in enumerate(gens)]
         far = [{"role": "dpdk_recv" if spec.mode == "rxonly" else "dpdk_reflect", "port": 1, "queue": k,
                 "flows": spec.flows, "burst": spec.burst, "duration": spec.duration,
                 "dst_ips": spec.dst_ips} for k in range(n)]
