@@ -100,7 +100,8 @@ def _parser() -> argparse.ArgumentParser:
                      "net_af_packet0,iface=IF (with --netns)")
     flw.add_argument("--peer", help="a second port in this process that receives (ring:NAME:1, ...)")
     flw.add_argument("--mode", default="rxonly", help="what the far end does: rxonly or reverse (default rxonly)")
-    flw.add_argument("-m", "--size", default=64, help="Ethernet frame bytes with FCS, 64..1518 (default 64)")
+    flw.add_argument("-m", "--size", default=64, help="Ethernet frame bytes with FCS, 64..1518, jumbo to 9018 "
+                     "(default 64)")
     flw.add_argument("-r", "--rate", help="target rate: 1Mpps, 500Mbps (default: unlimited)")
     flw.add_argument("-f", "--flows", default=1, help="UDP flows (source ports, default 1)")
     flw.add_argument("-t", "--duration", default="10s", help="how long to send (default 10s)")

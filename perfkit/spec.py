@@ -183,7 +183,9 @@ class RemoteTest(_SocketTest):
 DPDK_MODES = ("rxonly", "reverse")
 DPDK_DRIVERS = ("net_null", "net_ring", "net_memif", "net_af_packet", "net_tap", "net_af_xdp")
 DPDK_KERNEL_DRIVERS = ("net_af_packet", "net_tap", "net_af_xdp")   # they reach a kernel: lab namespaces only
-DPDK_MIN_SIZE, DPDK_MAX_SIZE = 64, 1518
+DPDK_MIN_SIZE, DPDK_MAX_SIZE = 64, 9018   # above DPDK_STD_SIZE: jumbo frames (MTU 9000)
+DPDK_STD_SIZE = 1518
+DPDK_JUMBO_PORTS = ("ring:", "net_ring", "net_null", "net_memif")   # carry jumbo frames as they are
 DPDK_MAX_FLOWS = 131072   # PK_DPDK_MAX_FLOWS: a 528-byte sequence window each, preallocated
 DPDK_MAX_IPS = 1 << 17
 DPDK_MAX_QUEUES = 8      # PK_DPDK_MAX_QUEUES: lcores (one queue each) per port
@@ -332,7 +334,8 @@ class DpdkFlows(_DpdkSpec):
               sends each one back (mode reverse); None: the far end is elsewhere
     mode      what the far end does. rxonly: loss and one-way latency measured there;
               reverse: frames come back, loss and round trips measured by the generator
-    size      Ethernet frame bytes counting the 4-byte FCS, 64..1518 (rates count these bytes)
+    size      Ethernet frame bytes counting the 4-byte FCS, 64..1518, or jumbo up to 9018 on
+              ring, net_ring, net_null and net_memif ports (rates count these bytes)
     sizes     a size mix instead: 'imix' (64:7,570:4,1518:1), '64,570,1518', '64:7,570:4,...',
               sent interleaved as one preallocated pattern; size becomes the mean (rounded)
     rate      target rate (1Mpps, 500Mbps: bits of whole frames, the mean size with sizes);
@@ -435,6 +438,16 @@ class DpdkFlows(_DpdkSpec):
                                  "at most 1Mpps (100pps, 1kpps)")
             put("probe_rate", pr)
         put("probe_size", _int_in(self.probe_size, "probe_size", 70, DPDK_MAX_SIZE))
+        biggest = max([self.size] + [s for s, _ in self.sizes or ()]
+                      + ([self.probe_size] if self.probe_rate else []))
+        if biggest > DPDK_STD_SIZE:
+            for name in ("port", "peer"):
+                dev = getattr(self, name)
+                if dev is not None and not dev.startswith(DPDK_JUMBO_PORTS):
+                    field = "sizes" if self.sizes else "size"
+                    raise ValueError(f"{field}: {biggest}-byte frames are jumbo: {name} {dev.split(',')[0]} "
+                                     f"takes at most {DPDK_STD_SIZE} (jumbo on ring, net_ring, net_null, "
+                                     "net_memif ports)")
         if self.bidirectional not in (True, False):
             raise ValueError(f"bidirectional: {self.bidirectional!r} is not true or false")
         if self.bidirectional and (self.peer is None or self.mode != "rxonly"):

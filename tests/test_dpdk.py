@@ -196,7 +196,7 @@ def test_a_failed_eal_init_says_restart_and_stays_failed():
     (dict(port="net_ring0", peer="net_ring1"), "peer"),        # two loopbacks, not a pair
     (dict(port="ring:a:0", peer="ring:a:0"), "peer"),
     (dict(mode="echo"), "mode"),
-    (dict(size=63), "size"), (dict(size=1519), "size"),
+    (dict(size=63), "size"), (dict(size=9019), "size"), (dict(size=1519, port="net_af_packet0,iface=x", netns="/run/netns/x"), "size"),
     (dict(rate=0), "rate"), (dict(rate="fast"), "rate"),
     (dict(flows=0), "flows"), (dict(flows=200000), "flows"), (dict(sport=65000, flows=1000), "flows"),
     (dict(duration=0), "duration"),
@@ -592,7 +592,7 @@ def test_cli_flows_and_reflect_text(eal, capsys):
 
 @pytest.mark.parametrize("args, field", [
     (["flows", "--port", "eth0"], "port"),
-    (["flows", "--port", "ring:a:0", "--size", "9000"], "size"),
+    (["flows", "--port", "ring:a:0", "--size", "9019"], "size"),
     (["flows", "--port", "ring:a:0", "--engine", "socket"], "engine"),
     (["flows", "--port", "ring:a:0", "--mem", "lots"], "mem"),
     (["flows", "--port", "ring:a:0", "--cpus", "77"], "worker_cpus"),

@@ -110,12 +110,12 @@ def test_two_processes_over_memif_sent_is_received_plus_lost_exactly(eal, sock):
     assert dpdk.resources()["ports_open"] == 0
 
 
-@pytest.mark.parametrize("cores", [1, 2])
-def test_reflector_process_returns_every_frame_over_memif(eal, sock, cores):
+@pytest.mark.parametrize("cores, size", [(1, 256), (2, 256), (1, 9018)])
+def test_reflector_process_returns_every_frame_over_memif(eal, sock, cores, size):
     # the CLI's reflector in another process (memif server), this process's generator
     # (memif client) in reverse mode: it resolves the reflector's MAC by ARP over memif and
     # counts its own frames back: sent = received back + lost, exactly. With 2 cores both
-    # sides use 2 memif queues, one lcore each
+    # sides use 2 memif queues, one lcore each. Jumbo frames cross memif in chained buffers
     server = _py(["-m", "perfkit", "reflect", "--port", f"net_memif0,role=server,socket={sock}", "--cores", str(cores),
                   "--mode", "reverse", "--ip", B_IP, "--duration", "15s", "--interval", "0.1s", "--json"])
     try:
@@ -125,7 +125,7 @@ def test_reflector_process_returns_every_frame_over_memif(eal, sock, cores):
         first = server.stdout.readline()
         assert first.startswith("{"), (first, server.poll())
         spec = DpdkFlows(port=f"net_memif0,role=client,socket={sock}", mode="reverse", ip=A_IP, peer_ip=B_IP,
-                         rate="20kpps", flows=5, size=256, duration="1s", cores=cores)
+                         rate="20kpps", flows=5, size=size, duration="1s", cores=cores)
         run = perfkit.Run(spec, engine="dpdk").run()
         s = run.summary
     finally:
@@ -133,7 +133,7 @@ def test_reflector_process_returns_every_frame_over_memif(eal, sock, cores):
         out, err = server.communicate(timeout=30)
     assert run.error is None
     assert run.roles == ["dpdk_send"] * cores
-    assert abs(s["pkts_tx"] - 20_000) <= cores - 1 and s["bytes_tx"] == s["pkts_tx"] * 256  # its frames
+    assert abs(s["pkts_tx"] - 20_000) <= cores - 1 and s["bytes_tx"] == s["pkts_tx"] * size  # its frames
     assert s["lat_count"] + s["lost"] == s["pkts_tx"] and s["lost"] == 0   # every frame came back
     assert s["dup"] == s["reorder"] == 0 and 0 < s["lat_p50_us"] < 1e6
 

@@ -264,7 +264,7 @@ def test_a_ramp_sends_the_integral_of_its_rate_rising(eal):
 
 
 @pytest.mark.parametrize("kw, field", [
-    (dict(sizes="64,9000"), "sizes"), (dict(sizes=""), "sizes"), (dict(sizes="64:0"), "sizes weight"),
+    (dict(sizes="64,9019"), "sizes"), (dict(sizes=""), "sizes"), (dict(sizes="64:0"), "sizes weight"),
     (dict(sizes="64:1000,128:101"), "sizes"), (dict(sizes=[[64, 1, 2]]), "sizes"),
     (dict(ramp_to="1Mpps"), "ramp_to"), (dict(rate="1kpps", ramp_to="0pps"), "ramp_to"),
     (dict(rate="1kpps", ramp_to="2kpps", ramp_time="20s", duration="10s"), "ramp_time"),
@@ -570,3 +570,31 @@ def test_cli_bidirectional(eal):
     assert p.returncode == 0, p.stderr
     s = [json.loads(ln) for ln in p.stdout.splitlines()][-1]["summary"]
     assert s["pkts_tx"] == 10_000 == s["pkts_rx"] and s["lost"] == 0
+
+
+# ------------------------------------------------------------------ jumbo frames
+
+def test_jumbo_frames_well_formed_and_counted_exactly(eal):
+    frames, c, sent, t = capture({"flows": 2, "rate": 2000.0, "duration": 0.1, "sizes": [9018, 64, 1519]},
+                                 200, "jb")
+    assert len(frames) == c["pkts_tx"] == 200
+    got = [parse(f, t)["size"] for f in frames]
+    assert got[:3] == [9018, 64, 1519] and c["bytes_tx"] == sum(got)
+    res = dpdk.resources()
+    assert res["mbufs_free"] == res["mbufs"]        # the jumbo pool's buffers are back too
+    for mode in ("rxonly", "reverse"):
+        s = perfkit.Run(DpdkFlows(port="ring:jr:0", peer="ring:jr:1", mode=mode, size=9018, rate="10kpps",
+                                  duration="0.3s", flows=3), engine="dpdk").run().summary
+        sent = 3000
+        assert s["lat_count"] == sent and s["lost"] == 0
+        assert s["bytes_tx"] == s["bytes_rx"] == sent * 9018 * (2 if mode == "reverse" else 1)
+    res = dpdk.resources()
+    assert res["mbufs_free"] == res["mbufs"] and res["ports_open"] == 0
+
+
+def test_jumbo_is_refused_on_ports_with_a_standard_mtu():
+    with pytest.raises(ValueError, match="^sizes: 9018-byte frames are jumbo: port net_af_packet0"):
+        DpdkFlows(port="net_af_packet0,iface=x", netns="/run/netns/x", sizes="64,9018")
+    with pytest.raises(ValueError, match="^size: 2000-byte frames are jumbo: peer net_tap0"):
+        DpdkFlows(peer="net_tap0", netns="/run/netns/x", size=2000)
+    assert DpdkFlows(port="net_memif0,role=client", size=9018).size == 9018

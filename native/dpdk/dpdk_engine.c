@@ -116,6 +116,7 @@ static void tsc_mono_pair(uint64_t *tsc, uint64_t *ns)
 static int eal_state;                 /* 0 never, 1 up, -1 failed */
 static char eal_fail[256];
 static struct rte_mempool *pool;
+static struct rte_mempool *jumbo_pool;   /* frames above one standard mbuf: made on first need */
 static uint64_t cal_tsc, cal_ns;      /* the TSC/clock pair taken at init */
 static pthread_mutex_t ports_lock = PTHREAD_MUTEX_INITIALIZER;
 static int nports_open;
@@ -138,6 +139,25 @@ static unsigned main_socket(void)
 {
     int s = (int)rte_lcore_to_socket_id(rte_get_main_lcore());
     return s < 0 ? 0u : (unsigned)s;
+}
+
+#define JUMBO_MBUFS 2047
+#define JUMBO_ROOM  (RTE_PKTMBUF_HEADROOM + PK_DPDK_MAX_JUMBO)
+
+static int need_jumbo_pool(char *err, size_t errlen)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&lock);
+    if (!jumbo_pool)
+        jumbo_pool = rte_pktmbuf_pool_create("pk_jumbo", JUMBO_MBUFS, POOL_CACHE, 0, JUMBO_ROOM,
+                                             (int)main_socket());
+    pthread_mutex_unlock(&lock);
+    if (!jumbo_pool) {
+        set_err(err, errlen, "DPDK: cannot make the jumbo frame pool (%u mbufs of %u bytes): %s "
+                "(give EAL more memory)", JUMBO_MBUFS, JUMBO_ROOM, rte_strerror(rte_errno));
+        return -1;
+    }
+    return 0;
 }
 
 static int make_pool(uint32_t nb_mbufs, char *err, size_t errlen)
@@ -214,8 +234,8 @@ int pk_dpdk_eal_state(void) { return eal_state; }
 
 void pk_dpdk_pool_counts(uint32_t *size, uint32_t *avail)
 {
-    *size = pool ? pool->size : 0;
-    *avail = pool ? rte_mempool_avail_count(pool) : 0;
+    *size = (pool ? pool->size : 0) + (jumbo_pool ? jumbo_pool->size : 0);
+    *avail = (pool ? rte_mempool_avail_count(pool) : 0) + (jumbo_pool ? rte_mempool_avail_count(jumbo_pool) : 0);
 }
 
 int pk_dpdk_ports_open(void) { return __atomic_load_n(&nports_open, __ATOMIC_RELAXED); }
@@ -742,6 +762,7 @@ typedef struct worker {
     uint8_t *tmpl;               /* the longest frame, without the FCS: headers, zero filler */
     uint32_t frame_len;          /* its length */
     uint16_t *pattern;           /* frame lengths without FCS, sent in turn */
+    struct rte_mempool *gpool;   /* where its frames come from: the jumbo pool for long ones */
     uint32_t npattern, next_size;
     uint64_t ip_base;            /* IPv4 header words that never change (length, addresses: 0) */
     uint64_t udp_base;           /* UDP words that never change (protocol; the filler is 0) */
@@ -1208,7 +1229,7 @@ static inline void gen_flow_next(worker *w)
 static uint32_t gen_build(worker *w, uint32_t n, uint64_t now_ns)
 {
     struct rte_mbuf **slot = w->pend + w->npend;
-    if (rte_pktmbuf_alloc_bulk(pool, slot, n) != 0)
+    if (rte_pktmbuf_alloc_bulk(w->gpool, slot, n) != 0)
         return 0;
     for (uint32_t i = 0; i < n; i++) {
         struct rte_mbuf *m = slot[i];
@@ -1260,7 +1281,7 @@ static uint32_t gen_build(worker *w, uint32_t n, uint64_t now_ns)
  * probe_size bytes, pk_wire_hdr with the probe magic and the probe sequence. */
 static void gen_build_probe(worker *w, uint64_t now_ns)
 {
-    struct rte_mbuf *m = rte_pktmbuf_alloc(pool);
+    struct rte_mbuf *m = rte_pktmbuf_alloc(w->gpool);
     if (!m)
         return;
     uint8_t *d = rte_pktmbuf_mtod(m, uint8_t *);
@@ -1667,9 +1688,12 @@ static void *worker_main(void *arg)
     now = rte_rdtsc();
     read_nic(w, now, 0);
     flush_cpu(w, now);
-    struct rte_mempool_cache *cache = rte_mempool_default_cache(pool, rte_lcore_id());
-    if (cache)
-        rte_mempool_cache_flush(cache, pool);
+    struct rte_mempool *pools[2] = { pool, jumbo_pool };
+    for (int k = 0; k < 2; k++) {
+        struct rte_mempool_cache *cache = pools[k] ? rte_mempool_default_cache(pools[k], rte_lcore_id()) : NULL;
+        if (cache)
+            rte_mempool_cache_flush(cache, pools[k]);
+    }
     rte_thread_unregister();
 out:
     __atomic_store_n(&w->done_sending, 1, __ATOMIC_RELEASE);
@@ -1722,9 +1746,9 @@ static int check_worker(pk_dpdk_engine *e, pk_dpdk_port *const *ports, int nport
             return -1;
         }
         for (uint32_t k = 0; k < c->nsizes; k++)
-            if (c->sizes[k] < PK_DPDK_MIN_SIZE || c->sizes[k] > PK_DPDK_MAX_SIZE) {
+            if (c->sizes[k] < PK_DPDK_MIN_SIZE || c->sizes[k] > PK_DPDK_MAX_JUMBO) {
                 set_err(err, errlen, "worker %d: frame size %u out of range %d..%d", i, c->sizes[k],
-                        PK_DPDK_MIN_SIZE, PK_DPDK_MAX_SIZE);
+                        PK_DPDK_MIN_SIZE, PK_DPDK_MAX_JUMBO);
                 return -1;
             }
         if (c->ramp_ns && (!(c->rate > 0) || !(c->rate_end > 0) || c->rate_end > 1e10)) {
@@ -1732,13 +1756,13 @@ static int check_worker(pk_dpdk_engine *e, pk_dpdk_port *const *ports, int nport
             return -1;
         }
         if (c->probe_rate < 0 || c->probe_rate > 1e6 ||
-            (c->probe_rate > 0 && (c->probe_size < PK_DPDK_MIN_SIZE + 6 || c->probe_size > PK_DPDK_MAX_SIZE))) {
-            set_err(err, errlen, "worker %d: probes: rate 0..1e6/s, size 70..%d", i, PK_DPDK_MAX_SIZE);
+            (c->probe_rate > 0 && (c->probe_size < PK_DPDK_MIN_SIZE + 6 || c->probe_size > PK_DPDK_MAX_JUMBO))) {
+            set_err(err, errlen, "worker %d: probes: rate 0..1e6/s, size 70..%d", i, PK_DPDK_MAX_JUMBO);
             return -1;
         }
-        if (c->nsizes == 0 && (c->size < PK_DPDK_MIN_SIZE || c->size > PK_DPDK_MAX_SIZE)) {
+        if (c->nsizes == 0 && (c->size < PK_DPDK_MIN_SIZE || c->size > PK_DPDK_MAX_JUMBO)) {
             set_err(err, errlen, "worker %d: size %u out of range %d..%d", i, c->size,
-                    PK_DPDK_MIN_SIZE, PK_DPDK_MAX_SIZE);
+                    PK_DPDK_MIN_SIZE, PK_DPDK_MAX_JUMBO);
             return -1;
         }
         if (c->flows == 0 || c->flows > PK_DPDK_MAX_FLOWS || c->flow_first > PK_DPDK_MAX_FLOWS - c->flows) {
@@ -1905,6 +1929,19 @@ pk_dpdk_engine *pk_dpdk_create(pk_dpdk_port *const *ports, int nports,
                 e->w[j].port = NULL;
             pk_dpdk_destroy(e);
             return NULL;
+        }
+    }
+    for (int i = 0; i < n; i++) {   /* frames longer than a standard mbuf: one jumbo mbuf each */
+        worker *w = &e->w[i];
+        w->gpool = pool;
+        if (w->cfg.role == PK_DPDK_GEN && w->frame_len > RTE_MBUF_DEFAULT_DATAROOM) {
+            if (need_jumbo_pool(err, errlen) != 0) {
+                for (int j = 0; j < n; j++)
+                    e->w[j].port = NULL;
+                pk_dpdk_destroy(e);
+                return NULL;
+            }
+            w->gpool = jumbo_pool;
         }
     }
     for (int i = 0; i < n; i++) {

@@ -41,7 +41,7 @@ typedef struct pk_dpdk_worker_cfg {
     int track;             /* GEN: 1 = frames come back (a reverse peer): loss and round trips here;
                               2 = bidirectional: it also receives the flows of the generators
                               whose peer it is (or is on its port), as a receiver would */
-    uint32_t size;         /* GEN: Ethernet frame bytes counting the 4-byte FCS, 64..1518 */
+    uint32_t size;         /* GEN: Ethernet frame bytes counting the 4-byte FCS, 64..9018 */
     uint32_t flows;        /* GEN: flows sent; RXONLY: flow ids tracked (receivers on one port share
                               one table, flow ids 0 .. the largest of theirs) */
     uint32_t burst;        /* frames per rx/tx burst, 1..PK_DPDK_MAX_BURST */
@@ -84,7 +84,8 @@ typedef struct pk_dpdk_worker_cfg {
 #define PK_DPDK_MAX_FLOWS   131072   /* 528 B of sequence window each, preallocated */
 #define PK_DPDK_MAX_BURST   256
 #define PK_DPDK_MIN_SIZE    64
-#define PK_DPDK_MAX_SIZE    1518
+#define PK_DPDK_MAX_SIZE    1518     /* a standard Ethernet frame */
+#define PK_DPDK_MAX_JUMBO   9018     /* jumbo (MTU 9000): one mbuf of a second pool each */
 #define PK_DPDK_DRAIN_NS    1000000000ull  /* receivers wait at most this after duration */
 #define PK_DPDK_ARP_NS      1000000000ull  /* a generator ARPs this long for its destination */
 

@@ -42,6 +42,7 @@ cdef extern from "dpdk_engine.h":
     enum: PK_DPDK_MAX_BURST
     enum: PK_DPDK_MIN_SIZE
     enum: PK_DPDK_MAX_SIZE
+    enum: PK_DPDK_MAX_JUMBO
 
     int pk_dpdk_eal_init(int argc, const char *const *argv, uint32_t nb_mbufs, char *err, size_t errlen) nogil
     int pk_dpdk_eal_state()
