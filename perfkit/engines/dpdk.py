@@ -13,7 +13,15 @@ EalOptions.worker_cpus. A failed init cannot be retried in the same process.
 
 Each run opens its ports (rte_dev_probe, or rte_eth_from_rings for ring:NAME:0|1)
 and closes and unplugs them when it ends, so runs can follow each other in one
-process without leaking ports, threads, file descriptors or mbufs.
+process without leaking ports, threads, file descriptors or mbufs. (Except
+net_af_xdp: DPDK 22.11's af_xdp close keeps the interface's xsk socket, BPF fds
+and umem mbufs until the process ends, and the interface cannot be opened again.)
+
+With cores N, every port gets N queues and each side N workers (one per queue,
+each with its own counters and mempool cache); the generators split the flows and
+the rate. Frames: a size, a size mix (IMIX) as one preallocated pattern, jumbo
+frames from a second pool; flows over address and port ranges; a TSC-paced ramp;
+a latency probe stream beside the load (its own histogram: summary probe_lat_*).
 """
 from __future__ import annotations
 
@@ -172,8 +180,9 @@ def status() -> dict:
                 "detail": f"{_dpdk.version()}: EAL failed to initialise in this process; restart it"}
     mode = "up" if state == "up" else "starts on first use"
     return {"available": True,
-            "detail": f"{_dpdk.version()}: UDP flows (generator, rxonly, reverse) on vdev ports "
-                      f"and ring:NAME:0|1 pairs; EAL {mode}"}
+            "detail": f"{_dpdk.version()}: UDP flows (generator, rxonly, reverse, bidirectional; "
+                      f"address/port ranges, size mixes and IMIX, jumbo, ramps, latency probes, "
+                      f"several queues and lcores) on vdev ports and ring:NAME:0|1 pairs; EAL {mode}"}
 
 
 def resources() -> dict:
