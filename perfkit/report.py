@@ -81,6 +81,9 @@ def summary_text(s: dict, point: dict | None = None) -> str:
         put("errors", f"connect {_count(s['err_connect'])}  timeout {_count(s['err_timeout'])}  "
                       f"reset {_count(s['err_reset'])}  read {_count(s['err_read'])}")
         put("connections", _count(s["sock_open"]))
+        for u in s.get("per_url") or [] if len(s.get("per_url") or []) > 1 else []:
+            put("url", f"{u['url']}: {_count(u['requests'])} sent, {_count(u['responses'])} answered, "
+                       f"{_count(u['failed'])} failed")
     elif test == "udp_bw":
         put("send_bw", _si(s["bytes_tx"] / s["duration_s"] if s["duration_s"] else 0, "B/sec"))
         put("recv_bw", _si(s["bytes_rx"] / s["duration_s"] if s["duration_s"] else 0, "B/sec"))

@@ -26,6 +26,8 @@ enum { U_OFF, U_CONNECTING, U_SENDING, U_WAITING, U_IDLE, U_THINKING, U_RETRY };
 typedef struct http_user {
     int fd;
     int state;
+    uint32_t req;           /* the request template it sends now */
+    int inflight;           /* a request is out and not yet answered or failed */
     uint32_t sent;          /* request bytes written so far */
     uint64_t t_start;       /* when the response time starts (send, or intended time) */
     uint64_t due;           /* U_THINKING/U_RETRY: when to go on; else the timeout */
@@ -41,7 +43,70 @@ typedef struct http_state {
     uint32_t bl_head, bl_len;
     uint32_t *idle;         /* open loop: users connected and idle (a stack) */
     uint32_t nidle;
+    /* client: request templates (one per URL), back to back in w->bufs */
+    uint32_t nreq;
+    uint32_t *req_off, *req_len;
+    uint8_t *req_head;      /* a HEAD request: its response has no body */
+    uint64_t next_req;      /* cycle: the next template, modulo nreq */
+    uint64_t rng;           /* random: xorshift64 state */
+    uint64_t *per_url;      /* 3 per template: sent, answered, failed (this worker writes) */
 } http_state;
+
+static long http_request_len(const char *buf, size_t len, size_t max);
+
+/* Split the client's blob into its requests (each whole: headers, blank line,
+ * Content-Length body), so each request can pick one. */
+static int http_templates(worker *w, http_state *h, char *err, size_t errlen)
+{
+    uint32_t n = 0;
+    for (size_t off = 0; off < w->cfg.blob_len; n++) {
+        long q = http_request_len((const char *)w->bufs + off, w->cfg.blob_len - off, PK_SOCK_MAX_BLOB);
+        if (q <= 0) {
+            set_err(err, errlen, "HTTP: request %u (at byte %zu) is not a whole HTTP request", n, off);
+            return -1;
+        }
+        off += (size_t)q;
+    }
+    h->nreq = n;
+    h->req_off = calloc(n, sizeof(uint32_t));
+    h->req_len = calloc(n, sizeof(uint32_t));
+    h->req_head = calloc(n, 1);
+    h->per_url = calloc((size_t)n * 3, sizeof(uint64_t));
+    if (!h->req_off || !h->req_len || !h->req_head || !h->per_url) {
+        set_err(err, errlen, "HTTP: cannot allocate %u request templates", n);
+        return -1;
+    }
+    size_t off = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        long q = http_request_len((const char *)w->bufs + off, w->cfg.blob_len - off, PK_SOCK_MAX_BLOB);
+        h->req_off[k] = (uint32_t)off;
+        h->req_len[k] = (uint32_t)q;
+        h->req_head[k] = q >= 5 && memcmp(w->bufs + off, "HEAD ", 5) == 0;
+        off += (size_t)q;
+    }
+    h->rng = pk_now_ns() ^ 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)w;
+    if (!h->rng)
+        h->rng = 1;
+    return 0;
+}
+
+/* One writer (the worker); readers load relaxed. */
+static inline void url_count(http_state *h, uint32_t req, int which)
+{
+    uint64_t *p = &h->per_url[(size_t)req * 3 + (size_t)which];
+    __atomic_store_n(p, *p + 1, __ATOMIC_RELAXED);
+}
+
+int pk_sock_http_urls(const pk_sock_engine *e, int worker, uint64_t *out, uint32_t n)
+{
+    if (!e || worker < 0 || worker >= e->n || e->w[worker].cfg.role != PK_HTTP_CLIENT || !e->w[worker].http)
+        return 0;
+    const http_state *h = e->w[worker].http;
+    for (uint32_t k = 0; k < h->nreq && k < n && out; k++)
+        for (int j = 0; j < 3; j++)
+            out[k * 3 + j] = __atomic_load_n(&h->per_url[k * 3 + j], __ATOMIC_RELAXED);
+    return (int)h->nreq;
+}
 
 static void http_free(worker *w)
 {
@@ -58,6 +123,10 @@ static void http_free(worker *w)
     free(h->rbuf);
     free(h->backlog);
     free(h->idle);
+    free(h->req_off);
+    free(h->req_len);
+    free(h->req_head);
+    free(h->per_url);
     free(h);
     w->http = NULL;
 }
@@ -82,6 +151,8 @@ static int http_setup(worker *w, char *err, size_t errlen)
     }
     for (uint32_t i = 0; i < h->nusers; i++)
         h->users[i].fd = -1;
+    if (w->cfg.role == PK_HTTP_CLIENT)
+        return http_templates(w, h, err, errlen);
     return 0;
 }
 
@@ -100,6 +171,10 @@ static void user_close(worker *w, http_user *u)
 
 static void user_fail(worker *w, http_user *u, enum pk_counter_id why, uint64_t now)
 {
+    if (u->inflight) {
+        url_count(w->http, u->req, 2);
+        u->inflight = 0;
+    }
     pk_add(&w->c, why, 1);
     pk_add(&w->c, PK_http_err, 1);
     user_close(w, u);
@@ -143,13 +218,23 @@ static void user_watch(http_state *h, http_user *u, uint32_t events)
 /* Write what is left of the request; on completion wait for the response. */
 static void user_send(worker *w, http_state *h, http_user *u, uint64_t now)
 {
-    const uint8_t *req = w->bufs;
-    uint32_t len = w->cfg.blob_len;
-    if (u->sent == 0) {
-        pk_http_resp_init(&u->resp, w->http_head);
+    if (u->sent == 0) { /* a new request: pick its template */
+        if (h->nreq > 1 && w->cfg.url_random) {
+            h->rng ^= h->rng << 13;
+            h->rng ^= h->rng >> 7;
+            h->rng ^= h->rng << 17;
+            u->req = (uint32_t)(h->rng % h->nreq);
+        } else {
+            u->req = (uint32_t)(h->next_req++ % h->nreq);
+        }
+        pk_http_resp_init(&u->resp, h->req_head[u->req]);
         pk_add(&w->c, PK_http_req, 1);
-        pk_add(&w->c, w->http_post ? PK_http_post : PK_http_get, 1);
+        pk_add(&w->c, memcmp(w->bufs + h->req_off[u->req], "POST ", 5) == 0 ? PK_http_post : PK_http_get, 1);
+        url_count(h, u->req, 0);
+        u->inflight = 1;
     }
+    const uint8_t *req = w->bufs + h->req_off[u->req];
+    uint32_t len = h->req_len[u->req];
     while (u->sent < len) {
         ssize_t r = send(u->fd, req + u->sent, len - u->sent, MSG_NOSIGNAL);
         if (r > 0) {
@@ -189,6 +274,10 @@ static void user_request(worker *w, http_state *h, http_user *u, uint64_t t_star
 static void user_done(worker *w, http_state *h, http_user *u, uint64_t now, uint64_t *last_lat)
 {
     int s = u->resp.status;
+    u->inflight = 0;
+    url_count(h, u->req, 1);
+    if (s >= 400)
+        url_count(h, u->req, 2);
     record_latency(w, now - u->t_start, last_lat);
     pk_add(&w->c, PK_http_resp, 1);
     pk_add(&w->c, PK_pkts_rx, 1);
@@ -377,8 +466,9 @@ static void run_http_client(worker *w)
 /* ------------------------------------------------------------------ server */
 
 /* Bytes of a complete request at the start of buf[0, len): headers up to the
- * blank line plus a Content-Length body; 0 if incomplete, -1 if malformed. */
-static long http_request_len(const char *buf, size_t len)
+ * blank line plus a Content-Length body; 0 if incomplete, -1 if malformed or
+ * over max bytes. */
+static long http_request_len(const char *buf, size_t len, size_t max)
 {
     const char *end = NULL;
     for (size_t i = 3; i < len; i++)
@@ -387,7 +477,7 @@ static long http_request_len(const char *buf, size_t len)
             break;
         }
     if (!end)
-        return len >= HTTP_REQ_MAX ? -1 : 0;
+        return len >= max ? -1 : 0;
     uint64_t body = 0;
     for (const char *p = buf; p < end; p++) {
         if (*p != '\n')
@@ -397,7 +487,7 @@ static long http_request_len(const char *buf, size_t len)
             continue;
         for (; v < end && *v >= '0' && *v <= '9'; v++) {
             body = body * 10 + (uint64_t)(*v - '0');
-            if (body > HTTP_REQ_MAX)
+            if (body > max)
                 return -1;
         }
     }
@@ -466,7 +556,7 @@ static void run_http_server(worker *w)
                 pk_add(&w->c, PK_bytes_rx, (uint64_t)r);
                 u->resp.len += (uint32_t)r;
                 long q;
-                while (!close_it && (q = http_request_len(buf, u->resp.len)) != 0) {
+                while (!close_it && (q = http_request_len(buf, u->resp.len, HTTP_REQ_MAX)) != 0) {
                     if (q < 0) {
                         pk_add(&w->c, PK_bad_rx, 1);
                         close_it = 1;

@@ -89,7 +89,7 @@ def http_workers(spec) -> list[dict]:
              "size": 1, "duration": spec.duration, "users": spec.users, "rate": spec.messages_per_second,
              "keepalive": spec.keepalive, "think": spec.think, "ramp": spec.ramp,
              "connect_timeout": spec.connect_timeout, "response_timeout": spec.response_timeout,
-             "blob": spec.request_bytes()}]
+             "blob": spec.request_bytes(), "url_random": spec.url_order == "random"}]
 
 
 def build(spec):
