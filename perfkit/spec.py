@@ -438,6 +438,9 @@ class HttpLoad:
     method, headers, body   the request (GET/HEAD/POST/PUT/DELETE; headers as a dict)
     connect_timeout, response_timeout
     url_order         "cycle" or "random": how requests pick from a URL list
+    lab               run the client in this lab's first host (h1), e.g. against a server
+                      in h2 (url http://<h2's address>/): the lab's link, impaired or not,
+                      is then the path under test
     """
     url: str | list = "http://127.0.0.1:8080/"
     users: int = 10
@@ -452,6 +455,7 @@ class HttpLoad:
     connect_timeout: float | str = 5.0
     response_timeout: float | str = 10.0
     url_order: str = "cycle"
+    lab: str | None = None
 
     test = "http"
 
@@ -466,6 +470,8 @@ class HttpLoad:
             if _parse_url(u)[:2] != first[:2] or u.split(":", 1)[0] != self.urls[0].split(":", 1)[0]:
                 raise ValueError(f"url: {u!r} is not on {self.urls[0].split('/')[2]} with the same scheme "
                                  "as the first URL (one server per load)")
+        if self.lab is not None and not LAB_NAME.fullmatch(str(self.lab)):
+            raise ValueError(f"lab: {self.lab!r} is not a lab name (1-8 lowercase letters or digits)")
         if self.url_order not in ("cycle", "random"):
             raise ValueError(f"url_order: {self.url_order!r} is not 'cycle' or 'random'")
         put("users", _int_in(self.users, "users", 1, MAX_USERS))
@@ -476,7 +482,8 @@ class HttpLoad:
                 raise ValueError(f"{name}: {getattr(self, name)!r} is out of range {lo:g}..{hi:g} s")
             put(name, v)
         if self.rate is not None:
-            rate = parse_rate(self.rate, "rate")
+            text = str(self.rate).strip()  # requests/s: a bare 50k means 50k/s, as the docs say
+            rate = parse_rate(text + "pps" if re.fullmatch(r"[0-9.]+[kMG]", text) else self.rate, "rate")
             if rate.unit != "pps" or not 0 < rate.value <= MAX_RATE_PPS:
                 raise ValueError(f"rate: {self.rate!r} is not a number of requests/s above 0 (e.g. 5000, 50k)")
             put("rate", rate)

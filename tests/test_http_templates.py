@@ -22,6 +22,7 @@ def test_spec_validates_url_lists_and_templates():
     req = s.request_bytes()
     assert req.count(b"POST ") == 2 and b"POST /b?x=1 HTTP/1.1\r\n" in req and req.count(b"Content-Length: 2\r\n") == 2
     assert HttpLoad(url=[a]).url == a                      # a list of one is that URL
+    assert HttpLoad(url=a, rate="50k").rate.value == 50_000  # requests/s, as the docstring says
     assert HttpLoad.from_dict(s.to_dict()) == s
     assert b"Host: h\r\n" in HttpLoad(url=a, headers={"host": "h"}).request_bytes().replace(b"host", b"Host")
     assert HttpLoad(url=a, headers={"host": "h"}).request_bytes().count(b"127.0.0.1") == 0

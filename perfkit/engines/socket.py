@@ -85,7 +85,14 @@ def http_workers(spec) -> list[dict]:
         return [{"role": "http_server", "local": (spec.host, spec.port), "size": 1,
                  "duration": spec.duration, "users": spec.connections, "blob": spec.response_bytes()}]
     host, port = spec.target()
-    return [{"role": "http_client", "local": ("::" if ":" in host else "0.0.0.0", 0), "remote": (host, port),
+    where = {}
+    if spec.lab is not None:  # the client works in the lab's first host
+        from perfkit.lab import Lab
+        try:
+            where["netns"] = Lab.attach(spec.lab).hosts[0].netns_path
+        except ValueError:
+            raise ValueError(f"lab: no lab {spec.lab!r} is up (perfkit lab up; perfkit lab status)") from None
+    return [{**where, "role": "http_client", "local": ("::" if ":" in host else "0.0.0.0", 0), "remote": (host, port),
              "size": 1, "duration": spec.duration, "users": spec.users, "rate": spec.messages_per_second,
              "keepalive": spec.keepalive, "think": spec.think, "ramp": spec.ramp,
              "connect_timeout": spec.connect_timeout, "response_timeout": spec.response_timeout,
