@@ -400,16 +400,14 @@ MAX_URLS = 10_000
 
 
 def _parse_url(url: str, field: str = "url") -> tuple[str, int, str]:
-    """http://HOST[:PORT]/PATH -> (address, port, path); HOST is an IP or localhost."""
+    """http[s]://HOST[:PORT]/PATH -> (address, port, path); HOST is an IP or localhost."""
     from urllib.parse import urlsplit
     parts = urlsplit(str(url))
-    if parts.scheme == "https":
-        raise ValueError(f"{field}: https is not supported yet; use http://")
-    if parts.scheme != "http" or not parts.hostname:
-        raise ValueError(f"{field}: {url!r} is not an http://HOST[:PORT]/PATH URL")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{field}: {url!r} is not an http[s]://HOST[:PORT]/PATH URL")
     host = "127.0.0.1" if parts.hostname == "localhost" else parts.hostname
     try:
-        port = parts.port or 80
+        port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
         raise ValueError(f"{field}: the port in {url!r} is out of range 1..65535") from None
     path = parts.path or "/"
@@ -424,7 +422,8 @@ def _parse_url(url: str, field: str = "url") -> tuple[str, int, str]:
 class HttpLoad:
     """HTTP load with virtual users against a server (nGrinder, wrk, k6's job).
 
-    url               http://HOST[:PORT]/PATH; HOST is loopback or a lab address. Or a
+    url               http[s]://HOST[:PORT]/PATH; HOST is loopback or a lab address (https:
+                      TLS through the system OpenSSL, the certificate is not checked). Or a
                       list of URLs on one HOST:PORT: each request takes the next one
                       (url_order="cycle") or one at random (url_order="random")
     users             virtual users: one connection each (1..100000)
@@ -472,6 +471,14 @@ class HttpLoad:
                                  "as the first URL (one server per load)")
         if self.lab is not None and not LAB_NAME.fullmatch(str(self.lab)):
             raise ValueError(f"lab: {self.lab!r} is not a lab name (1-8 lowercase letters or digits)")
+        if self.tls:
+            try:
+                from perfkit._sock import HAVE_TLS
+            except ImportError:  # the engine says so when it is built
+                HAVE_TLS = True
+            if not HAVE_TLS:
+                raise ValueError("url: https needs perfkit built with OpenSSL (Debian: apt install libssl-dev, "
+                                 "then reinstall perfkit)")
         if self.url_order not in ("cycle", "random"):
             raise ValueError(f"url_order: {self.url_order!r} is not 'cycle' or 'random'")
         put("users", _int_in(self.users, "users", 1, MAX_USERS))
@@ -512,6 +519,11 @@ class HttpLoad:
         """The URL list (one URL: a list of one)."""
         return list(self.url) if isinstance(self.url, list) else [self.url]
 
+    @property
+    def tls(self) -> bool:
+        """https: every URL of the list is https (one scheme per load)."""
+        return self.urls[0].lower().startswith("https:")
+
     def target(self) -> tuple[str, int]:
         host, port, _ = _parse_url(self.urls[0])
         return host, port
@@ -525,7 +537,8 @@ class HttpLoad:
         host, port, path = _parse_url(url)
         body = self.body.encode() if isinstance(self.body, str) else (self.body or b"")
         mine = {str(k).lower() for k in (self.headers or {})}
-        hdrs = {k: v for k, v in (("Host", host if port == 80 else f"{host}:{port}"), ("User-Agent", "perfkit"))
+        default = 443 if self.tls else 80
+        hdrs = {k: v for k, v in (("Host", host if port == default else f"{host}:{port}"), ("User-Agent", "perfkit"))
                 if k.lower() not in mine}  # the caller's Host or User-Agent replaces ours
         hdrs.update(self.headers or {})
         if not self.keepalive:

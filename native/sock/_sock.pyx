@@ -29,6 +29,7 @@ MAX_FLOWS = PK_SOCK_MAX_FLOWS
 MAX_BATCH = PK_SOCK_MAX_BATCH
 MAX_GSO = PK_SOCK_MAX_GSO
 MAX_USERS = PK_SOCK_MAX_USERS
+HAVE_TLS = bool(pk_sock_have_tls())  # HTTPS client: built with OpenSSL
 
 
 cdef void _fill_addr(pk_sock_addr *a, object host, int port) except *:
@@ -46,7 +47,7 @@ cdef class SockEngine:
     size, flows, batch, gso, rate (messages/s, 0 = unlimited), duration (s),
     busy_poll, cpu, proto (tcp|sctp), netns; HTTP roles: users, keepalive,
     think, ramp, connect_timeout, response_timeout (s), blob (request or response bytes;
-    a client's blob may hold several requests back to back), url_random (netns: a
+    a client's blob may hold several requests back to back), url_random, tls (netns: a
     /run/netns/NAME path to work in)."""
     cdef pk_sock_engine *e
     cdef int n
@@ -98,6 +99,7 @@ cdef class SockEngine:
                 cfgs[i].blob = <const unsigned char *>blob if blob else NULL
                 cfgs[i].blob_len = len(blob)
                 cfgs[i].url_random = 1 if w.get("url_random", False) else 0
+                cfgs[i].tls = 1 if w.get("tls", False) else 0
             err[0] = 0
             self.e = pk_sock_create(cfgs, self.n, err, sizeof(err))
             if self.e == NULL:

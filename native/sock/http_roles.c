@@ -9,8 +9,17 @@
  * (close). Open loop (cfg.rate > 0): requests are due at fixed intended times;
  * a due request takes any idle user, and its response time counts from the
  * intended time, not the actual send (coordinated omission corrected, as wrk2).
+ *
+ * HTTPS (cfg.tls, built with OpenSSL): the handshake runs non-blocking in the
+ * same loop (U_HANDSHAKE) after the TCP connect; every user keeps one SSL object
+ * for its life (SSL_clear between connections). No certificate check, as wrk;
+ * bytes_tx/bytes_rx count HTTP bytes, not TLS records.
  */
 #include <sys/epoll.h>
+#ifdef PK_HAVE_OPENSSL
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#endif
 
 #include "perfkit/http1.h"
 
@@ -21,12 +30,14 @@
 #define HTTP_BACKLOG       65536        /* open loop: intended times waiting for a user */
 #define HTTP_REQ_MAX       (64 << 10)   /* a server reads request headers up to this */
 
-enum { U_OFF, U_CONNECTING, U_SENDING, U_WAITING, U_IDLE, U_THINKING, U_RETRY };
+enum { U_OFF, U_CONNECTING, U_SENDING, U_WAITING, U_IDLE, U_THINKING, U_RETRY, U_HANDSHAKE };
 
 typedef struct http_user {
     int fd;
     int state;
     uint32_t req;           /* the request template it sends now */
+    void *ssl;              /* HTTPS: this user's SSL object, kept across connections */
+    int tls_up;             /* HTTPS: the handshake on this connection is done */
     int inflight;           /* a request is out and not yet answered or failed */
     uint32_t sent;          /* request bytes written so far */
     uint64_t t_start;       /* when the response time starts (send, or intended time) */
@@ -50,7 +61,17 @@ typedef struct http_state {
     uint64_t next_req;      /* cycle: the next template, modulo nreq */
     uint64_t rng;           /* random: xorshift64 state */
     uint64_t *per_url;      /* 3 per template: sent, answered, failed (this worker writes) */
+    void *ssl_ctx;          /* HTTPS: one SSL_CTX per worker */
 } http_state;
+
+int pk_sock_have_tls(void)
+{
+#ifdef PK_HAVE_OPENSSL
+    return 1;
+#else
+    return 0;
+#endif
+}
 
 static long http_request_len(const char *buf, size_t len, size_t max);
 
@@ -119,6 +140,14 @@ static void http_free(worker *w)
                 close(h->users[i].fd);
     if (h->epfd >= 0)
         close(h->epfd);
+#ifdef PK_HAVE_OPENSSL
+    if (h->users)
+        for (uint32_t i = 0; i < h->nusers; i++)
+            if (h->users[i].ssl)
+                SSL_free(h->users[i].ssl);
+    if (h->ssl_ctx)
+        SSL_CTX_free(h->ssl_ctx);
+#endif
     free(h->users);
     free(h->rbuf);
     free(h->backlog);
@@ -151,15 +180,91 @@ static int http_setup(worker *w, char *err, size_t errlen)
     }
     for (uint32_t i = 0; i < h->nusers; i++)
         h->users[i].fd = -1;
+    if (w->cfg.role == PK_HTTP_CLIENT && w->cfg.tls) {
+#ifdef PK_HAVE_OPENSSL
+        SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+        if (!ctx) {
+            set_err(err, errlen, "HTTPS: SSL_CTX_new failed: %s", ERR_reason_error_string(ERR_get_error()));
+            return -1;
+        }
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL); /* load testing, not trust: as wrk */
+        SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+        SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF); /* a close without close_notify is EOF */
+        SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+        h->ssl_ctx = ctx;
+#else
+        set_err(err, errlen, "HTTPS: perfkit was built without OpenSSL (Debian: apt install libssl-dev, then reinstall)");
+        return -1;
+#endif
+    }
     if (w->cfg.role == PK_HTTP_CLIENT)
         return http_templates(w, h, err, errlen);
     return 0;
+}
+
+/* I/O on a user's connection, plain or TLS. > 0: bytes; 0: EOF (recv);
+ * -1: would block, *want = the epoll event to wait for; -2: failed, errno set. */
+static ssize_t u_send(http_user *u, const void *p, size_t n, uint32_t *want)
+{
+#ifdef PK_HAVE_OPENSSL
+    if (u->ssl) {
+        ERR_clear_error();
+        int r = SSL_write(u->ssl, p, (int)n);
+        if (r > 0)
+            return r;
+        int e = SSL_get_error(u->ssl, r);
+        if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) {
+            *want = e == SSL_ERROR_WANT_WRITE ? EPOLLOUT : EPOLLIN;
+            return -1;
+        }
+        if (e != SSL_ERROR_SYSCALL || errno == 0)
+            errno = EPROTO;
+        ERR_clear_error();
+        return -2;
+    }
+#endif
+    ssize_t r = send(u->fd, p, n, MSG_NOSIGNAL);
+    if (r > 0)
+        return r;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        *want = EPOLLOUT;
+        return -1;
+    }
+    if (r == 0)
+        errno = EPIPE;
+    return -2;
+}
+
+static ssize_t u_recv(http_user *u, void *p, size_t n)
+{
+#ifdef PK_HAVE_OPENSSL
+    if (u->ssl) {
+        ERR_clear_error();
+        int r = SSL_read(u->ssl, p, (int)n);
+        if (r > 0)
+            return r;
+        int e = SSL_get_error(u->ssl, r);
+        if (e == SSL_ERROR_ZERO_RETURN)
+            return 0;
+        if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+            return -1; /* (a TLS 1.3 ticket alone also ends here) */
+        if (e != SSL_ERROR_SYSCALL || errno == 0)
+            errno = EPROTO;
+        ERR_clear_error();
+        return -2;
+    }
+#endif
+    ssize_t r = recv(u->fd, p, n, 0);
+    if (r >= 0)
+        return r;
+    return errno == EAGAIN || errno == EWOULDBLOCK ? -1 : -2;
 }
 
 /* ------------------------------------------------------------------ client */
 
 static void user_close(worker *w, http_user *u)
 {
+    u->tls_up = 0; /* its SSL object is cleared on the next connect */
     if (u->fd >= 0) {
         close(u->fd); /* closing removes it from the epoll set */
         u->fd = -1;
@@ -236,15 +341,16 @@ static void user_send(worker *w, http_state *h, http_user *u, uint64_t now)
     const uint8_t *req = w->bufs + h->req_off[u->req];
     uint32_t len = h->req_len[u->req];
     while (u->sent < len) {
-        ssize_t r = send(u->fd, req + u->sent, len - u->sent, MSG_NOSIGNAL);
+        uint32_t want = 0;
+        ssize_t r = u_send(u, req + u->sent, len - u->sent, &want);
         if (r > 0) {
             u->sent += (uint32_t)r;
             pk_add(&w->c, PK_bytes_tx, (uint64_t)r);
             continue;
         }
-        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        if (r == -1) {
             u->state = U_SENDING;
-            user_watch(h, u, EPOLLOUT);
+            user_watch(h, u, want);
             return;
         }
         user_fail(w, u, errno == ECONNRESET || errno == EPIPE ? PK_err_reset : PK_err_read, now);
@@ -303,7 +409,7 @@ static void user_done(worker *w, http_state *h, http_user *u, uint64_t now, uint
 static void user_readable(worker *w, http_state *h, http_user *u, uint64_t now, uint64_t *last_lat)
 {
     for (;;) {
-        ssize_t r = recv(u->fd, h->rbuf, HTTP_READ_BUF, 0);
+        ssize_t r = u_recv(u, h->rbuf, HTTP_READ_BUF);
         if (r > 0) {
             pk_add(&w->c, PK_bytes_rx, (uint64_t)r);
             if (u->state != U_WAITING) {
@@ -340,12 +446,53 @@ static void user_readable(worker *w, http_state *h, http_user *u, uint64_t now, 
             }
             return;
         }
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
+        if (r == -1)
             return;
         user_fail(w, u, errno == ECONNRESET ? PK_err_reset : PK_err_read, now);
         return;
     }
 }
+
+#ifdef PK_HAVE_OPENSSL
+/* One step of the TLS handshake; when it is done, the request goes out. */
+static void user_handshake(worker *w, http_state *h, http_user *u, uint64_t now)
+{
+    ERR_clear_error();
+    int r = SSL_connect(u->ssl);
+    if (r == 1) {
+        u->tls_up = 1;
+        user_watch(h, u, EPOLLIN);
+        user_send(w, h, u, now);
+        return;
+    }
+    int e = SSL_get_error(u->ssl, r);
+    ERR_clear_error();
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        user_watch(h, u, e == SSL_ERROR_WANT_READ ? EPOLLIN : EPOLLOUT);
+        return;
+    }
+    user_fail(w, u, PK_err_tls, now);
+}
+
+/* The TCP connection is up: start TLS on it, with this user's SSL object. */
+static void user_tls_start(worker *w, http_state *h, http_user *u, uint64_t now)
+{
+    if (u->ssl && !SSL_clear(u->ssl)) { /* cannot be reused: make a new one */
+        SSL_free(u->ssl);
+        u->ssl = NULL;
+    }
+    if (!u->ssl)
+        u->ssl = SSL_new(h->ssl_ctx);
+    if (!u->ssl || !SSL_set_fd(u->ssl, u->fd)) {
+        ERR_clear_error();
+        user_fail(w, u, PK_err_tls, now);
+        return;
+    }
+    SSL_set_connect_state(u->ssl);
+    u->state = U_HANDSHAKE; /* the connect timeout keeps running */
+    user_handshake(w, h, u, now);
+}
+#endif
 
 static void user_event(worker *w, http_state *h, http_user *u, uint32_t ev, uint64_t now, uint64_t *last_lat)
 {
@@ -359,11 +506,23 @@ static void user_event(worker *w, http_state *h, http_user *u, uint32_t ev, uint
             user_fail(w, u, e == ECONNRESET ? PK_err_reset : PK_err_connect, now);
             return;
         }
+#ifdef PK_HAVE_OPENSSL
+        if (h->ssl_ctx) {
+            user_tls_start(w, h, u, now);
+            return;
+        }
+#endif
         user_watch(h, u, EPOLLIN);
         user_send(w, h, u, now);
         return;
     }
-    if (u->state == U_SENDING && (ev & EPOLLOUT)) {
+#ifdef PK_HAVE_OPENSSL
+    if (u->state == U_HANDSHAKE) {
+        user_handshake(w, h, u, now);
+        return;
+    }
+#endif
+    if (u->state == U_SENDING) { /* writable, or (TLS) readable when the write waits on a read */
         user_send(w, h, u, now);
         return;
     }
@@ -378,6 +537,7 @@ static void users_sweep(worker *w, http_state *h, uint64_t now, uint64_t started
         http_user *u = &h->users[i];
         switch (u->state) {
         case U_CONNECTING:
+        case U_HANDSHAKE:
         case U_SENDING:
         case U_WAITING:
             if (now >= u->due)

@@ -64,6 +64,7 @@ typedef struct pk_sock_worker_cfg {
     uint32_t blob_len;
     int url_random;         /* client: blob holds several requests back to back; each request
                                takes the next (0) or one at random (1) */
+    int tls;                /* client: HTTPS (through OpenSSL; no certificate check, as wrk) */
 } pk_sock_worker_cfg;
 
 #define PK_SOCK_MAX_WORKERS 64
@@ -101,6 +102,8 @@ void pk_sock_snapshot(const pk_sock_engine *e, int worker, uint64_t *counters, u
  * responses received whole, failed (4xx/5xx or no response). Copies up to n
  * templates into out[3 * n]; returns the number of templates (0: not a client). */
 int pk_sock_http_urls(const pk_sock_engine *e, int worker, uint64_t *out, uint32_t n);
+/* 1 if the engine was built with OpenSSL (HTTPS client), else 0. */
+int pk_sock_have_tls(void);
 /* The first worker error, or NULL. */
 const char *pk_sock_error(const pk_sock_engine *e);
 void pk_sock_destroy(pk_sock_engine *e);

@@ -96,7 +96,8 @@ def http_workers(spec) -> list[dict]:
              "size": 1, "duration": spec.duration, "users": spec.users, "rate": spec.messages_per_second,
              "keepalive": spec.keepalive, "think": spec.think, "ramp": spec.ramp,
              "connect_timeout": spec.connect_timeout, "response_timeout": spec.response_timeout,
-             "blob": spec.request_bytes(), "url_random": spec.url_order == "random"}]
+             "blob": spec.request_bytes(), "url_random": spec.url_order == "random",
+             "tls": spec.tls}]
 
 
 def build(spec):
