@@ -38,6 +38,7 @@ typedef struct http_user {
     uint32_t req;           /* the request template it sends now */
     void *ssl;              /* HTTPS: this user's SSL object, kept across connections */
     int tls_up;             /* HTTPS: the handshake on this connection is done */
+    uint32_t watching;      /* epoll events registered for fd; 0 = not in the set */
     int inflight;           /* a request is out and not yet answered or failed */
     uint32_t sent;          /* request bytes written so far */
     uint64_t t_start;       /* when the response time starts (send, or intended time) */
@@ -265,6 +266,7 @@ static ssize_t u_recv(http_user *u, void *p, size_t n)
 static void user_close(worker *w, http_user *u)
 {
     u->tls_up = 0; /* its SSL object is cleared on the next connect */
+    u->watching = 0;
     if (u->fd >= 0) {
         close(u->fd); /* closing removes it from the epoll set */
         u->fd = -1;
@@ -272,6 +274,16 @@ static void user_close(worker *w, http_user *u)
         pk_set(&w->c, PK_sock_current, pk_read(&w->c, PK_sock_current) - 1);
     }
     u->state = U_OFF;
+}
+
+/* Register or change u's epoll events; nothing when they are already those. */
+static void user_watch(http_state *h, http_user *u, uint32_t events)
+{
+    if (u->watching == events)
+        return;
+    struct epoll_event ev = { .events = events, .data.ptr = u };
+    epoll_ctl(h->epfd, u->watching ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, u->fd, &ev);
+    u->watching = events;
 }
 
 static void user_fail(worker *w, http_user *u, enum pk_counter_id why, uint64_t now)
@@ -307,23 +319,17 @@ static int user_connect(worker *w, http_state *h, http_user *u, uint64_t now)
         user_fail(w, u, PK_err_connect, now);
         return -1;
     }
-    struct epoll_event ev = { .events = EPOLLOUT | EPOLLIN, .data.ptr = u };
-    epoll_ctl(h->epfd, EPOLL_CTL_ADD, fd, &ev);
     u->state = U_CONNECTING;
     u->due = now + w->cfg.connect_timeout_ns;
+    if (h->ssl_ctx) /* TLS starts once connected */
+        user_watch(h, u, EPOLLOUT | EPOLLIN);
     return 0;
-}
-
-static void user_watch(http_state *h, http_user *u, uint32_t events)
-{
-    struct epoll_event ev = { .events = events, .data.ptr = u };
-    epoll_ctl(h->epfd, EPOLL_CTL_MOD, u->fd, &ev);
 }
 
 /* Write what is left of the request; on completion wait for the response. */
 static void user_send(worker *w, http_state *h, http_user *u, uint64_t now)
 {
-    if (u->sent == 0) { /* a new request: pick its template */
+    if (!u->inflight) { /* a new request (not a write that waited): pick its template */
         if (h->nreq > 1 && w->cfg.url_random) {
             h->rng ^= h->rng << 13;
             h->rng ^= h->rng >> 7;
@@ -337,6 +343,8 @@ static void user_send(worker *w, http_state *h, http_user *u, uint64_t now)
         pk_add(&w->c, memcmp(w->bufs + h->req_off[u->req], "POST ", 5) == 0 ? PK_http_post : PK_http_get, 1);
         url_count(h, u->req, 0);
         u->inflight = 1;
+        if (u->state != U_CONNECTING) /* (a new connection keeps its connect timeout) */
+            u->due = now + w->cfg.response_timeout_ns;
     }
     const uint8_t *req = w->bufs + h->req_off[u->req];
     uint32_t len = h->req_len[u->req];
@@ -353,12 +361,15 @@ static void user_send(worker *w, http_state *h, http_user *u, uint64_t now)
             user_watch(h, u, want);
             return;
         }
-        user_fail(w, u, errno == ECONNRESET || errno == EPIPE ? PK_err_reset : PK_err_read, now);
+        /* the first write on a new connection also reports a failed connect */
+        int refused = errno == ECONNREFUSED || errno == ETIMEDOUT || errno == EHOSTUNREACH ||
+                      errno == ENETUNREACH || errno == EADDRNOTAVAIL;
+        user_fail(w, u, refused ? PK_err_connect : errno == ECONNRESET || errno == EPIPE ? PK_err_reset : PK_err_read,
+                  now);
         return;
     }
     pk_add(&w->c, PK_pkts_tx, 1);
-    if (u->state == U_SENDING)
-        user_watch(h, u, EPOLLIN);
+    user_watch(h, u, EPOLLIN);
     u->state = U_WAITING;
     u->due = now + w->cfg.response_timeout_ns;
 }
@@ -369,9 +380,11 @@ static void user_request(worker *w, http_state *h, http_user *u, uint64_t t_star
     u->t_start = t_start;
     u->sent = 0;
     if (u->fd < 0) {
-        if (user_connect(w, h, u, now) == 0)
-            u->state = U_CONNECTING; /* sends once connected */
-        return;
+        if (user_connect(w, h, u, now) != 0 || h->ssl_ctx)
+            return; /* TLS: the handshake, then the request, once connected */
+        /* plain: write at once. A connect still in progress makes the write wait
+         * (EAGAIN: watch for writable) with the connect timeout running; on
+         * loopback and fast links it is already done, saving a wakeup */
     }
     user_send(w, h, u, now);
 }
