@@ -52,7 +52,7 @@ def test_counts_per_url_equal_nginx_access_log(tmp_path, order):
     assert sum(u["requests"] for u in per.values()) == s["requests"]
     assert sum(u["responses"] for u in per.values()) == s["responses"]
     # every request nginx saw is the template's: method, header, body length
-    assert {(m, cl, x) for m, _, _, cl, x, _ in log} == {("POST", "300", f"tmpl-{order}")}
+    assert {(m, cl, x) for m, _, _, cl, x, *_ in log} == {("POST", "300", f"tmpl-{order}")}
     logged = collections.Counter(uri for _, uri, *_ in log)
     for p in paths:  # exactly: nginx logs requests cut off at the end too (499)
         assert logged[p.split("?")[0]] == per[f"http://127.0.0.1:{ngx.port}{p}"]["requests"], (p, logged, per)
@@ -76,7 +76,24 @@ def test_cli_url_file_method_header_data(tmp_path):
     log = ngx.log()
     assert s["responses"] > 20 and [u["requests"] for u in s["per_url"]] == [
         sum(1 for ln in log if ln[1] == p) for p in ("/one", "/two")]
-    assert {(m, cl, x) for m, _, _, cl, x, _ in log} == {("PUT", "3", "cli")}
+    assert {(m, cl, x) for m, _, _, cl, x, *_ in log} == {("PUT", "3", "cli")}
     bad = subprocess.run([sys.executable, "-P", "-m", "perfkit", "http", "-u", "2"], capture_output=True,
                          text=True, timeout=60)
     assert bad.returncode == 2 and "url-file" in bad.stderr and bad.stderr.count("\n") == 1
+
+
+@needs_nginx
+def test_many_users_to_loopback_spread_over_source_addresses(tmp_path):
+    """Past 8192 users to loopback, users bind 127.0.0.1, .2, ...: Linux's connect()
+    would otherwise search ~14k same-parity ports per call once they fill up."""
+    users = 9000
+    with Nginx(tmp_path) as ngx:
+        s = perfkit.run(HttpLoad(url=f"http://127.0.0.1:{ngx.port}/", users=users, duration=3, ramp="1s",
+                                 think="1s", headers={"X-Perfkit": "spread"})).summary
+        log = ngx.log()
+    assert s["sock_open"] == users and s["http_err"] == 0 and s["responses"] >= users
+    by_src = collections.Counter(ln[6] for ln in log)
+    assert set(by_src) == {"127.0.0.1", "127.0.0.2"}
+    assert sum(by_src.values()) == s["requests"]
+    # users 0..8191 from .1, the other 808 from .2: requests in about that share
+    assert by_src["127.0.0.2"] / s["requests"] == pytest.approx((users - 8192) / users, abs=0.03)
