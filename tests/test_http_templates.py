@@ -97,3 +97,19 @@ def test_many_users_to_loopback_spread_over_source_addresses(tmp_path):
     assert sum(by_src.values()) == s["requests"]
     # users 0..8191 from .1, the other 808 from .2: requests in about that share
     assert by_src["127.0.0.2"] / s["requests"] == pytest.approx((users - 8192) / users, abs=0.03)
+
+
+@needs_nginx
+def test_threads_split_users_and_rate(tmp_path):
+    with Nginx(tmp_path) as ngx:
+        urls = [f"http://127.0.0.1:{ngx.port}/t{i}" for i in range(3)]
+        run = perfkit.run(HttpLoad(url=urls, users=9, threads=2, duration=1))
+        s, log = run.summary, ngx.log()
+        paced = perfkit.run(HttpLoad(url=urls[0], users=8, threads=2, duration=2, rate=600)).summary
+    assert run.roles == ["http_client", "http_client"] and len(s["cpu_pct_by_worker"]) == 2
+    assert s["sock_open"] == 9 and s["vusers"] == 9 and s["http_err"] == 0 and s["responses"] > 100
+    logged = collections.Counter(ln[1] for ln in log)
+    assert [u["requests"] for u in s["per_url"]] == [logged[f"/t{i}"] for i in range(3)]  # summed over threads
+    assert paced["requests"] == pytest.approx(1200, rel=0.02) and paced["sock_open"] <= 8
+    with pytest.raises(ValueError, match="threads"):
+        HttpLoad(users=2, threads=3)

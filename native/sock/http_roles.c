@@ -69,7 +69,7 @@ typedef struct http_state {
     uint64_t rng;           /* random: xorshift64 state */
     uint64_t *per_url;      /* 3 per template: sent, answered, failed (this worker writes) */
     void *ssl_ctx;          /* HTTPS: one SSL_CTX per worker */
-    int spread_src;         /* bind users to 127.0.0.1 + index / HTTP_USERS_PER_SRC */
+    int spread_src;         /* bind users to 127.0.0.1 + (user_base + index) / HTTP_USERS_PER_SRC */
 } http_state;
 
 int pk_sock_have_tls(void)
@@ -206,7 +206,7 @@ static int http_setup(worker *w, char *err, size_t errlen)
 #endif
     }
     h->spread_src = w->cfg.role == PK_HTTP_CLIENT && w->cfg.remote.family == AF_INET &&
-                    w->cfg.remote.ip[0] == 127 && h->nusers > HTTP_USERS_PER_SRC;
+                    w->cfg.remote.ip[0] == 127 && w->cfg.user_base + h->nusers > HTTP_USERS_PER_SRC;
     if (w->cfg.role == PK_HTTP_CLIENT)
         return http_templates(w, h, err, errlen);
     return 0;
@@ -320,7 +320,7 @@ static int user_connect(worker *w, http_state *h, http_user *u, uint64_t now)
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     if (h->spread_src) { /* the address only: the port is still chosen at connect() */
         struct sockaddr_in src = { .sin_family = AF_INET };
-        src.sin_addr.s_addr = htonl(0x7f000001u + (uint32_t)(u - h->users) / HTTP_USERS_PER_SRC);
+        src.sin_addr.s_addr = htonl(0x7f000001u + (w->cfg.user_base + (uint32_t)(u - h->users)) / HTTP_USERS_PER_SRC);
         setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
         if (bind(fd, (struct sockaddr *)&src, sizeof(src)) != 0) {
             u->fd = fd;
