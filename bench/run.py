@@ -1069,6 +1069,7 @@ def _vs_rows(b: Bench, path: str, res: dict) -> None:
 
 HTTP_GROUPS = ("http_keepalive", "http_users20k", "http_close")
 HTTP_USERS = 100                # wrk -c100: as many perfkit virtual users
+HTTP_THREADS = 2                # wrk -t2: as many perfkit client threads
 HTTP_BIG_USERS = 20_000         # http_users20k: virtual users held ...
 HTTP_HOLD_S = 30.0              # ... this long, after ...
 HTTP_RAMP_S = 10.0              # ... starting them evenly over this time
@@ -1118,13 +1119,15 @@ class BenchNginx:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def _perfkit_http_api(url: str, users: int, duration: float, keepalive: bool, think: str, ramp: float) -> dict:
-    """What `perfkit http URL -u USERS -t D [--close] [--think T] [--ramp R] --json` runs, from Python."""
+def _perfkit_http_api(url: str, users: int, duration: float, keepalive: bool, think: str, ramp: float,
+                      threads: int) -> dict:
+    """What `perfkit http URL -u USERS -t D [--close] [--think T] [--ramp R] [--threads N] --json` runs."""
     from perfkit.errors import EngineError
     from perfkit.run import Run
     from perfkit.spec import HttpLoad
     try:
-        spec = HttpLoad(url=url, users=users, duration=duration, keepalive=keepalive, think=think, ramp=ramp)
+        spec = HttpLoad(url=url, users=users, duration=duration, keepalive=keepalive, think=think, ramp=ramp,
+                        threads=threads)
         run = Run(spec)
         run.start()
     except ValueError as exc:   # e.g. more users than the open-file limit allows
@@ -1140,11 +1143,11 @@ def _perfkit_http_api(url: str, users: int, duration: float, keepalive: bool, th
     return s
 
 
-def run_perfkit_http(url, users, duration, keepalive=True, think="0", ramp=0.0) -> dict:
+def run_perfkit_http(url, users, duration, keepalive=True, think="0", ramp=0.0, threads=1) -> dict:
     if PERFKIT_CLIENT == "api":
-        return in_fork(_perfkit_http_api, url, users, duration, keepalive, think, ramp, timeout=duration + 40)
+        return in_fork(_perfkit_http_api, url, users, duration, keepalive, think, ramp, threads, timeout=duration + 40)
     cmd = [*perfkit_cmd(), "http", url, "-u", str(users), "-t", f"{duration:g}s", "--think", think,
-           "--ramp", f"{ramp:g}s", "--json"] + ([] if keepalive else ["--close"])
+           "--ramp", f"{ramp:g}s", "--threads", str(threads), "--json"] + ([] if keepalive else ["--close"])
     try:
         cp = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=duration + 60)
     except subprocess.TimeoutExpired:
@@ -1197,8 +1200,10 @@ def _bench_http_vs_wrk(b: Bench, close: bool) -> None:
     with BenchNginx(b.ports, lifetime=b.reps * 2 * (b.duration + 30) + 60) as ngx:
         for rep in range(b.reps):
             def one_pk():
-                pk.append(b.attempt(f"rep {rep + 1} perfkit http -u {HTTP_USERS}" + (" --close" if close else ""),
-                                    run_perfkit_http, ngx.url, HTTP_USERS, b.duration, not close,
+                pk.append(b.attempt(f"rep {rep + 1} perfkit http -u {HTTP_USERS} --threads {HTTP_THREADS}"
+                                    + (" --close" if close else ""),
+                                    run_perfkit_http, ngx.url, HTTP_USERS, b.duration, not close, "0", 0.0,
+                                    HTTP_THREADS,
                                     show=lambda s: f"{_fmt_rps(s['tps'])}, mean {s['lat_mean_us'] or 0:.0f} µs, "
                                                    f"errors {_pk_errors(s)}, cpu {cpu_str(s)}"))
 
@@ -1226,8 +1231,9 @@ def _bench_http_vs_wrk(b: Bench, close: bool) -> None:
                                         f"non-2xx {r['non2xx']}"])
     b.http_details += detail_table(
         f"{name}: perfkit http vs wrk, {what}", ["rep", "perfkit", "perfkit CPU", "wrk"], lines,
-        [f"perfkit: `HttpLoad(url, users={HTTP_USERS}, duration={b.duration:g}, keepalive={not close})` "
-         "(= `perfkit http URL -u 100" + (" --close" if close else "") + "`), one client thread; figure: "
+        [f"perfkit: `HttpLoad(url, users={HTTP_USERS}, duration={b.duration:g}, keepalive={not close}, "
+         f"threads={HTTP_THREADS})` (= `perfkit http URL -u 100 --threads {HTTP_THREADS}"
+         + (" --close" if close else "") + f"`), {HTTP_THREADS} client threads as wrk's; figure: "
          "summary `tps` (whole responses / s over its active time).",
          f"wrk: `wrk -t2 -c{HTTP_USERS} -d{b.duration:.0f}s" + (" -H 'Connection: close'" if close else "")
          + " URL`, two threads; figure: its `Requests/sec`.",
@@ -1427,7 +1433,7 @@ def write_results(path: Path, b: Bench, env: dict, versions: dict, argv: list[st
         md += [""]
     if b.http_rows:
         md += ["## perfkit http vs wrk against nginx (loopback)", "",
-               "Requests/s of perfkit's HTTP client (one thread) and wrk (`-t2`) against the same nginx, taking "
+               "Requests/s of perfkit's HTTP client and wrk, two threads each, against the same nginx, taking "
                "turns; and many virtual users held with zero client errors. Targets: >= 1.0x wrk.", "",
                "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
         md += ["| " + " | ".join(row_cells(r)) + " |" for r in b.http_rows]
