@@ -70,10 +70,11 @@ def test_cli_url_file_method_header_data(tmp_path):
         f.write_text(f"# two paths\nhttp://127.0.0.1:{ngx.port}/one\n\nhttp://127.0.0.1:{ngx.port}/two\n")
         out = subprocess.run([sys.executable, "-P", "-m", "perfkit", "http", "--url-file", str(f), "-u", "2",
                               "-t", "1", "-X", "PUT", "-H", "X-Perfkit: cli", "--data", "abc", "--close",
-                              "--json"], capture_output=True, text=True, timeout=60)
+                              "--threads", "2", "--json"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     s = json.loads(out.stdout.splitlines()[-1])["summary"]
     log = ngx.log()
+    assert len(s["cpu_pct_by_worker"]) == 2  # --threads 2
     assert s["responses"] > 20 and [u["requests"] for u in s["per_url"]] == [
         sum(1 for ln in log if ln[1] == p) for p in ("/one", "/two")]
     assert {(m, cl, x) for m, _, _, cl, x, *_ in log} == {("PUT", "3", "cli")}
