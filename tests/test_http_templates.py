@@ -83,7 +83,14 @@ def test_cli_url_file_method_header_data(tmp_path):
     assert bad.returncode == 2 and "url-file" in bad.stderr and bad.stderr.count("\n") == 1
 
 
+def _hard_nofile():
+    import resource
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    return float("inf") if hard == resource.RLIM_INFINITY else hard
+
+
 @needs_nginx
+@pytest.mark.skipif(_hard_nofile() < 9200, reason="the open-file hard limit is below 9000 users")
 def test_many_users_to_loopback_spread_over_source_addresses(tmp_path):
     """Past 8192 users to loopback, users bind 127.0.0.1, .2, ...: Linux's connect()
     would otherwise search ~14k same-parity ports per call once they fill up."""
