@@ -111,6 +111,13 @@ def _parser() -> argparse.ArgumentParser:
     flw.add_argument("--sport", default=10000, help="first UDP source port (default 10000)")
     flw.add_argument("--dport", default=9, help="UDP destination port (default 9)")
     flw.add_argument("--burst", default=32, help="frames per burst (default 32)")
+    flw.add_argument("--src-ips", default=1, help="source addresses from --ip (default 1)")
+    flw.add_argument("--dst-ips", default=1, help="destination addresses from --peer-ip (default 1)")
+    flw.add_argument("--sports", help="source ports from --sport (default: as many as --flows needs)")
+    flw.add_argument("--dports", default=1, help="destination ports from --dport (default 1)")
+    flw.add_argument("--sizes", help="a frame size mix instead of --size: imix, 64,570,1518 or 64:7,570:4,1518:1")
+    flw.add_argument("--ramp-to", help="with --rate: the rate rises from --rate to this (1Mpps, 1Gbps)")
+    flw.add_argument("--ramp-time", help="how long the ramp takes (default: --duration)")
     rfl = sub.add_parser("reflect", help="the far end of DPDK flows on one port: rxonly or reverse")
     rfl.add_argument("--engine", default="dpdk", help="engine (only dpdk reflects)")
     rfl.add_argument("--port", required=True, help="DPDK port (see perfkit flows)")
@@ -119,7 +126,9 @@ def _parser() -> argparse.ArgumentParser:
     rfl.add_argument("--ip", default="198.18.0.2", help="the port's address (default 198.18.0.2)")
     rfl.add_argument("-f", "--flows", default=1024, help="rxonly: flow ids tracked (default 1024)")
     rfl.add_argument("--burst", default=32, help="frames per burst (default 32)")
+    rfl.add_argument("--ips", default=1, help="reverse: reflect for this many addresses from --ip (default 1)")
     for sp in (flw, rfl):
+        sp.add_argument("--cores", default=1, help="lcores per side, one port queue each (default 1)")
         sp.add_argument("--netns", help="open the port in this network namespace (/run/netns/NAME)")
         sp.add_argument("--mem", default=512, help="EAL memory in MB (default 512)")
         sp.add_argument("--hugepages", default="auto", help="auto, on or off (default auto: on where enough are free)")
@@ -405,14 +414,24 @@ def _dpdk_done(a, run, printer, interrupted, text: str) -> int:
     return 130 if interrupted else 0
 
 
+def _frames_text(spec) -> str:
+    if spec.sizes is None:
+        return f"{spec.size} B frames"
+    mix = ",".join(f"{s}:{w}" for s, w in spec.sizes)
+    return f"frames of {mix} (mean {spec.mean_size:.1f} B)"
+
+
 def _flows(a) -> int:
     from perfkit.spec import DpdkFlows
     spec = DpdkFlows(port=a.port, peer=a.peer, mode=a.mode, size=a.size, rate=a.rate, flows=a.flows,
                      duration=a.duration, ip=a.ip, peer_ip=a.peer_ip, dst_mac=a.dst_mac, sport=a.sport,
-                     dport=a.dport, burst=a.burst, netns=a.netns)
+                     dport=a.dport, burst=a.burst, netns=a.netns, src_ips=a.src_ips, dst_ips=a.dst_ips,
+                     sports=a.sports, dports=a.dports, sizes=a.sizes, ramp_to=a.ramp_to,
+                     ramp_time=a.ramp_time, cores=a.cores)
     far = f"{spec.peer} ({spec.mode})" if spec.peer else f"{spec.peer_ip} ({spec.mode}, elsewhere)"
     run, printer, interrupted = _dpdk_run(
-        a, spec, f"perfkit flows: {spec.size} B frames, {spec.rate or 'unlimited'}, {spec.flows} flow(s), "
+        a, spec, f"perfkit flows: {_frames_text(spec)}, {spec.rate or 'unlimited'}"
+                 f"{f' rising to {spec.ramp_to} over {spec.ramp_time:g} s' if spec.ramp_to else ''}, {spec.flows} flow(s), "
                  f"{spec.duration:g} s from {spec.port} to {far} (dpdk engine)")
     return _dpdk_done(a, run, printer, interrupted, summary_text(run.summary) if run.summary else "")
 
@@ -438,7 +457,7 @@ def _reflect_text(run) -> str:
 def _reflect(a) -> int:
     from perfkit.spec import DpdkReflect
     spec = DpdkReflect(port=a.port, mode=a.mode, duration=a.duration, ip=a.ip, flows=a.flows,
-                       burst=a.burst, netns=a.netns)
+                       burst=a.burst, netns=a.netns, ips=a.ips, cores=a.cores)
     run, printer, interrupted = _dpdk_run(
         a, spec, f"perfkit reflect: {spec.mode} on {spec.port} ({spec.ip}) for {spec.duration:g} s (dpdk engine)")
     return _dpdk_done(a, run, printer, interrupted, _reflect_text(run))

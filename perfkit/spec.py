@@ -199,7 +199,60 @@ DPDK_MODES = ("rxonly", "reverse")
 DPDK_DRIVERS = ("net_null", "net_ring", "net_memif", "net_af_packet", "net_tap")
 DPDK_KERNEL_DRIVERS = ("net_af_packet", "net_tap")   # they reach a kernel: lab namespaces only
 DPDK_MIN_SIZE, DPDK_MAX_SIZE = 64, 1518
-DPDK_MAX_FLOWS = 16384
+DPDK_MAX_FLOWS = 131072   # PK_DPDK_MAX_FLOWS: a 528-byte sequence window each, preallocated
+DPDK_MAX_IPS = 1 << 17
+DPDK_MAX_QUEUES = 8      # PK_DPDK_MAX_QUEUES: lcores (one queue each) per port
+DPDK_MAX_PATTERN = 1024   # PK_DPDK_MAX_PATTERN: frames in one size pattern
+IMIX = ((64, 7), (570, 4), (1518, 1))   # the classic simple IMIX
+
+
+def parse_sizes(value, field: str = "sizes") -> tuple[tuple[int, int], ...]:
+    """Frame sizes and their weights: 'imix' (64:7,570:4,1518:1), '64,128,256' (equal
+    weights), '64:7,570:4,1518:1', or a list of sizes or [size, weight] pairs. Weights
+    are reduced by their common divisor; they must add up to at most DPDK_MAX_PATTERN."""
+    import math
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text == "imix":
+            return IMIX
+        items = [x.strip() for x in text.split(",")]
+        if not all(items):
+            raise ValueError(f"{field}: {value!r} is not a list of sizes (64,570,1518 or 64:7,570:4 or imix)")
+        value = [tuple(x.split(":", 1)) if ":" in x else (x, 1) for x in items]
+    try:
+        pairs = [(p, 1) if isinstance(p, (int, str)) else tuple(p) for p in value]
+    except TypeError:
+        raise ValueError(f"{field}: {value!r} is not a list of sizes") from None
+    if not pairs or any(len(p) != 2 for p in pairs):
+        raise ValueError(f"{field}: {value!r} is not a list of sizes or [size, weight] pairs")
+    out = []
+    for size, weight in pairs:
+        size = parse_size(size, field)
+        if not DPDK_MIN_SIZE <= size <= DPDK_MAX_SIZE:
+            raise ValueError(f"{field}: {size} bytes is out of range {DPDK_MIN_SIZE}..{DPDK_MAX_SIZE} "
+                             "(Ethernet frames, FCS counted)")
+        out.append((size, _int_in(weight, field + " weight", 1, DPDK_MAX_PATTERN)))
+    g = math.gcd(*(w for _, w in out))
+    out = tuple((s, w // g) for s, w in out)
+    if sum(w for _, w in out) > DPDK_MAX_PATTERN:
+        raise ValueError(f"{field}: the weights add up to {sum(w for _, w in out)} frames per round "
+                         f"(at most {DPDK_MAX_PATTERN} after dividing by their common divisor)")
+    return out
+
+
+def size_pattern(sizes) -> list[int]:
+    """The order frames are sent in: smooth weighted round robin, so that the sizes
+    interleave (7:4:1 -> 64 570 64 64 570 64 1518 ...), not seven 64s in a row."""
+    total = sum(w for _, w in sizes)
+    cur = [0] * len(sizes)
+    out = []
+    for _ in range(total):
+        for i, (_, w) in enumerate(sizes):
+            cur[i] += w
+        best = max(range(len(sizes)), key=lambda i: cur[i])
+        cur[best] -= total
+        out.append(sizes[best][0])
+    return out
 DPDK_MAX_BURST = 256
 _DPDK_RING = re.compile(r"ring:[a-z0-9_]{1,16}:[01]")
 _DPDK_NAME = re.compile(r"[A-Za-z0-9_]+")
@@ -259,8 +312,12 @@ class _DpdkSpec:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        if "rate" in d:
-            d["rate"] = None if self.rate is None else {"value": self.rate.value, "unit": self.rate.unit}
+        for k in ("rate", "ramp_to"):
+            if k in d:
+                r = getattr(self, k)
+                d[k] = None if r is None else {"value": r.value, "unit": r.unit}
+        if d.get("sizes") is not None:
+            d["sizes"] = [list(p) for p in d["sizes"]]
         return {"kind": type(self).__name__, **d}
 
     @classmethod
@@ -273,8 +330,9 @@ class _DpdkSpec:
         unknown = set(d) - names
         if unknown:
             raise ValueError(f"{sorted(unknown)[0]}: unknown field (known: {', '.join(sorted(names))})")
-        if isinstance(d.get("rate"), dict):
-            d["rate"] = Rate(float(d["rate"]["value"]), d["rate"]["unit"])
+        for k in ("rate", "ramp_to"):
+            if isinstance(d.get(k), dict):
+                d[k] = Rate(float(d[k]["value"]), d[k]["unit"])
         return cls(**d)
 
 
@@ -290,8 +348,24 @@ class DpdkFlows(_DpdkSpec):
     mode      what the far end does. rxonly: loss and one-way latency measured there;
               reverse: frames come back, loss and round trips measured by the generator
     size      Ethernet frame bytes counting the 4-byte FCS, 64..1518 (rates count these bytes)
-    rate      target rate (1Mpps, 500Mbps); None = as fast as the port takes frames
-    flows     UDP flows, one source port each: sport .. sport + flows - 1
+    sizes     a size mix instead: 'imix' (64:7,570:4,1518:1), '64,570,1518', '64:7,570:4,...',
+              sent interleaved as one preallocated pattern; size becomes the mean (rounded)
+    rate      target rate (1Mpps, 500Mbps: bits of whole frames, the mean size with sizes);
+              None = as fast as the port takes frames
+    ramp_to   with rate: the rate rises linearly from rate to ramp_to over ramp_time
+              (default: the whole duration), then stays there; paced by the TSC
+    cores     lcores (worker threads) per side, each with its own queue of the port(s),
+              mempool cache and counters; the flows and the rate are split between
+              them. Receive queues are fed by RSS where the PMD has it; a ring pair,
+              net_ring and memif join tx queue q to rx queue q
+    flows     UDP flows, each its own 4-tuple and sequence numbers. Flow f is the f-th tuple
+              of the ranges below, source port varying fastest, then destination port,
+              source address, destination address; frames go round the flows in turn
+    src_ips   source addresses ip .. ip + src_ips - 1 (default 1)
+    dst_ips   destination addresses peer_ip .. peer_ip + dst_ips - 1 (default 1; a reverse
+              peer reflects for all of them)
+    sports    source ports sport .. sport + sports - 1 (default: as many as the flows need)
+    dports    destination ports dport .. dport + dports - 1 (default 1)
     duration  how long to send
     ip        the port's own address; peer_ip: the destination (and the peer port's address)
     dst_mac   the destination MAC; None = the peer port's, else ARP for peer_ip (1 s; then broadcast)
@@ -313,6 +387,14 @@ class DpdkFlows(_DpdkSpec):
     dport: int = 9
     burst: int = 32
     netns: str | None = None
+    src_ips: int = 1
+    dst_ips: int = 1
+    sports: int | None = None
+    dports: int = 1
+    sizes: tuple | str | None = None
+    ramp_to: Rate | str | float | None = None
+    ramp_time: float | str | None = None
+    cores: int = 1
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
@@ -334,6 +416,9 @@ class DpdkFlows(_DpdkSpec):
             raise ValueError(f"size: {size} bytes is out of range {DPDK_MIN_SIZE}..{DPDK_MAX_SIZE} "
                              "(Ethernet frames, FCS counted)")
         put("size", size)
+        if self.sizes is not None:
+            put("sizes", parse_sizes(self.sizes))
+            put("size", round(self.mean_size))
         if self.rate is not None:
             rate = parse_rate(self.rate, "rate")
             if not rate.value > 0:
@@ -347,6 +432,11 @@ class DpdkFlows(_DpdkSpec):
         if not 0 < duration <= MAX_DURATION_S:
             raise ValueError(f"duration: {self.duration!r} is out of range (above 0, at most 24h)")
         put("duration", duration)
+        self._check_ramp(put)
+        put("cores", _int_in(self.cores, "cores", 1, DPDK_MAX_QUEUES))
+        if self.flows < self.cores:
+            raise ValueError(f"flows: {self.flows} flow(s) for {self.cores} cores: each core sends "
+                             "flows of its own (give at least as many flows)")
         put("ip", check_lab_ipv4(self.ip, "ip"))
         put("peer_ip", check_lab_ipv4(self.peer_ip, "peer_ip"))
         if self.ip == self.peer_ip:
@@ -356,10 +446,67 @@ class DpdkFlows(_DpdkSpec):
                 raise ValueError(f"dst_mac: {self.dst_mac!r} is not a MAC address (aa:bb:cc:dd:ee:ff)")
             put("dst_mac", str(self.dst_mac).lower())
         put("sport", _int_in(self.sport, "sport", 1, 65535))
-        if self.sport + self.flows > 65536:
-            raise ValueError(f"flows: {self.flows} flows from source port {self.sport} pass 65535")
         put("dport", _int_in(self.dport, "dport", 1, 65535))
         put("burst", _int_in(self.burst, "burst", 1, DPDK_MAX_BURST))
+        self._check_ranges(put)
+
+    def _check_ramp(self, put):
+        if self.ramp_to is None:
+            if self.ramp_time is not None:
+                raise ValueError("ramp_time: give ramp_to (the rate to rise to) as well")
+            return
+        if self.rate is None:
+            raise ValueError("ramp_to: a ramp starts from rate: give rate as well")
+        to = parse_rate(self.ramp_to, "ramp_to")
+        if not to.value > 0 or to.messages_per_second(self.mean_size) > MAX_RATE_PPS:
+            raise ValueError(f"ramp_to: {self.ramp_to!r} is out of range (above 0, at most "
+                             f"{MAX_RATE_PPS:.0e} frames/s)")
+        put("ramp_to", to)
+        t = self.duration if self.ramp_time is None else parse_duration(self.ramp_time, "ramp_time")
+        if not 0 < t <= self.duration:
+            raise ValueError(f"ramp_time: {self.ramp_time!r} is out of range (above 0, at most the duration)")
+        put("ramp_time", t)
+
+    @property
+    def mean_size(self) -> float:
+        """Mean frame bytes (FCS counted): size, or the sizes' weighted mean."""
+        if self.sizes is None:
+            return float(self.size)
+        return sum(s * w for s, w in self.sizes) / sum(w for _, w in self.sizes)
+
+    @property
+    def ramp_end_per_second(self) -> float:
+        return self.ramp_to.messages_per_second(self.mean_size) if self.ramp_to else 0.0
+
+    def _check_ranges(self, put):
+        """The address and port ranges the flows are spread over."""
+        put("src_ips", _int_in(self.src_ips, "src_ips", 1, DPDK_MAX_IPS))
+        put("dst_ips", _int_in(self.dst_ips, "dst_ips", 1, DPDK_MAX_IPS))
+        put("dports", _int_in(self.dports, "dports", 1, 65535))
+        if self.dport + self.dports > 65536:
+            raise ValueError(f"dports: {self.dports} ports from {self.dport} pass 65535")
+        others = self.src_ips * self.dst_ips * self.dports
+        if self.sports is None:
+            need = -(-self.flows // others)
+            if self.sport + need > 65536:
+                raise ValueError(f"flows: {self.flows} flows need {need} source ports from {self.sport}, "
+                                 "past 65535: lower sport, or give more src_ips, dst_ips or dports")
+            put("sports", need)
+        else:
+            put("sports", _int_in(self.sports, "sports", 1, 65535))
+            if self.sport + self.sports > 65536:
+                raise ValueError(f"sports: {self.sports} ports from {self.sport} pass 65535")
+            if self.sports * others < self.flows:
+                raise ValueError(f"flows: {self.flows} flows need as many tuples; sports x dports x "
+                                 f"src_ips x dst_ips is only {self.sports * others}")
+        lab = LAB_NETS[0]
+        src0, dst0 = ipaddress.IPv4Address(self.ip), ipaddress.IPv4Address(self.peer_ip)
+        for name, first, n in (("src_ips", src0, self.src_ips), ("dst_ips", dst0, self.dst_ips)):
+            if int(first) + n - 1 > int(lab.broadcast_address):
+                raise ValueError(f"{name}: {n} addresses from {first} leave 198.18.0.0/15")
+        if int(src0) < int(dst0) + self.dst_ips and int(dst0) < int(src0) + self.src_ips:
+            raise ValueError(f"dst_ips: the source addresses {src0} + {self.src_ips} and the destination "
+                             f"addresses {dst0} + {self.dst_ips} overlap")
 
     @property
     def test(self) -> str:
@@ -368,7 +515,7 @@ class DpdkFlows(_DpdkSpec):
 
     @property
     def messages_per_second(self) -> float:
-        return self.rate.messages_per_second(self.size) if self.rate else 0.0
+        return self.rate.messages_per_second(self.mean_size) if self.rate else 0.0
 
 
 @dataclass(frozen=True)
@@ -381,6 +528,8 @@ class DpdkReflect(_DpdkSpec):
     duration  how long to run (or until stopped)
     ip        the port's address: ARP and ICMP echo are answered for it
     flows     rxonly: flow ids tracked (0 .. flows - 1)
+    ips       reverse: reflect UDP for ip .. ip + ips - 1 (a generator's dst_ips)
+    cores     lcores, one queue of the port each (the generator's side needs as many)
     """
     port: str = "ring:pk:1"
     mode: str = "reverse"
@@ -389,6 +538,8 @@ class DpdkReflect(_DpdkSpec):
     flows: int = 1024
     burst: int = 32
     netns: str | None = None
+    ips: int = 1
+    cores: int = 1
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
@@ -403,6 +554,10 @@ class DpdkReflect(_DpdkSpec):
         put("ip", check_lab_ipv4(self.ip, "ip"))
         put("flows", _int_in(self.flows, "flows", 1, DPDK_MAX_FLOWS))
         put("burst", _int_in(self.burst, "burst", 1, DPDK_MAX_BURST))
+        put("ips", _int_in(self.ips, "ips", 1, DPDK_MAX_IPS))
+        put("cores", _int_in(self.cores, "cores", 1, DPDK_MAX_QUEUES))
+        if int(ipaddress.IPv4Address(self.ip)) + self.ips - 1 > int(LAB_NETS[0].broadcast_address):
+            raise ValueError(f"ips: {self.ips} addresses from {self.ip} leave 198.18.0.0/15")
 
     @property
     def test(self) -> str:
