@@ -140,7 +140,11 @@ def _parser() -> argparse.ArgumentParser:
     p.test_parser = tst  # qperf takes options between test names: parsed intermixed in main()
 
     ht = sub.add_parser("http", help="HTTP load with virtual users (nGrinder/wrk style)")
-    ht.add_argument("url", help="http://HOST[:PORT]/PATH, HOST loopback or a lab address")
+    ht.add_argument("url", nargs="?", help="http://HOST[:PORT]/PATH, HOST loopback or a lab address")
+    ht.add_argument("--url-file", metavar="FILE", help="URLs, one a line (# comments): requests go through "
+                                                        "them in turn (after URL, if given)")
+    ht.add_argument("--random", action="store_true", help="with several URLs: each request picks one at random")
+    ht.add_argument("--lab", help="run the client in this lab's host h1 (perfkit lab up)")
     ht.add_argument("-u", "--users", default=10, help="virtual users, one connection each (default 10)")
     ht.add_argument("-t", "--duration", default="10s", help="how long (default 10s)")
     ht.add_argument("-r", "--rate", help="open loop: requests/s in total, latency from intended send times")
@@ -204,11 +208,21 @@ def _http(a) -> int:
             raise ValueError(f"header: {h!r} is not NAME: VALUE")
         k, v = h.split(":", 1)
         headers[k.strip()] = v.strip()
-    spec = HttpLoad(url=a.url, users=a.users, duration=a.duration, rate=a.rate, think=a.think, ramp=a.ramp,
+    urls = [a.url] if a.url else []
+    if a.url_file:
+        try:
+            text = open(a.url_file).read()
+        except OSError as exc:
+            raise ValueError(f"url-file: {a.url_file}: {exc.strerror}") from None
+        urls += [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("#")]
+    if not urls:
+        raise ValueError("url: give a URL or --url-file FILE")
+    spec = HttpLoad(url=urls if len(urls) > 1 else urls[0], url_order="random" if a.random else "cycle", users=a.users, duration=a.duration, rate=a.rate, think=a.think, ramp=a.ramp,
                     keepalive=a.keepalive, method=a.method, headers=headers or None, body=a.data,
-                    connect_timeout=a.connect_timeout, response_timeout=a.timeout)
+                    connect_timeout=a.connect_timeout, response_timeout=a.timeout, lab=a.lab)
     if not a.json:
-        print(f"perfkit http {spec.method} {spec.url}: {spec.users} users, "
+        where = spec.url if len(spec.urls) == 1 else f"{len(spec.urls)} URLs ({spec.url_order})"
+        print(f"perfkit http {spec.method} {where}: {spec.users} users, "
               f"{'keep-alive' if spec.keepalive else 'a connection per request'}, "
               f"{str(spec.rate) + ' (open loop)' if spec.rate else 'closed loop'}, {spec.duration:g} s", flush=True)
     return _run_printed(spec, a, http_row_line)

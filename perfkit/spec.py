@@ -566,24 +566,25 @@ class DpdkReflect(_DpdkSpec):
 
 MAX_USERS = 100_000
 MAX_RESPONSE = 1 << 20
+MAX_URLS = 10_000
 
 
 def _parse_url(url: str, field: str = "url") -> tuple[str, int, str]:
-    """http://HOST[:PORT]/PATH -> (address, port, path); HOST is an IP or localhost."""
+    """http[s]://HOST[:PORT]/PATH -> (address, port, path); HOST is an IP or localhost."""
     from urllib.parse import urlsplit
     parts = urlsplit(str(url))
-    if parts.scheme == "https":
-        raise ValueError(f"{field}: https is not supported yet; use http://")
-    if parts.scheme != "http" or not parts.hostname:
-        raise ValueError(f"{field}: {url!r} is not an http://HOST[:PORT]/PATH URL")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{field}: {url!r} is not an http[s]://HOST[:PORT]/PATH URL")
     host = "127.0.0.1" if parts.hostname == "localhost" else parts.hostname
     try:
-        port = parts.port or 80
+        port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
         raise ValueError(f"{field}: the port in {url!r} is out of range 1..65535") from None
     path = parts.path or "/"
     if parts.query:
         path += "?" + parts.query
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in path):
+        raise ValueError(f"{field}: {url!r} has spaces or control characters in its path (percent-encode them)")
     return check_target(host, field), port, path
 
 
@@ -591,7 +592,10 @@ def _parse_url(url: str, field: str = "url") -> tuple[str, int, str]:
 class HttpLoad:
     """HTTP load with virtual users against a server (nGrinder, wrk, k6's job).
 
-    url               http://HOST[:PORT]/PATH; HOST is loopback or a lab address
+    url               http[s]://HOST[:PORT]/PATH; HOST is loopback or a lab address (https:
+                      TLS through the system OpenSSL, the certificate is not checked). Or a
+                      list of URLs on one HOST:PORT: each request takes the next one
+                      (url_order="cycle") or one at random (url_order="random")
     users             virtual users: one connection each (1..100000)
     duration          how long to load (10s, 2m)
     rate              open loop: requests/s in total (1000, 50k); response times then
@@ -602,8 +606,12 @@ class HttpLoad:
     keepalive         reuse connections (False: a new connection per request)
     method, headers, body   the request (GET/HEAD/POST/PUT/DELETE; headers as a dict)
     connect_timeout, response_timeout
+    url_order         "cycle" or "random": how requests pick from a URL list
+    lab               run the client in this lab's first host (h1), e.g. against a server
+                      in h2 (url http://<h2's address>/): the lab's link, impaired or not,
+                      is then the path under test
     """
-    url: str = "http://127.0.0.1:8080/"
+    url: str | list = "http://127.0.0.1:8080/"
     users: int = 10
     duration: float | str = 10.0
     rate: Rate | str | float | None = None
@@ -615,12 +623,34 @@ class HttpLoad:
     body: str | bytes | None = None
     connect_timeout: float | str = 5.0
     response_timeout: float | str = 10.0
+    url_order: str = "cycle"
+    lab: str | None = None
 
     test = "http"
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
-        _parse_url(self.url)
+        if isinstance(self.url, (list, tuple)):
+            if not 1 <= len(self.url) <= MAX_URLS:
+                raise ValueError(f"url: a list of 1..{MAX_URLS} URLs, not {len(self.url)}")
+            put("url", [str(u) for u in self.url] if len(self.url) > 1 else str(self.url[0]))
+        first = _parse_url(self.urls[0])
+        for u in self.urls[1:]:  # one connection pool: every URL names the same server
+            if _parse_url(u)[:2] != first[:2] or u.split(":", 1)[0] != self.urls[0].split(":", 1)[0]:
+                raise ValueError(f"url: {u!r} is not on {self.urls[0].split('/')[2]} with the same scheme "
+                                 "as the first URL (one server per load)")
+        if self.lab is not None and not LAB_NAME.fullmatch(str(self.lab)):
+            raise ValueError(f"lab: {self.lab!r} is not a lab name (1-8 lowercase letters or digits)")
+        if self.tls:
+            try:
+                from perfkit._sock import HAVE_TLS
+            except ImportError:  # the engine says so when it is built
+                HAVE_TLS = True
+            if not HAVE_TLS:
+                raise ValueError("url: https needs perfkit built with OpenSSL (Debian: apt install libssl-dev, "
+                                 "then reinstall perfkit)")
+        if self.url_order not in ("cycle", "random"):
+            raise ValueError(f"url_order: {self.url_order!r} is not 'cycle' or 'random'")
         put("users", _int_in(self.users, "users", 1, MAX_USERS))
         for name, lo, hi in (("duration", 1e-3, MAX_DURATION_S), ("think", 0, 3600), ("ramp", 0, MAX_DURATION_S),
                              ("connect_timeout", 1e-3, 600), ("response_timeout", 1e-3, 3600)):
@@ -629,7 +659,8 @@ class HttpLoad:
                 raise ValueError(f"{name}: {getattr(self, name)!r} is out of range {lo:g}..{hi:g} s")
             put(name, v)
         if self.rate is not None:
-            rate = parse_rate(self.rate, "rate")
+            text = str(self.rate).strip()  # requests/s: a bare 50k means 50k/s, as the docs say
+            rate = parse_rate(text + "pps" if re.fullmatch(r"[0-9.]+[kMG]", text) else self.rate, "rate")
             if rate.unit != "pps" or not 0 < rate.value <= MAX_RATE_PPS:
                 raise ValueError(f"rate: {self.rate!r} is not a number of requests/s above 0 (e.g. 5000, 50k)")
             put("rate", rate)
@@ -638,29 +669,48 @@ class HttpLoad:
         for k, v in (self.headers or {}).items():
             if any(c in str(k) + str(v) for c in "\r\n") or ":" in str(k) or not str(k):
                 raise ValueError(f"headers: {k!r}: {v!r} is not a valid header")
+            if str(k).lower() in ("content-length", "transfer-encoding"):
+                raise ValueError(f"headers: {k!r} is set from the body; leave it out")
         if not isinstance(self.keepalive, bool):
             raise ValueError(f"keepalive: {self.keepalive!r} is not true or false")
         if len(self.request_bytes()) > MAX_RESPONSE:
-            raise ValueError(f"body: the request is over {MAX_RESPONSE} bytes")
+            raise ValueError(f"body: the requests (one per URL) are over {MAX_RESPONSE} bytes together")
 
     @property
     def size(self) -> int:
-        return len(self.request_bytes())
+        return len(self._request(self.urls[0]))
 
     @property
     def messages_per_second(self) -> float:
         return self.rate.value if self.rate else 0.0
 
+    @property
+    def urls(self) -> list[str]:
+        """The URL list (one URL: a list of one)."""
+        return list(self.url) if isinstance(self.url, list) else [self.url]
+
+    @property
+    def tls(self) -> bool:
+        """https: every URL of the list is https (one scheme per load)."""
+        return self.urls[0].lower().startswith("https:")
+
     def target(self) -> tuple[str, int]:
-        host, port, _ = _parse_url(self.url)
+        host, port, _ = _parse_url(self.urls[0])
         return host, port
 
     def request_bytes(self) -> bytes:
-        """The request every virtual user sends."""
-        host, port, path = _parse_url(self.url)
+        """Every request of the URL list, one after another, in the list's order
+        (one URL: the request every virtual user sends)."""
+        return b"".join(self._request(u) for u in self.urls)
+
+    def _request(self, url: str) -> bytes:
+        host, port, path = _parse_url(url)
         body = self.body.encode() if isinstance(self.body, str) else (self.body or b"")
-        hdrs = {"Host": host if port == 80 else f"{host}:{port}", "User-Agent": "perfkit",
-                **(self.headers or {})}
+        mine = {str(k).lower() for k in (self.headers or {})}
+        default = 443 if self.tls else 80
+        hdrs = {k: v for k, v in (("Host", host if port == default else f"{host}:{port}"), ("User-Agent", "perfkit"))
+                if k.lower() not in mine}  # the caller's Host or User-Agent replaces ours
+        hdrs.update(self.headers or {})
         if not self.keepalive:
             hdrs["Connection"] = "close"
         if body or self.method in ("POST", "PUT"):
