@@ -651,6 +651,7 @@ class DpdkHttpServer(_DpdkSpec):
     tcp_rst       answer segments for no connection (and SYNs to other ports) with RST
     retransmit_timeout, retries  stop-and-wait: resend after this, give up after retries
     """
+    ENGINE: ClassVar[str] = "dpdk_tcp"
     port: str = "ring:pk:1"
     ip: str = "198.18.0.2"
     listen: int = 80
@@ -721,6 +722,7 @@ class DpdkHttpClient(_DpdkSpec):
     payload_size  POST body bytes
     fast_close    close with RST instead of FIN
     """
+    ENGINE: ClassVar[str] = "dpdk_tcp"
     port: str = "ring:pk:0"
     ip: str = "198.18.0.1"
     gateway: str | None = None
