@@ -450,3 +450,85 @@ def load(path) -> DperfConfig:
     """Parse a dperf configuration file."""
     with open(path, encoding="utf-8") as f:
         return parse(f.read(), source=str(path))
+
+
+# ------------------------------------------------------------------ dperf's output layout
+
+# dperf's per-second and total blocks, for the counters perfkit has (dperf's names).
+LAYOUT = (
+    (("pktRx", "pkts_rx"), ("pktTx", "pkts_tx"), ("bitsRx", "bits_rx"), ("bitsTx", "bits_tx"),
+     ("dropTx", "drop_tx")),
+    (("tcpRx", "tcp_rx"), ("udpRx", "udp_rx")),
+    (("arpRx", "arp_rx"), ("icmpRx", "icmp_rx")),
+    (("otherRx", "other_rx"), ("badRx", "bad_rx")),
+    (("synRx", "syn_rx"), ("synTx", "syn_tx"), ("finRx", "fin_rx"), ("finTx", "fin_tx"),
+     ("rstRx", "rst_rx"), ("rstTx", "rst_tx")),
+    (("synRt", "retrans_syn"), ("finRt", "retrans_fin"), ("ackRt", "retrans_ack"),
+     ("pushRt", "retrans_push")),
+    (("tcpDrop", "tcp_drop"),),
+    (("skOpen", "sock_open"), ("skClose", "sock_close"), ("skCon", "sock_current"), ("skErr", "sock_error")),
+    (("httpGet", "http_get"), ("httpPost", "http_post"), ("http2XX", "http_2xx"), ("httpErr", "http_err")),
+    (("ierrors", "nic_ierrors"), ("oerrors", "nic_oerrors"), ("imissed", "nic_imissed")),
+)
+GAUGES = {"sock_current"}
+
+
+def _block(values: dict) -> str:
+    lines = []
+    for line in LAYOUT:
+        lines.append(" ".join(f"{name:<7} {values.get(key, 0):<18,}" for name, key in line).rstrip())
+    return "\n".join(lines)
+
+
+def _values(row: dict, per_interval: bool) -> dict:
+    out = {}
+    for line in LAYOUT:
+        for _, key in line:
+            src = {"bits_rx": "bytes_rx", "bits_tx": "bytes_tx"}.get(key, key)
+            scale = 8 if src != key else 1
+            if per_interval and key not in GAUGES:
+                v = row.get(f"{src}_per_s", 0.0) * row.get("interval_s", 0.0)
+            else:
+                v = row.get(src, 0)
+            out[key] = int(round(v * scale))
+    return out
+
+
+def seconds_block(row: dict) -> str:
+    """dperf's block for one row: what happened in that interval."""
+    head = f"seconds {round(row.get('time_s', 0)):<18} cpuUsage {row.get('cpu_pct', 0.0):.0f}"
+    return f"\n{head}\n{_block(_values(row, True))}"
+
+
+def total_block(row: dict) -> str:
+    """dperf's closing block: totals (the last row's cumulative counters)."""
+    return ("\n-----------------------\nperfkit dperf: test finished\n-----------------------\n"
+            f"\nTotal Numbers:\n{_block(_values(row, False))}\n-----------------------")
+
+
+def summary_lines(row: dict, summary: dict) -> str:
+    """perfkit's view of a TCP/HTTP run: connections and requests per second over the
+    active time, errors by class, response-time percentiles."""
+    secs = summary.get("duration_s") or row.get("time_s") or 0.0
+    g = lambda k: row.get(k, 0)  # noqa: E731
+    lines = [f"{summary.get('test', 'dperf')}:"]
+    if secs:
+        lines.append(f"    {'conn_rate':<13} =  {g('sock_open') / secs:,.0f} /sec over {secs:.3g} s")
+        lines.append(f"    {'req_rate':<13} =  {g('http_resp') / secs:,.0f} /sec" if g("http_resp")
+                     else f"    {'req_rate':<13} =  {(g('http_get') + g('http_post')) / secs:,.0f} /sec")
+    lines.append(f"    {'connections':<13} =  {g('sock_open'):,} opened, {g('sock_close'):,} closed, "
+                 f"{g('sock_error'):,} errors, {g('sock_current'):,} open at the end")
+    lines.append(f"    {'http':<13} =  {g('http_2xx'):,} 2xx, {g('http_3xx'):,} 3xx, {g('http_4xx'):,} 4xx, "
+                 f"{g('http_5xx'):,} 5xx, {g('http_err'):,} failed")
+    errs = {k: g(k) for k in ("err_connect", "err_timeout", "err_reset", "err_read") if g(k)}
+    if errs:
+        lines.append(f"    {'errors':<13} =  " + ", ".join(f"{v:,} {k[4:]}" for k, v in errs.items()))
+    rt = g("retrans_syn") + g("retrans_fin") + g("retrans_ack") + g("retrans_push")
+    lines.append(f"    {'retransmits':<13} =  {rt:,} ({g('retrans_syn'):,} syn, {g('retrans_fin'):,} fin, "
+                 f"{g('retrans_push'):,} data)")
+    if summary.get("lat_count"):
+        lines.append(f"    {'response':<13} =  p50 {summary['lat_p50_us']:.4g} us  p99 {summary['lat_p99_us']:.4g} us"
+                     f"  p99.9 {summary['lat_p999_us']:.4g} us  max {summary['lat_max_us']:.4g} us")
+    if "cpu_pct" in summary:
+        lines.append(f"    {'cpu':<13} =  {summary['cpu_pct']:.0f}% of one core")
+    return "\n".join(lines)
