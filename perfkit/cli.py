@@ -171,6 +171,7 @@ def _parser() -> argparse.ArgumentParser:
     hs.add_argument("--connections", default=10000, help="connections served at once (default 10000)")
     hs.add_argument("--interval", default="1s", help="row interval (default 1s)")
     hs.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
+    _dperf_parser(sub)  # issue 6
     return p
 
 
@@ -505,6 +506,8 @@ def main(argv=None) -> int:
             return _flows(a)
         if a.command == "reflect":
             return _reflect(a)
+        if a.command == "dperf":
+            return _dperf(a)
     except ValueError as exc:
         print(f"perfkit: {exc}", file=sys.stderr)
         return 2
@@ -516,6 +519,103 @@ def main(argv=None) -> int:
         return 1
     return 2
 
+
+
+# ------------------------------------------------------------------ perfkit dperf (issue 6)
+
+def _dperf_parser(sub) -> None:
+    dp = sub.add_parser("dperf", help="run dperf configuration files on perfkit's DPDK TCP")
+    dp.add_argument("-c", "--conf", required=True, action="append", metavar="FILE.conf",
+                    help="dperf's configuration file; give a server and a client conf to run both "
+                         "in this process (over a ring:NAME:0|1 pair)")
+    dp.add_argument("--netns", help="open the port in this network namespace (af_packet: a lab host's)")
+    dp.add_argument("--mem", default=512, help="EAL memory in MB (default 512)")
+    dp.add_argument("--hugepages", default="auto", help="auto, on or off (default auto)")
+    dp.add_argument("--cpus", help="pin the workers to these CPUs (the conf's cpu line is not used)")
+    dp.add_argument("--log-level", default="error", help="DPDK log level on stderr (default error)")
+    dp.add_argument("--interval", default="1s", help="row interval (default 1s)")
+    dp.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
+    dp.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet (one conf)")
+
+
+def _dperf(a) -> int:
+    """Each conf is one run; with a server and a client, the server starts first and
+    stops once every client has finished. Per-second blocks (dperf's layout) for one
+    conf; at the end dperf's totals and perfkit's summary for each."""
+    from perfkit import dperf
+    from perfkit.units import parse_duration
+    cfgs = []
+    for path in a.conf:
+        if not os.path.exists(path):
+            raise ValueError(f"conf: {path}: no such file")
+        cfgs.append(dperf.load(path))
+    specs = [c.to_spec(netns=a.netns) for c in cfgs]
+    if a.save and len(specs) > 1:
+        raise ValueError("save: one conf per saved run")
+    _dpdk_eal(a)
+    interval = parse_duration(a.interval, "interval")
+    order = sorted(range(len(cfgs)), key=lambda i: cfgs[i].mode != "server")  # servers first
+    runs = [None] * len(cfgs)
+    printers = []
+    for i in order:
+        quiet = a.json or cfgs[i].quiet or len(cfgs) > 1
+        if a.json:
+            printer = JsonPrinter()
+        else:
+            printer = (lambda row: None) if quiet else (lambda row: print(dperf.seconds_block(row), flush=True))
+        printers.append(printer)
+        runs[i] = Run(specs[i], interval=interval, subscribers=(printer,))
+        if not a.json:
+            print(f"perfkit dperf: {cfgs[i].mode} from {a.conf[i]} on {specs[i].port} ({specs[i].ip}) "
+                  f"for {specs[i].duration:g} s (dpdk_tcp engine)", flush=True)
+        try:
+            runs[i].start()
+        except BaseException:
+            for r in runs:
+                if r is not None and r is not runs[i] and r._thread is not None:
+                    r.stop()
+                    r.wait()
+            raise
+    interrupted = False
+    try:
+        clients = [r for r, c in zip(runs, cfgs) if c.mode == "client"]
+        for r in clients:
+            r.wait()
+        if clients:
+            import time
+            time.sleep(0.3)  # the servers' last ACKs
+            for r, c in zip(runs, cfgs):
+                if c.mode == "server":
+                    r.stop()
+        for r in runs:
+            r.wait()
+    except KeyboardInterrupt:
+        interrupted = True
+        for r in runs:
+            r.stop()
+        for r in runs:
+            r._done.wait()
+    except EngineError:
+        for r in runs:
+            r.stop()
+        for r in runs:
+            r._done.wait()
+    status = 130 if interrupted else 0
+    for i, r in enumerate(runs):
+        last = r.rows[-1] if r.rows else {}
+        if a.json:
+            JsonPrinter().summary({**(r.summary or {}), "conf": a.conf[i]})
+        else:
+            if len(runs) > 1:
+                print(f"\n{a.conf[i]} ({cfgs[i].mode}):")
+            print(dperf.total_block(last))
+            print(dperf.summary_lines(last, r.summary or {}))
+        if r.error:
+            print(f"perfkit: error: {a.conf[i]}: {r.error}", file=sys.stderr)
+            status = 1
+    if a.save:
+        runs[0].save(a.save)
+    return status
 
 if __name__ == "__main__":
     sys.exit(main())

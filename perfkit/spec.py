@@ -791,3 +791,286 @@ def from_dict(d: dict):
     if kind not in SPECS:
         raise ValueError(f"kind: {kind!r} is not one of {', '.join(SPECS)}")
     return SPECS[kind].from_dict(d)
+
+
+# ------------------------------------------------------------------ DPDK TCP/HTTP specs
+# (issue 6: dperf's job; perfkit.engines.dpdk_tcp runs them; perfkit.dperf reads dperf's
+# configuration files into them)
+
+TCP_MAX_SOCKETS = 1 << 24      # socket table entries (64 B each): 1 GiB at most
+TCP_MAX_CLIENT_RANGES = 8
+TCP_MAX_SEGMENTS = 1024        # a response goes out in at most this many segments
+
+
+def _client_ranges(value, field: str) -> tuple:
+    """((first_ip, count), ...): client address ranges, count 1..254, last byte only varies."""
+    if isinstance(value, str):
+        value = [value]
+    out = []
+    for item in value:
+        if isinstance(item, str):
+            ip, _, n = item.partition("+")
+            item = (ip, n or 1)
+        try:
+            ip, n = item
+        except (TypeError, ValueError):
+            raise ValueError(f"{field}: {item!r} is not (address, count) or 'ADDRESS+COUNT'") from None
+        ip = check_lab_ipv4(ip, field)
+        n = _int_in(n, field, 1, 254)
+        if int(ip.split(".")[3]) + n - 1 > 254:
+            raise ValueError(f"{field}: {ip} + {n} addresses passes .254 (only the last byte varies)")
+        out.append((ip, n))
+    if not 1 <= len(out) <= TCP_MAX_CLIENT_RANGES:
+        raise ValueError(f"{field}: between 1 and {TCP_MAX_CLIENT_RANGES} address ranges, not {len(out)}")
+    return tuple(out)
+
+
+def _bool(value, field: str) -> bool:
+    if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
+        return bool(value)
+    raise ValueError(f"{field}: {value!r} is not true or false")
+
+
+def _check_tcp_common(self, put) -> None:
+    """Fields DpdkHttpServer and DpdkHttpClient share."""
+    put("netns", _check_netns(self.netns))
+    put("port", check_dpdk_port(self.port, "port", self.netns))
+    duration = parse_duration(self.duration, "duration")
+    if not 0 < duration <= MAX_DURATION_S:
+        raise ValueError(f"duration: {self.duration!r} is out of range (above 0, at most 24h)")
+    put("duration", duration)
+    put("listen", _int_in(self.listen, "listen", 1, 65535))
+    put("listen_num", _int_in(self.listen_num, "listen_num", 1, 65536 - self.listen))
+    put("mss", _int_in(self.mss, "mss", 536, 1460))
+    put("tos", _int_in(self.tos, "tos", 0, 255))
+    put("tcp_rst", _bool(self.tcp_rst, "tcp_rst"))
+    rto = parse_duration(self.retransmit_timeout, "retransmit_timeout")
+    if not 0.001 <= rto <= 60:
+        raise ValueError(f"retransmit_timeout: {self.retransmit_timeout!r} is out of range 1ms..60s")
+    put("retransmit_timeout", rto)
+    put("retries", _int_in(self.retries, "retries", 0, 16))
+    put("burst", _int_in(self.burst, "burst", 1, DPDK_MAX_BURST))
+    put("payload_size", _int_in(parse_size(self.payload_size, "payload_size"), "payload_size",
+                                0, 1 << 20))
+
+
+@dataclass(frozen=True)
+class DpdkHttpServer(_DpdkSpec):
+    """An HTTP server on a DPDK port with perfkit's own TCP (dperf's server):
+    perfkit.Run(DpdkHttpServer(...), engine="dpdk_tcp").
+
+    port, netns   the DPDK port (as DpdkFlows)
+    ip            the server's address (the port's own: ARP and ping answered for it)
+    listen, listen_num  TCP ports listen .. listen + listen_num - 1
+    clients       client address ranges served, ((first, count), ...) or "ADDR+COUNT";
+                  sockets are an array indexed by (client address, client port, listen port)
+    payload_size  body bytes of the one response, "200 OK" with Content-Length, to every request
+    keepalive     False: FIN goes with the response (dperf's fast close); True: the client closes
+    mss           largest segment sent (the client's MSS option lowers it)
+    tos           IPv4 TOS of every packet
+    tcp_rst       answer segments for no connection (and SYNs to other ports) with RST
+    retransmit_timeout, retries  stop-and-wait: resend after this, give up after retries
+    """
+    ENGINE: ClassVar[str] = "dpdk_tcp"
+    port: str = "ring:pk:1"
+    ip: str = "198.18.0.2"
+    listen: int = 80
+    listen_num: int = 1
+    clients: tuple = (("198.18.0.1", 1),)
+    payload_size: int | str = 64
+    keepalive: bool = False
+    duration: float | str = 10.0
+    mss: int = 1460
+    tos: int = 0
+    tcp_rst: bool = True
+    retransmit_timeout: float | str = 1.0
+    retries: int = 3
+    burst: int = 32
+    netns: str | None = None
+
+    test = "dpdk_http_server"
+    messages_per_second = 0.0
+
+    def __post_init__(self):
+        put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
+        _check_tcp_common(self, put)
+        put("ip", check_lab_ipv4(self.ip, "ip"))
+        put("clients", _client_ranges(self.clients, "clients"))
+        if any(ip == self.ip for ip, _ in self.clients):
+            raise ValueError(f"clients: {self.ip} is the server's own address")
+        put("keepalive", _bool(self.keepalive, "keepalive"))
+        if self.payload_size + 128 > TCP_MAX_SEGMENTS * self.mss:
+            raise ValueError(f"payload_size: {self.payload_size} B does not fit in {TCP_MAX_SEGMENTS} "
+                             f"segments of mss {self.mss} with the headers")
+        if self.sockets > TCP_MAX_SOCKETS:
+            raise ValueError(f"clients: {self.sockets} sockets (addresses x 65536 ports x listen_num) "
+                             f"pass {TCP_MAX_SOCKETS}: use fewer addresses or listen ports")
+
+    @property
+    def sockets(self) -> int:
+        return sum(n for _, n in self.clients) * 65536 * self.listen_num
+
+    def response_bytes(self) -> bytes:
+        """The response every request gets."""
+        conn = "keep-alive" if self.keepalive else "close"
+        return (f"HTTP/1.1 200 OK\r\nServer: perfkit\r\nContent-Type: text/plain\r\n"
+                f"Content-Length: {self.payload_size}\r\nConnection: {conn}\r\n\r\n").encode() \
+            + b"x" * self.payload_size
+
+
+HTTP_METHODS = ("GET", "POST")
+
+
+@dataclass(frozen=True)
+class DpdkHttpClient(_DpdkSpec):
+    """HTTP client load on a DPDK port with perfkit's own TCP (dperf's client):
+    perfkit.Run(DpdkHttpClient(...), engine="dpdk_tcp").
+
+    port, netns   the DPDK port
+    ip            the port's own address (ARP and ping answered for it)
+    gateway       the next hop whose MAC frames go to (ARP); default: the server
+    gateway_mac   skip ARP and use this MAC
+    clients       source address ranges ((first, count), ...); one range here
+    lport_range   (first, last) client TCP ports
+    server, listen, listen_num  where connections go
+    cps           new connections per second (target; launched in batches of launch_num)
+    cc            concurrency target: keep this many connections open (keepalive), 0 = none
+    keepalive     seconds between requests on a connection (0: one request per connection)
+    keepalive_requests  requests per connection before it closes (0: until the end)
+    slow_start    seconds over which cps rises to its target; wait: seconds before starting
+    http_host, http_path, http_method  the request (GET; POST carries payload_size bytes)
+    payload_size  POST body bytes
+    fast_close    close with RST instead of FIN
+    """
+    ENGINE: ClassVar[str] = "dpdk_tcp"
+    port: str = "ring:pk:0"
+    ip: str = "198.18.0.1"
+    gateway: str | None = None
+    gateway_mac: str | None = None
+    clients: tuple = (("198.18.0.1", 1),)
+    lport_range: tuple = (1024, 65535)
+    server: str = "198.18.0.2"
+    listen: int = 80
+    listen_num: int = 1
+    duration: float | str = 10.0
+    cps: float | str = 1000
+    cc: int | str = 0
+    keepalive: float | str = 0.0
+    keepalive_requests: int = 0
+    launch_num: int = 4
+    slow_start: float | str = 0.0
+    wait: float | str = 0.0
+    http_host: str = "perfkit"
+    http_path: str = "/"
+    http_method: str = "GET"
+    payload_size: int | str = 0
+    fast_close: bool = False
+    mss: int = 1460
+    tos: int = 0
+    tcp_rst: bool = True
+    retransmit_timeout: float | str = 1.0
+    retries: int = 3
+    burst: int = 32
+    netns: str | None = None
+
+    test = "dpdk_http_client"
+
+    def __post_init__(self):
+        put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
+        _check_tcp_common(self, put)
+        put("ip", check_lab_ipv4(self.ip, "ip"))
+        put("server", check_lab_ipv4(self.server, "server"))
+        put("gateway", check_lab_ipv4(self.gateway or self.server, "gateway"))
+        if self.gateway_mac is not None:
+            if not _MAC.fullmatch(str(self.gateway_mac)):
+                raise ValueError(f"gateway_mac: {self.gateway_mac!r} is not a MAC address (aa:bb:cc:dd:ee:ff)")
+            put("gateway_mac", str(self.gateway_mac).lower())
+        put("clients", _client_ranges(self.clients, "clients"))
+        if len(self.clients) != 1:
+            raise ValueError("clients: the client takes one address range")
+        if any(ip == self.server for ip, _ in self.clients) or self.ip == self.server:
+            raise ValueError(f"server: {self.server} is one of the client's own addresses")
+        try:
+            lo, hi = (self.lport_range, self.lport_range) if isinstance(self.lport_range, int) \
+                else self.lport_range
+        except (TypeError, ValueError):
+            raise ValueError(f"lport_range: {self.lport_range!r} is not (first, last)") from None
+        lo, hi = _int_in(lo, "lport_range", 1, 65535), _int_in(hi, "lport_range", 1, 65535)
+        if lo > hi:
+            raise ValueError(f"lport_range: {lo} is above {hi}")
+        put("lport_range", (lo, hi))
+        cps = _si_number(self.cps, "cps")
+        if not 0 < cps <= 1e8:
+            raise ValueError(f"cps: {self.cps!r} is out of range (above 0, at most 100M)")
+        put("cps", cps)
+        put("cc", int(_si_number(self.cc, "cc")))
+        if self.cc < 0 or self.cc > self.sockets:
+            raise ValueError(f"cc: {self.cc} is out of range 0..{self.sockets} (client addresses x "
+                             "ports x listen ports)")
+        ka = parse_duration(self.keepalive, "keepalive")
+        if not 0 <= ka <= 3600:
+            raise ValueError(f"keepalive: {self.keepalive!r} is out of range 0..1h")
+        put("keepalive", ka)
+        put("keepalive_requests", _int_in(self.keepalive_requests, "keepalive_requests", 0, 1 << 30))
+        if self.cc and not self.keepalive:
+            raise ValueError("cc: a concurrency target needs keepalive (an interval between requests)")
+        put("launch_num", _int_in(self.launch_num, "launch_num", 1, DPDK_MAX_BURST))
+        for name in ("slow_start", "wait"):
+            v = parse_duration(getattr(self, name), name)
+            if not 0 <= v <= 600:
+                raise ValueError(f"{name}: {getattr(self, name)!r} is out of range 0..600s")
+            put(name, v)
+        for name in ("http_host", "http_path"):
+            v = str(getattr(self, name))
+            if not v or len(v) > 256 or any(c.isspace() or not c.isprintable() for c in v):
+                raise ValueError(f"{name}: {v!r} is not 1-256 printable characters without spaces")
+            put(name, v)
+        if not self.http_path.startswith("/"):
+            raise ValueError(f"http_path: {self.http_path!r} does not start with /")
+        if str(self.http_method).upper() not in HTTP_METHODS:
+            raise ValueError(f"http_method: {self.http_method!r} is not one of {', '.join(HTTP_METHODS)}")
+        put("http_method", str(self.http_method).upper())
+        if len(self.request_bytes()) > self.mss:
+            raise ValueError(f"payload_size: the request ({len(self.request_bytes())} B) must fit in one "
+                             f"segment (mss {self.mss})")
+        put("fast_close", _bool(self.fast_close, "fast_close"))
+        if self.sockets > TCP_MAX_SOCKETS:
+            raise ValueError(f"clients: {self.sockets} sockets (addresses x lport_range x listen_num) "
+                             f"pass {TCP_MAX_SOCKETS}: use fewer addresses, ports or listen ports")
+
+    @property
+    def sockets(self) -> int:
+        lo, hi = self.lport_range
+        return sum(n for _, n in self.clients) * (hi - lo + 1) * self.listen_num
+
+    @property
+    def messages_per_second(self) -> float:
+        return float(self.cps)
+
+    def request_bytes(self) -> bytes:
+        """The request every connection sends."""
+        head = f"{self.http_method} {self.http_path} HTTP/1.1\r\nHost: {self.http_host}\r\n" \
+               "User-Agent: perfkit\r\nAccept: */*\r\n"
+        if self.http_method == "POST":
+            head += f"Content-Length: {self.payload_size}\r\n"
+        return (head + "\r\n").encode() + (b"x" * self.payload_size if self.http_method == "POST" else b"")
+
+
+def _si_number(value, field: str) -> float:
+    """dperf's counts: 100, 2k, 1.5m (m = million)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kKmM]?)\s*", str(value))
+    if not m:
+        raise ValueError(f"{field}: cannot read {value!r} as a count (100, 2k, 1.5m)")
+    return float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6}[m.group(2).lower()]
+
+
+SPECS.update({cls.__name__: cls for cls in (DpdkHttpServer, DpdkHttpClient)})
+
+
+def from_dperf(path, netns: str | None = None):
+    """The spec a dperf configuration file describes (perfkit.dperf); netns: the lab
+    namespace a kernel-facing port (net_af_packet) opens in."""
+    from perfkit.dperf import load
+    return load(path).to_spec(netns=netns)
