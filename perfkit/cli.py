@@ -1,6 +1,7 @@
 """perfkit's command line.
 
     perfkit local udp_bw --size 64 --duration 10s [--rate 1Mpps] [--flows 4] [--json]
+    perfkit flows --port ring:a:0 --peer ring:a:1 --search zero-loss [--rate 5Mpps] [--duration 1s]
     perfkit engines
 
 Bad input exits 2 with one line naming the field; an engine failure exits 1.
@@ -38,7 +39,7 @@ def _parser() -> argparse.ArgumentParser:
     loc.add_argument("-m", "--size", help="payload/message size: 64, 1500, 64K (default per test)")
     loc.add_argument("-r", "--rate", help="target rate: 1.5Mpps, 100Mbps (default: unlimited)")
     loc.add_argument("-f", "--flows", default=1, help="UDP flows (source ports), udp_bw only")
-    loc.add_argument("-t", "--duration", default="10s", help="how long to send: 10s, 2m (default 10s)")
+    loc.add_argument("-t", "--duration", help="how long to send: 10s, 2m (default 10s; a --search trial: 1s)")
     loc.add_argument("--host", default="127.0.0.1", help="loopback or lab address (default 127.0.0.1)")
     loc.add_argument("--lab", nargs="?", const="", metavar="NAME",
                      help="run the ends in hosts h1 (sender) and h2 of a lab (default: the one that is up)")
@@ -104,7 +105,7 @@ def _parser() -> argparse.ArgumentParser:
     flw.add_argument("-m", "--size", default=64, help="Ethernet frame bytes with FCS, 64..1518 (default 64)")
     flw.add_argument("-r", "--rate", help="target rate: 1Mpps, 500Mbps (default: unlimited)")
     flw.add_argument("-f", "--flows", default=1, help="UDP flows (source ports, default 1)")
-    flw.add_argument("-t", "--duration", default="10s", help="how long to send (default 10s)")
+    flw.add_argument("-t", "--duration", help="how long to send (default 10s; a --search trial: 1s)")
     flw.add_argument("--ip", default="198.18.0.1", help="the port's address (default 198.18.0.1)")
     flw.add_argument("--peer-ip", default="198.18.0.2", help="destination address (default 198.18.0.2)")
     flw.add_argument("--dst-mac", help="destination MAC (default: the peer port's, or ARP)")
@@ -138,6 +139,8 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
         sp.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet")
     p.test_parser = tst  # qperf takes options between test names: parsed intermixed in main()
+    for sp in (loc, flw):
+        _search_args(sp)
 
     ht = sub.add_parser("http", help="HTTP load with virtual users (nGrinder/wrk style)")
     ht.add_argument("url", nargs="?", help="http://HOST[:PORT]/PATH, HOST loopback or a lab address")
@@ -173,6 +176,50 @@ def _parser() -> argparse.ArgumentParser:
     hs.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
     _dperf_parser(sub)  # issue 6
     return p
+
+
+SEARCH_HELP = ("rate search: the highest rate holding CRITERION, by binary search over trials: "
+               "zero-loss (RFC 2544 throughput), pdr:0.1%% (tolerated loss), lat:p99<50us "
+               "(p50 p90 p99 p999 max mean), cpu or cpu:95%% (an engine worker saturates); join with ','. "
+               "--rate is then the upper bound (default: measured by an unpaced first trial), "
+               "--duration the length of each trial (default 1s); udp_bw only for perfkit local")
+
+
+def _search_args(sp) -> None:
+    sp.add_argument("--search", metavar="CRITERION", help=SEARCH_HELP)
+    sp.add_argument("--low", help="--search: lower bound (default 1%% of the upper)")
+    sp.add_argument("--resolution", default="1%",
+                    help="--search: stop when pass and failure are this close: 1%% of the upper bound "
+                         "(default) or a rate (10kpps)")
+    sp.add_argument("--max-trials", default=16, help="--search: at most this many trials (default 16)")
+
+
+def _search(a, spec, engine: str) -> int:
+    """--search: trials printed as they finish (or JSON lines), then the rate found."""
+    import dataclasses
+    from perfkit.ratesearch import parse_criterion, result_text, search, trial_line
+    crit = parse_criterion(a.search)
+    try:
+        max_trials = int(str(a.max_trials), 10)
+    except ValueError:
+        raise ValueError(f"max_trials: {a.max_trials!r} is not a whole number") from None
+    trial = a.duration if a.duration is not None else "1s"
+    if a.save:
+        raise ValueError("save: -o saves one run; a search keeps its trials: use --json")
+
+    def show(row):
+        print(json.dumps({"trial": row}) if a.json else trial_line(row), flush=True)
+
+    if not a.json:
+        print(f"perfkit search {crit.text} ({crit.describe()}): {type(spec).__name__} on the {engine} engine, "
+              f"upper bound {spec.rate or 'measured unpaced'}, {trial} trials", flush=True)
+    res = search(dataclasses.replace(spec, rate=None), crit, high=spec.rate, low=a.low, resolution=a.resolution,
+                 max_trials=max_trials, trial=trial, engine=engine, progress=show)
+    print(json.dumps({"search": res.to_dict()}) if a.json else result_text(res), flush=True)
+    if res.error:
+        print(f"perfkit: error: {res.error}", file=sys.stderr)
+        return 1
+    return 130 if res.stopped == "interrupted" else 0
 
 
 def _run_printed(spec, a, line) -> int:
@@ -315,9 +362,11 @@ def _the_lab(name):
 
 def _local(a) -> int:
     from perfkit.units import parse_duration
-    spec = LocalTest(test=a.test, size=a.size, rate=a.rate, flows=a.flows, duration=a.duration,
+    spec = LocalTest(test=a.test, size=a.size, rate=a.rate, flows=a.flows, duration=a.duration or "10s",
                      host=a.host, port=a.port, batch=a.batch, gso=a.gso,
                      busy_poll=a.busy_poll, lab=_the_lab(a.lab))
+    if a.search is not None:
+        return _search(a, spec, a.engine)
     interval = parse_duration(a.interval, "interval")
     printer = JsonPrinter() if a.json else LinePrinter()
     run = Run(spec, engine=a.engine, interval=interval, subscribers=(printer,))
@@ -439,10 +488,15 @@ def _frames_text(spec) -> str:
 def _flows(a) -> int:
     from perfkit.spec import DpdkFlows
     spec = DpdkFlows(port=a.port, peer=a.peer, mode=a.mode, size=a.size, rate=a.rate, flows=a.flows,
-                     duration=a.duration, ip=a.ip, peer_ip=a.peer_ip, dst_mac=a.dst_mac, sport=a.sport,
+                     duration=a.duration or "10s", ip=a.ip, peer_ip=a.peer_ip, dst_mac=a.dst_mac, sport=a.sport,
                      dport=a.dport, burst=a.burst, netns=a.netns, src_ips=a.src_ips, dst_ips=a.dst_ips,
                      sports=a.sports, dports=a.dports, sizes=a.sizes, ramp_to=a.ramp_to,
                      ramp_time=a.ramp_time, cores=a.cores)
+    if a.search is not None:
+        if a.engine != "dpdk":
+            raise ValueError(f"engine: {a.engine!r}: perfkit flows runs on the dpdk engine only")
+        _dpdk_eal(a)
+        return _search(a, spec, "dpdk")
     far = f"{spec.peer} ({spec.mode})" if spec.peer else f"{spec.peer_ip} ({spec.mode}, elsewhere)"
     run, printer, interrupted = _dpdk_run(
         a, spec, f"perfkit flows: {_frames_text(spec)}, {spec.rate or 'unlimited'}"
