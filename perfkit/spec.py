@@ -396,6 +396,7 @@ class DpdkReflect(_DpdkSpec):
 
 MAX_USERS = 100_000
 MAX_RESPONSE = 1 << 20
+HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE")
 
 
 def _parse_url(url: str, field: str = "url") -> tuple[str, int, str]:
@@ -463,8 +464,8 @@ class HttpLoad:
             if rate.unit != "pps" or not 0 < rate.value <= MAX_RATE_PPS:
                 raise ValueError(f"rate: {self.rate!r} is not a number of requests/s above 0 (e.g. 5000, 50k)")
             put("rate", rate)
-        if self.method not in ("GET", "HEAD", "POST", "PUT", "DELETE"):
-            raise ValueError(f"method: {self.method!r} is not one of GET, HEAD, POST, PUT, DELETE")
+        if self.method not in HTTP_METHODS:
+            raise ValueError(f"method: {self.method!r} is not one of {', '.join(HTTP_METHODS)}")
         for k, v in (self.headers or {}).items():
             if any(c in str(k) + str(v) for c in "\r\n") or ":" in str(k) or not str(k):
                 raise ValueError(f"headers: {k!r}: {v!r} is not a valid header")
