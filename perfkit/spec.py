@@ -567,6 +567,7 @@ class DpdkReflect(_DpdkSpec):
 MAX_USERS = 100_000
 MAX_RESPONSE = 1 << 20
 MAX_URLS = 10_000
+HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE")
 
 
 def _parse_url(url: str, field: str = "url") -> tuple[str, int, str]:
@@ -664,8 +665,8 @@ class HttpLoad:
             if rate.unit != "pps" or not 0 < rate.value <= MAX_RATE_PPS:
                 raise ValueError(f"rate: {self.rate!r} is not a number of requests/s above 0 (e.g. 5000, 50k)")
             put("rate", rate)
-        if self.method not in ("GET", "HEAD", "POST", "PUT", "DELETE"):
-            raise ValueError(f"method: {self.method!r} is not one of GET, HEAD, POST, PUT, DELETE")
+        if self.method not in HTTP_METHODS:
+            raise ValueError(f"method: {self.method!r} is not one of {', '.join(HTTP_METHODS)}")
         for k, v in (self.headers or {}).items():
             if any(c in str(k) + str(v) for c in "\r\n") or ":" in str(k) or not str(k):
                 raise ValueError(f"headers: {k!r}: {v!r} is not a valid header")
@@ -918,7 +919,7 @@ class DpdkHttpServer(_DpdkSpec):
             + b"x" * self.payload_size
 
 
-HTTP_METHODS = ("GET", "POST")
+DPERF_HTTP_METHODS = ("GET", "POST")   # the DPDK client sends these two (dperf's)
 
 
 @dataclass(frozen=True)
@@ -1027,8 +1028,8 @@ class DpdkHttpClient(_DpdkSpec):
             put(name, v)
         if not self.http_path.startswith("/"):
             raise ValueError(f"http_path: {self.http_path!r} does not start with /")
-        if str(self.http_method).upper() not in HTTP_METHODS:
-            raise ValueError(f"http_method: {self.http_method!r} is not one of {', '.join(HTTP_METHODS)}")
+        if str(self.http_method).upper() not in DPERF_HTTP_METHODS:
+            raise ValueError(f"http_method: {self.http_method!r} is not one of {', '.join(DPERF_HTTP_METHODS)}")
         put("http_method", str(self.http_method).upper())
         if len(self.request_bytes()) > self.mss:
             raise ValueError(f"payload_size: the request ({len(self.request_bytes())} B) must fit in one "
