@@ -157,7 +157,7 @@ def html_escape(text):
     ("DpdkFlows", "port", "net_af_packet0,iface=veth0"),   # reaches a kernel: needs netns
     ("DpdkReflect", "mode", None),                # not settable to a bad value: a dropdown
     ("DpdkReflect", "netns", "lab1"),
-    ("HttpLoad", "url", "https://127.0.0.1/"),
+    ("HttpLoad", "url", "ftp://127.0.0.1/"),     # http or https only
     ("HttpLoad", "rate", "10Mbps"),               # requests/s only
     ("HttpLoad", "headers", "X-Broken"),
     ("HttpLoad", "think", "-1s"),
