@@ -597,4 +597,6 @@ def test_jumbo_is_refused_on_ports_with_a_standard_mtu():
         DpdkFlows(port="net_af_packet0,iface=x", netns="/run/netns/x", sizes="64,9018")
     with pytest.raises(ValueError, match="^size: 2000-byte frames are jumbo: peer net_tap0"):
         DpdkFlows(peer="net_tap0", netns="/run/netns/x", size=2000)
-    assert DpdkFlows(port="net_memif0,role=client", size=9018).size == 9018
+    with pytest.raises(ValueError, match="^size: 9018-byte frames over memif need .* bsize=9216"):
+        DpdkFlows(port="net_memif0,role=client", size=9018)
+    assert DpdkFlows(port="net_memif0,role=client,bsize=9216", size=9018).size == 9018

@@ -441,3 +441,5 @@ cdef class DpdkEngine:
             ports, self.ports = self.ports, []
             for p in reversed(ports):
                 p.close()
+
+include "tcp.pxi"

@@ -2143,3 +2143,17 @@ void pk_dpdk_destroy(pk_dpdk_engine *e)
     free(e->w);
     free(e);
 }
+
+/* ------------------------------------------ hooks for other engines (tcp_engine.c) */
+
+struct rte_mempool *pk_dpdk_pool(void) { return pool; }
+
+uint32_t pk_dpdk_port_ip(const pk_dpdk_port *p) { return p->ip; }
+
+int pk_dpdk_port_claim(pk_dpdk_port *p)
+{
+    int idle = 0;
+    return __atomic_compare_exchange_n(&p->busy, &idle, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) ? 0 : -1;
+}
+
+void pk_dpdk_port_release(pk_dpdk_port *p) { __atomic_store_n(&p->busy, 0, __ATOMIC_RELEASE); }

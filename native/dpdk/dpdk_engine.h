@@ -167,4 +167,15 @@ const char *pk_dpdk_error(const pk_dpdk_engine *e);
 /* Stop, join, release the ports for other users. */
 void pk_dpdk_destroy(pk_dpdk_engine *e);
 
+/* ------------------------------------------ hooks for other engines (tcp_engine.c) */
+
+struct rte_mempool;
+/* The process-wide mbuf pool (NULL before EAL init). */
+struct rte_mempool *pk_dpdk_pool(void);
+/* The port's own IPv4 address (network order; 0 = none). */
+uint32_t pk_dpdk_port_ip(const pk_dpdk_port *p);
+/* Take the port for one engine: 0, or -1 when another engine has it. */
+int pk_dpdk_port_claim(pk_dpdk_port *p);
+void pk_dpdk_port_release(pk_dpdk_port *p);
+
 #endif

@@ -76,7 +76,9 @@
     X(jitter_sum_ns, SUM,  "ns",   "sum of |latency - previous latency|")     \
     /* the engine's own CPU use */                                            \
     X(cpu_busy_ns,  SUM,   "ns",   "worker CPU time")                         \
-    X(cpu_wall_ns,  SUM,   "ns",   "worker wall time")                       \
+    X(cpu_wall_ns,  SUM,   "ns",   "worker wall time")                        \
+    /* HTTPS client */                                                        \
+    X(err_tls,      SUM,   "conn", "TLS handshakes failed")                   \
     /* latency probes beside a load (DPDK engine): their own samples */      \
     X(probe_tx,     SUM,   "pkt",  "latency probes sent")                     \
     X(probe_rx,     SUM,   "pkt",  "latency probes received (with a sample)") \
