@@ -355,8 +355,9 @@ class DpdkFlows(_DpdkSpec):
               sent interleaved as one preallocated pattern; size becomes the mean (rounded)
     rate      target rate (1Mpps, 500Mbps: bits of whole frames, the mean size with sizes);
               None = as fast as the port takes frames
-    ramp_to   with rate: the rate rises linearly from rate to ramp_to over ramp_time
-              (default: the whole duration), then stays there; paced by the TSC
+    ramp_to   with rate: the rate rises linearly from rate to ramp_to over ramp_time,
+              then stays there; paced by the TSC
+    ramp_time  how long the ramp takes (default: the whole duration)
     probe_rate  a low-rate latency probe stream beside the load (100pps; None = none):
               probe frames are flagged in the payload and get their own histogram
               (summary: probe_lat_p50_us ...); they count in the frames and the loss
@@ -374,7 +375,8 @@ class DpdkFlows(_DpdkSpec):
     dst_ips   destination addresses peer_ip .. peer_ip + dst_ips - 1 (default 1; a reverse
               peer reflects for all of them)
     sports    source ports sport .. sport + sports - 1 (default: as many as the flows need)
-    dports    destination ports dport .. dport + dports - 1 (default 1)
+    dports    destination ports dport .. dport + dports - 1 (default 1; more when the flows
+              need more source ports than there are from sport)
     duration  how long to send
     ip        the port's own address; peer_ip: the destination (and the peer port's address)
     dst_mac   the destination MAC; None = the peer port's, else ARP for peer_ip (1 s; then broadcast)
@@ -529,6 +531,14 @@ class DpdkFlows(_DpdkSpec):
         others = self.src_ips * self.dst_ips * self.dports
         if self.sports is None:
             need = -(-self.flows // others)
+            if self.sport + need > 65536 and self.dports == 1:
+                # more flows than source ports from sport: they go over destination ports too
+                put("dports", -(-need // (65536 - self.sport)))
+                if self.dport + self.dports > 65536:
+                    raise ValueError(f"flows: {self.flows} flows need more source and destination ports "
+                                     "than there are: give src_ips or dst_ips")
+                others = self.src_ips * self.dst_ips * self.dports
+                need = -(-self.flows // others)
             if self.sport + need > 65536:
                 raise ValueError(f"flows: {self.flows} flows need {need} source ports from {self.sport}, "
                                  "past 65535: lower sport, or give more src_ips, dst_ips or dports")

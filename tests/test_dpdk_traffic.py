@@ -183,13 +183,21 @@ def test_reverse_peer_reflects_for_every_destination_address(eal):
     (dict(dports=0), "dports"), (dict(dport=65000, dports=600), "dports"),
     (dict(sports=0), "sports"), (dict(sport=65000, sports=600), "sports"),
     (dict(flows=100, sports=10, dports=2), "flows"),            # 20 tuples for 100 flows
-    (dict(flows=70000, sport=1000), "flows"),                   # 70000 source ports do not exist
+    (dict(flows=70000, sport=1000, dport=65535), "flows"),     # 70000 (source, destination) ports do not exist
     (dict(ip="198.19.255.250", src_ips=10), "src_ips"),         # leaves 198.18.0.0/15
     (dict(src_ips=2), "dst_ips"),                               # 198.18.0.1-2 overlaps 198.18.0.2
 ])
 def test_bad_ranges_name_the_field(kw, field):
     with pytest.raises(ValueError, match=f"^{field}:"):
         DpdkFlows(**kw)
+
+
+def test_flows_beyond_the_source_ports_widen_the_destination_ports():
+    s = DpdkFlows(flows=131072)
+    assert (s.sports, s.dports) == (43691, 3)             # 3 destination ports, the source ports split
+    assert s.sports * s.dports >= 131072
+    s = DpdkFlows(flows=131072, dports=4)                  # given: kept, the source ports follow
+    assert (s.sports, s.dports) == (32768, 4)
 
 
 def test_ranges_round_trip_and_reflector_ips():
