@@ -566,3 +566,39 @@ def summary_line(s: dict | None) -> str:
             parts.append(f"one-way p50 {_time(s['lat_p50_us'])}")
     parts.append(f"cpu {s.get('cpu_pct', 0):.0f}%")
     return ", ".join(parts)
+
+
+class Launcher:
+    """Every spec's Panel in one widget, a tab each (LocalTest, RemoteTest, HttpLoad,
+    HttpServe, DpdkFlows, DpdkReflect): every test perfkit runs, from one cell.
+
+        launcher = perfkit.ui.Launcher(interval=0.5)
+        launcher                       # pick a tab, fill in, Start
+        launcher["HttpLoad"].run       # a tab's Panel and its Run
+
+    kinds: which specs (names in perfkit.spec.SPECS), in tab order; panel_kwargs go to
+    every Panel (interval, window, redraw_s).
+    """
+
+    def __init__(self, kinds=None, **panel_kwargs):
+        import ipywidgets as w
+        kinds = list(kinds) if kinds is not None else list(_spec.SPECS)
+        for k in kinds:
+            _resolve(k)                       # ValueError naming the known ones
+        self.panels = {k: Panel(k, **panel_kwargs) for k in kinds}
+        self.widget = w.Tab(children=[p.widget for p in self.panels.values()])
+        self.widget.titles = tuple(kinds)
+
+    def __getitem__(self, kind: str) -> Panel:
+        return self.panels[kind]
+
+    @property
+    def current(self) -> Panel:
+        """The Panel of the selected tab."""
+        return list(self.panels.values())[self.widget.selected_index or 0]
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    def __repr__(self) -> str:
+        return f"<perfkit.ui.Launcher {', '.join(self.panels)}>"
