@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """perfkit side by side with iperf3, sockperf and qperf, on loopback and between two lab hosts.
 
-    python3 bench/run.py [--reps 3] [--duration 5] [--only udp64_pps tcp_lat vs_qperf ...]
+    python3 bench/run.py [--reps 3] [--duration 5] [--only udp64_pps tcp_lat vs_qperf http_keepalive ...]
 
 Each comparison runs perfkit and its peer tool(s) alternately (perfkit, peer,
 perfkit, peer, ...) for --reps rounds, takes the median of each side and prints
@@ -42,7 +42,8 @@ PEER_TOOLS = ("iperf3", "qperf", "sockperf")   # command name = Debian package n
 LAT_SIZE = 64                   # message size of every latency test (sockperf needs >= 14)
 UDP_SIZE = 64                   # datagram payload of the UDP rate tests
 LOSS_RATE_SHARE = 0.75          # udp64_loss offers this share of iperf3's measured max rx rate
-GROUPS = ("udp64_pps", "udp64_loss", "tcp_bw", "udp_lat", "tcp_lat", "vs_qperf")
+GROUPS = ("udp64_pps", "udp64_loss", "tcp_bw", "udp_lat", "tcp_lat", "vs_qperf",
+          "http_keepalive", "http_users20k", "http_close")   # 20k before close: no TIME_WAIT pile then
 
 
 class BenchError(RuntimeError):
@@ -467,6 +468,8 @@ class Bench:
     vs_client: str = "api"       # vs_qperf: perfkit test from Python (api) or as a command (cli)
     vs_rows: list[Row] = field(default_factory=list)
     vs_details: list[str] = field(default_factory=list)
+    http_rows: list[Row] = field(default_factory=list)
+    http_details: list[str] = field(default_factory=list)
     errors: int = 0
     _done: int = 0
 
@@ -1072,6 +1075,238 @@ def _vs_rows(b: Bench, path: str, res: dict) -> None:
          "CPUs busy), so they say little on a shared machine; listed as qperf prints them."])
 
 
+# ------------------------------------------------------------ HTTP vs wrk (nginx)
+
+HTTP_GROUPS = ("http_keepalive", "http_users20k", "http_close")
+HTTP_USERS = 100                # wrk -c100: as many perfkit virtual users
+HTTP_THREADS = 2                # wrk -t2: as many perfkit client threads
+HTTP_BIG_USERS = 20_000         # http_users20k: virtual users held ...
+HTTP_HOLD_S = 30.0              # ... this long, after ...
+HTTP_RAMP_S = 10.0              # ... starting them evenly over this time
+HTTP_THINK = "2s"               # each user: one request, then a 2 s pause (about 10k requests/s in all)
+NGINX_BENCH_CONF = """
+worker_processes 2;
+worker_rlimit_nofile {nofile};
+error_log {d}/error.log;
+pid {d}/nginx.pid;
+events {{ worker_connections {conns}; }}
+http {{
+    access_log off;
+    client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_temp_path {d}; uwsgi_temp_path {d}; scgi_temp_path {d};
+    keepalive_requests 100000000;
+    keepalive_timeout 120s;
+    server {{
+        listen {host}:{port} reuseport backlog=16384;
+        location / {{ return 200 "hello from nginx\\n"; }}
+    }}
+}}
+"""
+
+
+class BenchNginx:
+    """nginx on 127.0.0.1 for the HTTP rows: 2 workers (reuseport splits the connections
+    between them, so each stays under the open-file limit), no access log, a 17-byte body."""
+
+    def __init__(self, ports: Ports, lifetime: float):
+        import resource
+        self.dir = tempfile.mkdtemp(prefix="perfkit-bench-nginx-")
+        os.chmod(self.dir, 0o755)
+        self.port = ports.take()
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        nofile = 65536 if hard == resource.RLIM_INFINITY else min(65536, hard)
+        conf = Path(self.dir) / "nginx.conf"
+        conf.write_text(NGINX_BENCH_CONF.format(d=self.dir, host=HOST, port=self.port, nofile=nofile,
+                                                conns=min(16384, nofile - 64)))
+        self.url = f"http://{HOST}:{self.port}/"
+        self.srv = Server(["nginx", "-c", conf, "-p", self.dir, "-g", "daemon off;"], lifetime)
+
+    def __enter__(self) -> "BenchNginx":
+        self.srv.wait_listening(self.port, "tcp", timeout=30)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.srv.finish(wait=0)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _perfkit_http_api(url: str, users: int, duration: float, keepalive: bool, think: str, ramp: float,
+                      threads: int) -> dict:
+    """What `perfkit http URL -u USERS -t D [--close] [--think T] [--ramp R] [--threads N] --json` runs."""
+    from perfkit.errors import EngineError
+    from perfkit.run import Run
+    from perfkit.spec import HttpLoad
+    try:
+        spec = HttpLoad(url=url, users=users, duration=duration, keepalive=keepalive, think=think, ramp=ramp,
+                        threads=threads)
+        run = Run(spec)
+        run.start()
+    except ValueError as exc:   # e.g. more users than the open-file limit allows
+        raise BenchError(str(exc)) from None
+    try:
+        run.wait()
+    except EngineError:
+        pass
+    if run.error:
+        raise BenchError(f"perfkit http: {run.error}")
+    s = dict(run.summary)
+    s["conns_by_s"] = [(r["time_s"], r["sock_current"]) for r in run.rows]
+    return s
+
+
+def run_perfkit_http(url, users, duration, keepalive=True, think="0", ramp=0.0, threads=1) -> dict:
+    if PERFKIT_CLIENT == "api":
+        return in_fork(_perfkit_http_api, url, users, duration, keepalive, think, ramp, threads, timeout=duration + 40)
+    cmd = [*perfkit_cmd(), "http", url, "-u", str(users), "-t", f"{duration:g}s", "--think", think,
+           "--ramp", f"{ramp:g}s", "--threads", str(threads), "--json"] + ([] if keepalive else ["--close"])
+    try:
+        cp = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=duration + 60)
+    except subprocess.TimeoutExpired:
+        raise BenchError(f"perfkit http: no result within {duration + 60:g} s") from None
+    if cp.returncode != 0:
+        raise BenchError((cp.stderr or cp.stdout).strip()[-600:])
+    lines = [json.loads(ln) for ln in cp.stdout.splitlines() if ln.startswith("{")]
+    s = lines[-1]["summary"]
+    s["conns_by_s"] = [(r["time_s"], r["sock_current"]) for r in lines[:-1] if "time_s" in r]
+    return s
+
+
+_WRK_UNITS = {"us": 1.0, "ms": 1e3, "s": 1e6, "m": 60e6}
+
+
+def run_wrk(url: str, conns: int, duration: float, close: bool) -> dict:
+    """wrk -t2 -cN -dDs [-H 'Connection: close'] URL: requests/s, mean latency, errors."""
+    cmd = ["wrk", "-t2", f"-c{conns}", f"-d{duration:.0f}s"] + (["-H", "Connection: close"] if close else []) + [url]
+    out = run_client(cmd, timeout=duration + 30).stdout
+    m = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    n = re.search(r"(\d+) requests in ([\d.]+)(\w+)", out)
+    if not m or not n:
+        raise BenchError(f"wrk: cannot read its output: {out.strip()[-300:]}")
+    lat = re.search(r"Latency\s+([\d.]+)(us|ms|s|m)\b", out)
+    err = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return {"rps": float(m.group(1)), "requests": int(n.group(1)),
+            "lat_mean_us": float(lat.group(1)) * _WRK_UNITS[lat.group(2)] if lat else None,
+            "errors": sum(int(x) for x in err.groups()) if err else 0,
+            "error_detail": err.group(0) if err else "none", "non2xx": int(non2xx.group(1)) if non2xx else 0}
+
+
+def _fmt_rps(v):
+    return "—" if v is None else f"{v / 1e3:.1f} k req/s"
+
+
+def _pk_errors(s: dict) -> int:
+    return sum(s.get(k) or 0 for k in ("http_err", "err_connect", "err_timeout", "err_reset", "err_read", "err_tls"))
+
+
+def _bench_http_vs_wrk(b: Bench, close: bool) -> None:
+    name = "http_close" if close else "http_keepalive"
+    what = "a new connection per request (Connection: close)" if close else "keep-alive"
+    print(f"{name}: nginx on loopback, requests/s, {HTTP_USERS} users / connections, {what}", flush=True)
+    if not shutil.which("nginx") or not shutil.which("wrk"):
+        b.http_rows.append(Row(name, "req/s", "—", "—", "—", ">= 1", "skipped"))
+        print("  nginx or wrk missing (Debian: nginx-light wrk): skipped", flush=True)
+        return
+    pk, wr = [], []
+    with BenchNginx(b.ports, lifetime=b.reps * 2 * (b.duration + 30) + 60) as ngx:
+        for rep in range(b.reps):
+            def one_pk():
+                pk.append(b.attempt(f"rep {rep + 1} perfkit http -u {HTTP_USERS} --threads {HTTP_THREADS}"
+                                    + (" --close" if close else ""),
+                                    run_perfkit_http, ngx.url, HTTP_USERS, b.duration, not close, "0", 0.0,
+                                    HTTP_THREADS,
+                                    show=lambda s: f"{_fmt_rps(s['tps'])}, mean {s['lat_mean_us'] or 0:.0f} µs, "
+                                                   f"errors {_pk_errors(s)}, cpu {cpu_str(s)}"))
+
+            def one_wrk():
+                wr.append(b.attempt(f"rep {rep + 1} wrk -t2 -c{HTTP_USERS}" + (" -H 'Connection: close'" if close
+                                                                               else ""),
+                                    run_wrk, ngx.url, HTTP_USERS, b.duration, close,
+                                    show=lambda r: f"{_fmt_rps(r['rps'])}, mean {r['lat_mean_us'] or 0:.0f} µs, "
+                                                   f"errors {r['errors'] + r['non2xx']}"))
+            for fn in ((one_pk, one_wrk) if rep % 2 == 0 else (one_wrk, one_pk)):  # who goes first swaps
+                fn()
+    b.http_rows.append(ratio_row(name, "req/s" + (" (conn/req)" if close else " (keep-alive)"),
+                                 med(pick(pk, "tps")), med(pick(wr, "rps")), "wrk -t2", _fmt_rps, 1.0, True))
+    lines = []
+    for i in range(b.reps):
+        s = pk[i] if i < len(pk) else None
+        r = wr[i] if i < len(wr) else None
+        lines.append([str(i + 1),
+                      "—" if not s else f"{_fmt_rps(s['tps'])}, mean {s['lat_mean_us'] or 0:.0f} µs, p99 "
+                                        f"{s['lat_p99_us'] or 0:.0f} µs, {s['responses']} responses, "
+                                        f"errors {_pk_errors(s)}, {s['sock_open']} connections",
+                      "—" if not s else cpu_str(s),
+                      "—" if not r else f"{_fmt_rps(r['rps'])}, mean {r['lat_mean_us'] or 0:.0f} µs, "
+                                        f"{r['requests']} requests, errors: {r['error_detail']}, "
+                                        f"non-2xx {r['non2xx']}"])
+    b.http_details += detail_table(
+        f"{name}: perfkit http vs wrk, {what}", ["rep", "perfkit", "perfkit CPU", "wrk"], lines,
+        [f"perfkit: `HttpLoad(url, users={HTTP_USERS}, duration={b.duration:g}, keepalive={not close}, "
+         f"threads={HTTP_THREADS})` (= `perfkit http URL -u 100 --threads {HTTP_THREADS}"
+         + (" --close" if close else "") + f"`), {HTTP_THREADS} client threads as wrk's; figure: "
+         "summary `tps` (whole responses / s over its active time).",
+         f"wrk: `wrk -t2 -c{HTTP_USERS} -d{b.duration:.0f}s" + (" -H 'Connection: close'" if close else "")
+         + " URL`, two threads; figure: its `Requests/sec`.",
+         "Both against the same nginx (2 workers, reuseport, access log off, `return 200` with a 17-byte body), "
+         "taking turns; who goes first swaps every rep."])
+
+
+def bench_http_users(b: Bench) -> None:
+    name = "http_users20k"
+    print(f"{name}: {HTTP_BIG_USERS} virtual users held {HTTP_HOLD_S:g} s (ramp {HTTP_RAMP_S:g} s, think "
+          f"{HTTP_THINK}) against nginx, zero client errors", flush=True)
+    if not shutil.which("nginx"):
+        b.http_rows.append(Row(name, "users held, errors", "—", "—", "—", "0 errors", "skipped"))
+        return
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    duration = HTTP_RAMP_S + HTTP_HOLD_S
+    notes = [f"open-file limit of this process: soft {soft}, hard {hard} (RLIMIT_NOFILE); perfkit needs one per "
+             "user plus what the process has open, and raises the soft limit itself (the hard limit only as "
+             "root with CAP_SYS_RESOURCE)."]
+    lines = []
+    with BenchNginx(b.ports, lifetime=2 * duration + 120) as ngx:
+        users = HTTP_BIG_USERS
+        for attempt in range(2):
+            try:
+                s = run_perfkit_http(ngx.url, users, duration, True, HTTP_THINK, HTTP_RAMP_S)
+            except BenchError as exc:
+                m = re.search(r"at most (\d+) fit now", str(exc))
+                print(f"  perfkit http -u {users}: {exc}", flush=True)
+                if m and attempt == 0:   # the limit: say so, then hold as many as fit
+                    b.http_rows.append(Row(name, f"{users} users held {HTTP_HOLD_S:g} s",
+                                           "refused: open-file limit", "—", "—", "0 errors", "blocked"))
+                    notes.append(f"{users} users: perfkit refused before starting: {exc}")
+                    users = int(m.group(1))
+                    name = f"http_users_max ({users})"
+                    continue
+                b.errors += 1
+                b.http_rows.append(Row(name, f"{users} users", "error", "—", "—", "0 errors", "error"))
+                notes.append(f"{users} users: {exc}")
+                break
+            held = [c for t, c in s["conns_by_s"] if HTTP_RAMP_S + 1 <= t <= duration - 1]
+            errs = _pk_errors(s)
+            ok = s["sock_open"] == users and errs == 0 and held and min(held) == users
+            print(f"  perfkit http -u {users}: {s['sock_open']} connections, held {min(held) if held else 0}.."
+                  f"{max(held) if held else 0}, {s['tps']:.0f} req/s, errors {errs}", flush=True)
+            b.http_rows.append(Row(name, f"{users} users held {HTTP_HOLD_S:g} s, client errors",
+                                   f"{min(held) if held else 0} held, {errs} errors", "—", "—",
+                                   f"{users} held, 0 errors", "pass" if ok else "FAIL"))
+            lines.append([str(users), str(s["sock_open"]), f"{min(held) if held else 0}..{max(held) if held else 0}",
+                          f"{s['tps']:.0f}", f"{s['lat_mean_us'] or 0:.0f} / {s['lat_p99_us'] or 0:.0f}",
+                          f"http_err {s['http_err']}, connect {s['err_connect']}, timeout {s['err_timeout']}, "
+                          f"reset {s['err_reset']}, read {s['err_read']}", cpu_str(s)])
+            break
+    b.http_details += detail_table(
+        f"{name}: virtual users held", ["users", "connections opened", "open during the hold (min..max)",
+                                        "req/s", "mean / p99 µs", "client errors", "perfkit CPU"], lines,
+        notes + [f"perfkit: `HttpLoad(url, users=N, duration={duration:g}, ramp={HTTP_RAMP_S:g}, think="
+                 f"'{HTTP_THINK}')` (= `perfkit http URL -u N -t {duration:g}s --ramp {HTTP_RAMP_S:g}s --think "
+                 f"{HTTP_THINK}`); held = the rows' `sock_current` from {HTTP_RAMP_S + 1:g} s to "
+                 f"{duration - 1:g} s; errors = http_err + connect, timeout, reset, read and TLS errors.",
+                 "No peer: wrk has no think time and the same open-file limit."])
+
+
 BENCHES = {
     "udp64_pps": bench_udp64_pps,
     "udp64_loss": bench_udp64_loss,
@@ -1079,6 +1314,9 @@ BENCHES = {
     "udp_lat": lambda b: bench_lat(b, "udp"),
     "tcp_lat": lambda b: bench_lat(b, "tcp"),
     "vs_qperf": bench_vs_qperf,
+    "http_keepalive": lambda b: _bench_http_vs_wrk(b, close=False),
+    "http_close": lambda b: _bench_http_vs_wrk(b, close=True),
+    "http_users20k": bench_http_users,
 }
 
 
@@ -1114,7 +1352,7 @@ def tool_version(tool: str) -> str:
         except importlib.metadata.PackageNotFoundError:
             return "?"
     args = {"iperf3": ["iperf3", "--version"], "qperf": ["qperf", "--version"],
-            "sockperf": ["sockperf", "--version"]}[tool]
+            "sockperf": ["sockperf", "--version"], "wrk": ["wrk", "-v"], "nginx": ["nginx", "-v"]}[tool]
     try:
         cp = subprocess.run(args, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
@@ -1203,7 +1441,14 @@ def write_results(path: Path, b: Bench, env: dict, versions: dict, argv: list[st
                "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
         md += ["| " + " | ".join(row_cells(r)) + " |" for r in b.vs_rows]
         md += [""]
-    md += ["## Every run", ""] + b.details + b.vs_details
+    if b.http_rows:
+        md += ["## perfkit http vs wrk against nginx (loopback)", "",
+               "Requests/s of perfkit's HTTP client and wrk, two threads each, against the same nginx, taking "
+               "turns; and many virtual users held with zero client errors. Targets: >= 1.0x wrk.", "",
+               "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+        md += ["| " + " | ".join(row_cells(r)) + " |" for r in b.http_rows]
+        md += [""]
+    md += ["## Every run", ""] + b.details + b.vs_details + b.http_details
     path.write_text("\n".join(md) + "\n")
 
 
@@ -1242,6 +1487,8 @@ def main(argv=None) -> int:
     tools = ensure_tools(install=not a.no_install)
     env = environment()
     versions = {t: tool_version(t) for t in ("perfkit", *PEER_TOOLS) if t == "perfkit" or t in tools}
+    if a.only is None or set(a.only) & set(HTTP_GROUPS):   # the HTTP rows' peer and server
+        versions.update({t: tool_version(t) for t in ("wrk", "nginx") if shutil.which(t)})
     print(f"{env['date']}  kernel {env['kernel']}  {env['cpu']}  load {env['load']}", flush=True)
     if env["busy"]:
         print(f"WARNING: {env['busy']}", flush=True)
@@ -1259,7 +1506,7 @@ def main(argv=None) -> int:
     finally:
         kill_all_servers()
     took = time.monotonic() - t0
-    for rows in (b.rows, b.vs_rows):
+    for rows in (b.rows, b.vs_rows, b.http_rows):
         if rows:
             print()
             print_table(rows)

@@ -608,6 +608,8 @@ class HttpLoad:
     method, headers, body   the request (GET/HEAD/POST/PUT/DELETE; headers as a dict)
     connect_timeout, response_timeout
     url_order         "cycle" or "random": how requests pick from a URL list
+    threads           client threads (each its own epoll loop), the users and the rate split
+                      evenly between them, as wrk -t
     lab               run the client in this lab's first host (h1), e.g. against a server
                       in h2 (url http://<h2's address>/): the lab's link, impaired or not,
                       is then the path under test
@@ -626,6 +628,7 @@ class HttpLoad:
     response_timeout: float | str = 10.0
     url_order: str = "cycle"
     lab: str | None = None
+    threads: int = 1
 
     test = "http"
 
@@ -653,6 +656,7 @@ class HttpLoad:
         if self.url_order not in ("cycle", "random"):
             raise ValueError(f"url_order: {self.url_order!r} is not 'cycle' or 'random'")
         put("users", _int_in(self.users, "users", 1, MAX_USERS))
+        put("threads", _int_in(self.threads, "threads", 1, min(64, self.users)))
         for name, lo, hi in (("duration", 1e-3, MAX_DURATION_S), ("think", 0, 3600), ("ramp", 0, MAX_DURATION_S),
                              ("connect_timeout", 1e-3, 600), ("response_timeout", 1e-3, 3600)):
             v = parse_duration(getattr(self, name), name)

@@ -16,9 +16,10 @@ CONF = """
 worker_processes 1;
 error_log {d}/error.log;
 pid {d}/nginx.pid;
-events {{ worker_connections 4096; }}
+worker_rlimit_nofile 16000;
+events {{ worker_connections 12000; }}
 http {{
-    log_format pk '$request_method $uri $status $content_length $http_x_perfkit $https';
+    log_format pk '$request_method $uri $status $content_length $http_x_perfkit $https $remote_addr';
     access_log {d}/access.log pk;
     client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_temp_path {d};
     uwsgi_temp_path {d}; scgi_temp_path {d};
@@ -90,5 +91,5 @@ class Nginx:
         self.stop()
 
     def log(self) -> list[list[str]]:
-        """Access-log lines since start, split: method uri status content_length x_perfkit https."""
+        """Access-log lines since start, split: method uri status content_length x_perfkit https remote_addr."""
         return [ln.split(" ") for ln in (self.d / "access.log").read_text().splitlines()[self.base:]]

@@ -160,7 +160,7 @@ def html_escape(text):
     ("DpdkFlows", "port", "net_af_packet0,iface=veth0"),   # reaches a kernel: needs netns
     ("DpdkReflect", "mode", None),                # not settable to a bad value: a dropdown
     ("DpdkReflect", "netns", "lab1"),
-    ("HttpLoad", "url", "ftp://127.0.0.1/"),
+    ("HttpLoad", "url", "ftp://127.0.0.1/"),     # http or https only
     ("HttpLoad", "url", "http://127.0.0.1:80/ http://127.0.0.2:80/"),   # a URL list: one server
     ("DpdkFlows", "sizes", "64:7,2000:1"),
     ("DpdkFlows", "ramp_to", "2Mpps"),             # a ramp starts from rate: none given

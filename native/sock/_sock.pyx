@@ -47,7 +47,7 @@ cdef class SockEngine:
     size, flows, batch, gso, rate (messages/s, 0 = unlimited), duration (s),
     busy_poll, cpu, proto (tcp|sctp), netns; HTTP roles: users, keepalive,
     think, ramp, connect_timeout, response_timeout (s), blob (request or response bytes;
-    a client's blob may hold several requests back to back), url_random, tls (netns: a
+    a client's blob may hold several requests back to back), url_random, tls, user_base (netns: a
     /run/netns/NAME path to work in)."""
     cdef pk_sock_engine *e
     cdef int n
@@ -100,6 +100,7 @@ cdef class SockEngine:
                 cfgs[i].blob_len = len(blob)
                 cfgs[i].url_random = 1 if w.get("url_random", False) else 0
                 cfgs[i].tls = 1 if w.get("tls", False) else 0
+                cfgs[i].user_base = w.get("user_base", 0)
             err[0] = 0
             self.e = pk_sock_create(cfgs, self.n, err, sizeof(err))
             if self.e == NULL:

@@ -29,6 +29,12 @@
 #define HTTP_RETRY_NS      10000000ull  /* a failed connection waits this long to retry */
 #define HTTP_BACKLOG       65536        /* open loop: intended times waiting for a user */
 #define HTTP_REQ_MAX       (64 << 10)   /* a server reads request headers up to this */
+#define HTTP_RAMP_BATCH    256          /* users started per loop turn, so timeouts and the end still run */
+/* Linux's connect() takes source ports of one parity first (half the local port
+ * range, ~14k by default) and searches all of them before the rest: past ~14k
+ * connections to one address each connect() costs milliseconds. To loopback, so
+ * many users spread over source addresses 127.0.0.1, .2, ... this many each. */
+#define HTTP_USERS_PER_SRC 8192
 
 enum { U_OFF, U_CONNECTING, U_SENDING, U_WAITING, U_IDLE, U_THINKING, U_RETRY, U_HANDSHAKE };
 
@@ -63,6 +69,7 @@ typedef struct http_state {
     uint64_t rng;           /* random: xorshift64 state */
     uint64_t *per_url;      /* 3 per template: sent, answered, failed (this worker writes) */
     void *ssl_ctx;          /* HTTPS: one SSL_CTX per worker */
+    int spread_src;         /* bind users to 127.0.0.1 + (user_base + index) / HTTP_USERS_PER_SRC */
 } http_state;
 
 int pk_sock_have_tls(void)
@@ -198,6 +205,8 @@ static int http_setup(worker *w, char *err, size_t errlen)
         return -1;
 #endif
     }
+    h->spread_src = w->cfg.role == PK_HTTP_CLIENT && w->cfg.remote.family == AF_INET &&
+                    w->cfg.remote.ip[0] == 127 && w->cfg.user_base + h->nusers > HTTP_USERS_PER_SRC;
     if (w->cfg.role == PK_HTTP_CLIENT)
         return http_templates(w, h, err, errlen);
     return 0;
@@ -309,6 +318,18 @@ static int user_connect(worker *w, http_state *h, http_user *u, uint64_t now)
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (h->spread_src) { /* the address only: the port is still chosen at connect() */
+        struct sockaddr_in src = { .sin_family = AF_INET };
+        src.sin_addr.s_addr = htonl(0x7f000001u + (w->cfg.user_base + (uint32_t)(u - h->users)) / HTTP_USERS_PER_SRC);
+        setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
+        if (bind(fd, (struct sockaddr *)&src, sizeof(src)) != 0) {
+            u->fd = fd;
+            pk_add(&w->c, PK_sock_open, 1);
+            pk_set(&w->c, PK_sock_current, pk_read(&w->c, PK_sock_current) + 1);
+            user_fail(w, u, PK_err_connect, now);
+            return -1;
+        }
+    }
     struct sockaddr_storage ss;
     uint16_t port = w->cfg.peer >= 0 ? (uint16_t)w->engine->w[w->cfg.peer].bound_port : w->cfg.remote.port;
     socklen_t len = to_sockaddr(&w->cfg.remote, port, &ss);
@@ -612,8 +633,8 @@ static void run_http_client(worker *w)
             break;
         account_cpu(w, now, 0);
         /* ramp-up: user i starts at i/users of the ramp time */
-        while (started < h->nusers &&
-               (w->cfg.ramp_ns == 0 || now - w->wall0 >= w->cfg.ramp_ns * started / h->nusers)) {
+        for (int k = 0; k < HTTP_RAMP_BATCH && started < h->nusers &&
+                        (w->cfg.ramp_ns == 0 || now - w->wall0 >= w->cfg.ramp_ns * started / h->nusers); k++) {
             http_user *u = &h->users[started++];
             if (w->cfg.rate <= 0)
                 user_request(w, h, u, now, now);

@@ -45,6 +45,7 @@ cdef extern from "sock_engine.h":
         uint32_t blob_len
         int url_random
         int tls
+        uint32_t user_base
 
     enum: PK_SOCK_MAX_WORKERS
     enum: PK_SOCK_MAX_FLOWS

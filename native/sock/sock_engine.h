@@ -65,6 +65,7 @@ typedef struct pk_sock_worker_cfg {
     int url_random;         /* client: blob holds several requests back to back; each request
                                takes the next (0) or one at random (1) */
     int tls;                /* client: HTTPS (through OpenSSL; no certificate check, as wrk) */
+    uint32_t user_base;     /* client: index of this worker's first user among all workers' */
 } pk_sock_worker_cfg;
 
 #define PK_SOCK_MAX_WORKERS 64

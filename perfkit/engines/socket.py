@@ -106,12 +106,15 @@ def http_workers(spec) -> list[dict]:
             where["netns"] = Lab.attach(spec.lab).hosts[0].netns_path
         except ValueError:
             raise ValueError(f"lab: no lab {spec.lab!r} is up (perfkit lab up; perfkit lab status)") from None
+    n = spec.threads  # the users and the rate split evenly; user_base keeps source addresses global
+    sizes = [spec.users // n + (1 if i < spec.users % n else 0) for i in range(n)]
     return [{**where, "role": "http_client", "local": ("::" if ":" in host else "0.0.0.0", 0), "remote": (host, port),
-             "size": 1, "duration": spec.duration, "users": spec.users, "rate": spec.messages_per_second,
+             "size": 1, "duration": spec.duration, "users": sizes[i], "user_base": sum(sizes[:i]),
+             "rate": spec.messages_per_second * sizes[i] / spec.users,
              "keepalive": spec.keepalive, "think": spec.think, "ramp": spec.ramp,
              "connect_timeout": spec.connect_timeout, "response_timeout": spec.response_timeout,
              "blob": spec.request_bytes(), "url_random": spec.url_order == "random",
-             "tls": spec.tls}]
+             "tls": spec.tls} for i in range(n)]
 
 
 def build(spec):

@@ -69,7 +69,7 @@ DPDK_PANELS = (   # DPDK UDP flows and their far end (DpdkFlows, DpdkReflect)
 
 HTTP_ERRORS = [("failed requests/s", "http_err_per_s", "#d62728"), ("connect errors/s", "err_connect_per_s", "#8c564b"),
                ("timeouts/s", "err_timeout_per_s", "#ff7f0e"), ("resets/s", "err_reset_per_s", "#9467bd"),
-               ("cut short/s", "err_read_per_s", "#7f7f7f")]
+               ("cut short/s", "err_read_per_s", "#7f7f7f"), ("TLS handshakes failed/s", "err_tls_per_s", "#bcbd22")]
 
 HTTP_PANELS = (   # HTTP load (HttpLoad): nGrinder's TPS, mean test time and errors
     ("transactions/s", _RATE_AXIS,

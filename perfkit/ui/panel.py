@@ -68,7 +68,7 @@ UNITS = {
     "gateway_mac": "aa:bb:cc:dd:ee:ff; empty: ARP", "lport_range": "FIRST-LAST (1024-65535)",
     "cps": "connections/s (1000, 2k, 1.5m)", "cc": "connections (0, 10k); 0: none",
     "keepalive_requests": "requests; 0: until the end", "launch_num": "connections per launch",
-    "http_host": "Host header", "http_path": "/PATH",
+    "http_host": "Host header", "http_path": "/PATH", "threads": "client threads",
 }
 UNITS_BY_SPEC = {
     "DpdkFlows": {"size": "Ethernet frame bytes, FCS counted", "port": "ring:NAME:0|1 or a vdev",
@@ -121,7 +121,7 @@ RANGES = {
 # Ranges that are not two numbers (they depend on another field, or are durations).
 RANGE_TEXT = {
     "_SocketTest": {"size": "1..{udp} (UDP), 1..{tcp} (TCP, SCTP)".format(**_spec.MAX_SIZE)},
-    "HttpLoad": {"think": "0..1h", "ramp": "0..24h", "connect_timeout": "1ms..10m",
+    "HttpLoad": {"threads": "1..64, at most users", "think": "0..1h", "ramp": "0..24h", "connect_timeout": "1ms..10m",
                  "response_timeout": "1ms..1h", "duration": "1ms..24h"},
     "DpdkFlows": {"flows": f"1..{_spec.DPDK_MAX_FLOWS}, at most sports x dports x src_ips x dst_ips",
                   "cores": f"1..{_spec.DPDK_MAX_QUEUES}, at most flows", "src_ips": f"1..{_spec.DPDK_MAX_IPS}",
