@@ -395,6 +395,12 @@ def test_a_kernel_runs_other_cells_while_a_run_is_live(tmp_path):
             err, sent, lost, got, engine = text.split()
             assert err == "None" and engine == "dpdk" and lost == "0"
             assert int(sent) == int(got) == pytest.approx(100_000, rel=0.05)
+        # the starts left no threads behind: the starter threads are real threads that end
+        # (a thread started below threading, then touched by ipykernel, stays listed forever)
+        _, text = cell("import threading\n"
+                       "print(sum(isinstance(t, threading._DummyThread) for t in threading.enumerate()),\n"
+                       "      sum(t.name == 'perfkit-ui-start' for t in threading.enumerate()))")
+        assert text.split() == ["0", "0"], text
         assert not problems, problems
     finally:
         kc.stop_channels()

@@ -17,9 +17,9 @@ background threads (one drawing thread per chart), and the kernel keeps executin
 """
 from __future__ import annotations
 
-import _thread
 import dataclasses
 import html
+import queue
 import re
 import threading
 
@@ -406,6 +406,7 @@ class Panel:
             box.observe(self._on_change, names="value")
         self.validate()
         _prewarm()
+        _launcher()
 
     # ---------------------------------------------------------------- form
     @staticmethod
@@ -513,9 +514,7 @@ class Panel:
             self._set_status(f"… starting {charts.spec_title(spec)}")
             self._refresh()
         dash.attach(self.output)
-        # threading.Thread.start() waits until the new thread holds the GIL, which can take
-        # a while when other threads are busy: the low-level start returns at once
-        _thread.start_new_thread(self._start_run, (run, dash))
+        _launch(self._start_run, run, dash)
         return run
 
     def _start_run(self, run: Run, dash: Dashboard) -> None:
@@ -575,6 +574,36 @@ class Panel:
     def __repr__(self) -> str:
         state = "running" if self.running else ("finished" if self.run else "idle")
         return f"<perfkit.ui.Panel {self.spec_cls.__name__} {state}, spec={self._spec!r}>"
+
+
+_jobs: queue.SimpleQueue = queue.SimpleQueue()
+_launcher_thread: threading.Thread | None = None
+_launcher_lock = threading.Lock()
+
+
+def _launcher() -> None:
+    """The process's launcher thread (started once, from the first Panel): it starts a
+    thread for each job. threading.Thread.start() waits until the new thread holds the
+    GIL, which can take long when other threads are busy; that wait happens here, so
+    Start only puts a job on a queue and returns at once."""
+    global _launcher_thread
+    with _launcher_lock:
+        if _launcher_thread is not None and _launcher_thread.is_alive():
+            return
+        _launcher_thread = threading.Thread(target=_launch_loop, name="perfkit-ui-launcher", daemon=True)
+        _launcher_thread.start()
+
+
+def _launch_loop() -> None:
+    while True:
+        fn, args = _jobs.get()
+        threading.Thread(target=fn, args=args, name="perfkit-ui-start", daemon=True).start()
+
+
+def _launch(fn, *args) -> None:
+    """fn(*args) in a thread of its own, started by the launcher thread."""
+    _launcher()
+    _jobs.put((fn, args))
 
 
 _prewarmed = threading.Event()
