@@ -2,6 +2,7 @@
  * this with `cc -O2 dpdk_bare.c $(pkg-config --cflags --libs libdpdk)`).
  *
  *   dpdk_bare EAL-ARGS... -- txonly SECONDS     port 0: a bare rte_eth_tx_burst loop
+ *   dpdk_bare EAL-ARGS... -- txcopy SECONDS     the same, copying a 60-byte frame into each mbuf
  *   dpdk_bare EAL-ARGS... -- macswap SECONDS    port 0: rx_burst, swap MACs, IPv4
  *                                               addresses and UDP ports, tx_burst back;
  *                                               ends 1 s after the frames stop
@@ -60,11 +61,16 @@ int main(int argc, char **argv)
     }
     argc -= used;
     argv += used;
-    if (argc < 3 || (strcmp(argv[1], "txonly") && strcmp(argv[1], "macswap"))) {
-        fprintf(stderr, "usage: dpdk_bare EAL-ARGS -- txonly|macswap SECONDS\n");
+    if (argc < 3 || (strcmp(argv[1], "txonly") && strcmp(argv[1], "txcopy") && strcmp(argv[1], "macswap"))) {
+        fprintf(stderr, "usage: dpdk_bare EAL-ARGS -- txonly|txcopy|macswap SECONDS\n");
         return 2;
     }
-    int tx_only = strcmp(argv[1], "txonly") == 0;
+    int tx_copy = strcmp(argv[1], "txcopy") == 0;
+    int tx_only = tx_copy || strcmp(argv[1], "txonly") == 0;
+    /* a broadcast Ethernet + IPv4 + UDP frame, as txcopy writes it (contents fixed) */
+    static const uint8_t tmpl[60] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0, 0, 0, 0, 1, 0x08, 0x00,
+                                     0x45, 0, 0, 46, 0, 0, 0x40, 0, 64, 17, 0, 0, 198, 18, 0, 1, 198, 18, 0, 2,
+                                     0x27, 0x10, 0, 9, 0, 26, 0, 0};
     double secs = atof(argv[2]);
     if (!(secs > 0 && secs <= 600)) {
         fprintf(stderr, "dpdk_bare: SECONDS must be in (0, 600]\n");
@@ -91,8 +97,11 @@ int main(int argc, char **argv)
                 break;
             if (rte_pktmbuf_alloc_bulk(mp, b, BURST) != 0)
                 continue;
-            for (int i = 0; i < BURST; i++)
+            for (int i = 0; i < BURST; i++) {
                 b[i]->data_len = b[i]->pkt_len = 60;
+                if (tx_copy)
+                    memcpy(rte_pktmbuf_mtod(b[i], uint8_t *), tmpl, sizeof(tmpl));
+            }
             uint16_t n = rte_eth_tx_burst(0, 0, b, BURST);
             tx += n;
             if (n < BURST) {
