@@ -278,11 +278,12 @@ def in_fork(fn, *args, timeout: float):
     raise value
 
 
-def _perfkit_local_api(test, duration, size, rate, busy_poll) -> dict:
+def _perfkit_local_api(test, duration, size, rate, busy_poll, gso) -> dict:
     """What `perfkit local TEST --json` runs (cli._local: a LocalTest, then Run), from Python."""
     import perfkit
     from perfkit.errors import EngineError
-    spec = perfkit.LocalTest(test=test, host=HOST, duration=duration, size=size, rate=rate, busy_poll=busy_poll)
+    spec = perfkit.LocalTest(test=test, host=HOST, duration=duration, size=size, rate=rate, busy_poll=busy_poll,
+                             gso=gso)
     run = perfkit.Run(spec)
     run.start()
     try:
@@ -295,12 +296,15 @@ def _perfkit_local_api(test, duration, size, rate, busy_poll) -> dict:
 
 
 def run_perfkit(test: str, duration: float, size: int | None = None, rate: str | None = None,
-                busy_poll: bool = False) -> dict:
+                busy_poll: bool = False, gso: int | None = None) -> dict:
     """perfkit local TEST: the summary dict. With --perfkit-client cli, the command with
-    --json (its last line); with api (default), the same spec and Run in a fork of this process."""
+    --json (its last line); with api (default), the same spec and Run in a fork of this process.
+    gso None: perfkit's default (udp_bw on loopback: 8 datagrams per UDP GSO send)."""
     if PERFKIT_CLIENT == "api":
-        return in_fork(_perfkit_local_api, test, duration, size, rate, busy_poll, timeout=duration + 30)
+        return in_fork(_perfkit_local_api, test, duration, size, rate, busy_poll, gso, timeout=duration + 30)
     cmd = [*perfkit_cmd(), "local", test, "--host", HOST, "--duration", f"{duration:g}s", "--json"]
+    if gso is not None:
+        cmd += ["--gso", str(gso)]
     if size is not None:
         cmd += ["--size", size]
     if rate is not None:
@@ -558,10 +562,14 @@ def detail_table(title: str, header: list[str], lines: list[list[str]], notes: l
 
 def bench_udp64_pps(b: Bench) -> None:
     print(f"udp64_pps: received {UDP_SIZE}-byte datagrams/s, unlimited rate", flush=True)
-    pk, ip = [], []
+    pk, plain, ip = [], [], []
+    show = lambda r: f"rx {fmt_pps(r['rx_pps'])}, lost {r['lost']}, cpu {cpu_str(r)}"  # noqa: E731
     for rep in range(b.reps):
+        # perfkit's default (UDP GSO, 8 datagrams per send), then one datagram per message as iperf3 sends
         pk.append(b.attempt(f"rep {rep + 1} perfkit udp_bw", run_perfkit, "udp_bw", b.duration, size=UDP_SIZE,
-                            show=lambda r: f"rx {fmt_pps(r['rx_pps'])}, lost {r['lost']}, cpu {cpu_str(r)}"))
+                            show=show))
+        plain.append(b.attempt(f"rep {rep + 1} perfkit udp_bw --gso 0", run_perfkit, "udp_bw", b.duration,
+                               size=UDP_SIZE, gso=0, show=show))
         if b.have("iperf3"):
             ip.append(b.attempt(f"rep {rep + 1} iperf3 -u -b 0", run_iperf3_udp, b.ports, b.duration, UDP_SIZE, 0,
                                 show=lambda r: f"rx {fmt_pps(r['rx_pps'])} (tx {fmt_pps(r['tx_pps'])}), "
@@ -569,6 +577,8 @@ def bench_udp64_pps(b: Bench) -> None:
     b.iperf3_max_rx_pps = med(pick(ip, "rx_pps"))
     b.rows.append(ratio_row("udp64_pps", f"rx pps, {UDP_SIZE} B", med(pick(pk, "rx_pps")), b.iperf3_max_rx_pps,
                             "iperf3" if b.have("iperf3") else None, fmt_pps, 1.3, True))
+    b.rows.append(ratio_row("udp64_pps --gso 0", f"rx pps, {UDP_SIZE} B", med(pick(plain, "rx_pps")),
+                            b.iperf3_max_rx_pps, "iperf3" if b.have("iperf3") else None, fmt_pps, None, True))
     lines = [[str(i + 1), fmt_pps((p or {}).get("rx_pps")), fmt_pps((p or {}).get("tx_pps")),
               f0((p or {}).get("lost")), fmt_pps((q or {}).get("rx_pps")), fmt_pps((q or {}).get("tx_pps")),
               "—" if not q else f"{q['lost']} ({q['loss_pct']:.1f}%)",

@@ -45,7 +45,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="run the ends in hosts h1 (sender) and h2 of a lab (default: the one that is up)")
     loc.add_argument("--port", default=0, help="receiving port (default: any free port)")
     loc.add_argument("--batch", default=32, help="datagrams per sendmmsg/recvmmsg (default 32)")
-    loc.add_argument("--gso", default=0, help="udp_bw: datagrams per UDP GSO send (default 0: off)")
+    loc.add_argument("--gso", default=None,
+                     help="udp_bw: datagrams per UDP GSO send, 0 = off (default: 8 on loopback, off in a lab)")
     loc.add_argument("--busy-poll", action="store_true", help="latency tests: spin instead of sleeping")
     loc.add_argument("--interval", default="1s", help="row interval (default 1s)")
     loc.add_argument("--engine", default=DEFAULT_ENGINE, help="engine (see perfkit engines)")
@@ -111,6 +112,13 @@ def _parser() -> argparse.ArgumentParser:
     flw.add_argument("--sport", default=10000, help="first UDP source port (default 10000)")
     flw.add_argument("--dport", default=9, help="UDP destination port (default 9)")
     flw.add_argument("--burst", default=32, help="frames per burst (default 32)")
+    flw.add_argument("--src-ips", default=1, help="source addresses from --ip (default 1)")
+    flw.add_argument("--dst-ips", default=1, help="destination addresses from --peer-ip (default 1)")
+    flw.add_argument("--sports", help="source ports from --sport (default: as many as --flows needs)")
+    flw.add_argument("--dports", default=1, help="destination ports from --dport (default 1)")
+    flw.add_argument("--sizes", help="a frame size mix instead of --size: imix, 64,570,1518 or 64:7,570:4,1518:1")
+    flw.add_argument("--ramp-to", help="with --rate: the rate rises from --rate to this (1Mpps, 1Gbps)")
+    flw.add_argument("--ramp-time", help="how long the ramp takes (default: --duration)")
     rfl = sub.add_parser("reflect", help="the far end of DPDK flows on one port: rxonly or reverse")
     rfl.add_argument("--engine", default="dpdk", help="engine (only dpdk reflects)")
     rfl.add_argument("--port", required=True, help="DPDK port (see perfkit flows)")
@@ -119,7 +127,9 @@ def _parser() -> argparse.ArgumentParser:
     rfl.add_argument("--ip", default="198.18.0.2", help="the port's address (default 198.18.0.2)")
     rfl.add_argument("-f", "--flows", default=1024, help="rxonly: flow ids tracked (default 1024)")
     rfl.add_argument("--burst", default=32, help="frames per burst (default 32)")
+    rfl.add_argument("--ips", default=1, help="reverse: reflect for this many addresses from --ip (default 1)")
     for sp in (flw, rfl):
+        sp.add_argument("--cores", default=1, help="lcores per side, one port queue each (default 1)")
         sp.add_argument("--netns", help="open the port in this network namespace (/run/netns/NAME)")
         sp.add_argument("--mem", default=512, help="EAL memory in MB (default 512)")
         sp.add_argument("--hugepages", default="auto", help="auto, on or off (default auto: on where enough are free)")
@@ -133,7 +143,11 @@ def _parser() -> argparse.ArgumentParser:
         _search_args(sp)
 
     ht = sub.add_parser("http", help="HTTP load with virtual users (nGrinder/wrk style)")
-    ht.add_argument("url", help="http://HOST[:PORT]/PATH, HOST loopback or a lab address")
+    ht.add_argument("url", nargs="?", help="http://HOST[:PORT]/PATH, HOST loopback or a lab address")
+    ht.add_argument("--url-file", metavar="FILE", help="URLs, one a line (# comments): requests go through "
+                                                        "them in turn (after URL, if given)")
+    ht.add_argument("--random", action="store_true", help="with several URLs: each request picks one at random")
+    ht.add_argument("--lab", help="run the client in this lab's host h1 (perfkit lab up)")
     ht.add_argument("-u", "--users", default=10, help="virtual users, one connection each (default 10)")
     ht.add_argument("-t", "--duration", default="10s", help="how long (default 10s)")
     ht.add_argument("-r", "--rate", help="open loop: requests/s in total, latency from intended send times")
@@ -160,6 +174,7 @@ def _parser() -> argparse.ArgumentParser:
     hs.add_argument("--connections", default=10000, help="connections served at once (default 10000)")
     hs.add_argument("--interval", default="1s", help="row interval (default 1s)")
     hs.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
+    _dperf_parser(sub)  # issue 6
     return p
 
 
@@ -248,11 +263,21 @@ def _http(a) -> int:
             raise ValueError(f"header: {h!r} is not NAME: VALUE")
         k, v = h.split(":", 1)
         headers[k.strip()] = v.strip()
-    spec = HttpLoad(url=a.url, users=a.users, duration=a.duration, rate=a.rate, think=a.think, ramp=a.ramp,
+    urls = [a.url] if a.url else []
+    if a.url_file:
+        try:
+            text = open(a.url_file).read()
+        except OSError as exc:
+            raise ValueError(f"url-file: {a.url_file}: {exc.strerror}") from None
+        urls += [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("#")]
+    if not urls:
+        raise ValueError("url: give a URL or --url-file FILE")
+    spec = HttpLoad(url=urls if len(urls) > 1 else urls[0], url_order="random" if a.random else "cycle", users=a.users, duration=a.duration, rate=a.rate, think=a.think, ramp=a.ramp,
                     keepalive=a.keepalive, method=a.method, headers=headers or None, body=a.data,
-                    connect_timeout=a.connect_timeout, response_timeout=a.timeout)
+                    connect_timeout=a.connect_timeout, response_timeout=a.timeout, lab=a.lab)
     if not a.json:
-        print(f"perfkit http {spec.method} {spec.url}: {spec.users} users, "
+        where = spec.url if len(spec.urls) == 1 else f"{len(spec.urls)} URLs ({spec.url_order})"
+        print(f"perfkit http {spec.method} {where}: {spec.users} users, "
               f"{'keep-alive' if spec.keepalive else 'a connection per request'}, "
               f"{str(spec.rate) + ' (open loop)' if spec.rate else 'closed loop'}, {spec.duration:g} s", flush=True)
     return _run_printed(spec, a, http_row_line)
@@ -460,11 +485,20 @@ def _dpdk_done(a, run, printer, interrupted, text: str) -> int:
     return 130 if interrupted else 0
 
 
+def _frames_text(spec) -> str:
+    if spec.sizes is None:
+        return f"{spec.size} B frames"
+    mix = ",".join(f"{s}:{w}" for s, w in spec.sizes)
+    return f"frames of {mix} (mean {spec.mean_size:.1f} B)"
+
+
 def _flows(a) -> int:
     from perfkit.spec import DpdkFlows
     spec = DpdkFlows(port=a.port, peer=a.peer, mode=a.mode, size=a.size, rate=a.rate, flows=a.flows,
                      duration=a.duration or "10s", ip=a.ip, peer_ip=a.peer_ip, dst_mac=a.dst_mac, sport=a.sport,
-                     dport=a.dport, burst=a.burst, netns=a.netns)
+                     dport=a.dport, burst=a.burst, netns=a.netns, src_ips=a.src_ips, dst_ips=a.dst_ips,
+                     sports=a.sports, dports=a.dports, sizes=a.sizes, ramp_to=a.ramp_to,
+                     ramp_time=a.ramp_time, cores=a.cores)
     if a.search is not None:
         if a.engine != "dpdk":
             raise ValueError(f"engine: {a.engine!r}: perfkit flows runs on the dpdk engine only")
@@ -472,7 +506,8 @@ def _flows(a) -> int:
         return _search(a, spec, "dpdk")
     far = f"{spec.peer} ({spec.mode})" if spec.peer else f"{spec.peer_ip} ({spec.mode}, elsewhere)"
     run, printer, interrupted = _dpdk_run(
-        a, spec, f"perfkit flows: {spec.size} B frames, {spec.rate or 'unlimited'}, {spec.flows} flow(s), "
+        a, spec, f"perfkit flows: {_frames_text(spec)}, {spec.rate or 'unlimited'}"
+                 f"{f' rising to {spec.ramp_to} over {spec.ramp_time:g} s' if spec.ramp_to else ''}, {spec.flows} flow(s), "
                  f"{spec.duration:g} s from {spec.port} to {far} (dpdk engine)")
     return _dpdk_done(a, run, printer, interrupted, summary_text(run.summary) if run.summary else "")
 
@@ -498,7 +533,7 @@ def _reflect_text(run) -> str:
 def _reflect(a) -> int:
     from perfkit.spec import DpdkReflect
     spec = DpdkReflect(port=a.port, mode=a.mode, duration=a.duration, ip=a.ip, flows=a.flows,
-                       burst=a.burst, netns=a.netns)
+                       burst=a.burst, netns=a.netns, ips=a.ips, cores=a.cores)
     run, printer, interrupted = _dpdk_run(
         a, spec, f"perfkit reflect: {spec.mode} on {spec.port} ({spec.ip}) for {spec.duration:g} s (dpdk engine)")
     return _dpdk_done(a, run, printer, interrupted, _reflect_text(run))
@@ -532,6 +567,8 @@ def main(argv=None) -> int:
             return _flows(a)
         if a.command == "reflect":
             return _reflect(a)
+        if a.command == "dperf":
+            return _dperf(a)
     except ValueError as exc:
         print(f"perfkit: {exc}", file=sys.stderr)
         return 2
@@ -543,6 +580,103 @@ def main(argv=None) -> int:
         return 1
     return 2
 
+
+
+# ------------------------------------------------------------------ perfkit dperf (issue 6)
+
+def _dperf_parser(sub) -> None:
+    dp = sub.add_parser("dperf", help="run dperf configuration files on perfkit's DPDK TCP")
+    dp.add_argument("-c", "--conf", required=True, action="append", metavar="FILE.conf",
+                    help="dperf's configuration file; give a server and a client conf to run both "
+                         "in this process (over a ring:NAME:0|1 pair)")
+    dp.add_argument("--netns", help="open the port in this network namespace (af_packet: a lab host's)")
+    dp.add_argument("--mem", default=512, help="EAL memory in MB (default 512)")
+    dp.add_argument("--hugepages", default="auto", help="auto, on or off (default auto)")
+    dp.add_argument("--cpus", help="pin the workers to these CPUs (the conf's cpu line is not used)")
+    dp.add_argument("--log-level", default="error", help="DPDK log level on stderr (default error)")
+    dp.add_argument("--interval", default="1s", help="row interval (default 1s)")
+    dp.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
+    dp.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet (one conf)")
+
+
+def _dperf(a) -> int:
+    """Each conf is one run; with a server and a client, the server starts first and
+    stops once every client has finished. Per-second blocks (dperf's layout) for one
+    conf; at the end dperf's totals and perfkit's summary for each."""
+    from perfkit import dperf
+    from perfkit.units import parse_duration
+    cfgs = []
+    for path in a.conf:
+        if not os.path.exists(path):
+            raise ValueError(f"conf: {path}: no such file")
+        cfgs.append(dperf.load(path))
+    specs = [c.to_spec(netns=a.netns) for c in cfgs]
+    if a.save and len(specs) > 1:
+        raise ValueError("save: one conf per saved run")
+    _dpdk_eal(a)
+    interval = parse_duration(a.interval, "interval")
+    order = sorted(range(len(cfgs)), key=lambda i: cfgs[i].mode != "server")  # servers first
+    runs = [None] * len(cfgs)
+    printers = []
+    for i in order:
+        quiet = a.json or cfgs[i].quiet or len(cfgs) > 1
+        if a.json:
+            printer = JsonPrinter()
+        else:
+            printer = (lambda row: None) if quiet else (lambda row: print(dperf.seconds_block(row), flush=True))
+        printers.append(printer)
+        runs[i] = Run(specs[i], interval=interval, subscribers=(printer,))
+        if not a.json:
+            print(f"perfkit dperf: {cfgs[i].mode} from {a.conf[i]} on {specs[i].port} ({specs[i].ip}) "
+                  f"for {specs[i].duration:g} s (dpdk_tcp engine)", flush=True)
+        try:
+            runs[i].start()
+        except BaseException:
+            for r in runs:
+                if r is not None and r is not runs[i] and r._thread is not None:
+                    r.stop()
+                    r.wait()
+            raise
+    interrupted = False
+    try:
+        clients = [r for r, c in zip(runs, cfgs) if c.mode == "client"]
+        for r in clients:
+            r.wait()
+        if clients:
+            import time
+            time.sleep(0.3)  # the servers' last ACKs
+            for r, c in zip(runs, cfgs):
+                if c.mode == "server":
+                    r.stop()
+        for r in runs:
+            r.wait()
+    except KeyboardInterrupt:
+        interrupted = True
+        for r in runs:
+            r.stop()
+        for r in runs:
+            r._done.wait()
+    except EngineError:
+        for r in runs:
+            r.stop()
+        for r in runs:
+            r._done.wait()
+    status = 130 if interrupted else 0
+    for i, r in enumerate(runs):
+        last = r.rows[-1] if r.rows else {}
+        if a.json:
+            JsonPrinter().summary({**(r.summary or {}), "conf": a.conf[i]})
+        else:
+            if len(runs) > 1:
+                print(f"\n{a.conf[i]} ({cfgs[i].mode}):")
+            print(dperf.total_block(last))
+            print(dperf.summary_lines(last, r.summary or {}))
+        if r.error:
+            print(f"perfkit: error: {a.conf[i]}: {r.error}", file=sys.stderr)
+            status = 1
+    if a.save:
+        runs[0].save(a.save)
+    return status
 
 if __name__ == "__main__":
     sys.exit(main())

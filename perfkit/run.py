@@ -193,6 +193,9 @@ class Run:
             self.summary["engine"] = self.engine_name
             if hasattr(self.spec, "users"):  # nGrinder's Vuser
                 self.summary["vusers"] = self.spec.users
+            if hasattr(self._handle, "http_urls") and hasattr(self.spec, "urls"):  # HTTP: counts per URL
+                self.summary["per_url"] = [{"url": u, "requests": r, "responses": a, "failed": f}
+                                           for u, (r, a, f) in zip(self.spec.urls, self._handle.http_urls(0))]
             if self.error:
                 self.summary["error"] = self.error
         dt = t - prev_t

@@ -62,14 +62,17 @@ def jupyter(tmp_path_factory):
     # no news pop-up (it would also try the network)
     (cfg / "labconfig" / "page_config.json").write_text(json.dumps(
         {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}}))
-    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(cfg),
+    # this Python's JupyterLab and kernel: `python -m jupyter lab` would run the first
+    # jupyter-lab on PATH, which can be another environment's (with another perfkit)
+    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+           "JUPYTER_CONFIG_DIR": str(cfg),
            "JUPYTERLAB_SETTINGS_DIR": str(base / "settings"),
            "JUPYTERLAB_WORKSPACES_DIR": str(base / "workspaces"),
            "JUPYTER_RUNTIME_DIR": str(base / "runtime")}
     port, token = _free_port(), secrets.token_hex(16)
     log = open(base / "jupyter.log", "wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+        [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
          f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
          f"--ServerApp.root_dir={root}", "--ServerApp.open_browser=False",
          "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
@@ -202,6 +205,9 @@ def test_quickstart_runs_in_jupyterlab_and_the_panel_starts_a_live_run(jupyter, 
             return cell.locator(".widget-hbox").filter(has=page.get_by_text(re.compile(rf"^(⚠ )?{name}$")))
         duration = field("duration").locator("input")
         expect(duration).to_have_count(1)
+        # each input shows its unit, range and default (and this is this tree's perfkit)
+        expect(field("flows")).to_contain_text(re.compile(r"range 1\.\.\d+ · default 1"))
+        expect(field("duration")).to_contain_text("default 10s")
         # the form's message line (the field labels show "⚠ name" without a colon)
         message = cell.locator(".widget-html").filter(has_text=re.compile(r"✓ ready: |⚠ \w+: "))
 

@@ -188,7 +188,7 @@ def test_bad_input_subprocess_exits_2_fast_with_one_line(args, field):
 def test_unknown_engine_starts_no_traffic():
     p = perfkit_cli("local", "udp_bw", "-t", "120s", "--engine", "nope")
     assert p.returncode == 2
-    assert p.stderr == "perfkit: engine: 'nope' is not one of socket, dpdk\n"
+    assert p.stderr == "perfkit: engine: 'nope' is not one of socket, dpdk, dpdk_tcp\n"
     assert rows_of(p.stdout) == [] and "udp_bw:" not in p.stdout.splitlines()
     assert p.elapsed < 60.0
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 from perfkit.engines import dpdk, socket
 
 _ENGINES = {socket.NAME: socket, dpdk.NAME: dpdk}
+from perfkit.engines import dpdk_tcp  # noqa: E402 (issue 6: TCP/HTTP over DPDK)
+_ENGINES[dpdk_tcp.NAME] = dpdk_tcp
 DEFAULT = socket.NAME
 
 

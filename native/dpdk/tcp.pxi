@@ -1,0 +1,141 @@
+# perfkit's DPDK TCP (tcp_engine.c), included into _dpdk.pyx: the same EAL, pool and ports.
+from pk_dpdk_tcp cimport *
+
+TCP_ROLES = {"server": PK_TCP_SERVER, "client": PK_TCP_CLIENT}
+
+
+cdef uint32_t _ip4_host(object addr) except? 0:
+    return int(ipaddress.IPv4Address(addr))
+
+
+cdef class TcpEngine:
+    """One TCP worker (an HTTP server or client) on one open Port, from a dict:
+    role (server | client), ip, server_ip, gateway_ip, gateway_mac, clients
+    [(first, count)], listen, listen_num, lport_range, mss, tos, tcp_rst, rto (s),
+    retries, burst, duration (s), msg (bytes: the response or the request),
+    keepalive (server: bool), cps, cc, ka_interval (s), ka_requests, launch_num,
+    slow_start (s), wait (s), fast_close, cpu. With own_ports, close() closes the port.
+    The Run handle interface: start stop running join snapshot error close roles."""
+    cdef pk_tcp_engine *e
+    cdef list ports
+    cdef bint own_ports
+    cdef readonly list roles
+    cdef bytes msg
+
+    def __cinit__(self, Port port, dict c, bint own_ports=False):
+        cdef char err[512]
+        cdef pk_tcp_cfg cfg
+        cdef const unsigned char[:] view
+        self.e = NULL
+        self.ports = [port]
+        self.own_ports = own_ports
+        memset(&cfg, 0, sizeof(cfg))
+        role = c["role"]
+        self.roles = ["dpdk_tcp_server" if role == "server" else "dpdk_tcp_client"]
+        cfg.role = TCP_ROLES[role]
+        cfg.ip = _ip4(c["ip"])
+        cfg.server_ip = _ip4(c.get("server_ip", c["ip"]))
+        cfg.gateway_ip = _ip4(c.get("gateway_ip") or c.get("server_ip", c["ip"]))
+        mac = c.get("gateway_mac")
+        if mac:
+            raw = bytes(int(x, 16) for x in mac.split(":"))
+            memcpy(cfg.gateway_mac, <const char *>raw, 6)
+            cfg.gateway_mac_set = 1
+        ranges = list(c["clients"])
+        if not 0 < len(ranges) <= PK_TCP_MAX_RANGES:
+            raise ValueError(f"clients: 1..{PK_TCP_MAX_RANGES} ranges")
+        for i, (first, n) in enumerate(ranges):
+            cfg.client_first[i] = _ip4_host(first)
+            cfg.client_num[i] = n
+        cfg.nranges = len(ranges)
+        cfg.listen = c.get("listen", 80)
+        cfg.listen_num = c.get("listen_num", 1)
+        lo, hi = c.get("lport_range", (1024, 65535))
+        cfg.lport_lo, cfg.lport_hi = lo, hi
+        cfg.mss = c.get("mss", 1460)
+        cfg.tos = c.get("tos", 0)
+        cfg.tcp_rst = 1 if c.get("tcp_rst", True) else 0
+        cfg.rto_ns = <uint64_t>(c.get("rto", 1.0) * 1e9)
+        cfg.retries = c.get("retries", 3)
+        cfg.burst = c.get("burst", 32)
+        cfg.duration_ns = <uint64_t>(c.get("duration", 1.0) * 1e9)
+        self.msg = bytes(c["msg"])
+        if not self.msg:
+            raise ValueError("msg: the request or response is empty")
+        view = self.msg
+        cfg.msg = &view[0]
+        cfg.msg_len = len(self.msg)
+        cfg.keepalive = 1 if c.get("keepalive") else 0
+        cfg.cps = c.get("cps", 0.0)
+        cfg.cc = c.get("cc", 0)
+        cfg.ka_interval_ns = <uint64_t>(c.get("ka_interval", 0.0) * 1e9)
+        cfg.ka_requests = c.get("ka_requests", 0)
+        cfg.launch_num = c.get("launch_num", 4)
+        cfg.slow_start_ns = <uint64_t>(c.get("slow_start", 0.0) * 1e9)
+        cfg.wait_ns = <uint64_t>(c.get("wait", 0.0) * 1e9)
+        cfg.fast_close = 1 if c.get("fast_close") else 0
+        cfg.cpu = c.get("cpu", -1)
+        err[0] = 0
+        self.e = pk_tcp_create(port._live(), &cfg, err, sizeof(err))
+        if self.e == NULL:
+            raise EngineError(err.decode(errors="replace"))
+
+    def __dealloc__(self):
+        if self.e != NULL:
+            with nogil:
+                pk_tcp_destroy(self.e)
+            self.e = NULL
+
+    cdef pk_tcp_engine *_live(self) except NULL:
+        if self.e == NULL:
+            raise EngineError("the engine is closed")
+        return self.e
+
+    @property
+    def nworkers(self):
+        return 1
+
+    def start(self):
+        cdef char err[512]
+        err[0] = 0
+        if pk_tcp_start(self._live(), err, sizeof(err)) != 0:
+            raise EngineError(err.decode(errors="replace"))
+
+    def stop(self):
+        if self.e != NULL:
+            pk_tcp_stop(self.e)
+
+    def running(self):
+        return pk_tcp_running(self._live())
+
+    def join(self):
+        cdef pk_tcp_engine *e = self._live()
+        with nogil:
+            pk_tcp_join(e)
+
+    def error(self):
+        cdef const char *msg = pk_tcp_error(self._live())
+        return None if msg == NULL else msg.decode(errors="replace")
+
+    def snapshot(self):
+        """[(counters, histogram)] for the one worker, as array('Q')."""
+        cdef pk_tcp_engine *e = self._live()
+        cdef array.array c = array.clone(_array.array("Q"), PK_NCOUNTERS, zero=False)
+        cdef array.array h = array.clone(_array.array("Q"), PK_HIST_BUCKETS, zero=False)
+        with nogil:
+            pk_tcp_snapshot(e, <uint64_t *>c.data.as_voidptr, <uint64_t *>h.data.as_voidptr)
+        return [(c, h)]
+
+    @property
+    def port_list(self):
+        return list(self.ports)
+
+    def close(self):
+        if self.e != NULL:
+            with nogil:
+                pk_tcp_destroy(self.e)
+            self.e = NULL
+        if self.own_ports:
+            ports, self.ports = self.ports, []
+            for p in reversed(ports):
+                p.close()

@@ -1,0 +1,1573 @@
+/* perfkit's TCP for load testing over DPDK: see tcp_engine.h. */
+#define _GNU_SOURCE
+#include "tcp_engine.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include <rte_cycles.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_ip.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+
+#include "perfkit/counters.h"
+#include "perfkit/hist.h"
+
+#define ETH_LEN 14
+#define IP_LEN 20
+#define TCP_LEN 20
+#define FCS_LEN 4
+#define TXQ 512
+#define TIMER_BUDGET 1024           /* timer expiries handled per loop */
+#define ARP_RETRY_NS 200000000ull
+#define ARP_GIVE_UP_NS 3000000000ull
+#define MAX_HDR_BYTES 8192          /* request/response headers longer than this are malformed */
+#define NIC_EVERY_NS 100000000ull
+#define RCV_WINDOW 65535
+
+enum { TH_FIN = 0x01, TH_SYN = 0x02, TH_RST = 0x04, TH_PSH = 0x08, TH_ACK = 0x10 };
+enum { S_CLOSED = 0, S_SYN_SENT, S_SYN_RCVD, S_ESTAB };
+enum {                              /* tsock.flags */
+    F_SENDING = 0x01,               /* a message is in flight: una < msg_len */
+    F_WANT_FIN = 0x02,              /* FIN goes with (or right after) the message */
+    F_FIN_SENT = 0x04,
+    F_FIN_ACKED = 0x08,
+    F_FIN_RCVD = 0x10,
+    F_HAVE_CL = 0x20,               /* CLIENT: the response has a Content-Length */
+    F_WAITING = 0x40,               /* CLIENT: request out, response not whole yet */
+};
+enum { TL_NONE = 0, TL_RTO = 1, TL_KA = 2, TL_N = 3 };
+enum { P_VER = 0, P_CODE, P_LINE, P_LSTART, P_NAME, P_CLVAL, P_LF_END, P_BODY, P_DONE };
+
+/* One socket: one cache line. Its addresses and ports are its index in the table. */
+typedef struct tsock {
+    uint32_t tnext, tprev;          /* timer list links: index + 1, 0 = none */
+    uint64_t deadline;              /* TSC */
+    uint64_t t0;                    /* TSC: CLIENT request sent (response time), SYN sent (connect) */
+    uint32_t rcv_nxt;
+    uint32_t snd_base;              /* sequence number of the message's first byte (or of our FIN) */
+    uint32_t una, nxt;              /* message bytes acknowledged, sent */
+    uint32_t body_left;             /* CLIENT: response body bytes still to come */
+    uint32_t iss;
+    uint16_t win;                   /* the peer's window (no scaling: we never offer it) */
+    uint16_t mss;
+    uint16_t reqs;                  /* CLIENT: requests sent on this connection */
+    uint16_t hdr_bytes;             /* header bytes seen of the message being received */
+    uint16_t status;                /* CLIENT: response status */
+    uint8_t state, flags, tl, retries, parse, match;
+} __attribute__((aligned(64))) tsock;
+
+_Static_assert(sizeof(tsock) == 64, "a socket is one cache line");
+
+struct pk_tcp_engine {
+    pk_counter_block c;             /* first: cache-line aligned, this worker writes it */
+    pk_hist hist;                   /* CLIENT: response times; SERVER: none */
+    pk_tcp_cfg cfg;
+    pk_dpdk_port *port;
+    uint16_t pid;
+    uint8_t mac[6];
+    struct rte_mempool *pool;
+
+    tsock *socks;
+    uint32_t nsock;
+    size_t map_len;
+    uint32_t nports_c;              /* CLIENT: lport_hi - lport_lo + 1 */
+    uint32_t slots;                 /* client addresses */
+    uint8_t *msg;                   /* the one request or response */
+    uint64_t *psum;                 /* psum[k]: sum of msg's 16-bit words before byte 2k */
+    uint32_t msg_len;
+    uint32_t head[TL_N], tail[TL_N];
+    uint64_t rto_c, ka_c, hz;
+
+    uint8_t peer_mac[6];
+    int peer_mac_ok;
+    struct rte_mbuf *tx[TXQ];
+    uint32_t ntx;
+    uint64_t current;               /* sockets not CLOSED */
+    uint64_t lat_min;
+    uint32_t iss_seed;
+
+    /* CLIENT */
+    uint32_t cursor;
+    uint64_t launched;
+    int launching, draining;
+
+    uint64_t nic_base[3], last_nic;
+    pthread_t thread;
+    int started, running, stop;
+    char err[256];
+};
+
+static void set_err(char *err, size_t len, const char *fmt, ...)
+{
+    if (!err || !len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+}
+
+static inline uint16_t rd16(const uint8_t *p) { return (uint16_t)((p[0] << 8) | p[1]); }
+static inline uint32_t rd32(const uint8_t *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+static inline void wr16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v >> 8); p[1] = (uint8_t)v; }
+static inline void wr32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16); p[2] = (uint8_t)(v >> 8); p[3] = (uint8_t)v;
+}
+/* sequence comparisons modulo 2^32 */
+static inline int seq_lt(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
+
+/* One's complement sum of 16-bit words as they lie in memory (RFC 1071). */
+static inline uint64_t sum16(const void *buf, size_t len, uint64_t sum)
+{
+    const uint8_t *p = buf;
+    while (len > 1) {
+        uint16_t x;
+        memcpy(&x, p, 2);
+        sum += x;
+        p += 2;
+        len -= 2;
+    }
+    if (len) {
+        uint16_t x = 0;
+        memcpy(&x, p, 1);
+        sum += x;
+    }
+    return sum;
+}
+
+static inline uint16_t fold(uint64_t sum)
+{
+    while (sum >> 16)
+        sum = (sum & 0xffff) + (sum >> 16);
+    return (uint16_t)sum;
+}
+
+/* The sum of msg[a, b) from the prefix sums (a even), else directly. */
+static inline uint64_t msg_sum(const pk_tcp_engine *e, uint32_t a, uint32_t b)
+{
+    if (a & 1)
+        return sum16(e->msg + a, b - a, 0);
+    uint64_t s = e->psum[b / 2] - e->psum[a / 2];
+    if (b & 1) {
+        uint16_t x = 0;
+        memcpy(&x, e->msg + b - 1, 1);
+        s += x;
+    }
+    return s;
+}
+
+static inline uint32_t tsc_rand(pk_tcp_engine *e)
+{
+    /* xorshift on the TSC: initial sequence numbers differ between connections */
+    uint32_t x = e->iss_seed ^ (uint32_t)rte_rdtsc();
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    e->iss_seed = x;
+    return x;
+}
+
+/* ------------------------------------------------------------ addresses */
+
+/* Host-order client address of a slot, and back. */
+static uint32_t slot_ip(const pk_tcp_engine *e, uint32_t slot)
+{
+    for (int r = 0; r < e->cfg.nranges; r++) {
+        if (slot < e->cfg.client_num[r])
+            return e->cfg.client_first[r] + slot;
+        slot -= e->cfg.client_num[r];
+    }
+    return 0;
+}
+
+static int ip_slot(const pk_tcp_engine *e, uint32_t ip_host, uint32_t *slot)
+{
+    uint32_t base = 0;
+    for (int r = 0; r < e->cfg.nranges; r++) {
+        if (ip_host - e->cfg.client_first[r] < e->cfg.client_num[r]) {
+            *slot = base + (ip_host - e->cfg.client_first[r]);
+            return 0;
+        }
+        base += e->cfg.client_num[r];
+    }
+    return -1;
+}
+
+typedef struct tuple4 {
+    uint32_t cip;                   /* host order */
+    uint16_t cport, sport;          /* the client's port, the server's */
+} tuple4;
+
+static void sock_tuple(const pk_tcp_engine *e, uint32_t idx, tuple4 *t)
+{
+    uint32_t L = e->cfg.listen_num;
+    t->sport = (uint16_t)(e->cfg.listen + idx % L);
+    idx /= L;
+    if (e->cfg.role == PK_TCP_SERVER) {
+        t->cport = (uint16_t)(idx % 65536);
+        t->cip = slot_ip(e, idx / 65536);
+    } else {
+        t->cport = (uint16_t)(e->cfg.lport_lo + idx % e->nports_c);
+        t->cip = slot_ip(e, idx / e->nports_c);
+    }
+}
+
+/* ------------------------------------------------------------ counters */
+
+static inline void cnt(pk_tcp_engine *e, enum pk_counter_id id) { pk_add(&e->c, id, 1); }
+
+static void record_latency(pk_tcp_engine *e, uint64_t ns)
+{
+    pk_hist_add(&e->hist, ns);
+    pk_add(&e->c, PK_lat_count, 1);
+    pk_add(&e->c, PK_lat_sum_ns, ns);
+    if (e->lat_min == 0 || ns < e->lat_min) {
+        e->lat_min = ns ? ns : 1;
+        pk_set(&e->c, PK_lat_min_ns, e->lat_min);
+    }
+    if (ns > pk_read(&e->c, PK_lat_max_ns))
+        pk_set(&e->c, PK_lat_max_ns, ns);
+}
+
+/* ------------------------------------------------------------ transmit */
+
+static void tx_flush(pk_tcp_engine *e)
+{
+    uint32_t done = 0;
+    for (int tries = 0; done < e->ntx && tries < 64; tries++)
+        done += rte_eth_tx_burst(e->pid, 0, e->tx + done, (uint16_t)(e->ntx - done));
+    if (done < e->ntx) {
+        for (uint32_t i = done; i < e->ntx; i++)
+            rte_pktmbuf_free(e->tx[i]);
+        pk_add(&e->c, PK_drop_tx, e->ntx - done);
+    }
+    e->ntx = 0;
+}
+
+static inline void tx_put(pk_tcp_engine *e, struct rte_mbuf *m)
+{
+    pk_add(&e->c, PK_pkts_tx, 1);
+    pk_add(&e->c, PK_bytes_tx, rte_pktmbuf_pkt_len(m) + FCS_LEN);
+    e->tx[e->ntx++] = m;
+    if (e->ntx == TXQ)
+        tx_flush(e);
+}
+
+static const uint8_t *dst_mac(const pk_tcp_engine *e)
+{
+    static const uint8_t bcast[6] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
+    if (e->cfg.role == PK_TCP_CLIENT)
+        return e->cfg.gateway_mac;
+    return e->peer_mac_ok ? e->peer_mac : bcast;
+}
+
+/* One TCP segment from the template: Ethernet, IPv4 (TOS, DF), TCP with the
+ * MSS option on SYNs; payload msg[off, off + len). */
+static void tx_seg(pk_tcp_engine *e, uint32_t lip, uint32_t rip, uint16_t lport, uint16_t rport,
+                   uint32_t seq, uint32_t ack, uint8_t flags, uint32_t off, uint32_t len)
+{
+    struct rte_mbuf *m = rte_pktmbuf_alloc(e->pool);
+    if (!m) {
+        cnt(e, PK_drop_tx);
+        return;
+    }
+    uint32_t opt = (flags & TH_SYN) ? 4 : 0;
+    uint32_t tcplen = TCP_LEN + opt + len;
+    uint8_t *d = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)(ETH_LEN + IP_LEN + tcplen));
+    if (!d) {
+        rte_pktmbuf_free(m);
+        cnt(e, PK_drop_tx);
+        return;
+    }
+    memcpy(d, dst_mac(e), 6);
+    memcpy(d + 6, e->mac, 6);
+    wr16(d + 12, 0x0800);
+    uint8_t *ip = d + ETH_LEN;
+    ip[0] = 0x45;
+    ip[1] = e->cfg.tos;
+    wr16(ip + 2, (uint16_t)(IP_LEN + tcplen));
+    wr16(ip + 4, 0);
+    wr16(ip + 6, 0x4000);           /* DF */
+    ip[8] = 64;
+    ip[9] = 6;
+    ip[10] = ip[11] = 0;
+    wr32(ip + 12, lip);
+    wr32(ip + 16, rip);
+    uint16_t ipck = (uint16_t)~fold(sum16(ip, IP_LEN, 0));
+    memcpy(ip + 10, &ipck, 2);
+    uint8_t *th = ip + IP_LEN;
+    wr16(th, lport);
+    wr16(th + 2, rport);
+    wr32(th + 4, seq);
+    wr32(th + 8, ack);
+    th[12] = (uint8_t)(((TCP_LEN + opt) / 4) << 4);
+    th[13] = flags;
+    wr16(th + 14, RCV_WINDOW);
+    th[16] = th[17] = th[18] = th[19] = 0;
+    if (opt) {
+        th[20] = 2;
+        th[21] = 4;
+        wr16(th + 22, e->cfg.mss);
+    }
+    if (len)
+        memcpy(th + TCP_LEN + opt, e->msg + off, len);
+    /* pseudo header + header + the payload's precomputed sum */
+    uint8_t ph[12];
+    memcpy(ph, ip + 12, 8);
+    ph[8] = 0;
+    ph[9] = 6;
+    wr16(ph + 10, (uint16_t)tcplen);
+    uint64_t s = sum16(ph, 12, 0) + sum16(th, TCP_LEN + opt, 0);
+    if (len)
+        s += msg_sum(e, off, off + len);
+    uint16_t ck = (uint16_t)~fold(s);
+    memcpy(th + 16, &ck, 2);
+    if (flags & TH_SYN)
+        cnt(e, PK_syn_tx);
+    if (flags & TH_FIN)
+        cnt(e, PK_fin_tx);
+    if (flags & TH_RST)
+        cnt(e, PK_rst_tx);
+    tx_put(e, m);
+}
+
+/* A segment of socket idx. */
+static void sock_tx(pk_tcp_engine *e, uint32_t idx, uint32_t seq, uint8_t flags, uint32_t off, uint32_t len)
+{
+    tsock *s = &e->socks[idx];
+    tuple4 t;
+    sock_tuple(e, idx, &t);
+    uint32_t ack = (flags & TH_ACK) ? s->rcv_nxt : 0;
+    if (e->cfg.role == PK_TCP_SERVER)
+        tx_seg(e, rte_be_to_cpu_32(e->cfg.ip), t.cip, t.sport, t.cport, seq, ack, flags, off, len);
+    else
+        tx_seg(e, t.cip, rte_be_to_cpu_32(e->cfg.server_ip), t.cport, t.sport, seq, ack, flags, off, len);
+}
+
+/* ------------------------------------------------------------ timers */
+
+static void timer_del(pk_tcp_engine *e, uint32_t idx)
+{
+    tsock *s = &e->socks[idx];
+    int l = s->tl;
+    if (l == TL_NONE)
+        return;
+    if (s->tprev)
+        e->socks[s->tprev - 1].tnext = s->tnext;
+    else
+        e->head[l] = s->tnext;
+    if (s->tnext)
+        e->socks[s->tnext - 1].tprev = s->tprev;
+    else
+        e->tail[l] = s->tprev;
+    s->tnext = s->tprev = 0;
+    s->tl = TL_NONE;
+}
+
+/* Each list has one timeout, so appending keeps it in deadline order. */
+static void timer_add(pk_tcp_engine *e, uint32_t idx, int l, uint64_t now)
+{
+    timer_del(e, idx);
+    tsock *s = &e->socks[idx];
+    s->deadline = now + (l == TL_RTO ? e->rto_c : e->ka_c);
+    s->tl = (uint8_t)l;
+    s->tprev = e->tail[l];
+    s->tnext = 0;
+    if (e->tail[l])
+        e->socks[e->tail[l] - 1].tnext = idx + 1;
+    else
+        e->head[l] = idx + 1;
+    e->tail[l] = idx + 1;
+}
+
+/* ------------------------------------------------------------ socket life */
+
+/* The sequence number after everything sent: the seq of a pure ACK or RST. */
+static inline uint32_t snd_next(const tsock *s)
+{
+    return s->snd_base + ((s->flags & F_SENDING) ? s->nxt : 0) + ((s->flags & F_FIN_SENT) ? 1 : 0);
+}
+
+static void sock_free(pk_tcp_engine *e, uint32_t idx, enum pk_counter_id how)
+{
+    timer_del(e, idx);
+    memset(&e->socks[idx], 0, sizeof(tsock));
+    cnt(e, how);                    /* PK_sock_close or PK_sock_error */
+    e->current--;
+    pk_set(&e->c, PK_sock_current, e->current);
+}
+
+static void sock_abort(pk_tcp_engine *e, uint32_t idx, enum pk_counter_id why)
+{
+    tsock *s = &e->socks[idx];
+    sock_tx(e, idx, snd_next(s), TH_RST | TH_ACK, 0, 0);
+    cnt(e, why);
+    sock_free(e, idx, PK_sock_error);
+}
+
+static int needs_rto(const tsock *s)
+{
+    return s->state == S_SYN_SENT || s->state == S_SYN_RCVD || (s->flags & F_SENDING) ||
+           ((s->flags & F_FIN_SENT) && !(s->flags & F_FIN_ACKED));
+}
+
+/* Send what the window allows of the message from nxt; FIN on its last byte
+ * when wanted. Returns segments sent. */
+static int send_data(pk_tcp_engine *e, uint32_t idx, int at_least_one)
+{
+    tsock *s = &e->socks[idx];
+    int n = 0;
+    while (s->nxt < e->msg_len) {
+        uint32_t len = e->msg_len - s->nxt;
+        if (len > s->mss)
+            len = s->mss;
+        if (s->nxt - s->una + len > s->win && !(at_least_one && n == 0))
+            break;
+        uint8_t fl = TH_ACK;
+        if (s->nxt + len == e->msg_len) {
+            fl |= TH_PSH;
+            if (s->flags & F_WANT_FIN) {
+                fl |= TH_FIN;
+                s->flags |= F_FIN_SENT;
+            }
+        }
+        sock_tx(e, idx, s->snd_base + s->nxt, fl, s->nxt, len);
+        s->nxt += len;
+        n++;
+    }
+    return n;
+}
+
+static void send_fin(pk_tcp_engine *e, uint32_t idx)
+{
+    tsock *s = &e->socks[idx];
+    s->flags |= F_FIN_SENT;
+    sock_tx(e, idx, s->snd_base, TH_FIN | TH_ACK, 0, 0);
+}
+
+static void start_message(pk_tcp_engine *e, uint32_t idx, uint64_t now)
+{
+    tsock *s = &e->socks[idx];
+    s->flags |= F_SENDING;
+    s->una = s->nxt = 0;
+    s->retries = 0;
+    send_data(e, idx, 1);
+    timer_add(e, idx, TL_RTO, now);
+}
+
+/* ------------------------------------------------------------ HTTP */
+
+/* SERVER: request bytes; 1 when the header section is whole (a blank line). */
+static int server_scan(pk_tcp_engine *e, tsock *s, const uint8_t *p, uint32_t n)
+{
+    if (s->hdr_bytes == 0 && n >= 4) {
+        if (memcmp(p, "GET ", 4) == 0)
+            cnt(e, PK_http_get);
+        else if (memcmp(p, "POST", 4) == 0)
+            cnt(e, PK_http_post);
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint8_t c = p[i];
+        if (s->hdr_bytes < 0xffff)
+            s->hdr_bytes++;
+        /* "\r\n\r\n": match counts the characters seen of it */
+        if (c == '\r')
+            s->match = (s->match == 2) ? 3 : 1;
+        else if (c == '\n' && (s->match == 1 || s->match == 3))
+            s->match++;
+        else
+            s->match = 0;
+        if (s->match == 4)
+            return 1;
+        if (s->hdr_bytes > MAX_HDR_BYTES)
+            return -1;
+    }
+    return 0;
+}
+
+static const char CL_NAME[] = "content-length:";
+
+/* CLIENT: response bytes. Returns 1 when the response is whole, 0 for more,
+ * -1 malformed (or chunked, not built yet). Bytes after a whole response are an error. */
+static int client_parse(tsock *s, const uint8_t *p, uint32_t n)
+{
+    uint32_t i = 0;
+    while (i < n) {
+        if (s->parse == P_BODY) {
+            uint32_t k = n - i < s->body_left ? n - i : s->body_left;
+            s->body_left -= k;
+            i += k;
+            if (s->body_left == 0)
+                s->parse = P_DONE;
+            continue;
+        }
+        if (s->parse == P_DONE)
+            return -1;
+        uint8_t c = p[i++];
+        if (++s->hdr_bytes > MAX_HDR_BYTES)
+            return -1;
+        uint8_t lc = (c >= 'A' && c <= 'Z') ? (uint8_t)(c + 32) : c;
+        switch (s->parse) {
+        case P_VER:                 /* "HTTP/1.x " */
+            if (s->match < 7 ? c != (uint8_t)"HTTP/1."[s->match]
+                             : s->match == 7 ? (c != '0' && c != '1') : c != ' ')
+                return -1;
+            if (++s->match == 9) {
+                s->parse = P_CODE;
+                s->match = 0;
+                s->status = 0;
+            }
+            break;
+        case P_CODE:
+            if (c < '0' || c > '9')
+                return -1;
+            s->status = (uint16_t)(s->status * 10 + (c - '0'));
+            if (++s->match == 3) {
+                if (s->status < 100)
+                    return -1;
+                s->parse = P_LINE;
+            }
+            break;
+        case P_LINE:                /* the rest of a line we do not read */
+            if (c == '\n')
+                s->parse = P_LSTART;
+            break;
+        case P_LSTART:
+            if (c == '\r') {
+                s->parse = P_LF_END;
+                break;
+            }
+            if (c == '\n')
+                goto headers_done;
+            s->match = 0;
+            s->parse = P_NAME;
+            /* fall through */
+        case P_NAME:
+            if (lc == (uint8_t)CL_NAME[s->match]) {
+                if (++s->match == sizeof(CL_NAME) - 1) {
+                    if (s->flags & F_HAVE_CL)
+                        return -1;  /* two Content-Lengths */
+                    s->flags |= F_HAVE_CL;
+                    s->body_left = 0;
+                    s->match = 0;
+                    s->parse = P_CLVAL;
+                }
+            } else {
+                s->parse = (c == '\n') ? P_LSTART : P_LINE;
+            }
+            break;
+        case P_CLVAL:
+            if (c == ' ' || c == '\t' || c == '\r')
+                break;
+            if (c == '\n') {
+                if (!s->match)
+                    return -1;      /* no digits */
+                s->parse = P_LSTART;
+                break;
+            }
+            if (c < '0' || c > '9' || s->body_left > (1u << 30))
+                return -1;
+            s->body_left = s->body_left * 10 + (uint32_t)(c - '0');
+            s->match = 1;
+            break;
+        case P_LF_END:
+            if (c != '\n')
+                return -1;
+        headers_done:
+            if (!(s->flags & F_HAVE_CL))
+                return -1;          /* chunked and read-until-close: not built yet */
+            s->parse = s->body_left ? P_BODY : P_DONE;
+            break;
+        default:
+            return -1;
+        }
+    }
+    return s->parse == P_DONE ? 1 : 0;
+}
+
+static void client_reset_parser(tsock *s)
+{
+    s->parse = P_VER;
+    s->match = 0;
+    s->hdr_bytes = 0;
+    s->status = 0;
+    s->body_left = 0;
+    s->flags &= (uint8_t)~F_HAVE_CL;
+}
+
+static void client_request(pk_tcp_engine *e, uint32_t idx, uint64_t now)
+{
+    tsock *s = &e->socks[idx];
+    client_reset_parser(s);
+    s->flags |= F_WAITING;
+    s->reqs++;
+    s->t0 = now;
+    cnt(e, PK_http_req);
+    cnt(e, e->cfg.msg_len >= 4 && memcmp(e->msg, "POST", 4) == 0 ? PK_http_post : PK_http_get);
+    start_message(e, idx, now);
+}
+
+static void client_close(pk_tcp_engine *e, uint32_t idx, uint64_t now)
+{
+    tsock *s = &e->socks[idx];
+    timer_del(e, idx);
+    if (e->cfg.fast_close) {
+        sock_tx(e, idx, snd_next(s), TH_RST | TH_ACK, 0, 0);
+        sock_free(e, idx, PK_sock_close);
+        return;
+    }
+    send_fin(e, idx);
+    timer_add(e, idx, TL_RTO, now);
+}
+
+/* CLIENT: a whole response. */
+static void client_response(pk_tcp_engine *e, uint32_t idx, uint64_t now)
+{
+    tsock *s = &e->socks[idx];
+    s->flags &= (uint8_t)~F_WAITING;
+    cnt(e, PK_http_resp);
+    uint16_t st = s->status;
+    if (st >= 200 && st < 300)
+        cnt(e, PK_http_2xx);
+    else if (st >= 300 && st < 400)
+        cnt(e, PK_http_3xx);
+    else if (st >= 400 && st < 500)
+        cnt(e, PK_http_4xx);
+    else if (st >= 500)
+        cnt(e, PK_http_5xx);
+    if (st >= 400)
+        cnt(e, PK_http_err);
+    record_latency(e, (uint64_t)((double)(now - s->t0) * 1e9 / (double)e->hz));
+    int more = e->cfg.ka_interval_ns && e->launching && !(s->flags & F_FIN_RCVD) &&
+               (e->cfg.ka_requests == 0 || s->reqs < e->cfg.ka_requests);
+    if (more) {
+        timer_add(e, idx, TL_KA, now);
+        return;
+    }
+    client_close(e, idx, now);
+}
+
+/* ------------------------------------------------------------ receive */
+
+typedef struct seg {
+    uint32_t sip, dip;              /* host order */
+    uint16_t sport, dport;
+    uint32_t seq, ack;
+    uint8_t flags;
+    uint16_t win;
+    uint16_t mss;                   /* the MSS option, 0 = none */
+    const uint8_t *data;
+    uint32_t len;
+    const uint8_t *smac;
+} seg;
+
+/* A segment for no socket: RST (tcp_rst), or an ACK for a FIN (no TIME_WAIT: the
+ * peer's FIN retransmitted after we closed). */
+static void reply_nosock(pk_tcp_engine *e, const seg *g)
+{
+    if (g->flags & TH_RST)
+        return;
+    uint32_t end = g->seq + g->len + ((g->flags & TH_SYN) ? 1 : 0) + ((g->flags & TH_FIN) ? 1 : 0);
+    if ((g->flags & TH_FIN) && !(g->flags & TH_SYN) && (g->flags & TH_ACK)) {
+        tx_seg(e, g->dip, g->sip, g->dport, g->sport, g->ack, end, TH_ACK, 0, 0);
+        return;
+    }
+    if (!e->cfg.tcp_rst)
+        return;
+    if (g->flags & TH_ACK)
+        tx_seg(e, g->dip, g->sip, g->dport, g->sport, g->ack, 0, TH_RST, 0, 0);
+    else
+        tx_seg(e, g->dip, g->sip, g->dport, g->sport, 0, end, TH_RST | TH_ACK, 0, 0);
+}
+
+static void open_server(pk_tcp_engine *e, uint32_t idx, const seg *g, uint64_t now)
+{
+    tsock *s = &e->socks[idx];
+    memset(s, 0, sizeof(*s));
+    s->state = S_SYN_RCVD;
+    s->iss = tsc_rand(e);
+    s->snd_base = s->iss + 1;
+    s->rcv_nxt = g->seq + 1;
+    s->win = g->win;
+    s->mss = g->mss && g->mss < e->cfg.mss ? g->mss : e->cfg.mss;
+    if (!g->mss)
+        s->mss = 536 < e->cfg.mss ? 536 : e->cfg.mss;
+    e->current++;
+    cnt(e, PK_sock_open);
+    pk_set(&e->c, PK_sock_current, e->current);
+    sock_tx(e, idx, s->iss, TH_SYN | TH_ACK, 0, 0);
+    timer_add(e, idx, TL_RTO, now);
+}
+
+/* ACK processing shared by both roles; -1 = drop the segment. */
+static int take_ack(pk_tcp_engine *e, tsock *s, uint32_t ack)
+{
+    uint32_t off = ack - s->snd_base;
+    uint32_t limit = ((s->flags & F_SENDING) ? s->nxt : 0) + ((s->flags & F_FIN_SENT) ? 1 : 0);
+    if (off > limit && !seq_lt(ack, s->snd_base))
+        return -1;                  /* acknowledges what we never sent */
+    if (seq_lt(ack, s->snd_base))
+        return 0;                   /* old */
+    if (s->flags & F_SENDING) {
+        uint32_t got = off < e->msg_len ? off : e->msg_len;
+        if (got > s->una) {
+            s->una = got;
+            s->retries = 0;
+        }
+        if (s->una == e->msg_len) {
+            s->flags &= (uint8_t)~F_SENDING;
+            s->snd_base += e->msg_len;
+            off -= e->msg_len;
+            s->una = s->nxt = 0;
+        }
+    }
+    if ((s->flags & F_FIN_SENT) && !(s->flags & F_SENDING) && off == 1)
+        s->flags |= F_FIN_ACKED;
+    return 0;
+}
+
+static void handle_tcp(pk_tcp_engine *e, const seg *g, uint64_t now)
+{
+    uint32_t slot, idx;
+    int server = e->cfg.role == PK_TCP_SERVER;
+    uint32_t cip = server ? g->sip : g->dip;
+    uint16_t cport = server ? g->sport : g->dport, sport = server ? g->dport : g->sport;
+    uint32_t li = (uint32_t)(uint16_t)(sport - e->cfg.listen);
+    int ours = (server ? g->dip : g->sip) == (server ? rte_be_to_cpu_32(e->cfg.ip)
+                                                      : rte_be_to_cpu_32(e->cfg.server_ip));
+    if (!ours || li >= e->cfg.listen_num || ip_slot(e, cip, &slot) != 0 ||
+        (!server && (uint32_t)(uint16_t)(cport - e->cfg.lport_lo) >= e->nports_c)) {
+        cnt(e, PK_tcp_drop);
+        reply_nosock(e, g);
+        return;
+    }
+    if (server)
+        idx = (slot * 65536u + cport) * e->cfg.listen_num + li;
+    else
+        idx = (slot * e->nports_c + (uint32_t)(cport - e->cfg.lport_lo)) * e->cfg.listen_num + li;
+    tsock *s = &e->socks[idx];
+    if (g->flags & TH_SYN)
+        cnt(e, PK_syn_rx);
+    if (g->flags & TH_FIN)
+        cnt(e, PK_fin_rx);
+    if (g->flags & TH_RST)
+        cnt(e, PK_rst_rx);
+
+    /* RST: accepted only at the expected sequence number (or answering our SYN) */
+    if (g->flags & TH_RST) {
+        if (s->state == S_CLOSED) {
+            cnt(e, PK_tcp_drop);
+        } else if (s->state == S_SYN_SENT) {
+            if ((g->flags & TH_ACK) && g->ack == s->iss + 1) {
+                cnt(e, PK_err_connect);
+                sock_free(e, idx, PK_sock_error);
+            } else {
+                cnt(e, PK_tcp_drop);
+            }
+        } else if (g->seq == s->rcv_nxt) {
+            int clean = !server && !(s->flags & (F_WAITING | F_SENDING));
+            if (!clean)
+                cnt(e, PK_err_reset);
+            sock_free(e, idx, clean ? PK_sock_close : PK_sock_error);
+        } else {
+            cnt(e, PK_tcp_drop);
+        }
+        return;
+    }
+
+    if (g->flags & TH_SYN) {
+        if (server) {
+            if (g->flags & TH_ACK) {
+                cnt(e, PK_tcp_drop);
+                if (s->state == S_CLOSED)
+                    reply_nosock(e, g);
+                return;
+            }
+            if (s->state == S_CLOSED) {
+                open_server(e, idx, g, now);
+            } else if (g->seq + 1 == s->rcv_nxt) {
+                if (s->state == S_SYN_RCVD)   /* our SYN-ACK was lost */
+                    sock_tx(e, idx, s->iss, TH_SYN | TH_ACK, 0, 0);
+                else
+                    sock_tx(e, idx, snd_next(s), TH_ACK, 0, 0);
+            } else {
+                /* a new connection on a busy tuple: the peer has forgotten the old one */
+                sock_free(e, idx, PK_sock_error);
+                open_server(e, idx, g, now);
+            }
+            return;
+        }
+        /* CLIENT: SYN-ACK */
+        if (!(g->flags & TH_ACK) || s->state == S_CLOSED) {
+            cnt(e, PK_tcp_drop);
+            if (s->state == S_CLOSED)
+                reply_nosock(e, g);
+            return;
+        }
+        if (s->state == S_SYN_SENT) {
+            if (g->ack != s->iss + 1) {
+                cnt(e, PK_tcp_drop);
+                return;
+            }
+            s->state = S_ESTAB;
+            s->rcv_nxt = g->seq + 1;
+            s->win = g->win;
+            s->snd_base = s->iss + 1;
+            s->mss = g->mss && g->mss < e->cfg.mss ? g->mss : (g->mss ? e->cfg.mss : 536);
+            client_request(e, idx, now);   /* the request carries the handshake's ACK */
+        } else if (g->seq + 1 == s->rcv_nxt) {
+            sock_tx(e, idx, snd_next(s), TH_ACK, 0, 0);
+        } else {
+            cnt(e, PK_tcp_drop);
+        }
+        return;
+    }
+
+    if (s->state == S_CLOSED || !(g->flags & TH_ACK) || s->state == S_SYN_SENT) {
+        cnt(e, PK_tcp_drop);
+        if (s->state == S_CLOSED)
+            reply_nosock(e, g);
+        return;
+    }
+    if (s->state == S_SYN_RCVD) {
+        if (g->ack != s->iss + 1) {
+            cnt(e, PK_tcp_drop);
+            return;
+        }
+        s->state = S_ESTAB;
+        s->retries = 0;
+        timer_del(e, idx);
+    }
+    s->win = g->win;
+    if (take_ack(e, s, g->ack) != 0) {
+        cnt(e, PK_tcp_drop);
+        sock_tx(e, idx, snd_next(s), TH_ACK, 0, 0);
+        return;
+    }
+    int need_ack = 0, sent = 0;
+    if (g->len || (g->flags & TH_FIN)) {
+        if (g->seq != s->rcv_nxt) {
+            /* out of order or a retransmission: stop-and-wait keeps nothing; say where we are */
+            if (!seq_lt(g->seq, s->rcv_nxt))
+                cnt(e, PK_tcp_drop);
+            need_ack = 1;
+        } else {
+            s->rcv_nxt += g->len;
+            need_ack = 1;
+            if (g->len && server) {
+                int r = server_scan(e, s, g->data, g->len);
+                if (r < 0) {
+                    cnt(e, PK_http_err);
+                    sock_abort(e, idx, PK_err_read);
+                    return;
+                }
+                if (r == 1) {
+                    s->hdr_bytes = 0;
+                    s->match = 0;
+                    if (s->flags & (F_SENDING | F_FIN_SENT)) {
+                        cnt(e, PK_tcp_drop);   /* pipelined: not served */
+                    } else {
+                        if (!e->cfg.keepalive)
+                            s->flags |= F_WANT_FIN;
+                        start_message(e, idx, now);
+                        sent = 1;
+                    }
+                }
+            } else if (g->len) {
+                if (!(s->flags & F_WAITING)) {
+                    sock_abort(e, idx, PK_err_read);   /* bytes nobody asked for */
+                    return;
+                }
+                int r = client_parse(s, g->data, g->len);
+                if (r < 0) {
+                    cnt(e, PK_http_err);
+                    sock_abort(e, idx, PK_err_read);
+                    return;
+                }
+                if (g->flags & TH_FIN) {
+                    s->rcv_nxt++;
+                    s->flags |= F_FIN_RCVD;
+                }
+                if (r == 1) {
+                    client_response(e, idx, now);
+                    if (e->socks[idx].state == S_CLOSED)
+                        return;    /* fast close */
+                    sent = (s->flags & F_FIN_SENT) != 0;
+                }
+            }
+            if ((g->flags & TH_FIN) && !(s->flags & F_FIN_RCVD)) {
+                s->rcv_nxt++;
+                s->flags |= F_FIN_RCVD;
+            }
+        }
+    }
+    if (s->flags & F_FIN_RCVD) {
+        if (!server && (s->flags & F_WAITING)) {
+            /* the server closed before the whole response */
+            cnt(e, PK_http_err);
+            sock_abort(e, idx, PK_err_read);
+            return;
+        }
+        if (!(s->flags & F_FIN_SENT)) {
+            if (s->flags & F_SENDING) {
+                s->flags |= F_WANT_FIN;   /* after the message */
+            } else if (!server && s->tl == TL_KA) {
+                client_close(e, idx, now);
+                sent = 1;
+            } else if (server || !(s->flags & F_WAITING)) {
+                timer_del(e, idx);
+                send_fin(e, idx);
+                timer_add(e, idx, TL_RTO, now);
+                sent = 1;
+            }
+        }
+        if ((s->flags & F_FIN_SENT) && (s->flags & F_FIN_ACKED)) {
+            if (need_ack && !sent)
+                sock_tx(e, idx, snd_next(s), TH_ACK, 0, 0);
+            sock_free(e, idx, PK_sock_close);
+            return;
+        }
+    }
+    /* more of the message as the window opens */
+    if (s->flags & F_SENDING) {
+        if (send_data(e, idx, 0))
+            sent = 1;
+    }
+    if (need_ack && !sent)
+        sock_tx(e, idx, snd_next(s), TH_ACK, 0, 0);
+    if (needs_rto(s)) {
+        if (s->tl != TL_RTO || s->retries == 0)
+            timer_add(e, idx, TL_RTO, now);
+    } else if (s->tl == TL_RTO) {
+        timer_del(e, idx);
+    }
+}
+
+/* ------------------------------------------------------------ ARP, ICMP */
+
+static int my_addr(const pk_tcp_engine *e, uint32_t ip_net)
+{
+    if (ip_net == e->cfg.ip)
+        return 1;
+    uint32_t slot;
+    return e->cfg.role == PK_TCP_CLIENT && ip_slot(e, rte_be_to_cpu_32(ip_net), &slot) == 0;
+}
+
+static int handle_arp(pk_tcp_engine *e, uint8_t *d, uint32_t len)
+{
+    if (len < ETH_LEN + 28) {
+        cnt(e, PK_bad_rx);
+        return 0;
+    }
+    uint8_t *arp = d + ETH_LEN;
+    if (rd16(arp) != 1 || rd16(arp + 2) != 0x0800 || arp[4] != 6 || arp[5] != 4) {
+        cnt(e, PK_bad_rx);
+        return 0;
+    }
+    cnt(e, PK_arp_rx);
+    uint16_t op = rd16(arp + 6);
+    uint32_t spa, tpa;
+    memcpy(&spa, arp + 14, 4);
+    memcpy(&tpa, arp + 24, 4);
+    if (e->cfg.role == PK_TCP_CLIENT && !e->cfg.gateway_mac_set && spa == e->cfg.gateway_ip && op == 2) {
+        memcpy(e->cfg.gateway_mac, arp + 8, 6);
+        e->cfg.gateway_mac_set = 1;
+    }
+    if (e->cfg.role == PK_TCP_SERVER && !e->peer_mac_ok) {
+        memcpy(e->peer_mac, arp + 8, 6);
+        e->peer_mac_ok = 1;
+    }
+    if (op != 1 || !my_addr(e, tpa))
+        return 0;
+    wr16(arp + 6, 2);
+    memcpy(arp + 18, arp + 8, 6);
+    memcpy(arp + 24, &spa, 4);
+    memcpy(arp + 8, e->mac, 6);
+    memcpy(arp + 14, &tpa, 4);
+    memcpy(d, arp + 18, 6);
+    memcpy(d + 6, e->mac, 6);
+    return 1;
+}
+
+static void send_arp_request(pk_tcp_engine *e)
+{
+    struct rte_mbuf *m = rte_pktmbuf_alloc(e->pool);
+    if (!m)
+        return;
+    uint8_t *d = (uint8_t *)rte_pktmbuf_append(m, 60);
+    if (!d) {
+        rte_pktmbuf_free(m);
+        return;
+    }
+    memset(d, 0, 60);
+    memset(d, 0xff, 6);
+    memcpy(d + 6, e->mac, 6);
+    wr16(d + 12, 0x0806);
+    uint8_t *a = d + ETH_LEN;
+    wr16(a, 1);
+    wr16(a + 2, 0x0800);
+    a[4] = 6;
+    a[5] = 4;
+    wr16(a + 6, 1);
+    memcpy(a + 8, e->mac, 6);
+    memcpy(a + 14, &e->cfg.ip, 4);
+    memcpy(a + 24, &e->cfg.gateway_ip, 4);
+    tx_put(e, m);
+}
+
+/* Returns 1 when the frame was turned into a reply (send it), 0 = free it. */
+static int handle_frame(pk_tcp_engine *e, struct rte_mbuf *m, uint64_t now)
+{
+    uint8_t *d = rte_pktmbuf_mtod(m, uint8_t *);
+    const uint32_t len = rte_pktmbuf_data_len(m);
+    if (len < ETH_LEN) {
+        cnt(e, PK_bad_rx);
+        return 0;
+    }
+    uint16_t type = rd16(d + 12);
+    if (type == 0x0806)
+        return handle_arp(e, d, len);
+    if (type != 0x0800) {
+        cnt(e, PK_other_rx);
+        return 0;
+    }
+    if (len < ETH_LEN + IP_LEN || m->nb_segs != 1) {
+        cnt(e, PK_bad_rx);
+        return 0;
+    }
+    uint8_t *ip = d + ETH_LEN;
+    uint32_t ihl = (uint32_t)(ip[0] & 15) * 4;
+    uint32_t tot = rd16(ip + 2);
+    if ((ip[0] >> 4) != 4 || ihl < IP_LEN || ETH_LEN + ihl > len || tot < ihl || ETH_LEN + tot > len ||
+        fold(sum16(ip, ihl, 0)) != 0xffff || (rd16(ip + 6) & 0x3fff) != 0) {
+        cnt(e, PK_bad_rx);
+        return 0;
+    }
+    uint32_t dst;
+    memcpy(&dst, ip + 16, 4);
+    uint8_t *l4 = ip + ihl;
+    uint32_t l4len = tot - ihl;
+    if (ip[9] == 1) {
+        if (l4len < 8) {
+            cnt(e, PK_bad_rx);
+            return 0;
+        }
+        if (fold(sum16(l4, l4len, 0)) != 0xffff) {
+            cnt(e, PK_bad_rx);
+            return 0;
+        }
+        cnt(e, PK_icmp_rx);
+        if (l4[0] != 8 || l4[1] != 0 || !my_addr(e, dst))
+            return 0;
+        uint8_t t6[6], t4[4];
+        memcpy(t6, d + 6, 6);
+        memcpy(d, t6, 6);
+        memcpy(d + 6, e->mac, 6);
+        memcpy(t4, ip + 12, 4);
+        memcpy(ip + 12, ip + 16, 4);
+        memcpy(ip + 16, t4, 4);
+        ip[8] = 64;
+        ip[10] = ip[11] = 0;
+        uint16_t c = (uint16_t)~fold(sum16(ip, ihl, 0));
+        memcpy(ip + 10, &c, 2);
+        l4[0] = 0;
+        l4[2] = l4[3] = 0;
+        c = (uint16_t)~fold(sum16(l4, l4len, 0));
+        memcpy(l4 + 2, &c, 2);
+        m->data_len = (uint16_t)(ETH_LEN + tot);
+        m->pkt_len = ETH_LEN + tot;
+        return 1;
+    }
+    if (ip[9] == 17) {
+        cnt(e, PK_udp_rx);
+        return 0;
+    }
+    if (ip[9] != 6) {
+        cnt(e, PK_other_rx);
+        return 0;
+    }
+    /* TCP: header length, checksum over pseudo header and segment, options */
+    if (l4len < TCP_LEN) {
+        cnt(e, PK_bad_rx);
+        return 0;
+    }
+    uint32_t doff = (uint32_t)(l4[12] >> 4) * 4;
+    if (doff < TCP_LEN || doff > l4len) {
+        cnt(e, PK_bad_rx);
+        return 0;
+    }
+    uint8_t ph[12];
+    memcpy(ph, ip + 12, 8);
+    ph[8] = 0;
+    ph[9] = 6;
+    wr16(ph + 10, (uint16_t)l4len);
+    if (fold(sum16(l4, l4len, sum16(ph, 12, 0))) != 0xffff) {
+        cnt(e, PK_bad_rx);
+        return 0;
+    }
+    cnt(e, PK_tcp_rx);
+    if (!my_addr(e, dst)) {
+        cnt(e, PK_tcp_drop);
+        return 0;
+    }
+    seg g;
+    g.sip = rd32(ip + 12);
+    g.dip = rd32(ip + 16);
+    g.sport = rd16(l4);
+    g.dport = rd16(l4 + 2);
+    g.seq = rd32(l4 + 4);
+    g.ack = rd32(l4 + 8);
+    g.flags = l4[13] & 0x3f;
+    g.win = rd16(l4 + 14);
+    g.mss = 0;
+    g.data = l4 + doff;
+    g.len = l4len - doff;
+    g.smac = d + 6;
+    for (uint32_t o = TCP_LEN; o < doff;) {       /* options: only MSS is read */
+        uint8_t kind = l4[o];
+        if (kind == 0)
+            break;
+        if (kind == 1) {
+            o++;
+            continue;
+        }
+        if (o + 1 >= doff || l4[o + 1] < 2 || o + l4[o + 1] > doff) {
+            cnt(e, PK_bad_rx);
+            return 0;
+        }
+        if (kind == 2 && l4[o + 1] == 4)
+            g.mss = rd16(l4 + o + 2);
+        o += l4[o + 1];
+    }
+    if (g.mss && g.mss < 64)
+        g.mss = 64;
+    if ((g.flags & TH_SYN) && (g.flags & (TH_FIN | TH_RST))) {
+        cnt(e, PK_bad_rx);
+        return 0;
+    }
+    if (e->cfg.role == PK_TCP_SERVER) {
+        memcpy(e->peer_mac, g.smac, 6);
+        e->peer_mac_ok = 1;
+    }
+    handle_tcp(e, &g, now);
+    return 0;
+}
+
+static void rx_burst(pk_tcp_engine *e, uint64_t now)
+{
+    struct rte_mbuf *m[256];
+    uint16_t n = rte_eth_rx_burst(e->pid, 0, m, (uint16_t)e->cfg.burst);
+    for (uint16_t i = 0; i < n; i++) {
+        pk_add(&e->c, PK_pkts_rx, 1);
+        pk_add(&e->c, PK_bytes_rx, rte_pktmbuf_pkt_len(m[i]) + FCS_LEN);
+        if (handle_frame(e, m[i], now)) {
+            pk_add(&e->c, PK_pkts_tx, 1);
+            pk_add(&e->c, PK_bytes_tx, rte_pktmbuf_pkt_len(m[i]) + FCS_LEN);
+            e->tx[e->ntx++] = m[i];
+            if (e->ntx == TXQ)
+                tx_flush(e);
+        } else {
+            rte_pktmbuf_free(m[i]);
+        }
+    }
+}
+
+/* ------------------------------------------------------------ timers fire */
+
+static void on_rto(pk_tcp_engine *e, uint32_t idx, uint64_t now)
+{
+    tsock *s = &e->socks[idx];
+    if (!needs_rto(s)) {
+        timer_del(e, idx);
+        return;
+    }
+    if (s->retries >= e->cfg.retries) {
+        if (s->state == S_SYN_SENT) {
+            cnt(e, PK_err_connect);
+            cnt(e, PK_err_timeout);
+            timer_del(e, idx);
+            sock_free(e, idx, PK_sock_error);   /* nothing to reset: nobody answered */
+            return;
+        }
+        if (s->flags & F_WAITING)
+            cnt(e, PK_http_err);
+        sock_abort(e, idx, PK_err_timeout);
+        return;
+    }
+    s->retries++;
+    if (s->state == S_SYN_SENT) {
+        cnt(e, PK_retrans_syn);
+        sock_tx(e, idx, s->iss, TH_SYN, 0, 0);
+    } else if (s->state == S_SYN_RCVD) {
+        cnt(e, PK_retrans_syn);
+        sock_tx(e, idx, s->iss, TH_SYN | TH_ACK, 0, 0);
+    } else if (s->flags & F_SENDING) {
+        /* go back to the first unacknowledged byte */
+        if (s->nxt == e->msg_len && (s->flags & F_FIN_SENT))
+            s->flags &= (uint8_t)~F_FIN_SENT;   /* it is sent again with the last segment */
+        s->nxt = s->una;
+        uint64_t before = pk_read(&e->c, PK_pkts_tx);
+        send_data(e, idx, 1);
+        pk_add(&e->c, PK_retrans_push, pk_read(&e->c, PK_pkts_tx) - before);
+    } else {
+        cnt(e, PK_retrans_fin);
+        sock_tx(e, idx, s->snd_base, TH_FIN | TH_ACK, 0, 0);
+    }
+    timer_add(e, idx, TL_RTO, now);
+}
+
+static void on_ka(pk_tcp_engine *e, uint32_t idx, uint64_t now)
+{
+    timer_del(e, idx);
+    if (e->launching)
+        client_request(e, idx, now);
+    else
+        client_close(e, idx, now);
+}
+
+static void run_timers(pk_tcp_engine *e, uint64_t now)
+{
+    for (int l = TL_RTO; l < TL_N; l++) {
+        for (int k = 0; k < TIMER_BUDGET && e->head[l]; k++) {
+            uint32_t idx = e->head[l] - 1;
+            if (e->socks[idx].deadline > now)
+                break;
+            if (l == TL_RTO)
+                on_rto(e, idx, now);
+            else
+                on_ka(e, idx, now);
+        }
+    }
+}
+
+/* ------------------------------------------------------------ client launch */
+
+static void launch(pk_tcp_engine *e, uint64_t now, uint64_t t_start)
+{
+    double el = (double)(now - t_start) / (double)e->hz;
+    double ss = (double)e->cfg.slow_start_ns / 1e9;
+    double target = (ss > 0 && el < ss) ? e->cfg.cps * el * el / (2 * ss)
+                                        : e->cfg.cps * (el - ss / 2);
+    if (target < 1 && el > 0)
+        target = 1;                 /* the first connection at once */
+    uint32_t budget = e->cfg.launch_num;
+    while (budget-- && (double)e->launched < target) {
+        if (e->cfg.cc && e->current >= e->cfg.cc) {
+            e->launched = (uint64_t)target;   /* at the concurrency target: no backlog */
+            return;
+        }
+        uint32_t idx = UINT32_MAX;
+        for (uint32_t probe = 0; probe < 64; probe++) {
+            uint32_t i = e->cursor;
+            e->cursor = (e->cursor + 1 == e->nsock) ? 0 : e->cursor + 1;
+            if (e->socks[i].state == S_CLOSED) {
+                idx = i;
+                break;
+            }
+        }
+        if (idx == UINT32_MAX)
+            return;                 /* the table is busy here: later */
+        tsock *s = &e->socks[idx];
+        memset(s, 0, sizeof(*s));
+        s->state = S_SYN_SENT;
+        s->iss = tsc_rand(e);
+        s->snd_base = s->iss + 1;
+        s->t0 = now;
+        e->launched++;
+        e->current++;
+        cnt(e, PK_sock_open);
+        pk_set(&e->c, PK_sock_current, e->current);
+        sock_tx(e, idx, s->iss, TH_SYN, 0, 0);
+        timer_add(e, idx, TL_RTO, now);
+    }
+}
+
+/* ------------------------------------------------------------ worker */
+
+static void read_nic(pk_tcp_engine *e, int base)
+{
+    struct rte_eth_stats st;
+    memset(&st, 0, sizeof(st));
+    if (rte_eth_stats_get(e->pid, &st) != 0)
+        return;
+    if (base) {
+        e->nic_base[0] = st.ierrors;
+        e->nic_base[1] = st.oerrors;
+        e->nic_base[2] = st.imissed;
+        return;
+    }
+    pk_set(&e->c, PK_nic_ierrors, st.ierrors - e->nic_base[0]);
+    pk_set(&e->c, PK_nic_oerrors, st.oerrors - e->nic_base[1]);
+    pk_set(&e->c, PK_nic_imissed, st.imissed - e->nic_base[2]);
+}
+
+static inline int stopping(const pk_tcp_engine *e) { return __atomic_load_n(&e->stop, __ATOMIC_RELAXED); }
+
+static void worker_loop(pk_tcp_engine *e)
+{
+    const uint64_t hz = e->hz;
+    uint64_t t0 = rte_rdtsc(), now = t0;
+    uint64_t busy = 0, wall0 = t0, nic_every = (uint64_t)((double)NIC_EVERY_NS * hz / 1e9);
+    uint64_t to_c = (uint64_t)((double)e->cfg.duration_ns * hz / 1e9);
+    int client = e->cfg.role == PK_TCP_CLIENT;
+    uint64_t last_arp = 0, arp_until = t0 + (uint64_t)((double)(ARP_GIVE_UP_NS + e->cfg.wait_ns) * hz / 1e9);
+    uint64_t launch_at = 0, launch_end = 0, drain_end = 0;
+    uint64_t arp_c = (uint64_t)((double)ARP_RETRY_NS * hz / 1e9);
+    uint64_t drain_c = e->rto_c * (e->cfg.retries + 2) + hz;
+    if (!client)
+        launch_end = t0 + to_c;
+    for (;;) {
+        now = rte_rdtsc();
+        uint64_t before = pk_read(&e->c, PK_pkts_rx) + pk_read(&e->c, PK_pkts_tx);
+        rx_burst(e, now);
+        run_timers(e, now);
+        if (client) {
+            if (!e->cfg.gateway_mac_set) {
+                if (now >= arp_until) {
+                    char a[16];
+                    const uint8_t *g = (const uint8_t *)&e->cfg.gateway_ip;
+                    snprintf(a, sizeof(a), "%u.%u.%u.%u", g[0], g[1], g[2], g[3]);
+                    snprintf(e->err, sizeof(e->err), "no ARP reply from %s on port %s: is the gateway (or the "
+                             "server) up and on this link, with the address in its subnet?", a,
+                             pk_dpdk_port_name(e->port));
+                    break;
+                }
+                if (now - last_arp >= arp_c) {
+                    send_arp_request(e);
+                    last_arp = now;
+                }
+            } else if (!launch_at) {
+                launch_at = now + (uint64_t)((double)e->cfg.wait_ns * hz / 1e9);
+                launch_end = launch_at + to_c;
+            } else if (now >= launch_at && now < launch_end && !stopping(e)) {
+                e->launching = 1;
+                launch(e, now, launch_at);
+            } else if (now >= launch_end || stopping(e)) {
+                if (e->launching || !e->draining) {
+                    e->launching = 0;
+                    e->draining = 1;
+                    drain_end = now + drain_c;
+                    /* idle keep-alive connections close now */
+                    for (int k = 0; e->head[TL_KA] && k < 1 << 30; k++)
+                        on_ka(e, e->head[TL_KA] - 1, now);
+                }
+                if (e->current == 0 || now >= drain_end)
+                    break;
+            }
+        } else if (now >= launch_end || stopping(e)) {
+            break;
+        }
+        if (e->ntx)
+            tx_flush(e);
+        uint64_t t1 = rte_rdtsc();
+        if (pk_read(&e->c, PK_pkts_rx) + pk_read(&e->c, PK_pkts_tx) != before)
+            busy += t1 - now;
+        if (t1 - e->last_nic >= nic_every) {
+            e->last_nic = t1;
+            read_nic(e, 0);
+            pk_set(&e->c, PK_cpu_busy_ns, (uint64_t)((double)busy * 1e9 / hz));
+            pk_set(&e->c, PK_cpu_wall_ns, (uint64_t)((double)(t1 - wall0) * 1e9 / hz));
+        }
+    }
+    if (e->ntx)
+        tx_flush(e);
+    /* what is still open at the end: the client's are errors (they did not finish in the
+     * drain time); the server's stay counted as current */
+    if (client) {
+        for (uint32_t i = 0; i < e->nsock && e->current; i++)
+            if (e->socks[i].state != S_CLOSED)
+                sock_abort(e, i, PK_err_timeout);
+        if (e->ntx)
+            tx_flush(e);
+    }
+    uint64_t t1 = rte_rdtsc();
+    read_nic(e, 0);
+    pk_set(&e->c, PK_cpu_busy_ns, (uint64_t)((double)busy * 1e9 / hz));
+    pk_set(&e->c, PK_cpu_wall_ns, (uint64_t)((double)(t1 - wall0) * 1e9 / hz));
+}
+
+static void *worker_main(void *arg)
+{
+    pk_tcp_engine *e = arg;
+    if (e->cfg.cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(e->cfg.cpu, &set);
+        pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+    }
+    pthread_setname_np(pthread_self(), e->cfg.role == PK_TCP_SERVER ? "pk-tcp-srv" : "pk-tcp-cli");
+    if (rte_thread_register() != 0) {
+        snprintf(e->err, sizeof(e->err), "tcp worker: rte_thread_register: %s", rte_strerror(rte_errno));
+        goto out;
+    }
+    e->last_nic = rte_rdtsc();
+    read_nic(e, 1);
+    worker_loop(e);
+    struct rte_mempool_cache *cache = rte_mempool_default_cache(e->pool, rte_lcore_id());
+    if (cache)
+        rte_mempool_cache_flush(cache, e->pool);
+    rte_thread_unregister();
+out:
+    __atomic_store_n(&e->running, 0, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+pk_tcp_engine *pk_tcp_create(pk_dpdk_port *port, const pk_tcp_cfg *cfg, char *err, size_t errlen)
+{
+    struct rte_mempool *pool = pk_dpdk_pool();
+    if (!pool) {
+        set_err(err, errlen, "DPDK EAL is not initialised (no mbuf pool)");
+        return NULL;
+    }
+    if (cfg->role != PK_TCP_SERVER && cfg->role != PK_TCP_CLIENT) {
+        set_err(err, errlen, "role: server or client");
+        return NULL;
+    }
+    if (cfg->nranges < 1 || cfg->nranges > PK_TCP_MAX_RANGES || (cfg->role == PK_TCP_CLIENT && cfg->nranges != 1)) {
+        set_err(err, errlen, "client address ranges: 1..%d (a client: 1)", PK_TCP_MAX_RANGES);
+        return NULL;
+    }
+    if (cfg->listen_num < 1 || (uint32_t)cfg->listen + cfg->listen_num > 65536 || cfg->mss < 64 ||
+        cfg->burst < 1 || cfg->burst > 256 || cfg->msg_len == 0 || cfg->msg_len > PK_TCP_MAX_MSG ||
+        (cfg->role == PK_TCP_CLIENT && (cfg->lport_lo < 1 || cfg->lport_lo > cfg->lport_hi ||
+                                        cfg->msg_len > cfg->mss || !(cfg->cps > 0) || cfg->launch_num < 1))) {
+        set_err(err, errlen, "tcp: a field is out of range (the spec checks them: use perfkit's specs)");
+        return NULL;
+    }
+    uint64_t slots = 0;
+    for (int r = 0; r < cfg->nranges; r++)
+        slots += cfg->client_num[r];
+    uint64_t per = cfg->role == PK_TCP_SERVER ? 65536u : (uint64_t)(cfg->lport_hi - cfg->lport_lo + 1);
+    uint64_t nsock = slots * per * cfg->listen_num;
+    if (nsock == 0 || nsock > PK_TCP_MAX_SOCKETS) {
+        set_err(err, errlen, "tcp: %llu sockets: 1..%u", (unsigned long long)nsock, PK_TCP_MAX_SOCKETS);
+        return NULL;
+    }
+    if (pk_dpdk_port_claim(port) != 0) {
+        set_err(err, errlen, "port %s is in use by another engine", pk_dpdk_port_name(port));
+        return NULL;
+    }
+    pk_tcp_engine *e = aligned_alloc(64, (sizeof(*e) + 63) & ~(size_t)63);
+    if (!e) {
+        pk_dpdk_port_release(port);
+        set_err(err, errlen, "out of memory");
+        return NULL;
+    }
+    memset(e, 0, sizeof(*e));
+    e->cfg = *cfg;
+    e->port = port;
+    e->pid = (uint16_t)pk_dpdk_port_id(port);
+    pk_dpdk_port_mac(port, e->mac);
+    e->pool = pool;
+    e->slots = (uint32_t)slots;
+    e->nports_c = cfg->role == PK_TCP_CLIENT ? (uint32_t)per : 0;
+    e->nsock = (uint32_t)nsock;
+    e->map_len = (size_t)nsock * sizeof(tsock);
+    /* anonymous memory is zero (S_CLOSED) and taken page by page as sockets are used */
+    void *map = mmap(NULL, e->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    e->msg = malloc(cfg->msg_len + 1);
+    e->psum = malloc(sizeof(uint64_t) * (cfg->msg_len / 2 + 1));
+    if (map == MAP_FAILED || !e->msg || !e->psum) {
+        if (map != MAP_FAILED)
+            munmap(map, e->map_len);
+        free(e->msg);
+        free(e->psum);
+        pk_dpdk_port_release(port);
+        free(e);
+        set_err(err, errlen, "tcp: cannot allocate %llu sockets: %s", (unsigned long long)nsock, strerror(errno));
+        return NULL;
+    }
+    e->socks = map;
+    memcpy(e->msg, cfg->msg, cfg->msg_len);
+    e->msg_len = cfg->msg_len;
+    e->cfg.msg = e->msg;
+    e->psum[0] = 0;
+    for (uint32_t k = 1; k <= cfg->msg_len / 2; k++) {
+        uint16_t x;
+        memcpy(&x, e->msg + 2 * (k - 1), 2);
+        e->psum[k] = e->psum[k - 1] + x;
+    }
+    e->hz = rte_get_tsc_hz();
+    e->rto_c = (uint64_t)((double)cfg->rto_ns * e->hz / 1e9);
+    e->ka_c = (uint64_t)((double)cfg->ka_interval_ns * e->hz / 1e9);
+    e->iss_seed = (uint32_t)rte_rdtsc() | 1;
+    if (cfg->role == PK_TCP_SERVER && cfg->ip == 0) {
+        pk_tcp_destroy(e);
+        set_err(err, errlen, "tcp server: no address");
+        return NULL;
+    }
+    return e;
+}
+
+int pk_tcp_start(pk_tcp_engine *e, char *err, size_t errlen)
+{
+    if (e->started || e->running) {
+        set_err(err, errlen, "this engine has already run; make a new one");
+        return -1;
+    }
+    e->running = 1;
+    int rc = pthread_create(&e->thread, NULL, worker_main, e);
+    if (rc != 0) {
+        e->running = 0;
+        set_err(err, errlen, "tcp worker: pthread_create: %s", strerror(rc));
+        return -1;
+    }
+    e->started = 1;
+    return 0;
+}
+
+void pk_tcp_stop(pk_tcp_engine *e) { __atomic_store_n(&e->stop, 1, __ATOMIC_RELAXED); }
+
+int pk_tcp_running(const pk_tcp_engine *e) { return __atomic_load_n(&e->running, __ATOMIC_ACQUIRE); }
+
+void pk_tcp_join(pk_tcp_engine *e)
+{
+    if (e->started) {
+        pthread_join(e->thread, NULL);
+        e->started = -1;   /* ran once */
+    }
+}
+
+void pk_tcp_snapshot(const pk_tcp_engine *e, uint64_t *counters, uint64_t *hist)
+{
+    for (int k = 0; k < PK_NCOUNTERS; k++)
+        counters[k] = pk_read(&e->c, (enum pk_counter_id)k);
+    if (hist)
+        for (uint32_t k = 0; k < PK_HIST_BUCKETS; k++)
+            hist[k] = __atomic_load_n(&e->hist.b[k], __ATOMIC_RELAXED);
+}
+
+const char *pk_tcp_error(const pk_tcp_engine *e) { return e->err[0] ? e->err : NULL; }
+
+void pk_tcp_destroy(pk_tcp_engine *e)
+{
+    if (!e)
+        return;
+    pk_tcp_stop(e);
+    if (e->started > 0)
+        pk_tcp_join(e);
+    for (uint32_t i = 0; i < e->ntx; i++)
+        rte_pktmbuf_free(e->tx[i]);
+    if (e->socks)
+        munmap(e->socks, e->map_len);
+    free(e->msg);
+    free(e->psum);
+    pk_dpdk_port_release(e->port);
+    free(e);
+}

@@ -1,0 +1,76 @@
+/* perfkit's TCP for load testing over DPDK (issue 6): an HTTP server and an HTTP
+ * client, one worker thread per engine on one port opened by dpdk_engine.c.
+ *
+ * The design follows what dperf describes (the code is perfkit's own):
+ *   - every socket is preallocated, one cache line each, in one array indexed by
+ *     (client address, client port, server port): no hashing, no allocation;
+ *   - stop-and-wait: one message (request or response) in flight per direction,
+ *     resent from its first unacknowledged byte when the retransmission timer fires,
+ *     given up after `retries`; timers are FIFO lists (one timeout each, so the list
+ *     is in deadline order);
+ *   - headers come from a template; payload checksums come from prefix sums of the
+ *     one request/response, so a segment's checksum costs a few additions;
+ *   - no TIME_WAIT: a closed socket is free at once, and a FIN that arrives for a
+ *     closed socket is acknowledged from the segment itself.
+ * Every segment is bounds-checked; bad ones are counted (bad_rx, tcp_drop) and dropped.
+ * The port answers ARP and ICMP echo for its addresses.
+ */
+#ifndef PERFKIT_TCP_ENGINE_H
+#define PERFKIT_TCP_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dpdk_engine.h"
+
+enum pk_tcp_role { PK_TCP_SERVER = 0, PK_TCP_CLIENT = 1 };
+
+#define PK_TCP_MAX_RANGES 8
+#define PK_TCP_MAX_SOCKETS (1u << 24)
+#define PK_TCP_MAX_MSG ((1u << 20) + 4096)
+
+typedef struct pk_tcp_cfg {
+    int role;
+    uint32_t ip;                 /* the port's own address (network order) */
+    uint32_t server_ip;          /* CLIENT: where connections go (network order) */
+    uint32_t gateway_ip;         /* CLIENT: next hop to ARP for (network order) */
+    uint8_t gateway_mac[6];
+    int gateway_mac_set;
+    uint32_t client_first[PK_TCP_MAX_RANGES];  /* client address ranges, host order */
+    uint32_t client_num[PK_TCP_MAX_RANGES];
+    int nranges;                 /* CLIENT: exactly 1 */
+    uint16_t listen, listen_num;
+    uint16_t lport_lo, lport_hi; /* CLIENT */
+    uint16_t mss;
+    uint8_t tos;
+    int tcp_rst;
+    uint64_t rto_ns;
+    uint32_t retries;
+    uint32_t burst;
+    uint64_t duration_ns;        /* SERVER: serve this long; CLIENT: launch this long (after wait) */
+    const uint8_t *msg;          /* SERVER: the response; CLIENT: the request (copied) */
+    uint32_t msg_len;
+    int keepalive;               /* SERVER: leave closing to the client */
+    /* CLIENT */
+    double cps;
+    uint64_t cc;
+    uint64_t ka_interval_ns;     /* 0 = one request per connection */
+    uint32_t ka_requests;        /* 0 = until the end */
+    uint32_t launch_num;
+    uint64_t slow_start_ns, wait_ns;
+    int fast_close;
+    int cpu;
+} pk_tcp_cfg;
+
+typedef struct pk_tcp_engine pk_tcp_engine;
+
+pk_tcp_engine *pk_tcp_create(pk_dpdk_port *port, const pk_tcp_cfg *cfg, char *err, size_t errlen);
+int pk_tcp_start(pk_tcp_engine *e, char *err, size_t errlen);
+void pk_tcp_stop(pk_tcp_engine *e);
+int pk_tcp_running(const pk_tcp_engine *e);
+void pk_tcp_join(pk_tcp_engine *e);
+void pk_tcp_snapshot(const pk_tcp_engine *e, uint64_t *counters, uint64_t *hist);
+const char *pk_tcp_error(const pk_tcp_engine *e);
+void pk_tcp_destroy(pk_tcp_engine *e);
+
+#endif

@@ -1,0 +1,174 @@
+"""dperf configuration files -> perfkit specs (perfkit.dperf): pure Python."""
+from pathlib import Path
+
+import pytest
+
+from perfkit import dperf, spec
+from perfkit.spec import DpdkHttpClient, DpdkHttpServer
+
+DATA = Path(__file__).parent / "data" / "dperf"
+
+
+def err(text, match):
+    with pytest.raises(dperf.DperfError, match=match):
+        dperf.parse(text, source="t.conf").to_spec(netns="/run/netns/x")
+
+
+def test_client_cps_file():
+    s = spec.from_dperf(DATA / "client-cps.conf", netns="/run/netns/pk")
+    assert isinstance(s, DpdkHttpClient)
+    assert s.port == "net_af_packet0,iface=pkd0"
+    assert (s.ip, s.gateway, s.server) == ("198.18.0.1", "198.18.0.2", "198.18.0.2")
+    assert s.clients == (("198.18.0.1", 1),)
+    assert (s.listen, s.listen_num) == (80, 1)
+    assert s.cps == 10_000 and s.duration == 60
+    # dperf's defaults where the file says nothing
+    assert (s.launch_num, s.slow_start, s.wait, s.mss) == (4, 30, 3, 1460)
+    assert s.request_bytes().startswith(b"GET / HTTP/1.1\r\nHost: dperf\r\n")
+    assert s.keepalive == 0 and s.cc == 0
+    with pytest.raises(dperf.DperfError, match=r"client-cps.conf:6: port: .*give netns"):
+        spec.from_dperf(DATA / "client-cps.conf")
+
+
+def test_server_cps_file():
+    s = spec.from_dperf(DATA / "server-cps.conf", netns="/run/netns/pk")
+    assert isinstance(s, DpdkHttpServer)
+    assert s.ip == "198.18.0.2"
+    assert s.clients == (("198.18.0.1", 26), ("198.18.0.28", 227))
+    assert s.duration == 600 and not s.keepalive
+    assert s.sockets == 253 * 65536
+
+
+def test_cc_file_parses_and_the_table_limit_names_the_line():
+    c = dperf.load(DATA / "client-cc.conf")
+    assert c.tx_burst == 128 and c.launch_num == 10 and c.payload_size == 1
+    assert c.cps == 500_000 and c.cc == 10_000_000 and c.keepalive == 60
+    assert c.ports == [("ring:cc:0", "198.18.5.3", "198.18.5.1", "b4:a9:fc:ab:7a:85")]
+    assert c.clients == [("198.18.5.3", 100)] and c.listen == (80, 32)
+    with pytest.raises(dperf.DperfError, match=r"client-cc.conf:17: client: clients: .*sockets"):
+        c.to_spec()
+
+
+def test_dperf_original_pci_config_is_refused_with_its_line():
+    with pytest.raises(dperf.DperfError, match=r"dperf-original-client.conf:5: port: 0000:1b:00.0: PCI"):
+        dperf.load(DATA / "dperf-original-client.conf")
+
+
+def test_non_lab_addresses_are_refused_at_the_port_line():
+    text = ("mode client\ncps 1k\nport ring:a:0 6.6.241.100 6.6.241.27\n"
+            "client 6.6.241.100 1\nserver 6.6.241.27 1\n")
+    err(text, r"t.conf:3: port: ip: 6.6.241.100 is not allowed")
+
+
+BASE = "mode client\ntx_burst 32\nport ring:a:0 198.18.0.1 198.18.0.2\nclient 198.18.0.1 1\nserver 198.18.0.2 1\n"
+
+
+def test_client_keywords_map_to_fields():
+    text = BASE + """
+cps 1.5k            # comment after a value
+cc 2k
+keepalive 10ms 100
+launch_num 8
+slow_start 10
+wait 0
+http_host example.lab
+http_path /index.html
+http_method GET
+lport_range 2000 3000
+tos 0x10
+mss 1400
+retransmit_timeout 2
+tcp_rst 0
+fast_close
+quiet
+listen 8080 2
+duration 1.5m
+"""
+    s = dperf.parse(text).to_spec()
+    assert s.cps == 1500 and s.cc == 2000
+    assert s.keepalive == pytest.approx(0.01) and s.keepalive_requests == 100
+    assert (s.launch_num, s.slow_start, s.wait) == (8, 10, 0)
+    assert s.request_bytes().startswith(b"GET /index.html HTTP/1.1\r\nHost: example.lab\r\n")
+    assert s.lport_range == (2000, 3000) and s.tos == 16 and s.mss == 1400
+    assert s.retransmit_timeout == 2 and s.tcp_rst is False and s.fast_close is True
+    assert (s.listen, s.listen_num, s.duration) == (8080, 2, 90)
+    assert s.to_dict()["kind"] == "DpdkHttpClient"
+    assert spec.from_dict(s.to_dict()) == s
+
+
+def test_server_keepalive_and_payload():
+    text = ("mode server\ncpu 0\nport ring:a:1 198.18.0.2 198.18.0.1\nclient 198.18.0.1 2\n"
+            "server 198.18.0.2 1\nkeepalive 1s\npayload_size 5000\n")
+    s = dperf.parse(text).to_spec()
+    assert s.keepalive is True and s.payload_size == 5000
+    body = s.response_bytes()
+    assert body.startswith(b"HTTP/1.1 200 OK\r\n") and body.endswith(b"\r\n\r\n" + b"x" * 5000)
+    assert spec.from_dict(s.to_dict()) == s
+
+
+@pytest.mark.parametrize("line,match", [
+    ("bogus 1", r"t.conf:6: bogus: unknown keyword"),
+    ("vlan 100", r"t.conf:6: vlan: not supported by perfkit: VLAN"),
+    ("flood", r"t.conf:6: flood: not supported"),
+    ("daemon", r"t.conf:6: daemon: not supported"),
+    ("cps fast", r"t.conf:6: cps: 'fast' is not a connection rate"),
+    ("cps 0", r"t.conf:6: cps: must be above 0"),
+    ("duration 10x", r"t.conf:6: duration: '10x' is not a duration"),
+    ("keepalive 10", r"t.conf:6: keepalive: '10' is not an interval"),
+    ("keepalive 1s 2 3", r"t.conf:6: keepalive: takes INTERVAL"),
+    ("listen 80", r"t.conf:6: listen: takes PORT COUNT"),
+    ("listen 65535 2", r"t.conf:6: listen: ports 65535..65536 pass 65535"),
+    ("tos 256", r"t.conf:6: tos: 256 is out of range"),
+    ("tos 0xzz", r"t.conf:6: tos: '0xzz' is not a number"),
+    ("lport_range 3000 2000", r"t.conf:6: lport_range: 3000 is above 2000"),
+    ("slow_start 5", r"t.conf:6: slow_start: '5' is not seconds in 10..600"),
+    ("protocol udp", r"t.conf:6: protocol: udp is not built yet"),
+    ("protocol sctp", r"t.conf:6: protocol: 'sctp' is not http, tcp or udp"),
+    ("http_method PUT", r"t.conf:6: http_method: 'PUT' is not GET or POST"),
+    ("mode client", r"t.conf:6: mode: given twice \(first on line 1\)"),
+    ("tx_burst 8", r"t.conf:6: tx_burst: given twice \(first on line 2\)"),
+    ("cpu 3-1", r"t.conf:6: cpu: '3-1': 3 is above 1"),
+    ("cpu 0 0", r"t.conf:6: cpu: a CPU is listed twice"),
+    ("client 198.18.0.300 1", r"t.conf:6: client: '198.18.0.300' is not an IP address"),
+    ("client 2001:2::1 1", r"t.conf:6: client: 2001:2::1: IPv6 is not built yet"),
+    ("tcp_rst 2", r"t.conf:6: tcp_rst: '2' is not 0 or 1"),
+])
+def test_malformed_or_unsupported_lines_name_the_line(line, match):
+    with pytest.raises(dperf.DperfError, match=match):
+        dperf.parse(BASE + line + "\n", source="t.conf")
+
+
+def test_spec_level_errors_name_the_keyword_line():
+    err(BASE + "cps 1k\nlisten 80 1\nhttp_path index.html\n", r"t.conf:8: http_path: .* does not start with /")
+    err(BASE + "cps 1k\ncc 100\n", r"t.conf:7: cc: a concurrency target needs keepalive")
+    err(BASE, r"t.conf: no 'cps' line")
+    err(BASE + "cps 1k\ncpu 0-1\n", r"t.conf:7: cpu: 2 CPUs")
+    err(BASE + "cps 1k\nport ring:b:0 198.18.0.3 198.18.0.2\n", r"t.conf:3: port: 2 ports")
+    err("mode server\nport ring:a:1 198.18.0.2 198.18.0.1\nserver 198.18.0.9 1\n",
+        r"t.conf:3: server: 198.18.0.9 is not the port's address")
+
+
+def test_missing_mode_and_client_keyword_in_server():
+    with pytest.raises(dperf.DperfError, match=r"t.conf: no 'mode' line"):
+        dperf.parse("cpu 0\n", source="t.conf")
+    with pytest.raises(dperf.DperfError, match=r"t.conf:2: cps: a client keyword in a server"):
+        dperf.parse("mode server\ncps 10\n", source="t.conf")
+
+
+def test_kernel_ports_need_a_namespace():
+    text = BASE.replace("ring:a:0", "net_af_packet0,iface=v0") + "cps 10\n"
+    with pytest.raises(dperf.DperfError, match=r"t.conf:3: port: .*reaches a kernel: give netns"):
+        dperf.parse(text, source="t.conf").to_spec()
+    assert dperf.parse(text).to_spec(netns="/run/netns/pk").netns == "/run/netns/pk"
+
+
+def test_spec_validation_direct():
+    with pytest.raises(ValueError, match="clients: 198.18.0.2 is the server's own address"):
+        DpdkHttpServer(ip="198.18.0.2", clients=("198.18.0.2+1",))
+    with pytest.raises(ValueError, match="passes .254"):
+        DpdkHttpServer(clients=(("198.18.0.250", 10),))
+    with pytest.raises(ValueError, match="payload_size: .* does not fit"):
+        DpdkHttpServer(payload_size=1 << 20, mss=536)
+    with pytest.raises(ValueError, match="request .* must fit in one segment"):
+        DpdkHttpClient(http_method="POST", payload_size=2000)
+    assert DpdkHttpServer(clients="198.18.0.1+3").clients == (("198.18.0.1", 3),)

@@ -1,0 +1,186 @@
+"""perfkit's DPDK TCP against the Linux stack (issue 6): a lab of two namespaces
+joined by a veth; the DPDK port is net_af_packet on h1's end, with its own address
+(.200 of the link); h2 runs curl and nginx. Needs root (the lab); skips otherwise.
+
+h2's veth sends with checksum offload off: af_packet hands DPDK the frames as the
+kernel left them, and with offload the TCP checksum is still partial (the DPDK side
+checks every checksum and would count them as bad).
+"""
+import ipaddress
+import os
+import subprocess
+import time
+
+import pytest
+
+from perfkit.errors import EngineError
+from perfkit.spec import DpdkHttpClient, DpdkHttpServer
+from perfkit.stats import COUNTER_NAMES
+
+_dpdk = pytest.importorskip("perfkit._dpdk", reason="perfkit was built without DPDK")
+from perfkit.engines import dpdk, dpdk_tcp  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def lab():
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the lab makes network namespaces")
+    from perfkit import lab as lab_mod
+    if not lab_mod.have_privileges():
+        pytest.skip("needs CAP_NET_ADMIN and CAP_SYS_ADMIN for the lab")
+    try:
+        dpdk.eal()
+    except EngineError as exc:
+        pytest.skip(f"DPDK EAL does not start here: {exc}")
+    try:
+        lab = lab_mod.Lab(hosts=2).up()
+    except Exception as exc:  # noqa: BLE001 (a lab that cannot be made here is a skip)
+        pytest.skip(f"no lab here: {exc}")
+    try:
+        h2 = lab.hosts[1]
+        p = lab.popen(h2, ["ethtool", "-K", h2.ifname, "tx", "off"], stdout=subprocess.DEVNULL,
+                      stderr=subprocess.PIPE)
+        if p.wait(timeout=20) != 0:
+            pytest.skip(f"ethtool cannot turn checksum offload off: {p.stderr.read().decode()}")
+        yield lab
+    finally:
+        lab.down()
+
+
+def port_of(lab):
+    h1 = lab.hosts[0]
+    net = ipaddress.ip_network(f"{h1.ipv4}/24", strict=False)
+    return dict(port=f"net_af_packet0,iface={h1.ifname}", netns=h1.netns_path,
+                ip=str(net.network_address + 200))
+
+
+def counters(h):
+    return dict(zip(COUNTER_NAMES, h.snapshot()[0][0]))
+
+
+def finish(h, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while h.running():
+        assert time.monotonic() < deadline, "the worker did not stop in time"
+        time.sleep(0.02)
+    h.join()
+
+
+def no_leaks():
+    res = dpdk.resources()
+    assert res["ports_open"] == 0 and res["mbufs_free"] == res["mbufs"], res
+
+
+@pytest.mark.parametrize("size", [100, 100_000])
+def test_curl_gets_valid_responses_from_the_perfkit_server(lab, size, tmp_path):
+    which = port_of(lab)
+    h2 = lab.hosts[1]
+    spec = DpdkHttpServer(**which, clients=((h2.ipv4, 1),), payload_size=size, duration=60)
+    srv = dpdk_tcp.build(spec)
+    n = 20
+    try:
+        srv.start()
+        urls = [f"http://{which['ip']}/{i}" for i in range(n)]
+        # every body to stdout, each followed by its status line and size: all checked below
+        p = lab.popen(h2, ["curl", "-sS", "--max-time", "10", "-w", "\n%{http_code} %{size_download}\n", *urls],
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        out, err = p.communicate(timeout=120)
+        time.sleep(0.3)             # the last FIN's ACK
+        srv.stop()
+        finish(srv)
+        c = counters(srv)
+        assert srv.error() is None
+    finally:
+        srv.close()
+    assert p.returncode == 0, err.decode()
+    assert out == (b"x" * size + f"\n200 {size}\n".encode()) * n
+    assert c["http_get"] == c["sock_open"] == c["sock_close"] == n     # curl's n connections
+    assert c["sock_error"] == c["bad_rx"] == c["tcp_drop"] == c["sock_current"] == 0
+    assert c["syn_rx"] == c["fin_rx"] == c["fin_tx"] == n
+    no_leaks()
+
+
+class Nginx:
+    def __init__(self, lab, tmp):
+        h2 = lab.hosts[1]
+        self.tmp = tmp
+        (tmp / "html").mkdir()
+        (tmp / "html" / "index.html").write_text("x" * 612)
+        conf = tmp / "nginx.conf"
+        t = str(tmp)
+        conf.write_text(
+            f"daemon off; master_process off; worker_processes 1; pid {t}/nginx.pid;\n"
+            f"error_log {t}/error.log warn;\nevents {{ worker_connections 4096; }}\n"
+            f"http {{ access_log {t}/access.log; client_body_temp_path {t}; proxy_temp_path {t};\n"
+            f"  fastcgi_temp_path {t}; uwsgi_temp_path {t}; scgi_temp_path {t}; keepalive_requests 1000000;\n"
+            f"  server {{ listen {h2.ipv4}:80 backlog=4096; root {t}/html; location / {{ }} }} }}\n")
+        self.proc = lab.popen(h2, ["nginx", "-c", str(conf), "-p", t], stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 10
+        while not (tmp / "nginx.pid").exists():
+            assert self.proc.poll() is None, self.proc.stderr.read().decode()
+            assert time.monotonic() < deadline, "nginx did not start"
+            time.sleep(0.05)
+
+    def log(self):
+        return (self.tmp / "access.log").read_text().splitlines()
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture
+def nginx(lab, tmp_path):
+    import shutil
+    if not shutil.which("nginx"):
+        pytest.skip("nginx is not installed")
+    n = Nginx(lab, tmp_path)
+    yield n
+    n.stop()
+
+
+def client(lab, **kw):
+    which = port_of(lab)
+    h2 = lab.hosts[1]
+    return DpdkHttpClient(**which, clients=((which["ip"], 1),), server=h2.ipv4, http_host="lab",
+                          http_path="/index.html", **kw)
+
+
+def test_cps_run_against_nginx_every_request_in_its_log(lab, nginx):
+    h = dpdk_tcp.build(client(lab, cps=1000, duration=1.5))
+    try:
+        h.start()
+        finish(h)
+        c = counters(h)
+        assert h.error() is None
+    finally:
+        h.close()
+    time.sleep(0.3)
+    log = nginx.log()
+    assert c["sock_error"] == 0 and c["http_err"] == 0 and c["err_read"] == 0
+    assert c["sock_open"] == c["sock_close"] == c["http_2xx"] >= 1000
+    assert len(log) == c["http_2xx"] and all('"GET /index.html HTTP/1.1" 200 612' in ln for ln in log)
+    assert c["lat_count"] == c["http_2xx"]
+    no_leaks()
+
+
+def test_keepalive_concurrency_against_nginx(lab, nginx):
+    cc = 40
+    h = dpdk_tcp.build(client(lab, cps=400, cc=cc, keepalive="20ms", duration=2))
+    seen = []
+    try:
+        h.start()
+        while h.running():
+            seen.append(counters(h)["sock_current"])
+            time.sleep(0.05)
+        finish(h)
+        c = counters(h)
+        assert h.error() is None
+    finally:
+        h.close()
+    time.sleep(0.3)
+    held = seen[len(seen) // 2: 3 * len(seen) // 4]
+    assert max(seen) == cc and held and set(held) == {cc}
+    assert c["sock_open"] == c["sock_close"] == cc and c["sock_error"] == 0
+    assert len(nginx.log()) == c["http_2xx"] == c["http_req"] > cc * 10
+    no_leaks()

@@ -1,0 +1,377 @@
+"""perfkit's TCP over DPDK (issue 6): HTTP server and client workers.
+
+In this process over in-process ring pairs (ring:NAME:0 <-> ring:NAME:1): client
+and server count the same connections, segments and requests exactly. Segments
+built here by hand go through a raw Port at the other end of a pair to check the
+handshake, ARP/ICMP answers, RSTs and that malformed segments are counted, never
+crash. Against the Linux stack (curl, nginx) see test_dperf_lab.py.
+"""
+import ipaddress
+import os
+import struct
+import time
+
+import pytest
+
+from perfkit.errors import EngineError
+from perfkit.spec import DpdkHttpClient, DpdkHttpServer
+from perfkit.stats import COUNTER_NAMES
+
+_dpdk = pytest.importorskip(
+    "perfkit._dpdk", reason="perfkit was built without DPDK (Debian: apt install libdpdk-dev "
+                            "pkg-config, then reinstall perfkit)")
+from perfkit.engines import dpdk, dpdk_tcp  # noqa: E402
+
+CLI, SRV = "198.18.0.1", "198.18.0.2"
+
+
+@pytest.fixture(scope="module")
+def eal():
+    try:
+        return dpdk.eal()
+    except EngineError as exc:
+        pytest.skip(f"DPDK EAL does not start here: {exc}")
+
+
+def counters(h):
+    c, _ = h.snapshot()[0]
+    return dict(zip(COUNTER_NAMES, c))
+
+
+def wait_done(h, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while h.running():
+        assert time.monotonic() < deadline, "the worker did not stop in time"
+        time.sleep(0.01)
+    h.join()
+
+
+def run_pair(server_spec, client_spec, during=None):
+    """Server and client in this process over one ring pair; their final counters."""
+    srv = dpdk_tcp.build(server_spec)
+    try:
+        cli = dpdk_tcp.build(client_spec)
+        try:
+            srv.start()
+            cli.start()
+            samples = []
+            while cli.running():
+                if during:
+                    samples.append(during(cli, srv))
+                time.sleep(0.02)
+            wait_done(cli)
+            time.sleep(0.2)         # the server's last ACKs
+            srv.stop()
+            wait_done(srv)
+            assert cli.error() is None and srv.error() is None
+            return counters(cli), counters(srv), samples
+        finally:
+            cli.close()
+    finally:
+        srv.close()
+
+
+def no_leaks():
+    res = dpdk.resources()
+    assert res["ports_open"] == 0 and res["mbufs_free"] == res["mbufs"], res
+
+
+def test_cps_run_counts_agree_exactly(eal):
+    c, s, _ = run_pair(DpdkHttpServer(port="ring:ta:1", payload_size=100, duration=30),
+                       DpdkHttpClient(port="ring:ta:0", cps=500, duration=1, launch_num=4))
+    n = c["sock_open"]
+    assert 450 <= n <= 550                                   # 500 cps for 1 s, launched in batches
+    assert c["sock_close"] == n and c["sock_error"] == 0 and c["sock_current"] == 0
+    assert c["http_req"] == c["http_get"] == c["http_resp"] == c["http_2xx"] == n
+    assert c["http_err"] == 0 and c["err_read"] == 0
+    assert s["sock_open"] == s["sock_close"] == s["http_get"] == n and s["sock_current"] == 0
+    # one SYN, request, FIN each way per connection; no loss on a ring, so no retransmission
+    for k in ("syn", "fin"):
+        assert c[f"{k}_tx"] == s[f"{k}_rx"] == s[f"{k}_tx"] == c[f"{k}_rx"] == n
+    assert c["pkts_tx"] == s["pkts_rx"] and s["pkts_tx"] == c["pkts_rx"]
+    assert c["bytes_tx"] == s["bytes_rx"] and s["bytes_tx"] == c["bytes_rx"]
+    for side in (c, s):
+        assert side["retrans_syn"] == side["retrans_fin"] == side["retrans_push"] == 0
+        assert side["bad_rx"] == side["tcp_drop"] == side["drop_tx"] == side["rst_tx"] == 0
+    assert c["lat_count"] == n and 0 < c["lat_min_ns"] <= c["lat_max_ns"]   # response times
+    no_leaks()
+
+
+def test_large_responses_go_in_many_segments(eal):
+    body = 50_000                                            # 35 segments of 1460
+    c, s, _ = run_pair(DpdkHttpServer(port="ring:tb:1", payload_size=body, duration=30),
+                       DpdkHttpClient(port="ring:tb:0", cps=100, duration=0.5))
+    n = c["sock_open"]
+    assert n >= 40 and c["http_2xx"] == s["http_get"] == n and c["sock_error"] == 0
+    resp = len(DpdkHttpServer(payload_size=body).response_bytes())
+    segs = -(-resp // 1460)
+    # server: SYN-ACK + segments (FIN on the last) + the last ACK per connection, and one ARP reply
+    assert s["pkts_tx"] == n * (segs + 2) + c["arp_rx"]
+    assert c["bytes_rx"] == s["bytes_tx"]
+    no_leaks()
+
+
+def test_mss_option_lowers_the_segment_size(eal):
+    c, s, _ = run_pair(DpdkHttpServer(port="ring:tc:1", payload_size=5000, duration=30),
+                       DpdkHttpClient(port="ring:tc:0", cps=50, duration=0.4, mss=536))
+    n = c["http_2xx"]
+    assert n >= 15 and s["http_get"] == n and c["sock_error"] == 0
+    resp = len(DpdkHttpServer(payload_size=5000).response_bytes())
+    # the server sends 536-byte segments to this client: SYN-ACK + ceil(resp/536) + the last ACK
+    assert s["pkts_tx"] == n * (2 + -(-resp // 536)) + c["arp_rx"]
+    no_leaks()
+
+
+def test_keepalive_concurrency_holds_its_target(eal):
+    cc = 30
+
+    def current(cli, srv):
+        return counters(cli)["sock_current"], counters(srv)["sock_current"]
+
+    c, s, samples = run_pair(
+        DpdkHttpServer(port="ring:td:1", payload_size=64, keepalive=True, duration=30),
+        DpdkHttpClient(port="ring:td:0", cps=300, cc=cc, keepalive="20ms", duration=1.5),
+        during=current)
+    assert all(cl <= cc and sv <= cc for cl, sv in samples)  # never passed
+    held = [cl for cl, _ in samples[len(samples) // 2: 3 * len(samples) // 4]]
+    assert held and set(held) == {cc}                        # reached and held
+    assert c["http_2xx"] == c["http_req"] == s["http_get"] and c["http_err"] == 0
+    assert c["http_req"] > c["sock_open"] * 10               # requests per connection: keep-alive
+    assert c["sock_open"] == c["sock_close"] == s["sock_open"] == s["sock_close"] == cc
+    assert c["sock_error"] == s["sock_error"] == 0 and s["sock_current"] == 0
+    no_leaks()
+
+
+def test_fast_close_ends_with_rst(eal):
+    c, s, _ = run_pair(DpdkHttpServer(port="ring:te:1", payload_size=10, keepalive=True, duration=30),
+                       DpdkHttpClient(port="ring:te:0", cps=200, duration=0.5, fast_close=True))
+    n = c["http_2xx"]
+    assert n >= 80 and c["rst_tx"] == s["rst_rx"] == n and c["fin_tx"] == 0
+    assert c["sock_close"] == n and s["sock_close"] + s["sock_error"] == n
+    assert s["err_reset"] == 0 or s["sock_error"] == s["err_reset"]
+    no_leaks()
+
+
+def test_retransmission_when_the_server_is_late(eal):
+    """The server starts after the client: SYNs are retransmitted, every connection
+    completes or is counted as an error, nothing hangs."""
+    srv = dpdk_tcp.build(DpdkHttpServer(port="ring:tf:1", payload_size=10, duration=30))
+    cli = dpdk_tcp.build(DpdkHttpClient(port="ring:tf:0", cps=100, duration=0.6, gateway_mac="02:00:00:00:00:02",
+                                        retransmit_timeout="100ms", retries=5))
+    try:
+        cli.start()
+        time.sleep(0.25)
+        srv.start()
+        wait_done(cli)
+        time.sleep(0.2)
+        srv.stop()
+        wait_done(srv)
+        c, s = counters(cli), counters(srv)
+    finally:
+        cli.close()
+        srv.close()
+    assert c["retrans_syn"] > 0
+    assert c["sock_open"] == c["sock_close"] + c["sock_error"] and c["sock_current"] == 0
+    assert c["http_2xx"] == c["sock_close"] == s["http_get"] >= 40
+    no_leaks()
+
+
+def test_client_reports_an_unanswered_arp(eal):
+    cli = dpdk_tcp.build(DpdkHttpClient(port="ring:tg:0", cps=10, duration=0.2))
+    try:
+        cli.start()
+        wait_done(cli, timeout=10)
+        assert "no ARP reply from 198.18.0.2 on port" in cli.error()
+    finally:
+        cli.close()
+    no_leaks()
+
+
+# ------------------------------------------------------------------ segments by hand
+
+def csum(data: bytes) -> int:
+    if len(data) % 2:
+        data += b"\0"
+    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
+PEER_MAC = "02:00:00:00:00:01"
+
+
+def mac_bytes(mac):
+    return bytes(int(x, 16) for x in mac.split(":"))
+
+
+def ip4(src, dst, proto, payload, *, tot=None):
+    tot = 20 + len(payload) if tot is None else tot
+    h = struct.pack("!BBHHHBBH4s4s", 0x45, 0, tot, 0, 0x4000, 64, proto, 0,
+                    ipaddress.IPv4Address(src).packed, ipaddress.IPv4Address(dst).packed)
+    return h[:10] + struct.pack("!H", csum(h)) + h[12:] + payload
+
+
+def tcp(sport, dport, seq, ack, flags, payload=b"", *, opts=b"", src=CLI, dst=SRV, doff=None, ck=None):
+    doff = (20 + len(opts)) // 4 if doff is None else doff
+    h = struct.pack("!HHIIBBHHH", sport, dport, seq, ack, doff << 4, flags, 65535, 0, 0) + opts
+    pseudo = ipaddress.IPv4Address(src).packed + ipaddress.IPv4Address(dst).packed + struct.pack(
+        "!BBH", 0, 6, len(h) + len(payload))
+    c = csum(pseudo + h + payload) if ck is None else ck
+    return h[:16] + struct.pack("!H", c) + h[18:] + payload
+
+
+def frame(dst_mac, payload, etype=0x0800):
+    return mac_bytes(dst_mac) + mac_bytes(PEER_MAC) + struct.pack("!H", etype) + payload
+
+
+def parse_tcp(f):
+    ip = f[14:]
+    ihl = (ip[0] & 15) * 4
+    t = ip[ihl:]
+    sport, dport, seq, ack, off, flags = struct.unpack("!HHIIBB", t[:14])
+    return dict(sport=sport, dport=dport, seq=seq, ack=ack, flags=flags, data=t[(off >> 4) * 4:],
+                ok=csum(ip[12:20] + struct.pack("!BBH", 0, 6, len(t)) + t) == 0 and csum(ip[:ihl]) == 0)
+
+
+def pull(port, n, timeout=2.0):
+    out, deadline = [], time.monotonic() + timeout
+    while time.monotonic() < deadline and len(out) < n:
+        got = port.recv(64)
+        out += got
+        if not got:
+            time.sleep(0.002)
+    return out
+
+
+SYN, FIN, RST, PSH, ACK = 0x02, 0x01, 0x04, 0x08, 0x10
+
+
+@pytest.fixture
+def served(eal):
+    """A server on ring:th:1 and a raw port on ring:th:0 playing the client."""
+    spec = DpdkHttpServer(port="ring:th:1", payload_size=3000, duration=30, retransmit_timeout="300ms", retries=2)
+    srv = dpdk_tcp.build(spec)
+    raw = _dpdk.Port("ring:th:0")
+    srv.start()
+    try:
+        yield srv, raw, srv.port_list[0].mac, spec
+    finally:
+        srv.stop()
+        wait_done(srv)
+        srv.close()
+        raw.close()
+        no_leaks()
+
+
+def test_handshake_request_response_and_close_by_hand(served):
+    srv, raw, mac, spec = served
+    raw.send([frame(mac, ip4(CLI, SRV, 6, tcp(40000, 80, 1000, 0, SYN, opts=b"\x02\x04\x02\x18")))])  # MSS 536
+    synack = parse_tcp(pull(raw, 1)[0])
+    assert synack["ok"] and synack["flags"] == SYN | ACK and synack["ack"] == 1001
+    iss = synack["seq"]
+    req = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+    raw.send([frame(mac, ip4(CLI, SRV, 6, tcp(40000, 80, 1001, iss + 1, ACK | PSH, req)))])
+    resp = spec.response_bytes()
+    segs = [parse_tcp(f) for f in pull(raw, -(-len(resp) // 536))]
+    assert all(g["ok"] and len(g["data"]) <= 536 for g in segs)
+    assert b"".join(g["data"] for g in segs) == resp
+    assert segs[-1]["flags"] & FIN                             # no keep-alive: FIN with the response
+    end = iss + 1 + len(resp)
+    raw.send([frame(mac, ip4(CLI, SRV, 6, tcp(40000, 80, 1001 + len(req), end + 1, ACK | FIN)))])
+    (last,) = [parse_tcp(f) for f in pull(raw, 1)]
+    assert last["flags"] == ACK and last["ack"] == 1001 + len(req) + 1
+    time.sleep(0.1)
+    c = counters(srv)
+    assert c["sock_open"] == c["sock_close"] == 1 and c["http_get"] == 1 and c["sock_current"] == 0
+    # no TIME_WAIT: the FIN again (our ACK was "lost") is acknowledged from the segment itself
+    raw.send([frame(mac, ip4(CLI, SRV, 6, tcp(40000, 80, 1001 + len(req), end + 1, ACK | FIN)))])
+    (again,) = [parse_tcp(f) for f in pull(raw, 1)]
+    assert again["flags"] == ACK and again["ack"] == 1001 + len(req) + 1 and again["seq"] == end + 1
+
+
+def test_lost_segments_are_retransmitted_then_given_up(served):
+    srv, raw, mac, spec = served
+    raw.send([frame(mac, ip4(CLI, SRV, 6, tcp(40001, 80, 5000, 0, SYN)))])
+    first = [parse_tcp(f) for f in pull(raw, 1)]
+    again = [parse_tcp(f) for f in pull(raw, 2, timeout=2.0)]      # never acknowledged: 2 retries
+    assert first[0]["flags"] == again[0]["flags"] == again[1]["flags"] == SYN | ACK
+    rst = [parse_tcp(f) for f in pull(raw, 1, timeout=2.0)]
+    assert rst and rst[0]["flags"] & RST
+    c = counters(srv)
+    assert c["retrans_syn"] == 2 and c["sock_error"] == 1 and c["err_timeout"] == 1 and c["sock_current"] == 0
+
+
+def test_rst_for_closed_ports_and_unknown_connections(served):
+    srv, raw, mac, _ = served
+    raw.send([frame(mac, ip4(CLI, SRV, 6, tcp(40002, 81, 7, 0, SYN)))])       # not listening
+    raw.send([frame(mac, ip4(CLI, SRV, 6, tcp(40003, 80, 7, 99, ACK, b"x")))])  # no connection
+    got = [parse_tcp(f) for f in pull(raw, 2)]
+    assert got[0]["flags"] == RST | ACK and got[0]["ack"] == 8
+    assert got[1]["flags"] == RST and got[1]["seq"] == 99
+    assert counters(srv)["rst_tx"] == 2
+
+
+def test_arp_and_ping_are_answered(served):
+    srv, raw, mac, _ = served
+    arp = struct.pack("!HHBBH", 1, 0x0800, 6, 4, 1) + mac_bytes(PEER_MAC) + ipaddress.IPv4Address(CLI).packed \
+        + bytes(6) + ipaddress.IPv4Address(SRV).packed
+    body = struct.pack("!BBHHH", 8, 0, 0, 7, 1) + b"perfkit"
+    echo = body[:2] + struct.pack("!H", csum(body)) + body[4:]
+    raw.send([frame("ff:ff:ff:ff:ff:ff", arp, 0x0806), frame(mac, ip4(CLI, SRV, 1, echo))])
+    a, p = pull(raw, 2)
+    assert a[12:14] == b"\x08\x06" and a[20:22] == b"\x00\x02" and a[22:28] == mac_bytes(mac)
+    assert p[34] == 0 and p[38:] == echo[4:] and csum(p[34:]) == 0
+
+
+def test_malformed_segments_are_counted_never_crash(served):
+    srv, raw, mac, _ = served
+    good = tcp(40004, 80, 1, 0, SYN)
+    bad = [
+        ip4(CLI, SRV, 6, good[:12]),                                  # truncated header
+        ip4(CLI, SRV, 6, tcp(40004, 80, 1, 0, SYN, doff=15)),          # data offset past the end
+        ip4(CLI, SRV, 6, tcp(40004, 80, 1, 0, SYN, doff=3)),           # data offset below 20
+        ip4(CLI, SRV, 6, tcp(40004, 80, 1, 0, SYN, ck=0x1234)),        # wrong checksum
+        ip4(CLI, SRV, 6, tcp(40004, 80, 1, 0, SYN | FIN)),             # SYN+FIN
+        ip4(CLI, SRV, 6, tcp(40004, 80, 1, 0, SYN, opts=b"\x02\x09\x00\x00")),  # option past the header
+        ip4(CLI, SRV, 6, good, tot=200),                               # IP length past the frame
+        ip4(CLI, SRV, 6, good)[:30],                                   # cut inside the IP header
+    ]
+    raw.send([frame(mac, b) for b in bad])
+    time.sleep(0.2)
+    c = counters(srv)
+    assert c["bad_rx"] == len(bad) and c["sock_open"] == 0 and c["syn_rx"] == 0
+    # and still serving
+    raw.send([frame(mac, ip4(CLI, SRV, 6, good))])
+    synack = parse_tcp(pull(raw, 1)[0])
+    assert synack["flags"] == SYN | ACK
+
+
+def test_oversized_request_headers_are_refused(served):
+    srv, raw, mac, _ = served
+    raw.send([frame(mac, ip4(CLI, SRV, 6, tcp(40005, 80, 1, 0, SYN)))])
+    synack = parse_tcp(pull(raw, 1)[0])
+    seq, iss = 2, synack["seq"]
+    chunk = b"X-Pad: " + b"a" * 1000 + b"\r\n"
+    frames = []
+    for _ in range(10):                     # 10 KB of headers, never a blank line
+        frames.append(frame(mac, ip4(CLI, SRV, 6, tcp(40005, 80, seq, iss + 1, ACK, chunk))))
+        seq += len(chunk)
+    for f in frames:
+        raw.send([f])
+        pull(raw, 1, timeout=0.5)           # the ACK of each
+    time.sleep(0.1)
+    c = counters(srv)
+    assert c["http_err"] == 1 and c["err_read"] == 1 and c["sock_error"] == 1 and c["sock_current"] == 0
+
+
+def test_keepalive_requests_per_connection(eal):
+    c, s, _ = run_pair(
+        DpdkHttpServer(port="ring:ti:1", payload_size=64, keepalive=True, duration=30),
+        DpdkHttpClient(port="ring:ti:0", cps=100, cc=10, keepalive="10ms", keepalive_requests=5,
+                       duration=1.0))
+    assert c["http_2xx"] == c["http_req"] == s["http_get"] and c["http_err"] == 0
+    assert c["sock_open"] == c["sock_close"] == s["sock_open"] == s["sock_close"] and c["sock_error"] == 0
+    # at most 5 requests per connection; all 5 but on those the end closed early
+    assert c["http_req"] <= 5 * c["sock_open"] and c["http_req"] >= 5 * (c["sock_open"] - 10)
+    no_leaks()
