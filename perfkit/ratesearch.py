@@ -162,6 +162,8 @@ def check_searchable(spec) -> None:
         if spec.peer is None and spec.mode == "rxonly":
             raise ValueError("search: a DPDK search needs the loss measured here: give peer (a receiving "
                              "port in this process) or mode=reverse (frames come back)")
+        if getattr(spec, "ramp_to", None) is not None:
+            raise ValueError("search: a ramp (ramp_to) has no one rate to search: leave ramp_to out")
         return
     if isinstance(spec, LocalTest):
         if spec.test != "udp_bw":
@@ -172,8 +174,9 @@ def check_searchable(spec) -> None:
     raise ValueError(f"search: runs DpdkFlows or LocalTest(udp_bw) specs, not {type(spec).__name__}")
 
 
-def _bytes_per_msg(spec) -> int:
-    return spec.size
+def _bytes_per_msg(spec) -> float:
+    """Bytes per frame/datagram that a bps rate counts: the mean of a DPDK size mix."""
+    return float(getattr(spec, "mean_size", spec.size))
 
 
 def _judge(c: Criterion, row: dict, tx_tolerance: float, trial_s: float) -> tuple[bool, str]:

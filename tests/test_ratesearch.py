@@ -63,7 +63,8 @@ def test_search_arguments_are_checked_before_anything_runs(kw, field):
 
 def test_only_specs_whose_loss_is_measured_here_are_searched():
     for spec in (LocalTest("tcp_bw"), LocalTest("udp_lat"), LocalTest("udp_bw", size=16),
-                 DpdkFlows(port="net_null0"), perfkit.HttpLoad()):
+                 DpdkFlows(port="net_null0"), perfkit.HttpLoad(),
+                 DpdkFlows(port="ring:x:0", peer="ring:x:1", rate="1kpps", ramp_to="2kpps", ramp_time="1s")):
         with pytest.raises(ValueError, match="^search: "):
             search(spec, "zero-loss", max_trials=1)
 
@@ -140,6 +141,17 @@ def test_dpdk_ring_pair_search_unpaced_bound_then_bisects(dpdk):
     assert (res2.trials["lat_count"] > 0).all()                             # round trips measured
 
 
+def test_dpdk_search_over_queues_and_a_size_mix(dpdk):
+    spec = DpdkFlows(port="ring:rq:0", peer="ring:rq:1", sizes="imix", cores=2, flows=8)
+    res = search(spec, "pdr:1%", high="400kpps", max_trials=3, trial="0.2s", settle=0)
+    assert res.error is None
+    check_consistent(res, 3, high=400e3)
+    t = res.trials
+    assert (t["offered_bps"] == t["offered_pps"] * 8 * spec.mean_size).all()    # bits of the mean frame
+    if res.found_pps is not None:
+        assert res.found_bps == pytest.approx(res.found_pps * 8 * spec.mean_size)
+
+
 def test_cli_search_json_and_text(dpdk, capsys):
     from perfkit.cli import main
     assert main(["flows", "--port", "ring:rc:0", "--peer", "ring:rc:1", "--search", "pdr:0.5%", "--rate", "100kpps",
@@ -162,6 +174,9 @@ def test_cli_search_json_and_text(dpdk, capsys):
     (["local", "udp_bw", "--search", "cpu", "--max-trials", "x"], "max_trials"),
     (["local", "udp_bw", "--search", "cpu", "--resolution", "fine"], "resolution"),
     (["flows", "--port", "net_null0", "--search", "zero-loss"], "search"),
+    (["local", "udp_bw", "--search", "zero-loss", "-o", "x.parquet"], "save"),
+    (["local", "udp_bw", "--search", "zero-loss", "--retries", "many"], "retries"),
+    (["local", "udp_bw", "--search", "zero-loss", "--settle", "soon"], "settle"),
 ])
 def test_cli_bad_search_exits_2_with_the_field(args, field, capsys):
     from perfkit.cli import main
