@@ -1248,13 +1248,15 @@ def bench_dpdk_memif(b: Bench) -> None:
           "a second process: perfkit reflect vs a bare macswap loop", flush=True)
     why = dpdk_missing()
     if why:
-        b.dpdk_rows.append(Row("dpdk_memif (reflector)", "round trips/s, 64 B", "—", "—", "—", ">= 0.9", "skipped"))
+        b.dpdk_rows.append(Row("dpdk_memif (reflector)", "round trips/s, 64 B", "—", "—", "—", ">= 0.9",
+                               "skipped"))
         b.dpdk_details.append(f"- dpdk_memif skipped: {why}\n")
         print(f"  skipped: {why}", flush=True)
         return
     pk, bare = [], []
     for rep in range(b.reps):
-        show = lambda r: f"rx {fmt_pps(r['rx_pps'])} (tx {fmt_pps(r['tx_pps'])}), lost {r['lost']}, cpu {cpu_str(r)}"  # noqa: E731
+        show = lambda r: (f"rx {fmt_pps(r['rx_pps'])} (tx {fmt_pps(r['tx_pps'])}), "  # noqa: E731
+                          f"lost {r['lost']}, cpu {cpu_str(r)}")
         pk.append(b.attempt(f"rep {rep + 1} generator <-> perfkit reflect", run_memif, b, "perfkit", b.duration,
                             show=show))
         bare.append(b.attempt(f"rep {rep + 1} generator <-> bare macswap", run_memif, b, "bare", b.duration,

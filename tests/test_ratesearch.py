@@ -257,8 +257,8 @@ def test_dpdk_search_finds_a_lab_links_rate_limit(dpdk):
         refl = perfkit.Run(DpdkReflect(port=f"net_af_packet1,iface={h2.ifname},framecnt=4096", netns=h2.netns_path,
                                        ip=b, mode="reverse", duration="40s"), engine="dpdk").start()
         try:
-            res = search(DpdkFlows(port=f"net_af_packet0,iface={h1.ifname},qdisc_bypass=0,framecnt=4096", netns=h1.netns_path,
-                                   ip=a, peer_ip=b, mode="reverse", size=64),
+            res = search(DpdkFlows(port=f"net_af_packet0,iface={h1.ifname},qdisc_bypass=0,framecnt=4096",
+                                   netns=h1.netns_path, ip=a, peer_ip=b, mode="reverse", size=64),
                          "zero-loss", high="20kpps", low="2kpps", resolution=res_pps, max_trials=12, trial=trial,
                          settle="0.5s", retries=1)
         finally:
