@@ -14,7 +14,9 @@ by id) as soon as their client is done, or at exit. Every run gets its own
 ports. Nothing but 127.0.0.1 is ever a target, except in vs_qperf's veth part:
 there clients in a perfkit lab's host h1 talk to servers in its host h2 over the
 lab's veth pair (198.18.0.0/15), and the lab is taken down at the end, also on
-errors and Ctrl-C.
+errors and Ctrl-C. The DPDK rows (dpdk_tx, dpdk_memif, dpdk_veth) send into net_null,
+between two processes over memif (no kernel sees those frames), and between the two
+hosts of a lab of their own over af_packet.
 """
 from __future__ import annotations
 
@@ -43,7 +45,9 @@ LAT_SIZE = 64                   # message size of every latency test (sockperf n
 UDP_SIZE = 64                   # datagram payload of the UDP rate tests
 LOSS_RATE_SHARE = 0.75          # udp64_loss offers this share of iperf3's measured max rx rate
 GROUPS = ("udp64_pps", "udp64_loss", "tcp_bw", "udp_lat", "tcp_lat", "vs_qperf",
-          "http_keepalive", "http_users20k", "http_close")   # 20k before close: no TIME_WAIT pile then
+          "http_keepalive", "http_users20k", "http_close",   # 20k before close: no TIME_WAIT pile then
+          "dpdk_tx", "dpdk_memif", "dpdk_veth")
+DPDK_GROUPS = ("dpdk_tx", "dpdk_memif", "dpdk_veth")   # --only dpdk: all three
 
 
 class BenchError(RuntimeError):
@@ -470,6 +474,10 @@ class Bench:
     vs_details: list[str] = field(default_factory=list)
     http_rows: list[Row] = field(default_factory=list)
     http_details: list[str] = field(default_factory=list)
+    dpdk_rows: list[Row] = field(default_factory=list)
+    dpdk_details: list[str] = field(default_factory=list)
+    bare: Path | None = None     # the compiled bench/dpdk_bare.c
+    bare_error: str | None = None
     errors: int = 0
     _done: int = 0
 
@@ -1307,6 +1315,286 @@ def bench_http_users(b: Bench) -> None:
                  "No peer: wrk has no think time and the same open-file limit."])
 
 
+# ------------------------------------------------------------ DPDK engine rows
+
+DPDK_IP, DPDK_PEER_IP = "198.18.0.1", "198.18.0.2"   # memif: two processes, no kernel sees them
+MEMIF_DST_MAC = "02:70:6b:00:00:02"                  # given, so no ARP wait on either reflector
+
+
+def dpdk_missing() -> str | None:
+    """Why the DPDK rows cannot run here, or None."""
+    try:
+        import perfkit.engines
+        st = perfkit.engines()["dpdk"]
+    except Exception as exc:   # noqa: BLE001
+        return f"perfkit does not import: {exc}"
+    if not st["available"]:
+        return st["detail"]
+    if not shutil.which("cc") or not shutil.which("pkg-config"):
+        return "cc or pkg-config missing (the bare loop is compiled from bench/dpdk_bare.c)"
+    return None
+
+
+def build_bare(b: Bench) -> Path:
+    """Compile bench/dpdk_bare.c once per bench run, into a temporary directory."""
+    if b.bare is not None:
+        return b.bare
+    if b.bare_error:
+        raise BenchError(b.bare_error)
+    try:
+        flags = subprocess.run(["pkg-config", "--cflags", "--libs", "libdpdk"], capture_output=True, text=True,
+                               timeout=30, check=True).stdout.split()
+    except (OSError, subprocess.SubprocessError) as exc:
+        b.bare_error = f"pkg-config libdpdk: {exc}"
+        raise BenchError(b.bare_error) from None
+    out = Path(tempfile.mkdtemp(prefix="pk-bench-")) / "dpdk_bare"
+    atexit.register(shutil.rmtree, out.parent, True)
+    cp = subprocess.run(["cc", "-O2", "-o", str(out), str(HERE / "dpdk_bare.c"), *flags], capture_output=True,
+                        text=True, timeout=120)
+    if cp.returncode != 0:
+        b.bare_error = f"cc dpdk_bare.c: {cp.stderr.strip()[-400:]}"
+        raise BenchError(b.bare_error)
+    b.bare = out
+    return out
+
+
+def bare_eal_args(prefix: str) -> list[str]:
+    """perfkit's own EAL arguments (perfkit.engines.dpdk.EalOptions().args(): --no-huge or
+    hugepages, memory, --no-pci, lcores, log level), with this process's file prefix."""
+    from perfkit.engines.dpdk import EalOptions
+    args = [a for a in EalOptions().args()[1:] if not a.startswith("--file-prefix=")]
+    return [*args, f"--file-prefix={prefix}"]
+
+
+def run_bare(b: Bench, mode: str, vdev: str, seconds: float) -> dict:
+    cmd = [build_bare(b), *bare_eal_args(f"pkbare{os.getpid()}"), "--vdev", vdev, "--", mode, f"{seconds:g}"]
+    cp = run_client(cmd, timeout=seconds + 30)
+    for line in reversed(cp.stdout.strip().splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    raise BenchError("dpdk_bare: no result line")
+
+
+def _dpdk_run_api(spec_dict: dict) -> dict:
+    """A DPDK spec run to the end in this (forked) process: its summary."""
+    import perfkit
+    from perfkit.errors import EngineError
+    from perfkit.spec import from_dict
+    run = perfkit.Run(from_dict(spec_dict), engine="dpdk")
+    run.start()
+    try:
+        run.wait()
+    except EngineError:
+        pass
+    if run.error:
+        raise BenchError(f"perfkit dpdk: {run.error}")
+    return dict(run.summary)
+
+
+def run_perfkit_null_tx(seconds: float) -> dict:
+    from perfkit.spec import DpdkFlows
+    spec = DpdkFlows(port="net_null0,no-rx=1", size=64, duration=seconds)
+    return in_fork(_dpdk_run_api, spec.to_dict(), timeout=seconds + 30)
+
+
+def bench_dpdk_tx(b: Bench) -> None:
+    print("dpdk_tx: TX frames/s on net_null, 64 B frames: perfkit's generator vs a bare rte_eth_tx_burst loop",
+          flush=True)
+    why = dpdk_missing()
+    if why:
+        b.dpdk_rows.append(Row("dpdk_tx (net_null)", "TX pps, 64 B", "—", "—", "—", ">= 0.9", "skipped"))
+        b.dpdk_details.append(f"- dpdk_tx skipped: {why}\n")
+        print(f"  skipped: {why}", flush=True)
+        return
+    pk, bare, copy = [], [], []
+    for rep in range(b.reps):
+        pk.append(b.attempt(f"rep {rep + 1} perfkit flows net_null", run_perfkit_null_tx, b.duration,
+                            show=lambda r: f"tx {fmt_pps(r['tx_pps'])}, cpu {cpu_str(r)}"))
+        bare.append(b.attempt(f"rep {rep + 1} bare tx_burst loop", run_bare, b, "txonly", "net_null0,no-rx=1",
+                              b.duration, show=lambda r: f"tx {fmt_pps(r['tx_pps'])}, refused {r['refused']}"))
+        copy.append(b.attempt(f"rep {rep + 1} bare loop + 60 B copy", run_bare, b, "txcopy", "net_null0,no-rx=1",
+                              b.duration, show=lambda r: f"tx {fmt_pps(r['tx_pps'])}, refused {r['refused']}"))
+    b.dpdk_rows.append(ratio_row("dpdk_tx (net_null)", "TX pps, 64 B", med(pick(pk, "tx_pps")),
+                                 med(pick(bare, "tx_pps")), "bare tx_burst loop", fmt_pps, 0.9, True))
+    b.dpdk_rows.append(ratio_row("dpdk_tx (net_null, frames written)", "TX pps, 64 B", med(pick(pk, "tx_pps")),
+                                 med(pick(copy, "tx_pps")), "bare loop + 60 B copy", fmt_pps, None, True))
+    b.dpdk_details += detail_table(
+        "dpdk_tx: net_null TX", ["rep", "perfkit tx pps", "perfkit cpu", "bare tx pps", "bare + copy tx pps"],
+        [[str(i + 1), fmt_pps(p and p["tx_pps"]), cpu_str(p) if p else "—", fmt_pps(q and q["tx_pps"]),
+          fmt_pps(c and c["tx_pps"])] for i, (p, q, c) in enumerate(zip(pk, bare, copy))],
+        ["EAL: " + " ".join(bare_eal_args("...")) + " for both (perfkit's EalOptions defaults)",
+         "bare: bench/dpdk_bare.c txonly: rte_pktmbuf_alloc_bulk(32) of 60-byte mbufs, rte_eth_tx_burst, "
+         "free the refused; on the EAL main lcore; txcopy also copies a fixed 60-byte frame into each mbuf "
+         "(info: what writing the frame costs). perfkit: DpdkFlows(port='net_null0,no-rx=1'), every frame "
+         "built (Ethernet/IPv4/UDP headers, checksums, flow id, sequence, timestamp), on a registered thread"])
+
+
+def _memif_listening(sock: str) -> bool:
+    """Has the memif server its control socket? DPDK 22.11's memif makes an abstract
+    socket by default (socket-abstract=yes): it shows in /proc/net/unix as @PATH."""
+    if os.path.exists(sock):
+        return True
+    try:
+        return any(ln.rstrip().endswith((" @" + sock, " " + sock)) for ln in open("/proc/net/unix"))
+    except OSError:
+        return False
+
+
+def _memif_generator_api(spec_dict: dict, sock: str, wait: float) -> dict:
+    deadline = time.monotonic() + wait
+    while not _memif_listening(sock):   # the reflector (memif server) makes the socket
+        if time.monotonic() > deadline:
+            raise BenchError(f"memif: the reflector never made {sock}")
+        time.sleep(0.02)
+    return _dpdk_run_api(spec_dict)
+
+
+def run_memif(b: Bench, reflector: str, seconds: float) -> dict:
+    """perfkit's generator (memif client, mode reverse) in a fork of the bench against a reflector
+    in a second process (memif server): perfkit reflect, or the bare macswap loop."""
+    from perfkit.spec import DpdkFlows
+    sock_dir = Path(tempfile.mkdtemp(prefix="pk-memif-"))
+    sock = str(sock_dir / "m.sock")
+    server_dev = f"net_memif0,role=server,socket={sock},id=0"
+    if reflector == "perfkit":
+        cmd = [*perfkit_cmd(), "reflect", "--port", server_dev, "--mode", "reverse", "--ip", DPDK_PEER_IP,
+               "--duration", f"{seconds + 20:g}s", "--json"]
+    else:
+        cmd = [build_bare(b), *bare_eal_args(f"pkbare{os.getpid()}"), "--vdev", server_dev, "--", "macswap",
+               f"{seconds + 20:g}"]
+    srv = Server(cmd, lifetime=seconds + 40)
+    try:
+        spec = DpdkFlows(port=f"net_memif0,role=client,socket={sock},id=0", mode="reverse", size=64,
+                         duration=seconds, ip=DPDK_IP, peer_ip=DPDK_PEER_IP, dst_mac=MEMIF_DST_MAC)
+        s = in_fork(_memif_generator_api, spec.to_dict(), sock, 30.0, timeout=seconds + 60)
+    except BenchError:
+        out, err = srv.finish()
+        if err.strip():
+            print(f"      reflector said: {err.strip()[-300:]}", flush=True)
+        raise
+    finally:
+        srv.finish(wait=0)   # the generator has stopped sending and left: now the server may go
+        shutil.rmtree(sock_dir, ignore_errors=True)
+    return s
+
+
+def bench_dpdk_memif(b: Bench) -> None:
+    print("dpdk_memif: round trips/s over a net_memif pair, perfkit's generator in the bench, the reflector in "
+          "a second process: perfkit reflect vs a bare macswap loop", flush=True)
+    why = dpdk_missing()
+    if why:
+        b.dpdk_rows.append(Row("dpdk_memif (reflector)", "round trips/s, 64 B", "—", "—", "—", ">= 0.9",
+                               "skipped"))
+        b.dpdk_details.append(f"- dpdk_memif skipped: {why}\n")
+        print(f"  skipped: {why}", flush=True)
+        return
+    pk, bare = [], []
+    for rep in range(b.reps):
+        show = lambda r: (f"rx {fmt_pps(r['rx_pps'])} (tx {fmt_pps(r['tx_pps'])}), "  # noqa: E731
+                          f"lost {r['lost']}, cpu {cpu_str(r)}")
+        pk.append(b.attempt(f"rep {rep + 1} generator <-> perfkit reflect", run_memif, b, "perfkit", b.duration,
+                            show=show))
+        bare.append(b.attempt(f"rep {rep + 1} generator <-> bare macswap", run_memif, b, "bare", b.duration,
+                              show=show))
+    b.dpdk_rows.append(ratio_row("dpdk_memif (reflector)", "round trips/s, 64 B", med(pick(pk, "rx_pps")),
+                                 med(pick(bare, "rx_pps")), "bare macswap", fmt_pps, 0.9, True))
+    b.dpdk_details += detail_table(
+        "dpdk_memif: perfkit's generator through a reflector in a second process",
+        ["rep", "perfkit reflect: rx pps", "lost", "gen cpu", "bare macswap: rx pps", "lost", "gen cpu"],
+        [[str(i + 1), fmt_pps(p and p["rx_pps"]), f0(p and p["lost"]), cpu_str(p) if p else "—",
+          fmt_pps(q and q["rx_pps"]), f0(q and q["lost"]), cpu_str(q) if q else "—"]
+         for i, (p, q) in enumerate(zip(pk, bare))],
+        ["generator: DpdkFlows(port='net_memif0,role=client,...', mode='reverse'), unpaced; rx pps = frames back "
+         "per second of sending (round trips/s)",
+         "perfkit: `perfkit reflect --port net_memif0,role=server,... --mode reverse`; bare: bench/dpdk_bare.c "
+         "macswap (swap MACs, IPv4 addresses, UDP ports; what perfkit's reflector does to a frame)",
+         "both processes share the 2 CPUs with each other and with everything else on the machine"])
+
+
+def _veth_dpdk_api(h1, h2, a_ip: str, b_ip: str, seconds: float, size: int) -> dict:
+    """In a fork: perfkit's DPDK receiver (rxonly) on af_packet in h2, its generator on af_packet
+    in h1, in this one process; frames/s that reached the receiver."""
+    import perfkit
+    from perfkit.spec import DpdkFlows, DpdkReflect
+    # framecnt=4096 (default 512): a receiver descheduled for a few ms on a busy machine keeps up
+    rx = perfkit.Run(DpdkReflect(port=f"net_af_packet1,iface={h2.ifname},framecnt=4096", netns=h2.netns_path, ip=b_ip,
+                                 mode="rxonly", duration=seconds + 10), engine="dpdk").start()
+    try:
+        gen = _dpdk_run_api(DpdkFlows(port=f"net_af_packet0,iface={h1.ifname},framecnt=4096", netns=h1.netns_path,
+                                      ip=a_ip,
+                                      peer_ip=b_ip, size=size, duration=seconds).to_dict())
+    finally:
+        time.sleep(0.3)     # the last frames reach the receiver
+        rx.stop()
+        rx.wait(timeout=10)
+    r = rx.summary or {}
+    got = (rx.rows[-1].get("udp_rx") if rx.rows else 0) or 0
+    secs = gen["duration_s"] or seconds
+    return {"tx_pps": gen["tx_pps"], "rx_pps": got / secs, "sent": gen["pkts_tx"], "received": got,
+            "lost": r.get("lost"), "cpu_pct_by_worker": {**gen.get("cpu_pct_by_worker", {}),
+                                                         **{"rx_" + k: v for k, v in
+                                                            (r.get("cpu_pct_by_worker") or {}).items()}}}
+
+
+def _veth_socket_api(lab_name: str, seconds: float, size: int) -> dict:
+    import perfkit
+    from perfkit.errors import EngineError
+    run = perfkit.Run(perfkit.LocalTest("udp_bw", size=size, lab=lab_name, duration=seconds))
+    run.start()
+    try:
+        run.wait()
+    except EngineError:
+        pass
+    if run.error:
+        raise BenchError(f"perfkit local udp_bw --lab: {run.error}")
+    return dict(run.summary)
+
+
+def bench_dpdk_veth(b: Bench) -> None:
+    payload = 64
+    frame = payload + 42 + 4   # DPDK sizes count the FCS
+    print(f"dpdk_veth: UDP frames/s received across a lab veth pair ({payload} B payloads, {frame - 4} B "
+          "frames): perfkit's DPDK engine on net_af_packet at both ends vs its socket engine at both ends",
+          flush=True)
+    why = dpdk_missing() or ("needs root (a lab)" if os.geteuid() != 0 else None)
+    if why:
+        b.dpdk_rows.append(Row("dpdk_veth (af_packet)", "rx pps, 64 B payload", "—", "—", "—", ">= 1", "skipped"))
+        b.dpdk_details.append(f"- dpdk_veth skipped: {why}\n")
+        print(f"  skipped: {why}", flush=True)
+        return
+    import ipaddress
+    from perfkit.lab import Lab
+    pk, sock = [], []
+    with Lab(hosts=2) as lab:
+        h1, h2 = lab.hosts
+        net = ipaddress.ip_network(f"{h1.ipv4}/24", strict=False)
+        a_ip, b_ip = str(net.network_address + 200), str(net.network_address + 201)
+        for rep in range(b.reps):
+            pk.append(b.attempt(f"rep {rep + 1} dpdk af_packet h1 -> h2", in_fork, _veth_dpdk_api, h1, h2, a_ip,
+                                b_ip, b.duration, frame, timeout=b.duration + 60,
+                                show=lambda r: f"rx {fmt_pps(r['rx_pps'])} (tx {fmt_pps(r['tx_pps'])}), "
+                                               f"cpu {cpu_str(r)}"))
+            sock.append(b.attempt(f"rep {rep + 1} socket udp_bw h1 -> h2", in_fork, _veth_socket_api, lab.name,
+                                  b.duration, payload, timeout=b.duration + 40,
+                                  show=lambda r: f"rx {fmt_pps(r['rx_pps'])} (tx {fmt_pps(r['tx_pps'])}), "
+                                                 f"lost {r['lost']}, cpu {cpu_str(r)}"))
+    b.dpdk_rows.append(ratio_row("dpdk_veth (af_packet)", "rx pps, 64 B payload", med(pick(pk, "rx_pps")),
+                                 med(pick(sock, "rx_pps")), "socket engine", fmt_pps, 1.0, True))
+    b.dpdk_details += detail_table(
+        "dpdk_veth: across a lab veth pair, h1 -> h2",
+        ["rep", "dpdk rx pps", "dpdk tx pps", "dpdk cpu", "socket rx pps", "socket tx pps", "socket lost",
+         "socket cpu"],
+        [[str(i + 1), fmt_pps(p and p["rx_pps"]), fmt_pps(p and p["tx_pps"]), cpu_str(p) if p else "—",
+          fmt_pps(q and q["rx_pps"]), fmt_pps(q and q["tx_pps"]), f0(q and q["lost"]), cpu_str(q) if q else "—"]
+         for i, (p, q) in enumerate(zip(pk, sock))],
+        [f"dpdk: DpdkFlows on net_af_packet0,iface=<h1's veth>,framecnt=4096 (netns h1, unpaced, {frame} B frames "
+         "with FCS) to DpdkReflect(mode='rxonly') on net_af_packet1,iface=<h2's veth>,framecnt=4096 (netns h2), "
+         "both in one forked process; "
+         "rx pps = UDP frames the receiver got / the generator's sending time",
+         f"socket: LocalTest('udp_bw', size={payload}, lab=...): sendmmsg in h1, recvmmsg in h2, unpaced",
+         "the same frames on the same veth pair; the lab has no impairments"])
+
+
 BENCHES = {
     "udp64_pps": bench_udp64_pps,
     "udp64_loss": bench_udp64_loss,
@@ -1317,6 +1605,9 @@ BENCHES = {
     "http_keepalive": lambda b: _bench_http_vs_wrk(b, close=False),
     "http_close": lambda b: _bench_http_vs_wrk(b, close=True),
     "http_users20k": bench_http_users,
+    "dpdk_tx": bench_dpdk_tx,
+    "dpdk_memif": bench_dpdk_memif,
+    "dpdk_veth": bench_dpdk_veth,
 }
 
 
@@ -1448,7 +1739,15 @@ def write_results(path: Path, b: Bench, env: dict, versions: dict, argv: list[st
                "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
         md += ["| " + " | ".join(row_cells(r)) + " |" for r in b.http_rows]
         md += [""]
-    md += ["## Every run", ""] + b.details + b.vs_details + b.http_details
+    if b.dpdk_rows:
+        md += ["## DPDK engine: against bare DPDK loops and the socket engine", "",
+               "perfkit's DPDK engine against the physical limit of the same port (a bare DPDK loop in "
+               "bench/dpdk_bare.c, the same EAL options) and against perfkit's socket engine on the same veth. "
+               f"{b.reps} alternating reps of {b.duration:g} s; ratio = median(perfkit DPDK) / median(peer).", "",
+               "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+        md += ["| " + " | ".join(row_cells(r)) + " |" for r in b.dpdk_rows]
+        md += [""]
+    md += ["## Every run", ""] + b.details + b.vs_details + b.http_details + b.dpdk_details
     path.write_text("\n".join(md) + "\n")
 
 
@@ -1465,14 +1764,16 @@ def main(argv=None) -> int:
                    help="run perfkit's near end from Python in a fork of this script (api, default: perfkit is "
                         "imported once) or as `perfkit local|test ... --json` commands (cli); vs_qperf with cli "
                         "runs one command per size group")
-    p.add_argument("--only", nargs="+", choices=GROUPS, metavar="NAME",
-                   help=f"run only these comparisons: {', '.join(GROUPS)}")
+    p.add_argument("--only", nargs="+", choices=(*GROUPS, "dpdk"), metavar="NAME",
+                   help=f"run only these comparisons: {', '.join(GROUPS)}; dpdk = {' '.join(DPDK_GROUPS)}")
     p.add_argument("--loss-rate", type=int, metavar="PPS",
                    help=f"udp64_loss offered rate (default {LOSS_RATE_SHARE:.0%}% of iperf3's measured max)")
     p.add_argument("--base-port", type=int, default=47100, help="first port handed to peer servers (default 47100)")
     p.add_argument("--no-install", action="store_true", help="never apt-get install missing peer tools")
     p.add_argument("--out", type=Path, default=HERE / "RESULTS.md", help="results file (default bench/RESULTS.md)")
     a = p.parse_args(argv)
+    if a.only and "dpdk" in a.only:
+        a.only = [*a.only, *DPDK_GROUPS]
     if a.reps < 1 or not 1 <= a.duration <= 120 or not 1 <= a.vs_duration <= 120:
         p.error("--reps must be >= 1 and --duration, --vs-duration between 1 and 120 s")
 
@@ -1506,7 +1807,7 @@ def main(argv=None) -> int:
     finally:
         kill_all_servers()
     took = time.monotonic() - t0
-    for rows in (b.rows, b.vs_rows, b.http_rows):
+    for rows in (b.rows, b.vs_rows, b.http_rows, b.dpdk_rows):
         if rows:
             print()
             print_table(rows)

@@ -197,6 +197,9 @@ def _search_args(sp) -> None:
                     help="--search: stop when pass and failure are this close: 1%% of the upper bound "
                          "(default) or a rate (10kpps)")
     sp.add_argument("--max-trials", default=16, help="--search: at most this many trials (default 16)")
+    sp.add_argument("--settle", default="0.5s", help="--search: pause between trials (default 0.5s)")
+    sp.add_argument("--retries", default=0, help="--search: run a failed trial again up to N times "
+                    "(default 0); the rate passes if one attempt does")
 
 
 def _search(a, spec, engine: str) -> int:
@@ -208,6 +211,10 @@ def _search(a, spec, engine: str) -> int:
         max_trials = int(str(a.max_trials), 10)
     except ValueError:
         raise ValueError(f"max_trials: {a.max_trials!r} is not a whole number") from None
+    try:
+        retries = int(str(a.retries), 10)
+    except ValueError:
+        raise ValueError(f"retries: {a.retries!r} is not a whole number") from None
     trial = a.duration if a.duration is not None else "1s"
     if a.save:
         raise ValueError("save: -o saves one run; a search keeps its trials: use --json")
@@ -219,7 +226,7 @@ def _search(a, spec, engine: str) -> int:
         print(f"perfkit search {crit.text} ({crit.describe()}): {type(spec).__name__} on the {engine} engine, "
               f"upper bound {spec.rate or 'measured unpaced'}, {trial} trials", flush=True)
     res = search(dataclasses.replace(spec, rate=None), crit, high=spec.rate, low=a.low, resolution=a.resolution,
-                 max_trials=max_trials, trial=trial, engine=engine, progress=show)
+                 max_trials=max_trials, trial=trial, settle=a.settle, retries=retries, engine=engine, progress=show)
     print(json.dumps({"search": res.to_dict()}) if a.json else result_text(res), flush=True)
     if res.error:
         print(f"perfkit: error: {res.error}", file=sys.stderr)

@@ -53,7 +53,8 @@ def test_bad_criteria_are_a_clear_value_error(text):
     (dict(max_trials=0), "max_trials"), (dict(max_trials=65), "max_trials"), (dict(max_trials=2.5), "max_trials"),
     (dict(trial="0s"), "trial"), (dict(trial="1h"), "trial"), (dict(resolution="150%"), "resolution"),
     (dict(resolution="1Mbps"), "resolution"), (dict(high="1kpps", low="2kpps"), "low"),
-    (dict(high=0), "high"), (dict(tx_tolerance=1.5), "tx_tolerance"),
+    (dict(high=0), "high"), (dict(tx_tolerance=1.5), "tx_tolerance"), (dict(settle="2m"), "settle"),
+    (dict(retries=9), "retries"),
 ])
 def test_search_arguments_are_checked_before_anything_runs(kw, field):
     with pytest.raises(ValueError, match=f"^{field}: "):
@@ -62,7 +63,8 @@ def test_search_arguments_are_checked_before_anything_runs(kw, field):
 
 def test_only_specs_whose_loss_is_measured_here_are_searched():
     for spec in (LocalTest("tcp_bw"), LocalTest("udp_lat"), LocalTest("udp_bw", size=16),
-                 DpdkFlows(port="net_null0"), perfkit.HttpLoad()):
+                 DpdkFlows(port="net_null0"), perfkit.HttpLoad(),
+                 DpdkFlows(port="ring:x:0", peer="ring:x:1", rate="1kpps", ramp_to="2kpps", ramp_time="1s")):
         with pytest.raises(ValueError, match="^search: "):
             search(spec, "zero-loss", max_trials=1)
 
@@ -71,9 +73,11 @@ def test_only_specs_whose_loss_is_measured_here_are_searched():
 
 def check_consistent(res, max_trials, high=None):
     """Every pass below every failure, the rate found = the highest pass, bounds kept."""
-    t = res.trials
-    assert 1 <= len(t) <= max_trials
-    assert t["trial"].to_list() == list(range(1, len(t) + 1))
+    every = res.trials
+    assert 1 <= len(every) <= max_trials
+    assert every["trial"].to_list() == list(range(1, len(every) + 1))
+    assert (every["counted"] | ~every["passed"]).all()          # a pass always counts
+    t = every.filter(every["counted"])                           # retried failures do not
     passed = t.filter(t["passed"])["offered_pps"].to_list()
     failed = t.filter(~t["passed"])["offered_pps"].to_list()
     if passed and failed:
@@ -81,11 +85,11 @@ def check_consistent(res, max_trials, high=None):
     assert res.found_pps == (max(passed) if passed else None)
     if high is not None:
         assert t["offered_pps"].max() <= high * (1 + 1e-9)
-    assert (t["sent"] == t["received"] + t["lost"]).all()
-    for r in t.iter_rows(named=True):
+    assert (t["received"] <= t["sent"]).all() and (t["received"] + t["lost"] >= t["sent"]).all()
+    held = t.filter(t["lost"] == 0)
+    assert (held["received"] == held["sent"]).all()
+    for r in every.iter_rows(named=True):
         assert r["passed"] == (r["reason"] == "held")
-        if r["passed"]:
-            assert r["tx_pps"] >= 0.98 * r["offered_pps"]
     if res.stopped == "resolution":
         fail = min(failed) if failed else res.high_pps
         assert fail - (res.found_pps or res.low_pps) <= res.resolution_pps * (1 + 1e-9)
@@ -94,7 +98,7 @@ def check_consistent(res, max_trials, high=None):
 def test_socket_loopback_search_is_bounded_and_consistent():
     seen = []
     res = search(LocalTest("udp_bw", size=64), "pdr:1%", high="150kpps", low="5kpps", resolution="20%",
-                 max_trials=5, trial="0.25s", progress=seen.append)
+                 max_trials=5, trial="0.25s", settle=0.05, progress=seen.append)
     assert res.error is None and res.stopped in ("resolution", "max_trials", "held at the upper bound")
     check_consistent(res, 5, high=150e3)
     assert [r["trial"] for r in seen] == res.trials["trial"].to_list()     # live, one call per trial
@@ -121,7 +125,7 @@ def test_dpdk_ring_pair_search_unpaced_bound_then_bisects(dpdk):
     # the unpaced first trial measures the upper bound; a 1 us p99 bound cannot hold at full speed
     # on a ring pair (frames queue behind each other), so the search bisects below it
     res = search(DpdkFlows(port="ring:rs:0", peer="ring:rs:1", flows=4), "zero-loss,lat:p99<1us",
-                 max_trials=4, trial="0.2s")
+                 max_trials=4, trial="0.2s", settle=0)
     assert res.error is None
     t = res.trials
     assert not t["paced"][0] and t["paced"][1:].all()
@@ -131,10 +135,21 @@ def test_dpdk_ring_pair_search_unpaced_bound_then_bisects(dpdk):
     assert res.stopped in ("max_trials", "resolution", "not held at the lower bound",
                            "held at the generator's full speed")
     res2 = search(DpdkFlows(port="ring:rs:0", peer="ring:rs:1", mode="reverse"), "cpu:95%",
-                  high="200kpps", max_trials=3, trial="0.2s")
+                  high="200kpps", max_trials=3, trial="0.2s", settle=0)
     assert res2.error is None
     check_consistent(res2, 3, high=200e3)
     assert (res2.trials["lat_count"] > 0).all()                             # round trips measured
+
+
+def test_dpdk_search_over_queues_and_a_size_mix(dpdk):
+    spec = DpdkFlows(port="ring:rq:0", peer="ring:rq:1", sizes="imix", cores=2, flows=8)
+    res = search(spec, "pdr:1%", high="400kpps", max_trials=3, trial="0.2s", settle=0)
+    assert res.error is None
+    check_consistent(res, 3, high=400e3)
+    t = res.trials
+    assert (t["offered_bps"] == t["offered_pps"] * 8 * spec.mean_size).all()    # bits of the mean frame
+    if res.found_pps is not None:
+        assert res.found_bps == pytest.approx(res.found_pps * 8 * spec.mean_size)
 
 
 def test_cli_search_json_and_text(dpdk, capsys):
@@ -159,6 +174,9 @@ def test_cli_search_json_and_text(dpdk, capsys):
     (["local", "udp_bw", "--search", "cpu", "--max-trials", "x"], "max_trials"),
     (["local", "udp_bw", "--search", "cpu", "--resolution", "fine"], "resolution"),
     (["flows", "--port", "net_null0", "--search", "zero-loss"], "search"),
+    (["local", "udp_bw", "--search", "zero-loss", "-o", "x.parquet"], "save"),
+    (["local", "udp_bw", "--search", "zero-loss", "--retries", "many"], "retries"),
+    (["local", "udp_bw", "--search", "zero-loss", "--settle", "soon"], "settle"),
 ])
 def test_cli_bad_search_exits_2_with_the_field(args, field, capsys):
     from perfkit.cli import main
@@ -176,30 +194,82 @@ def test_cli_help_documents_search():
 # ------------------------------------------------------------------ a path with a known limit
 
 def test_search_finds_a_lab_links_rate_limit():
-    """h1 -> h2 over a veth shaped by tbf at 10 Mbit/s: 64 B UDP payloads are 106 B frames,
-    so the link carries 11.79 kpps. tbf queues up to 64 KiB (618 frames) and a 3 KB burst:
+    """h1 -> h2 over a veth shaped by tbf at 5 Mbit/s: 64 B UDP payloads are 106 B frames,
+    so the link carries 5.90 kpps. tbf queues up to 64 KiB (618 frames) and a 3 KB burst:
     in a T-second trial a rate up to limit + 646/T frames/s still loses nothing. The
-    zero-loss rate found must lie in that window, give or take the resolution."""
+    zero-loss rate found must lie in that window, give or take the resolution. (The queue,
+    100 ms at this rate, also absorbs the catch-up burst of a sender descheduled on a busy
+    machine; at 10 Mbit/s such bursts lost frames well below the link's rate.)"""
     if os.geteuid() != 0:
         pytest.skip("needs root: the lab makes network namespaces")
     from perfkit import lab as lab_mod
     if not lab_mod.have_privileges():
         pytest.skip("needs CAP_NET_ADMIN and CAP_SYS_ADMIN for the lab")
     try:
-        lab = lab_mod.Lab(hosts=2, rate="10mbit").up()
+        lab = lab_mod.Lab(hosts=2, rate="5mbit").up()
     except Exception as exc:  # noqa: BLE001 (a lab that cannot be made here is a skip)
         pytest.skip(f"no lab here: {exc}")
     try:
-        trial, res_pps = 1.0, 400.0
-        limit = 10e6 / 8 / (64 + 42)
-        queued = (65564 + 3028) / (64 + 42)
-        res = search(LocalTest("udp_bw", size=64, lab=lab.name), "zero-loss", high="30kpps", low="2kpps",
-                     resolution=res_pps, max_trials=9, trial=trial)
+        trial, res_pps = 1.5, 250.0
+        limit = 5e6 / 8 / (64 + 42)
+        queued = (65536 + 3028) / (64 + 42)
+        res = search(LocalTest("udp_bw", size=64, lab=lab.name), "zero-loss", high="12kpps", low="2kpps",
+                     resolution=res_pps, max_trials=12, trial=trial, retries=1)
     finally:
         lab.down()
     assert res.error is None, res.error
-    check_consistent(res, 9, high=30e3)
+    check_consistent(res, 12, high=12e3)
     t = res.trials
-    assert not t["passed"][0] and t["lost"][0] > 0           # 30 kpps: far over the link
+    assert not t["passed"][0] and t["lost"][0] > 0           # 12 kpps: far over the link
     assert res.found_pps is not None
-    assert limit - 2 * res_pps <= res.found_pps <= limit + queued / trial + res_pps, res.trials
+    shown = t.select("offered_pps", "sent", "received", "lost", "passed", "reason").rows()
+    assert limit - 2 * res_pps <= res.found_pps <= limit + queued / trial + res_pps, shown
+
+
+def test_dpdk_search_finds_a_lab_links_rate_limit(dpdk):
+    """DPDK frames through the kernel: perfkit's generator on af_packet in h1, its reflector
+    on af_packet in h2 (both in this process), the veth between them shaped by tbf at
+    5 Mbit/s (tbf). 64 B frames (FCS counted) are 60 B in the kernel: 10.42 kpps.
+    qdisc_bypass=0 sends the generator's frames through the qdisc (DPDK bypasses it by
+    default); the reflector keeps bypassing it, so only the way out is shaped (a reflector
+    behind a full qdisc keeps frames in its af_packet TX ring until its next send: they
+    would come back in the next trial);
+    framecnt=4096 rings (default 512: 50 ms at this rate) ride out the scheduling stalls of a
+    busy machine, which otherwise lose frames well below the link's rate."""
+    import ipaddress
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the lab makes network namespaces")
+    from perfkit import lab as lab_mod
+    from perfkit.spec import DpdkReflect
+    if not lab_mod.have_privileges():
+        pytest.skip("needs CAP_NET_ADMIN and CAP_SYS_ADMIN for the lab")
+    try:
+        lab = lab_mod.Lab(hosts=2, rate="5mbit").up()
+    except Exception as exc:  # noqa: BLE001
+        pytest.skip(f"no lab here: {exc}")
+    trial, res_pps = 1.0, 300.0
+    limit = 5e6 / 8 / 60
+    queued = (65536 + 3028) / 60
+    try:
+        h1, h2 = lab.hosts
+        net = ipaddress.ip_network(f"{h1.ipv4}/24", strict=False)
+        a, b = str(net.network_address + 200), str(net.network_address + 201)
+        refl = perfkit.Run(DpdkReflect(port=f"net_af_packet1,iface={h2.ifname},framecnt=4096", netns=h2.netns_path,
+                                       ip=b, mode="reverse", duration="40s"), engine="dpdk").start()
+        try:
+            res = search(DpdkFlows(port=f"net_af_packet0,iface={h1.ifname},qdisc_bypass=0,framecnt=4096",
+                                   netns=h1.netns_path, ip=a, peer_ip=b, mode="reverse", size=64),
+                         "zero-loss", high="20kpps", low="2kpps", resolution=res_pps, max_trials=12, trial=trial,
+                         settle="0.5s", retries=1)
+        finally:
+            refl.stop()
+            refl.wait(timeout=10)
+    finally:
+        lab.down()
+    assert res.error is None, res.error
+    check_consistent(res, 12, high=20e3)
+    assert not res.trials["passed"][0]
+    assert res.found_pps is not None
+    shown = res.trials.select("offered_pps", "sent", "received", "lost", "passed", "reason").rows()
+    assert limit - 2 * res_pps <= res.found_pps <= limit + queued / trial + res_pps, shown
+    assert refl.summary["pkts_rx"] >= res.trials["received"].sum()     # every frame came back through it

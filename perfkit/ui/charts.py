@@ -97,13 +97,39 @@ HTTP_SERVE_PANELS = (   # perfkit's HTTP server (HttpServe)
     _CPU,
 )
 
-LAYOUTS = {"socket": PANELS, "dpdk": DPDK_PANELS, "http": HTTP_PANELS, "http_serve": HTTP_SERVE_PANELS}
+def _sum(*keys):
+    return lambda row: sum(row.get(k) or 0.0 for k in keys)
+
+
+DPDK_TCP_PANELS = (   # HTTP over perfkit's TCP on DPDK (DpdkHttpClient, DpdkHttpServer): dperf's view
+    ("connections/s", _RATE_AXIS,
+     [("opened/s", "sock_open_per_s", "#1f77b4"), ("closed/s", "sock_close_per_s", "#aec7e8")]),
+    ("HTTP/s", _RATE_AXIS,
+     [("responses/s", "http_resp_per_s", "#2ca02c"),
+      ("requests/s", _sum("http_get_per_s", "http_post_per_s"), "#98df8a")]),
+    ("concurrent connections", _RATE_AXIS, [("open now", "sock_current", "#9467bd")]),
+    ("response time (ms)", {"type": "log"},
+     [("p50 ms", _ms("lat_p50_us"), "#2ca02c"), ("p99 ms", _ms("lat_p99_us"), "#d62728"),
+      ("max ms", _ms("lat_max_us"), "#9467bd")]),
+    ("TCP and HTTP errors/s", _RATE_AXIS,
+     [("retransmits/s", _sum("retrans_syn_per_s", "retrans_fin_per_s", "retrans_ack_per_s", "retrans_push_per_s"),
+       "#ff7f0e"),
+      ("RST rx/s", "rst_rx_per_s", "#d62728"), ("RST tx/s", "rst_tx_per_s", "#e377c2"),
+      ("TCP drops/s", "tcp_drop_per_s", "#8c564b"), ("HTTP errors/s", "http_err_per_s", "#7f7f7f"),
+      ("timeouts/s", "err_timeout_per_s", "#bcbd22")]),
+    _CPU,
+)
+
+LAYOUTS = {"socket": PANELS, "dpdk": DPDK_PANELS, "http": HTTP_PANELS, "http_serve": HTTP_SERVE_PANELS,
+           "dpdk_tcp": DPDK_TCP_PANELS}
 COLS = 2
 
 
 def layout_name(spec) -> str:
-    """Which layout suits spec: socket, dpdk, http or http_serve (by what it measures)."""
+    """Which layout suits spec: socket, dpdk, dpdk_tcp, http or http_serve (by what it measures)."""
     kind = type(spec).__name__
+    if getattr(spec, "ENGINE", None) == "dpdk_tcp" or kind.startswith("DpdkHttp"):
+        return "dpdk_tcp"
     if kind == "HttpLoad" or getattr(spec, "test", None) == "http":
         return "http"
     if kind == "HttpServe" or getattr(spec, "test", None) == "http_serve":
@@ -138,6 +164,13 @@ def spec_title(spec) -> str:
         return ", ".join(p for p in (f"http {spec.method} {spec.url}", f"{spec.users} users", load, dur) if p)
     if kind == "HttpServe":
         return ", ".join(p for p in (f"http_serve on {spec.host}:{spec.port}", f"{spec.size} B bodies", dur) if p)
+    if kind == "DpdkHttpClient":
+        load = f"{spec.cps:g} cps" + (f", cc {spec.cc}" if spec.cc else "")
+        return ", ".join(p for p in (f"dpdk http client {spec.port} → {spec.server}:{spec.listen}", load,
+                                     f"{spec.http_method} {spec.http_path}", dur) if p)
+    if kind == "DpdkHttpServer":
+        return ", ".join(p for p in (f"dpdk http server {spec.ip}:{spec.listen} on {spec.port}",
+                                     f"{spec.payload_size} B bodies", dur) if p)
     if kind == "DpdkReflect":
         return ", ".join(p for p in (f"dpdk {spec.mode} on {spec.port}", dur) if p)
     test = getattr(spec, "test", kind)

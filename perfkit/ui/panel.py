@@ -17,9 +17,9 @@ background threads (one drawing thread per chart), and the kernel keeps executin
 """
 from __future__ import annotations
 
-import _thread
 import dataclasses
 import html
+import queue
 import re
 import threading
 
@@ -31,12 +31,15 @@ from perfkit.ui.dashboard import Dashboard
 from perfkit.units import Rate, format_si
 
 # Fields whose values come from a fixed list: a spec's own ClassVar (test: TESTS), else by name.
-CHOICES = {"test": _spec.LOCAL_TESTS, "mode": _spec.DPDK_MODES, "method": _spec.HTTP_METHODS}
+CHOICES = {"test": _spec.LOCAL_TESTS, "mode": _spec.DPDK_MODES, "method": _spec.HTTP_METHODS,
+           "http_method": _spec.DPERF_HTTP_METHODS, "url_order": ("cycle", "random")}
 # Free text with suggestions (a Combobox): DPDK ports.
 SUGGESTIONS = {
     "DpdkFlows": {"port": ("ring:pk:0", "net_null0", "net_ring0", "net_memif0,role=client"),
                   "peer": ("ring:pk:1",)},
     "DpdkReflect": {"port": ("ring:pk:1", "net_null0", "net_memif0,role=server")},
+    "DpdkHttpServer": {"port": ("ring:pk:1", "net_memif0,role=server")},
+    "DpdkHttpClient": {"port": ("ring:pk:0", "net_memif0,role=client")},
 }
 
 _SECONDS = "seconds (500ms, 10s, 2m)"
@@ -53,12 +56,29 @@ UNITS = {
     "burst": "frames per burst", "users": "virtual users", "connections": "connections",
     "netns": "/run/netns/NAME", "lab": "lab name", "url": "http://HOST[:PORT]/PATH",
     "headers": "one 'Name: value' a line", "token": "shared secret; empty: PERFKIT_TOKEN",
+    "sizes": "imix, 64,570,1518 or 64:7,570:4 (size:weight)",
+    "ramp_to": "pps or bit/s; empty: no ramp", "ramp_time": _SECONDS,
+    "cores": "lcores (worker threads) per side", "src_ips": "addresses", "dst_ips": "addresses",
+    "sports": "ports; empty: as the flows need", "dports": "ports",
+    "url_order": "how requests pick from a URL list",
+    "listen": "TCP port", "listen_num": "TCP ports", "clients": "ADDR+COUNT, ... (198.18.0.1+4)",
+    "payload_size": "bytes", "mss": "bytes", "tos": "IPv4 TOS byte", "retries": "retransmits",
+    "retransmit_timeout": _SECONDS, "slow_start": _SECONDS, "wait": _SECONDS,
+    "server": "IPv4 address", "gateway": "IPv4 address; empty: the server",
+    "gateway_mac": "aa:bb:cc:dd:ee:ff; empty: ARP", "lport_range": "FIRST-LAST (1024-65535)",
+    "cps": "connections/s (1000, 2k, 1.5m)", "cc": "connections (0, 10k); 0: none",
+    "keepalive_requests": "requests; 0: until the end", "launch_num": "connections per launch",
+    "http_host": "Host header", "http_path": "/PATH", "threads": "client threads",
 }
 UNITS_BY_SPEC = {
     "DpdkFlows": {"size": "Ethernet frame bytes, FCS counted", "port": "ring:NAME:0|1 or a vdev",
                   "peer": "a second port here; empty: none"},
     "DpdkReflect": {"port": "ring:NAME:0|1 or a vdev"},
-    "HttpLoad": {"rate": "requests/s (500, 50k); empty: closed loop"},
+    "HttpLoad": {"rate": "requests/s (500, 50k); empty: closed loop",
+                 "url": "http[s]://HOST[:PORT]/PATH; several: space between"},
+    "DpdkHttpClient": {"keepalive": "seconds between requests; 0: one request per connection",
+                       "payload_size": "POST body bytes"},
+    "DpdkHttpServer": {"payload_size": "response body bytes"},
     "HttpServe": {"size": "body bytes (100, 4K)", "port": "port number; 0: any"},
     "LocalTest": {"port": "port number; 0: any free"},
 }
@@ -72,18 +92,28 @@ HINTS = {
                    "test": "qperf's tests; sctp_* where the kernel has SCTP"},
     "DpdkReflect": {"port": "the port to answer on: ring:NAME:1 (the far end of a pair) or a vdev",
                     "burst": "frames per rx/tx burst"},
+    "DpdkFlows": {"ramp_time": "how long the ramp from rate to ramp_to takes (default: the whole duration)"},
+    "DpdkHttpServer": {"duration": "how long to serve"},
+    "DpdkHttpClient": {"duration": "how long to load",
+                       "launch_num": "connections opened together; cps is reached in launches of this many"},
     "HttpLoad": {"connect_timeout": "a connection not made by then is an error",
                  "response_timeout": "a response not complete by then is an error"},
 }
-HINTS_LIKE = {"RemoteTest": _spec.LocalTest, "DpdkReflect": _spec.DpdkFlows}
+HINTS_LIKE = {"RemoteTest": (_spec.LocalTest,), "DpdkReflect": (_spec.DpdkFlows,),
+              "DpdkHttpServer": (_spec.DpdkFlows,), "DpdkHttpClient": (_spec.DpdkHttpServer, _spec.DpdkFlows)}
 
 _PORT = (0, 65535)
+_TCP_RANGES = {"listen": (1, 65535), "mss": (536, 1460), "tos": (0, 255), "retries": (0, 16),
+               "burst": (1, _spec.DPDK_MAX_BURST), "payload_size": (0, 1 << 20)}
+_TCP_TEXT = {"listen_num": "1..65536 - listen", "retransmit_timeout": "1ms..60s"}
 # Numeric ranges, from the spec module's constants, by spec (the first class in the MRO wins).
 RANGES = {
     "_SocketTest": {"flows": (1, _spec.MAX_FLOWS), "port": _PORT, "batch": (1, _spec.MAX_BATCH),
                     "gso": (0, _spec.MAX_GSO)},
-    "DpdkFlows": {"size": (_spec.DPDK_MIN_SIZE, _spec.DPDK_MAX_SIZE), "flows": (1, _spec.DPDK_MAX_FLOWS),
+    "DpdkFlows": {"size": (_spec.DPDK_MIN_SIZE, _spec.DPDK_MAX_SIZE),
                   "sport": (1, 65535), "dport": (1, 65535), "burst": (1, _spec.DPDK_MAX_BURST)},
+    "DpdkHttpServer": _TCP_RANGES,
+    "DpdkHttpClient": {**_TCP_RANGES, "keepalive_requests": (0, 1 << 30), "launch_num": (1, _spec.DPDK_MAX_BURST)},
     "DpdkReflect": {"flows": (1, _spec.DPDK_MAX_FLOWS), "burst": (1, _spec.DPDK_MAX_BURST)},
     "HttpLoad": {"users": (1, _spec.MAX_USERS)},
     "HttpServe": {"port": _PORT, "size": (0, _spec.MAX_RESPONSE - 256), "connections": (1, _spec.MAX_USERS)},
@@ -91,8 +121,15 @@ RANGES = {
 # Ranges that are not two numbers (they depend on another field, or are durations).
 RANGE_TEXT = {
     "_SocketTest": {"size": "1..{udp} (UDP), 1..{tcp} (TCP, SCTP)".format(**_spec.MAX_SIZE)},
-    "HttpLoad": {"think": "0..1h", "ramp": "0..24h", "connect_timeout": "1ms..10m",
+    "HttpLoad": {"threads": "1..64, at most users", "think": "0..1h", "ramp": "0..24h", "connect_timeout": "1ms..10m",
                  "response_timeout": "1ms..1h", "duration": "1ms..24h"},
+    "DpdkFlows": {"flows": f"1..{_spec.DPDK_MAX_FLOWS}, at most sports x dports x src_ips x dst_ips",
+                  "cores": f"1..{_spec.DPDK_MAX_QUEUES}, at most flows", "src_ips": f"1..{_spec.DPDK_MAX_IPS}",
+                  "dst_ips": f"1..{_spec.DPDK_MAX_IPS}", "sports": "1..65536 - sport",
+                  "dports": "1..65536 - dport"},
+    "DpdkHttpServer": _TCP_TEXT,
+    "DpdkHttpClient": {**_TCP_TEXT, "cps": "above 0, at most 100M", "cc": "0..client sockets",
+                       "keepalive": "0..1h", "slow_start": "0..600s", "wait": "0..600s"},
     "*": {"duration": "above 0, at most 24h"},
 }
 
@@ -141,8 +178,7 @@ def field_hints(spec_cls) -> dict[str, str]:
                 break
     for name, text in HINTS.get(spec_cls.__name__, {}).items():
         hints[name] = text
-    like = HINTS_LIKE.get(spec_cls.__name__)
-    if like is not None:
+    for like in HINTS_LIKE.get(spec_cls.__name__, ()):
         for name, text in field_hints(like).items():
             if name in names and not hints.get(name):
                 hints[name] = text
@@ -153,7 +189,7 @@ def field_hints(spec_cls) -> dict[str, str]:
 class FieldUI:
     """How one spec field shows in the form."""
     name: str
-    kind: str            # choice | combo | bool | int | text | secret | lines | area
+    kind: str            # choice | combo | bool | int | text | secret | lines | area | ranges | pair
     default: object      # the spec's default (None: empty box)
     choices: tuple = ()  # choice: the options; combo: suggestions
     unit: str = ""
@@ -180,6 +216,10 @@ def form_fields(spec_cls, choices: dict | None = None) -> list[FieldUI]:
             kind = "choice"
         elif sugg is not None:
             kind, opts = "combo", sugg
+        elif f.name == "clients":
+            kind = "ranges"
+        elif f.name == "lport_range":
+            kind = "pair"
         elif f.name == "token":
             kind = "secret"
         elif kind_t.split(" |")[0] == "dict":
@@ -209,6 +249,14 @@ def _text_value(value, name: str) -> str:
     a Rate -> '1500000pps' (exact), a dict of headers -> 'Name: value' lines."""
     if value is None:
         return ""
+    if isinstance(value, (tuple, list)) and name == "clients":      # ((ip, n), ...) or 'ip+n' strings
+        return ", ".join(v if isinstance(v, str) else f"{v[0]}+{v[1]}" for v in value)
+    if isinstance(value, (tuple, list)) and name == "lport_range":
+        return f"{value[0]}-{value[1]}"
+    if isinstance(value, (tuple, list)) and name == "sizes":        # ((size, weight), ...)
+        return ",".join(f"{a}:{b}" for a, b in value)
+    if isinstance(value, (tuple, list)):                             # a URL list
+        return " ".join(str(v) for v in value)
     if isinstance(value, Rate):
         return f"{value.value:.15g}{value.unit}"
     if isinstance(value, dict):
@@ -220,6 +268,14 @@ def _text_value(value, name: str) -> str:
     if isinstance(value, float):
         return f"{value:g}"
     return str(value)
+
+
+def _parse_pair(text: str, name: str):
+    """'1024-65535' -> ('1024', '65535'), '2000' -> ('2000', '2000'); the spec checks the numbers."""
+    m = re.fullmatch(r"\s*(\S+?)\s*(?:-\s*(\S+)\s*)?", text)
+    if not m:
+        raise ValueError(f"{name}: {text!r} is not FIRST-LAST (1024-65535)")
+    return (m.group(1), m.group(2) or m.group(1))
 
 
 def _parse_lines(text: str, name: str) -> dict | None:
@@ -350,6 +406,7 @@ class Panel:
             box.observe(self._on_change, names="value")
         self.validate()
         _prewarm()
+        _launcher()
 
     # ---------------------------------------------------------------- form
     @staticmethod
@@ -376,6 +433,12 @@ class Panel:
             v = box.value
             if self._kinds[name] == "lines":
                 v = _parse_lines(v, name)
+            elif self._kinds[name] == "ranges" and v.strip():
+                v = [x for x in re.split(r"[,\s]+", v.strip()) if x]
+            elif self._kinds[name] == "pair" and v.strip():
+                v = _parse_pair(v, name)
+            elif name == "url" and len(v.split()) > 1:      # several URLs, space between
+                v = v.split()
             elif self._kinds[name] == "area":
                 v = v or None
             elif isinstance(v, str):
@@ -451,9 +514,7 @@ class Panel:
             self._set_status(f"… starting {charts.spec_title(spec)}")
             self._refresh()
         dash.attach(self.output)
-        # threading.Thread.start() waits until the new thread holds the GIL, which can take
-        # a while when other threads are busy: the low-level start returns at once
-        _thread.start_new_thread(self._start_run, (run, dash))
+        _launch(self._start_run, run, dash)
         return run
 
     def _start_run(self, run: Run, dash: Dashboard) -> None:
@@ -502,7 +563,8 @@ class Panel:
             if run.error:
                 self._set_status(f"⚠ {run.error}", _RED)
             else:
-                self._set_status(f"■ finished: {summary_line(run.summary)}", _GREEN)
+                self._set_status(f"■ finished: {summary_line(run.summary, run.rows[-1] if run.rows else None)}",
+                                 _GREEN)
             self._refresh()
 
     # ------------------------------------------------------------ display
@@ -512,6 +574,36 @@ class Panel:
     def __repr__(self) -> str:
         state = "running" if self.running else ("finished" if self.run else "idle")
         return f"<perfkit.ui.Panel {self.spec_cls.__name__} {state}, spec={self._spec!r}>"
+
+
+_jobs: queue.SimpleQueue = queue.SimpleQueue()
+_launcher_thread: threading.Thread | None = None
+_launcher_lock = threading.Lock()
+
+
+def _launcher() -> None:
+    """The process's launcher thread (started once, from the first Panel): it starts a
+    thread for each job. threading.Thread.start() waits until the new thread holds the
+    GIL, which can take long when other threads are busy; that wait happens here, so
+    Start only puts a job on a queue and returns at once."""
+    global _launcher_thread
+    with _launcher_lock:
+        if _launcher_thread is not None and _launcher_thread.is_alive():
+            return
+        _launcher_thread = threading.Thread(target=_launch_loop, name="perfkit-ui-launcher", daemon=True)
+        _launcher_thread.start()
+
+
+def _launch_loop() -> None:
+    while True:
+        fn, args = _jobs.get()
+        threading.Thread(target=fn, args=args, name="perfkit-ui-start", daemon=True).start()
+
+
+def _launch(fn, *args) -> None:
+    """fn(*args) in a thread of its own, started by the launcher thread."""
+    _launcher()
+    _jobs.put((fn, args))
 
 
 _prewarmed = threading.Event()
@@ -541,12 +633,25 @@ def _time(us: float) -> str:
     return f"{us:.3g} µs"
 
 
-def summary_line(s: dict | None) -> str:
-    """One line from run.summary: rates and loss for bandwidth tests, latency for latency tests."""
+def summary_line(s: dict | None, last: dict | None = None) -> str:
+    """One line from run.summary: rates and loss for bandwidth tests, latency for latency
+    tests, TPS and response times for HTTP. last: the run's last row (its totals), for
+    what the summary does not carry (DPDK TCP: connections)."""
     if not s:
         return "no summary"
     parts = []
-    if s.get("test") == "http":   # nGrinder's terms
+    if str(s.get("test", "")).startswith("dpdk_http") and last:   # dperf's terms
+        secs = s.get("duration_s") or last.get("time_s") or 0
+        rate = (lambda n: n / secs) if secs > 0 else (lambda n: 0.0)
+        parts.append(format_si(rate(last.get("sock_open") or 0), "conn/s"))
+        served = (last.get("http_resp") or 0) or (last.get("http_get") or 0) + (last.get("http_post") or 0)
+        parts.append(format_si(rate(served), "req/s"))
+        if s.get("lat_p50_us") is not None:
+            parts.append(f"response p50 {_time(s['lat_p50_us'])}, p99 {_time(s['lat_p99_us'])}")
+        errs = sum(last.get(k) or 0 for k in ("http_err", "err_connect", "err_timeout", "err_reset", "err_read"))
+        retrans = sum(last.get(k) or 0 for k in ("retrans_syn", "retrans_fin", "retrans_ack", "retrans_push"))
+        parts.append(f"{errs} errors, {retrans} retransmits")
+    elif s.get("test") == "http":   # nGrinder's terms
         parts.append(f"{format_si(s.get('tps') or 0, 'tps')}")
         if s.get("lat_p50_us") is not None:
             parts.append(f"response p50 {_time(s['lat_p50_us'])}, p99 {_time(s['lat_p99_us'])}")
@@ -566,3 +671,39 @@ def summary_line(s: dict | None) -> str:
             parts.append(f"one-way p50 {_time(s['lat_p50_us'])}")
     parts.append(f"cpu {s.get('cpu_pct', 0):.0f}%")
     return ", ".join(parts)
+
+
+class Launcher:
+    """Every spec's Panel in one widget, a tab each (LocalTest, RemoteTest, HttpLoad,
+    HttpServe, DpdkFlows, DpdkReflect): every test perfkit runs, from one cell.
+
+        launcher = perfkit.ui.Launcher(interval=0.5)
+        launcher                       # pick a tab, fill in, Start
+        launcher["HttpLoad"].run       # a tab's Panel and its Run
+
+    kinds: which specs (names in perfkit.spec.SPECS), in tab order; panel_kwargs go to
+    every Panel (interval, window, redraw_s).
+    """
+
+    def __init__(self, kinds=None, **panel_kwargs):
+        import ipywidgets as w
+        kinds = list(kinds) if kinds is not None else list(_spec.SPECS)
+        for k in kinds:
+            _resolve(k)                       # ValueError naming the known ones
+        self.panels = {k: Panel(k, **panel_kwargs) for k in kinds}
+        self.widget = w.Tab(children=[p.widget for p in self.panels.values()])
+        self.widget.titles = tuple(kinds)
+
+    def __getitem__(self, kind: str) -> Panel:
+        return self.panels[kind]
+
+    @property
+    def current(self) -> Panel:
+        """The Panel of the selected tab."""
+        return list(self.panels.values())[self.widget.selected_index or 0]
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    def __repr__(self) -> str:
+        return f"<perfkit.ui.Launcher {', '.join(self.panels)}>"
