@@ -162,7 +162,7 @@ def html_escape(text):
     ("DpdkReflect", "netns", "lab1"),
     ("HttpLoad", "url", "ftp://127.0.0.1/"),     # http or https only
     ("HttpLoad", "url", "http://127.0.0.1:80/ http://127.0.0.2:80/"),   # a URL list: one server
-    ("DpdkFlows", "sizes", "64:7,2000:1"),
+    ("DpdkFlows", "sizes", "64:7,9100:1"),
     ("DpdkFlows", "ramp_to", "2Mpps"),             # a ramp starts from rate: none given
     ("DpdkHttpServer", "clients", "198.18.0.1+300"),
     ("DpdkHttpServer", "mss", 2000),
