@@ -184,3 +184,32 @@ def test_keepalive_concurrency_against_nginx(lab, nginx):
     assert c["sock_open"] == c["sock_close"] == cc and c["sock_error"] == 0
     assert len(nginx.log()) == c["http_2xx"] == c["http_req"] > cc * 10
     no_leaks()
+
+
+def test_loss_on_the_path_is_retransmitted_and_every_connection_accounted(lab, nginx):
+    """5% loss both ways (the lab's impairment on the veth): retransmissions are counted,
+    every connection completes or is counted as an error, nothing hangs."""
+    lab.impair(loss="5%")
+    try:
+        h = dpdk_tcp.build(client(lab, cps=300, duration=2, retransmit_timeout="100ms", retries=8))
+        try:
+            t0 = time.monotonic()
+            h.start()
+            finish(h, timeout=30)
+            took = time.monotonic() - t0
+            c = counters(h)
+            assert h.error() is None
+        finally:
+            h.close()
+    finally:
+        lab.clear()
+    time.sleep(0.3)
+    log = len(nginx.log())
+    rt = c["retrans_syn"] + c["retrans_fin"] + c["retrans_push"]
+    assert rt > 0 and c["tcp_drop"] >= 0
+    assert c["sock_open"] == c["sock_close"] + c["sock_error"] and c["sock_current"] == 0
+    assert c["http_2xx"] >= 0.9 * c["sock_open"]
+    # nginx logs what it answered; a response lost for good is on nginx's log, not in http_2xx
+    assert c["http_2xx"] <= log <= c["http_2xx"] + c["sock_error"]
+    assert took < 2 + 0.1 * 10 + 5      # launch time + the drain bound (retries x rto) + slack
+    no_leaks()
