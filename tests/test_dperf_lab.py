@@ -213,3 +213,42 @@ def test_loss_on_the_path_is_retransmitted_and_every_connection_accounted(lab, n
     assert c["http_2xx"] <= log <= c["http_2xx"] + c["sock_error"]
     assert took < 2 + 0.1 * 10 + 5      # launch time + the drain bound (retries x rto) + slack
     no_leaks()
+
+
+@pytest.mark.parametrize("keepalive", [True, False])
+def test_wrk_against_the_perfkit_server(lab, keepalive):
+    import re
+    import shutil
+    if not shutil.which("wrk"):
+        pytest.skip("wrk is not installed")
+    which = port_of(lab)
+    h2 = lab.hosts[1]
+    srv = dpdk_tcp.build(DpdkHttpServer(**which, clients=((h2.ipv4, 1),), payload_size=100, duration=60,
+                                        keepalive=keepalive))
+    conns = 8
+    try:
+        srv.start()
+        args = ["wrk", "-t1", "-c", str(conns), "-d", "1s", f"http://{which['ip']}/"]
+        if not keepalive:
+            args += ["-H", "Connection: close"]
+        p = lab.popen(h2, args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        out, err = p.communicate(timeout=60)
+        time.sleep(0.5)
+        srv.stop()
+        finish(srv)
+        c = counters(srv)
+    finally:
+        srv.close()
+    text = out.decode()
+    assert p.returncode == 0, err.decode()
+    done = int(re.search(r"(\d+) requests in", text).group(1))
+    assert "Non-2xx" not in text and "Socket errors" not in text, text
+    assert done > 100
+    # wrk counts whole responses; a request still in flight when it stops is not counted
+    assert done <= c["http_get"] <= done + conns
+    assert c["bad_rx"] == 0 and c["sock_current"] == 0
+    if keepalive:
+        assert c["sock_open"] <= conns + 1                   # wrk's connections (+ its first probe)
+    else:
+        assert done <= c["sock_open"] <= done + 2 * conns + 1   # a connection per request
+    no_leaks()
