@@ -375,3 +375,103 @@ def test_keepalive_requests_per_connection(eal):
     # at most 5 requests per connection; all 5 but on those the end closed early
     assert c["http_req"] <= 5 * c["sock_open"] and c["http_req"] >= 5 * (c["sock_open"] - 10)
     no_leaks()
+
+
+# ------------------------------------------------------------------ the client against a hand-made server
+
+def _client_exchange(name, segments, *, fin_with_last=False):
+    """One connection of the client (ring:NAME:0) to a server played here by hand on
+    ring:NAME:1, answering with these response segments. Returns the client's counters."""
+    raw = _dpdk.Port(f"ring:{name}:1")
+    cli = dpdk_tcp.build(DpdkHttpClient(port=f"ring:{name}:0", cps=1, duration=0.3, gateway_mac=raw.mac,
+                                        retransmit_timeout="300ms", retries=2))
+    try:
+        cmac = cli.port_list[0].mac
+        cli.start()
+        syn = parse_tcp(pull(raw, 1, timeout=5)[0])
+        assert syn["flags"] == SYN and syn["ok"]
+        sport = syn["sport"]
+        raw.send([frame(cmac, ip4(SRV, CLI, 6, tcp(80, sport, 9000, syn["seq"] + 1, SYN | ACK,
+                                                   opts=b"\x02\x04\x05\xb4", src=SRV, dst=CLI)))])
+        req = next(g for g in map(parse_tcp, pull(raw, 1)) if g["data"])
+        assert req["data"].startswith(b"GET / HTTP/1.1\r\nHost: perfkit\r\n")
+        seq, ack = 9001, req["seq"] + len(req["data"])
+        for i, data in enumerate(segments):
+            last = i == len(segments) - 1
+            fl = ACK | PSH | (FIN if last and fin_with_last else 0)
+            raw.send([frame(cmac, ip4(SRV, CLI, 6, tcp(80, sport, seq, ack, fl, data, src=SRV, dst=CLI)))])
+            seq += len(data) + (1 if fl & FIN else 0)
+        # the client's FIN (or RST on a malformed response): answer a FIN with ours
+        deadline = time.monotonic() + 5
+        while cli.running() and time.monotonic() < deadline:
+            for g in map(parse_tcp, raw.recv(64)):
+                if g["flags"] & FIN and not fin_with_last:
+                    raw.send([frame(cmac, ip4(SRV, CLI, 6, tcp(80, sport, seq, g["seq"] + 1, FIN | ACK,
+                                                               src=SRV, dst=CLI)))])
+                    seq += 1
+                elif g["flags"] & FIN:
+                    raw.send([frame(cmac, ip4(SRV, CLI, 6, tcp(80, sport, seq, g["seq"] + 1, ACK,
+                                                               src=SRV, dst=CLI)))])
+            time.sleep(0.005)
+        wait_done(cli)
+        return counters(cli)
+    finally:
+        cli.close()
+        raw.close()
+
+
+def _chunked(body_parts, trailer=b""):
+    out = b"HTTP/1.1 200 OK\r\nServer: hand\r\nTransfer-Encoding: chunked\r\n\r\n"
+    for p in body_parts:
+        out += f"{len(p):x};ext=1\r\n".encode() + p + b"\r\n"
+    return out + b"0\r\n" + trailer + b"\r\n"
+
+
+def _split(data, *cuts):
+    out, last = [], 0
+    for c in cuts:
+        out.append(data[last:c])
+        last = c
+    return out + [data[last:]]
+
+
+@pytest.mark.parametrize("segments,fin", [
+    # Content-Length, headers cut mid-name and mid-value, server FIN with the last segment
+    (_split(b"HTTP/1.1 200 OK\r\nConTent-LeNGth: 11\r\nX: y\r\n\r\nhello world", 20, 27, 49), True),
+    # chunked, cut inside a size line, inside chunk data and inside a CRLF; a trailer
+    (_split(_chunked([b"a" * 300, b"b" * 5, b"c" * 1000], b"X-T: 1\r\n"), 65, 70, 200, 372, 380), False),
+    ([_chunked([b"z" * 10])], False),
+])
+def test_client_reads_content_length_and_chunked_responses(eal, segments, fin):
+    c = _client_exchange("tj", segments, fin_with_last=fin)
+    assert c["http_resp"] == c["http_2xx"] == 1 and c["http_err"] == 0 and c["err_read"] == 0
+    assert c["sock_close"] == 1 and c["sock_error"] == 0
+    no_leaks()
+
+
+@pytest.mark.parametrize("response", [
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n",       # bad hex
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhelloXX0\r\n\r\n",           # no CRLF after data
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok",
+    b"HTTP/1.1 200 OK\r\nContent-Length: 2x\r\n\r\nok",
+    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA",                              # bytes past the body
+    b"HTTP/2.0 200 OK\r\nContent-Length: 2\r\n\r\nok",
+    b"HTTP/1.1 2x0 OK\r\nContent-Length: 2\r\n\r\nok",
+    b"HTTP/1.1 200 OK\r\n\r\n",                                                          # no framing
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1" * 70 + b"\r\n",     # size line too long
+])
+def test_client_counts_malformed_responses(eal, response):
+    c = _client_exchange("tk", [response])
+    assert c["http_2xx"] == 0 and c["http_err"] == 1 and c["err_read"] == 1
+    assert c["sock_error"] == 1 and c["sock_current"] == 0 and c["rst_tx"] == 1
+    no_leaks()
+
+
+def test_client_counts_oversized_response_headers(eal):
+    head = b"HTTP/1.1 200 OK\r\n" + b"X-Pad: " + b"a" * 1400 + b"\r\n"
+    segs = [head] + [b"X-Pad: " + b"a" * 1400 + b"\r\n"] * 6
+    c = _client_exchange("tl", segs)
+    assert c["http_err"] == 1 and c["err_read"] == 1 and c["sock_error"] == 1
+    no_leaks()

@@ -44,9 +44,12 @@ enum {                              /* tsock.flags */
     F_FIN_RCVD = 0x10,
     F_HAVE_CL = 0x20,               /* CLIENT: the response has a Content-Length */
     F_WAITING = 0x40,               /* CLIENT: request out, response not whole yet */
+    F_CHUNKED = 0x80,               /* CLIENT: the response is chunked */
 };
 enum { TL_NONE = 0, TL_RTO = 1, TL_KA = 2, TL_N = 3 };
-enum { P_VER = 0, P_CODE, P_LINE, P_LSTART, P_NAME, P_CLVAL, P_LF_END, P_BODY, P_DONE };
+enum { P_VER = 0, P_CODE, P_LINE, P_LSTART, P_NAME, P_CLVAL, P_TENAME, P_TEVAL, P_LF_END, P_BODY,
+       P_CSIZE, P_CEXT, P_CDATA, P_CCRLF, P_TRAILER, P_TLINE, P_TLF, P_DONE };
+#define MAX_CHUNK_LINE 64           /* a chunk-size line longer than this is malformed */
 
 /* One socket: one cache line. Its addresses and ports are its index in the table. */
 typedef struct tsock {
@@ -500,25 +503,38 @@ static int server_scan(pk_tcp_engine *e, tsock *s, const uint8_t *p, uint32_t n)
 }
 
 static const char CL_NAME[] = "content-length:";
+static const char TE_NAME[] = "transfer-encoding:";
+static const char CHUNKED[] = "chunked";
 
-/* CLIENT: response bytes. Returns 1 when the response is whole, 0 for more,
- * -1 malformed (or chunked, not built yet). Bytes after a whole response are an error. */
+static inline int hexval(uint8_t c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    c |= 0x20;
+    return (c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1;
+}
+
+/* CLIENT: response bytes, in any split. Content-Length and chunked bodies (a body
+ * read until close is not built). Returns 1 when the response is whole, 0 for more,
+ * -1 malformed. Bytes after a whole response are an error (no pipelining). */
 static int client_parse(tsock *s, const uint8_t *p, uint32_t n)
 {
     uint32_t i = 0;
     while (i < n) {
-        if (s->parse == P_BODY) {
+        if (s->parse == P_BODY || s->parse == P_CDATA) {
             uint32_t k = n - i < s->body_left ? n - i : s->body_left;
             s->body_left -= k;
             i += k;
-            if (s->body_left == 0)
-                s->parse = P_DONE;
+            if (s->body_left == 0) {
+                s->parse = s->parse == P_BODY ? P_DONE : P_CCRLF;
+                s->match = 0;
+            }
             continue;
         }
         if (s->parse == P_DONE)
             return -1;
         uint8_t c = p[i++];
-        if (++s->hdr_bytes > MAX_HDR_BYTES)
+        if (s->parse < P_BODY && ++s->hdr_bytes > MAX_HDR_BYTES)
             return -1;
         uint8_t lc = (c >= 'A' && c <= 'Z') ? (uint8_t)(c + 32) : c;
         switch (s->parse) {
@@ -554,7 +570,9 @@ static int client_parse(tsock *s, const uint8_t *p, uint32_t n)
             if (c == '\n')
                 goto headers_done;
             s->match = 0;
-            s->parse = P_NAME;
+            s->parse = (c == 't' || c == 'T') ? P_TENAME : P_NAME;
+            if (s->parse == P_TENAME)
+                goto te_name;
             /* fall through */
         case P_NAME:
             if (lc == (uint8_t)CL_NAME[s->match]) {
@@ -569,6 +587,33 @@ static int client_parse(tsock *s, const uint8_t *p, uint32_t n)
             } else {
                 s->parse = (c == '\n') ? P_LSTART : P_LINE;
             }
+            break;
+        case P_TENAME:
+        te_name:
+            if (lc == (uint8_t)TE_NAME[s->match]) {
+                if (++s->match == sizeof(TE_NAME) - 1) {
+                    s->match = 0;
+                    s->parse = P_TEVAL;
+                }
+            } else {
+                s->parse = (c == '\n') ? P_LSTART : P_LINE;
+            }
+            break;
+        case P_TEVAL:               /* only "chunked" is understood */
+            if ((c == ' ' || c == '\t') && (s->match == 0 || s->match == sizeof(CHUNKED) - 1))
+                break;
+            if (c == '\r' && s->match == sizeof(CHUNKED) - 1)
+                break;
+            if (c == '\n') {
+                if (s->match != sizeof(CHUNKED) - 1 || (s->flags & F_CHUNKED))
+                    return -1;
+                s->flags |= F_CHUNKED;
+                s->parse = P_LSTART;
+                break;
+            }
+            if (s->match >= sizeof(CHUNKED) - 1 || lc != (uint8_t)CHUNKED[s->match])
+                return -1;
+            s->match++;
             break;
         case P_CLVAL:
             if (c == ' ' || c == '\t' || c == '\r')
@@ -588,9 +633,81 @@ static int client_parse(tsock *s, const uint8_t *p, uint32_t n)
             if (c != '\n')
                 return -1;
         headers_done:
+            if (s->flags & F_CHUNKED) {
+                if (s->flags & F_HAVE_CL)
+                    return -1;      /* both: ambiguous framing, refused */
+                s->parse = P_CSIZE;
+                s->match = 0;
+                s->body_left = 0;
+                break;
+            }
             if (!(s->flags & F_HAVE_CL))
-                return -1;          /* chunked and read-until-close: not built yet */
+                return -1;          /* read-until-close: not built */
             s->parse = s->body_left ? P_BODY : P_DONE;
+            break;
+        case P_CSIZE:               /* hex size; match: characters of the line so far */
+            if (++s->match > MAX_CHUNK_LINE)
+                return -1;
+            if (hexval(c) >= 0) {
+                if (s->body_left >= (1u << 27))
+                    return -1;
+                s->body_left = s->body_left * 16 + (uint32_t)hexval(c);
+                s->flags |= F_HAVE_CL;   /* here: at least one digit */
+            } else if (c == ';' || c == ' ' || c == '\t') {
+                s->parse = P_CEXT;
+            } else if (c == '\r') {
+                ;
+            } else if (c == '\n') {
+                goto chunk_line_done;
+            } else {
+                return -1;
+            }
+            break;
+        case P_CEXT:
+            if (++s->match > MAX_CHUNK_LINE)
+                return -1;
+            if (c == '\n')
+                goto chunk_line_done;
+            break;
+        chunk_line_done:
+            if (!(s->flags & F_HAVE_CL))
+                return -1;          /* no digits */
+            s->flags &= (uint8_t)~F_HAVE_CL;
+            s->match = 0;
+            s->parse = s->body_left ? P_CDATA : P_TRAILER;
+            break;
+        case P_CCRLF:               /* the CRLF after chunk data */
+            if (c == '\r' && s->match == 0) {
+                s->match = 1;
+                break;
+            }
+            if (c != '\n')
+                return -1;
+            s->match = 0;
+            s->parse = P_CSIZE;
+            break;
+        case P_TRAILER:             /* trailer lines, then an empty line */
+            if (c == '\r') {
+                s->parse = P_TLF;
+                break;
+            }
+            if (c == '\n') {
+                s->parse = P_DONE;
+                break;
+            }
+            s->match = 1;
+            s->parse = P_TLINE;
+            break;
+        case P_TLINE:
+            if (++s->match > 250)  /* match is 8 bits: trailer lines up to 250 */
+                return -1;
+            if (c == '\n')
+                s->parse = P_TRAILER;
+            break;
+        case P_TLF:
+            if (c != '\n')
+                return -1;
+            s->parse = P_DONE;
             break;
         default:
             return -1;
@@ -606,7 +723,7 @@ static void client_reset_parser(tsock *s)
     s->hdr_bytes = 0;
     s->status = 0;
     s->body_left = 0;
-    s->flags &= (uint8_t)~F_HAVE_CL;
+    s->flags &= (uint8_t)~(F_HAVE_CL | F_CHUNKED);
 }
 
 static void client_request(pk_tcp_engine *e, uint32_t idx, uint64_t now)
