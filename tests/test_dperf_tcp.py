@@ -97,6 +97,21 @@ def test_cps_run_counts_agree_exactly(eal):
     no_leaks()
 
 
+def test_address_and_port_ranges_reuse_sockets_without_time_wait(eal):
+    """4 client addresses x 50 ports x 3 listen ports = 600 sockets for ~900 connections:
+    the client's cursor wraps and reuses tuples at once (no TIME_WAIT on either side)."""
+    c, s, _ = run_pair(DpdkHttpServer(port="ring:tm:1", payload_size=10, listen=8080, listen_num=3,
+                                      clients=(("198.18.0.10", 4),), duration=30),
+                       DpdkHttpClient(port="ring:tm:0", ip="198.18.0.10", clients=(("198.18.0.10", 4),),
+                                      lport_range=(2000, 2049), listen=8080, listen_num=3, cps=600,
+                                      duration=1.5, launch_num=8))
+    n = c["sock_open"]
+    assert n > 600                                            # more connections than sockets
+    assert c["http_2xx"] == s["http_get"] == s["sock_close"] == c["sock_close"] == n
+    assert c["sock_error"] == s["sock_error"] == 0 and s["tcp_drop"] == 0
+    no_leaks()
+
+
 def test_large_responses_go_in_many_segments(eal):
     body = 50_000                                            # 35 segments of 1460
     c, s, _ = run_pair(DpdkHttpServer(port="ring:tb:1", payload_size=body, duration=30),
