@@ -94,6 +94,7 @@ struct pk_tcp_engine {
     uint8_t peer_mac[6];
     int peer_mac_ok;
     struct rte_mbuf *tx[TXQ];
+    uint32_t txlen[TXQ];
     uint32_t ntx;
     uint64_t current;               /* sockets not CLOSED */
     uint64_t lat_min;
@@ -248,26 +249,47 @@ static void record_latency(pk_tcp_engine *e, uint64_t ns)
 
 /* ------------------------------------------------------------ transmit */
 
-static void tx_flush(pk_tcp_engine *e)
+/* Hand the queue to the port. What it does not take stays queued for the next
+ * loop (a ring or memif peer that is a moment late); with drop, it is freed and
+ * counted (the end of a run, or a queue still full). */
+static void tx_flush_mode(pk_tcp_engine *e, int drop)
 {
     uint32_t done = 0;
-    for (int tries = 0; done < e->ntx && tries < 64; tries++)
+    for (int tries = 0; done < e->ntx && tries < 8; tries++)
         done += rte_eth_tx_burst(e->pid, 0, e->tx + done, (uint16_t)(e->ntx - done));
-    if (done < e->ntx) {
+    if (done) {                 /* counted as the port takes them (the mbufs are its now: lengths first) */
+        uint64_t bytes = 0;
+        for (uint32_t i = 0; i < done; i++)
+            bytes += e->txlen[i] + FCS_LEN;
+        pk_add(&e->c, PK_pkts_tx, done);
+        pk_add(&e->c, PK_bytes_tx, bytes);
+        if (done < e->ntx)
+            memmove(e->txlen, e->txlen + done, sizeof(e->txlen[0]) * (e->ntx - done));
+    }
+    if (done < e->ntx && drop) {
         for (uint32_t i = done; i < e->ntx; i++)
             rte_pktmbuf_free(e->tx[i]);
         pk_add(&e->c, PK_drop_tx, e->ntx - done);
+        done = e->ntx;
     }
-    e->ntx = 0;
+    if (done && done < e->ntx)
+        memmove(e->tx, e->tx + done, sizeof(e->tx[0]) * (e->ntx - done));
+    e->ntx -= done;
 }
+
+static void tx_flush(pk_tcp_engine *e) { tx_flush_mode(e, 0); }
 
 static inline void tx_put(pk_tcp_engine *e, struct rte_mbuf *m)
 {
-    pk_add(&e->c, PK_pkts_tx, 1);
-    pk_add(&e->c, PK_bytes_tx, rte_pktmbuf_pkt_len(m) + FCS_LEN);
-    e->tx[e->ntx++] = m;
     if (e->ntx == TXQ)
         tx_flush(e);
+    if (e->ntx == TXQ) {        /* the port takes nothing: this frame is lost */
+        rte_pktmbuf_free(m);
+        cnt(e, PK_drop_tx);
+        return;
+    }
+    e->txlen[e->ntx] = rte_pktmbuf_pkt_len(m);
+    e->tx[e->ntx++] = m;
 }
 
 static const uint8_t *dst_mac(const pk_tcp_engine *e)
@@ -1292,11 +1314,7 @@ static void rx_burst(pk_tcp_engine *e, uint64_t now)
         pk_add(&e->c, PK_pkts_rx, 1);
         pk_add(&e->c, PK_bytes_rx, rte_pktmbuf_pkt_len(m[i]) + FCS_LEN);
         if (handle_frame(e, m[i], now)) {
-            pk_add(&e->c, PK_pkts_tx, 1);
-            pk_add(&e->c, PK_bytes_tx, rte_pktmbuf_pkt_len(m[i]) + FCS_LEN);
-            e->tx[e->ntx++] = m[i];
-            if (e->ntx == TXQ)
-                tx_flush(e);
+            tx_put(e, m[i]);
         } else {
             rte_pktmbuf_free(m[i]);
         }
@@ -1500,16 +1518,20 @@ static void worker_loop(pk_tcp_engine *e)
             pk_set(&e->c, PK_cpu_wall_ns, (uint64_t)((double)(t1 - wall0) * 1e9 / hz));
         }
     }
-    if (e->ntx)
+    for (int k = 0; k < 100 && e->ntx; k++)
         tx_flush(e);
+    if (e->ntx)
+        tx_flush_mode(e, 1);
     /* what is still open at the end: the client's are errors (they did not finish in the
      * drain time); the server's stay counted as current */
     if (client) {
         for (uint32_t i = 0; i < e->nsock && e->current; i++)
             if (e->socks[i].state != S_CLOSED)
                 sock_abort(e, i, PK_err_timeout);
-        if (e->ntx)
+        for (int k = 0; k < 100 && e->ntx; k++)
             tx_flush(e);
+        if (e->ntx)
+            tx_flush_mode(e, 1);
     }
     uint64_t t1 = rte_rdtsc();
     read_nic(e, 0);
