@@ -37,9 +37,8 @@ UNSUPPORTED = {
     "jumbo": "jumbo frames are not built",
     "vxlan": "VXLAN is not built",
     "kni": "KNI is not built (and was removed from DPDK)",
-    "change_dip": "flood is not built",
+    "change_dip": "a flood's destination list is not built",
     "client_hop": "client hops are not built",
-    "flood": "SYN flood is not built yet",
     "vlan": "VLAN tags are not built yet",
     "rss": "one queue per port for now: RSS is not built yet",
 }
@@ -78,6 +77,7 @@ class DperfConfig:
     retransmit_timeout: float | None = None
     tcp_rst: bool = True
     fast_close: bool = False
+    flood: bool = False
     quiet: bool = False
     tx_burst: int = DPERF_DEFAULTS["tx_burst"]
     lines: dict = field(default_factory=dict)             # keyword -> line number (first)
@@ -132,7 +132,7 @@ class DperfConfig:
                                   launch_num=self.launch_num, slow_start=self.slow_start,
                                   wait=self.wait, http_host=self.http_host, http_path=self.http_path,
                                   http_method=self.http_method, payload_size=self.payload_size or 0,
-                                  fast_close=self.fast_close, **common)
+                                  fast_close=self.fast_close, flood=self.flood, **common)
         except DperfError:
             raise
         except ValueError as e:
@@ -141,7 +141,7 @@ class DperfConfig:
     _FIELD_KEYWORD = {"port": "port", "ip": "port", "gateway": "port", "gateway_mac": "port",
                       "netns": "port", "clients": "client", "server": "server", "listen": "listen",
                       "listen_num": "listen", "payload_size": "payload_size", "cc": "cc",
-                      "keepalive": "keepalive", "keepalive_requests": "keepalive"}
+                      "keepalive": "keepalive", "keepalive_requests": "keepalive", "flood": "flood"}
 
     def _spec_error(self, e: ValueError) -> DperfError:
         fieldname = str(e).split(":", 1)[0]
@@ -410,10 +410,10 @@ KEYWORDS = {
     "http_host": _kw_string("http_host"), "http_path": _kw_string("http_path"),
     "http_method": _kw_http_method, "lport_range": _kw_lport_range, "tos": _kw_tos, "mss": _kw_mss,
     "retransmit_timeout": _kw_retransmit_timeout, "tcp_rst": _kw_tcp_rst, "fast_close": _kw_fast_close,
-    "quiet": _kw_flag("quiet"), "tx_burst": _kw_tx_burst,
+    "quiet": _kw_flag("quiet"), "tx_burst": _kw_tx_burst, "flood": _kw_flag("flood"),
 }
 REPEATABLE = {"port", "client", "server"}
-CLIENT_ONLY = {"cps", "cc", "launch_num", "slow_start", "wait", "http_host", "http_path",
+CLIENT_ONLY = {"cps", "cc", "flood", "launch_num", "slow_start", "wait", "http_host", "http_path",
                "http_method", "lport_range", "fast_close"}
 
 

@@ -721,6 +721,8 @@ class DpdkHttpClient(_DpdkSpec):
     http_host, http_path, http_method  the request (GET; POST carries payload_size bytes)
     payload_size  POST body bytes
     fast_close    close with RST instead of FIN
+    flood         SYN flood: only the first packet of each connection (a SYN at cps), no
+                  sockets kept; SYN-ACKs that come back are answered with RST (tcp_rst)
     """
     ENGINE: ClassVar[str] = "dpdk_tcp"
     port: str = "ring:pk:0"
@@ -752,6 +754,7 @@ class DpdkHttpClient(_DpdkSpec):
     retries: int = 3
     burst: int = 32
     netns: str | None = None
+    flood: bool = False
 
     test = "dpdk_http_client"
 
@@ -814,6 +817,9 @@ class DpdkHttpClient(_DpdkSpec):
             raise ValueError(f"payload_size: the request ({len(self.request_bytes())} B) must fit in one "
                              f"segment (mss {self.mss})")
         put("fast_close", _bool(self.fast_close, "fast_close"))
+        put("flood", _bool(self.flood, "flood"))
+        if self.flood and (self.cc or self.keepalive):
+            raise ValueError("flood: a SYN flood keeps no connections: no cc or keepalive with it")
         if self.sockets > TCP_MAX_SOCKETS:
             raise ValueError(f"clients: {self.sockets} sockets (addresses x lport_range x listen_num) "
                              f"pass {TCP_MAX_SOCKETS}: use fewer addresses, ports or listen ports")

@@ -96,6 +96,12 @@ duration 1.5m
     assert spec.from_dict(s.to_dict()) == s
 
 
+def test_flood():
+    s = dperf.parse(BASE + "cps 1k\nflood\n").to_spec()
+    assert s.flood is True
+    err(BASE + "cps 1k\nflood\ncc 10\nkeepalive 1s\n", r"t.conf:7: flood: a SYN flood keeps no connections")
+
+
 def test_server_keepalive_and_payload():
     text = ("mode server\ncpu 0\nport ring:a:1 198.18.0.2 198.18.0.1\nclient 198.18.0.1 2\n"
             "server 198.18.0.2 1\nkeepalive 1s\npayload_size 5000\n")
@@ -109,7 +115,8 @@ def test_server_keepalive_and_payload():
 @pytest.mark.parametrize("line,match", [
     ("bogus 1", r"t.conf:6: bogus: unknown keyword"),
     ("vlan 100", r"t.conf:6: vlan: not supported by perfkit: VLAN"),
-    ("flood", r"t.conf:6: flood: not supported"),
+    ("flood 1", r"t.conf:6: flood: takes no arguments"),
+    ("change_dip 198.18.0.9 1 2", r"t.conf:6: change_dip: not supported"),
     ("daemon", r"t.conf:6: daemon: not supported"),
     ("cps fast", r"t.conf:6: cps: 'fast' is not a connection rate"),
     ("cps 0", r"t.conf:6: cps: must be above 0"),

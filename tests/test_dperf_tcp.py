@@ -112,6 +112,17 @@ def test_address_and_port_ranges_reuse_sockets_without_time_wait(eal):
     no_leaks()
 
 
+def test_syn_flood_keeps_no_sockets(eal):
+    c, s, _ = run_pair(DpdkHttpServer(port="ring:tn:1", duration=30),
+                       DpdkHttpClient(port="ring:tn:0", cps=2000, duration=0.5, flood=True, launch_num=16))
+    n = c["syn_tx"]
+    assert 900 <= n <= 1100 and c["sock_open"] == 0 and c["http_req"] == 0
+    assert s["syn_rx"] == s["syn_tx"] == s["sock_open"] == n       # the server answers every SYN
+    assert c["syn_rx"] == c["rst_tx"] == s["rst_rx"] == n          # and is reset: nothing was kept here
+    assert s["sock_current"] == 0 and s["sock_error"] == s["err_reset"] == n
+    no_leaks()
+
+
 def test_large_responses_go_in_many_segments(eal):
     body = 50_000                                            # 35 segments of 1460
     c, s, _ = run_pair(DpdkHttpServer(port="ring:tb:1", payload_size=body, duration=30),

@@ -38,6 +38,7 @@ cdef extern from "tcp_engine.h":
         uint32_t launch_num
         uint64_t slow_start_ns, wait_ns
         int fast_close
+        int flood
         int cpu
 
     ctypedef struct pk_tcp_engine:

@@ -74,6 +74,7 @@ cdef class TcpEngine:
         cfg.slow_start_ns = <uint64_t>(c.get("slow_start", 0.0) * 1e9)
         cfg.wait_ns = <uint64_t>(c.get("wait", 0.0) * 1e9)
         cfg.fast_close = 1 if c.get("fast_close") else 0
+        cfg.flood = 1 if c.get("flood") else 0
         cfg.cpu = c.get("cpu", -1)
         err[0] = 0
         self.e = pk_tcp_create(port._live(), &cfg, err, sizeof(err))

@@ -1401,6 +1401,14 @@ static void launch(pk_tcp_engine *e, uint64_t now, uint64_t t_start)
         target = 1;                 /* the first connection at once */
     uint32_t budget = e->cfg.launch_num;
     while (budget-- && (double)e->launched < target) {
+        if (e->cfg.flood) {         /* a SYN from the next tuple; nothing is kept */
+            tuple4 t;
+            sock_tuple(e, e->cursor, &t);
+            e->cursor = (e->cursor + 1 == e->nsock) ? 0 : e->cursor + 1;
+            e->launched++;
+            tx_seg(e, t.cip, rte_be_to_cpu_32(e->cfg.server_ip), t.cport, t.sport, tsc_rand(e), 0, TH_SYN, 0, 0);
+            continue;
+        }
         if (e->cfg.cc && e->current >= e->cfg.cc) {
             e->launched = (uint64_t)target;   /* at the concurrency target: no backlog */
             return;

@@ -59,6 +59,7 @@ typedef struct pk_tcp_cfg {
     uint32_t launch_num;
     uint64_t slow_start_ns, wait_ns;
     int fast_close;
+    int flood;                   /* CLIENT: SYNs only, no sockets (a SYN-ACK is answered with RST) */
     int cpu;
 } pk_tcp_cfg;
 

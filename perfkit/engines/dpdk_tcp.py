@@ -36,7 +36,7 @@ def config(spec) -> dict:
                 "msg": spec.request_bytes(), "cps": float(spec.cps), "cc": int(spec.cc),
                 "ka_interval": spec.keepalive, "ka_requests": spec.keepalive_requests,
                 "launch_num": spec.launch_num, "slow_start": spec.slow_start, "wait": spec.wait,
-                "fast_close": spec.fast_close}
+                "fast_close": spec.fast_close, "flood": spec.flood}
     raise ValueError(f"engine: dpdk_tcp runs DpdkHttpServer and DpdkHttpClient specs, "
                      f"not {type(spec).__name__}")
 
