@@ -501,3 +501,80 @@ def test_client_counts_oversized_response_headers(eal):
     c = _client_exchange("tl", segs)
     assert c["http_err"] == 1 and c["err_read"] == 1 and c["sock_error"] == 1
     no_leaks()
+
+
+def _fuzz_frames(rng, mac, n, src, dst, ports, lports):
+    """Random segments with valid checksums: any flags, sequence and acknowledgment
+    numbers, options and payload, to and from the ports the engine keeps sockets for."""
+    out = []
+    for _ in range(n):
+        flags = rng.getrandbits(6)
+        opts = b""
+        if rng.random() < 0.3:
+            opts = bytes(rng.getrandbits(8) for _ in range(rng.choice((4, 8, 12))))
+        payload = bytes(rng.getrandbits(8) for _ in range(rng.choice((0, 0, 1, 20, 200))))
+        if rng.random() < 0.2:
+            payload = rng.choice((b"GET / HTTP/1.1\r\n\r\n", b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc",
+                                  b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"))
+        seg = tcp(rng.choice(lports), rng.choice(ports), rng.getrandbits(32), rng.getrandbits(32), flags,
+                  payload, opts=opts, src=src, dst=dst)
+        f = frame(mac, ip4(src, dst, 6, seg))
+        if rng.random() < 0.1:
+            f = f[:rng.randrange(14, len(f))]                 # cut anywhere
+        out.append(f)
+    return out
+
+
+def _push(raw, frames, timeout=20.0):
+    """Every frame into the ring, draining what comes back meanwhile."""
+    deadline, i = time.monotonic() + timeout, 0
+    while i < len(frames):
+        i += raw.send(frames[i:i + 64])
+        raw.recv(64)
+        assert time.monotonic() < deadline, "the ring stayed full"
+
+
+@pytest.mark.parametrize("seed", [6, 7])
+def test_fuzzed_segments_never_crash_server_or_client(eal, seed):
+    import random
+    rng = random.Random(seed)
+    # the server, fed random segments from its client's address
+    srv = dpdk_tcp.build(DpdkHttpServer(port="ring:tz:1", payload_size=2000, duration=30,
+                                        retransmit_timeout="20ms", retries=1))
+    raw = _dpdk.Port("ring:tz:0")
+    try:
+        srv.start()
+        mac = srv.port_list[0].mac
+        frames = _fuzz_frames(rng, mac, 6000, CLI, SRV, [80, 80, 81], [40000, 40001, 40002, rng.randrange(65536)])
+        _push(raw, frames)
+        time.sleep(0.3)
+        while raw.recv(64):
+            pass
+        c = counters(srv)
+        assert srv.running() and srv.error() is None
+        assert c["pkts_rx"] == 6000 and c["bad_rx"] > 0 and c["tcp_rx"] > 0
+        assert c["sock_open"] > 0 and c["rst_tx"] > 0 and c["tcp_drop"] > 0
+        assert c["sock_open"] == c["sock_close"] + c["sock_error"] + c["sock_current"]
+    finally:
+        srv.stop()
+        wait_done(srv)
+        srv.close()
+        raw.close()
+    # the client, fed random segments from its server's address while it runs
+    raw = _dpdk.Port("ring:tz:1")
+    cli = dpdk_tcp.build(DpdkHttpClient(port="ring:tz:0", cps=200, duration=1.0, gateway_mac=raw.mac,
+                                        lport_range=(3000, 3003), retransmit_timeout="20ms", retries=1))
+    try:
+        cli.start()
+        mac = cli.port_list[0].mac
+        frames = _fuzz_frames(rng, mac, 6000, SRV, CLI, [3000, 3001, 3002, 3003], [80])
+        _push(raw, frames)
+        wait_done(cli)
+        c = counters(cli)
+        assert cli.error() is None
+        assert c["pkts_rx"] == 6000 and c["sock_current"] == 0
+        assert c["sock_open"] == c["sock_close"] + c["sock_error"]
+    finally:
+        cli.close()
+        raw.close()
+    no_leaks()
