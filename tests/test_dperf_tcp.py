@@ -116,7 +116,7 @@ def test_syn_flood_keeps_no_sockets(eal):
     c, s, _ = run_pair(DpdkHttpServer(port="ring:tn:1", duration=30),
                        DpdkHttpClient(port="ring:tn:0", cps=2000, duration=0.5, flood=True, launch_num=16))
     n = c["syn_tx"]
-    assert 900 <= n <= 1100 and c["sock_open"] == 0 and c["http_req"] == 0
+    assert 300 <= n <= 1020 and c["sock_open"] == 0 and c["http_req"] == 0   # 2000/s for 0.5 s (a busy CPU: fewer)
     assert s["syn_rx"] == s["syn_tx"] == s["sock_open"] == n       # the server answers every SYN
     assert c["syn_rx"] == c["rst_tx"] == s["rst_rx"] == n          # and is reset: nothing was kept here
     assert s["sock_current"] == 0 and s["sock_error"] == s["err_reset"] == n

@@ -279,17 +279,19 @@ static void tx_flush_mode(pk_tcp_engine *e, int drop)
 
 static void tx_flush(pk_tcp_engine *e) { tx_flush_mode(e, 0); }
 
-static inline void tx_put(pk_tcp_engine *e, struct rte_mbuf *m)
+/* Queue a frame; 0 when the queue stays full and it is dropped (counted). */
+static inline int tx_put(pk_tcp_engine *e, struct rte_mbuf *m)
 {
     if (e->ntx == TXQ)
         tx_flush(e);
     if (e->ntx == TXQ) {        /* the port takes nothing: this frame is lost */
         rte_pktmbuf_free(m);
         cnt(e, PK_drop_tx);
-        return;
+        return 0;
     }
     e->txlen[e->ntx] = rte_pktmbuf_pkt_len(m);
     e->tx[e->ntx++] = m;
+    return 1;
 }
 
 static const uint8_t *dst_mac(const pk_tcp_engine *e)
@@ -361,13 +363,14 @@ static void tx_seg(pk_tcp_engine *e, uint32_t lip, uint32_t rip, uint16_t lport,
         s += msg_sum(e, off, off + len);
     uint16_t ck = (uint16_t)~fold(s);
     memcpy(th + 16, &ck, 2);
+    if (!tx_put(e, m))
+        return;
     if (flags & TH_SYN)
         cnt(e, PK_syn_tx);
     if (flags & TH_FIN)
         cnt(e, PK_fin_tx);
     if (flags & TH_RST)
         cnt(e, PK_rst_tx);
-    tx_put(e, m);
 }
 
 /* A segment of socket idx. */
@@ -1503,12 +1506,13 @@ static void worker_loop(pk_tcp_engine *e)
                 if (e->launching || !e->draining) {
                     e->launching = 0;
                     e->draining = 1;
-                    drain_end = now + drain_c;
+                    drain_end = now + (e->cfg.flood ? drain_c / 8 : drain_c);
                     /* idle keep-alive connections close now */
                     for (int k = 0; e->head[TL_KA] && k < 1 << 30; k++)
                         on_ka(e, e->head[TL_KA] - 1, now);
                 }
-                if (e->current == 0 || now >= drain_end)
+                /* a flood keeps no sockets: it stays a moment to answer the last SYN-ACKs */
+                if ((e->current == 0 && !e->cfg.flood) || now >= drain_end)
                     break;
             }
         } else if (now >= launch_end || stopping(e)) {
