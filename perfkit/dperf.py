@@ -39,7 +39,6 @@ UNSUPPORTED = {
     "kni": "KNI is not built (and was removed from DPDK)",
     "change_dip": "a flood's destination list is not built",
     "client_hop": "client hops are not built",
-    "vlan": "VLAN tags are not built yet",
     "rss": "one queue per port for now: RSS is not built yet",
 }
 
@@ -73,6 +72,7 @@ class DperfConfig:
     http_method: str = DPERF_DEFAULTS["http_method"]
     lport_range: tuple = DPERF_DEFAULTS["lport_range"]
     tos: int = 0
+    vlan: int = 0
     mss: int = DPERF_DEFAULTS["mss"]
     retransmit_timeout: float | None = None
     tcp_rst: bool = True
@@ -107,7 +107,7 @@ class DperfConfig:
         dev, ip, gateway, gateway_mac = self.ports[0]
         server_ip = self.servers[0][0]
         common = dict(port=dev, netns=netns, listen=self.listen[0], listen_num=self.listen[1],
-                      duration=self.duration, mss=self.mss, tos=self.tos, tcp_rst=self.tcp_rst,
+                      duration=self.duration, mss=self.mss, tos=self.tos, vlan=self.vlan, tcp_rst=self.tcp_rst,
                       burst=min(self.tx_burst, 256))
         if self.retransmit_timeout is not None:
             common["retransmit_timeout"] = self.retransmit_timeout
@@ -365,6 +365,11 @@ def _kw_tos(c, a):
     c.tos = v
 
 
+def _kw_vlan(c, a):
+    _nargs(a, 1, 1, "a VLAN id (1-4094)")
+    c.vlan = _whole(a[0], "a VLAN id", 1, 4094)
+
+
 def _kw_mss(c, a):
     _nargs(a, 1, 1, "bytes")
     c.mss = _whole(a[0], "an MSS", 536, 9000)
@@ -408,7 +413,7 @@ KEYWORDS = {
     "keepalive": _kw_keepalive, "launch_num": _kw_launch_num, "slow_start": _kw_slow_start,
     "wait": _kw_wait, "payload_size": _kw_payload_size, "protocol": _kw_protocol,
     "http_host": _kw_string("http_host"), "http_path": _kw_string("http_path"),
-    "http_method": _kw_http_method, "lport_range": _kw_lport_range, "tos": _kw_tos, "mss": _kw_mss,
+    "http_method": _kw_http_method, "lport_range": _kw_lport_range, "tos": _kw_tos, "vlan": _kw_vlan, "mss": _kw_mss,
     "retransmit_timeout": _kw_retransmit_timeout, "tcp_rst": _kw_tcp_rst, "fast_close": _kw_fast_close,
     "quiet": _kw_flag("quiet"), "tx_burst": _kw_tx_burst, "flood": _kw_flag("flood"),
 }

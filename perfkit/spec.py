@@ -623,6 +623,7 @@ def _check_tcp_common(self, put) -> None:
     put("listen_num", _int_in(self.listen_num, "listen_num", 1, 65536 - self.listen))
     put("mss", _int_in(self.mss, "mss", 536, 1460))
     put("tos", _int_in(self.tos, "tos", 0, 255))
+    put("vlan", _int_in(self.vlan, "vlan", 0, 4094))
     put("tcp_rst", _bool(self.tcp_rst, "tcp_rst"))
     rto = parse_duration(self.retransmit_timeout, "retransmit_timeout")
     if not 0.001 <= rto <= 60:
@@ -648,6 +649,7 @@ class DpdkHttpServer(_DpdkSpec):
     keepalive     False: FIN goes with the response (dperf's fast close); True: the client closes
     mss           largest segment sent (the client's MSS option lowers it)
     tos           IPv4 TOS of every packet
+    vlan          802.1Q VLAN id of every frame (0: untagged); frames of other VLANs are not ours
     tcp_rst       answer segments for no connection (and SYNs to other ports) with RST
     retransmit_timeout, retries  stop-and-wait: resend after this, give up after retries
     """
@@ -662,6 +664,7 @@ class DpdkHttpServer(_DpdkSpec):
     duration: float | str = 10.0
     mss: int = 1460
     tos: int = 0
+    vlan: int = 0
     tcp_rst: bool = True
     retransmit_timeout: float | str = 1.0
     retries: int = 3
@@ -749,6 +752,7 @@ class DpdkHttpClient(_DpdkSpec):
     fast_close: bool = False
     mss: int = 1460
     tos: int = 0
+    vlan: int = 0
     tcp_rst: bool = True
     retransmit_timeout: float | str = 1.0
     retries: int = 3

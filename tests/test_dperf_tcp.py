@@ -123,6 +123,41 @@ def test_syn_flood_keeps_no_sockets(eal):
     no_leaks()
 
 
+def test_vlan_tagged_both_ways(eal):
+    c, s, _ = run_pair(DpdkHttpServer(port="ring:tv:1", payload_size=3000, vlan=100, tos=0x20, duration=30),
+                       DpdkHttpClient(port="ring:tv:0", cps=300, duration=0.5, vlan=100, tos=0x20))
+    n = c["sock_open"]
+    assert n >= 100 and c["http_2xx"] == s["http_get"] == s["sock_close"] == n and c["sock_error"] == 0
+    assert c["other_rx"] == s["other_rx"] == 0 and c["bad_rx"] == s["bad_rx"] == 0
+    no_leaks()
+
+
+def test_vlan_frames_are_tagged_and_others_ignored(eal):
+    srv = dpdk_tcp.build(DpdkHttpServer(port="ring:tw:1", vlan=7, tos=0xb8, duration=30))
+    raw = _dpdk.Port("ring:tw:0")
+    try:
+        srv.start()
+        mac = srv.port_list[0].mac
+        seg = ip4(CLI, SRV, 6, tcp(40000, 80, 1, 0, SYN))
+        tagged = lambda vid: mac_bytes(mac) + mac_bytes(PEER_MAC) + struct.pack("!HHH", 0x8100, vid, 0x0800) + seg  # noqa: E731
+        raw.send([frame(mac, seg), tagged(8), tagged(7)])   # untagged, another VLAN, ours
+        (f,) = pull(raw, 1)
+        time.sleep(0.1)
+        assert raw.recv(64) == []
+        assert f[12:16] == struct.pack("!HH", 0x8100, 7) and f[16:18] == b"\x08\x00"
+        assert f[19] == 0xb8                                    # TOS
+        g = parse_tcp(f[:12] + f[16:])
+        assert g["ok"] and g["flags"] == SYN | ACK and g["ack"] == 2
+        c = counters(srv)
+        assert c["other_rx"] == 2 and c["syn_rx"] == 1
+    finally:
+        srv.stop()
+        wait_done(srv)
+        srv.close()
+        raw.close()
+    no_leaks()
+
+
 def test_large_responses_go_in_many_segments(eal):
     body = 50_000                                            # 35 segments of 1460
     c, s, _ = run_pair(DpdkHttpServer(port="ring:tb:1", payload_size=body, duration=30),

@@ -93,6 +93,7 @@ struct pk_tcp_engine {
 
     uint8_t peer_mac[6];
     int peer_mac_ok;
+    uint32_t l2;                    /* Ethernet header bytes: 14, or 18 with an 802.1Q tag */
     struct rte_mbuf *tx[TXQ];
     uint32_t txlen[TXQ];
     uint32_t ntx;
@@ -302,6 +303,21 @@ static const uint8_t *dst_mac(const pk_tcp_engine *e)
     return e->peer_mac_ok ? e->peer_mac : bcast;
 }
 
+/* The Ethernet header (with the 802.1Q tag when a VLAN is set); returns its length. */
+static inline uint32_t put_l2(const pk_tcp_engine *e, uint8_t *d, const uint8_t *dst, uint16_t type)
+{
+    memcpy(d, dst, 6);
+    memcpy(d + 6, e->mac, 6);
+    if (e->cfg.vlan) {
+        wr16(d + 12, 0x8100);
+        wr16(d + 14, e->cfg.vlan);
+        wr16(d + 16, type);
+        return 18;
+    }
+    wr16(d + 12, type);
+    return ETH_LEN;
+}
+
 /* One TCP segment from the template: Ethernet, IPv4 (TOS, DF), TCP with the
  * MSS option on SYNs; payload msg[off, off + len). */
 static void tx_seg(pk_tcp_engine *e, uint32_t lip, uint32_t rip, uint16_t lport, uint16_t rport,
@@ -314,16 +330,13 @@ static void tx_seg(pk_tcp_engine *e, uint32_t lip, uint32_t rip, uint16_t lport,
     }
     uint32_t opt = (flags & TH_SYN) ? 4 : 0;
     uint32_t tcplen = TCP_LEN + opt + len;
-    uint8_t *d = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)(ETH_LEN + IP_LEN + tcplen));
+    uint8_t *d = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)(e->l2 + IP_LEN + tcplen));
     if (!d) {
         rte_pktmbuf_free(m);
         cnt(e, PK_drop_tx);
         return;
     }
-    memcpy(d, dst_mac(e), 6);
-    memcpy(d + 6, e->mac, 6);
-    wr16(d + 12, 0x0800);
-    uint8_t *ip = d + ETH_LEN;
+    uint8_t *ip = d + put_l2(e, d, dst_mac(e), 0x0800);
     ip[0] = 0x45;
     ip[1] = e->cfg.tos;
     wr16(ip + 2, (uint16_t)(IP_LEN + tcplen));
@@ -1109,13 +1122,13 @@ static int my_addr(const pk_tcp_engine *e, uint32_t ip_net)
     return e->cfg.role == PK_TCP_CLIENT && ip_slot(e, rte_be_to_cpu_32(ip_net), &slot) == 0;
 }
 
-static int handle_arp(pk_tcp_engine *e, uint8_t *d, uint32_t len)
+static int handle_arp(pk_tcp_engine *e, uint8_t *d, uint32_t len, uint32_t l2)
 {
-    if (len < ETH_LEN + 28) {
+    if (len < l2 + 28) {
         cnt(e, PK_bad_rx);
         return 0;
     }
-    uint8_t *arp = d + ETH_LEN;
+    uint8_t *arp = d + l2;
     if (rd16(arp) != 1 || rd16(arp + 2) != 0x0800 || arp[4] != 6 || arp[5] != 4) {
         cnt(e, PK_bad_rx);
         return 0;
@@ -1155,11 +1168,9 @@ static void send_arp_request(pk_tcp_engine *e)
         rte_pktmbuf_free(m);
         return;
     }
+    static const uint8_t bcast[6] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
     memset(d, 0, 60);
-    memset(d, 0xff, 6);
-    memcpy(d + 6, e->mac, 6);
-    wr16(d + 12, 0x0806);
-    uint8_t *a = d + ETH_LEN;
+    uint8_t *a = d + put_l2(e, d, bcast, 0x0806);
     wr16(a, 1);
     wr16(a + 2, 0x0800);
     a[4] = 6;
@@ -1181,20 +1192,36 @@ static int handle_frame(pk_tcp_engine *e, struct rte_mbuf *m, uint64_t now)
         return 0;
     }
     uint16_t type = rd16(d + 12);
+    uint32_t l2 = ETH_LEN;
+    if (type == 0x8100) {           /* 802.1Q: ours only with our VLAN */
+        if (len < 18) {
+            cnt(e, PK_bad_rx);
+            return 0;
+        }
+        if (!e->cfg.vlan || (rd16(d + 14) & 0x0fff) != e->cfg.vlan) {
+            cnt(e, PK_other_rx);
+            return 0;
+        }
+        type = rd16(d + 16);
+        l2 = 18;
+    } else if (e->cfg.vlan) {       /* untagged, while we are on a VLAN */
+        cnt(e, PK_other_rx);
+        return 0;
+    }
     if (type == 0x0806)
-        return handle_arp(e, d, len);
+        return handle_arp(e, d, len, l2);
     if (type != 0x0800) {
         cnt(e, PK_other_rx);
         return 0;
     }
-    if (len < ETH_LEN + IP_LEN || m->nb_segs != 1) {
+    if (len < l2 + IP_LEN || m->nb_segs != 1) {
         cnt(e, PK_bad_rx);
         return 0;
     }
-    uint8_t *ip = d + ETH_LEN;
+    uint8_t *ip = d + l2;
     uint32_t ihl = (uint32_t)(ip[0] & 15) * 4;
     uint32_t tot = rd16(ip + 2);
-    if ((ip[0] >> 4) != 4 || ihl < IP_LEN || ETH_LEN + ihl > len || tot < ihl || ETH_LEN + tot > len ||
+    if ((ip[0] >> 4) != 4 || ihl < IP_LEN || l2 + ihl > len || tot < ihl || l2 + tot > len ||
         fold(sum16(ip, ihl, 0)) != 0xffff || (rd16(ip + 6) & 0x3fff) != 0) {
         cnt(e, PK_bad_rx);
         return 0;
@@ -1230,8 +1257,8 @@ static int handle_frame(pk_tcp_engine *e, struct rte_mbuf *m, uint64_t now)
         l4[2] = l4[3] = 0;
         c = (uint16_t)~fold(sum16(l4, l4len, 0));
         memcpy(l4 + 2, &c, 2);
-        m->data_len = (uint16_t)(ETH_LEN + tot);
-        m->pkt_len = ETH_LEN + tot;
+        m->data_len = (uint16_t)(l2 + tot);
+        m->pkt_len = l2 + tot;
         return 1;
     }
     if (ip[9] == 17) {
@@ -1596,6 +1623,7 @@ pk_tcp_engine *pk_tcp_create(pk_dpdk_port *port, const pk_tcp_cfg *cfg, char *er
     }
     if (cfg->listen_num < 1 || (uint32_t)cfg->listen + cfg->listen_num > 65536 || cfg->mss < 64 ||
         cfg->burst < 1 || cfg->burst > 256 || cfg->msg_len == 0 || cfg->msg_len > PK_TCP_MAX_MSG ||
+        cfg->vlan > 4094 ||
         (cfg->role == PK_TCP_CLIENT && (cfg->lport_lo < 1 || cfg->lport_lo > cfg->lport_hi ||
                                         cfg->msg_len > cfg->mss || !(cfg->cps > 0) || cfg->launch_num < 1))) {
         set_err(err, errlen, "tcp: a field is out of range (the spec checks them: use perfkit's specs)");
@@ -1626,6 +1654,7 @@ pk_tcp_engine *pk_tcp_create(pk_dpdk_port *port, const pk_tcp_cfg *cfg, char *er
     e->pid = (uint16_t)pk_dpdk_port_id(port);
     pk_dpdk_port_mac(port, e->mac);
     e->pool = pool;
+    e->l2 = cfg->vlan ? 18 : ETH_LEN;
     e->slots = (uint32_t)slots;
     e->nports_c = cfg->role == PK_TCP_CLIENT ? (uint32_t)per : 0;
     e->nsock = (uint32_t)nsock;

@@ -43,6 +43,7 @@ typedef struct pk_tcp_cfg {
     uint16_t lport_lo, lport_hi; /* CLIENT */
     uint16_t mss;
     uint8_t tos;
+    uint16_t vlan;               /* 802.1Q VLAN id on every frame, 0 = untagged */
     int tcp_rst;
     uint64_t rto_ns;
     uint32_t retries;

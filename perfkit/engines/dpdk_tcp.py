@@ -25,7 +25,7 @@ def status() -> dict:
 def config(spec) -> dict:
     """The worker's settings for _dpdk.TcpEngine."""
     common = {"ip": spec.ip, "clients": [tuple(r) for r in spec.clients], "listen": spec.listen,
-              "listen_num": spec.listen_num, "mss": spec.mss, "tos": spec.tos,
+              "listen_num": spec.listen_num, "mss": spec.mss, "tos": spec.tos, "vlan": spec.vlan,
               "tcp_rst": spec.tcp_rst, "rto": spec.retransmit_timeout, "retries": spec.retries,
               "burst": spec.burst, "duration": spec.duration}
     if isinstance(spec, DpdkHttpServer):
