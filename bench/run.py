@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """perfkit side by side with iperf3, sockperf and qperf, on loopback and between two lab hosts.
 
-    python3 bench/run.py [--reps 3] [--duration 5] [--only udp64_pps tcp_lat vs_qperf ...]
+    python3 bench/run.py [--reps 3] [--duration 5] [--only udp64_pps tcp_lat vs_qperf http_keepalive ...]
 
 Each comparison runs perfkit and its peer tool(s) alternately (perfkit, peer,
 perfkit, peer, ...) for --reps rounds, takes the median of each side and prints
@@ -14,7 +14,9 @@ by id) as soon as their client is done, or at exit. Every run gets its own
 ports. Nothing but 127.0.0.1 is ever a target, except in vs_qperf's veth part:
 there clients in a perfkit lab's host h1 talk to servers in its host h2 over the
 lab's veth pair (198.18.0.0/15), and the lab is taken down at the end, also on
-errors and Ctrl-C.
+errors and Ctrl-C. The DPDK rows (dpdk_tx, dpdk_memif, dpdk_veth) send into net_null,
+between two processes over memif (no kernel sees those frames), and between the two
+hosts of a lab of their own over af_packet.
 """
 from __future__ import annotations
 
@@ -42,7 +44,10 @@ PEER_TOOLS = ("iperf3", "qperf", "sockperf")   # command name = Debian package n
 LAT_SIZE = 64                   # message size of every latency test (sockperf needs >= 14)
 UDP_SIZE = 64                   # datagram payload of the UDP rate tests
 LOSS_RATE_SHARE = 0.75          # udp64_loss offers this share of iperf3's measured max rx rate
-GROUPS = ("udp64_pps", "udp64_loss", "tcp_bw", "udp_lat", "tcp_lat", "vs_qperf")
+GROUPS = ("udp64_pps", "udp64_loss", "tcp_bw", "udp_lat", "tcp_lat", "vs_qperf",
+          "http_keepalive", "http_users20k", "http_close",   # 20k before close: no TIME_WAIT pile then
+          "dpdk_tx", "dpdk_memif", "dpdk_veth")
+DPDK_GROUPS = ("dpdk_tx", "dpdk_memif", "dpdk_veth")   # --only dpdk: all three
 
 
 class BenchError(RuntimeError):
@@ -274,11 +279,12 @@ def in_fork(fn, *args, timeout: float):
     raise value
 
 
-def _perfkit_local_api(test, duration, size, rate, busy_poll) -> dict:
+def _perfkit_local_api(test, duration, size, rate, busy_poll, gso) -> dict:
     """What `perfkit local TEST --json` runs (cli._local: a LocalTest, then Run), from Python."""
     import perfkit
     from perfkit.errors import EngineError
-    spec = perfkit.LocalTest(test=test, host=HOST, duration=duration, size=size, rate=rate, busy_poll=busy_poll)
+    spec = perfkit.LocalTest(test=test, host=HOST, duration=duration, size=size, rate=rate, busy_poll=busy_poll,
+                             gso=gso)
     run = perfkit.Run(spec)
     run.start()
     try:
@@ -291,12 +297,15 @@ def _perfkit_local_api(test, duration, size, rate, busy_poll) -> dict:
 
 
 def run_perfkit(test: str, duration: float, size: int | None = None, rate: str | None = None,
-                busy_poll: bool = False) -> dict:
+                busy_poll: bool = False, gso: int | None = None) -> dict:
     """perfkit local TEST: the summary dict. With --perfkit-client cli, the command with
-    --json (its last line); with api (default), the same spec and Run in a fork of this process."""
+    --json (its last line); with api (default), the same spec and Run in a fork of this process.
+    gso None: perfkit's default (udp_bw on loopback: 8 datagrams per UDP GSO send)."""
     if PERFKIT_CLIENT == "api":
-        return in_fork(_perfkit_local_api, test, duration, size, rate, busy_poll, timeout=duration + 30)
+        return in_fork(_perfkit_local_api, test, duration, size, rate, busy_poll, gso, timeout=duration + 30)
     cmd = [*perfkit_cmd(), "local", test, "--host", HOST, "--duration", f"{duration:g}s", "--json"]
+    if gso is not None:
+        cmd += ["--gso", str(gso)]
     if size is not None:
         cmd += ["--size", size]
     if rate is not None:
@@ -463,6 +472,12 @@ class Bench:
     vs_client: str = "api"       # vs_qperf: perfkit test from Python (api) or as a command (cli)
     vs_rows: list[Row] = field(default_factory=list)
     vs_details: list[str] = field(default_factory=list)
+    http_rows: list[Row] = field(default_factory=list)
+    http_details: list[str] = field(default_factory=list)
+    dpdk_rows: list[Row] = field(default_factory=list)
+    dpdk_details: list[str] = field(default_factory=list)
+    bare: Path | None = None     # the compiled bench/dpdk_bare.c
+    bare_error: str | None = None
     errors: int = 0
     _done: int = 0
 
@@ -550,10 +565,14 @@ def detail_table(title: str, header: list[str], lines: list[list[str]], notes: l
 
 def bench_udp64_pps(b: Bench) -> None:
     print(f"udp64_pps: received {UDP_SIZE}-byte datagrams/s, unlimited rate", flush=True)
-    pk, ip = [], []
+    pk, plain, ip = [], [], []
+    show = lambda r: f"rx {fmt_pps(r['rx_pps'])}, lost {r['lost']}, cpu {cpu_str(r)}"  # noqa: E731
     for rep in range(b.reps):
+        # perfkit's default (UDP GSO, 8 datagrams per send), then one datagram per message as iperf3 sends
         pk.append(b.attempt(f"rep {rep + 1} perfkit udp_bw", run_perfkit, "udp_bw", b.duration, size=UDP_SIZE,
-                            show=lambda r: f"rx {fmt_pps(r['rx_pps'])}, lost {r['lost']}, cpu {cpu_str(r)}"))
+                            show=show))
+        plain.append(b.attempt(f"rep {rep + 1} perfkit udp_bw --gso 0", run_perfkit, "udp_bw", b.duration,
+                               size=UDP_SIZE, gso=0, show=show))
         if b.have("iperf3"):
             ip.append(b.attempt(f"rep {rep + 1} iperf3 -u -b 0", run_iperf3_udp, b.ports, b.duration, UDP_SIZE, 0,
                                 show=lambda r: f"rx {fmt_pps(r['rx_pps'])} (tx {fmt_pps(r['tx_pps'])}), "
@@ -561,6 +580,8 @@ def bench_udp64_pps(b: Bench) -> None:
     b.iperf3_max_rx_pps = med(pick(ip, "rx_pps"))
     b.rows.append(ratio_row("udp64_pps", f"rx pps, {UDP_SIZE} B", med(pick(pk, "rx_pps")), b.iperf3_max_rx_pps,
                             "iperf3" if b.have("iperf3") else None, fmt_pps, 1.3, True))
+    b.rows.append(ratio_row("udp64_pps --gso 0", f"rx pps, {UDP_SIZE} B", med(pick(plain, "rx_pps")),
+                            b.iperf3_max_rx_pps, "iperf3" if b.have("iperf3") else None, fmt_pps, None, True))
     lines = [[str(i + 1), fmt_pps((p or {}).get("rx_pps")), fmt_pps((p or {}).get("tx_pps")),
               f0((p or {}).get("lost")), fmt_pps((q or {}).get("rx_pps")), fmt_pps((q or {}).get("tx_pps")),
               "—" if not q else f"{q['lost']} ({q['loss_pct']:.1f}%)",
@@ -1062,6 +1083,518 @@ def _vs_rows(b: Bench, path: str, res: dict) -> None:
          "CPUs busy), so they say little on a shared machine; listed as qperf prints them."])
 
 
+# ------------------------------------------------------------ HTTP vs wrk (nginx)
+
+HTTP_GROUPS = ("http_keepalive", "http_users20k", "http_close")
+HTTP_USERS = 100                # wrk -c100: as many perfkit virtual users
+HTTP_THREADS = 2                # wrk -t2: as many perfkit client threads
+HTTP_BIG_USERS = 20_000         # http_users20k: virtual users held ...
+HTTP_HOLD_S = 30.0              # ... this long, after ...
+HTTP_RAMP_S = 10.0              # ... starting them evenly over this time
+HTTP_THINK = "2s"               # each user: one request, then a 2 s pause (about 10k requests/s in all)
+NGINX_BENCH_CONF = """
+worker_processes 2;
+worker_rlimit_nofile {nofile};
+error_log {d}/error.log;
+pid {d}/nginx.pid;
+events {{ worker_connections {conns}; }}
+http {{
+    access_log off;
+    client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_temp_path {d}; uwsgi_temp_path {d}; scgi_temp_path {d};
+    keepalive_requests 100000000;
+    keepalive_timeout 120s;
+    server {{
+        listen {host}:{port} reuseport backlog=16384;
+        location / {{ return 200 "hello from nginx\\n"; }}
+    }}
+}}
+"""
+
+
+class BenchNginx:
+    """nginx on 127.0.0.1 for the HTTP rows: 2 workers (reuseport splits the connections
+    between them, so each stays under the open-file limit), no access log, a 17-byte body."""
+
+    def __init__(self, ports: Ports, lifetime: float):
+        import resource
+        self.dir = tempfile.mkdtemp(prefix="perfkit-bench-nginx-")
+        os.chmod(self.dir, 0o755)
+        self.port = ports.take()
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        nofile = 65536 if hard == resource.RLIM_INFINITY else min(65536, hard)
+        conf = Path(self.dir) / "nginx.conf"
+        conf.write_text(NGINX_BENCH_CONF.format(d=self.dir, host=HOST, port=self.port, nofile=nofile,
+                                                conns=min(16384, nofile - 64)))
+        self.url = f"http://{HOST}:{self.port}/"
+        self.srv = Server(["nginx", "-c", conf, "-p", self.dir, "-g", "daemon off;"], lifetime)
+
+    def __enter__(self) -> "BenchNginx":
+        self.srv.wait_listening(self.port, "tcp", timeout=30)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.srv.finish(wait=0)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _perfkit_http_api(url: str, users: int, duration: float, keepalive: bool, think: str, ramp: float,
+                      threads: int) -> dict:
+    """What `perfkit http URL -u USERS -t D [--close] [--think T] [--ramp R] [--threads N] --json` runs."""
+    from perfkit.errors import EngineError
+    from perfkit.run import Run
+    from perfkit.spec import HttpLoad
+    try:
+        spec = HttpLoad(url=url, users=users, duration=duration, keepalive=keepalive, think=think, ramp=ramp,
+                        threads=threads)
+        run = Run(spec)
+        run.start()
+    except ValueError as exc:   # e.g. more users than the open-file limit allows
+        raise BenchError(str(exc)) from None
+    try:
+        run.wait()
+    except EngineError:
+        pass
+    if run.error:
+        raise BenchError(f"perfkit http: {run.error}")
+    s = dict(run.summary)
+    s["conns_by_s"] = [(r["time_s"], r["sock_current"]) for r in run.rows]
+    return s
+
+
+def run_perfkit_http(url, users, duration, keepalive=True, think="0", ramp=0.0, threads=1) -> dict:
+    if PERFKIT_CLIENT == "api":
+        return in_fork(_perfkit_http_api, url, users, duration, keepalive, think, ramp, threads, timeout=duration + 40)
+    cmd = [*perfkit_cmd(), "http", url, "-u", str(users), "-t", f"{duration:g}s", "--think", think,
+           "--ramp", f"{ramp:g}s", "--threads", str(threads), "--json"] + ([] if keepalive else ["--close"])
+    try:
+        cp = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=duration + 60)
+    except subprocess.TimeoutExpired:
+        raise BenchError(f"perfkit http: no result within {duration + 60:g} s") from None
+    if cp.returncode != 0:
+        raise BenchError((cp.stderr or cp.stdout).strip()[-600:])
+    lines = [json.loads(ln) for ln in cp.stdout.splitlines() if ln.startswith("{")]
+    s = lines[-1]["summary"]
+    s["conns_by_s"] = [(r["time_s"], r["sock_current"]) for r in lines[:-1] if "time_s" in r]
+    return s
+
+
+_WRK_UNITS = {"us": 1.0, "ms": 1e3, "s": 1e6, "m": 60e6}
+
+
+def run_wrk(url: str, conns: int, duration: float, close: bool) -> dict:
+    """wrk -t2 -cN -dDs [-H 'Connection: close'] URL: requests/s, mean latency, errors."""
+    cmd = ["wrk", "-t2", f"-c{conns}", f"-d{duration:.0f}s"] + (["-H", "Connection: close"] if close else []) + [url]
+    out = run_client(cmd, timeout=duration + 30).stdout
+    m = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    n = re.search(r"(\d+) requests in ([\d.]+)(\w+)", out)
+    if not m or not n:
+        raise BenchError(f"wrk: cannot read its output: {out.strip()[-300:]}")
+    lat = re.search(r"Latency\s+([\d.]+)(us|ms|s|m)\b", out)
+    err = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return {"rps": float(m.group(1)), "requests": int(n.group(1)),
+            "lat_mean_us": float(lat.group(1)) * _WRK_UNITS[lat.group(2)] if lat else None,
+            "errors": sum(int(x) for x in err.groups()) if err else 0,
+            "error_detail": err.group(0) if err else "none", "non2xx": int(non2xx.group(1)) if non2xx else 0}
+
+
+def _fmt_rps(v):
+    return "—" if v is None else f"{v / 1e3:.1f} k req/s"
+
+
+def _pk_errors(s: dict) -> int:
+    return sum(s.get(k) or 0 for k in ("http_err", "err_connect", "err_timeout", "err_reset", "err_read", "err_tls"))
+
+
+def _bench_http_vs_wrk(b: Bench, close: bool) -> None:
+    name = "http_close" if close else "http_keepalive"
+    what = "a new connection per request (Connection: close)" if close else "keep-alive"
+    print(f"{name}: nginx on loopback, requests/s, {HTTP_USERS} users / connections, {what}", flush=True)
+    if not shutil.which("nginx") or not shutil.which("wrk"):
+        b.http_rows.append(Row(name, "req/s", "—", "—", "—", ">= 1", "skipped"))
+        print("  nginx or wrk missing (Debian: nginx-light wrk): skipped", flush=True)
+        return
+    pk, wr = [], []
+    with BenchNginx(b.ports, lifetime=b.reps * 2 * (b.duration + 30) + 60) as ngx:
+        for rep in range(b.reps):
+            def one_pk():
+                pk.append(b.attempt(f"rep {rep + 1} perfkit http -u {HTTP_USERS} --threads {HTTP_THREADS}"
+                                    + (" --close" if close else ""),
+                                    run_perfkit_http, ngx.url, HTTP_USERS, b.duration, not close, "0", 0.0,
+                                    HTTP_THREADS,
+                                    show=lambda s: f"{_fmt_rps(s['tps'])}, mean {s['lat_mean_us'] or 0:.0f} µs, "
+                                                   f"errors {_pk_errors(s)}, cpu {cpu_str(s)}"))
+
+            def one_wrk():
+                wr.append(b.attempt(f"rep {rep + 1} wrk -t2 -c{HTTP_USERS}" + (" -H 'Connection: close'" if close
+                                                                               else ""),
+                                    run_wrk, ngx.url, HTTP_USERS, b.duration, close,
+                                    show=lambda r: f"{_fmt_rps(r['rps'])}, mean {r['lat_mean_us'] or 0:.0f} µs, "
+                                                   f"errors {r['errors'] + r['non2xx']}"))
+            for fn in ((one_pk, one_wrk) if rep % 2 == 0 else (one_wrk, one_pk)):  # who goes first swaps
+                fn()
+    b.http_rows.append(ratio_row(name, "req/s" + (" (conn/req)" if close else " (keep-alive)"),
+                                 med(pick(pk, "tps")), med(pick(wr, "rps")), "wrk -t2", _fmt_rps, 1.0, True))
+    lines = []
+    for i in range(b.reps):
+        s = pk[i] if i < len(pk) else None
+        r = wr[i] if i < len(wr) else None
+        lines.append([str(i + 1),
+                      "—" if not s else f"{_fmt_rps(s['tps'])}, mean {s['lat_mean_us'] or 0:.0f} µs, p99 "
+                                        f"{s['lat_p99_us'] or 0:.0f} µs, {s['responses']} responses, "
+                                        f"errors {_pk_errors(s)}, {s['sock_open']} connections",
+                      "—" if not s else cpu_str(s),
+                      "—" if not r else f"{_fmt_rps(r['rps'])}, mean {r['lat_mean_us'] or 0:.0f} µs, "
+                                        f"{r['requests']} requests, errors: {r['error_detail']}, "
+                                        f"non-2xx {r['non2xx']}"])
+    b.http_details += detail_table(
+        f"{name}: perfkit http vs wrk, {what}", ["rep", "perfkit", "perfkit CPU", "wrk"], lines,
+        [f"perfkit: `HttpLoad(url, users={HTTP_USERS}, duration={b.duration:g}, keepalive={not close}, "
+         f"threads={HTTP_THREADS})` (= `perfkit http URL -u 100 --threads {HTTP_THREADS}"
+         + (" --close" if close else "") + f"`), {HTTP_THREADS} client threads as wrk's; figure: "
+         "summary `tps` (whole responses / s over its active time).",
+         f"wrk: `wrk -t2 -c{HTTP_USERS} -d{b.duration:.0f}s" + (" -H 'Connection: close'" if close else "")
+         + " URL`, two threads; figure: its `Requests/sec`.",
+         "Both against the same nginx (2 workers, reuseport, access log off, `return 200` with a 17-byte body), "
+         "taking turns; who goes first swaps every rep."])
+
+
+def bench_http_users(b: Bench) -> None:
+    name = "http_users20k"
+    print(f"{name}: {HTTP_BIG_USERS} virtual users held {HTTP_HOLD_S:g} s (ramp {HTTP_RAMP_S:g} s, think "
+          f"{HTTP_THINK}) against nginx, zero client errors", flush=True)
+    if not shutil.which("nginx"):
+        b.http_rows.append(Row(name, "users held, errors", "—", "—", "—", "0 errors", "skipped"))
+        return
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    duration = HTTP_RAMP_S + HTTP_HOLD_S
+    notes = [f"open-file limit of this process: soft {soft}, hard {hard} (RLIMIT_NOFILE); perfkit needs one per "
+             "user plus what the process has open, and raises the soft limit itself (the hard limit only as "
+             "root with CAP_SYS_RESOURCE)."]
+    lines = []
+    with BenchNginx(b.ports, lifetime=2 * duration + 120) as ngx:
+        users = HTTP_BIG_USERS
+        for attempt in range(2):
+            try:
+                s = run_perfkit_http(ngx.url, users, duration, True, HTTP_THINK, HTTP_RAMP_S)
+            except BenchError as exc:
+                m = re.search(r"at most (\d+) fit now", str(exc))
+                print(f"  perfkit http -u {users}: {exc}", flush=True)
+                if m and attempt == 0:   # the limit: say so, then hold as many as fit
+                    b.http_rows.append(Row(name, f"{users} users held {HTTP_HOLD_S:g} s",
+                                           "refused: open-file limit", "—", "—", "0 errors", "blocked"))
+                    notes.append(f"{users} users: perfkit refused before starting: {exc}")
+                    users = int(m.group(1))
+                    name = f"http_users_max ({users})"
+                    continue
+                b.errors += 1
+                b.http_rows.append(Row(name, f"{users} users", "error", "—", "—", "0 errors", "error"))
+                notes.append(f"{users} users: {exc}")
+                break
+            held = [c for t, c in s["conns_by_s"] if HTTP_RAMP_S + 1 <= t <= duration - 1]
+            errs = _pk_errors(s)
+            ok = s["sock_open"] == users and errs == 0 and held and min(held) == users
+            print(f"  perfkit http -u {users}: {s['sock_open']} connections, held {min(held) if held else 0}.."
+                  f"{max(held) if held else 0}, {s['tps']:.0f} req/s, errors {errs}", flush=True)
+            b.http_rows.append(Row(name, f"{users} users held {HTTP_HOLD_S:g} s, client errors",
+                                   f"{min(held) if held else 0} held, {errs} errors", "—", "—",
+                                   f"{users} held, 0 errors", "pass" if ok else "FAIL"))
+            lines.append([str(users), str(s["sock_open"]), f"{min(held) if held else 0}..{max(held) if held else 0}",
+                          f"{s['tps']:.0f}", f"{s['lat_mean_us'] or 0:.0f} / {s['lat_p99_us'] or 0:.0f}",
+                          f"http_err {s['http_err']}, connect {s['err_connect']}, timeout {s['err_timeout']}, "
+                          f"reset {s['err_reset']}, read {s['err_read']}", cpu_str(s)])
+            break
+    b.http_details += detail_table(
+        f"{name}: virtual users held", ["users", "connections opened", "open during the hold (min..max)",
+                                        "req/s", "mean / p99 µs", "client errors", "perfkit CPU"], lines,
+        notes + [f"perfkit: `HttpLoad(url, users=N, duration={duration:g}, ramp={HTTP_RAMP_S:g}, think="
+                 f"'{HTTP_THINK}')` (= `perfkit http URL -u N -t {duration:g}s --ramp {HTTP_RAMP_S:g}s --think "
+                 f"{HTTP_THINK}`); held = the rows' `sock_current` from {HTTP_RAMP_S + 1:g} s to "
+                 f"{duration - 1:g} s; errors = http_err + connect, timeout, reset, read and TLS errors.",
+                 "No peer: wrk has no think time and the same open-file limit."])
+
+
+# ------------------------------------------------------------ DPDK engine rows
+
+DPDK_IP, DPDK_PEER_IP = "198.18.0.1", "198.18.0.2"   # memif: two processes, no kernel sees them
+MEMIF_DST_MAC = "02:70:6b:00:00:02"                  # given, so no ARP wait on either reflector
+
+
+def dpdk_missing() -> str | None:
+    """Why the DPDK rows cannot run here, or None."""
+    try:
+        import perfkit.engines
+        st = perfkit.engines()["dpdk"]
+    except Exception as exc:   # noqa: BLE001
+        return f"perfkit does not import: {exc}"
+    if not st["available"]:
+        return st["detail"]
+    if not shutil.which("cc") or not shutil.which("pkg-config"):
+        return "cc or pkg-config missing (the bare loop is compiled from bench/dpdk_bare.c)"
+    return None
+
+
+def build_bare(b: Bench) -> Path:
+    """Compile bench/dpdk_bare.c once per bench run, into a temporary directory."""
+    if b.bare is not None:
+        return b.bare
+    if b.bare_error:
+        raise BenchError(b.bare_error)
+    try:
+        flags = subprocess.run(["pkg-config", "--cflags", "--libs", "libdpdk"], capture_output=True, text=True,
+                               timeout=30, check=True).stdout.split()
+    except (OSError, subprocess.SubprocessError) as exc:
+        b.bare_error = f"pkg-config libdpdk: {exc}"
+        raise BenchError(b.bare_error) from None
+    out = Path(tempfile.mkdtemp(prefix="pk-bench-")) / "dpdk_bare"
+    atexit.register(shutil.rmtree, out.parent, True)
+    cp = subprocess.run(["cc", "-O2", "-o", str(out), str(HERE / "dpdk_bare.c"), *flags], capture_output=True,
+                        text=True, timeout=120)
+    if cp.returncode != 0:
+        b.bare_error = f"cc dpdk_bare.c: {cp.stderr.strip()[-400:]}"
+        raise BenchError(b.bare_error)
+    b.bare = out
+    return out
+
+
+def bare_eal_args(prefix: str) -> list[str]:
+    """perfkit's own EAL arguments (perfkit.engines.dpdk.EalOptions().args(): --no-huge or
+    hugepages, memory, --no-pci, lcores, log level), with this process's file prefix."""
+    from perfkit.engines.dpdk import EalOptions
+    args = [a for a in EalOptions().args()[1:] if not a.startswith("--file-prefix=")]
+    return [*args, f"--file-prefix={prefix}"]
+
+
+def run_bare(b: Bench, mode: str, vdev: str, seconds: float) -> dict:
+    cmd = [build_bare(b), *bare_eal_args(f"pkbare{os.getpid()}"), "--vdev", vdev, "--", mode, f"{seconds:g}"]
+    cp = run_client(cmd, timeout=seconds + 30)
+    for line in reversed(cp.stdout.strip().splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    raise BenchError("dpdk_bare: no result line")
+
+
+def _dpdk_run_api(spec_dict: dict) -> dict:
+    """A DPDK spec run to the end in this (forked) process: its summary."""
+    import perfkit
+    from perfkit.errors import EngineError
+    from perfkit.spec import from_dict
+    run = perfkit.Run(from_dict(spec_dict), engine="dpdk")
+    run.start()
+    try:
+        run.wait()
+    except EngineError:
+        pass
+    if run.error:
+        raise BenchError(f"perfkit dpdk: {run.error}")
+    return dict(run.summary)
+
+
+def run_perfkit_null_tx(seconds: float) -> dict:
+    from perfkit.spec import DpdkFlows
+    spec = DpdkFlows(port="net_null0,no-rx=1", size=64, duration=seconds)
+    return in_fork(_dpdk_run_api, spec.to_dict(), timeout=seconds + 30)
+
+
+def bench_dpdk_tx(b: Bench) -> None:
+    print("dpdk_tx: TX frames/s on net_null, 64 B frames: perfkit's generator vs a bare rte_eth_tx_burst loop",
+          flush=True)
+    why = dpdk_missing()
+    if why:
+        b.dpdk_rows.append(Row("dpdk_tx (net_null)", "TX pps, 64 B", "—", "—", "—", ">= 0.9", "skipped"))
+        b.dpdk_details.append(f"- dpdk_tx skipped: {why}\n")
+        print(f"  skipped: {why}", flush=True)
+        return
+    pk, bare, copy = [], [], []
+    for rep in range(b.reps):
+        pk.append(b.attempt(f"rep {rep + 1} perfkit flows net_null", run_perfkit_null_tx, b.duration,
+                            show=lambda r: f"tx {fmt_pps(r['tx_pps'])}, cpu {cpu_str(r)}"))
+        bare.append(b.attempt(f"rep {rep + 1} bare tx_burst loop", run_bare, b, "txonly", "net_null0,no-rx=1",
+                              b.duration, show=lambda r: f"tx {fmt_pps(r['tx_pps'])}, refused {r['refused']}"))
+        copy.append(b.attempt(f"rep {rep + 1} bare loop + 60 B copy", run_bare, b, "txcopy", "net_null0,no-rx=1",
+                              b.duration, show=lambda r: f"tx {fmt_pps(r['tx_pps'])}, refused {r['refused']}"))
+    b.dpdk_rows.append(ratio_row("dpdk_tx (net_null)", "TX pps, 64 B", med(pick(pk, "tx_pps")),
+                                 med(pick(bare, "tx_pps")), "bare tx_burst loop", fmt_pps, 0.9, True))
+    b.dpdk_rows.append(ratio_row("dpdk_tx (net_null, frames written)", "TX pps, 64 B", med(pick(pk, "tx_pps")),
+                                 med(pick(copy, "tx_pps")), "bare loop + 60 B copy", fmt_pps, None, True))
+    b.dpdk_details += detail_table(
+        "dpdk_tx: net_null TX", ["rep", "perfkit tx pps", "perfkit cpu", "bare tx pps", "bare + copy tx pps"],
+        [[str(i + 1), fmt_pps(p and p["tx_pps"]), cpu_str(p) if p else "—", fmt_pps(q and q["tx_pps"]),
+          fmt_pps(c and c["tx_pps"])] for i, (p, q, c) in enumerate(zip(pk, bare, copy))],
+        ["EAL: " + " ".join(bare_eal_args("...")) + " for both (perfkit's EalOptions defaults)",
+         "bare: bench/dpdk_bare.c txonly: rte_pktmbuf_alloc_bulk(32) of 60-byte mbufs, rte_eth_tx_burst, "
+         "free the refused; on the EAL main lcore; txcopy also copies a fixed 60-byte frame into each mbuf "
+         "(info: what writing the frame costs). perfkit: DpdkFlows(port='net_null0,no-rx=1'), every frame "
+         "built (Ethernet/IPv4/UDP headers, checksums, flow id, sequence, timestamp), on a registered thread"])
+
+
+def _memif_listening(sock: str) -> bool:
+    """Has the memif server its control socket? DPDK 22.11's memif makes an abstract
+    socket by default (socket-abstract=yes): it shows in /proc/net/unix as @PATH."""
+    if os.path.exists(sock):
+        return True
+    try:
+        return any(ln.rstrip().endswith((" @" + sock, " " + sock)) for ln in open("/proc/net/unix"))
+    except OSError:
+        return False
+
+
+def _memif_generator_api(spec_dict: dict, sock: str, wait: float) -> dict:
+    deadline = time.monotonic() + wait
+    while not _memif_listening(sock):   # the reflector (memif server) makes the socket
+        if time.monotonic() > deadline:
+            raise BenchError(f"memif: the reflector never made {sock}")
+        time.sleep(0.02)
+    return _dpdk_run_api(spec_dict)
+
+
+def run_memif(b: Bench, reflector: str, seconds: float) -> dict:
+    """perfkit's generator (memif client, mode reverse) in a fork of the bench against a reflector
+    in a second process (memif server): perfkit reflect, or the bare macswap loop."""
+    from perfkit.spec import DpdkFlows
+    sock_dir = Path(tempfile.mkdtemp(prefix="pk-memif-"))
+    sock = str(sock_dir / "m.sock")
+    server_dev = f"net_memif0,role=server,socket={sock},id=0"
+    if reflector == "perfkit":
+        cmd = [*perfkit_cmd(), "reflect", "--port", server_dev, "--mode", "reverse", "--ip", DPDK_PEER_IP,
+               "--duration", f"{seconds + 20:g}s", "--json"]
+    else:
+        cmd = [build_bare(b), *bare_eal_args(f"pkbare{os.getpid()}"), "--vdev", server_dev, "--", "macswap",
+               f"{seconds + 20:g}"]
+    srv = Server(cmd, lifetime=seconds + 40)
+    try:
+        spec = DpdkFlows(port=f"net_memif0,role=client,socket={sock},id=0", mode="reverse", size=64,
+                         duration=seconds, ip=DPDK_IP, peer_ip=DPDK_PEER_IP, dst_mac=MEMIF_DST_MAC)
+        s = in_fork(_memif_generator_api, spec.to_dict(), sock, 30.0, timeout=seconds + 60)
+    except BenchError:
+        out, err = srv.finish()
+        if err.strip():
+            print(f"      reflector said: {err.strip()[-300:]}", flush=True)
+        raise
+    finally:
+        srv.finish(wait=0)   # the generator has stopped sending and left: now the server may go
+        shutil.rmtree(sock_dir, ignore_errors=True)
+    return s
+
+
+def bench_dpdk_memif(b: Bench) -> None:
+    print("dpdk_memif: round trips/s over a net_memif pair, perfkit's generator in the bench, the reflector in "
+          "a second process: perfkit reflect vs a bare macswap loop", flush=True)
+    why = dpdk_missing()
+    if why:
+        b.dpdk_rows.append(Row("dpdk_memif (reflector)", "round trips/s, 64 B", "—", "—", "—", ">= 0.9",
+                               "skipped"))
+        b.dpdk_details.append(f"- dpdk_memif skipped: {why}\n")
+        print(f"  skipped: {why}", flush=True)
+        return
+    pk, bare = [], []
+    for rep in range(b.reps):
+        show = lambda r: (f"rx {fmt_pps(r['rx_pps'])} (tx {fmt_pps(r['tx_pps'])}), "  # noqa: E731
+                          f"lost {r['lost']}, cpu {cpu_str(r)}")
+        pk.append(b.attempt(f"rep {rep + 1} generator <-> perfkit reflect", run_memif, b, "perfkit", b.duration,
+                            show=show))
+        bare.append(b.attempt(f"rep {rep + 1} generator <-> bare macswap", run_memif, b, "bare", b.duration,
+                              show=show))
+    b.dpdk_rows.append(ratio_row("dpdk_memif (reflector)", "round trips/s, 64 B", med(pick(pk, "rx_pps")),
+                                 med(pick(bare, "rx_pps")), "bare macswap", fmt_pps, 0.9, True))
+    b.dpdk_details += detail_table(
+        "dpdk_memif: perfkit's generator through a reflector in a second process",
+        ["rep", "perfkit reflect: rx pps", "lost", "gen cpu", "bare macswap: rx pps", "lost", "gen cpu"],
+        [[str(i + 1), fmt_pps(p and p["rx_pps"]), f0(p and p["lost"]), cpu_str(p) if p else "—",
+          fmt_pps(q and q["rx_pps"]), f0(q and q["lost"]), cpu_str(q) if q else "—"]
+         for i, (p, q) in enumerate(zip(pk, bare))],
+        ["generator: DpdkFlows(port='net_memif0,role=client,...', mode='reverse'), unpaced; rx pps = frames back "
+         "per second of sending (round trips/s)",
+         "perfkit: `perfkit reflect --port net_memif0,role=server,... --mode reverse`; bare: bench/dpdk_bare.c "
+         "macswap (swap MACs, IPv4 addresses, UDP ports; what perfkit's reflector does to a frame)",
+         "both processes share the 2 CPUs with each other and with everything else on the machine"])
+
+
+def _veth_dpdk_api(h1, h2, a_ip: str, b_ip: str, seconds: float, size: int) -> dict:
+    """In a fork: perfkit's DPDK receiver (rxonly) on af_packet in h2, its generator on af_packet
+    in h1, in this one process; frames/s that reached the receiver."""
+    import perfkit
+    from perfkit.spec import DpdkFlows, DpdkReflect
+    # framecnt=4096 (default 512): a receiver descheduled for a few ms on a busy machine keeps up
+    rx = perfkit.Run(DpdkReflect(port=f"net_af_packet1,iface={h2.ifname},framecnt=4096", netns=h2.netns_path, ip=b_ip,
+                                 mode="rxonly", duration=seconds + 10), engine="dpdk").start()
+    try:
+        gen = _dpdk_run_api(DpdkFlows(port=f"net_af_packet0,iface={h1.ifname},framecnt=4096", netns=h1.netns_path,
+                                      ip=a_ip,
+                                      peer_ip=b_ip, size=size, duration=seconds).to_dict())
+    finally:
+        time.sleep(0.3)     # the last frames reach the receiver
+        rx.stop()
+        rx.wait(timeout=10)
+    r = rx.summary or {}
+    got = (rx.rows[-1].get("udp_rx") if rx.rows else 0) or 0
+    secs = gen["duration_s"] or seconds
+    return {"tx_pps": gen["tx_pps"], "rx_pps": got / secs, "sent": gen["pkts_tx"], "received": got,
+            "lost": r.get("lost"), "cpu_pct_by_worker": {**gen.get("cpu_pct_by_worker", {}),
+                                                         **{"rx_" + k: v for k, v in
+                                                            (r.get("cpu_pct_by_worker") or {}).items()}}}
+
+
+def _veth_socket_api(lab_name: str, seconds: float, size: int) -> dict:
+    import perfkit
+    from perfkit.errors import EngineError
+    run = perfkit.Run(perfkit.LocalTest("udp_bw", size=size, lab=lab_name, duration=seconds))
+    run.start()
+    try:
+        run.wait()
+    except EngineError:
+        pass
+    if run.error:
+        raise BenchError(f"perfkit local udp_bw --lab: {run.error}")
+    return dict(run.summary)
+
+
+def bench_dpdk_veth(b: Bench) -> None:
+    payload = 64
+    frame = payload + 42 + 4   # DPDK sizes count the FCS
+    print(f"dpdk_veth: UDP frames/s received across a lab veth pair ({payload} B payloads, {frame - 4} B "
+          "frames): perfkit's DPDK engine on net_af_packet at both ends vs its socket engine at both ends",
+          flush=True)
+    why = dpdk_missing() or ("needs root (a lab)" if os.geteuid() != 0 else None)
+    if why:
+        b.dpdk_rows.append(Row("dpdk_veth (af_packet)", "rx pps, 64 B payload", "—", "—", "—", ">= 1", "skipped"))
+        b.dpdk_details.append(f"- dpdk_veth skipped: {why}\n")
+        print(f"  skipped: {why}", flush=True)
+        return
+    import ipaddress
+    from perfkit.lab import Lab
+    pk, sock = [], []
+    with Lab(hosts=2) as lab:
+        h1, h2 = lab.hosts
+        net = ipaddress.ip_network(f"{h1.ipv4}/24", strict=False)
+        a_ip, b_ip = str(net.network_address + 200), str(net.network_address + 201)
+        for rep in range(b.reps):
+            pk.append(b.attempt(f"rep {rep + 1} dpdk af_packet h1 -> h2", in_fork, _veth_dpdk_api, h1, h2, a_ip,
+                                b_ip, b.duration, frame, timeout=b.duration + 60,
+                                show=lambda r: f"rx {fmt_pps(r['rx_pps'])} (tx {fmt_pps(r['tx_pps'])}), "
+                                               f"cpu {cpu_str(r)}"))
+            sock.append(b.attempt(f"rep {rep + 1} socket udp_bw h1 -> h2", in_fork, _veth_socket_api, lab.name,
+                                  b.duration, payload, timeout=b.duration + 40,
+                                  show=lambda r: f"rx {fmt_pps(r['rx_pps'])} (tx {fmt_pps(r['tx_pps'])}), "
+                                                 f"lost {r['lost']}, cpu {cpu_str(r)}"))
+    b.dpdk_rows.append(ratio_row("dpdk_veth (af_packet)", "rx pps, 64 B payload", med(pick(pk, "rx_pps")),
+                                 med(pick(sock, "rx_pps")), "socket engine", fmt_pps, 1.0, True))
+    b.dpdk_details += detail_table(
+        "dpdk_veth: across a lab veth pair, h1 -> h2",
+        ["rep", "dpdk rx pps", "dpdk tx pps", "dpdk cpu", "socket rx pps", "socket tx pps", "socket lost",
+         "socket cpu"],
+        [[str(i + 1), fmt_pps(p and p["rx_pps"]), fmt_pps(p and p["tx_pps"]), cpu_str(p) if p else "—",
+          fmt_pps(q and q["rx_pps"]), fmt_pps(q and q["tx_pps"]), f0(q and q["lost"]), cpu_str(q) if q else "—"]
+         for i, (p, q) in enumerate(zip(pk, sock))],
+        [f"dpdk: DpdkFlows on net_af_packet0,iface=<h1's veth>,framecnt=4096 (netns h1, unpaced, {frame} B frames "
+         "with FCS) to DpdkReflect(mode='rxonly') on net_af_packet1,iface=<h2's veth>,framecnt=4096 (netns h2), "
+         "both in one forked process; "
+         "rx pps = UDP frames the receiver got / the generator's sending time",
+         f"socket: LocalTest('udp_bw', size={payload}, lab=...): sendmmsg in h1, recvmmsg in h2, unpaced",
+         "the same frames on the same veth pair; the lab has no impairments"])
+
+
 BENCHES = {
     "udp64_pps": bench_udp64_pps,
     "udp64_loss": bench_udp64_loss,
@@ -1069,6 +1602,12 @@ BENCHES = {
     "udp_lat": lambda b: bench_lat(b, "udp"),
     "tcp_lat": lambda b: bench_lat(b, "tcp"),
     "vs_qperf": bench_vs_qperf,
+    "http_keepalive": lambda b: _bench_http_vs_wrk(b, close=False),
+    "http_close": lambda b: _bench_http_vs_wrk(b, close=True),
+    "http_users20k": bench_http_users,
+    "dpdk_tx": bench_dpdk_tx,
+    "dpdk_memif": bench_dpdk_memif,
+    "dpdk_veth": bench_dpdk_veth,
 }
 
 
@@ -1104,7 +1643,7 @@ def tool_version(tool: str) -> str:
         except importlib.metadata.PackageNotFoundError:
             return "?"
     args = {"iperf3": ["iperf3", "--version"], "qperf": ["qperf", "--version"],
-            "sockperf": ["sockperf", "--version"]}[tool]
+            "sockperf": ["sockperf", "--version"], "wrk": ["wrk", "-v"], "nginx": ["nginx", "-v"]}[tool]
     try:
         cp = subprocess.run(args, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
@@ -1193,7 +1732,22 @@ def write_results(path: Path, b: Bench, env: dict, versions: dict, argv: list[st
                "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
         md += ["| " + " | ".join(row_cells(r)) + " |" for r in b.vs_rows]
         md += [""]
-    md += ["## Every run", ""] + b.details + b.vs_details
+    if b.http_rows:
+        md += ["## perfkit http vs wrk against nginx (loopback)", "",
+               "Requests/s of perfkit's HTTP client and wrk, two threads each, against the same nginx, taking "
+               "turns; and many virtual users held with zero client errors. Targets: >= 1.0x wrk.", "",
+               "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+        md += ["| " + " | ".join(row_cells(r)) + " |" for r in b.http_rows]
+        md += [""]
+    if b.dpdk_rows:
+        md += ["## DPDK engine: against bare DPDK loops and the socket engine", "",
+               "perfkit's DPDK engine against the physical limit of the same port (a bare DPDK loop in "
+               "bench/dpdk_bare.c, the same EAL options) and against perfkit's socket engine on the same veth. "
+               f"{b.reps} alternating reps of {b.duration:g} s; ratio = median(perfkit DPDK) / median(peer).", "",
+               "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+        md += ["| " + " | ".join(row_cells(r)) + " |" for r in b.dpdk_rows]
+        md += [""]
+    md += ["## Every run", ""] + b.details + b.vs_details + b.http_details + b.dpdk_details
     path.write_text("\n".join(md) + "\n")
 
 
@@ -1210,14 +1764,16 @@ def main(argv=None) -> int:
                    help="run perfkit's near end from Python in a fork of this script (api, default: perfkit is "
                         "imported once) or as `perfkit local|test ... --json` commands (cli); vs_qperf with cli "
                         "runs one command per size group")
-    p.add_argument("--only", nargs="+", choices=GROUPS, metavar="NAME",
-                   help=f"run only these comparisons: {', '.join(GROUPS)}")
+    p.add_argument("--only", nargs="+", choices=(*GROUPS, "dpdk"), metavar="NAME",
+                   help=f"run only these comparisons: {', '.join(GROUPS)}; dpdk = {' '.join(DPDK_GROUPS)}")
     p.add_argument("--loss-rate", type=int, metavar="PPS",
                    help=f"udp64_loss offered rate (default {LOSS_RATE_SHARE:.0%}% of iperf3's measured max)")
     p.add_argument("--base-port", type=int, default=47100, help="first port handed to peer servers (default 47100)")
     p.add_argument("--no-install", action="store_true", help="never apt-get install missing peer tools")
     p.add_argument("--out", type=Path, default=HERE / "RESULTS.md", help="results file (default bench/RESULTS.md)")
     a = p.parse_args(argv)
+    if a.only and "dpdk" in a.only:
+        a.only = [*a.only, *DPDK_GROUPS]
     if a.reps < 1 or not 1 <= a.duration <= 120 or not 1 <= a.vs_duration <= 120:
         p.error("--reps must be >= 1 and --duration, --vs-duration between 1 and 120 s")
 
@@ -1232,6 +1788,8 @@ def main(argv=None) -> int:
     tools = ensure_tools(install=not a.no_install)
     env = environment()
     versions = {t: tool_version(t) for t in ("perfkit", *PEER_TOOLS) if t == "perfkit" or t in tools}
+    if a.only is None or set(a.only) & set(HTTP_GROUPS):   # the HTTP rows' peer and server
+        versions.update({t: tool_version(t) for t in ("wrk", "nginx") if shutil.which(t)})
     print(f"{env['date']}  kernel {env['kernel']}  {env['cpu']}  load {env['load']}", flush=True)
     if env["busy"]:
         print(f"WARNING: {env['busy']}", flush=True)
@@ -1249,7 +1807,7 @@ def main(argv=None) -> int:
     finally:
         kill_all_servers()
     took = time.monotonic() - t0
-    for rows in (b.rows, b.vs_rows):
+    for rows in (b.rows, b.vs_rows, b.http_rows, b.dpdk_rows):
         if rows:
             print()
             print_table(rows)

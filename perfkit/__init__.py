@@ -13,6 +13,7 @@ from perfkit.comparison import Comparison, compare
 from perfkit.errors import EngineError
 from perfkit.run import Run, load
 from perfkit.remote import serve, test
+from perfkit.ratesearch import SearchResult, parse_criterion, search
 from perfkit.spec import DpdkFlows, DpdkReflect, HttpLoad, HttpServe, LocalTest, RemoteTest
 from perfkit.stats import COUNTERS, Histogram
 from perfkit.store import Store
@@ -26,5 +27,5 @@ def run(spec, engine: str | None = None, interval: float = 1.0, subscribers=()) 
 
 __all__ = ["COUNTERS", "Comparison", "DpdkFlows", "DpdkReflect", "EngineError", "Histogram", "HttpLoad",
            "HttpServe", "LocalTest", "Rate", "RemoteTest", "Run",
-           "Store", "compare", "engines", "load", "parse_duration", "parse_rate", "parse_size", "run", "serve",
+           "SearchResult", "Store", "compare", "engines", "load", "parse_criterion", "parse_duration", "parse_rate", "parse_size", "run", "search", "serve",
            "test", "__version__"]

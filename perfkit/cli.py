@@ -1,6 +1,7 @@
 """perfkit's command line.
 
     perfkit local udp_bw --size 64 --duration 10s [--rate 1Mpps] [--flows 4] [--json]
+    perfkit flows --port ring:a:0 --peer ring:a:1 --search zero-loss [--rate 5Mpps] [--duration 1s]
     perfkit engines
 
 Bad input exits 2 with one line naming the field; an engine failure exits 1.
@@ -38,13 +39,14 @@ def _parser() -> argparse.ArgumentParser:
     loc.add_argument("-m", "--size", help="payload/message size: 64, 1500, 64K (default per test)")
     loc.add_argument("-r", "--rate", help="target rate: 1.5Mpps, 100Mbps (default: unlimited)")
     loc.add_argument("-f", "--flows", default=1, help="UDP flows (source ports), udp_bw only")
-    loc.add_argument("-t", "--duration", default="10s", help="how long to send: 10s, 2m (default 10s)")
+    loc.add_argument("-t", "--duration", help="how long to send: 10s, 2m (default 10s; a --search trial: 1s)")
     loc.add_argument("--host", default="127.0.0.1", help="loopback or lab address (default 127.0.0.1)")
     loc.add_argument("--lab", nargs="?", const="", metavar="NAME",
                      help="run the ends in hosts h1 (sender) and h2 of a lab (default: the one that is up)")
     loc.add_argument("--port", default=0, help="receiving port (default: any free port)")
     loc.add_argument("--batch", default=32, help="datagrams per sendmmsg/recvmmsg (default 32)")
-    loc.add_argument("--gso", default=0, help="udp_bw: datagrams per UDP GSO send (default 0: off)")
+    loc.add_argument("--gso", default=None,
+                     help="udp_bw: datagrams per UDP GSO send, 0 = off (default: 8 on loopback, off in a lab)")
     loc.add_argument("--busy-poll", action="store_true", help="latency tests: spin instead of sleeping")
     loc.add_argument("--interval", default="1s", help="row interval (default 1s)")
     loc.add_argument("--engine", default=DEFAULT_ENGINE, help="engine (see perfkit engines)")
@@ -103,13 +105,20 @@ def _parser() -> argparse.ArgumentParser:
     flw.add_argument("-m", "--size", default=64, help="Ethernet frame bytes with FCS, 64..1518 (default 64)")
     flw.add_argument("-r", "--rate", help="target rate: 1Mpps, 500Mbps (default: unlimited)")
     flw.add_argument("-f", "--flows", default=1, help="UDP flows (source ports, default 1)")
-    flw.add_argument("-t", "--duration", default="10s", help="how long to send (default 10s)")
+    flw.add_argument("-t", "--duration", help="how long to send (default 10s; a --search trial: 1s)")
     flw.add_argument("--ip", default="198.18.0.1", help="the port's address (default 198.18.0.1)")
     flw.add_argument("--peer-ip", default="198.18.0.2", help="destination address (default 198.18.0.2)")
     flw.add_argument("--dst-mac", help="destination MAC (default: the peer port's, or ARP)")
     flw.add_argument("--sport", default=10000, help="first UDP source port (default 10000)")
     flw.add_argument("--dport", default=9, help="UDP destination port (default 9)")
     flw.add_argument("--burst", default=32, help="frames per burst (default 32)")
+    flw.add_argument("--src-ips", default=1, help="source addresses from --ip (default 1)")
+    flw.add_argument("--dst-ips", default=1, help="destination addresses from --peer-ip (default 1)")
+    flw.add_argument("--sports", help="source ports from --sport (default: as many as --flows needs)")
+    flw.add_argument("--dports", default=1, help="destination ports from --dport (default 1)")
+    flw.add_argument("--sizes", help="a frame size mix instead of --size: imix, 64,570,1518 or 64:7,570:4,1518:1")
+    flw.add_argument("--ramp-to", help="with --rate: the rate rises from --rate to this (1Mpps, 1Gbps)")
+    flw.add_argument("--ramp-time", help="how long the ramp takes (default: --duration)")
     rfl = sub.add_parser("reflect", help="the far end of DPDK flows on one port: rxonly or reverse")
     rfl.add_argument("--engine", default="dpdk", help="engine (only dpdk reflects)")
     rfl.add_argument("--port", required=True, help="DPDK port (see perfkit flows)")
@@ -118,7 +127,9 @@ def _parser() -> argparse.ArgumentParser:
     rfl.add_argument("--ip", default="198.18.0.2", help="the port's address (default 198.18.0.2)")
     rfl.add_argument("-f", "--flows", default=1024, help="rxonly: flow ids tracked (default 1024)")
     rfl.add_argument("--burst", default=32, help="frames per burst (default 32)")
+    rfl.add_argument("--ips", default=1, help="reverse: reflect for this many addresses from --ip (default 1)")
     for sp in (flw, rfl):
+        sp.add_argument("--cores", default=1, help="lcores per side, one port queue each (default 1)")
         sp.add_argument("--netns", help="open the port in this network namespace (/run/netns/NAME)")
         sp.add_argument("--mem", default=512, help="EAL memory in MB (default 512)")
         sp.add_argument("--hugepages", default="auto", help="auto, on or off (default auto: on where enough are free)")
@@ -128,9 +139,16 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
         sp.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet")
     p.test_parser = tst  # qperf takes options between test names: parsed intermixed in main()
+    for sp in (loc, flw):
+        _search_args(sp)
 
     ht = sub.add_parser("http", help="HTTP load with virtual users (nGrinder/wrk style)")
-    ht.add_argument("url", help="http://HOST[:PORT]/PATH, HOST loopback or a lab address")
+    ht.add_argument("url", nargs="?", help="http://HOST[:PORT]/PATH, HOST loopback or a lab address")
+    ht.add_argument("--url-file", metavar="FILE", help="URLs, one a line (# comments): requests go through "
+                                                        "them in turn (after URL, if given)")
+    ht.add_argument("--random", action="store_true", help="with several URLs: each request picks one at random")
+    ht.add_argument("--lab", help="run the client in this lab's host h1 (perfkit lab up)")
+    ht.add_argument("--threads", default=1, help="client threads, users split between them (default 1; wrk -t)")
     ht.add_argument("-u", "--users", default=10, help="virtual users, one connection each (default 10)")
     ht.add_argument("-t", "--duration", default="10s", help="how long (default 10s)")
     ht.add_argument("-r", "--rate", help="open loop: requests/s in total, latency from intended send times")
@@ -159,6 +177,57 @@ def _parser() -> argparse.ArgumentParser:
     hs.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
     _dperf_parser(sub)  # issue 6
     return p
+
+
+SEARCH_HELP = ("rate search: the highest rate holding CRITERION, by binary search over trials: "
+               "zero-loss (RFC 2544 throughput), pdr:0.1%% (tolerated loss), lat:p99<50us "
+               "(p50 p90 p99 p999 max mean), cpu or cpu:95%% (an engine worker saturates); join with ','. "
+               "--rate is then the upper bound (default: measured by an unpaced first trial), "
+               "--duration the length of each trial (default 1s); udp_bw only for perfkit local")
+
+
+def _search_args(sp) -> None:
+    sp.add_argument("--search", metavar="CRITERION", help=SEARCH_HELP)
+    sp.add_argument("--low", help="--search: lower bound (default 1%% of the upper)")
+    sp.add_argument("--resolution", default="1%",
+                    help="--search: stop when pass and failure are this close: 1%% of the upper bound "
+                         "(default) or a rate (10kpps)")
+    sp.add_argument("--max-trials", default=16, help="--search: at most this many trials (default 16)")
+    sp.add_argument("--settle", default="0.5s", help="--search: pause between trials (default 0.5s)")
+    sp.add_argument("--retries", default=0, help="--search: run a failed trial again up to N times "
+                    "(default 0); the rate passes if one attempt does")
+
+
+def _search(a, spec, engine: str) -> int:
+    """--search: trials printed as they finish (or JSON lines), then the rate found."""
+    import dataclasses
+    from perfkit.ratesearch import parse_criterion, result_text, search, trial_line
+    crit = parse_criterion(a.search)
+    try:
+        max_trials = int(str(a.max_trials), 10)
+    except ValueError:
+        raise ValueError(f"max_trials: {a.max_trials!r} is not a whole number") from None
+    try:
+        retries = int(str(a.retries), 10)
+    except ValueError:
+        raise ValueError(f"retries: {a.retries!r} is not a whole number") from None
+    trial = a.duration if a.duration is not None else "1s"
+    if a.save:
+        raise ValueError("save: -o saves one run; a search keeps its trials: use --json")
+
+    def show(row):
+        print(json.dumps({"trial": row}) if a.json else trial_line(row), flush=True)
+
+    if not a.json:
+        print(f"perfkit search {crit.text} ({crit.describe()}): {type(spec).__name__} on the {engine} engine, "
+              f"upper bound {spec.rate or 'measured unpaced'}, {trial} trials", flush=True)
+    res = search(dataclasses.replace(spec, rate=None), crit, high=spec.rate, low=a.low, resolution=a.resolution,
+                 max_trials=max_trials, trial=trial, settle=a.settle, retries=retries, engine=engine, progress=show)
+    print(json.dumps({"search": res.to_dict()}) if a.json else result_text(res), flush=True)
+    if res.error:
+        print(f"perfkit: error: {res.error}", file=sys.stderr)
+        return 1
+    return 130 if res.stopped == "interrupted" else 0
 
 
 def _run_printed(spec, a, line) -> int:
@@ -195,11 +264,22 @@ def _http(a) -> int:
             raise ValueError(f"header: {h!r} is not NAME: VALUE")
         k, v = h.split(":", 1)
         headers[k.strip()] = v.strip()
-    spec = HttpLoad(url=a.url, users=a.users, duration=a.duration, rate=a.rate, think=a.think, ramp=a.ramp,
+    urls = [a.url] if a.url else []
+    if a.url_file:
+        try:
+            text = open(a.url_file).read()
+        except OSError as exc:
+            raise ValueError(f"url-file: {a.url_file}: {exc.strerror}") from None
+        urls += [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("#")]
+    if not urls:
+        raise ValueError("url: give a URL or --url-file FILE")
+    spec = HttpLoad(url=urls if len(urls) > 1 else urls[0], url_order="random" if a.random else "cycle", users=a.users, duration=a.duration, rate=a.rate, think=a.think, ramp=a.ramp,
                     keepalive=a.keepalive, method=a.method, headers=headers or None, body=a.data,
-                    connect_timeout=a.connect_timeout, response_timeout=a.timeout)
+                    connect_timeout=a.connect_timeout, response_timeout=a.timeout, lab=a.lab,
+                    threads=a.threads)
     if not a.json:
-        print(f"perfkit http {spec.method} {spec.url}: {spec.users} users, "
+        where = spec.url if len(spec.urls) == 1 else f"{len(spec.urls)} URLs ({spec.url_order})"
+        print(f"perfkit http {spec.method} {where}: {spec.users} users, "
               f"{'keep-alive' if spec.keepalive else 'a connection per request'}, "
               f"{str(spec.rate) + ' (open loop)' if spec.rate else 'closed loop'}, {spec.duration:g} s", flush=True)
     return _run_printed(spec, a, http_row_line)
@@ -291,9 +371,11 @@ def _the_lab(name):
 
 def _local(a) -> int:
     from perfkit.units import parse_duration
-    spec = LocalTest(test=a.test, size=a.size, rate=a.rate, flows=a.flows, duration=a.duration,
+    spec = LocalTest(test=a.test, size=a.size, rate=a.rate, flows=a.flows, duration=a.duration or "10s",
                      host=a.host, port=a.port, batch=a.batch, gso=a.gso,
                      busy_poll=a.busy_poll, lab=_the_lab(a.lab))
+    if a.search is not None:
+        return _search(a, spec, a.engine)
     interval = parse_duration(a.interval, "interval")
     printer = JsonPrinter() if a.json else LinePrinter()
     run = Run(spec, engine=a.engine, interval=interval, subscribers=(printer,))
@@ -405,14 +487,29 @@ def _dpdk_done(a, run, printer, interrupted, text: str) -> int:
     return 130 if interrupted else 0
 
 
+def _frames_text(spec) -> str:
+    if spec.sizes is None:
+        return f"{spec.size} B frames"
+    mix = ",".join(f"{s}:{w}" for s, w in spec.sizes)
+    return f"frames of {mix} (mean {spec.mean_size:.1f} B)"
+
+
 def _flows(a) -> int:
     from perfkit.spec import DpdkFlows
     spec = DpdkFlows(port=a.port, peer=a.peer, mode=a.mode, size=a.size, rate=a.rate, flows=a.flows,
-                     duration=a.duration, ip=a.ip, peer_ip=a.peer_ip, dst_mac=a.dst_mac, sport=a.sport,
-                     dport=a.dport, burst=a.burst, netns=a.netns)
+                     duration=a.duration or "10s", ip=a.ip, peer_ip=a.peer_ip, dst_mac=a.dst_mac, sport=a.sport,
+                     dport=a.dport, burst=a.burst, netns=a.netns, src_ips=a.src_ips, dst_ips=a.dst_ips,
+                     sports=a.sports, dports=a.dports, sizes=a.sizes, ramp_to=a.ramp_to,
+                     ramp_time=a.ramp_time, cores=a.cores)
+    if a.search is not None:
+        if a.engine != "dpdk":
+            raise ValueError(f"engine: {a.engine!r}: perfkit flows runs on the dpdk engine only")
+        _dpdk_eal(a)
+        return _search(a, spec, "dpdk")
     far = f"{spec.peer} ({spec.mode})" if spec.peer else f"{spec.peer_ip} ({spec.mode}, elsewhere)"
     run, printer, interrupted = _dpdk_run(
-        a, spec, f"perfkit flows: {spec.size} B frames, {spec.rate or 'unlimited'}, {spec.flows} flow(s), "
+        a, spec, f"perfkit flows: {_frames_text(spec)}, {spec.rate or 'unlimited'}"
+                 f"{f' rising to {spec.ramp_to} over {spec.ramp_time:g} s' if spec.ramp_to else ''}, {spec.flows} flow(s), "
                  f"{spec.duration:g} s from {spec.port} to {far} (dpdk engine)")
     return _dpdk_done(a, run, printer, interrupted, summary_text(run.summary) if run.summary else "")
 
@@ -438,7 +535,7 @@ def _reflect_text(run) -> str:
 def _reflect(a) -> int:
     from perfkit.spec import DpdkReflect
     spec = DpdkReflect(port=a.port, mode=a.mode, duration=a.duration, ip=a.ip, flows=a.flows,
-                       burst=a.burst, netns=a.netns)
+                       burst=a.burst, netns=a.netns, ips=a.ips, cores=a.cores)
     run, printer, interrupted = _dpdk_run(
         a, spec, f"perfkit reflect: {spec.mode} on {spec.port} ({spec.ip}) for {spec.duration:g} s (dpdk engine)")
     return _dpdk_done(a, run, printer, interrupted, _reflect_text(run))

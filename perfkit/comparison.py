@@ -3,6 +3,7 @@ run, and one figure (rates over time, latency CDFs from the histograms, the tabl
 
     cmp = perfkit.compare([direct, impaired], names=["direct", "10 ms + 1% loss"])
     cmp.table            # polars: one row per run; rx_bps, ..., and rx_bps_ratio, ... vs the first
+                         # (HTTP runs: tps, lat_mean_us, lat_p50_us, lat_p99_us, error_rate_pct, vusers, ...)
     cmp.figure()         # plotly
     cmp.report("cmp.html")   # a self-contained HTML page (perfkit.ui.html_report)
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from perfkit.store import KEY_FIGURES, LOWER_IS_BETTER
+from perfkit.store import HTTP_KEY_FIGURES, KEY_FIGURES, LOWER_IS_BETTER
 
 # one colour per run, in order (plotly's D3 palette)
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
@@ -39,6 +40,10 @@ def run_label(run, i: int = 0) -> str:
     return f"{i + 1}: {getattr(spec, 'test', 'run')} {getattr(spec, 'size', '')}".strip()
 
 
+def _test(run) -> str | None:
+    return (run.summary or {}).get("test") or getattr(run.spec, "test", None)
+
+
 def cdf_points(hist) -> tuple[list[float], list[float]]:
     """(latency µs, % of samples at or below it) at every non-empty bucket's upper edge,
     starting from 0% at the first bucket's lower edge."""
@@ -57,10 +62,13 @@ def cdf_points(hist) -> tuple[list[float], list[float]]:
 class Comparison:
     """Runs lined up: .runs, .names, .table, .figure(), .report(path)."""
 
-    def __init__(self, runs, names=None, keys=KEY_FIGURES):
+    def __init__(self, runs, names=None, keys=None):
         runs = [_as_run(r) for r in runs]
         if not runs:
             raise ValueError("runs: nothing to compare (give at least one run)")
+        self.http = all(_test(r) == "http" for r in runs)
+        if keys is None:  # HTTP load runs: nGrinder's figures; else the socket/DPDK ones
+            keys = HTTP_KEY_FIGURES if self.http else KEY_FIGURES[:KEY_FIGURES.index("tps")]
         if names is None:
             names = [run_label(r, i) for i, r in enumerate(runs)]
         else:
@@ -119,13 +127,17 @@ class Comparison:
         import plotly.graph_objects as go
         from plotly.subplots import make_subplots
 
+        # HTTP runs: responses/s and failed requests/s; else received bits/s and packets/s
+        top = (("http_resp_per_s", "responses/s (TPS)", "resp/s"), ("http_err_per_s", "failed requests/s", "err/s")
+               ) if self.http else (("bits_rx_per_s", "received bits/s", "bit/s"),
+                                    ("pkts_rx_per_s", "received packets/s", "pkt/s"))
         chart_h, table_h = 330, 60 + 30 * len(self.runs)   # pixels
         height = 2 * chart_h + table_h + 200                  # + titles, axes, legend, gaps
         fig = make_subplots(
             rows=3, cols=2, row_heights=[chart_h, chart_h, table_h], vertical_spacing=0.1 * 900 / height,
             horizontal_spacing=0.09,
             specs=[[{}, {}], [{}, {}], [{"type": "table", "colspan": 2}, None]],
-            subplot_titles=["received bits/s", "received packets/s", "latency CDF (from the histogram)",
+            subplot_titles=[top[0][1], top[1][1], "latency CDF (from the histogram)",
                             "p99 latency over time (µs)", ""])
         for i, (name, run) in enumerate(zip(self.names, self.runs)):
             colour = COLOURS[i % len(COLOURS)]
@@ -136,12 +148,10 @@ class Comparison:
                 return frame[c].to_list() if c in frame.columns else [None] * len(t)
             common = {"legendgroup": name, "line": {"color": colour, "width": 1.6}, "mode": "lines+markers",
                       "marker": {"size": 4}}
-            fig.add_trace(go.Scatter(x=t, y=col("bits_rx_per_s"), name=name, showlegend=True,
-                                     hovertemplate=f"{name}: %{{y:.4~s}}bit/s at %{{x:.1f}} s<extra></extra>",
-                                     **common), row=1, col=1)
-            fig.add_trace(go.Scatter(x=t, y=col("pkts_rx_per_s"), name=name, showlegend=False,
-                                     hovertemplate=f"{name}: %{{y:.4~s}} pkt/s at %{{x:.1f}} s<extra></extra>",
-                                     **common), row=1, col=2)
+            for c, (column, _, unit) in enumerate(top, start=1):
+                fig.add_trace(go.Scatter(x=t, y=col(column), name=name, showlegend=c == 1,
+                                         hovertemplate=f"{name}: %{{y:.4~s}} {unit} at %{{x:.1f}} s<extra></extra>",
+                                         **common), row=1, col=c)
             cx, cy = cdf_points(run.histogram)
             fig.add_trace(go.Scatter(x=cx, y=cy, name=name, showlegend=False, legendgroup=name, mode="lines",
                                      line={"color": colour, "width": 1.8, "shape": "hv"},
@@ -197,15 +207,18 @@ class Comparison:
         return f"<perfkit.Comparison of {len(self.runs)} runs: {', '.join(self.names)}>"
 
 
-def compare(runs, names=None, keys=KEY_FIGURES) -> Comparison:
-    """Compare finished runs (Run objects or paths of saved runs); the first is the baseline."""
+def compare(runs, names=None, keys=None) -> Comparison:
+    """Compare finished runs (Run objects or paths of saved runs); the first is the baseline.
+    keys: the figures to line up (default: HTTP_KEY_FIGURES when every run is an HTTP load,
+    else the socket/DPDK figures of KEY_FIGURES)."""
     return Comparison(runs, names=names, keys=keys)
 
 
 # ---------------------------------------------------------------- formatting
 LABELS = {"rx_pps": "rx pkt/s", "rx_bps": "rx bit/s", "msg_rate": "msg/s", "loss_pct": "loss %",
           "latency_us": "latency µs", "lat_p50_us": "p50 µs", "lat_p99_us": "p99 µs",
-          "lat_max_us": "max µs", "jitter_us": "jitter µs", "cpu_pct": "cpu %"}
+          "lat_max_us": "max µs", "jitter_us": "jitter µs", "cpu_pct": "cpu %", "tps": "TPS",
+          "lat_mean_us": "mean µs", "error_rate_pct": "error %", "vusers": "users"}
 
 
 def _num(v):
@@ -217,9 +230,9 @@ def fmt(key: str, v) -> str:
     from perfkit.units import format_si
     if v is None:
         return "-"
-    if key in ("rx_pps", "rx_bps", "msg_rate", "tx_pps", "tx_bps"):
+    if key in ("rx_pps", "rx_bps", "msg_rate", "tx_pps", "tx_bps", "tps"):
         return format_si(v)
     return f"{v:.3g}"
 
 
-__all__ = ["Comparison", "KEY_FIGURES", "LOWER_IS_BETTER", "cdf_points", "compare"]
+__all__ = ["Comparison", "HTTP_KEY_FIGURES", "KEY_FIGURES", "LOWER_IS_BETTER", "cdf_points", "compare"]

@@ -32,7 +32,7 @@ def _count(n) -> str:
 
 def http_row_line(row: dict) -> str:
     """One line per interval of an HTTP load: tps, response times, errors, connections."""
-    errs = sum(row[f"{k}_per_s"] for k in ("err_connect", "err_timeout", "err_reset", "err_read")) * row["interval_s"]
+    errs = sum(row[f"{k}_per_s"] for k in ("err_connect", "err_timeout", "err_reset", "err_read", "err_tls")) * row["interval_s"]
     parts = [f"{row['time_s']:6.1f}s", f"tps {_si(row['http_resp_per_s']):>7}",
              f"rt p50 {_time_us(row['lat_p50_us'])} p99 {_time_us(row['lat_p99_us'])}",
              f"2xx {_count(row['http_2xx_per_s'] * row['interval_s'])}",
@@ -79,8 +79,12 @@ def summary_text(s: dict, point: dict | None = None) -> str:
         put("responses", f"{_count(s['responses'])}: 2xx {_count(s['http_2xx'])}  3xx {_count(s['http_3xx'])}  "
                          f"4xx {_count(s['http_4xx'])}  5xx {_count(s['http_5xx'])}")
         put("errors", f"connect {_count(s['err_connect'])}  timeout {_count(s['err_timeout'])}  "
-                      f"reset {_count(s['err_reset'])}  read {_count(s['err_read'])}")
+                      f"reset {_count(s['err_reset'])}  read {_count(s['err_read'])}"
+                      + (f"  tls {_count(s['err_tls'])}" if s.get("err_tls") else ""))
         put("connections", _count(s["sock_open"]))
+        for u in s.get("per_url") or [] if len(s.get("per_url") or []) > 1 else []:
+            put("url", f"{u['url']}: {_count(u['requests'])} sent, {_count(u['responses'])} answered, "
+                       f"{_count(u['failed'])} failed")
     elif test == "udp_bw":
         put("send_bw", _si(s["bytes_tx"] / s["duration_s"] if s["duration_s"] else 0, "B/sec"))
         put("recv_bw", _si(s["bytes_rx"] / s["duration_s"] if s["duration_s"] else 0, "B/sec"))

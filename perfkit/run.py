@@ -193,6 +193,12 @@ class Run:
             self.summary["engine"] = self.engine_name
             if hasattr(self.spec, "users"):  # nGrinder's Vuser
                 self.summary["vusers"] = self.spec.users
+            if hasattr(self._handle, "http_urls") and hasattr(self.spec, "urls"):  # HTTP: counts per URL
+                counts = [self._handle.http_urls(i) for i, r in enumerate(self.roles) if r == "http_client"]
+                self.summary["per_url"] = [{"url": u, "requests": sum(c[k][0] for c in counts),
+                                            "responses": sum(c[k][1] for c in counts),
+                                            "failed": sum(c[k][2] for c in counts)}
+                                           for k, u in enumerate(self.spec.urls)]
             if self.error:
                 self.summary["error"] = self.error
         dt = t - prev_t

@@ -21,6 +21,9 @@ MAX_SIZE = {"udp": 65507, "tcp": 64 << 10, "sctp": 64 << 10}
 MAX_FLOWS = 1024
 MAX_BATCH = 256
 MAX_GSO = 64
+# udp_bw on loopback sends this many datagrams per UDP GSO send unless told otherwise:
+# the kernel's per-send cost is the ceiling there (8 doubled 64 B pps here, with no loss)
+AUTO_GSO = 8
 MAX_DURATION_S = 24 * 3600
 MAX_RATE_PPS = 1e9  # far above any kernel-socket rate; keeps the pacer's arithmetic exact
 
@@ -66,7 +69,7 @@ class _SocketTest:
     host: str = "127.0.0.1"
     port: int = 0
     batch: int = 32
-    gso: int = 0
+    gso: int | None = None
     busy_poll: bool = False
 
     def __post_init__(self):
@@ -96,7 +99,7 @@ class _SocketTest:
         put("host", check_target(self.host))
         put("port", _int_in(self.port, "port", 0, 65535))
         put("batch", _int_in(self.batch, "batch", 1, MAX_BATCH))
-        put("gso", _int_in(self.gso, "gso", 0, MAX_GSO))
+        put("gso", self._auto_gso() if self.gso is None else _int_in(self.gso, "gso", 0, MAX_GSO))
         if self.gso > 1 and self.test != "udp_bw":
             raise ValueError(f"gso: only udp_bw sends with UDP GSO, not {self.test}")
         if self.gso * self.size > MAX_SIZE["udp"]:
@@ -106,6 +109,10 @@ class _SocketTest:
             # bool("false") is True: take only real booleans
             raise ValueError(f"busy_poll: {self.busy_poll!r} is not true or false")
         put("busy_poll", bool(self.busy_poll))
+
+    def _auto_gso(self) -> int:
+        """gso left out: off (a path off this host may not take UDP GSO)."""
+        return 0
 
     @property
     def messages_per_second(self) -> float:
@@ -145,7 +152,8 @@ class LocalTest(_SocketTest):
     port      the receiving end's port; 0 = any free port
     batch     messages per sendmmsg/recvmmsg (udp_bw)
     gso       udp_bw: datagrams per UDP GSO send (the kernel cuts them; each arrives
-              alone); 0 = off, plain sendmmsg with one datagram per message
+              alone); 0 = off, plain sendmmsg with one datagram per message;
+              None = 8 on loopback (fewer if 8 would pass 65507 B), off on a lab path
     busy_poll latency tests: spin on the socket instead of sleeping (50 us, then block)
     lab       run the two ends in the first two hosts of this lab (perfkit.lab): the
               receiving end in h2, the sender in h1, over the lab's link; host then
@@ -157,6 +165,13 @@ class LocalTest(_SocketTest):
         super().__post_init__()
         if self.lab is not None and not LAB_NAME.fullmatch(str(self.lab)):
             raise ValueError(f"lab: {self.lab!r} is not a lab name (1-8 lowercase letters or digits)")
+
+    def _auto_gso(self) -> int:
+        # only on loopback: a lab link's impairments (and its delay line) see whole GSO sends
+        if self.test != "udp_bw" or self.lab is not None or not ipaddress.ip_address(self.host).is_loopback:
+            return 0
+        n = min(AUTO_GSO, MAX_SIZE["udp"] // self.size)
+        return n if n > 1 else 0
 
 
 @dataclass(frozen=True)
@@ -184,7 +199,60 @@ DPDK_MODES = ("rxonly", "reverse")
 DPDK_DRIVERS = ("net_null", "net_ring", "net_memif", "net_af_packet", "net_tap")
 DPDK_KERNEL_DRIVERS = ("net_af_packet", "net_tap")   # they reach a kernel: lab namespaces only
 DPDK_MIN_SIZE, DPDK_MAX_SIZE = 64, 1518
-DPDK_MAX_FLOWS = 16384
+DPDK_MAX_FLOWS = 131072   # PK_DPDK_MAX_FLOWS: a 528-byte sequence window each, preallocated
+DPDK_MAX_IPS = 1 << 17
+DPDK_MAX_QUEUES = 8      # PK_DPDK_MAX_QUEUES: lcores (one queue each) per port
+DPDK_MAX_PATTERN = 1024   # PK_DPDK_MAX_PATTERN: frames in one size pattern
+IMIX = ((64, 7), (570, 4), (1518, 1))   # the classic simple IMIX
+
+
+def parse_sizes(value, field: str = "sizes") -> tuple[tuple[int, int], ...]:
+    """Frame sizes and their weights: 'imix' (64:7,570:4,1518:1), '64,128,256' (equal
+    weights), '64:7,570:4,1518:1', or a list of sizes or [size, weight] pairs. Weights
+    are reduced by their common divisor; they must add up to at most DPDK_MAX_PATTERN."""
+    import math
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text == "imix":
+            return IMIX
+        items = [x.strip() for x in text.split(",")]
+        if not all(items):
+            raise ValueError(f"{field}: {value!r} is not a list of sizes (64,570,1518 or 64:7,570:4 or imix)")
+        value = [tuple(x.split(":", 1)) if ":" in x else (x, 1) for x in items]
+    try:
+        pairs = [(p, 1) if isinstance(p, (int, str)) else tuple(p) for p in value]
+    except TypeError:
+        raise ValueError(f"{field}: {value!r} is not a list of sizes") from None
+    if not pairs or any(len(p) != 2 for p in pairs):
+        raise ValueError(f"{field}: {value!r} is not a list of sizes or [size, weight] pairs")
+    out = []
+    for size, weight in pairs:
+        size = parse_size(size, field)
+        if not DPDK_MIN_SIZE <= size <= DPDK_MAX_SIZE:
+            raise ValueError(f"{field}: {size} bytes is out of range {DPDK_MIN_SIZE}..{DPDK_MAX_SIZE} "
+                             "(Ethernet frames, FCS counted)")
+        out.append((size, _int_in(weight, field + " weight", 1, DPDK_MAX_PATTERN)))
+    g = math.gcd(*(w for _, w in out))
+    out = tuple((s, w // g) for s, w in out)
+    if sum(w for _, w in out) > DPDK_MAX_PATTERN:
+        raise ValueError(f"{field}: the weights add up to {sum(w for _, w in out)} frames per round "
+                         f"(at most {DPDK_MAX_PATTERN} after dividing by their common divisor)")
+    return out
+
+
+def size_pattern(sizes) -> list[int]:
+    """The order frames are sent in: smooth weighted round robin, so that the sizes
+    interleave (7:4:1 -> 64 570 64 64 570 64 1518 ...), not seven 64s in a row."""
+    total = sum(w for _, w in sizes)
+    cur = [0] * len(sizes)
+    out = []
+    for _ in range(total):
+        for i, (_, w) in enumerate(sizes):
+            cur[i] += w
+        best = max(range(len(sizes)), key=lambda i: cur[i])
+        cur[best] -= total
+        out.append(sizes[best][0])
+    return out
 DPDK_MAX_BURST = 256
 _DPDK_RING = re.compile(r"ring:[a-z0-9_]{1,16}:[01]")
 _DPDK_NAME = re.compile(r"[A-Za-z0-9_]+")
@@ -244,8 +312,12 @@ class _DpdkSpec:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        if "rate" in d:
-            d["rate"] = None if self.rate is None else {"value": self.rate.value, "unit": self.rate.unit}
+        for k in ("rate", "ramp_to"):
+            if k in d:
+                r = getattr(self, k)
+                d[k] = None if r is None else {"value": r.value, "unit": r.unit}
+        if d.get("sizes") is not None:
+            d["sizes"] = [list(p) for p in d["sizes"]]
         return {"kind": type(self).__name__, **d}
 
     @classmethod
@@ -258,8 +330,9 @@ class _DpdkSpec:
         unknown = set(d) - names
         if unknown:
             raise ValueError(f"{sorted(unknown)[0]}: unknown field (known: {', '.join(sorted(names))})")
-        if isinstance(d.get("rate"), dict):
-            d["rate"] = Rate(float(d["rate"]["value"]), d["rate"]["unit"])
+        for k in ("rate", "ramp_to"):
+            if isinstance(d.get(k), dict):
+                d[k] = Rate(float(d[k]["value"]), d[k]["unit"])
         return cls(**d)
 
 
@@ -275,8 +348,24 @@ class DpdkFlows(_DpdkSpec):
     mode      what the far end does. rxonly: loss and one-way latency measured there;
               reverse: frames come back, loss and round trips measured by the generator
     size      Ethernet frame bytes counting the 4-byte FCS, 64..1518 (rates count these bytes)
-    rate      target rate (1Mpps, 500Mbps); None = as fast as the port takes frames
-    flows     UDP flows, one source port each: sport .. sport + flows - 1
+    sizes     a size mix instead: 'imix' (64:7,570:4,1518:1), '64,570,1518', '64:7,570:4,...',
+              sent interleaved as one preallocated pattern; size becomes the mean (rounded)
+    rate      target rate (1Mpps, 500Mbps: bits of whole frames, the mean size with sizes);
+              None = as fast as the port takes frames
+    ramp_to   with rate: the rate rises linearly from rate to ramp_to over ramp_time
+              (default: the whole duration), then stays there; paced by the TSC
+    cores     lcores (worker threads) per side, each with its own queue of the port(s),
+              mempool cache and counters; the flows and the rate are split between
+              them. Receive queues are fed by RSS where the PMD has it; a ring pair,
+              net_ring and memif join tx queue q to rx queue q
+    flows     UDP flows, each its own 4-tuple and sequence numbers. Flow f is the f-th tuple
+              of the ranges below, source port varying fastest, then destination port,
+              source address, destination address; frames go round the flows in turn
+    src_ips   source addresses ip .. ip + src_ips - 1 (default 1)
+    dst_ips   destination addresses peer_ip .. peer_ip + dst_ips - 1 (default 1; a reverse
+              peer reflects for all of them)
+    sports    source ports sport .. sport + sports - 1 (default: as many as the flows need)
+    dports    destination ports dport .. dport + dports - 1 (default 1)
     duration  how long to send
     ip        the port's own address; peer_ip: the destination (and the peer port's address)
     dst_mac   the destination MAC; None = the peer port's, else ARP for peer_ip (1 s; then broadcast)
@@ -298,6 +387,14 @@ class DpdkFlows(_DpdkSpec):
     dport: int = 9
     burst: int = 32
     netns: str | None = None
+    src_ips: int = 1
+    dst_ips: int = 1
+    sports: int | None = None
+    dports: int = 1
+    sizes: tuple | str | None = None
+    ramp_to: Rate | str | float | None = None
+    ramp_time: float | str | None = None
+    cores: int = 1
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
@@ -319,6 +416,9 @@ class DpdkFlows(_DpdkSpec):
             raise ValueError(f"size: {size} bytes is out of range {DPDK_MIN_SIZE}..{DPDK_MAX_SIZE} "
                              "(Ethernet frames, FCS counted)")
         put("size", size)
+        if self.sizes is not None:
+            put("sizes", parse_sizes(self.sizes))
+            put("size", round(self.mean_size))
         if self.rate is not None:
             rate = parse_rate(self.rate, "rate")
             if not rate.value > 0:
@@ -332,6 +432,11 @@ class DpdkFlows(_DpdkSpec):
         if not 0 < duration <= MAX_DURATION_S:
             raise ValueError(f"duration: {self.duration!r} is out of range (above 0, at most 24h)")
         put("duration", duration)
+        self._check_ramp(put)
+        put("cores", _int_in(self.cores, "cores", 1, DPDK_MAX_QUEUES))
+        if self.flows < self.cores:
+            raise ValueError(f"flows: {self.flows} flow(s) for {self.cores} cores: each core sends "
+                             "flows of its own (give at least as many flows)")
         put("ip", check_lab_ipv4(self.ip, "ip"))
         put("peer_ip", check_lab_ipv4(self.peer_ip, "peer_ip"))
         if self.ip == self.peer_ip:
@@ -341,10 +446,67 @@ class DpdkFlows(_DpdkSpec):
                 raise ValueError(f"dst_mac: {self.dst_mac!r} is not a MAC address (aa:bb:cc:dd:ee:ff)")
             put("dst_mac", str(self.dst_mac).lower())
         put("sport", _int_in(self.sport, "sport", 1, 65535))
-        if self.sport + self.flows > 65536:
-            raise ValueError(f"flows: {self.flows} flows from source port {self.sport} pass 65535")
         put("dport", _int_in(self.dport, "dport", 1, 65535))
         put("burst", _int_in(self.burst, "burst", 1, DPDK_MAX_BURST))
+        self._check_ranges(put)
+
+    def _check_ramp(self, put):
+        if self.ramp_to is None:
+            if self.ramp_time is not None:
+                raise ValueError("ramp_time: give ramp_to (the rate to rise to) as well")
+            return
+        if self.rate is None:
+            raise ValueError("ramp_to: a ramp starts from rate: give rate as well")
+        to = parse_rate(self.ramp_to, "ramp_to")
+        if not to.value > 0 or to.messages_per_second(self.mean_size) > MAX_RATE_PPS:
+            raise ValueError(f"ramp_to: {self.ramp_to!r} is out of range (above 0, at most "
+                             f"{MAX_RATE_PPS:.0e} frames/s)")
+        put("ramp_to", to)
+        t = self.duration if self.ramp_time is None else parse_duration(self.ramp_time, "ramp_time")
+        if not 0 < t <= self.duration:
+            raise ValueError(f"ramp_time: {self.ramp_time!r} is out of range (above 0, at most the duration)")
+        put("ramp_time", t)
+
+    @property
+    def mean_size(self) -> float:
+        """Mean frame bytes (FCS counted): size, or the sizes' weighted mean."""
+        if self.sizes is None:
+            return float(self.size)
+        return sum(s * w for s, w in self.sizes) / sum(w for _, w in self.sizes)
+
+    @property
+    def ramp_end_per_second(self) -> float:
+        return self.ramp_to.messages_per_second(self.mean_size) if self.ramp_to else 0.0
+
+    def _check_ranges(self, put):
+        """The address and port ranges the flows are spread over."""
+        put("src_ips", _int_in(self.src_ips, "src_ips", 1, DPDK_MAX_IPS))
+        put("dst_ips", _int_in(self.dst_ips, "dst_ips", 1, DPDK_MAX_IPS))
+        put("dports", _int_in(self.dports, "dports", 1, 65535))
+        if self.dport + self.dports > 65536:
+            raise ValueError(f"dports: {self.dports} ports from {self.dport} pass 65535")
+        others = self.src_ips * self.dst_ips * self.dports
+        if self.sports is None:
+            need = -(-self.flows // others)
+            if self.sport + need > 65536:
+                raise ValueError(f"flows: {self.flows} flows need {need} source ports from {self.sport}, "
+                                 "past 65535: lower sport, or give more src_ips, dst_ips or dports")
+            put("sports", need)
+        else:
+            put("sports", _int_in(self.sports, "sports", 1, 65535))
+            if self.sport + self.sports > 65536:
+                raise ValueError(f"sports: {self.sports} ports from {self.sport} pass 65535")
+            if self.sports * others < self.flows:
+                raise ValueError(f"flows: {self.flows} flows need as many tuples; sports x dports x "
+                                 f"src_ips x dst_ips is only {self.sports * others}")
+        lab = LAB_NETS[0]
+        src0, dst0 = ipaddress.IPv4Address(self.ip), ipaddress.IPv4Address(self.peer_ip)
+        for name, first, n in (("src_ips", src0, self.src_ips), ("dst_ips", dst0, self.dst_ips)):
+            if int(first) + n - 1 > int(lab.broadcast_address):
+                raise ValueError(f"{name}: {n} addresses from {first} leave 198.18.0.0/15")
+        if int(src0) < int(dst0) + self.dst_ips and int(dst0) < int(src0) + self.src_ips:
+            raise ValueError(f"dst_ips: the source addresses {src0} + {self.src_ips} and the destination "
+                             f"addresses {dst0} + {self.dst_ips} overlap")
 
     @property
     def test(self) -> str:
@@ -353,7 +515,7 @@ class DpdkFlows(_DpdkSpec):
 
     @property
     def messages_per_second(self) -> float:
-        return self.rate.messages_per_second(self.size) if self.rate else 0.0
+        return self.rate.messages_per_second(self.mean_size) if self.rate else 0.0
 
 
 @dataclass(frozen=True)
@@ -366,6 +528,8 @@ class DpdkReflect(_DpdkSpec):
     duration  how long to run (or until stopped)
     ip        the port's address: ARP and ICMP echo are answered for it
     flows     rxonly: flow ids tracked (0 .. flows - 1)
+    ips       reverse: reflect UDP for ip .. ip + ips - 1 (a generator's dst_ips)
+    cores     lcores, one queue of the port each (the generator's side needs as many)
     """
     port: str = "ring:pk:1"
     mode: str = "reverse"
@@ -374,6 +538,8 @@ class DpdkReflect(_DpdkSpec):
     flows: int = 1024
     burst: int = 32
     netns: str | None = None
+    ips: int = 1
+    cores: int = 1
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
@@ -388,6 +554,10 @@ class DpdkReflect(_DpdkSpec):
         put("ip", check_lab_ipv4(self.ip, "ip"))
         put("flows", _int_in(self.flows, "flows", 1, DPDK_MAX_FLOWS))
         put("burst", _int_in(self.burst, "burst", 1, DPDK_MAX_BURST))
+        put("ips", _int_in(self.ips, "ips", 1, DPDK_MAX_IPS))
+        put("cores", _int_in(self.cores, "cores", 1, DPDK_MAX_QUEUES))
+        if int(ipaddress.IPv4Address(self.ip)) + self.ips - 1 > int(LAB_NETS[0].broadcast_address):
+            raise ValueError(f"ips: {self.ips} addresses from {self.ip} leave 198.18.0.0/15")
 
     @property
     def test(self) -> str:
@@ -396,24 +566,26 @@ class DpdkReflect(_DpdkSpec):
 
 MAX_USERS = 100_000
 MAX_RESPONSE = 1 << 20
+MAX_URLS = 10_000
+HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE")
 
 
 def _parse_url(url: str, field: str = "url") -> tuple[str, int, str]:
-    """http://HOST[:PORT]/PATH -> (address, port, path); HOST is an IP or localhost."""
+    """http[s]://HOST[:PORT]/PATH -> (address, port, path); HOST is an IP or localhost."""
     from urllib.parse import urlsplit
     parts = urlsplit(str(url))
-    if parts.scheme == "https":
-        raise ValueError(f"{field}: https is not supported yet; use http://")
-    if parts.scheme != "http" or not parts.hostname:
-        raise ValueError(f"{field}: {url!r} is not an http://HOST[:PORT]/PATH URL")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{field}: {url!r} is not an http[s]://HOST[:PORT]/PATH URL")
     host = "127.0.0.1" if parts.hostname == "localhost" else parts.hostname
     try:
-        port = parts.port or 80
+        port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
         raise ValueError(f"{field}: the port in {url!r} is out of range 1..65535") from None
     path = parts.path or "/"
     if parts.query:
         path += "?" + parts.query
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in path):
+        raise ValueError(f"{field}: {url!r} has spaces or control characters in its path (percent-encode them)")
     return check_target(host, field), port, path
 
 
@@ -421,7 +593,10 @@ def _parse_url(url: str, field: str = "url") -> tuple[str, int, str]:
 class HttpLoad:
     """HTTP load with virtual users against a server (nGrinder, wrk, k6's job).
 
-    url               http://HOST[:PORT]/PATH; HOST is loopback or a lab address
+    url               http[s]://HOST[:PORT]/PATH; HOST is loopback or a lab address (https:
+                      TLS through the system OpenSSL, the certificate is not checked). Or a
+                      list of URLs on one HOST:PORT: each request takes the next one
+                      (url_order="cycle") or one at random (url_order="random")
     users             virtual users: one connection each (1..100000)
     duration          how long to load (10s, 2m)
     rate              open loop: requests/s in total (1000, 50k); response times then
@@ -432,8 +607,14 @@ class HttpLoad:
     keepalive         reuse connections (False: a new connection per request)
     method, headers, body   the request (GET/HEAD/POST/PUT/DELETE; headers as a dict)
     connect_timeout, response_timeout
+    url_order         "cycle" or "random": how requests pick from a URL list
+    threads           client threads (each its own epoll loop), the users and the rate split
+                      evenly between them, as wrk -t
+    lab               run the client in this lab's first host (h1), e.g. against a server
+                      in h2 (url http://<h2's address>/): the lab's link, impaired or not,
+                      is then the path under test
     """
-    url: str = "http://127.0.0.1:8080/"
+    url: str | list = "http://127.0.0.1:8080/"
     users: int = 10
     duration: float | str = 10.0
     rate: Rate | str | float | None = None
@@ -445,13 +626,37 @@ class HttpLoad:
     body: str | bytes | None = None
     connect_timeout: float | str = 5.0
     response_timeout: float | str = 10.0
+    url_order: str = "cycle"
+    lab: str | None = None
+    threads: int = 1
 
     test = "http"
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
-        _parse_url(self.url)
+        if isinstance(self.url, (list, tuple)):
+            if not 1 <= len(self.url) <= MAX_URLS:
+                raise ValueError(f"url: a list of 1..{MAX_URLS} URLs, not {len(self.url)}")
+            put("url", [str(u) for u in self.url] if len(self.url) > 1 else str(self.url[0]))
+        first = _parse_url(self.urls[0])
+        for u in self.urls[1:]:  # one connection pool: every URL names the same server
+            if _parse_url(u)[:2] != first[:2] or u.split(":", 1)[0] != self.urls[0].split(":", 1)[0]:
+                raise ValueError(f"url: {u!r} is not on {self.urls[0].split('/')[2]} with the same scheme "
+                                 "as the first URL (one server per load)")
+        if self.lab is not None and not LAB_NAME.fullmatch(str(self.lab)):
+            raise ValueError(f"lab: {self.lab!r} is not a lab name (1-8 lowercase letters or digits)")
+        if self.tls:
+            try:
+                from perfkit._sock import HAVE_TLS
+            except ImportError:  # the engine says so when it is built
+                HAVE_TLS = True
+            if not HAVE_TLS:
+                raise ValueError("url: https needs perfkit built with OpenSSL (Debian: apt install libssl-dev, "
+                                 "then reinstall perfkit)")
+        if self.url_order not in ("cycle", "random"):
+            raise ValueError(f"url_order: {self.url_order!r} is not 'cycle' or 'random'")
         put("users", _int_in(self.users, "users", 1, MAX_USERS))
+        put("threads", _int_in(self.threads, "threads", 1, min(64, self.users)))
         for name, lo, hi in (("duration", 1e-3, MAX_DURATION_S), ("think", 0, 3600), ("ramp", 0, MAX_DURATION_S),
                              ("connect_timeout", 1e-3, 600), ("response_timeout", 1e-3, 3600)):
             v = parse_duration(getattr(self, name), name)
@@ -459,38 +664,58 @@ class HttpLoad:
                 raise ValueError(f"{name}: {getattr(self, name)!r} is out of range {lo:g}..{hi:g} s")
             put(name, v)
         if self.rate is not None:
-            rate = parse_rate(self.rate, "rate")
+            text = str(self.rate).strip()  # requests/s: a bare 50k means 50k/s, as the docs say
+            rate = parse_rate(text + "pps" if re.fullmatch(r"[0-9.]+[kMG]", text) else self.rate, "rate")
             if rate.unit != "pps" or not 0 < rate.value <= MAX_RATE_PPS:
                 raise ValueError(f"rate: {self.rate!r} is not a number of requests/s above 0 (e.g. 5000, 50k)")
             put("rate", rate)
-        if self.method not in ("GET", "HEAD", "POST", "PUT", "DELETE"):
-            raise ValueError(f"method: {self.method!r} is not one of GET, HEAD, POST, PUT, DELETE")
+        if self.method not in HTTP_METHODS:
+            raise ValueError(f"method: {self.method!r} is not one of {', '.join(HTTP_METHODS)}")
         for k, v in (self.headers or {}).items():
             if any(c in str(k) + str(v) for c in "\r\n") or ":" in str(k) or not str(k):
                 raise ValueError(f"headers: {k!r}: {v!r} is not a valid header")
+            if str(k).lower() in ("content-length", "transfer-encoding"):
+                raise ValueError(f"headers: {k!r} is set from the body; leave it out")
         if not isinstance(self.keepalive, bool):
             raise ValueError(f"keepalive: {self.keepalive!r} is not true or false")
         if len(self.request_bytes()) > MAX_RESPONSE:
-            raise ValueError(f"body: the request is over {MAX_RESPONSE} bytes")
+            raise ValueError(f"body: the requests (one per URL) are over {MAX_RESPONSE} bytes together")
 
     @property
     def size(self) -> int:
-        return len(self.request_bytes())
+        return len(self._request(self.urls[0]))
 
     @property
     def messages_per_second(self) -> float:
         return self.rate.value if self.rate else 0.0
 
+    @property
+    def urls(self) -> list[str]:
+        """The URL list (one URL: a list of one)."""
+        return list(self.url) if isinstance(self.url, list) else [self.url]
+
+    @property
+    def tls(self) -> bool:
+        """https: every URL of the list is https (one scheme per load)."""
+        return self.urls[0].lower().startswith("https:")
+
     def target(self) -> tuple[str, int]:
-        host, port, _ = _parse_url(self.url)
+        host, port, _ = _parse_url(self.urls[0])
         return host, port
 
     def request_bytes(self) -> bytes:
-        """The request every virtual user sends."""
-        host, port, path = _parse_url(self.url)
+        """Every request of the URL list, one after another, in the list's order
+        (one URL: the request every virtual user sends)."""
+        return b"".join(self._request(u) for u in self.urls)
+
+    def _request(self, url: str) -> bytes:
+        host, port, path = _parse_url(url)
         body = self.body.encode() if isinstance(self.body, str) else (self.body or b"")
-        hdrs = {"Host": host if port == 80 else f"{host}:{port}", "User-Agent": "perfkit",
-                **(self.headers or {})}
+        mine = {str(k).lower() for k in (self.headers or {})}
+        default = 443 if self.tls else 80
+        hdrs = {k: v for k, v in (("Host", host if port == default else f"{host}:{port}"), ("User-Agent", "perfkit"))
+                if k.lower() not in mine}  # the caller's Host or User-Agent replaces ours
+        hdrs.update(self.headers or {})
         if not self.keepalive:
             hdrs["Connection"] = "close"
         if body or self.method in ("POST", "PUT"):
@@ -701,7 +926,7 @@ class DpdkHttpServer(_DpdkSpec):
             + b"x" * self.payload_size
 
 
-HTTP_METHODS = ("GET", "POST")
+DPERF_HTTP_METHODS = ("GET", "POST")   # the DPDK client sends these two (dperf's)
 
 
 @dataclass(frozen=True)
@@ -814,8 +1039,8 @@ class DpdkHttpClient(_DpdkSpec):
             put(name, v)
         if not self.http_path.startswith("/"):
             raise ValueError(f"http_path: {self.http_path!r} does not start with /")
-        if str(self.http_method).upper() not in HTTP_METHODS:
-            raise ValueError(f"http_method: {self.http_method!r} is not one of {', '.join(HTTP_METHODS)}")
+        if str(self.http_method).upper() not in DPERF_HTTP_METHODS:
+            raise ValueError(f"http_method: {self.http_method!r} is not one of {', '.join(DPERF_HTTP_METHODS)}")
         put("http_method", str(self.http_method).upper())
         if len(self.request_bytes()) > self.mss:
             raise ValueError(f"payload_size: the request ({len(self.request_bytes())} B) must fit in one "

@@ -30,10 +30,15 @@ TAG_RE = re.compile(r"[^\s,][^,]{0,63}")
 
 # The whole-run figures a listing and a comparison show, in this order.
 KEY_FIGURES = ("rx_pps", "rx_bps", "msg_rate", "loss_pct", "latency_us", "lat_p50_us", "lat_p99_us",
-               "lat_max_us", "jitter_us", "cpu_pct")
+               "lat_max_us", "jitter_us", "cpu_pct",
+               # HTTP load (nGrinder's terms): responses/s, mean response time, error rate, users
+               "tps", "lat_mean_us", "error_rate_pct", "vusers")
+# What a comparison of HTTP runs shows by default, in this order.
+HTTP_KEY_FIGURES = ("tps", "lat_mean_us", "lat_p50_us", "lat_p99_us", "lat_max_us", "error_rate_pct", "vusers",
+                    "rx_bps", "cpu_pct")
 # Where a smaller figure is the better one (for reading ratios).
 LOWER_IS_BETTER = {"loss_pct", "latency_us", "lat_p50_us", "lat_p99_us", "lat_max_us", "jitter_us",
-                   "cpu_pct"}
+                   "cpu_pct", "lat_mean_us", "error_rate_pct"}
 
 
 def check_name(name) -> str:

@@ -101,8 +101,9 @@ def parse_rate(value, field: str = "rate") -> Rate:
 
 
 def format_si(value: float, unit: str = "", digits: int = 3) -> str:
-    """1534000, 'pps' -> '1.53 Mpps'."""
+    """1534000, 'pps' -> '1.53 Mpps'; 999999.5 -> '1 Mpps' (rounded before the prefix is chosen)."""
+    rounded = float(f"{value:.{digits}g}")
     for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= scale:
+        if abs(rounded) >= scale:
             return f"{value / scale:.{digits}g} {prefix}{unit}"
     return f"{value:.{digits}g} {unit}".rstrip()

@@ -1,6 +1,7 @@
 """The notebooks in a real browser: JupyterLab on loopback, Debian's headless Chromium
 driven by Playwright. Opens the quickstart, runs every cell, types into the Panel, presses
-Start, and watches the live chart grow; and opens an HTML report with the network cut off.
+Start, and watches the live chart grow; the same with the DPDK notebook's DpdkFlows panel
+(where the dpdk engine is available); and opens an HTML report with the network cut off.
 
 Needs /usr/bin/chromium (apt-get install chromium) and the playwright package (pip; its
 own browser downloads are not used). Screenshots go to test-artifacts/ (ignored by git).
@@ -62,14 +63,17 @@ def jupyter(tmp_path_factory):
     # no news pop-up (it would also try the network)
     (cfg / "labconfig" / "page_config.json").write_text(json.dumps(
         {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}}))
-    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(cfg),
+    # this Python's JupyterLab and kernel: `python -m jupyter lab` would run the first
+    # jupyter-lab on PATH, which can be another environment's (with another perfkit)
+    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+           "JUPYTER_CONFIG_DIR": str(cfg),
            "JUPYTERLAB_SETTINGS_DIR": str(base / "settings"),
            "JUPYTERLAB_WORKSPACES_DIR": str(base / "workspaces"),
            "JUPYTER_RUNTIME_DIR": str(base / "runtime")}
     port, token = _free_port(), secrets.token_hex(16)
     log = open(base / "jupyter.log", "wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+        [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
          f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
          f"--ServerApp.root_dir={root}", "--ServerApp.open_browser=False",
          "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
@@ -152,45 +156,55 @@ def _chart_title(cell) -> str:
     }""")
 
 
+def _open_and_run_all(page, jupyter, name: str, workspace: str, tmp_path) -> None:
+    """Open notebook name in a fresh workspace with no other kernel running, Run All as a
+    person does, wait until every cell has run, and check that none printed a traceback."""
+    api = f"{jupyter['url']}/api/kernels"
+    for k in _get(f"{api}?token={jupyter['token']}"):   # an earlier test's kernel: shut it down
+        req = urllib.request.Request(f"{api}/{k['id']}?token={jupyter['token']}", method="DELETE")
+        urllib.request.urlopen(req, timeout=30).close()
+    page.goto(f"{jupyter['url']}/lab/workspaces/{workspace}/tree/{name}?reset&token={jupyter['token']}",
+              timeout=60_000)
+    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=60_000)
+    # JupyterLab may ask which kernel to start: the notebook's own (this Python's), as a person picks it
+    dialog = page.locator(".jp-Dialog").filter(has_text="Select Kernel")
+    try:
+        dialog.wait_for(timeout=15_000)
+        dialog.get_by_role("button", name="Select", exact=True).click()
+    except PlaywrightTimeout:
+        pass
+    deadline = time.monotonic() + 90
+    while not _get(f"{api}?token={jupyter['token']}"):
+        assert time.monotonic() < deadline, "no kernel started for the notebook"
+        time.sleep(0.3)
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
+
+    # Run > Run All Cells, as a person does it
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.get_by_role("menuitem", name=re.compile(r"^Run All Cells")).click()
+    n_code = _code_cells(jupyter["root"] / name)
+    try:   # a fresh kernel numbers the cells 1..n as they finish
+        page.wait_for_function(
+            """n => {
+                const p = [...document.querySelectorAll('.jp-NotebookPanel .jp-CodeCell .jp-InputArea-prompt')];
+                return p.length === n && p.every((e, i) => e.textContent.trim() === `[${i + 1}]:`);
+            }""", arg=n_code, timeout=RUN_ALL_S * 1000, polling=500)
+    except PlaywrightTimeout:
+        _shot(page, f"browser-{workspace}-failed.png", tmp_path)
+        prompts = page.evaluate("[...document.querySelectorAll('.jp-NotebookPanel .jp-CodeCell "
+                                ".jp-InputArea-prompt')].map(e => e.textContent).join(' ')")
+        pytest.fail(f"Run All did not finish within {RUN_ALL_S}s; prompts: {prompts}")
+    errs = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+    tracebacks = [t for t in errs.all_inner_texts() if "Traceback" in t or "Error" in t]
+    assert not tracebacks, tracebacks[:2]
+
+
 def test_quickstart_runs_in_jupyterlab_and_the_panel_starts_a_live_run(jupyter, browser, tmp_path):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     errors = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     try:
-        page.goto(f"{jupyter['url']}/lab/tree/01-quickstart.ipynb?token={jupyter['token']}",
-                  timeout=60_000)
-        page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=60_000)
-        # JupyterLab may ask which kernel to start: the notebook's own (this Python's), as a person picks it
-        dialog = page.locator(".jp-Dialog").filter(has_text="Select Kernel")
-        try:
-            dialog.wait_for(timeout=15_000)
-            dialog.get_by_role("button", name="Select", exact=True).click()
-        except PlaywrightTimeout:
-            pass
-        deadline = time.monotonic() + 90
-        while not _get(f"{jupyter['url']}/api/kernels?token={jupyter['token']}"):
-            assert time.monotonic() < deadline, "no kernel started for the notebook"
-            time.sleep(0.3)
-        page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
-
-        # Run > Run All Cells, as a person does it
-        page.get_by_role("menuitem", name="Run", exact=True).click()
-        page.get_by_role("menuitem", name=re.compile(r"^Run All Cells")).click()
-        n_code = _code_cells(jupyter["root"] / "01-quickstart.ipynb")
-        try:   # a fresh kernel numbers the cells 1..n as they finish
-            page.wait_for_function(
-                """n => {
-                    const p = [...document.querySelectorAll('.jp-NotebookPanel .jp-CodeCell .jp-InputArea-prompt')];
-                    return p.length === n && p.every((e, i) => e.textContent.trim() === `[${i + 1}]:`);
-                }""", arg=n_code, timeout=RUN_ALL_S * 1000, polling=500)
-        except PlaywrightTimeout:
-            _shot(page, "browser-quickstart-failed.png", tmp_path)
-            prompts = page.evaluate("[...document.querySelectorAll('.jp-NotebookPanel .jp-CodeCell "
-                                    ".jp-InputArea-prompt')].map(e => e.textContent).join(' ')")
-            pytest.fail(f"Run All did not finish within {RUN_ALL_S}s; prompts: {prompts}")
-        errs = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
-        tracebacks = [t for t in errs.all_inner_texts() if "Traceback" in t or "Error" in t]
-        assert not tracebacks, tracebacks[:2]
+        _open_and_run_all(page, jupyter, "01-quickstart.ipynb", "quickstart", tmp_path)
 
         # the Panel's cell: its form, its Start button and its live chart
         cell = page.locator(".jp-CodeCell").filter(has_text="perfkit.ui.Panel(duration")
@@ -202,6 +216,9 @@ def test_quickstart_runs_in_jupyterlab_and_the_panel_starts_a_live_run(jupyter, 
             return cell.locator(".widget-hbox").filter(has=page.get_by_text(re.compile(rf"^(⚠ )?{name}$")))
         duration = field("duration").locator("input")
         expect(duration).to_have_count(1)
+        # each input shows its unit, range and default (and this is this tree's perfkit)
+        expect(field("flows")).to_contain_text(re.compile(r"range 1\.\.\d+ · default 1"))
+        expect(field("duration")).to_contain_text("default 10s")
         # the form's message line (the field labels show "⚠ name" without a colon)
         message = cell.locator(".widget-html").filter(has_text=re.compile(r"✓ ready: |⚠ \w+: "))
 
@@ -245,6 +262,65 @@ def test_quickstart_runs_in_jupyterlab_and_the_panel_starts_a_live_run(jupyter, 
         assert _chart_points(cell) >= 8          # 8 s at one row per second, plus the final row
         final = _shot(page, "browser-quickstart.png", tmp_path)
         assert final.stat().st_size > 20_000
+        assert not [e for e in errors if "perfkit" in e.lower() or "plotly" in e.lower()], errors
+    finally:
+        page.close()
+
+
+def test_dpdk_notebook_runs_and_its_flows_panel_starts_a_live_run(jupyter, browser, tmp_path):
+    """Notebook 03 top to bottom, then its DpdkFlows panel: a bad port is refused before
+    anything starts, Start runs UDP flows over a ring pair with the DPDK charts live."""
+    import perfkit
+    if not perfkit.engines()["dpdk"]["available"]:
+        pytest.skip(f"the dpdk engine is not available here: {perfkit.engines()['dpdk']['detail']}")
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    try:
+        _open_and_run_all(page, jupyter, "03-dpdk-udp.ipynb", "dpdk", tmp_path)
+        cell = page.locator(".jp-CodeCell").filter(has_text='perfkit.ui.Panel("DpdkFlows"')
+        expect(cell).to_have_count(1)
+        cell.scroll_into_view_if_needed()
+        start = cell.get_by_role("button", name="Start")
+        expect(start).to_be_enabled(timeout=30_000)      # the notebook's own run has finished
+
+        def field(name):
+            return cell.locator(".widget-hbox").filter(has=page.get_by_text(re.compile(rf"^(⚠ )?{name}$")))
+        message = cell.locator(".widget-html").filter(has_text=re.compile(r"✓ ready: |⚠ \w+: "))
+        expect(field("size")).to_contain_text("range 64..1518")
+        port = field("port").locator("input")
+        port.fill("eth0")                                 # not a DPDK port: the spec says so
+        expect(start).to_be_disabled(timeout=10_000)
+        expect(message).to_contain_text("port: 'eth0' is not a port", timeout=10_000)
+        port.fill("ring:d:0")
+        field("rate").locator("input").fill("20kpps")
+        field("duration").locator("input").fill("6s")
+        expect(message).to_contain_text("ready: dpdk rxonly ring:d:0 → ring:d:1, 64 B, 20 kpps, 8 flows, 6 s",
+                                        timeout=10_000)
+        expect(start).to_be_enabled(timeout=10_000)
+        start.click()
+        status = cell.locator(".widget-html").filter(has_text=re.compile(r"[▶■…] |could not start"))
+        expect(status).to_contain_text("running", timeout=20_000)
+        seen, live = [], False
+        deadline = time.monotonic() + LIVE_S
+        while time.monotonic() < deadline:
+            title, points = _chart_title(cell), _chart_points(cell)
+            seen.append((round(time.monotonic(), 1), points, title[:80]))
+            if "running" in title and points >= 3:
+                live = True
+                _shot(page, "browser-dpdk-live.png", tmp_path)
+                break
+            time.sleep(0.25)
+        assert live, f"the live chart never showed 3 points while running: {seen}"
+        expect(cell.locator(".js-plotly-plot").last).to_contain_text("sequence and port errors/s")
+        expect(status).to_contain_text("finished", timeout=LIVE_S * 1000)
+        summary = status.inner_text()
+        assert re.search(r"finished: 20(\.\d+)? kpps, [\d.]+ [kM]bps, loss 0%", summary), summary
+        page.wait_for_function("cell => { const t = [...cell.querySelectorAll('.js-plotly-plot .gtitle')];"
+                               " return t.length && t[t.length - 1].textContent.includes('finished'); }",
+                               arg=cell.element_handle(), timeout=30_000)
+        assert _chart_points(cell) >= 6
+        _shot(page, "browser-dpdk.png", tmp_path)
         assert not [e for e in errors if "perfkit" in e.lower() or "plotly" in e.lower()], errors
     finally:
         page.close()

@@ -198,7 +198,7 @@ def test_a_failed_eal_init_says_restart_and_stays_failed():
     (dict(mode="echo"), "mode"),
     (dict(size=63), "size"), (dict(size=1519), "size"),
     (dict(rate=0), "rate"), (dict(rate="fast"), "rate"),
-    (dict(flows=0), "flows"), (dict(flows=20000), "flows"), (dict(sport=65000, flows=1000), "flows"),
+    (dict(flows=0), "flows"), (dict(flows=200000), "flows"), (dict(sport=65000, flows=1000), "flows"),
     (dict(duration=0), "duration"),
     (dict(ip="10.0.0.1"), "ip"), (dict(peer_ip="127.0.0.1"), "peer_ip"), (dict(peer_ip=A_IP), "peer_ip"),
     (dict(dst_mac="01:02"), "dst_mac"), (dict(burst=0), "burst"), (dict(netns="relative"), "netns"),

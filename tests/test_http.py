@@ -175,7 +175,23 @@ def test_cli_http_json_and_bad_url(perfkit_server):
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout.splitlines()[-1])["summary"]
     assert summary["tps"] > 0 and summary["vusers"] == 3 and summary["test"] == "http"
-    for url, msg in [("https://127.0.0.1/", "https is not supported"), ("http://192.0.2.1/", "not allowed")]:
+    for url, msg in [("ftp://127.0.0.1/", "not an http[s]://"), ("http://192.0.2.1/", "not allowed")]:
         bad = subprocess.run([sys.executable, "-P", "-m", "perfkit", "http", url], capture_output=True, text=True,
                              timeout=60)
         assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and msg in bad.stderr
+
+
+@pytest.mark.skipif(not shutil.which("prlimit"), reason="no prlimit (util-linux)")
+def test_more_users_than_the_open_file_limit_says_how_to_raise_it(perfkit_server):
+    port, _ = perfkit_server
+    cmd = ["prlimit", "--nofile=300:300", sys.executable, "-P", "-m", "perfkit", "http", f"http://127.0.0.1:{port}/",
+           "-t", "0.5", "--json", "-u"]
+    bad = subprocess.run(cmd + ["1000"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr
+    assert "users: 1000 need" in bad.stderr and "at most 300" in bad.stderr and "ulimit -Hn" in bad.stderr
+    fit = int(bad.stderr.split("at most ")[2].split(" fit")[0])
+    assert 250 < fit < 300
+    ok = subprocess.run(cmd + [str(fit)], capture_output=True, text=True, timeout=60)  # as many as it said fit
+    assert ok.returncode == 0, ok.stderr
+    s = json.loads(ok.stdout.splitlines()[-1])["summary"]
+    assert s["sock_open"] == fit and s["http_err"] == 0

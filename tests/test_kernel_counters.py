@@ -125,14 +125,14 @@ def _netns_problem() -> str | None:
 # Every run, in one namespace and one interpreter (importing perfkit costs seconds).
 # The runs go one after another, each with its own before/after counters.
 JOBS = {
-    "paced_v4": {"spec": {"test": "udp_bw", "size": 64, "rate": "100kpps", "duration": 2}},
-    "paced_v6": {"spec": {"test": "udp_bw", "size": 64, "rate": "100kpps", "duration": 1, "host": "::1"}},
-    "unlimited_4flows": {"spec": {"test": "udp_bw", "size": 64, "duration": 1, "flows": 4, "batch": 64}},
+    "paced_v4": {"spec": {"test": "udp_bw", "size": 64, "rate": "100kpps", "duration": 2, "gso": 0}},
+    "paced_v6": {"spec": {"test": "udp_bw", "size": 64, "rate": "100kpps", "duration": 1, "host": "::1", "gso": 0}},
+    "unlimited_4flows": {"spec": {"test": "udp_bw", "size": 64, "duration": 1, "flows": 4, "batch": 64, "gso": 0}},
     "gso8": {"spec": {"test": "udp_bw", "size": 64, "duration": 1, "gso": 8}},
     "gso16_paced": {"spec": {"test": "udp_bw", "size": 1000, "duration": 1, "gso": 16, "rate": "50kpps"}},
-    "slow_rx_1flow": {"spec": {"test": "udp_bw", "size": 64, "duration": 1, "flows": 1, "batch": 32},
+    "slow_rx_1flow": {"spec": {"test": "udp_bw", "size": 64, "duration": 1, "flows": 1, "batch": 32, "gso": 0},
                       "receiver_nice": 12},
-    "slow_rx_4flows": {"spec": {"test": "udp_bw", "size": 64, "duration": 1, "flows": 4, "batch": 64},
+    "slow_rx_4flows": {"spec": {"test": "udp_bw", "size": 64, "duration": 1, "flows": 4, "batch": 64, "gso": 0},
                        "receiver_nice": 12},
     "udp_lat": {"spec": {"test": "udp_lat", "size": 32, "duration": 1}},
     "tcp_bw": {"spec": {"test": "tcp_bw", "size": 1000, "duration": 1}},

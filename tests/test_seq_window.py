@@ -1,9 +1,10 @@
 """Fuzz the socket engine's loss / duplicate / reorder accounting against an exact model.
 
 tests/native/seq_fuzz.c includes native/sock/sock_engine.c and drives its real
-seq_arrive() and the settle step of pk_sock_join() (no threads, no sockets);
-it is built here with ASan + UBSan. The model below is written from the rules
-in sock_engine.c's comments, independently of its bit tricks:
+pk_seq_arrive() (native/include/perfkit/seqwin.h, shared with the DPDK engine) and
+the settle step of pk_sock_join() (no threads, no sockets); it is built here with
+ASan + UBSan. The model below is written from the rules in seqwin.h's comments,
+independently of its bit tricks:
 
   * a flow's window is the SEQ_WINDOW sequence numbers below `next` (highest seen + 1);
   * a number is declared lost when it leaves the window without having arrived;
@@ -30,7 +31,7 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DRIVER = os.path.join(REPO, "tests", "native", "seq_fuzz.c")
-W = 4096          # SEQ_WINDOW in sock_engine.c
+W = 4096          # PK_SEQ_WINDOW in perfkit/seqwin.h
 MAGIC = 0x706B7431
 HDR = struct.Struct("=IIQQ")   # pk_wire_hdr: magic, flow, seq, tx_ns (host order)
 U64 = 1 << 64
@@ -238,6 +239,13 @@ def test_wire_parse_and_wild_sequence_numbers_under_asan(driver):
     for line in out[:2]:
         tag, parsed, rejected = line.split()
         assert tag == "W" and int(parsed) > 10_000 and int(rejected) > 10_000, line
+
+
+def test_seq_widen_restores_64_bit_sequences(driver):
+    """The DPDK engine's 64-byte frames carry the low 32 bits of the sequence:
+    pk_seq_widen restores the number nearest the flow's next, across 2^32."""
+    out = run_driver(driver, "V 300000 7\n", timeout=60)
+    assert out[0] == "V 300000"
 
 
 def test_seq_arrive_terminates_at_the_top_of_the_sequence_space(driver):

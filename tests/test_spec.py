@@ -191,3 +191,23 @@ def test_from_dict_kind_defaults_to_local_test():
 
 def test_max_size_table():
     assert specmod.MAX_SIZE == {"udp": 65507, "tcp": 65536, "sctp": 65536}
+
+
+@pytest.mark.parametrize("kw, gso", [
+    (dict(), 8),                                  # udp_bw on loopback: UDP GSO, 8 per send
+    (dict(host="::1"), 8),
+    (dict(size=16384), 3),                        # fewer when 8 would pass 65507 B
+    (dict(size=40000), 0),                        # one datagram per send: GSO off
+    (dict(gso=0), 0),                             # told: off
+    (dict(gso=4), 4),
+    (dict(host="198.18.0.1"), 0),                 # a lab path: off (impairments see whole sends)
+    (dict(lab="pk1"), 0),
+    (dict(test="udp_lat"), 0),
+    (dict(test="tcp_bw"), 0),
+])
+def test_gso_default_only_on_loopback_udp_bw(kw, gso):
+    assert LocalTest(**kw).gso == gso
+
+
+def test_remote_test_never_picks_gso_itself():
+    assert specmod.RemoteTest(test="udp_bw", host="127.0.0.1").gso == 0

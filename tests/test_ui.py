@@ -1,6 +1,7 @@
 """The notebook front door: the Panel generated from a spec, the live Dashboard,
 and a real kernel staying responsive while a run is live."""
 import dataclasses
+import re
 import statistics
 import threading
 import time
@@ -17,7 +18,8 @@ import polars  # noqa: E402,F401  (imported by every run's start; not what is ti
 import perfkit  # noqa: E402
 import perfkit.ui  # noqa: E402
 from perfkit import LocalTest  # noqa: E402
-from perfkit.spec import LOCAL_TESTS  # noqa: E402
+from perfkit import spec as specs  # noqa: E402
+from perfkit.spec import LOCAL_TESTS, SPECS  # noqa: E402
 
 PLOTLY = "application/vnd.plotly.v1+json"
 WIDGET = "application/vnd.jupyter.widget-view+json"
@@ -31,9 +33,9 @@ def test_panel_has_an_input_for_every_spec_field():
     kinds = {name: type(box) for name, box in panel.inputs.items()}
     assert kinds["test"] is ipywidgets.Dropdown
     assert tuple(panel.inputs["test"].options) == LOCAL_TESTS
-    for name in ("size", "rate", "duration", "host"):
+    for name in ("size", "rate", "duration", "host", "gso"):   # gso: empty is its default (None)
         assert kinds[name] is ipywidgets.Text, name
-    for name in ("flows", "port", "batch", "gso"):
+    for name in ("flows", "port", "batch"):
         assert kinds[name] is ipywidgets.IntText, name
     assert kinds["busy_poll"] is ipywidgets.Checkbox
     assert all(panel.labels[n] for n in names)
@@ -91,6 +93,132 @@ def test_panel_starts_from_a_spec_instance():
     assert panel.spec == spec
     with pytest.raises(ValueError, match="colour: unknown field"):
         perfkit.ui.Panel(colour="red")
+
+
+# ------------------------------------------------- every spec: the form from its fields
+WIDGET_OF = {"choice": ipywidgets.Dropdown, "combo": ipywidgets.Combobox, "bool": ipywidgets.Checkbox,
+             "int": ipywidgets.IntText, "text": ipywidgets.Text, "secret": ipywidgets.Password,
+             "lines": ipywidgets.Textarea, "area": ipywidgets.Textarea, "ranges": ipywidgets.Text,
+             "pair": ipywidgets.Text}
+
+
+@pytest.mark.parametrize("name", list(SPECS))
+def test_every_spec_gets_a_form_from_its_fields_with_units_ranges_choices_and_defaults(name):
+    cls = SPECS[name]
+    panel = perfkit.ui.Panel(name)                    # by name, or the class itself
+    assert panel.spec_cls is cls
+    assert list(panel.inputs) == [f.name for f in dataclasses.fields(cls)]
+    form = {fu.name: fu for fu in panel.form}
+    for fname, box in panel.inputs.items():
+        assert type(box) is WIDGET_OF[form[fname].kind], fname
+        assert form[fname].help, f"{name}.{fname} has no help line"
+    # the defaults make the spec's own default instance, and Start is enabled
+    assert panel.error is None and panel.spec == cls(), panel.error
+    assert not panel.start_button.disabled and panel.stop_button.disabled
+    # choices are the spec's own lists
+    want = {"test": getattr(cls, "TESTS", None), "mode": specs.DPDK_MODES, "method": specs.HTTP_METHODS,
+            "http_method": specs.DPERF_HTTP_METHODS}
+    for fname, opts in want.items():
+        if fname in panel.inputs:
+            assert tuple(panel.inputs[fname].options) == opts, fname
+    # every numeric range shown is the spec's: both ends pass, one step out is its error
+    ranged = [fu for fu in panel.form if fu.bounds]
+    assert ranged or name == "HttpLoad" and form["users"].bounds
+    for fu in ranged:
+        lo, hi = fu.bounds
+        assert f"range {lo}..{hi}" in panel.units[fu.name].value
+        for ok in (lo, hi):
+            panel.set(**{fu.name: ok})
+            assert panel.error is None, (fu.name, ok, panel.error)
+        for bad in (lo - 1, hi + 1):
+            panel.set(**{fu.name: bad})
+            assert panel.error and panel.error.startswith(f"{fu.name}:"), (fu.name, bad, panel.error)
+            assert panel.start_button.disabled
+        panel.set(**{fu.name: fu.default})
+    assert panel.error is None
+    # units and defaults show next to the inputs
+    for fu in panel.form:
+        if fu.unit:
+            assert html_escape(fu.unit) in panel.units[fu.name].value
+    if "duration" in form:
+        assert "default" in panel.units["duration"].value and "seconds (500ms" in panel.units["duration"].value
+
+
+def html_escape(text):
+    import html
+    return html.escape(text)
+
+
+@pytest.mark.parametrize("name, field, value", [
+    ("RemoteTest", "size", "70000"),
+    ("RemoteTest", "host", "10.0.0.1"),
+    ("DpdkFlows", "port", "eth0"),
+    ("DpdkFlows", "size", "63"),
+    ("DpdkFlows", "peer", "ring:pk:0"),          # the port itself
+    ("DpdkFlows", "ip", "10.1.1.1"),
+    ("DpdkFlows", "dst_mac", "aa:bb"),
+    ("DpdkFlows", "port", "net_af_packet0,iface=veth0"),   # reaches a kernel: needs netns
+    ("DpdkReflect", "mode", None),                # not settable to a bad value: a dropdown
+    ("DpdkReflect", "netns", "lab1"),
+    ("HttpLoad", "url", "ftp://127.0.0.1/"),     # http or https only
+    ("HttpLoad", "url", "http://127.0.0.1:80/ http://127.0.0.2:80/"),   # a URL list: one server
+    ("DpdkFlows", "sizes", "64:7,2000:1"),
+    ("DpdkFlows", "ramp_to", "2Mpps"),             # a ramp starts from rate: none given
+    ("DpdkHttpServer", "clients", "198.18.0.1+300"),
+    ("DpdkHttpServer", "mss", 2000),
+    ("DpdkHttpClient", "lport_range", "2000-1000"),
+    ("DpdkHttpClient", "lport_range", "a-b-c"),
+    ("DpdkHttpClient", "cc", "10"),                # a concurrency target needs keepalive
+    ("DpdkHttpClient", "http_path", "nope"),
+    ("HttpLoad", "rate", "10Mbps"),               # requests/s only
+    ("HttpLoad", "headers", "X-Broken"),
+    ("HttpLoad", "think", "-1s"),
+    ("HttpServe", "size", "2M"),
+    ("HttpServe", "host", "192.0.2.1"),
+])
+def test_each_specs_own_error_shows_inline_before_anything_starts(name, field, value):
+    panel = perfkit.ui.Panel(name, duration="1s")
+    if value is None:   # a dropdown offers only what the spec takes
+        assert tuple(panel.inputs[field].options) == specs.DPDK_MODES
+        return
+    panel.set(**{field: value})
+    assert panel.spec is None and panel.error.startswith(f"{field}:"), panel.error
+    if field != "headers":   # the spec's own message, shown as is
+        with pytest.raises(ValueError) as exc:
+            SPECS[name](**panel.values())
+        assert str(exc.value) == panel.error
+    assert panel.start_button.disabled
+    assert "⚠" in panel.labels[field].value and html_escape(panel.error) in panel.message.value
+    with pytest.raises(ValueError):
+        panel.start()
+    assert panel.run is None
+
+
+@pytest.mark.parametrize("spec", [
+    specs.RemoteTest("udp_lat", size=32, rate="1.5Mpps", port=12345, busy_poll=True, duration="3s"),
+    specs.HttpLoad("http://127.0.0.1:8081/x?y=1", users=3, rate="2500", think="0.1", ramp="2s", keepalive=False,
+                   method="POST", headers={"X-Test": "1", "Accept": "*/*"}, body="hello"),
+    specs.HttpServe(port=0, size="4K", connections=50),
+    specs.DpdkFlows(port="ring:ab:0", peer="ring:ab:1", mode="reverse", size=128, rate="123456pps",
+                    flows=7, dst_mac="02:00:00:00:00:01", burst=8),
+    specs.DpdkReflect(port="net_null0", mode="rxonly", flows=4),
+    specs.DpdkFlows(port="ring:ab:0", peer="ring:ab:1", sizes="imix", rate="100kpps", ramp_to="200kpps",
+                    ramp_time="1s", duration="2s", cores=2, flows=4, src_ips=2, peer_ip="198.18.1.2", dports=2),
+    specs.HttpLoad(["http://127.0.0.1:8081/a", "http://127.0.0.1:8081/b?c=d"], url_order="random", lab="l1"),
+    specs.DpdkHttpServer(clients=(("198.18.0.1", 4), ("198.18.1.1", 2)), listen=8080, listen_num=2,
+                         payload_size="1K", keepalive=True, retransmit_timeout="200ms"),
+    specs.DpdkHttpClient(cps="2k", cc="100", keepalive="1s", lport_range=(2000, 3000), http_method="POST",
+                         payload_size=100, gateway_mac="02:00:00:00:00:02", slow_start="1s", fast_close=True),
+])
+def test_a_panel_started_from_any_spec_instance_describes_it_exactly(spec):
+    panel = perfkit.ui.Panel(spec)
+    assert panel.error is None and panel.spec == spec, panel.error
+
+
+def test_an_engine_that_is_not_available_disables_start():
+    panel = perfkit.ui.Panel(engine="nosuch")
+    assert panel.spec is None and panel.error.startswith("engine:")
+    assert panel.start_button.disabled
 
 
 # ------------------------------------------------------------- Dashboard: live + static
@@ -181,7 +309,9 @@ def test_start_returns_at_once_and_the_run_goes_on_until_stop():
 # ----------------------------------------------------------------- a real kernel
 def test_a_kernel_runs_other_cells_while_a_run_is_live(tmp_path):
     """Start from a cell, then execute more cells while the run and its dashboard
-    draw from background threads (ipykernel >= 7.1); no errors from those threads."""
+    draw from background threads (ipykernel >= 7.1); no errors from those threads.
+    The runs are paced: an unpaced one spins both ends on both of this machine's cores,
+    and what is measured here is that nothing of perfkit's holds the kernel up."""
     jupyter_client = pytest.importorskip("jupyter_client")
     ipykernel_spec = pytest.importorskip("ipykernel.kernelspec")
 
@@ -219,7 +349,7 @@ def test_a_kernel_runs_other_cells_while_a_run_is_live(tmp_path):
     try:
         kc.wait_for_ready(timeout=60)
         cell("import time, polars, perfkit, perfkit.ui\n"
-             "p = perfkit.ui.Panel(test='udp_bw', duration='3s', interval=0.5)\n"
+             "p = perfkit.ui.Panel(test='udp_bw', rate='20kpps', duration='3s', interval=0.5)\n"
              "display(p)")
         _, text = cell("t0 = time.monotonic(); r = p.start()\n"
                        "print(time.monotonic() - t0, r.done)")
@@ -242,7 +372,219 @@ def test_a_kernel_runs_other_cells_while_a_run_is_live(tmp_path):
         _, text = cell("print(d.wait(30), d.run.done)")
         assert text.split() == ["True", "True"]
         assert any(PLOTLY in u["data"] for u in updates), "the live chart was not replaced"
+        # DPDK flows from their panel: EAL's first start in this kernel happens in the panel's
+        # starter thread, so Start still returns at once and cells run while frames flow
+        _, text = cell("print(perfkit.engines()['dpdk']['available'])")
+        assert text.strip() == str(perfkit.engines()["dpdk"]["available"])   # the same perfkit
+        if text.strip() == "True":
+            cell("q = perfkit.ui.Panel('DpdkFlows', port='ring:k:0', peer='ring:k:1', rate='50kpps',\n"
+                 "                     flows=16, duration='2s', interval=0.5)\n"
+                 "display(q)")
+            _, text = cell("t0 = time.monotonic(); r = q.start()\n"
+                           "print(time.monotonic() - t0, r.done)")
+            took, done = text.split()
+            assert float(took) < 0.1 and done == "False"
+            rounds = []
+            for _ in range(5):
+                dt, text = cell("print(r.done)")
+                rounds.append((dt, text.strip()))
+                time.sleep(0.1)
+            assert rounds[0][1] == "False" and max(dt for dt, _ in rounds) < 1.0, rounds
+            _, text = cell("q.wait(60); s = r.summary\n"
+                           "print(r.error, s['pkts_tx'], s['lost'], r.rows[-1]['udp_rx'], s['engine'])")
+            err, sent, lost, got, engine = text.split()
+            assert err == "None" and engine == "dpdk" and lost == "0"
+            assert int(sent) == int(got) == pytest.approx(100_000, rel=0.05)
+        # the starts left no threads behind: the starter threads are real threads that end
+        # (a thread started below threading, then touched by ipykernel, stays listed forever)
+        _, text = cell("import threading\n"
+                       "print(sum(isinstance(t, threading._DummyThread) for t in threading.enumerate()),\n"
+                       "      sum(t.name == 'perfkit-ui-start' for t in threading.enumerate()))")
+        assert text.split() == ["0", "0"], text
         assert not problems, problems
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+# ------------------------------------------- every spec runs from its panel (real runs)
+def _dpdk_or_skip():
+    st = perfkit.engines()["dpdk"]
+    if not st["available"]:
+        pytest.skip(f"the dpdk engine is not available here: {st['detail']}")
+
+
+def _trace_names(fig):
+    return [t.name for t in fig.data]
+
+
+def _start_at_once(panel):
+    t0 = time.monotonic()
+    run = panel.start()
+    took = time.monotonic() - t0
+    assert took < 0.1, f"Start took {took * 1000:.0f} ms"
+    assert panel.running and panel.start_button.disabled and not panel.stop_button.disabled
+    return run
+
+
+def test_dpdk_flows_from_the_panel_on_a_ring_pair_with_the_dpdk_charts():
+    _dpdk_or_skip()
+    panel = perfkit.ui.Panel("DpdkFlows", port="ring:uia:0", peer="ring:uia:1", rate="20kpps",
+                             flows=8, duration="1s", interval=0.25, redraw_s=0.2)
+    assert panel.engine_name == "dpdk" and "dpdk engine" in panel.widget.children[0].value
+    run = _start_at_once(panel)                 # EAL's first start, if it is, runs in the starter thread
+    assert panel.wait(60) is run and run.done and run.error is None, run.error
+    s = run.summary
+    assert s["pkts_tx"] == pytest.approx(20_000, rel=0.05) and s["pkts_rx"] == s["pkts_tx"]
+    assert s["lost"] == 0 and s["engine"] == "dpdk"
+    dash = panel.dashboard
+    names = _trace_names(dash.figure)
+    for want in ("tx pkt/s", "rx pkt/s", "p99 µs", "loss %", "lost/s", "reordered/s", "duplicates/s",
+                 "cpu % (all workers)", "busiest worker %"):
+        assert want in names, (want, names)
+    fig = dash.static()
+    assert _trace_names(fig) == names and all(len(t.x) == len(run.rows) for t in fig.data)
+    assert dash.draw_threads == {dash._thread.ident}
+    assert "finished" in panel.status.value and "kpps" in panel.status.value
+    assert PLOTLY in panel.output.outputs[0]["data"]
+
+
+def test_dpdk_reflect_panel_receives_what_a_flows_panel_sends_over_a_ring_pair():
+    _dpdk_or_skip()
+    far = perfkit.ui.Panel("DpdkReflect", port="ring:uib:1", mode="rxonly", flows=4, duration="20s",
+                           interval=0.25)
+    near = perfkit.ui.Panel("DpdkFlows", port="ring:uib:0", rate="10kpps", flows=4, duration="1s",
+                            interval=0.25)
+    r_far = _start_at_once(far)
+    deadline = time.monotonic() + 30
+    while not r_far.roles:                      # the far port is open once the run has started
+        assert time.monotonic() < deadline and not r_far.error, r_far.error
+        time.sleep(0.02)
+    r_near = _start_at_once(near)
+    assert near.wait(60) is r_near and r_near.error is None
+    far.stop()                                  # returns at once; the run ends with its final row
+    assert far.wait(30) is r_far and r_far.error is None
+    assert r_far.rows[-1]["time_s"] < 15
+    sent, last = r_near.summary["pkts_tx"], r_far.rows[-1]
+    assert sent == pytest.approx(10_000, rel=0.05)
+    # every UDP frame arrived (the rest: the generator's ARP for its peer, answered)
+    assert last["udp_rx"] == sent and last["arp_rx"] == 1 and last["pkts_rx"] == sent + 1
+    assert r_far.summary["lost"] == 0 and r_far.summary["lat_count"] == sent
+    assert "reordered/s" in _trace_names(far.dashboard.static())
+
+
+def _free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_http_load_and_http_serve_from_their_panels_with_the_http_charts():
+    port = _free_port()
+    server = perfkit.ui.Panel("HttpServe", port=port, size=200, duration="20s", interval=0.25)
+    load = perfkit.ui.Panel("HttpLoad", url=f"http://127.0.0.1:{port}/", users=4, rate="400",
+                            duration="1.5s", interval=0.25, redraw_s=0.2)
+    s_run = _start_at_once(server)
+    deadline = time.monotonic() + 30
+    while not s_run.roles:
+        assert time.monotonic() < deadline and not s_run.error, s_run.error
+        time.sleep(0.02)
+    l_run = _start_at_once(load)
+    assert load.wait(60) is l_run and l_run.error is None, l_run.error
+    server.stop()
+    assert server.wait(30) is s_run and s_run.error is None, s_run.error
+    s = l_run.summary
+    assert s["tps"] == pytest.approx(400, rel=0.2) and s["http_2xx"] == s["responses"] > 300
+    assert s["error_rate_pct"] == 0
+    assert s_run.rows[-1]["http_req"] == s["requests"]      # the server saw every request
+    names = _trace_names(load.dashboard.static())
+    for want in ("responses/s (tps)", "p50 ms", "p99 ms", "failed requests/s", "connect errors/s",
+                 "timeouts/s", "2xx/s", "5xx/s", "open now", "cpu % (all workers)"):
+        assert want in names, (want, names)
+    assert "tps" in load.status.value and "errors 0%" in load.status.value
+    assert "requests/s" in _trace_names(server.dashboard.static())
+    tps = next(t for t in load.dashboard.static().data if t.name == "responses/s (tps)")
+    assert max(tps.y) > 200
+
+
+def test_remote_test_from_the_panel_against_a_perfkit_server():
+    from perfkit.remote import Server
+    srv = Server("127.0.0.1", 0, log=lambda line: None)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        panel = perfkit.ui.Panel("RemoteTest", test="tcp_lat", port=srv.port, duration="1s", interval=0.25)
+        run = _start_at_once(panel)
+        assert panel.wait(60) is run and run.error is None, run.error
+        assert run.summary["lat_count"] > 100 and "rem_cpus_used" in run.summary
+        assert "latency" in panel.status.value and "finished" in panel.status.value
+        assert "p99 µs" in _trace_names(panel.dashboard.static())
+    finally:
+        srv.stop()
+
+
+def test_a_run_that_cannot_start_says_why_in_the_panel_and_start_comes_back():
+    port = _free_port()                          # nobody listens there
+    panel = perfkit.ui.Panel("RemoteTest", test="tcp_bw", port=port, duration="1s")
+    run = _start_at_once(panel)
+    assert panel.wait(30) is run
+    assert run.error and "could not start" in run.error and "cannot reach perfkit serve" in run.error
+    assert "⚠ could not start" in panel.status.value
+    assert not panel.running and not panel.start_button.disabled and panel.stop_button.disabled
+    assert "did not start" in panel.output.outputs[0]["data"][PLOTLY]["layout"]["title"]["text"]
+
+
+def test_stop_while_starting_ends_the_run_as_soon_as_it_starts():
+    panel = perfkit.ui.Panel(test="udp_bw", rate="5kpps", duration="30s", interval=0.2)
+    run = panel.start()
+    panel.stop()                                 # may come before the engine has even started
+    assert panel.wait(30) is run and run.done and run.error is None
+    assert run.rows[-1]["time_s"] < 5
+
+
+def test_the_launcher_has_every_specs_panel_in_a_tab_and_runs_from_any():
+    launcher = perfkit.ui.Launcher(interval=0.25)
+    assert tuple(launcher.widget.titles) == tuple(SPECS)
+    assert [type(p.spec) for p in launcher.panels.values()] == list(SPECS.values())
+    assert launcher.current is launcher["LocalTest"]
+    launcher.widget.selected_index = list(SPECS).index("HttpServe")
+    assert launcher.current is launcher["HttpServe"]
+    with pytest.raises(ValueError, match="spec_cls: 'Nope' is not one of LocalTest"):
+        perfkit.ui.Launcher(["LocalTest", "Nope"])
+    panel = launcher["LocalTest"].set(test="udp_lat", duration="0.5s")
+    run = panel.start()
+    assert panel.wait(30) is run and run.summary["lat_count"] > 0
+    assert launcher["HttpServe"].run is None          # each tab has its own run
+
+
+def test_dpdk_http_server_and_client_from_their_panels_with_dperfs_charts():
+    _dpdk_or_skip()
+    if not perfkit.engines().get("dpdk_tcp", {}).get("available"):
+        pytest.skip("the dpdk_tcp engine is not available here")
+    server = perfkit.ui.Panel("DpdkHttpServer", port="ring:uic:1", payload_size=200, duration="20s",
+                              interval=0.25)
+    client = perfkit.ui.Panel("DpdkHttpClient", port="ring:uic:0", cps="1k", duration="1.5s",
+                              interval=0.25, redraw_s=0.2)
+    assert server.engine_name == client.engine_name == "dpdk_tcp"
+    assert client.spec.clients == (("198.18.0.1", 1),) and client.spec.lport_range == (1024, 65535)
+    s_run = _start_at_once(server)
+    deadline = time.monotonic() + 30
+    while not s_run.roles:
+        assert time.monotonic() < deadline and not s_run.error, s_run.error
+        time.sleep(0.02)
+    c_run = _start_at_once(client)
+    assert client.wait(60) is c_run and c_run.error is None, c_run.error
+    server.stop()
+    assert server.wait(30) is s_run and s_run.error is None, s_run.error
+    c, srv = c_run.rows[-1], s_run.rows[-1]
+    assert c["sock_open"] == pytest.approx(1500, rel=0.2) and c["http_2xx"] == c["http_resp"] == c["sock_open"]
+    assert srv["http_get"] == c["http_req"] and srv["sock_open"] == c["sock_open"]   # every one served
+    names = _trace_names(client.dashboard.static())
+    for want in ("opened/s", "responses/s", "open now", "p99 ms", "retransmits/s", "RST rx/s",
+                 "cpu % (all workers)"):
+        assert want in names, (want, names)
+    opened = next(t for t in client.dashboard.static().data if t.name == "opened/s")
+    assert max(opened.y) > 500
+    assert re.search(r"finished: [\d.]+ k?conn/s, [\d.]+ k?req/s, response p50 .*, 0 errors", client.status.value), \
+        client.status.value
+    assert "dpdk http server 198.18.0.2:80 on ring:uic:1" in server.message.value

@@ -194,6 +194,7 @@ def test_rate_str_and_format_si():
     assert format_si(999, "pps") == "999 pps"
     assert format_si(0) == "0"
     assert format_si(2.5e12, "bps") == "2.5 Tbps"
+    assert format_si(999_999.5, "pps") == "1 Mpps"    # rounded before the prefix: not "1e+03 kpps"
 
 
 def test_parsers_agree_with_each_other():

@@ -28,6 +28,8 @@ MAX_FLOWS = PK_DPDK_MAX_FLOWS
 MAX_BURST = PK_DPDK_MAX_BURST
 MIN_SIZE = PK_DPDK_MIN_SIZE
 MAX_SIZE = PK_DPDK_MAX_SIZE
+MAX_PATTERN = PK_DPDK_MAX_PATTERN
+MAX_QUEUES = PK_DPDK_MAX_QUEUES
 
 
 def version():
@@ -90,12 +92,13 @@ cdef class Port:
     """One DPDK port: a vdev string (net_null0, net_ring0, net_af_packet0,iface=X, ...)
     probed by rte_dev_probe, or ring:NAME:0 / ring:NAME:1, the ends of an in-process
     ring pair. ip: the port's own IPv4 address (answered for ARP and ICMP echo).
-    netns: probe inside this network namespace file (af_packet binds there)."""
+    netns: probe inside this network namespace file (af_packet binds there).
+    queues: rx and tx queues (a ring pair's two ends: as many on both)."""
     cdef pk_dpdk_port *p
     cdef readonly str dev
     cdef readonly object ip
 
-    def __cinit__(self, str dev, str netns=None, ip=None):
+    def __cinit__(self, str dev, str netns=None, ip=None, int queues=1):
         cdef char err[512]
         self.p = NULL
         self.dev = dev
@@ -106,7 +109,7 @@ cdef class Port:
         cdef const char *cns = bns
         err[0] = 0
         with nogil:
-            self.p = pk_dpdk_port_open(cdev, cns, err, sizeof(err))
+            self.p = pk_dpdk_port_open_q(cdev, cns, queues, err, sizeof(err))
         if self.p == NULL:
             raise EngineError(err.decode(errors="replace"))
         if ip is not None:
@@ -141,6 +144,15 @@ cdef class Port:
         cdef uint8_t m[6]
         pk_dpdk_port_mac(self._live(), m)
         return ":".join(f"{m[i]:02x}" for i in range(6))
+
+    @property
+    def queues(self):
+        return pk_dpdk_port_queues(self._live())
+
+    @property
+    def rss(self):
+        """True where the PMD spreads received flows over the queues by RSS."""
+        return bool(pk_dpdk_port_rss(self._live()))
 
     @property
     def busy(self):
@@ -218,7 +230,11 @@ cdef class DpdkEngine:
     """Workers over open ports, as dicts: role (dpdk_send | dpdk_recv | dpdk_reflect),
     port (index into ports), peer (index of the receiving worker, dpdk_send), track
     (dpdk_send: frames come back), size, flows, burst, rate (frames/s, 0 = unlimited),
-    duration (s), dst_mac, dst_ip, sport, dport, cpu, drop_every (tests: a lossy receiver).
+    duration (s), dst_mac, dst_ip, sport, dport, cpu, drop_every (tests: a lossy receiver),
+    src_ips, dst_ips, sports (0 = flows), dports: the ranges flows are spread over
+    (dpdk_reflect: dst_ips = addresses from its port's it reflects for), queue (of its port),
+    flow_first (dpdk_send: its flows are flow ids flow_first ..), sizes (frame sizes
+    sent in turn, instead of size), rate_end and ramp (s): the rate rises from rate to rate_end.
     With own_ports, close() closes the ports too."""
     cdef pk_dpdk_engine *e
     cdef int n
@@ -268,6 +284,20 @@ cdef class DpdkEngine:
                 cfgs[i].dport = w.get("dport", 9)
                 cfgs[i].cpu = w.get("cpu", -1)
                 cfgs[i].drop_every = w.get("drop_every", 0)
+                cfgs[i].src_ips = w.get("src_ips", 1)
+                cfgs[i].dst_ips = w.get("dst_ips", 1)
+                cfgs[i].sports = w.get("sports", 0)
+                cfgs[i].dports = w.get("dports", 1)
+                sizes = w.get("sizes") or ()
+                if len(sizes) > PK_DPDK_MAX_PATTERN:
+                    raise ValueError(f"sizes: at most {PK_DPDK_MAX_PATTERN} frames in a pattern")
+                for k, sz in enumerate(sizes):
+                    cfgs[i].sizes[k] = sz
+                cfgs[i].nsizes = len(sizes)
+                cfgs[i].rate_end = w.get("rate_end", 0.0)
+                cfgs[i].queue = w.get("queue", 0)
+                cfgs[i].flow_first = w.get("flow_first", 0)
+                cfgs[i].ramp_ns = <unsigned long long>(w.get("ramp", 0.0) * 1e9)
             err[0] = 0
             self.e = pk_dpdk_create(cports, len(self.ports), cfgs, self.n, err, sizeof(err))
             if self.e == NULL:

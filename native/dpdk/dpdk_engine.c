@@ -27,14 +27,13 @@
 #include <rte_version.h>
 
 #include "perfkit/clock.h"
+#include "perfkit/seqwin.h"
 #include "perfkit/wire.h"
 
 #define QUIET_NS        50000000ull  /* receivers: quiet this long after their feeders are done */
 #define FLUSH_NS        1000000ull   /* refresh the CPU counters this often */
 #define NIC_EVERY_NS    100000000ull /* read the PMD's counters this often */
 #define ARP_RETRY_NS    200000000ull /* a generator re-sends its ARP request this often */
-#define SEQ_WINDOW      4096         /* per-flow window for reordering and duplicates */
-#define SEQ_WORDS       (SEQ_WINDOW / 64)
 #define IDLE_YIELD      256          /* idle loops before a worker yields its CPU */
 #define GEN_RX_EVERY_NS 20000ull     /* a generator that expects nothing back polls rx this often */
 #define CATCHUP_NS      250000000ull /* a paced generator may finish this late */
@@ -238,7 +237,8 @@ static void timebase_now(timebase *tb)
 
 typedef struct ring_pair {
     char name[20];
-    struct rte_ring *r[2];       /* r[e] is what end e receives */
+    struct rte_ring *r[2][PK_DPDK_MAX_QUEUES];  /* r[e][q] is what end e receives on queue q */
+    uint16_t nq;                 /* queues: set by the first end opened */
     int open[2];
 } ring_pair;
 
@@ -252,6 +252,12 @@ struct pk_dpdk_port {
     int busy;                         /* an engine uses it */
     int started;                      /* rte_eth_dev_start succeeded */
     int pair, end;                    /* ring:NAME:end, else pair = -1 */
+    uint16_t nq;                      /* rx and tx queues */
+    int rss;                          /* rx queues fed by RSS */
+    /* ARP resolution shared by the port's workers: the reply may come in on any queue */
+    uint32_t arp_ip;                  /* asked for (network order), 0 = none */
+    uint8_t arp_mac[6];
+    int arp_claim, arp_done;          /* atomic */
     char netns[128];                  /* where it was probed: its control calls run there too */
 };
 
@@ -272,42 +278,56 @@ static void drain_ring(struct rte_ring *r)
     }
 }
 
-static void drain_rx(uint16_t pid)
+static void drain_rx(uint16_t pid, uint16_t nq)
 {
     struct rte_mbuf *m[64];
-    for (int round = 0; round < DRAIN_ROUNDS; round++) {
-        uint16_t n = rte_eth_rx_burst(pid, 0, m, 64);
-        if (n == 0)
-            break;
-        free_frames(m, n);
-    }
+    for (uint16_t q = 0; q < nq; q++)
+        for (int round = 0; round < DRAIN_ROUNDS; round++) {
+            uint16_t n = rte_eth_rx_burst(pid, q, m, 64);
+            if (n == 0)
+                break;
+            free_frames(m, n);
+        }
 }
 
-static int find_pair(const char *name, int create)
+static void free_pair_rings(ring_pair *p)
+{
+    for (int e = 0; e < 2; e++)
+        for (int q = 0; q < PK_DPDK_MAX_QUEUES; q++) {
+            if (!p->r[e][q])
+                continue;
+            drain_ring(p->r[e][q]);
+            rte_ring_free(p->r[e][q]);
+            p->r[e][q] = NULL;
+        }
+    p->name[0] = 0;
+    p->nq = 0;
+}
+
+static int find_pair(const char *name, uint16_t nq, int create)
 {
     int free_slot = -1;
     for (int i = 0; i < MAX_PAIRS; i++) {
-        if (pairs[i].r[0] && strcmp(pairs[i].name, name) == 0)
+        if (pairs[i].r[0][0] && strcmp(pairs[i].name, name) == 0)
             return i;
-        if (!pairs[i].r[0] && free_slot < 0)
+        if (!pairs[i].r[0][0] && free_slot < 0)
             free_slot = i;
     }
     if (!create || free_slot < 0)
         return -1;
     ring_pair *p = &pairs[free_slot];
     snprintf(p->name, sizeof(p->name), "%s", name);
-    for (int e = 0; e < 2; e++) {
-        char rn[RTE_RING_NAMESIZE];
-        snprintf(rn, sizeof(rn), "pkr_%s_%d", name, e);
-        p->r[e] = rte_ring_create(rn, RING_SIZE, (int)main_socket(), RING_F_SP_ENQ | RING_F_SC_DEQ);
-        if (!p->r[e]) {
-            if (e == 1) {
-                rte_ring_free(p->r[0]);
-                p->r[0] = NULL;
+    p->nq = nq;
+    for (int e = 0; e < 2; e++)
+        for (uint16_t q = 0; q < nq; q++) {
+            char rn[RTE_RING_NAMESIZE];
+            snprintf(rn, sizeof(rn), "pkr_%s_%d_%u", name, e, q);
+            p->r[e][q] = rte_ring_create(rn, RING_SIZE, (int)main_socket(), RING_F_SP_ENQ | RING_F_SC_DEQ);
+            if (!p->r[e][q]) {
+                free_pair_rings(p);
+                return -2;
             }
-            return -2;
         }
-    }
     p->open[0] = p->open[1] = 0;
     return free_slot;
 }
@@ -317,12 +337,7 @@ static void release_pair(int i)
     ring_pair *p = &pairs[i];
     if (p->open[0] || p->open[1])
         return;
-    for (int e = 0; e < 2; e++) {
-        drain_ring(p->r[e]);
-        rte_ring_free(p->r[e]);
-        p->r[e] = NULL;
-    }
-    p->name[0] = 0;
+    free_pair_rings(p);
 }
 
 static int lookup_from_rings(char *err, size_t errlen)
@@ -411,14 +426,32 @@ static int setup_queues(pk_dpdk_port *p, const char *dev, char *err, size_t errl
 {
     struct rte_eth_conf conf;
     memset(&conf, 0, sizeof(conf));
-    int rc = rte_eth_dev_configure(p->pid, 1, 1, &conf);
+    struct rte_eth_dev_info info;
+    memset(&info, 0, sizeof(info));
+    int rc = rte_eth_dev_info_get(p->pid, &info);
+    if (rc == 0 && (p->nq > info.max_rx_queues || p->nq > info.max_tx_queues)) {
+        set_err(err, errlen, "port %s: %u queues asked, the %s PMD takes at most %u rx and %u tx queues",
+                dev, p->nq, info.driver_name ? info.driver_name : "?", info.max_rx_queues, info.max_tx_queues);
+        return -1;
+    }
+    /* RSS spreads flows over the rx queues where the PMD has it (a NIC, tap);
+     * net_ring and memif queues are fixed paths: tx queue q reaches rx queue q */
+    uint64_t rss = (RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP | RTE_ETH_RSS_TCP) & info.flow_type_rss_offloads;
+    if (rc == 0 && p->nq > 1 && rss) {
+        conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+        conf.rx_adv_conf.rss_conf.rss_hf = rss;
+        p->rss = 1;
+    }
+    if (rc == 0)
+        rc = rte_eth_dev_configure(p->pid, p->nq, p->nq, &conf);
     uint16_t nrx = NB_DESC, ntx = NB_DESC;
     if (rc == 0)
         rc = rte_eth_dev_adjust_nb_rx_tx_desc(p->pid, &nrx, &ntx);
-    if (rc == 0)
-        rc = rte_eth_rx_queue_setup(p->pid, 0, nrx, main_socket(), NULL, pool);
-    if (rc == 0)
-        rc = rte_eth_tx_queue_setup(p->pid, 0, ntx, main_socket(), NULL);
+    for (uint16_t q = 0; rc == 0 && q < p->nq; q++) {
+        rc = rte_eth_rx_queue_setup(p->pid, q, nrx, main_socket(), NULL, pool);
+        if (rc == 0)
+            rc = rte_eth_tx_queue_setup(p->pid, q, ntx, main_socket(), NULL);
+    }
     if (rc == 0)
         rc = rte_eth_dev_start(p->pid);
     if (rc == 0)
@@ -446,7 +479,7 @@ static void unplug(pk_dpdk_port *p)
     int home = -1;
     netns_enter(p->netns, &home, p->name, NULL, 0);
     if (p->started) {
-        drain_rx(p->pid);
+        drain_rx(p->pid, p->nq);
         rte_eth_dev_stop(p->pid);
         p->started = 0;
     }
@@ -457,14 +490,24 @@ static void unplug(pk_dpdk_port *p)
 
 pk_dpdk_port *pk_dpdk_port_open(const char *dev, const char *netns, char *err, size_t errlen)
 {
+    return pk_dpdk_port_open_q(dev, netns, 1, err, errlen);
+}
+
+pk_dpdk_port *pk_dpdk_port_open_q(const char *dev, const char *netns, int nq, char *err, size_t errlen)
+{
     if (need_pool(err, errlen) != 0)
         return NULL;
+    if (nq < 1 || nq > PK_DPDK_MAX_QUEUES) {
+        set_err(err, errlen, "port %s: queues %d out of range 1..%d", dev, nq, PK_DPDK_MAX_QUEUES);
+        return NULL;
+    }
     pk_dpdk_port *p = calloc(1, sizeof(*p));
     if (!p) {
         set_err(err, errlen, "out of memory");
         return NULL;
     }
     p->pair = -1;
+    p->nq = (uint16_t)nq;
     char rname[20];
     int end = 0;
     int ring = parse_ring(dev, rname, sizeof(rname), &end);
@@ -477,7 +520,7 @@ pk_dpdk_port *pk_dpdk_port_open(const char *dev, const char *netns, char *err, s
     if (ring > 0) {
         if (lookup_from_rings(err, errlen) != 0)
             goto fail;
-        int i = find_pair(rname, 1);
+        int i = find_pair(rname, (uint16_t)nq, 1);
         if (i == -2) {
             set_err(err, errlen, "port %s: cannot make its rings: %s", dev, rte_strerror(rte_errno));
             goto fail;
@@ -490,10 +533,15 @@ pk_dpdk_port *pk_dpdk_port_open(const char *dev, const char *netns, char *err, s
             set_err(err, errlen, "port %s is already open", dev);
             goto fail;
         }
+        if (pairs[i].nq != nq) {
+            set_err(err, errlen, "port %s: the other end of the pair has %u queues, not %d (open both "
+                    "ends with as many)", dev, pairs[i].nq, nq);
+            goto fail;
+        }
         char ename[32];
         snprintf(ename, sizeof(ename), "pk%s_%d", rname, end);
         snprintf(p->name, sizeof(p->name), "net_ring_%s", ename);
-        int pid = from_rings(ename, &pairs[i].r[end], 1, &pairs[i].r[1 - end], 1, main_socket());
+        int pid = from_rings(ename, pairs[i].r[end], nq, pairs[i].r[1 - end], nq, main_socket());
         if (pid < 0) {
             release_pair(i);
             set_err(err, errlen, "port %s: rte_eth_from_rings failed: %s", dev, rte_strerror(rte_errno));
@@ -503,7 +551,8 @@ pk_dpdk_port *pk_dpdk_port_open(const char *dev, const char *netns, char *err, s
         p->pair = i;
         p->end = end;
         pairs[i].open[end] = 1;
-        drain_ring(pairs[i].r[end]); /* nothing stale from an earlier life of this end */
+        for (int q = 0; q < nq; q++)
+            drain_ring(pairs[i].r[end][q]); /* nothing stale from an earlier life of this end */
     } else {
         size_t n = strcspn(dev, ",");
         if (n == 0 || n >= sizeof(p->name)) {
@@ -579,6 +628,8 @@ void pk_dpdk_port_close(pk_dpdk_port *p)
 }
 
 int pk_dpdk_port_id(const pk_dpdk_port *p) { return p->pid; }
+int pk_dpdk_port_queues(const pk_dpdk_port *p) { return p->nq; }
+int pk_dpdk_port_rss(const pk_dpdk_port *p) { return p->rss; }
 const char *pk_dpdk_port_name(const pk_dpdk_port *p) { return p->name; }
 void pk_dpdk_port_mac(const pk_dpdk_port *p, uint8_t mac[6]) { memcpy(mac, p->mac, 6); }
 void pk_dpdk_port_set_ip(pk_dpdk_port *p, uint32_t ip) { p->ip = ip; }
@@ -654,11 +705,7 @@ int pk_dpdk_port_recv(pk_dpdk_port *p, uint8_t *buf, size_t cap, uint32_t *lens,
 
 /* --------------------------------------------------------------- engine */
 
-typedef struct flow_state {
-    uint64_t next;               /* highest sequence seen + 1 */
-    uint64_t last_lat;           /* for jitter */
-    uint64_t seen[SEQ_WORDS];    /* bit s % SEQ_WINDOW: s in [next-W, next) arrived */
-} flow_state;
+typedef pk_flow_state flow_state;  /* perfkit/seqwin.h */
 
 typedef struct worker {
     /* the counters first: one cache-line-aligned block, this worker writes it */
@@ -668,27 +715,34 @@ typedef struct worker {
     pk_dpdk_worker_cfg cfg;
     struct pk_dpdk_engine *engine;
     pk_dpdk_port *port;
-    uint16_t pid;
+    uint16_t pid, queue;
     pthread_t thread;
     int started;
     int running;                 /* atomic: 1 while the thread runs */
     int done_sending;            /* atomic: a generator sets it when it stops sending */
 
     /* GEN */
-    uint8_t *tmpl;               /* the frame, without the FCS */
-    uint32_t frame_len;
-    uint32_t hdr_len;            /* PK_WIRE_HDR_LEN or PK_WIRE_SHORT_LEN */
-    uint64_t udp_base;           /* checksum of the template without sport and header */
+    uint8_t *tmpl;               /* the longest frame, without the FCS: headers, zero filler */
+    uint32_t frame_len;          /* its length */
+    uint16_t *pattern;           /* frame lengths without FCS, sent in turn */
+    uint32_t npattern, next_size;
+    uint64_t ip_base;            /* IPv4 header words that never change (length, addresses: 0) */
+    uint64_t udp_base;           /* UDP words that never change (protocol; the filler is 0) */
     uint64_t *flow_seq;          /* next sequence per flow = frames sent per flow */
     uint32_t next_flow;
+    uint32_t src_h, dst_h;       /* first source and destination address, host order */
+    uint32_t nsp, ndp, nsi, ndi; /* the ranges, each >= 1 */
+    uint32_t dsp, ddp, dsi, ddi; /* next_flow's place in them */
     struct rte_mbuf *pend[PK_DPDK_MAX_BURST];  /* built, not yet taken by the port */
+    uint32_t pend_len[PK_DPDK_MAX_BURST];      /* their frame bytes, FCS counted */
     uint32_t npend;
     uint8_t dst_mac[6];
-    int resolving, resolved, dst_broadcast;
+    int resolved, dst_broadcast;
 
-    /* RXONLY, and GEN with track */
+    /* RXONLY, and GEN with track: the port's table, shared by its receivers */
     flow_state *flows;
     uint32_t nflows;
+    int owns_flows;              /* this worker allocated it, settles and frees it */
     uint64_t drop_ctr;
     uint64_t lat_min;
 
@@ -757,78 +811,7 @@ static inline void wr16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v >> 8); p[1]
 
 static inline void record_latency(worker *w, uint64_t lat, uint64_t *last_lat)
 {
-    pk_hist_add(&w->hist, lat);
-    pk_add(&w->c, PK_lat_count, 1);
-    pk_add(&w->c, PK_lat_sum_ns, lat);
-    if (w->lat_min == 0 || lat < w->lat_min) {
-        w->lat_min = lat ? lat : 1;
-        pk_set(&w->c, PK_lat_min_ns, w->lat_min);
-    }
-    if (lat > pk_read(&w->c, PK_lat_max_ns))
-        pk_set(&w->c, PK_lat_max_ns, lat);
-    if (*last_lat)
-        pk_add(&w->c, PK_jitter_sum_ns, lat > *last_lat ? lat - *last_lat : *last_lat - lat);
-    *last_lat = lat;
-}
-
-static inline int seen_get(const flow_state *f, uint64_t s)
-{
-    return (f->seen[(s % SEQ_WINDOW) / 64] >> (s % 64)) & 1;
-}
-
-static inline void seen_put(flow_state *f, uint64_t s, int v)
-{
-    uint64_t bit = 1ull << (s % 64);
-    uint64_t *word = &f->seen[(s % SEQ_WINDOW) / 64];
-    *word = v ? (*word | bit) : (*word & ~bit);
-}
-
-static uint64_t window_missing(const flow_state *f)
-{
-    uint64_t have = 0;
-    for (int i = 0; i < SEQ_WORDS; i++)
-        have += (uint64_t)__builtin_popcountll(f->seen[i]);
-    uint64_t span = f->next < SEQ_WINDOW ? f->next : SEQ_WINDOW;
-    return span - have;
-}
-
-/* The socket engine's accounting: a sequence number is lost only once it leaves
- * the window unseen, so counters never go back; an arrival older than the
- * window counts as reordered (it was already declared lost). */
-static inline void seq_arrive(flow_state *f, uint64_t s, uint64_t *lost, uint64_t *dup, uint64_t *reorder)
-{
-    if (s >= f->next) {
-        if (s - f->next >= SEQ_WINDOW) {
-            *lost += window_missing(f) + (s + 1 - SEQ_WINDOW - f->next);
-            memset(f->seen, 0, sizeof(f->seen));
-        } else {
-            for (uint64_t t = f->next, k = s - f->next + 1; k > 0; t++, k--) {
-                if (t >= SEQ_WINDOW && !seen_get(f, t - SEQ_WINDOW))
-                    (*lost)++;
-                seen_put(f, t, 0);
-            }
-        }
-        seen_put(f, s, 1);
-        f->next = s + 1;
-    } else if (f->next - s > SEQ_WINDOW) {
-        (*reorder)++;
-    } else if (seen_get(f, s)) {
-        (*dup)++;
-    } else {
-        seen_put(f, s, 1);
-        (*reorder)++;
-    }
-}
-
-/* The 64-bit sequence nearest to the flow's next from its low 32 bits. */
-static inline uint64_t seq_widen(uint64_t next, uint32_t lo)
-{
-    uint64_t s = (next & ~0xffffffffull) | lo;
-    if (s > next && s - next > 0x80000000ull && s >= 0x100000000ull)
-        s -= 0x100000000ull;
-    else if (s < next && next - s > 0x80000000ull)
-        s += 0x100000000ull;
-    return s;
+    pk_record_latency(&w->c, &w->hist, &w->lat_min, lat, last_lat);
 }
 
 static inline void flush_cpu(worker *w, uint64_t now)
@@ -890,14 +873,14 @@ static void track_payload(worker *w, const uint8_t *pl, uint32_t plen, uint64_t 
         if (h.flow >= w->nflows)
             return;
         flow = h.flow;
-        seq = seq_widen(w->flows[flow].next, h.seq_lo);
+        seq = pk_seq_widen(w->flows[flow].next, h.seq_lo);
         uint32_t d = (uint32_t)now_ns - h.tx_ns_lo;
         lat = d < 0x80000000u ? d : UINT64_MAX;  /* a timestamp "from the future": skip */
     } else {
         return;
     }
     flow_state *f = &w->flows[flow];
-    seq_arrive(f, seq, &a->lost, &a->dup, &a->reorder);
+    pk_seq_arrive(f, seq, &a->lost, &a->dup, &a->reorder);
     if (lat != UINT64_MAX)
         record_latency(w, lat, &f->last_lat);
 }
@@ -921,9 +904,13 @@ static int handle_arp(worker *w, uint8_t *d, uint32_t len, rx_acc *a)
     memcpy(&spa, arp + 14, 4);
     memcpy(&tpa, arp + 24, 4);
     const uint32_t me = w->port->ip;
-    if (op == 2 && w->resolving && spa == w->cfg.dst_ip) {
-        memcpy(w->dst_mac, arp + 8, 6);
-        w->resolved = 1;
+    pk_dpdk_port *port = w->port;
+    if (op == 2 && __atomic_load_n(&port->arp_ip, __ATOMIC_ACQUIRE) == spa && spa != 0) {
+        /* any worker of the port may see the reply: the first one publishes it */
+        if (__atomic_exchange_n(&port->arp_claim, 1, __ATOMIC_ACQ_REL) == 0) {
+            memcpy(port->arp_mac, arp + 8, 6);
+            __atomic_store_n(&port->arp_done, 1, __ATOMIC_RELEASE);
+        }
         return ACT_FREE;
     }
     if (op != 1 || me == 0 || tpa != me)
@@ -1000,7 +987,8 @@ static int handle_frame(worker *w, struct rte_mbuf *m, uint64_t now_ns, rx_acc *
             plen = l4room - UDP_LEN;
         if (w->flows)
             track_payload(w, l4 + UDP_LEN, plen, now_ns, a);
-        if (w->cfg.role == PK_DPDK_REVERSE && me != 0 && dst == me) {
+        if (w->cfg.role == PK_DPDK_REVERSE && me != 0 &&
+            rte_be_to_cpu_32(dst) - rte_be_to_cpu_32(me) < (w->cfg.dst_ips ? w->cfg.dst_ips : 1u)) {
             uint8_t t6[6];
             uint8_t t4[4];
             uint8_t t2[2];
@@ -1055,7 +1043,7 @@ static int handle_frame(worker *w, struct rte_mbuf *m, uint64_t now_ns, rx_acc *
 static uint32_t rx_service(worker *w)
 {
     struct rte_mbuf *rx[PK_DPDK_MAX_BURST], *refl[PK_DPDK_MAX_BURST], *rep[PK_DPDK_MAX_BURST];
-    uint16_t n = rte_eth_rx_burst(w->pid, 0, rx, (uint16_t)w->cfg.burst);
+    uint16_t n = rte_eth_rx_burst(w->pid, w->queue, rx, (uint16_t)w->cfg.burst);
     if (n == 0)
         return 0;
     uint64_t now_ns = tb_ns(&w->engine->tb, rte_rdtsc());
@@ -1086,7 +1074,7 @@ static uint32_t rx_service(worker *w)
     }
     if (nrefl) {
         /* the lengths were taken before: once sent, a frame belongs to the receiver */
-        uint16_t k = rte_eth_tx_burst(w->pid, 0, refl, (uint16_t)nrefl);
+        uint16_t k = rte_eth_tx_burst(w->pid, w->queue, refl, (uint16_t)nrefl);
         free_frames(refl + k, nrefl - k);
         uint64_t b = 0;
         for (uint16_t i = 0; i < k; i++)
@@ -1097,7 +1085,7 @@ static uint32_t rx_service(worker *w)
             pk_add(&w->c, PK_drop_tx, nrefl - k);
     }
     if (nrep) {
-        uint16_t k = rte_eth_tx_burst(w->pid, 0, rep, (uint16_t)nrep);
+        uint16_t k = rte_eth_tx_burst(w->pid, w->queue, rep, (uint16_t)nrep);
         free_frames(rep + k, nrep - k);
     }
     pk_add(&w->c, PK_pkts_rx, a.pkts);
@@ -1116,64 +1104,96 @@ static uint32_t rx_service(worker *w)
 
 /* ------------------------------------------------------------- generator */
 
-/* The frame every generated one starts from: Ethernet, IPv4 (its checksum
- * final), UDP without source port and checksum, a zero filler; and the
- * checksum sum of everything in it that does not change per frame. */
+/* The frame every generated one starts from: Ethernet, IPv4 and UDP headers
+ * with every per-frame field zero (lengths, addresses, ports, checksums), then
+ * a zero filler; and the checksum words that never change. */
 static void gen_template(worker *w)
 {
     uint8_t *d = w->tmpl;
-    const uint32_t len = w->frame_len;
-    memset(d, 0, len);
+    memset(d, 0, w->frame_len);
     memcpy(d, w->dst_mac, 6);
     memcpy(d + 6, w->port->mac, 6);
     wr16(d + 12, 0x0800);
     uint8_t *ip = d + ETH_LEN;
     ip[0] = 0x45;
-    wr16(ip + 2, (uint16_t)(len - ETH_LEN));
     wr16(ip + 6, 0x4000);                    /* DF */
     ip[8] = 64;
     ip[9] = 17;
-    memcpy(ip + 12, &w->port->ip, 4);
-    memcpy(ip + 16, &w->cfg.dst_ip, 4);
-    uint16_t c = (uint16_t)~fold(sum16(ip, IP_LEN, 0));
-    memcpy(ip + 10, &c, 2);
-    uint8_t *udp = ip + IP_LEN;
-    wr16(udp + 2, w->cfg.dport);
-    wr16(udp + 4, (uint16_t)(len - ETH_LEN - IP_LEN));
-    const uint8_t proto[2] = { 0, 17 };
-    uint64_t s = sum16(ip + 12, 8, 0);       /* pseudo header: addresses, protocol, UDP length */
-    s = sum16(proto, 2, s);
-    s = sum16(udp + 4, 2, s);
-    s = sum16(udp, UDP_LEN, s);              /* source port and checksum are 0 here */
-    s = sum16(d + HDRS_LEN + w->hdr_len, len - HDRS_LEN - w->hdr_len, s);
-    w->udp_base = s;
+    w->ip_base = sum16(ip, IP_LEN, 0);
+    const uint8_t proto[2] = { 0, 17 };      /* the pseudo header's protocol word */
+    w->udp_base = sum16(proto, 2, 0);
+}
+
+static inline uint64_t bswap_word(uint16_t v) { return (uint16_t)((v >> 8) | (v << 8)); }
+
+/* next_flow's tuple from scratch (at a start or a wrap). */
+static void gen_flow_set(worker *w, uint32_t f)
+{
+    w->next_flow = f;   /* a flow id: flow_first .. flow_first + flows - 1 */
+    w->dsp = f % w->nsp;
+    f /= w->nsp;
+    w->ddp = f % w->ndp;
+    f /= w->ndp;
+    w->dsi = f % w->nsi;
+    w->ddi = f / w->nsi;
+}
+
+/* The next flow's tuple: an odometer, source port fastest (no division per frame). */
+static inline void gen_flow_next(worker *w)
+{
+    if (++w->next_flow == w->cfg.flow_first + w->cfg.flows) {
+        gen_flow_set(w, w->cfg.flow_first);
+        return;
+    }
+    if (++w->dsp < w->nsp)
+        return;
+    w->dsp = 0;
+    if (++w->ddp < w->ndp)
+        return;
+    w->ddp = 0;
+    if (++w->dsi < w->nsi)
+        return;
+    w->dsi = 0;
+    w->ddi++;
 }
 
 /* Build n frames at the end of the pending list; returns how many (0 when the
- * pool is empty for now). */
+ * pool is empty for now). Every header field that varies is written and summed
+ * from registers (memory order = host order here), never read back. */
 static uint32_t gen_build(worker *w, uint32_t n, uint64_t now_ns)
 {
     struct rte_mbuf **slot = w->pend + w->npend;
     if (rte_pktmbuf_alloc_bulk(pool, slot, n) != 0)
         return 0;
-    const uint32_t len = w->frame_len, flows = w->cfg.flows;
     for (uint32_t i = 0; i < n; i++) {
         struct rte_mbuf *m = slot[i];
         uint8_t *d = rte_pktmbuf_mtod(m, uint8_t *);
+        const uint32_t len = w->pattern[w->next_size];
+        w->next_size = w->next_size + 1 == w->npattern ? 0 : w->next_size + 1;
         rte_memcpy(d, w->tmpl, len);
         m->data_len = (uint16_t)len;
         m->pkt_len = len;
-        uint32_t f = w->next_flow;
-        w->next_flow = f + 1 == flows ? 0 : f + 1;
-        uint64_t seq = w->flow_seq[f];
-        __atomic_store_n(&w->flow_seq[f], seq + 1, __ATOMIC_RELAXED);
-        uint8_t *udp = d + ETH_LEN + IP_LEN, *pl = d + HDRS_LEN;
-        const uint16_t sp = (uint16_t)(w->cfg.sport + f);
+        w->pend_len[w->npend + i] = len + FCS_LEN;
+        const uint32_t f = w->next_flow;
+        const uint32_t src = rte_cpu_to_be_32(w->src_h + w->dsi), dst = rte_cpu_to_be_32(w->dst_h + w->ddi);
+        const uint16_t sp = (uint16_t)(w->cfg.sport + w->dsp), dp = (uint16_t)(w->cfg.dport + w->ddp);
+        gen_flow_next(w);
+        uint64_t *fs = &w->flow_seq[f - w->cfg.flow_first];
+        uint64_t seq = *fs;
+        __atomic_store_n(fs, seq + 1, __ATOMIC_RELAXED);
+        uint8_t *ip = d + ETH_LEN, *udp = ip + IP_LEN, *pl = d + HDRS_LEN;
+        const uint16_t ip_len = (uint16_t)(len - ETH_LEN), udp_len = (uint16_t)(ip_len - IP_LEN);
+        wr16(ip + 2, ip_len);
+        memcpy(ip + 12, &src, 4);
+        memcpy(ip + 16, &dst, 4);
+        const uint64_t addrs = words32(src) + words32(dst);
+        uint16_t c = (uint16_t)~fold(w->ip_base + bswap_word(ip_len) + addrs);
+        memcpy(ip + 10, &c, 2);
         wr16(udp, sp);
-        /* the header's words summed from registers (memory order = host order
-         * here), not read back from the frame just written */
-        uint64_t sum = w->udp_base + (uint16_t)((sp >> 8) | (sp << 8));
-        if (w->hdr_len == PK_WIRE_HDR_LEN) {
+        wr16(udp + 2, dp);
+        wr16(udp + 4, udp_len);
+        uint64_t sum = w->udp_base + addrs + 2 * bswap_word(udp_len) + bswap_word(sp) + bswap_word(dp);
+        if ((uint32_t)udp_len >= UDP_LEN + PK_WIRE_HDR_LEN) {
             const pk_wire_hdr h = { PK_WIRE_MAGIC, f, seq, now_ns };
             memcpy(pl, &h, sizeof(h));
             sum += words32(PK_WIRE_MAGIC) + words32(f) + words64(seq) + words64(now_ns);
@@ -1182,7 +1202,7 @@ static uint32_t gen_build(worker *w, uint32_t n, uint64_t now_ns)
             memcpy(pl, &h, sizeof(h));
             sum += words32(PK_WIRE_SHORT_MAGIC) + words32(f) + words32((uint32_t)seq) + words32((uint32_t)now_ns);
         }
-        uint16_t c = (uint16_t)~fold(sum);
+        c = (uint16_t)~fold(sum);
         if (c == 0)
             c = 0xffff;
         memcpy(udp + 6, &c, 2);
@@ -1197,7 +1217,9 @@ static void gen_unbuild(worker *w)
 {
     for (uint32_t i = 0; i < w->npend; i++) {
         const uint8_t *d = rte_pktmbuf_mtod(w->pend[i], const uint8_t *);
-        uint32_t f = (uint16_t)(rd16(d + ETH_LEN + IP_LEN) - w->cfg.sport);
+        uint32_t f;
+        memcpy(&f, d + HDRS_LEN + 4, 4);   /* both wire headers: magic, then the flow */
+        f -= w->cfg.flow_first;
         if (f < w->cfg.flows)
             __atomic_store_n(&w->flow_seq[f], w->flow_seq[f] - 1, __ATOMIC_RELAXED);
         rte_pktmbuf_free(w->pend[i]);
@@ -1230,7 +1252,7 @@ static void send_arp_request(worker *w)
     memcpy(arp + 8, w->port->mac, 6);
     memcpy(arp + 14, &w->port->ip, 4);
     memcpy(arp + 24, &w->cfg.dst_ip, 4);
-    if (rte_eth_tx_burst(w->pid, 0, &m, 1) == 0)
+    if (rte_eth_tx_burst(w->pid, w->queue, &m, 1) == 0)
         rte_pktmbuf_free(m);
 }
 
@@ -1249,7 +1271,8 @@ static void gen_resolve(worker *w)
         w->resolved = 1;
         return;
     }
-    w->resolving = 1;
+    pk_dpdk_port *port = w->port;
+    __atomic_store_n(&port->arp_ip, w->cfg.dst_ip, __ATOMIC_RELEASE);  /* reset at start */
     uint64_t start = rte_rdtsc(), end = start + tb_cycles(tb, PK_DPDK_ARP_NS), next = start;
     while (!w->resolved && !stopping(w)) {
         uint64_t now = rte_rdtsc();
@@ -1260,8 +1283,11 @@ static void gen_resolve(worker *w)
             next = now + tb_cycles(tb, ARP_RETRY_NS);
         }
         rx_service(w);
+        if (__atomic_load_n(&port->arp_done, __ATOMIC_ACQUIRE)) {
+            memcpy(w->dst_mac, port->arp_mac, 6);
+            w->resolved = 1;
+        }
     }
-    w->resolving = 0;
     if (!w->resolved) {
         memset(w->dst_mac, 0xff, 6);
         w->dst_broadcast = 1;
@@ -1274,7 +1300,8 @@ static int feeders_done(const worker *w, int *any)
     int me = (int)(w - e->w);
     *any = 0;
     for (int j = 0; j < e->n; j++) {
-        if (e->w[j].cfg.role != PK_DPDK_GEN || e->w[j].cfg.peer != me)
+        if (e->w[j].cfg.role != PK_DPDK_GEN || e->w[j].cfg.peer < 0 ||
+            (e->w[j].cfg.peer != me && e->w[e->w[j].cfg.peer].port != w->port))
             continue;
         *any = 1;
         if (!__atomic_load_n(&e->w[j].done_sending, __ATOMIC_ACQUIRE))
@@ -1314,7 +1341,11 @@ static void receive_until_quiet(worker *w, uint64_t done_at)
         if (now >= hard)
             break;
         if (!peer_done_at) {
-            if (__atomic_load_n(&peer->running, __ATOMIC_ACQUIRE))
+            int busy = 0;
+            for (int j = 0; j < w->engine->n && !busy; j++)
+                busy = w->engine->w[j].port == peer->port &&
+                       __atomic_load_n(&w->engine->w[j].running, __ATOMIC_ACQUIRE);
+            if (busy)
                 continue;
             peer_done_at = rte_rdtsc();  /* everything it sent is on its way to us now */
             continue;
@@ -1325,14 +1356,42 @@ static void receive_until_quiet(worker *w, uint64_t done_at)
     }
 }
 
+/* TSC pacing: frames due by t cycles after the start (the first at once). A
+ * constant rate r (per cycle): r t. A ramp from r0 to r1 over T: the integral
+ * r0 t + (r1 - r0) t^2 / 2T up to T, then r1 on. */
+typedef struct pace {
+    int paced;
+    double r0, r1, T;
+} pace;
+
+static pace pace_make(const worker *w, const timebase *tb)
+{
+    pace p = { w->cfg.rate > 0, w->cfg.rate / (double)tb->hz, 0, 0 };
+    if (p.paced && w->cfg.ramp_ns && w->cfg.rate_end > 0) {
+        p.r1 = w->cfg.rate_end / (double)tb->hz;
+        p.T = (double)tb_cycles(tb, w->cfg.ramp_ns);
+    }
+    return p;
+}
+
+static inline uint64_t pace_due(const pace *p, uint64_t dt)
+{
+    double t = (double)dt;
+    if (p->T <= 0)
+        return (uint64_t)(t * p->r0) + 1;
+    if (t <= p->T)
+        return (uint64_t)(p->r0 * t + (p->r1 - p->r0) * t * t / (2 * p->T)) + 1;
+    return (uint64_t)(p->r0 * p->T + (p->r1 - p->r0) * p->T / 2 + p->r1 * (t - p->T)) + 1;
+}
+
 static void run_gen(worker *w)
 {
     const timebase *tb = &w->engine->tb;
     gen_resolve(w);
     memcpy(w->tmpl, w->dst_mac, 6);
     const uint64_t flush_c = tb_cycles(tb, FLUSH_NS), nic_c = tb_cycles(tb, NIC_EVERY_NS);
-    const double per_cycle = w->cfg.rate > 0 ? w->cfg.rate / (double)tb->hz : 0.0;
-    const uint32_t burst = w->cfg.burst, size = w->cfg.size;
+    const pace p = pace_make(w, tb);
+    const uint32_t burst = w->cfg.burst;
     const uint64_t start = rte_rdtsc(), end = start + tb_cycles(tb, w->cfg.duration_ns);
     const uint64_t rx_every = w->cfg.track ? 0 : tb_cycles(tb, GEN_RX_EVERY_NS);
     uint64_t built = 0, last_rx_poll = 0;
@@ -1342,13 +1401,13 @@ static void run_gen(worker *w)
     w->last_flush = start;
     /* paced: every frame due before the end leaves, even when the thread was
      * descheduled near it (a short catch-up), so a run sends rate x duration */
-    const uint64_t target = per_cycle > 0 ? (uint64_t)((double)(end - 1 - start) * per_cycle) + 1 : 0;
+    const uint64_t target = p.paced ? pace_due(&p, end - 1 - start) : 0;
     const uint64_t catchup_end = end + tb_cycles(tb, CATCHUP_NS);
     for (;;) {
         uint64_t t0 = rte_rdtsc();
         if (stopping(w))
             break;
-        if (t0 >= end && (per_cycle <= 0 || (built >= target && w->npend == 0) || t0 >= catchup_end))
+        if (t0 >= end && (!p.paced || (built >= target && w->npend == 0) || t0 >= catchup_end))
             break;
         const uint64_t tp = t0 < end ? t0 : end - 1;
         uint32_t moved = 0;
@@ -1360,8 +1419,8 @@ static void run_gen(worker *w)
         uint32_t room = burst - w->npend;
         if (room) {
             uint64_t k = room;
-            if (per_cycle > 0) {
-                uint64_t allowed = (uint64_t)((double)(tp - start) * per_cycle) + 1;
+            if (p.paced) {
+                uint64_t allowed = pace_due(&p, tp - start);
                 k = allowed > built ? allowed - built : 0;
                 if (k > room)
                     k = room;
@@ -1370,13 +1429,18 @@ static void run_gen(worker *w)
                 built += gen_build(w, (uint32_t)k, tb_ns(tb, t0));
         }
         if (w->npend) {
-            uint16_t sent = rte_eth_tx_burst(w->pid, 0, w->pend, (uint16_t)w->npend);
+            uint16_t sent = rte_eth_tx_burst(w->pid, w->queue, w->pend, (uint16_t)w->npend);
             if (sent) {
+                uint64_t b = 0;
+                for (uint16_t i = 0; i < sent; i++)
+                    b += w->pend_len[i];
                 pk_add(&w->c, PK_pkts_tx, sent);
-                pk_add(&w->c, PK_bytes_tx, (uint64_t)sent * size);
+                pk_add(&w->c, PK_bytes_tx, b);
                 w->npend -= sent;
-                if (w->npend)
+                if (w->npend) {
                     memmove(w->pend, w->pend + sent, w->npend * sizeof(w->pend[0]));
+                    memmove(w->pend_len, w->pend_len + sent, w->npend * sizeof(w->pend_len[0]));
+                }
                 moved += sent;
             }
         }
@@ -1500,12 +1564,17 @@ static int check_worker(pk_dpdk_engine *e, pk_dpdk_port *const *ports, int nport
         return -1;
     }
     for (int j = 0; j < i; j++)
-        if (e->w[j].cfg.port == c->port) {
-            set_err(err, errlen, "workers %d and %d: one port, one worker", j, i);
+        if (e->w[j].cfg.port == c->port && e->w[j].cfg.queue == c->queue) {
+            set_err(err, errlen, "workers %d and %d: one queue of a port, one worker", j, i);
             return -1;
         }
     w->port = ports[c->port];
     w->pid = w->port->pid;
+    w->queue = c->queue;
+    if (c->queue >= w->port->nq) {
+        set_err(err, errlen, "worker %d: queue %u, port %s has %u", i, c->queue, w->port->name, w->port->nq);
+        return -1;
+    }
     if (pk_dpdk_port_busy(w->port)) {
         set_err(err, errlen, "port %s is in use by another engine", w->port->name);
         return -1;
@@ -1519,14 +1588,39 @@ static int check_worker(pk_dpdk_engine *e, pk_dpdk_port *const *ports, int nport
         return -1;
     }
     if (c->role == PK_DPDK_GEN) {
-        if (c->size < PK_DPDK_MIN_SIZE || c->size > PK_DPDK_MAX_SIZE) {
+        if (c->nsizes > PK_DPDK_MAX_PATTERN) {
+            set_err(err, errlen, "worker %d: %u frame sizes: at most %d", i, c->nsizes, PK_DPDK_MAX_PATTERN);
+            return -1;
+        }
+        for (uint32_t k = 0; k < c->nsizes; k++)
+            if (c->sizes[k] < PK_DPDK_MIN_SIZE || c->sizes[k] > PK_DPDK_MAX_SIZE) {
+                set_err(err, errlen, "worker %d: frame size %u out of range %d..%d", i, c->sizes[k],
+                        PK_DPDK_MIN_SIZE, PK_DPDK_MAX_SIZE);
+                return -1;
+            }
+        if (c->ramp_ns && (!(c->rate > 0) || !(c->rate_end > 0) || c->rate_end > 1e10)) {
+            set_err(err, errlen, "worker %d: a ramp needs a start rate and an end rate above 0", i);
+            return -1;
+        }
+        if (c->nsizes == 0 && (c->size < PK_DPDK_MIN_SIZE || c->size > PK_DPDK_MAX_SIZE)) {
             set_err(err, errlen, "worker %d: size %u out of range %d..%d", i, c->size,
                     PK_DPDK_MIN_SIZE, PK_DPDK_MAX_SIZE);
             return -1;
         }
-        if (c->flows == 0 || c->flows > PK_DPDK_MAX_FLOWS || (uint32_t)c->sport + c->flows > 65536) {
-            set_err(err, errlen, "worker %d: flows %u out of range 1..%d (and sport + flows <= 65536)",
-                    i, c->flows, PK_DPDK_MAX_FLOWS);
+        if (c->flows == 0 || c->flows > PK_DPDK_MAX_FLOWS || c->flow_first > PK_DPDK_MAX_FLOWS - c->flows) {
+            set_err(err, errlen, "worker %d: flows %u from %u out of range 1..%d", i, c->flows, c->flow_first,
+                    PK_DPDK_MAX_FLOWS);
+            return -1;
+        }
+        const uint64_t nsp = c->sports ? c->sports : (uint64_t)c->flow_first + c->flows, ndp = c->dports ? c->dports : 1,
+                       nsi = c->src_ips ? c->src_ips : 1, ndi = c->dst_ips ? c->dst_ips : 1;
+        if (c->sport + nsp > 65536 || c->dport + ndp > 65536 || nsi > 1u << 17 || ndi > 1u << 17) {
+            set_err(err, errlen, "worker %d: a port range passes 65535 or an address range is above 131072", i);
+            return -1;
+        }
+        if (nsp * ndp * nsi * ndi < (uint64_t)c->flow_first + c->flows) {
+            set_err(err, errlen, "worker %d: %u flows need as many tuples: sports x dports x src_ips x dst_ips "
+                    "is only %llu", i, c->flow_first + c->flows, (unsigned long long)(nsp * ndp * nsi * ndi));
             return -1;
         }
         if (!(c->rate >= 0) || c->rate > 1e10) {
@@ -1548,23 +1642,76 @@ static int check_worker(pk_dpdk_engine *e, pk_dpdk_port *const *ports, int nport
     return 0;
 }
 
+/* Zeroed and touched now (calloc may map lazily): no page faults in the loop. */
+static void *zalloc(size_t size)
+{
+    size = (size + 63u) & ~(size_t)63u;
+    void *p = aligned_alloc(64, size ? size : 64);
+    if (p)
+        memset(p, 0, size);
+    return p;
+}
+
 static int alloc_worker(worker *w)
 {
     const pk_dpdk_worker_cfg *c = &w->cfg;
     if (c->role == PK_DPDK_GEN) {
-        w->frame_len = c->size - FCS_LEN;
-        w->hdr_len = w->frame_len - HDRS_LEN >= PK_WIRE_HDR_LEN ? PK_WIRE_HDR_LEN : PK_WIRE_SHORT_LEN;
+        w->npattern = c->nsizes ? c->nsizes : 1;
+        w->pattern = zalloc(sizeof(uint16_t) * w->npattern);
+        if (!w->pattern)
+            return -1;
+        w->frame_len = 0;
+        for (uint32_t k = 0; k < w->npattern; k++) {
+            w->pattern[k] = (uint16_t)((c->nsizes ? c->sizes[k] : c->size) - FCS_LEN);
+            if (w->pattern[k] > w->frame_len)
+                w->frame_len = w->pattern[k];
+        }
         w->tmpl = aligned_alloc(64, (w->frame_len + 63u) & ~63u);
-        w->flow_seq = calloc(c->flows, sizeof(uint64_t));
+        w->flow_seq = zalloc(sizeof(uint64_t) * c->flows);
         if (!w->tmpl || !w->flow_seq)
             return -1;
+        w->nsp = c->sports ? c->sports : c->flow_first + c->flows;
+        w->ndp = c->dports ? c->dports : 1;
+        w->nsi = c->src_ips ? c->src_ips : 1;
+        w->ndi = c->dst_ips ? c->dst_ips : 1;
+        w->src_h = rte_be_to_cpu_32(w->port->ip);
+        w->dst_h = rte_be_to_cpu_32(c->dst_ip);
+        gen_flow_set(w, c->flow_first);
         gen_template(w);
     }
-    if (c->role == PK_DPDK_RXONLY || (c->role == PK_DPDK_GEN && c->track)) {
-        w->nflows = c->flows;
-        w->flows = calloc(c->flows, sizeof(flow_state));
-        if (!w->flows)
+    return 0;
+}
+
+static int tracks(const pk_dpdk_worker_cfg *c)
+{
+    return c->role == PK_DPDK_RXONLY || (c->role == PK_DPDK_GEN && c->track);
+}
+
+/* One flow table per port, shared by the port's receiving workers: a flow comes
+ * in on one queue (RSS hashes its tuple; a ring or memif queue carries one
+ * generator's flows), so every entry has one writer. */
+static int alloc_flow_tables(pk_dpdk_engine *e)
+{
+    for (int i = 0; i < e->n; i++) {
+        worker *w = &e->w[i];
+        if (!tracks(&w->cfg) || w->flows)
+            continue;
+        uint32_t n = 0;
+        for (int j = i; j < e->n; j++)
+            if (tracks(&e->w[j].cfg) && e->w[j].port == w->port) {
+                const pk_dpdk_worker_cfg *c = &e->w[j].cfg;
+                uint32_t top = c->role == PK_DPDK_GEN ? c->flow_first + c->flows : c->flows;
+                n = top > n ? top : n;
+            }
+        flow_state *t = zalloc(sizeof(flow_state) * n);
+        if (!t)
             return -1;
+        w->owns_flows = 1;
+        for (int j = i; j < e->n; j++)
+            if (tracks(&e->w[j].cfg) && e->w[j].port == w->port) {
+                e->w[j].flows = t;
+                e->w[j].nflows = n;
+            }
     }
     return 0;
 }
@@ -1602,8 +1749,8 @@ pk_dpdk_engine *pk_dpdk_create(pk_dpdk_port *const *ports, int nports,
             return NULL;
         }
     }
-    for (int i = 0; i < n; i++) {
-        if (alloc_worker(&e->w[i]) != 0) {
+    for (int i = 0; i <= n; i++) {
+        if (i < n ? alloc_worker(&e->w[i]) != 0 : alloc_flow_tables(e) != 0) {
             set_err(err, errlen, "worker %d: out of memory", i);
             for (int j = 0; j < n; j++)
                 e->w[j].port = NULL;
@@ -1624,6 +1771,11 @@ int pk_dpdk_start(pk_dpdk_engine *e, char *err, size_t errlen)
             return -1;
         }
     timebase_now(&e->tb);
+    for (int i = 0; i < e->n; i++) {   /* no ARP answer from an earlier run counts */
+        pk_dpdk_port *p = e->w[i].port;
+        p->arp_ip = 0;
+        p->arp_claim = p->arp_done = 0;
+    }
     uint64_t longest = 0, arp = 0;
     for (int i = 0; i < e->n; i++) {
         const pk_dpdk_worker_cfg *c = &e->w[i].cfg;
@@ -1662,18 +1814,25 @@ int pk_dpdk_running(const pk_dpdk_engine *e)
     return n;
 }
 
-static uint64_t settle(worker *w, const uint64_t *sent, uint32_t nsent)
+/* What was sent per flow id into the table of port p: generators whose peer is
+ * on p, or that track their own frames coming back to p. NULL: no sender here. */
+static uint64_t *sent_into(const pk_dpdk_engine *e, const pk_dpdk_port *p, uint32_t nflows)
 {
-    uint64_t lost = 0;
-    for (uint32_t f = 0; f < w->nflows; f++) {
-        flow_state *fs = &w->flows[f];
-        lost += window_missing(fs);
-        if (sent && f < nsent && sent[f] > fs->next) {
-            lost += sent[f] - fs->next;
-            fs->next = sent[f];
-        }
+    uint64_t *sent = NULL;
+    for (int j = 0; j < e->n; j++) {
+        const worker *g = &e->w[j];
+        const pk_dpdk_worker_cfg *c = &g->cfg;
+        if (c->role != PK_DPDK_GEN || !g->flow_seq)
+            continue;
+        int into = c->track ? g->port == p : (c->peer >= 0 && e->w[c->peer].port == p);
+        if (!into)
+            continue;
+        if (!sent && !(sent = calloc(nflows ? nflows : 1, sizeof(uint64_t))))
+            return NULL;
+        for (uint32_t f = 0; f < c->flows && c->flow_first + f < nflows; f++)
+            sent[c->flow_first + f] += g->flow_seq[f];
     }
-    return lost;
+    return sent;
 }
 
 void pk_dpdk_join(pk_dpdk_engine *e)
@@ -1692,17 +1851,15 @@ void pk_dpdk_join(pk_dpdk_engine *e)
     e->settled = 1;
     for (int i = 0; i < e->n; i++) {
         worker *w = &e->w[i];
-        if (!w->flows)
+        if (!w->owns_flows)
             continue;
-        const worker *s = NULL;
-        if (w->cfg.role == PK_DPDK_GEN)
-            s = w;
-        for (int j = 0; j < e->n && !s; j++)
-            if (e->w[j].cfg.role == PK_DPDK_GEN && e->w[j].cfg.peer == i && !e->w[j].cfg.track)
-                s = &e->w[j];
-        uint64_t lost = settle(w, s ? s->flow_seq : NULL, s ? s->cfg.flows : 0);
+        uint64_t *sent = sent_into(e, w->port, w->nflows);
+        uint64_t lost = 0;
+        for (uint32_t f = 0; f < w->nflows; f++)
+            lost += pk_seq_settle(&w->flows[f], sent ? sent[f] : 0);
+        free(sent);
         if (lost)
-            pk_add(&w->c, PK_seq_lost, lost);
+            pk_add(&w->c, PK_seq_lost, lost);   /* on the table's first worker */
     }
 }
 
@@ -1757,8 +1914,10 @@ void pk_dpdk_destroy(pk_dpdk_engine *e)
             __atomic_store_n(&w->port->busy, 0, __ATOMIC_RELEASE);
         free_frames(w->pend, w->npend);
         free(w->tmpl);
+        free(w->pattern);
         free(w->flow_seq);
-        free(w->flows);
+        if (w->owns_flows)
+            free(w->flows);
     }
     free(e->w);
     free(e);

@@ -32,13 +32,16 @@ enum pk_dpdk_role {
     PK_DPDK_NROLES
 };
 
+#define PK_DPDK_MAX_PATTERN 1024   /* frame sizes in one size pattern */
+
 typedef struct pk_dpdk_worker_cfg {
     int role;
-    int port;              /* index into the ports given to pk_dpdk_create; one worker per port */
+    int port;              /* index into the ports given to pk_dpdk_create; one worker per (port, queue) */
     int peer;              /* GEN: index of the worker that receives its frames in this engine, or -1 */
     int track;             /* GEN: frames come back (a reverse peer): loss and round trips here */
     uint32_t size;         /* GEN: Ethernet frame bytes counting the 4-byte FCS, 64..1518 */
-    uint32_t flows;        /* GEN: flows sent; RXONLY: flow ids tracked */
+    uint32_t flows;        /* GEN: flows sent; RXONLY: flow ids tracked (receivers on one port share
+                              one table, flow ids 0 .. the largest of theirs) */
     uint32_t burst;        /* frames per rx/tx burst, 1..PK_DPDK_MAX_BURST */
     double rate;           /* GEN: frames per second; 0 = as fast as the port takes them */
     uint64_t duration_ns;  /* GEN: how long to send; others without a feeder: how long to run */
@@ -49,10 +52,29 @@ typedef struct pk_dpdk_worker_cfg {
     uint16_t dport;
     int cpu;               /* pin the thread to this CPU, -1 = do not pin */
     uint32_t drop_every;   /* RXONLY, tests only: drop every Nth UDP frame unseen (a lossy link) */
+    /* GEN: the ranges flows are spread over; 0 counts as 1 (sports: 0 = flows).
+     * Flow f is the f-th tuple, source port varying fastest, then destination
+     * port, source address (the port's + i), destination address (dst_ip + i).
+     * REVERSE: dst_ips = how many addresses from the port's own it reflects for. */
+    uint32_t src_ips, dst_ips, sports, dports;
+    /* GEN: frame sizes (FCS counted) sent in this order, round and round;
+     * nsizes = 0: every frame is `size`. */
+    uint16_t sizes[PK_DPDK_MAX_PATTERN];
+    uint32_t nsizes;
+    /* GEN: a ramp: the rate rises linearly from `rate` to rate_end over ramp_ns,
+     * then stays at rate_end. ramp_ns = 0: no ramp. */
+    double rate_end;
+    uint64_t ramp_ns;
+    /* the port's queue this worker polls and sends on (several workers share a
+     * port on distinct queues); GEN: its flows are flow_first .. flow_first +
+     * flows - 1 of the ranges (generators on one port split the flows) */
+    uint16_t queue;
+    uint32_t flow_first;
 } pk_dpdk_worker_cfg;
 
 #define PK_DPDK_MAX_WORKERS 16
-#define PK_DPDK_MAX_FLOWS   16384
+#define PK_DPDK_MAX_QUEUES  8     /* per port */
+#define PK_DPDK_MAX_FLOWS   131072   /* 528 B of sequence window each, preallocated */
 #define PK_DPDK_MAX_BURST   256
 #define PK_DPDK_MIN_SIZE    64
 #define PK_DPDK_MAX_SIZE    1518
@@ -84,6 +106,12 @@ typedef struct pk_dpdk_port pk_dpdk_port;
  * netns: a network namespace file to probe in ("" or NULL = ours): af_packet
  * binds its socket there. NULL + err on failure. */
 pk_dpdk_port *pk_dpdk_port_open(const char *dev, const char *netns, char *err, size_t errlen);
+/* The same with nq rx and tx queues (1..PK_DPDK_MAX_QUEUES; the PMD may take fewer).
+ * Where the PMD has RSS (NICs, tap), it spreads flows over the rx queues; a ring
+ * pair (both ends opened with nq) and net_ring / memif join tx queue q to rx queue q. */
+pk_dpdk_port *pk_dpdk_port_open_q(const char *dev, const char *netns, int nq, char *err, size_t errlen);
+int pk_dpdk_port_queues(const pk_dpdk_port *p);
+int pk_dpdk_port_rss(const pk_dpdk_port *p);
 /* Drain, stop, close and hot-unplug. Never while an engine uses the port. */
 void pk_dpdk_port_close(pk_dpdk_port *p);
 int pk_dpdk_port_id(const pk_dpdk_port *p);

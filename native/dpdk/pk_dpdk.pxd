@@ -25,7 +25,16 @@ cdef extern from "dpdk_engine.h":
         uint16_t dport
         int cpu
         uint32_t drop_every
+        uint32_t src_ips, dst_ips, sports, dports
+        uint16_t sizes[1024]
+        uint32_t nsizes
+        double rate_end
+        uint64_t ramp_ns
+        uint16_t queue
+        uint32_t flow_first
 
+    enum: PK_DPDK_MAX_PATTERN
+    enum: PK_DPDK_MAX_QUEUES
     enum: PK_DPDK_MAX_WORKERS
     enum: PK_DPDK_MAX_FLOWS
     enum: PK_DPDK_MAX_BURST
@@ -42,6 +51,9 @@ cdef extern from "dpdk_engine.h":
     ctypedef struct pk_dpdk_port:
         pass
     pk_dpdk_port *pk_dpdk_port_open(const char *dev, const char *netns, char *err, size_t errlen) nogil
+    pk_dpdk_port *pk_dpdk_port_open_q(const char *dev, const char *netns, int nq, char *err, size_t errlen) nogil
+    int pk_dpdk_port_queues(const pk_dpdk_port *p)
+    int pk_dpdk_port_rss(const pk_dpdk_port *p)
     void pk_dpdk_port_close(pk_dpdk_port *p) nogil
     int pk_dpdk_port_id(const pk_dpdk_port *p)
     const char *pk_dpdk_port_name(const pk_dpdk_port *p)

@@ -29,6 +29,7 @@ MAX_FLOWS = PK_SOCK_MAX_FLOWS
 MAX_BATCH = PK_SOCK_MAX_BATCH
 MAX_GSO = PK_SOCK_MAX_GSO
 MAX_USERS = PK_SOCK_MAX_USERS
+HAVE_TLS = bool(pk_sock_have_tls())  # HTTPS client: built with OpenSSL
 
 
 cdef void _fill_addr(pk_sock_addr *a, object host, int port) except *:
@@ -45,7 +46,9 @@ cdef class SockEngine:
     peer (index of an earlier worker whose bound port is the target),
     size, flows, batch, gso, rate (messages/s, 0 = unlimited), duration (s),
     busy_poll, cpu, proto (tcp|sctp), netns; HTTP roles: users, keepalive,
-    think, ramp, connect_timeout, response_timeout (s), blob (request or response bytes) (a /run/netns/NAME path to work in)."""
+    think, ramp, connect_timeout, response_timeout (s), blob (request or response bytes;
+    a client's blob may hold several requests back to back), url_random, tls, user_base (netns: a
+    /run/netns/NAME path to work in)."""
     cdef pk_sock_engine *e
     cdef int n
     cdef readonly list roles
@@ -95,6 +98,9 @@ cdef class SockEngine:
                 blobs.append(blob)
                 cfgs[i].blob = <const unsigned char *>blob if blob else NULL
                 cfgs[i].blob_len = len(blob)
+                cfgs[i].url_random = 1 if w.get("url_random", False) else 0
+                cfgs[i].tls = 1 if w.get("tls", False) else 0
+                cfgs[i].user_base = w.get("user_base", 0)
             err[0] = 0
             self.e = pk_sock_create(cfgs, self.n, err, sizeof(err))
             if self.e == NULL:
@@ -158,6 +164,17 @@ cdef class SockEngine:
                                  <unsigned long long *>h.data.as_voidptr)
             out.append((c, h))
         return out
+
+    def http_urls(self, int worker=0):
+        """An http_client worker's counts per request template (URL), in the
+        template order: [(requests, responses, failed)]."""
+        cdef pk_sock_engine *e = self._live()
+        n = pk_sock_http_urls(e, worker, NULL, 0)
+        if n <= 0:
+            return []
+        out = array.clone(_array.array("Q"), 3 * n, zero=True)
+        n = pk_sock_http_urls(e, worker, <unsigned long long *>(<array.array>out).data.as_voidptr, n)
+        return [tuple(out[3 * k:3 * k + 3]) for k in range(n)]
 
     def flow_sent(self, int worker):
         """A udp_send worker's packets sent per flow (its next sequence numbers)."""

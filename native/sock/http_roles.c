@@ -9,8 +9,17 @@
  * (close). Open loop (cfg.rate > 0): requests are due at fixed intended times;
  * a due request takes any idle user, and its response time counts from the
  * intended time, not the actual send (coordinated omission corrected, as wrk2).
+ *
+ * HTTPS (cfg.tls, built with OpenSSL): the handshake runs non-blocking in the
+ * same loop (U_HANDSHAKE) after the TCP connect; every user keeps one SSL object
+ * for its life (SSL_clear between connections). No certificate check, as wrk;
+ * bytes_tx/bytes_rx count HTTP bytes, not TLS records.
  */
 #include <sys/epoll.h>
+#ifdef PK_HAVE_OPENSSL
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#endif
 
 #include "perfkit/http1.h"
 
@@ -20,12 +29,23 @@
 #define HTTP_RETRY_NS      10000000ull  /* a failed connection waits this long to retry */
 #define HTTP_BACKLOG       65536        /* open loop: intended times waiting for a user */
 #define HTTP_REQ_MAX       (64 << 10)   /* a server reads request headers up to this */
+#define HTTP_RAMP_BATCH    256          /* users started per loop turn, so timeouts and the end still run */
+/* Linux's connect() takes source ports of one parity first (half the local port
+ * range, ~14k by default) and searches all of them before the rest: past ~14k
+ * connections to one address each connect() costs milliseconds. To loopback, so
+ * many users spread over source addresses 127.0.0.1, .2, ... this many each. */
+#define HTTP_USERS_PER_SRC 8192
 
-enum { U_OFF, U_CONNECTING, U_SENDING, U_WAITING, U_IDLE, U_THINKING, U_RETRY };
+enum { U_OFF, U_CONNECTING, U_SENDING, U_WAITING, U_IDLE, U_THINKING, U_RETRY, U_HANDSHAKE };
 
 typedef struct http_user {
     int fd;
     int state;
+    uint32_t req;           /* the request template it sends now */
+    void *ssl;              /* HTTPS: this user's SSL object, kept across connections */
+    int tls_up;             /* HTTPS: the handshake on this connection is done */
+    uint32_t watching;      /* epoll events registered for fd; 0 = not in the set */
+    int inflight;           /* a request is out and not yet answered or failed */
     uint32_t sent;          /* request bytes written so far */
     uint64_t t_start;       /* when the response time starts (send, or intended time) */
     uint64_t due;           /* U_THINKING/U_RETRY: when to go on; else the timeout */
@@ -41,7 +61,81 @@ typedef struct http_state {
     uint32_t bl_head, bl_len;
     uint32_t *idle;         /* open loop: users connected and idle (a stack) */
     uint32_t nidle;
+    /* client: request templates (one per URL), back to back in w->bufs */
+    uint32_t nreq;
+    uint32_t *req_off, *req_len;
+    uint8_t *req_head;      /* a HEAD request: its response has no body */
+    uint64_t next_req;      /* cycle: the next template, modulo nreq */
+    uint64_t rng;           /* random: xorshift64 state */
+    uint64_t *per_url;      /* 3 per template: sent, answered, failed (this worker writes) */
+    void *ssl_ctx;          /* HTTPS: one SSL_CTX per worker */
+    int spread_src;         /* bind users to 127.0.0.1 + (user_base + index) / HTTP_USERS_PER_SRC */
 } http_state;
+
+int pk_sock_have_tls(void)
+{
+#ifdef PK_HAVE_OPENSSL
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+static long http_request_len(const char *buf, size_t len, size_t max);
+
+/* Split the client's blob into its requests (each whole: headers, blank line,
+ * Content-Length body), so each request can pick one. */
+static int http_templates(worker *w, http_state *h, char *err, size_t errlen)
+{
+    uint32_t n = 0;
+    for (size_t off = 0; off < w->cfg.blob_len; n++) {
+        long q = http_request_len((const char *)w->bufs + off, w->cfg.blob_len - off, PK_SOCK_MAX_BLOB);
+        if (q <= 0) {
+            set_err(err, errlen, "HTTP: request %u (at byte %zu) is not a whole HTTP request", n, off);
+            return -1;
+        }
+        off += (size_t)q;
+    }
+    h->nreq = n;
+    h->req_off = calloc(n, sizeof(uint32_t));
+    h->req_len = calloc(n, sizeof(uint32_t));
+    h->req_head = calloc(n, 1);
+    h->per_url = calloc((size_t)n * 3, sizeof(uint64_t));
+    if (!h->req_off || !h->req_len || !h->req_head || !h->per_url) {
+        set_err(err, errlen, "HTTP: cannot allocate %u request templates", n);
+        return -1;
+    }
+    size_t off = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        long q = http_request_len((const char *)w->bufs + off, w->cfg.blob_len - off, PK_SOCK_MAX_BLOB);
+        h->req_off[k] = (uint32_t)off;
+        h->req_len[k] = (uint32_t)q;
+        h->req_head[k] = q >= 5 && memcmp(w->bufs + off, "HEAD ", 5) == 0;
+        off += (size_t)q;
+    }
+    h->rng = pk_now_ns() ^ 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)w;
+    if (!h->rng)
+        h->rng = 1;
+    return 0;
+}
+
+/* One writer (the worker); readers load relaxed. */
+static inline void url_count(http_state *h, uint32_t req, int which)
+{
+    uint64_t *p = &h->per_url[(size_t)req * 3 + (size_t)which];
+    __atomic_store_n(p, *p + 1, __ATOMIC_RELAXED);
+}
+
+int pk_sock_http_urls(const pk_sock_engine *e, int worker, uint64_t *out, uint32_t n)
+{
+    if (!e || worker < 0 || worker >= e->n || e->w[worker].cfg.role != PK_HTTP_CLIENT || !e->w[worker].http)
+        return 0;
+    const http_state *h = e->w[worker].http;
+    for (uint32_t k = 0; k < h->nreq && k < n && out; k++)
+        for (int j = 0; j < 3; j++)
+            out[k * 3 + j] = __atomic_load_n(&h->per_url[k * 3 + j], __ATOMIC_RELAXED);
+    return (int)h->nreq;
+}
 
 static void http_free(worker *w)
 {
@@ -54,10 +148,22 @@ static void http_free(worker *w)
                 close(h->users[i].fd);
     if (h->epfd >= 0)
         close(h->epfd);
+#ifdef PK_HAVE_OPENSSL
+    if (h->users)
+        for (uint32_t i = 0; i < h->nusers; i++)
+            if (h->users[i].ssl)
+                SSL_free(h->users[i].ssl);
+    if (h->ssl_ctx)
+        SSL_CTX_free(h->ssl_ctx);
+#endif
     free(h->users);
     free(h->rbuf);
     free(h->backlog);
     free(h->idle);
+    free(h->req_off);
+    free(h->req_len);
+    free(h->req_head);
+    free(h->per_url);
     free(h);
     w->http = NULL;
 }
@@ -82,13 +188,94 @@ static int http_setup(worker *w, char *err, size_t errlen)
     }
     for (uint32_t i = 0; i < h->nusers; i++)
         h->users[i].fd = -1;
+    if (w->cfg.role == PK_HTTP_CLIENT && w->cfg.tls) {
+#ifdef PK_HAVE_OPENSSL
+        SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+        if (!ctx) {
+            set_err(err, errlen, "HTTPS: SSL_CTX_new failed: %s", ERR_reason_error_string(ERR_get_error()));
+            return -1;
+        }
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL); /* load testing, not trust: as wrk */
+        SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+        SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF); /* a close without close_notify is EOF */
+        SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+        h->ssl_ctx = ctx;
+#else
+        set_err(err, errlen, "HTTPS: perfkit was built without OpenSSL (Debian: apt install libssl-dev, then reinstall)");
+        return -1;
+#endif
+    }
+    h->spread_src = w->cfg.role == PK_HTTP_CLIENT && w->cfg.remote.family == AF_INET &&
+                    w->cfg.remote.ip[0] == 127 && w->cfg.user_base + h->nusers > HTTP_USERS_PER_SRC;
+    if (w->cfg.role == PK_HTTP_CLIENT)
+        return http_templates(w, h, err, errlen);
     return 0;
+}
+
+/* I/O on a user's connection, plain or TLS. > 0: bytes; 0: EOF (recv);
+ * -1: would block, *want = the epoll event to wait for; -2: failed, errno set. */
+static ssize_t u_send(http_user *u, const void *p, size_t n, uint32_t *want)
+{
+#ifdef PK_HAVE_OPENSSL
+    if (u->ssl) {
+        ERR_clear_error();
+        int r = SSL_write(u->ssl, p, (int)n);
+        if (r > 0)
+            return r;
+        int e = SSL_get_error(u->ssl, r);
+        if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) {
+            *want = e == SSL_ERROR_WANT_WRITE ? EPOLLOUT : EPOLLIN;
+            return -1;
+        }
+        if (e != SSL_ERROR_SYSCALL || errno == 0)
+            errno = EPROTO;
+        ERR_clear_error();
+        return -2;
+    }
+#endif
+    ssize_t r = send(u->fd, p, n, MSG_NOSIGNAL);
+    if (r > 0)
+        return r;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        *want = EPOLLOUT;
+        return -1;
+    }
+    if (r == 0)
+        errno = EPIPE;
+    return -2;
+}
+
+static ssize_t u_recv(http_user *u, void *p, size_t n)
+{
+#ifdef PK_HAVE_OPENSSL
+    if (u->ssl) {
+        ERR_clear_error();
+        int r = SSL_read(u->ssl, p, (int)n);
+        if (r > 0)
+            return r;
+        int e = SSL_get_error(u->ssl, r);
+        if (e == SSL_ERROR_ZERO_RETURN)
+            return 0;
+        if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+            return -1; /* (a TLS 1.3 ticket alone also ends here) */
+        if (e != SSL_ERROR_SYSCALL || errno == 0)
+            errno = EPROTO;
+        ERR_clear_error();
+        return -2;
+    }
+#endif
+    ssize_t r = recv(u->fd, p, n, 0);
+    if (r >= 0)
+        return r;
+    return errno == EAGAIN || errno == EWOULDBLOCK ? -1 : -2;
 }
 
 /* ------------------------------------------------------------------ client */
 
 static void user_close(worker *w, http_user *u)
 {
+    u->tls_up = 0; /* its SSL object is cleared on the next connect */
+    u->watching = 0;
     if (u->fd >= 0) {
         close(u->fd); /* closing removes it from the epoll set */
         u->fd = -1;
@@ -98,8 +285,22 @@ static void user_close(worker *w, http_user *u)
     u->state = U_OFF;
 }
 
+/* Register or change u's epoll events; nothing when they are already those. */
+static void user_watch(http_state *h, http_user *u, uint32_t events)
+{
+    if (u->watching == events)
+        return;
+    struct epoll_event ev = { .events = events, .data.ptr = u };
+    epoll_ctl(h->epfd, u->watching ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, u->fd, &ev);
+    u->watching = events;
+}
+
 static void user_fail(worker *w, http_user *u, enum pk_counter_id why, uint64_t now)
 {
+    if (u->inflight) {
+        url_count(w->http, u->req, 2);
+        u->inflight = 0;
+    }
     pk_add(&w->c, why, 1);
     pk_add(&w->c, PK_http_err, 1);
     user_close(w, u);
@@ -117,6 +318,18 @@ static int user_connect(worker *w, http_state *h, http_user *u, uint64_t now)
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (h->spread_src) { /* the address only: the port is still chosen at connect() */
+        struct sockaddr_in src = { .sin_family = AF_INET };
+        src.sin_addr.s_addr = htonl(0x7f000001u + (w->cfg.user_base + (uint32_t)(u - h->users)) / HTTP_USERS_PER_SRC);
+        setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
+        if (bind(fd, (struct sockaddr *)&src, sizeof(src)) != 0) {
+            u->fd = fd;
+            pk_add(&w->c, PK_sock_open, 1);
+            pk_set(&w->c, PK_sock_current, pk_read(&w->c, PK_sock_current) + 1);
+            user_fail(w, u, PK_err_connect, now);
+            return -1;
+        }
+    }
     struct sockaddr_storage ss;
     uint16_t port = w->cfg.peer >= 0 ? (uint16_t)w->engine->w[w->cfg.peer].bound_port : w->cfg.remote.port;
     socklen_t len = to_sockaddr(&w->cfg.remote, port, &ss);
@@ -127,47 +340,57 @@ static int user_connect(worker *w, http_state *h, http_user *u, uint64_t now)
         user_fail(w, u, PK_err_connect, now);
         return -1;
     }
-    struct epoll_event ev = { .events = EPOLLOUT | EPOLLIN, .data.ptr = u };
-    epoll_ctl(h->epfd, EPOLL_CTL_ADD, fd, &ev);
     u->state = U_CONNECTING;
     u->due = now + w->cfg.connect_timeout_ns;
+    if (h->ssl_ctx) /* TLS starts once connected */
+        user_watch(h, u, EPOLLOUT | EPOLLIN);
     return 0;
-}
-
-static void user_watch(http_state *h, http_user *u, uint32_t events)
-{
-    struct epoll_event ev = { .events = events, .data.ptr = u };
-    epoll_ctl(h->epfd, EPOLL_CTL_MOD, u->fd, &ev);
 }
 
 /* Write what is left of the request; on completion wait for the response. */
 static void user_send(worker *w, http_state *h, http_user *u, uint64_t now)
 {
-    const uint8_t *req = w->bufs;
-    uint32_t len = w->cfg.blob_len;
-    if (u->sent == 0) {
-        pk_http_resp_init(&u->resp, w->http_head);
+    if (!u->inflight) { /* a new request (not a write that waited): pick its template */
+        if (h->nreq > 1 && w->cfg.url_random) {
+            h->rng ^= h->rng << 13;
+            h->rng ^= h->rng >> 7;
+            h->rng ^= h->rng << 17;
+            u->req = (uint32_t)(h->rng % h->nreq);
+        } else {
+            u->req = (uint32_t)(h->next_req++ % h->nreq);
+        }
+        pk_http_resp_init(&u->resp, h->req_head[u->req]);
         pk_add(&w->c, PK_http_req, 1);
-        pk_add(&w->c, w->http_post ? PK_http_post : PK_http_get, 1);
+        pk_add(&w->c, memcmp(w->bufs + h->req_off[u->req], "POST ", 5) == 0 ? PK_http_post : PK_http_get, 1);
+        url_count(h, u->req, 0);
+        u->inflight = 1;
+        if (u->state != U_CONNECTING) /* (a new connection keeps its connect timeout) */
+            u->due = now + w->cfg.response_timeout_ns;
     }
+    const uint8_t *req = w->bufs + h->req_off[u->req];
+    uint32_t len = h->req_len[u->req];
     while (u->sent < len) {
-        ssize_t r = send(u->fd, req + u->sent, len - u->sent, MSG_NOSIGNAL);
+        uint32_t want = 0;
+        ssize_t r = u_send(u, req + u->sent, len - u->sent, &want);
         if (r > 0) {
             u->sent += (uint32_t)r;
             pk_add(&w->c, PK_bytes_tx, (uint64_t)r);
             continue;
         }
-        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        if (r == -1) {
             u->state = U_SENDING;
-            user_watch(h, u, EPOLLOUT);
+            user_watch(h, u, want);
             return;
         }
-        user_fail(w, u, errno == ECONNRESET || errno == EPIPE ? PK_err_reset : PK_err_read, now);
+        /* the first write on a new connection also reports a failed connect */
+        int refused = errno == ECONNREFUSED || errno == ETIMEDOUT || errno == EHOSTUNREACH ||
+                      errno == ENETUNREACH || errno == EADDRNOTAVAIL;
+        user_fail(w, u, refused ? PK_err_connect : errno == ECONNRESET || errno == EPIPE ? PK_err_reset : PK_err_read,
+                  now);
         return;
     }
     pk_add(&w->c, PK_pkts_tx, 1);
-    if (u->state == U_SENDING)
-        user_watch(h, u, EPOLLIN);
+    user_watch(h, u, EPOLLIN);
     u->state = U_WAITING;
     u->due = now + w->cfg.response_timeout_ns;
 }
@@ -178,9 +401,11 @@ static void user_request(worker *w, http_state *h, http_user *u, uint64_t t_star
     u->t_start = t_start;
     u->sent = 0;
     if (u->fd < 0) {
-        if (user_connect(w, h, u, now) == 0)
-            u->state = U_CONNECTING; /* sends once connected */
-        return;
+        if (user_connect(w, h, u, now) != 0 || h->ssl_ctx)
+            return; /* TLS: the handshake, then the request, once connected */
+        /* plain: write at once. A connect still in progress makes the write wait
+         * (EAGAIN: watch for writable) with the connect timeout running; on
+         * loopback and fast links it is already done, saving a wakeup */
     }
     user_send(w, h, u, now);
 }
@@ -189,6 +414,10 @@ static void user_request(worker *w, http_state *h, http_user *u, uint64_t t_star
 static void user_done(worker *w, http_state *h, http_user *u, uint64_t now, uint64_t *last_lat)
 {
     int s = u->resp.status;
+    u->inflight = 0;
+    url_count(h, u->req, 1);
+    if (s >= 400)
+        url_count(h, u->req, 2);
     record_latency(w, now - u->t_start, last_lat);
     pk_add(&w->c, PK_http_resp, 1);
     pk_add(&w->c, PK_pkts_rx, 1);
@@ -214,7 +443,7 @@ static void user_done(worker *w, http_state *h, http_user *u, uint64_t now, uint
 static void user_readable(worker *w, http_state *h, http_user *u, uint64_t now, uint64_t *last_lat)
 {
     for (;;) {
-        ssize_t r = recv(u->fd, h->rbuf, HTTP_READ_BUF, 0);
+        ssize_t r = u_recv(u, h->rbuf, HTTP_READ_BUF);
         if (r > 0) {
             pk_add(&w->c, PK_bytes_rx, (uint64_t)r);
             if (u->state != U_WAITING) {
@@ -251,12 +480,53 @@ static void user_readable(worker *w, http_state *h, http_user *u, uint64_t now, 
             }
             return;
         }
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
+        if (r == -1)
             return;
         user_fail(w, u, errno == ECONNRESET ? PK_err_reset : PK_err_read, now);
         return;
     }
 }
+
+#ifdef PK_HAVE_OPENSSL
+/* One step of the TLS handshake; when it is done, the request goes out. */
+static void user_handshake(worker *w, http_state *h, http_user *u, uint64_t now)
+{
+    ERR_clear_error();
+    int r = SSL_connect(u->ssl);
+    if (r == 1) {
+        u->tls_up = 1;
+        user_watch(h, u, EPOLLIN);
+        user_send(w, h, u, now);
+        return;
+    }
+    int e = SSL_get_error(u->ssl, r);
+    ERR_clear_error();
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        user_watch(h, u, e == SSL_ERROR_WANT_READ ? EPOLLIN : EPOLLOUT);
+        return;
+    }
+    user_fail(w, u, PK_err_tls, now);
+}
+
+/* The TCP connection is up: start TLS on it, with this user's SSL object. */
+static void user_tls_start(worker *w, http_state *h, http_user *u, uint64_t now)
+{
+    if (u->ssl && !SSL_clear(u->ssl)) { /* cannot be reused: make a new one */
+        SSL_free(u->ssl);
+        u->ssl = NULL;
+    }
+    if (!u->ssl)
+        u->ssl = SSL_new(h->ssl_ctx);
+    if (!u->ssl || !SSL_set_fd(u->ssl, u->fd)) {
+        ERR_clear_error();
+        user_fail(w, u, PK_err_tls, now);
+        return;
+    }
+    SSL_set_connect_state(u->ssl);
+    u->state = U_HANDSHAKE; /* the connect timeout keeps running */
+    user_handshake(w, h, u, now);
+}
+#endif
 
 static void user_event(worker *w, http_state *h, http_user *u, uint32_t ev, uint64_t now, uint64_t *last_lat)
 {
@@ -270,11 +540,23 @@ static void user_event(worker *w, http_state *h, http_user *u, uint32_t ev, uint
             user_fail(w, u, e == ECONNRESET ? PK_err_reset : PK_err_connect, now);
             return;
         }
+#ifdef PK_HAVE_OPENSSL
+        if (h->ssl_ctx) {
+            user_tls_start(w, h, u, now);
+            return;
+        }
+#endif
         user_watch(h, u, EPOLLIN);
         user_send(w, h, u, now);
         return;
     }
-    if (u->state == U_SENDING && (ev & EPOLLOUT)) {
+#ifdef PK_HAVE_OPENSSL
+    if (u->state == U_HANDSHAKE) {
+        user_handshake(w, h, u, now);
+        return;
+    }
+#endif
+    if (u->state == U_SENDING) { /* writable, or (TLS) readable when the write waits on a read */
         user_send(w, h, u, now);
         return;
     }
@@ -289,6 +571,7 @@ static void users_sweep(worker *w, http_state *h, uint64_t now, uint64_t started
         http_user *u = &h->users[i];
         switch (u->state) {
         case U_CONNECTING:
+        case U_HANDSHAKE:
         case U_SENDING:
         case U_WAITING:
             if (now >= u->due)
@@ -350,8 +633,8 @@ static void run_http_client(worker *w)
             break;
         account_cpu(w, now, 0);
         /* ramp-up: user i starts at i/users of the ramp time */
-        while (started < h->nusers &&
-               (w->cfg.ramp_ns == 0 || now - w->wall0 >= w->cfg.ramp_ns * started / h->nusers)) {
+        for (int k = 0; k < HTTP_RAMP_BATCH && started < h->nusers &&
+                        (w->cfg.ramp_ns == 0 || now - w->wall0 >= w->cfg.ramp_ns * started / h->nusers); k++) {
             http_user *u = &h->users[started++];
             if (w->cfg.rate <= 0)
                 user_request(w, h, u, now, now);
@@ -377,8 +660,9 @@ static void run_http_client(worker *w)
 /* ------------------------------------------------------------------ server */
 
 /* Bytes of a complete request at the start of buf[0, len): headers up to the
- * blank line plus a Content-Length body; 0 if incomplete, -1 if malformed. */
-static long http_request_len(const char *buf, size_t len)
+ * blank line plus a Content-Length body; 0 if incomplete, -1 if malformed or
+ * over max bytes. */
+static long http_request_len(const char *buf, size_t len, size_t max)
 {
     const char *end = NULL;
     for (size_t i = 3; i < len; i++)
@@ -387,7 +671,7 @@ static long http_request_len(const char *buf, size_t len)
             break;
         }
     if (!end)
-        return len >= HTTP_REQ_MAX ? -1 : 0;
+        return len >= max ? -1 : 0;
     uint64_t body = 0;
     for (const char *p = buf; p < end; p++) {
         if (*p != '\n')
@@ -397,7 +681,7 @@ static long http_request_len(const char *buf, size_t len)
             continue;
         for (; v < end && *v >= '0' && *v <= '9'; v++) {
             body = body * 10 + (uint64_t)(*v - '0');
-            if (body > HTTP_REQ_MAX)
+            if (body > max)
                 return -1;
         }
     }
@@ -466,7 +750,7 @@ static void run_http_server(worker *w)
                 pk_add(&w->c, PK_bytes_rx, (uint64_t)r);
                 u->resp.len += (uint32_t)r;
                 long q;
-                while (!close_it && (q = http_request_len(buf, u->resp.len)) != 0) {
+                while (!close_it && (q = http_request_len(buf, u->resp.len, HTTP_REQ_MAX)) != 0) {
                     if (q < 0) {
                         pk_add(&w->c, PK_bad_rx, 1);
                         close_it = 1;

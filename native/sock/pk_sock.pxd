@@ -43,6 +43,9 @@ cdef extern from "sock_engine.h":
         uint64_t response_timeout_ns
         const uint8_t *blob
         uint32_t blob_len
+        int url_random
+        int tls
+        uint32_t user_base
 
     enum: PK_SOCK_MAX_WORKERS
     enum: PK_SOCK_MAX_FLOWS
@@ -63,5 +66,7 @@ cdef extern from "sock_engine.h":
     int pk_sock_flow_sent(const pk_sock_engine *e, int worker, uint64_t *out, uint32_t n) nogil
     int pk_sock_set_remote_sent(pk_sock_engine *e, int worker, const uint64_t *sent, uint32_t n) nogil
     void pk_sock_snapshot(const pk_sock_engine *e, int worker, uint64_t *counters, uint64_t *hist) nogil
+    int pk_sock_http_urls(const pk_sock_engine *e, int worker, uint64_t *out, uint32_t n) nogil
+    int pk_sock_have_tls()
     const char *pk_sock_error(const pk_sock_engine *e)
     void pk_sock_destroy(pk_sock_engine *e) nogil

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "perfkit/clock.h"
+#include "perfkit/seqwin.h"
 #include "perfkit/wire.h"
 
 #define QUIET_NS       50000000ull /* receivers: quiet this long after the peer is done */
@@ -26,16 +27,10 @@
 #define PACE_MIN_SLEEP_NS 50000ull /* a paced sender sleeps at least this long */
 #define PACE_MAX_SLEEP_NS 50000000ull /* ... and at most this long: it must see stop */
 #define SPIN_NS        50000ull    /* busy_poll: spin this long before blocking */
-#define SEQ_WINDOW     4096        /* per-flow window for reordering and duplicates */
-#define SEQ_WORDS      (SEQ_WINDOW / 64)
 #define SOCK_BUF_BYTES (8 << 20)
 #define TCP_RECV_BUF   (256 << 10)
 
-typedef struct flow_state {
-    uint64_t next;               /* highest sequence seen + 1 */
-    uint64_t last_lat;           /* for jitter */
-    uint64_t seen[SEQ_WORDS];    /* bit s % SEQ_WINDOW: s in [next-W, next) arrived */
-} flow_state;
+typedef pk_flow_state flow_state;  /* perfkit/seqwin.h */
 
 typedef struct worker {
     /* the counters first: one cache-line-aligned block, this worker writes it */
@@ -181,18 +176,7 @@ static inline void account_cpu(worker *w, uint64_t now, int force)
 
 static inline void record_latency(worker *w, uint64_t lat, uint64_t *last_lat)
 {
-    pk_hist_add(&w->hist, lat);
-    pk_add(&w->c, PK_lat_count, 1);
-    pk_add(&w->c, PK_lat_sum_ns, lat);
-    if (w->lat_min == 0 || lat < w->lat_min) {
-        w->lat_min = lat ? lat : 1;
-        pk_set(&w->c, PK_lat_min_ns, w->lat_min);
-    }
-    if (lat > pk_read(&w->c, PK_lat_max_ns))
-        pk_set(&w->c, PK_lat_max_ns, lat);
-    if (*last_lat)
-        pk_add(&w->c, PK_jitter_sum_ns, lat > *last_lat ? lat - *last_lat : *last_lat - lat);
-    *last_lat = lat;
+    pk_record_latency(&w->c, &w->hist, &w->lat_min, lat, last_lat);
 }
 
 /* Are the senders that target this worker done? With none (a server), it
@@ -222,60 +206,6 @@ static int receiver_finished(const worker *w, uint64_t now, uint64_t last_rx, ui
         *done_at = now;
     uint64_t since = now - (last_rx > *done_at ? last_rx : *done_at);
     return since >= QUIET_NS;
-}
-
-/* -------------------------------------------------------- sequence window */
-
-static inline int seen_get(const flow_state *f, uint64_t s)
-{
-    return (f->seen[(s % SEQ_WINDOW) / 64] >> (s % 64)) & 1;
-}
-
-static inline void seen_put(flow_state *f, uint64_t s, int v)
-{
-    uint64_t bit = 1ull << (s % 64);
-    uint64_t *word = &f->seen[(s % SEQ_WINDOW) / 64];
-    *word = v ? (*word | bit) : (*word & ~bit);
-}
-
-/* Sequence numbers in the window [next-W, next) that never arrived. */
-static uint64_t window_missing(const flow_state *f)
-{
-    uint64_t have = 0;
-    for (int i = 0; i < SEQ_WORDS; i++)
-        have += (uint64_t)__builtin_popcountll(f->seen[i]);
-    uint64_t span = f->next < SEQ_WINDOW ? f->next : SEQ_WINDOW;
-    return span - have;
-}
-
-/* Account one arrival. A sequence number is declared lost only when it leaves
- * the window unseen, so counters never go back. An arrival older than the
- * window (reordered by more than SEQ_WINDOW packets) counts as reordered; it
- * was already declared lost. */
-static inline void seq_arrive(flow_state *f, uint64_t s, uint64_t *lost, uint64_t *dup, uint64_t *reorder)
-{
-    if (s >= f->next) {
-        if (s - f->next >= SEQ_WINDOW) {
-            *lost += window_missing(f) + (s + 1 - SEQ_WINDOW - f->next);
-            memset(f->seen, 0, sizeof(f->seen));
-        } else {
-            /* at most SEQ_WINDOW steps; counted, so it cannot wrap at UINT64_MAX */
-            for (uint64_t t = f->next, k = s - f->next + 1; k > 0; t++, k--) {
-                if (t >= SEQ_WINDOW && !seen_get(f, t - SEQ_WINDOW))
-                    (*lost)++;
-                seen_put(f, t, 0);
-            }
-        }
-        seen_put(f, s, 1);
-        f->next = s + 1;
-    } else if (f->next - s > SEQ_WINDOW) {
-        (*reorder)++;
-    } else if (seen_get(f, s)) {
-        (*dup)++;
-    } else {
-        seen_put(f, s, 1);
-        (*reorder)++;
-    }
 }
 
 /* ------------------------------------------------------------------ roles */
@@ -403,7 +333,7 @@ static void run_udp_recv(worker *w)
                 continue;
             }
             flow_state *f = &w->flows[h.flow];
-            seq_arrive(f, h.seq, &lost, &dup, &reorder);
+            pk_seq_arrive(f, h.seq, &lost, &dup, &reorder);
             if (now >= h.tx_ns)
                 record_latency(w, now - h.tx_ns, &f->last_lat);
         }
@@ -1050,12 +980,8 @@ void pk_sock_join(pk_sock_engine *e)
                 s = &e->w[j];
         uint64_t lost = 0;
         for (uint32_t f = 0; f < w->cfg.flows; f++) {
-            flow_state *fs = &w->flows[f];
-            lost += window_missing(fs);
-            if (s && s->flow_sent && f < s->cfg.flows && s->flow_sent[f] > fs->next) {
-                lost += s->flow_sent[f] - fs->next;
-                fs->next = s->flow_sent[f];
-            }
+            lost += pk_seq_settle(&w->flows[f],
+                                  s && s->flow_sent && f < s->cfg.flows ? s->flow_sent[f] : 0);
         }
         if (lost)
             pk_add(&w->c, PK_seq_lost, lost);

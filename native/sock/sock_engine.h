@@ -62,6 +62,10 @@ typedef struct pk_sock_worker_cfg {
     uint64_t connect_timeout_ns, response_timeout_ns;
     const uint8_t *blob;    /* client: the request bytes; server: the response bytes (copied) */
     uint32_t blob_len;
+    int url_random;         /* client: blob holds several requests back to back; each request
+                               takes the next (0) or one at random (1) */
+    int tls;                /* client: HTTPS (through OpenSSL; no certificate check, as wrk) */
+    uint32_t user_base;     /* client: index of this worker's first user among all workers' */
 } pk_sock_worker_cfg;
 
 #define PK_SOCK_MAX_WORKERS 64
@@ -95,6 +99,12 @@ int pk_sock_flow_sent(const pk_sock_engine *e, int worker, uint64_t *out, uint32
 int pk_sock_set_remote_sent(pk_sock_engine *e, int worker, const uint64_t *sent, uint32_t n);
 /* Copy one worker's counters (PK_NCOUNTERS) and histogram (PK_HIST_BUCKETS). */
 void pk_sock_snapshot(const pk_sock_engine *e, int worker, uint64_t *counters, uint64_t *hist);
+/* HTTP client: per request template (URL), 3 counts each: requests sent,
+ * responses received whole, failed (4xx/5xx or no response). Copies up to n
+ * templates into out[3 * n]; returns the number of templates (0: not a client). */
+int pk_sock_http_urls(const pk_sock_engine *e, int worker, uint64_t *out, uint32_t n);
+/* 1 if the engine was built with OpenSSL (HTTPS client), else 0. */
+int pk_sock_have_tls(void);
 /* The first worker error, or NULL. */
 const char *pk_sock_error(const pk_sock_engine *e);
 void pk_sock_destroy(pk_sock_engine *e);

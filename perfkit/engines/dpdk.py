@@ -21,7 +21,7 @@ import os
 from dataclasses import asdict, dataclass
 
 from perfkit.errors import EngineError
-from perfkit.spec import DpdkFlows, DpdkReflect
+from perfkit.spec import DpdkFlows, DpdkReflect, size_pattern
 
 NAME = "dpdk"
 
@@ -190,31 +190,50 @@ def _cpu(i: int):
     return cpus[i % len(cpus)] if cpus else -1
 
 
-def _open(ports: list, dev: str, ip: str, netns):
+def _open(ports: list, dev: str, ip: str, netns, queues: int = 1):
     from perfkit import _dpdk
-    port = _dpdk.Port(dev, netns=netns, ip=ip)
+    port = _dpdk.Port(dev, netns=netns, ip=ip, queues=queues)
     ports.append(port)
     return port
 
 
+def _split(total: int, parts: int, k: int) -> tuple[int, int]:
+    """(first, count) of part k when total is cut into parts near-equal pieces."""
+    first = total * k // parts
+    return first, total * (k + 1) // parts - first
+
+
 def plan(spec) -> tuple[list[tuple[str, str]], list[dict]]:
-    """The ports ((dev, ip)) and workers a spec runs on: receiving worker first."""
+    """The ports ((dev, ip)) and workers a spec runs on: receiving workers first.
+    With cores N, every port has N queues and each side N workers, one per queue;
+    generator k sends flows k*F/N .. (k+1)*F/N - 1 at rate/N."""
+    n = getattr(spec, "cores", 1)
     if isinstance(spec, DpdkFlows):
-        gen = {"role": "dpdk_send", "port": 0, "peer": -1, "track": spec.mode == "reverse",
-               "size": spec.size, "flows": spec.flows, "burst": spec.burst,
-               "rate": spec.messages_per_second, "duration": spec.duration,
-               "dst_mac": spec.dst_mac, "dst_ip": spec.peer_ip, "sport": spec.sport, "dport": spec.dport}
+        gens = []
+        for k in range(n):
+            first, count = _split(spec.flows, n, k)
+            gens.append({
+                "role": "dpdk_send", "port": 0, "queue": k, "peer": -1, "track": spec.mode == "reverse",
+                "size": spec.size, "flows": count, "flow_first": first, "burst": spec.burst,
+                "rate": spec.messages_per_second / n, "duration": spec.duration,
+                "dst_mac": spec.dst_mac, "dst_ip": spec.peer_ip, "sport": spec.sport, "dport": spec.dport,
+                "src_ips": spec.src_ips, "dst_ips": spec.dst_ips, "sports": spec.sports, "dports": spec.dports,
+                "sizes": size_pattern(spec.sizes) if spec.sizes else None,
+                "rate_end": spec.ramp_end_per_second / n, "ramp": spec.ramp_time or 0.0})
         if spec.peer is None:
             if spec.dst_mac is None and spec.port.startswith("net_null"):
-                gen["dst_mac"] = "ff:ff:ff:ff:ff:ff"  # nobody there to answer ARP
-            return [(spec.port, spec.ip)], [gen]
-        far = {"role": "dpdk_recv" if spec.mode == "rxonly" else "dpdk_reflect", "port": 1,
-               "flows": spec.flows, "burst": spec.burst, "duration": spec.duration}
-        return [(spec.port, spec.ip), (spec.peer, spec.peer_ip)], [far, {**gen, "peer": 0}]
+                for g in gens:
+                    g["dst_mac"] = "ff:ff:ff:ff:ff:ff"  # nobody there to answer ARP
+            return [(spec.port, spec.ip)], gens
+        far = [{"role": "dpdk_recv" if spec.mode == "rxonly" else "dpdk_reflect", "port": 1, "queue": k,
+                "flows": spec.flows, "burst": spec.burst, "duration": spec.duration,
+                "dst_ips": spec.dst_ips} for k in range(n)]
+        return [(spec.port, spec.ip), (spec.peer, spec.peer_ip)], far + [{**g, "peer": k}
+                                                                          for k, g in enumerate(gens)]
     if isinstance(spec, DpdkReflect):
         return [(spec.port, spec.ip)], [{"role": "dpdk_recv" if spec.mode == "rxonly" else "dpdk_reflect",
-                                         "port": 0, "flows": spec.flows, "burst": spec.burst,
-                                         "duration": spec.duration}]
+                                         "port": 0, "queue": k, "flows": spec.flows, "burst": spec.burst,
+                                         "duration": spec.duration, "dst_ips": spec.ips} for k in range(n)]
     raise ValueError(f"engine: dpdk runs DpdkFlows and DpdkReflect specs, not {type(spec).__name__}")
 
 
@@ -227,7 +246,7 @@ def build(spec):
     ports: list = []
     try:
         for dev, ip in port_plan:
-            _open(ports, dev, ip, spec.netns)
+            _open(ports, dev, ip, spec.netns, getattr(spec, "cores", 1))
         for i, w in enumerate(workers):
             w["cpu"] = _cpu(i)
         return _dpdk.DpdkEngine(ports, workers, own_ports=True)

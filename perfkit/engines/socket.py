@@ -4,6 +4,7 @@ No root and no DPDK needed; the embedded default.
 """
 from __future__ import annotations
 
+import os
 import resource
 
 from perfkit.spec import HttpLoad, HttpServe, LocalTest, RemoteTest
@@ -19,20 +20,33 @@ def status() -> dict:
     return {"available": True, "detail": "kernel sockets (sendmmsg/recvmmsg, TCP), no root needed"}
 
 
-def _raise_fd_limit(needed: int, field: str = "flows") -> None:
-    """Raise this process's open-file limit to needed, the hard limit too where
-    we may (root); else a clear ValueError saying how."""
+def _raise_fd_limit(sockets: int, field: str = "flows") -> None:
+    """Make room for this many more sockets: raise the open-file limit (soft, and
+    hard too where we may: CAP_SYS_RESOURCE); else a clear ValueError saying how
+    many fit now and how to raise the hard limit."""
+    try:
+        open_now = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        open_now = 64
+    needed = sockets + open_now + 16  # + epoll, netns, what the engine opens besides
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY or soft >= needed:
         return
-    if hard != resource.RLIM_INFINITY and hard < needed:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (needed, needed))
-            return
-        except (ValueError, OSError):
-            raise ValueError(f"{field}: {needed} sockets needed but the open-file limit is {hard}: "
-                             f"raise it (ulimit -n {needed}, or run as root)") from None
-    resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+    if hard == resource.RLIM_INFINITY or hard >= needed:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+        return
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (needed, needed))
+        return
+    except (ValueError, OSError):
+        fit = max(0, hard - open_now - 16)
+        raise ValueError(
+            f"{field}: {sockets} need {needed} open files (a socket each, {open_now} open already) but this "
+            f"process may open at most {hard} (its hard limit, RLIMIT_NOFILE; raising it needs "
+            f"CAP_SYS_RESOURCE): at most {fit} fit now. Raise the hard limit before starting Python or "
+            f"Jupyter: as root `ulimit -Hn {needed}; ulimit -n {needed}` in the shell that starts it, or "
+            f"`prlimit --pid PID --nofile={needed}:{needed}`; for a user a 'nofile' line in "
+            f"/etc/security/limits.conf; systemd LimitNOFILE={needed}; docker --ulimit nofile={needed}") from None
 
 
 def _ends(spec: LocalTest) -> tuple[dict, dict]:
@@ -85,11 +99,22 @@ def http_workers(spec) -> list[dict]:
         return [{"role": "http_server", "local": (spec.host, spec.port), "size": 1,
                  "duration": spec.duration, "users": spec.connections, "blob": spec.response_bytes()}]
     host, port = spec.target()
-    return [{"role": "http_client", "local": ("::" if ":" in host else "0.0.0.0", 0), "remote": (host, port),
-             "size": 1, "duration": spec.duration, "users": spec.users, "rate": spec.messages_per_second,
+    where = {}
+    if spec.lab is not None:  # the client works in the lab's first host
+        from perfkit.lab import Lab
+        try:
+            where["netns"] = Lab.attach(spec.lab).hosts[0].netns_path
+        except ValueError:
+            raise ValueError(f"lab: no lab {spec.lab!r} is up (perfkit lab up; perfkit lab status)") from None
+    n = spec.threads  # the users and the rate split evenly; user_base keeps source addresses global
+    sizes = [spec.users // n + (1 if i < spec.users % n else 0) for i in range(n)]
+    return [{**where, "role": "http_client", "local": ("::" if ":" in host else "0.0.0.0", 0), "remote": (host, port),
+             "size": 1, "duration": spec.duration, "users": sizes[i], "user_base": sum(sizes[:i]),
+             "rate": spec.messages_per_second * sizes[i] / spec.users,
              "keepalive": spec.keepalive, "think": spec.think, "ramp": spec.ramp,
              "connect_timeout": spec.connect_timeout, "response_timeout": spec.response_timeout,
-             "blob": spec.request_bytes()}]
+             "blob": spec.request_bytes(), "url_random": spec.url_order == "random",
+             "tls": spec.tls} for i in range(n)]
 
 
 def build(spec):
@@ -97,7 +122,7 @@ def build(spec):
     perfkit server (perfkit.remote); HTTP load and the HTTP server."""
     if isinstance(spec, (HttpLoad, HttpServe)):
         from perfkit._sock import SockEngine
-        _raise_fd_limit(getattr(spec, "users", 0) + getattr(spec, "connections", 0) + 64,
+        _raise_fd_limit(getattr(spec, "users", 0) + getattr(spec, "connections", 0),
                         "users" if isinstance(spec, HttpLoad) else "connections")
         return SockEngine(http_workers(spec))
     _raise_fd_limit(spec.flows + 64)

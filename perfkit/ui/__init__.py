@@ -3,6 +3,8 @@
     import perfkit.ui
     panel = perfkit.ui.Panel(duration="5s")   # pick a test, press Start, watch the charts
     panel.run                                 # the Run afterwards (panel.wait() to block)
+    perfkit.ui.Panel("DpdkFlows")             # any spec: HttpLoad, HttpServe, RemoteTest, DpdkReflect...
+    perfkit.ui.Launcher()                     # every spec's panel, a tab each
 
     run = perfkit.Run(perfkit.LocalTest("udp_bw", duration="5s"))
     dash = perfkit.ui.show(run)               # starts the run, shows the live dashboard
@@ -16,8 +18,8 @@ Needs the notebook extra (ipywidgets, plotly with anywidget, ipykernel >= 7.1).
 from perfkit.ui.charts import histogram_figure, run_figure
 from perfkit.ui.dashboard import Dashboard, show
 from perfkit.ui.html import html_report
-from perfkit.ui.panel import Panel, summary_line
+from perfkit.ui.panel import Launcher, Panel, summary_line
 from perfkit.ui.store import StoreBrowser
 
-__all__ = ["Dashboard", "Panel", "StoreBrowser", "histogram_figure", "html_report", "run_figure", "show",
+__all__ = ["Dashboard", "Launcher", "Panel", "StoreBrowser", "histogram_figure", "html_report", "run_figure", "show",
            "summary_line"]

@@ -1,8 +1,10 @@
 """Plotly figures for runs: the dashboard layout (live and static) and the latency histogram.
 
 Everything here is plain plotly: no widgets, no threads. The live dashboard and the
-static figure share one layout (PANELS), so what a person watches while a run is going
-is what the saved notebook shows afterwards.
+static figure share one layout (LAYOUTS), so what a person watches while a run is going
+is what the saved notebook shows afterwards. Each kind of spec has its layout
+(layout_for): packets, latency and loss for UDP/TCP tests and DPDK flows; transactions,
+response times and errors by class for HTTP load.
 """
 from __future__ import annotations
 
@@ -19,32 +21,132 @@ def _other_errors(row: dict) -> float:
     return sum(row.get(k) or 0.0 for k in OTHER_ERRORS)
 
 
-# (subplot title, y-axis options, [(trace name, row key or function of a row, colour)])
-PANELS = (
-    ("packets/s", {"tickformat": "~s", "rangemode": "tozero"},
+def _busiest_worker(row: dict) -> float | None:
+    """The busiest worker's CPU % (cpu_pct_w0, w1, ...): a saturated generator shows here."""
+    per = [v for k, v in row.items() if k.startswith("cpu_pct_w") and v is not None]
+    return max(per) if per else None
+
+
+def _ms(key: str):
+    return lambda row: None if row.get(key) is None else row[key] / 1000.0
+
+
+_RATE_AXIS = {"tickformat": "~s", "rangemode": "tozero"}
+_ZERO = {"rangemode": "tozero"}
+_CPU = ("engine CPU (% of one core)", _ZERO,
+        [("cpu % (all workers)", "cpu_pct", "#17becf"), ("busiest worker %", _busiest_worker, "#bcbd22")])
+_LATENCY = [("p50 µs", "lat_p50_us", "#2ca02c"), ("p99 µs", "lat_p99_us", "#d62728"),
+            ("max µs", "lat_max_us", "#9467bd")]
+
+# A layout: (subplot title, y-axis options, [(trace name, row key or function of a row, colour)]).
+# One per kind of spec (layout_for picks it); the live dashboard and the static figure share it.
+PANELS = (   # kernel-socket tests (LocalTest, RemoteTest)
+    ("packets/s", _RATE_AXIS,
      [("tx pkt/s", "pkts_tx_per_s", "#1f77b4"), ("rx pkt/s", "pkts_rx_per_s", "#ff7f0e")]),
-    ("bits/s", {"tickformat": "~s", "rangemode": "tozero"},
+    ("bits/s", _RATE_AXIS,
      [("tx bit/s", "bits_tx_per_s", "#1f77b4"), ("rx bit/s", "bits_rx_per_s", "#ff7f0e")]),
-    ("latency (µs)", {"type": "log"},
-     [("p50 µs", "lat_p50_us", "#2ca02c"), ("p99 µs", "lat_p99_us", "#d62728"),
-      ("max µs", "lat_max_us", "#9467bd")]),
-    ("loss (%)", {"rangemode": "tozero"},
-     [("loss %", "loss_pct", "#d62728")]),
-    ("errors/s", {"tickformat": "~s", "rangemode": "tozero"},
+    ("latency (µs)", {"type": "log"}, _LATENCY),
+    ("loss (%)", _ZERO, [("loss %", "loss_pct", "#d62728")]),
+    ("errors/s", _RATE_AXIS,
      [("lost/s", "seq_lost_per_s", "#d62728"), ("send drops/s", "drop_tx_per_s", "#8c564b"),
       ("other errors/s", _other_errors, "#7f7f7f")]),
-    ("engine CPU (% of one core)", {"rangemode": "tozero"},
-     [("cpu %", "cpu_pct", "#17becf")]),
+    _CPU,
 )
+
+DPDK_PANELS = (   # DPDK UDP flows and their far end (DpdkFlows, DpdkReflect)
+    ("frames/s", _RATE_AXIS,
+     [("tx pkt/s", "pkts_tx_per_s", "#1f77b4"), ("rx pkt/s", "pkts_rx_per_s", "#ff7f0e")]),
+    ("bits/s (frames, FCS counted)", _RATE_AXIS,
+     [("tx bit/s", "bits_tx_per_s", "#1f77b4"), ("rx bit/s", "bits_rx_per_s", "#ff7f0e")]),
+    ("latency (µs)", {"type": "log"}, _LATENCY),
+    ("loss (%)", _ZERO, [("loss %", "loss_pct", "#d62728")]),
+    ("sequence and port errors/s", _RATE_AXIS,
+     [("lost/s", "seq_lost_per_s", "#d62728"), ("reordered/s", "seq_reorder_per_s", "#ff7f0e"),
+      ("duplicates/s", "seq_dup_per_s", "#e377c2"), ("tx full/s", "drop_tx_per_s", "#8c564b"),
+      ("other errors/s", _other_errors, "#7f7f7f")]),
+    _CPU,
+)
+
+HTTP_ERRORS = [("failed requests/s", "http_err_per_s", "#d62728"), ("connect errors/s", "err_connect_per_s", "#8c564b"),
+               ("timeouts/s", "err_timeout_per_s", "#ff7f0e"), ("resets/s", "err_reset_per_s", "#9467bd"),
+               ("cut short/s", "err_read_per_s", "#7f7f7f"), ("TLS handshakes failed/s", "err_tls_per_s", "#bcbd22")]
+
+HTTP_PANELS = (   # HTTP load (HttpLoad): nGrinder's TPS, mean test time and errors
+    ("transactions/s", _RATE_AXIS,
+     [("responses/s (tps)", "http_resp_per_s", "#1f77b4"), ("requests/s", "http_req_per_s", "#aec7e8")]),
+    ("response time (ms)", {"type": "log"},
+     [("p50 ms", _ms("lat_p50_us"), "#2ca02c"), ("p99 ms", _ms("lat_p99_us"), "#d62728"),
+      ("max ms", _ms("lat_max_us"), "#9467bd")]),
+    ("errors/s", _RATE_AXIS, HTTP_ERRORS),
+    ("responses by status/s", _RATE_AXIS,
+     [("2xx/s", "http_2xx_per_s", "#2ca02c"), ("3xx/s", "http_3xx_per_s", "#17becf"),
+      ("4xx/s", "http_4xx_per_s", "#ff7f0e"), ("5xx/s", "http_5xx_per_s", "#d62728")]),
+    ("connections", _RATE_AXIS,
+     [("open now", "sock_current", "#1f77b4"), ("opened/s", "sock_open_per_s", "#ff7f0e")]),
+    _CPU,
+)
+
+HTTP_SERVE_PANELS = (   # perfkit's HTTP server (HttpServe)
+    ("requests/s", _RATE_AXIS, [("requests/s", "http_req_per_s", "#1f77b4")]),
+    ("bits/s", _RATE_AXIS,
+     [("tx bit/s", "bits_tx_per_s", "#1f77b4"), ("rx bit/s", "bits_rx_per_s", "#ff7f0e")]),
+    ("connections", _RATE_AXIS,
+     [("open now", "sock_current", "#1f77b4"), ("opened/s", "sock_open_per_s", "#ff7f0e")]),
+    ("errors/s", _RATE_AXIS,
+     [("connection errors/s", "sock_error_per_s", "#d62728"), ("other errors/s", _other_errors, "#7f7f7f")]),
+    _CPU,
+)
+
+def _sum(*keys):
+    return lambda row: sum(row.get(k) or 0.0 for k in keys)
+
+
+DPDK_TCP_PANELS = (   # HTTP over perfkit's TCP on DPDK (DpdkHttpClient, DpdkHttpServer): dperf's view
+    ("connections/s", _RATE_AXIS,
+     [("opened/s", "sock_open_per_s", "#1f77b4"), ("closed/s", "sock_close_per_s", "#aec7e8")]),
+    ("HTTP/s", _RATE_AXIS,
+     [("responses/s", "http_resp_per_s", "#2ca02c"),
+      ("requests/s", _sum("http_get_per_s", "http_post_per_s"), "#98df8a")]),
+    ("concurrent connections", _RATE_AXIS, [("open now", "sock_current", "#9467bd")]),
+    ("response time (ms)", {"type": "log"},
+     [("p50 ms", _ms("lat_p50_us"), "#2ca02c"), ("p99 ms", _ms("lat_p99_us"), "#d62728"),
+      ("max ms", _ms("lat_max_us"), "#9467bd")]),
+    ("TCP and HTTP errors/s", _RATE_AXIS,
+     [("retransmits/s", _sum("retrans_syn_per_s", "retrans_fin_per_s", "retrans_ack_per_s", "retrans_push_per_s"),
+       "#ff7f0e"),
+      ("RST rx/s", "rst_rx_per_s", "#d62728"), ("RST tx/s", "rst_tx_per_s", "#e377c2"),
+      ("TCP drops/s", "tcp_drop_per_s", "#8c564b"), ("HTTP errors/s", "http_err_per_s", "#7f7f7f"),
+      ("timeouts/s", "err_timeout_per_s", "#bcbd22")]),
+    _CPU,
+)
+
+LAYOUTS = {"socket": PANELS, "dpdk": DPDK_PANELS, "http": HTTP_PANELS, "http_serve": HTTP_SERVE_PANELS,
+           "dpdk_tcp": DPDK_TCP_PANELS}
 COLS = 2
-ROWS = (len(PANELS) + COLS - 1) // COLS
-HEIGHT = 260 * ROWS
 
 
-def traces():
-    """(panel index, trace name, getter) for every trace, in figure order."""
+def layout_name(spec) -> str:
+    """Which layout suits spec: socket, dpdk, dpdk_tcp, http or http_serve (by what it measures)."""
+    kind = type(spec).__name__
+    if getattr(spec, "ENGINE", None) == "dpdk_tcp" or kind.startswith("DpdkHttp"):
+        return "dpdk_tcp"
+    if kind == "HttpLoad" or getattr(spec, "test", None) == "http":
+        return "http"
+    if kind == "HttpServe" or getattr(spec, "test", None) == "http_serve":
+        return "http_serve"
+    if getattr(spec, "ENGINE", None) == "dpdk" or kind.startswith("Dpdk"):
+        return "dpdk"
+    return "socket"
+
+
+def layout_for(spec):
+    return LAYOUTS[layout_name(spec)]
+
+
+def traces(panels=PANELS):
+    """(panel index, trace name, getter) for every trace of a layout, in figure order."""
     out = []
-    for p, (_, _, lines) in enumerate(PANELS):
+    for p, (_, _, lines) in enumerate(panels):
         for name, key, _ in lines:
             getter = key if callable(key) else (lambda row, k=key: row.get(k))
             out.append((p, name, getter))
@@ -52,29 +154,51 @@ def traces():
 
 
 def spec_title(spec) -> str:
-    """'udp_bw 64 B, unlimited, 10 s' for a LocalTest; repr-ish for anything else."""
-    test = getattr(spec, "test", type(spec).__name__)
+    """One line for a spec: 'udp_bw, 64 B, unlimited, 10 s' for a LocalTest; the port,
+    peer and mode of DPDK flows; the URL and users of HTTP load."""
+    kind = type(spec).__name__
+    dur = f"{spec.duration:g} s" if isinstance(getattr(spec, "duration", None), (int, float)) else None
+    rate = getattr(spec, "rate", None)
+    if kind == "HttpLoad":
+        load = f"{rate.value:g} req/s" if rate is not None else "closed loop"
+        return ", ".join(p for p in (f"http {spec.method} {spec.url}", f"{spec.users} users", load, dur) if p)
+    if kind == "HttpServe":
+        return ", ".join(p for p in (f"http_serve on {spec.host}:{spec.port}", f"{spec.size} B bodies", dur) if p)
+    if kind == "DpdkHttpClient":
+        load = f"{spec.cps:g} cps" + (f", cc {spec.cc}" if spec.cc else "")
+        return ", ".join(p for p in (f"dpdk http client {spec.port} → {spec.server}:{spec.listen}", load,
+                                     f"{spec.http_method} {spec.http_path}", dur) if p)
+    if kind == "DpdkHttpServer":
+        return ", ".join(p for p in (f"dpdk http server {spec.ip}:{spec.listen} on {spec.port}",
+                                     f"{spec.payload_size} B bodies", dur) if p)
+    if kind == "DpdkReflect":
+        return ", ".join(p for p in (f"dpdk {spec.mode} on {spec.port}", dur) if p)
+    test = getattr(spec, "test", kind)
     parts = [str(test)]
+    if kind == "DpdkFlows":
+        parts = [f"dpdk {spec.mode} {spec.port}" + (f" → {spec.peer}" if spec.peer else "")]
+    elif kind == "RemoteTest":
+        parts = [f"{test} to {spec.host}"]
     if getattr(spec, "size", None) is not None:
         parts.append(f"{spec.size} B")
-    rate = getattr(spec, "rate", None)
     if hasattr(spec, "rate"):
         parts.append(str(rate) if rate is not None else "unlimited")
     if getattr(spec, "flows", 1) not in (None, 1):
         parts.append(f"{spec.flows} flows")
-    if getattr(spec, "duration", None) is not None:
-        parts.append(f"{spec.duration:g} s")
+    if dur:
+        parts.append(dur)
     return ", ".join(parts)
 
 
-def empty_figure(title: str = ""):
-    """The dashboard layout with every trace present and no points."""
+def empty_figure(title: str = "", panels=PANELS):
+    """A dashboard layout with every trace present and no points."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    fig = make_subplots(rows=ROWS, cols=COLS, subplot_titles=[p[0] for p in PANELS],
-                        vertical_spacing=0.11, horizontal_spacing=0.08)
-    for p, (title_p, yopts, lines) in enumerate(PANELS):
+    rows = (len(panels) + COLS - 1) // COLS
+    fig = make_subplots(rows=rows, cols=COLS, subplot_titles=[p[0] for p in panels],
+                        vertical_spacing=0.33 / rows, horizontal_spacing=0.08)
+    for p, (title_p, yopts, lines) in enumerate(panels):
         r, c = p // COLS + 1, p % COLS + 1
         for name, _, colour in lines:
             fig.add_trace(go.Scatter(x=[], y=[], name=name, mode="lines+markers",
@@ -83,24 +207,25 @@ def empty_figure(title: str = ""):
                                      hovertemplate=f"{name} %{{y:.4~s}} at %{{x:.1f}} s<extra></extra>"),
                           row=r, col=c)
         fig.update_yaxes(row=r, col=c, **yopts)
-        fig.update_xaxes(row=r, col=c, title_text="time (s)" if r == ROWS else None)
-    fig.update_layout(title={"text": title, "x": 0.01, "font": {"size": 14}}, height=HEIGHT,
+        fig.update_xaxes(row=r, col=c, title_text="time (s)" if r == rows else None)
+    fig.update_layout(title={"text": title, "x": 0.01, "font": {"size": 14}}, height=260 * rows,
                       margin={"l": 50, "r": 20, "t": 60, "b": 40}, template="plotly_white",
                       legend={"font": {"size": 11}, "tracegroupgap": 12}, uirevision="perfkit")
     return fig
 
 
-def columns(rows) -> tuple[list, list[list]]:
-    """x (time_s) and one y list per trace, from row dicts."""
-    getters = [g for _, _, g in traces()]
+def columns(rows, panels=PANELS) -> tuple[list, list[list]]:
+    """x (time_s) and one y list per trace of a layout, from row dicts."""
+    getters = [g for _, _, g in traces(panels)]
     return [r["time_s"] for r in rows], [[g(r) for r in rows] for g in getters]
 
 
 def run_figure(run, title: str | None = None):
     """A static plotly Figure of every row of a run (live or finished, or loaded from disk)."""
     rows = list(run.rows)
-    fig = empty_figure(title if title is not None else figure_title(run, rows))
-    x, ys = columns(rows)
+    panels = layout_for(run.spec)
+    fig = empty_figure(title if title is not None else figure_title(run, rows), panels)
+    x, ys = columns(rows, panels)
     for trace, y in zip(fig.data, ys):
         trace.x, trace.y = x, y
     return fig

@@ -22,7 +22,10 @@ POLL_S = 0.1  # how often the drawing thread looks for the end of the run
 
 
 class Dashboard:
-    """Live charts for run: packets/s, bits/s, latency percentiles, loss, errors, CPU.
+    """Live charts for run, chosen by its spec (charts.layout_for): packets/s, bits/s,
+    latency percentiles, loss, errors and engine CPU for UDP/TCP tests and DPDK flows
+    (with reordering and duplicates); transactions/s, response times, errors by class
+    and connections for HTTP load.
 
         run = perfkit.Run(LocalTest("udp_bw", duration="10s"))
         dash = perfkit.ui.Dashboard(run)
@@ -32,14 +35,16 @@ class Dashboard:
     window: how many rows the live chart keeps (the static figure has all of them).
     redraw_s: seconds between redraws (rows arrive every run.interval).
     on_done: called as on_done(dashboard) from the drawing thread after the last redraw.
+    autostart: False: the drawing thread starts at dash.start().
     """
 
-    def __init__(self, run, window: int = 300, redraw_s: float = 1.0, on_done=None):
+    def __init__(self, run, window: int = 300, redraw_s: float = 1.0, on_done=None, autostart: bool = True):
         if int(window) < 2:
             raise ValueError(f"window: {window} rows is too few (at least 2)")
         if not 0.05 <= float(redraw_s) <= 60:
             raise ValueError(f"redraw_s: {redraw_s} is out of range 0.05..60")
         self.run = run
+        self.panels = charts.layout_for(run.spec)   # which charts: by what the spec measures
         self.window = int(window)
         self.redraw_s = float(redraw_s)
         self.on_done = on_done
@@ -56,11 +61,20 @@ class Dashboard:
         self._static = None                    # (figure, bundle) once finished
         self._closed = threading.Event()
         self._finished = threading.Event()
+        self.aborted: str | None = None        # why the run never started (abort())
         run.subscribe(self._on_row)
         for row in list(run.rows):             # rows from before we subscribed (deduped by time)
             self._inbox.append(row)
         self._thread = threading.Thread(target=self._draw_loop, name="perfkit-dashboard", daemon=True)
-        self._thread.start()
+        if autostart:
+            self._thread.start()
+
+    def start(self) -> "Dashboard":
+        """Start the drawing thread (Dashboard(..., autostart=False) waits for this: the Panel
+        starts it from its starter thread, as Thread.start() can wait for the GIL)."""
+        if self._thread.ident is None:
+            self._thread.start()
+        return self
 
     # ---------------------------------------------------------- sampler side
     def _on_row(self, row: dict) -> None:
@@ -76,7 +90,8 @@ class Dashboard:
             while True:
                 if self._closed.is_set():
                     return
-                done = self.run.done   # read first: every row of a finished run is already queued
+                # read first: every row of a finished run is already queued
+                done = self.run.done or self.aborted is not None
                 fresh = self._drain() if (done or time.monotonic() >= next_draw) else 0
                 if done:
                     break
@@ -84,8 +99,9 @@ class Dashboard:
                     self._redraw(list(self._rows), "running")
                     next_draw = time.monotonic() + self.redraw_s
                 self._closed.wait(POLL_S)
-            self._redraw(list(self.run.rows), "finished")
-            self._finish()
+            state = "finished" if self.aborted is None else "did not start"
+            self._redraw(list(self.run.rows), state)
+            self._finish(state)
         except Exception as exc:  # a broken chart must never disturb the run or the kernel
             print(f"perfkit.ui.Dashboard: drawing stopped: {exc!r}")
             if not self._finished.is_set():
@@ -97,7 +113,7 @@ class Dashboard:
         """Make the live figure here, not in the constructor: the first FigureWidget of a
         process can take seconds (plotly's imports), and Start must return at once."""
         import plotly.graph_objects as go
-        fig = go.FigureWidget(charts.empty_figure(charts.figure_title(self.run, [], "waiting")))
+        fig = go.FigureWidget(charts.empty_figure(charts.figure_title(self.run, [], "waiting"), self.panels))
         with self._lock:
             self._figure = fig
             bundle = self._widget_bundle()
@@ -120,7 +136,7 @@ class Dashboard:
 
     def _redraw(self, rows: list[dict], state: str) -> None:
         self.draw_threads.add(threading.get_ident())
-        x, ys = charts.columns(rows)
+        x, ys = charts.columns(rows, self.panels)
         fig = self._figure
         with fig.batch_update():
             for trace, y in zip(fig.data, ys):
@@ -128,8 +144,8 @@ class Dashboard:
             fig.layout.title.text = charts.figure_title(self.run, rows, state)
         self.redraws += 1
 
-    def _finish(self) -> None:
-        static = charts.run_figure(self.run)
+    def _finish(self, state: str = "finished") -> None:
+        static = charts.run_figure(self.run, title=charts.figure_title(self.run, list(self.run.rows), state))
         text = f"<perfkit dashboard: {charts.spec_title(self.run.spec)}, {len(self.run.rows)} rows>"
         bundle = charts.mimebundle(static, text)
         with self._lock:
@@ -174,6 +190,15 @@ class Dashboard:
             if self._static is not None:
                 return self._static[0]
         return charts.run_figure(self.run)
+
+    def abort(self, why: str) -> None:
+        """The run could not start (why): end the dashboard as if the run had ended, with
+        what it has (nothing), so that wait() returns. Safe from any thread."""
+        self.aborted = str(why)
+        if self._thread.ident is None:   # never started drawing: end here
+            self._finished.set()
+            self._ready.set()
+            self._call_done()
 
     def close(self) -> None:
         """Stop drawing (the run goes on); the chart stays as it was."""

@@ -1,29 +1,137 @@
-"""A control panel generated from a spec dataclass.
+"""A control panel generated from a spec dataclass: any of perfkit.spec.SPECS.
 
-Every field of the spec becomes one input: a dropdown where the values are a fixed list
-(LocalTest.test), a checkbox for booleans, an integer box for plain ints, and a text box
-for everything that takes units (size 64K, rate 1.5Mpps, duration 10s). The spec is
-built on every change; its ValueError is shown next to the form and Start stays
-disabled until the input is valid, so nothing native starts on a bad value.
+Every field of the spec becomes one input, chosen from the field's type and the spec's
+own constants: a dropdown where the values are a fixed list (test, mode, method), a text
+box with suggestions for DPDK ports, a checkbox for booleans, an integer box for plain
+ints, a password box for the token, and a text box for everything that takes units
+(size 64K, rate 1.5Mpps, duration 10s). Next to each input: its unit, its range and its
+default, and the line of the spec's docstring about it. The spec is built on every
+change; its ValueError is shown under the form, the field's label turns red, and Start
+stays disabled until the input is valid, so nothing native starts on a bad value. An
+engine that is not available here (perfkit.engines()) disables Start the same way.
 
-Start and Stop only call run.start() / run.stop(): both return at once, the run and its
-dashboard live in background threads, and the kernel keeps executing cells.
+Start and Stop only set things going: Start makes the Run and its Dashboard and hands
+run.start() (EAL's first start, a remote server's handshake) to a short-lived thread;
+Stop sets the run's stop flag. Both return at once, the run and its dashboard live in
+background threads (one drawing thread per chart), and the kernel keeps executing cells.
 """
 from __future__ import annotations
 
 import dataclasses
 import html
+import queue
 import re
 import threading
 
 from perfkit import spec as _spec
+from perfkit.engines import get as _get_engine
 from perfkit.run import Run
 from perfkit.ui import charts
 from perfkit.ui.dashboard import Dashboard
-from perfkit.units import format_si
+from perfkit.units import Rate, format_si
 
-# Fields whose values come from a fixed list, by field name.
-CHOICES = {"test": _spec.LOCAL_TESTS}
+# Fields whose values come from a fixed list: a spec's own ClassVar (test: TESTS), else by name.
+CHOICES = {"test": _spec.LOCAL_TESTS, "mode": _spec.DPDK_MODES, "method": _spec.HTTP_METHODS,
+           "http_method": _spec.DPERF_HTTP_METHODS, "url_order": ("cycle", "random")}
+# Free text with suggestions (a Combobox): DPDK ports.
+SUGGESTIONS = {
+    "DpdkFlows": {"port": ("ring:pk:0", "net_null0", "net_ring0", "net_memif0,role=client"),
+                  "peer": ("ring:pk:1",)},
+    "DpdkReflect": {"port": ("ring:pk:1", "net_null0", "net_memif0,role=server")},
+    "DpdkHttpServer": {"port": ("ring:pk:1", "net_memif0,role=server")},
+    "DpdkHttpClient": {"port": ("ring:pk:0", "net_memif0,role=client")},
+}
+
+_SECONDS = "seconds (500ms, 10s, 2m)"
+# What a field takes, by field name; UNITS_BY_SPEC overrides for one spec.
+UNITS = {
+    "size": "bytes (64, 1500, 64K)",
+    "rate": "pps or bit/s (10kpps, 100Mbps); empty: unlimited",
+    "duration": _SECONDS, "think": _SECONDS, "ramp": _SECONDS,
+    "connect_timeout": _SECONDS, "response_timeout": _SECONDS,
+    "host": "IP address", "ip": "IPv4 address", "peer_ip": "IPv4 address",
+    "dst_mac": "aa:bb:cc:dd:ee:ff; empty: the peer port's, or ARP",
+    "port": "port number", "sport": "UDP port", "dport": "UDP port",
+    "flows": "flows", "batch": "messages per call", "gso": "datagrams per send",
+    "burst": "frames per burst", "users": "virtual users", "connections": "connections",
+    "netns": "/run/netns/NAME", "lab": "lab name", "url": "http://HOST[:PORT]/PATH",
+    "headers": "one 'Name: value' a line", "token": "shared secret; empty: PERFKIT_TOKEN",
+    "sizes": "imix, 64,570,1518 or 64:7,570:4 (size:weight)",
+    "ramp_to": "pps or bit/s; empty: no ramp", "ramp_time": _SECONDS,
+    "cores": "lcores (worker threads) per side", "src_ips": "addresses", "dst_ips": "addresses",
+    "sports": "ports; empty: as the flows need", "dports": "ports",
+    "url_order": "how requests pick from a URL list",
+    "listen": "TCP port", "listen_num": "TCP ports", "clients": "ADDR+COUNT, ... (198.18.0.1+4)",
+    "payload_size": "bytes", "mss": "bytes", "tos": "IPv4 TOS byte", "retries": "retransmits",
+    "retransmit_timeout": _SECONDS, "slow_start": _SECONDS, "wait": _SECONDS,
+    "server": "IPv4 address", "gateway": "IPv4 address; empty: the server",
+    "gateway_mac": "aa:bb:cc:dd:ee:ff; empty: ARP", "lport_range": "FIRST-LAST (1024-65535)",
+    "cps": "connections/s (1000, 2k, 1.5m)", "cc": "connections (0, 10k); 0: none",
+    "keepalive_requests": "requests; 0: until the end", "launch_num": "connections per launch",
+    "http_host": "Host header", "http_path": "/PATH", "threads": "client threads",
+}
+UNITS_BY_SPEC = {
+    "DpdkFlows": {"size": "Ethernet frame bytes, FCS counted", "port": "ring:NAME:0|1 or a vdev",
+                  "peer": "a second port here; empty: none"},
+    "DpdkReflect": {"port": "ring:NAME:0|1 or a vdev"},
+    "HttpLoad": {"rate": "requests/s (500, 50k); empty: closed loop",
+                 "url": "http[s]://HOST[:PORT]/PATH; several: space between"},
+    "DpdkHttpClient": {"keepalive": "seconds between requests; 0: one request per connection",
+                       "payload_size": "POST body bytes"},
+    "DpdkHttpServer": {"payload_size": "response body bytes"},
+    "HttpServe": {"size": "body bytes (100, 4K)", "port": "port number; 0: any"},
+    "LocalTest": {"port": "port number; 0: any free"},
+}
+
+# Help where a spec's docstring does not give it field by field: own lines first, then
+# the docstring of a spec with the same fields.
+HINTS = {
+    "RemoteTest": {"host": "where perfkit serve runs: loopback or a lab address",
+                   "port": "the control port of perfkit serve on host",
+                   "token": "the shared secret a server off loopback asks for; never saved with the run",
+                   "test": "qperf's tests; sctp_* where the kernel has SCTP"},
+    "DpdkReflect": {"port": "the port to answer on: ring:NAME:1 (the far end of a pair) or a vdev",
+                    "burst": "frames per rx/tx burst"},
+    "DpdkFlows": {"ramp_time": "how long the ramp from rate to ramp_to takes (default: the whole duration)"},
+    "DpdkHttpServer": {"duration": "how long to serve"},
+    "DpdkHttpClient": {"duration": "how long to load",
+                       "launch_num": "connections opened together; cps is reached in launches of this many"},
+    "HttpLoad": {"connect_timeout": "a connection not made by then is an error",
+                 "response_timeout": "a response not complete by then is an error"},
+}
+HINTS_LIKE = {"RemoteTest": (_spec.LocalTest,), "DpdkReflect": (_spec.DpdkFlows,),
+              "DpdkHttpServer": (_spec.DpdkFlows,), "DpdkHttpClient": (_spec.DpdkHttpServer, _spec.DpdkFlows)}
+
+_PORT = (0, 65535)
+_TCP_RANGES = {"listen": (1, 65535), "mss": (536, 1460), "tos": (0, 255), "retries": (0, 16),
+               "burst": (1, _spec.DPDK_MAX_BURST), "payload_size": (0, 1 << 20)}
+_TCP_TEXT = {"listen_num": "1..65536 - listen", "retransmit_timeout": "1ms..60s"}
+# Numeric ranges, from the spec module's constants, by spec (the first class in the MRO wins).
+RANGES = {
+    "_SocketTest": {"flows": (1, _spec.MAX_FLOWS), "port": _PORT, "batch": (1, _spec.MAX_BATCH),
+                    "gso": (0, _spec.MAX_GSO)},
+    "DpdkFlows": {"size": (_spec.DPDK_MIN_SIZE, _spec.DPDK_MAX_SIZE),
+                  "sport": (1, 65535), "dport": (1, 65535), "burst": (1, _spec.DPDK_MAX_BURST)},
+    "DpdkHttpServer": _TCP_RANGES,
+    "DpdkHttpClient": {**_TCP_RANGES, "keepalive_requests": (0, 1 << 30), "launch_num": (1, _spec.DPDK_MAX_BURST)},
+    "DpdkReflect": {"flows": (1, _spec.DPDK_MAX_FLOWS), "burst": (1, _spec.DPDK_MAX_BURST)},
+    "HttpLoad": {"users": (1, _spec.MAX_USERS)},
+    "HttpServe": {"port": _PORT, "size": (0, _spec.MAX_RESPONSE - 256), "connections": (1, _spec.MAX_USERS)},
+}
+# Ranges that are not two numbers (they depend on another field, or are durations).
+RANGE_TEXT = {
+    "_SocketTest": {"size": "1..{udp} (UDP), 1..{tcp} (TCP, SCTP)".format(**_spec.MAX_SIZE)},
+    "HttpLoad": {"threads": "1..64, at most users", "think": "0..1h", "ramp": "0..24h", "connect_timeout": "1ms..10m",
+                 "response_timeout": "1ms..1h", "duration": "1ms..24h"},
+    "DpdkFlows": {"flows": f"1..{_spec.DPDK_MAX_FLOWS}, at most sports x dports x src_ips x dst_ips",
+                  "cores": f"1..{_spec.DPDK_MAX_QUEUES}, at most flows", "src_ips": f"1..{_spec.DPDK_MAX_IPS}",
+                  "dst_ips": f"1..{_spec.DPDK_MAX_IPS}", "sports": "1..65536 - sport",
+                  "dports": "1..65536 - dport"},
+    "DpdkHttpServer": _TCP_TEXT,
+    "DpdkHttpClient": {**_TCP_TEXT, "cps": "above 0, at most 100M", "cc": "0..client sockets",
+                       "keepalive": "0..1h", "slow_start": "0..600s", "wait": "0..600s"},
+    "*": {"duration": "above 0, at most 24h"},
+}
 
 _RED = "#b00020"
 _GREEN = "#1b5e20"
@@ -35,44 +143,176 @@ def _type_name(field: dataclasses.Field) -> str:
     return t if isinstance(t, str) else getattr(t, "__name__", str(t))
 
 
+def _lookup(table: dict, spec_cls, name: str):
+    for cls in spec_cls.__mro__:
+        if name in table.get(cls.__name__, {}):
+            return table[cls.__name__][name]
+    return table.get("*", {}).get(name)
+
+
 def field_hints(spec_cls) -> dict[str, str]:
-    """Per-field help from the spec's docstring ('name   text', continued on deeper-indented lines)."""
+    """Per-field help from the spec's docstring ('name   text', continued on deeper-indented
+    lines; 'a, b   text' and 'a, b, c' lines give the text to each name)."""
     names = {f.name for f in dataclasses.fields(spec_cls)}
     hints: dict[str, str] = {}
-    current, indent = None, 0
+    current: list[str] = []
+    indent = 0
     for line in (spec_cls.__doc__ or "").splitlines():
-        m = re.match(r"^(\s*)(\w+)\s+(\S.*)$", line)
-        if m and m.group(2) in names and (current is None or len(m.group(1)) <= indent):
-            current, indent = m.group(2), len(m.group(1))
-            hints[current] = m.group(3).strip()
+        m = re.match(r"^(\s*)(\w+(?:,\s*\w+)*)(?:\s+(\S.*))?$", line)
+        keys = [k.strip() for k in m.group(2).split(",")] if m else []
+        if m and keys and all(k in names for k in keys) and (not current or len(m.group(1)) <= indent):
+            current, indent = keys, len(m.group(1))
+            for k in keys:
+                hints[k] = (m.group(3) or "").strip()
         elif current and line.strip() and len(line) - len(line.lstrip()) > indent:
-            hints[current] += " " + line.strip()
+            for k in current:
+                hints[k] = (hints[k] + " " + line.strip()).strip()
         else:
-            current = None
+            current = []
+    # a field named in a hint's own text ("ip ... peer_ip: the destination")
+    for name in names - set(hints):
+        for other, text in list(hints.items()):
+            m = re.search(rf"\b{name}: ([^.;]+)", text)
+            if m:
+                hints[name] = m.group(1).strip()
+                break
+    for name, text in HINTS.get(spec_cls.__name__, {}).items():
+        hints[name] = text
+    for like in HINTS_LIKE.get(spec_cls.__name__, ()):
+        for name, text in field_hints(like).items():
+            if name in names and not hints.get(name):
+                hints[name] = text
     return hints
 
 
+@dataclasses.dataclass(frozen=True)
+class FieldUI:
+    """How one spec field shows in the form."""
+    name: str
+    kind: str            # choice | combo | bool | int | text | secret | lines | area | ranges | pair
+    default: object      # the spec's default (None: empty box)
+    choices: tuple = ()  # choice: the options; combo: suggestions
+    unit: str = ""
+    range: str = ""      # 'lo..hi' as shown
+    bounds: tuple | None = None   # (lo, hi) where the range is two numbers
+    help: str = ""
+
+
+def form_fields(spec_cls, choices: dict | None = None) -> list[FieldUI]:
+    """The form for spec_cls, generated from its dataclass fields, its docstring and the
+    spec module's constants (choices, ranges); choices overrides the lists by field name."""
+    hints = field_hints(spec_cls)
+    out = []
+    for f in dataclasses.fields(spec_cls):
+        default = f.default if f.default is not dataclasses.MISSING else None
+        kind_t = _type_name(f)
+        opts = (choices or {}).get(f.name)
+        if opts is None and f.name == "test" and hasattr(spec_cls, "TESTS"):
+            opts = spec_cls.TESTS
+        if opts is None:
+            opts = CHOICES.get(f.name)
+        sugg = SUGGESTIONS.get(spec_cls.__name__, {}).get(f.name)
+        if opts is not None:
+            kind = "choice"
+        elif sugg is not None:
+            kind, opts = "combo", sugg
+        elif f.name == "clients":
+            kind = "ranges"
+        elif f.name == "lport_range":
+            kind = "pair"
+        elif f.name == "token":
+            kind = "secret"
+        elif kind_t.split(" |")[0] == "dict":
+            kind = "lines"
+        elif f.name == "body":
+            kind = "area"
+        elif kind_t == "bool":
+            kind = "bool"
+        elif kind_t == "int":
+            kind = "int"
+        else:
+            kind = "text"
+        bounds = _lookup(RANGES, spec_cls, f.name)
+        rng = f"{bounds[0]}..{bounds[1]}" if bounds else (_lookup(RANGE_TEXT, spec_cls, f.name) or "")
+        unit = _lookup(UNITS_BY_SPEC, spec_cls, f.name) or UNITS.get(f.name, "")
+        out.append(FieldUI(f.name, kind, default, tuple(opts or ()), unit, rng, bounds,
+                           hints.get(f.name, "")))
+    return out
+
+
+def _is_seconds(name: str) -> bool:
+    return UNITS.get(name) == _SECONDS
+
+
 def _text_value(value, name: str) -> str:
-    """How a default shows in a text box: 10.0 -> '10s' for durations, None -> ''."""
+    """How a value shows in a text box: 10.0 -> '10s' for durations, None -> '',
+    a Rate -> '1500000pps' (exact), a dict of headers -> 'Name: value' lines."""
     if value is None:
         return ""
-    if isinstance(value, float) and "duration" in name:
+    if isinstance(value, (tuple, list)) and name == "clients":      # ((ip, n), ...) or 'ip+n' strings
+        return ", ".join(v if isinstance(v, str) else f"{v[0]}+{v[1]}" for v in value)
+    if isinstance(value, (tuple, list)) and name == "lport_range":
+        return f"{value[0]}-{value[1]}"
+    if isinstance(value, (tuple, list)) and name == "sizes":        # ((size, weight), ...)
+        return ",".join(f"{a}:{b}" for a, b in value)
+    if isinstance(value, (tuple, list)):                             # a URL list
+        return " ".join(str(v) for v in value)
+    if isinstance(value, Rate):
+        return f"{value.value:.15g}{value.unit}"
+    if isinstance(value, dict):
+        return "\n".join(f"{k}: {v}" for k, v in value.items())
+    if isinstance(value, bytes):
+        return value.decode("latin-1")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and _is_seconds(name):
         return f"{value:g}s"
     if isinstance(value, float):
         return f"{value:g}"
     return str(value)
 
 
-class Panel:
-    """A form for spec_cls (a spec class such as LocalTest, or an instance to start from),
-    Start/Stop buttons, and the live Dashboard of the current run.
+def _parse_pair(text: str, name: str):
+    """'1024-65535' -> ('1024', '65535'), '2000' -> ('2000', '2000'); the spec checks the numbers."""
+    m = re.fullmatch(r"\s*(\S+?)\s*(?:-\s*(\S+)\s*)?", text)
+    if not m:
+        raise ValueError(f"{name}: {text!r} is not FIRST-LAST (1024-65535)")
+    return (m.group(1), m.group(2) or m.group(1))
 
-        panel = perfkit.ui.Panel(duration="5s")
-        panel              # pick a test, press Start, watch; Stop ends it early
+
+def _parse_lines(text: str, name: str) -> dict | None:
+    """'Name: value' lines -> a dict (None when empty); a line without a colon is an error."""
+    out = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if ":" not in line:
+            raise ValueError(f"{name}: {line.strip()!r} is not a 'Name: value' line")
+        k, v = line.split(":", 1)
+        out[k.strip()] = v.strip()
+    return out or None
+
+
+def _resolve(spec_cls):
+    if isinstance(spec_cls, str):
+        if spec_cls not in _spec.SPECS:
+            raise ValueError(f"spec_cls: {spec_cls!r} is not one of {', '.join(_spec.SPECS)}")
+        return _spec.SPECS[spec_cls]
+    return spec_cls
+
+
+class Panel:
+    """A form for spec_cls (a spec class such as LocalTest, DpdkFlows or HttpLoad, its name,
+    or an instance to start from), Start/Stop buttons, and the live Dashboard of the
+    current run, with the charts that suit the spec.
+
+        panel = perfkit.ui.Panel(duration="5s")            # LocalTest
+        panel = perfkit.ui.Panel("DpdkFlows", peer="ring:pk:1", rate="1Mpps")
+        panel              # fill in, press Start, watch; Stop ends it early
         panel.run          # the Run (finished once panel.wait() returns)
 
     values: initial field values (as typed in the form, e.g. size="1500", rate="10kpps").
-    interval: seconds per row; window: rows the live chart keeps; engine: perfkit.engines().
+    interval: seconds per row; window: rows the live chart keeps; engine: perfkit.engines()
+    (default: the spec's own, e.g. dpdk for DpdkFlows); choices: {field: options} to narrow
+    a dropdown.
     """
 
     def __init__(self, spec_cls=_spec.LocalTest, *, interval: float = 1.0, window: int = 300,
@@ -81,19 +321,23 @@ class Panel:
         import ipywidgets as w
 
         start_from = None
+        spec_cls = _resolve(spec_cls)
         if not isinstance(spec_cls, type):           # an instance: start from its values
             start_from, spec_cls = spec_cls, type(spec_cls)
         if not dataclasses.is_dataclass(spec_cls):
             raise TypeError(f"spec_cls: {spec_cls!r} is not a spec dataclass")
+        if not 0.05 <= float(interval) <= 3600:   # Run's own limits, checked before any Start
+            raise ValueError(f"interval: {interval} s is out of range 0.05..3600")
         self.spec_cls = spec_cls
-        self.interval, self.window, self.redraw_s, self.engine = interval, window, redraw_s, engine
-        self.choices = {**CHOICES, **(choices or {})}
+        self.interval, self.window, self.redraw_s = interval, window, redraw_s
+        self.engine = engine
+        self.engine_name = engine or getattr(spec_cls, "ENGINE", None) or "socket"
+        self.form = form_fields(spec_cls, choices)
         self.fields = dataclasses.fields(spec_cls)
-        names = [f.name for f in self.fields]
+        names = [f.name for f in self.form]
         unknown = set(values) - set(names)
         if unknown:
             raise ValueError(f"{sorted(unknown)[0]}: unknown field (known: {', '.join(names)})")
-        hints = field_hints(spec_cls)
 
         self.run: Run | None = None
         self.dashboard: Dashboard | None = None
@@ -101,33 +345,46 @@ class Panel:
         self._spec = None
         self._lock = threading.RLock()
         self._defaults: dict = {}
+        self._kinds: dict = {}
         self.inputs: dict = {}      # field name -> input widget
         self.labels: dict = {}      # field name -> its label (turns red on that field's error)
+        self.units: dict = {}       # field name -> its unit/range/default line
         rows = []
-        for f in self.fields:
-            default = f.default if f.default is not dataclasses.MISSING else None
-            if start_from is not None:
-                default = getattr(start_from, f.name)
-            self._defaults[f.name] = default
-            kind = _type_name(f)
-            layout = w.Layout(width="190px", min_width="190px")
-            if f.name in self.choices:
-                opts = list(self.choices[f.name])
-                box = w.Dropdown(options=opts, value=default if default in opts else opts[0],
-                                 layout=layout)
-            elif kind == "bool":
-                box = w.Checkbox(value=bool(default), indent=False, layout=layout)
-            elif kind == "int":
-                box = w.IntText(value=int(default or 0), layout=layout)
+        for fu in self.form:
+            default = fu.default
+            value = getattr(start_from, fu.name) if start_from is not None else default
+            self._defaults[fu.name], self._kinds[fu.name] = default, fu.kind
+            layout = w.Layout(width="230px", min_width="230px")
+            if fu.kind == "choice":
+                opts = list(fu.choices)
+                box = w.Dropdown(options=opts, value=value if value in opts else opts[0], layout=layout)
+            elif fu.kind == "combo":
+                box = w.Combobox(options=list(fu.choices), value=_text_value(value, fu.name),
+                                 ensure_option=False, layout=layout,
+                                 placeholder="(empty: none)" if default is None else "")
+            elif fu.kind == "bool":
+                box = w.Checkbox(value=bool(value), indent=False, layout=layout)
+            elif fu.kind == "int":
+                box = w.IntText(value=int(value or 0), layout=layout)
+            elif fu.kind == "secret":
+                box = w.Password(value=_text_value(value, fu.name), layout=layout,
+                                 placeholder="(empty: PERFKIT_TOKEN)")
+            elif fu.kind in ("lines", "area"):
+                box = w.Textarea(value=_text_value(value, fu.name), rows=2, layout=layout,
+                                 placeholder="(empty: none)")
             else:
-                box = w.Text(value=_text_value(default, f.name), layout=layout,
+                box = w.Text(value=_text_value(value, fu.name), layout=layout,
                              placeholder="(empty: default)" if default is None else "")
-            box.tooltip = hints.get(f.name, "")
-            label = w.HTML(self._label_html(f.name, False), layout=w.Layout(width="90px", min_width="90px"))
-            hint = w.HTML(f'<span style="color:{_GREY};font-size:90%">'
-                          f'{html.escape(hints.get(f.name, ""))}</span>')
-            self.inputs[f.name], self.labels[f.name] = box, label
-            rows.append(w.HBox([label, box, hint]))
+            box.tooltip = fu.help
+            label = w.HTML(self._label_html(fu.name, False), layout=w.Layout(width="130px", min_width="130px"))
+            info = [x for x in (fu.unit, fu.range and f"range {fu.range}",
+                                f"default {_text_value(default, fu.name) or 'none'}"
+                                if fu.kind not in ("secret",) else "") if x]
+            unit = w.HTML(f'<span style="color:{_GREY};font-size:90%">{html.escape(" · ".join(info))}</span>',
+                          layout=w.Layout(width="300px", min_width="300px"))
+            hint = w.HTML(f'<span style="color:{_GREY};font-size:90%">{html.escape(fu.help)}</span>')
+            self.inputs[fu.name], self.labels[fu.name], self.units[fu.name] = box, label, unit
+            rows.append(w.HBox([label, box, unit, hint]))
 
         self.message = w.HTML()
         self.status = w.HTML()
@@ -138,7 +395,8 @@ class Panel:
         self.output = w.Output()
         self.start_button.on_click(self._click_start)
         self.stop_button.on_click(lambda _b: self.stop())
-        title = w.HTML(f"<b>perfkit — {html.escape(spec_cls.__name__)}</b>")
+        title = w.HTML(f"<b>perfkit — {html.escape(spec_cls.__name__)}</b> "
+                       f'<span style="color:{_GREY}">({html.escape(self.engine_name)} engine)</span>')
         self.widget = w.VBox([title, *rows, self.message,
                               w.HBox([self.start_button, self.stop_button, self.status]),
                               self.output])
@@ -148,6 +406,7 @@ class Panel:
             box.observe(self._on_change, names="value")
         self.validate()
         _prewarm()
+        _launcher()
 
     # ---------------------------------------------------------------- form
     @staticmethod
@@ -161,18 +420,28 @@ class Panel:
             if name not in self.inputs:
                 raise ValueError(f"{name}: unknown field (known: {', '.join(self.inputs)})")
             box = self.inputs[name]
-            if hasattr(box, "placeholder"):       # a text box takes what a person would type
+            if self._kinds[name] not in ("choice", "bool", "int"):   # text: what a person would type
                 value = _text_value(value, name)
             box.value = value
         return self
 
     def values(self) -> dict:
         """The form as keyword arguments for the spec: an empty text box is the field's
-        default (None where the default is None)."""
+        default (None where the default is None); header lines become a dict."""
         out = {}
         for name, box in self.inputs.items():
             v = box.value
-            if isinstance(v, str):
+            if self._kinds[name] == "lines":
+                v = _parse_lines(v, name)
+            elif self._kinds[name] == "ranges" and v.strip():
+                v = [x for x in re.split(r"[,\s]+", v.strip()) if x]
+            elif self._kinds[name] == "pair" and v.strip():
+                v = _parse_pair(v, name)
+            elif name == "url" and len(v.split()) > 1:      # several URLs, space between
+                v = v.split()
+            elif self._kinds[name] == "area":
+                v = v or None
+            elif isinstance(v, str):
                 v = v.strip()
                 if v == "":
                     v = self._defaults[name]
@@ -183,6 +452,7 @@ class Panel:
         """Build the spec from the form; show its error, or what will run. Returns the spec or None."""
         try:
             spec = self.spec_cls(**self.values())
+            _get_engine(self.engine_name)          # ValueError 'engine: ...' where it is not available
             error = None
         except (ValueError, TypeError) as exc:
             spec, error = None, str(exc)
@@ -210,7 +480,8 @@ class Panel:
     # ------------------------------------------------------------ running
     @property
     def running(self) -> bool:
-        return self.run is not None and not self.run.done
+        """A run is starting or going, or its dashboard has not drawn the end yet."""
+        return self.dashboard is not None and not self.dashboard.finished
 
     def _refresh(self) -> None:
         """Buttons from the state: Start needs a valid spec and no live run."""
@@ -223,8 +494,10 @@ class Panel:
         self.status.value = f'<span style="color:{colour}">{html.escape(text)}</span>'
 
     def start(self) -> Run:
-        """What the Start button does: a new Run of the form's spec, started, with a
-        Dashboard under the form. Returns at once with the live Run."""
+        """What the Start button does: a new Run of the form's spec with a Dashboard under
+        the form; run.start() goes on in a background thread. Returns the Run at once
+        (panel.wait() blocks until it has ended; an error starting it shows in the status
+        line and in run.error)."""
         with self._lock:
             if self.running:
                 raise RuntimeError("a run is going: stop it (or wait) before starting another")
@@ -235,17 +508,28 @@ class Panel:
                 self.dashboard.detach(self.output)
             kw = {} if self.engine is None else {"engine": self.engine}
             run = Run(spec, interval=self.interval, **kw)
-            dash = Dashboard(run, window=self.window, redraw_s=self.redraw_s, on_done=self._on_done)
-            try:
-                run.start()
-            except Exception:
-                dash.close()
-                raise
+            dash = Dashboard(run, window=self.window, redraw_s=self.redraw_s, on_done=self._on_done,
+                             autostart=False)
             self.run, self.dashboard = run, dash
-            self._set_status(f"▶ running {charts.spec_title(spec)}")
+            self._set_status(f"… starting {charts.spec_title(spec)}")
             self._refresh()
         dash.attach(self.output)
+        _launch(self._start_run, run, dash)
         return run
+
+    def _start_run(self, run: Run, dash: Dashboard) -> None:
+        """The starter thread: start the dashboard's drawing thread, build the engine and
+        start the run (EAL's first start, a remote handshake, opening ports take a while)."""
+        try:
+            dash.start()
+            run.start()
+        except Exception as exc:  # noqa: BLE001 (shown in the panel; the kernel carries on)
+            run.error = f"could not start: {exc}"
+            dash.abort(run.error)
+            return
+        with self._lock:
+            if dash is self.dashboard and not dash.finished:
+                self._set_status(f"▶ running {charts.spec_title(run.spec)}")
 
     def _click_start(self, _button) -> None:
         try:
@@ -255,7 +539,8 @@ class Panel:
             self._refresh()
 
     def stop(self) -> None:
-        """What the Stop button does: ask the run to end now (returns at once)."""
+        """What the Stop button does: ask the run to end now (returns at once; a run that
+        is still starting ends as soon as it has started)."""
         run = self.run
         if run is not None and not run.done:
             run.stop()
@@ -278,7 +563,8 @@ class Panel:
             if run.error:
                 self._set_status(f"⚠ {run.error}", _RED)
             else:
-                self._set_status(f"■ finished: {summary_line(run.summary)}", _GREEN)
+                self._set_status(f"■ finished: {summary_line(run.summary, run.rows[-1] if run.rows else None)}",
+                                 _GREEN)
             self._refresh()
 
     # ------------------------------------------------------------ display
@@ -288,6 +574,36 @@ class Panel:
     def __repr__(self) -> str:
         state = "running" if self.running else ("finished" if self.run else "idle")
         return f"<perfkit.ui.Panel {self.spec_cls.__name__} {state}, spec={self._spec!r}>"
+
+
+_jobs: queue.SimpleQueue = queue.SimpleQueue()
+_launcher_thread: threading.Thread | None = None
+_launcher_lock = threading.Lock()
+
+
+def _launcher() -> None:
+    """The process's launcher thread (started once, from the first Panel): it starts a
+    thread for each job. threading.Thread.start() waits until the new thread holds the
+    GIL, which can take long when other threads are busy; that wait happens here, so
+    Start only puts a job on a queue and returns at once."""
+    global _launcher_thread
+    with _launcher_lock:
+        if _launcher_thread is not None and _launcher_thread.is_alive():
+            return
+        _launcher_thread = threading.Thread(target=_launch_loop, name="perfkit-ui-launcher", daemon=True)
+        _launcher_thread.start()
+
+
+def _launch_loop() -> None:
+    while True:
+        fn, args = _jobs.get()
+        threading.Thread(target=fn, args=args, name="perfkit-ui-start", daemon=True).start()
+
+
+def _launch(fn, *args) -> None:
+    """fn(*args) in a thread of its own, started by the launcher thread."""
+    _launcher()
+    _jobs.put((fn, args))
 
 
 _prewarmed = threading.Event()
@@ -317,12 +633,33 @@ def _time(us: float) -> str:
     return f"{us:.3g} µs"
 
 
-def summary_line(s: dict | None) -> str:
-    """One line from run.summary: rates and loss for bandwidth tests, latency for latency tests."""
+def summary_line(s: dict | None, last: dict | None = None) -> str:
+    """One line from run.summary: rates and loss for bandwidth tests, latency for latency
+    tests, TPS and response times for HTTP. last: the run's last row (its totals), for
+    what the summary does not carry (DPDK TCP: connections)."""
     if not s:
         return "no summary"
     parts = []
-    if str(s.get("test", "")).endswith("_lat") and s.get("latency_us") is not None:
+    if str(s.get("test", "")).startswith("dpdk_http") and last:   # dperf's terms
+        secs = s.get("duration_s") or last.get("time_s") or 0
+        rate = (lambda n: n / secs) if secs > 0 else (lambda n: 0.0)
+        parts.append(format_si(rate(last.get("sock_open") or 0), "conn/s"))
+        served = (last.get("http_resp") or 0) or (last.get("http_get") or 0) + (last.get("http_post") or 0)
+        parts.append(format_si(rate(served), "req/s"))
+        if s.get("lat_p50_us") is not None:
+            parts.append(f"response p50 {_time(s['lat_p50_us'])}, p99 {_time(s['lat_p99_us'])}")
+        errs = sum(last.get(k) or 0 for k in ("http_err", "err_connect", "err_timeout", "err_reset", "err_read"))
+        retrans = sum(last.get(k) or 0 for k in ("retrans_syn", "retrans_fin", "retrans_ack", "retrans_push"))
+        parts.append(f"{errs} errors, {retrans} retransmits")
+    elif s.get("test") == "http":   # nGrinder's terms
+        parts.append(f"{format_si(s.get('tps') or 0, 'tps')}")
+        if s.get("lat_p50_us") is not None:
+            parts.append(f"response p50 {_time(s['lat_p50_us'])}, p99 {_time(s['lat_p99_us'])}")
+        if s.get("error_rate_pct") is not None:
+            parts.append(f"errors {s['error_rate_pct']:.3g}%")
+    elif s.get("test") == "http_serve":
+        parts.append(f"{format_si(s.get('bytes_rx') or 0, 'B')} in, {format_si(s.get('bytes_tx') or 0, 'B')} out")
+    elif str(s.get("test", "")).endswith("_lat") and s.get("latency_us") is not None:
         parts.append(f"latency {_time(s['latency_us'])} (half round trip)")
         parts.append(f"{format_si(s.get('rx_pps') or 0, 'msg/s')}")
     else:
@@ -334,3 +671,39 @@ def summary_line(s: dict | None) -> str:
             parts.append(f"one-way p50 {_time(s['lat_p50_us'])}")
     parts.append(f"cpu {s.get('cpu_pct', 0):.0f}%")
     return ", ".join(parts)
+
+
+class Launcher:
+    """Every spec's Panel in one widget, a tab each (LocalTest, RemoteTest, HttpLoad,
+    HttpServe, DpdkFlows, DpdkReflect): every test perfkit runs, from one cell.
+
+        launcher = perfkit.ui.Launcher(interval=0.5)
+        launcher                       # pick a tab, fill in, Start
+        launcher["HttpLoad"].run       # a tab's Panel and its Run
+
+    kinds: which specs (names in perfkit.spec.SPECS), in tab order; panel_kwargs go to
+    every Panel (interval, window, redraw_s).
+    """
+
+    def __init__(self, kinds=None, **panel_kwargs):
+        import ipywidgets as w
+        kinds = list(kinds) if kinds is not None else list(_spec.SPECS)
+        for k in kinds:
+            _resolve(k)                       # ValueError naming the known ones
+        self.panels = {k: Panel(k, **panel_kwargs) for k in kinds}
+        self.widget = w.Tab(children=[p.widget for p in self.panels.values()])
+        self.widget.titles = tuple(kinds)
+
+    def __getitem__(self, kind: str) -> Panel:
+        return self.panels[kind]
+
+    @property
+    def current(self) -> Panel:
+        """The Panel of the selected tab."""
+        return list(self.panels.values())[self.widget.selected_index or 0]
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    def __repr__(self) -> str:
+        return f"<perfkit.ui.Launcher {', '.join(self.panels)}>"

@@ -1,7 +1,8 @@
 /* Test driver for the socket engine's sequence accounting and wire parser.
  *
- * It includes sock_engine.c itself, so it calls the real static functions
- * (seq_arrive, window_missing, pk_wire_parse) and the real settle step in
+ * It includes sock_engine.c itself, so it calls the real sequence window of
+ * perfkit/seqwin.h (pk_seq_arrive, pk_seq_window_missing, pk_seq_widen; the DPDK
+ * engine uses the same header), pk_wire_parse, and the real settle step in
  * pk_sock_join(), on an engine it builds by hand (no threads, no sockets).
  * tests/test_seq_window.py compiles it with ASan + UBSan and compares its
  * answers with an exact Python model.
@@ -14,12 +15,15 @@
  *                            each in a heap block of exactly its length, and feed what
  *                            parses into seq_arrive as the receive loop does.
  *                            Prints "W <parsed> <rejected>"; exits 3 on a wrong answer.
+ *   V <iterations> <seed>    pk_seq_widen against the 64-bit truth for sequences within
+ *                            2^31 of the flow's next. Prints "V <checked>"; exits 3 on a wrong answer.
  * Build the engine source from elsewhere with -DPK_ENGINE_SRC='"path"'.
  */
 #ifndef PK_ENGINE_SRC
 #define PK_ENGINE_SRC "../../native/sock/sock_engine.c"
 #endif
 #include PK_ENGINE_SRC
+#include "perfkit/seqwin.h"
 
 #include <inttypes.h>
 
@@ -39,7 +43,7 @@ static pk_sock_engine *fake_engine(uint32_t flows)
     }
     e->w[0].cfg.role = PK_UDP_RECV;
     e->w[0].cfg.peer = -1;
-    e->w[0].flows = calloc(flows, sizeof(flow_state));
+    e->w[0].flows = calloc(flows, sizeof(pk_flow_state));
     e->w[1].cfg.role = PK_UDP_SEND;
     e->w[1].cfg.peer = 0;
     e->w[1].flow_sent = calloc(flows, sizeof(uint64_t));
@@ -63,7 +67,7 @@ static int run_case(uint32_t flows, uint64_t n)
             continue;
         }
         uint64_t lost = 0, dup = 0, reorder = 0;
-        seq_arrive(&w->flows[flow], seq, &lost, &dup, &reorder);
+        pk_seq_arrive(&w->flows[flow], seq, &lost, &dup, &reorder);
         pk_add(&w->c, PK_seq_lost, lost);
         pk_add(&w->c, PK_seq_dup, dup);
         pk_add(&w->c, PK_seq_reorder, reorder);
@@ -92,7 +96,7 @@ static uint64_t rnd(void)   /* splitmix64 */
 static int wire_fuzz(uint64_t iters, uint64_t seed)
 {
     rng_state = seed;
-    flow_state *flows = calloc(4, sizeof(flow_state));
+    pk_flow_state *flows = calloc(4, sizeof(pk_flow_state));
     uint64_t parsed = 0, rejected = 0, lost = 0, dup = 0, reorder = 0;
     for (uint64_t it = 0; it < iters; it++) {
         uint64_t len = rnd() % 3 == 0 ? rnd() % (2 * PK_WIRE_HDR_LEN + 1) : rnd() % 80;
@@ -130,7 +134,7 @@ static int wire_fuzz(uint64_t iters, uint64_t seed)
         }
         if (ok && h.flow < 4) {   /* as run_udp_recv: only in-range flows reach the window */
             uint64_t before = lost;
-            seq_arrive(&flows[h.flow], h.seq, &lost, &dup, &reorder);
+            pk_seq_arrive(&flows[h.flow], h.seq, &lost, &dup, &reorder);
             (void)before;
             parsed++;
         } else {
@@ -140,6 +144,30 @@ static int wire_fuzz(uint64_t iters, uint64_t seed)
     }
     printf("W %" PRIu64 " %" PRIu64 "\n", parsed, rejected);
     free(flows);
+    return 0;
+}
+
+/* The DPDK engine's short header carries the low 32 bits of the sequence: the
+ * receiver widens them against the flow's next. Exact for |s - next| < 2^31. */
+static int widen_check(uint64_t iters, uint64_t seed)
+{
+    rng_state = seed;
+    for (uint64_t it = 0; it < iters; it++) {
+        uint64_t k = rnd() % 4;
+        uint64_t next = k == 0 ? rnd() % 4096 : k == 1 ? 0xffffffffull + (rnd() % 8192) - 4096
+                        : k == 2 ? rnd() >> 2 : rnd() % (1ull << 33);
+        int64_t d = (int64_t)(rnd() % 0xfffffffeull) - 0x7fffffff;   /* |d| < 2^31 */
+        if ((d < 0 && (uint64_t)-d > next))
+            d = -(int64_t)next;
+        uint64_t s = next + (uint64_t)d;
+        uint64_t got = pk_seq_widen(next, (uint32_t)s);
+        if (got != s) {
+            fprintf(stderr, "pk_seq_widen(%" PRIu64 ", %u) = %" PRIu64 ", expected %" PRIu64 "\n",
+                    next, (uint32_t)s, got, s);
+            return 3;
+        }
+    }
+    printf("V %" PRIu64 "\n", iters);
     return 0;
 }
 
@@ -159,6 +187,13 @@ int main(void)
             if (scanf("%" SCNu64 " %" SCNu64, &iters, &seed) != 2)
                 return 2;
             int rc = wire_fuzz(iters, seed);
+            if (rc)
+                return rc;
+        } else if (cmd[0] == 'V') {
+            uint64_t iters, seed;
+            if (scanf("%" SCNu64 " %" SCNu64, &iters, &seed) != 2)
+                return 2;
+            int rc = widen_check(iters, seed);
             if (rc)
                 return rc;
         } else {

@@ -76,7 +76,9 @@
     X(jitter_sum_ns, SUM,  "ns",   "sum of |latency - previous latency|")     \
     /* the engine's own CPU use */                                            \
     X(cpu_busy_ns,  SUM,   "ns",   "worker CPU time")                         \
-    X(cpu_wall_ns,  SUM,   "ns",   "worker wall time")
+    X(cpu_wall_ns,  SUM,   "ns",   "worker wall time")                        \
+    /* HTTPS client */                                                        \
+    X(err_tls,      SUM,   "conn", "TLS handshakes failed")
 
 enum pk_counter_kind { PK_SUM = 0, PK_GAUGE = 1, PK_MIN = 2, PK_MAX = 3 };
 
