@@ -37,10 +37,8 @@ UNSUPPORTED = {
     "jumbo": "jumbo frames are not built",
     "vxlan": "VXLAN is not built",
     "kni": "KNI is not built (and was removed from DPDK)",
-    "change_dip": "flood is not built",
+    "change_dip": "a flood's destination list is not built",
     "client_hop": "client hops are not built",
-    "flood": "SYN flood is not built yet",
-    "vlan": "VLAN tags are not built yet",
     "rss": "one queue per port for now: RSS is not built yet",
 }
 
@@ -74,10 +72,12 @@ class DperfConfig:
     http_method: str = DPERF_DEFAULTS["http_method"]
     lport_range: tuple = DPERF_DEFAULTS["lport_range"]
     tos: int = 0
+    vlan: int = 0
     mss: int = DPERF_DEFAULTS["mss"]
     retransmit_timeout: float | None = None
     tcp_rst: bool = True
     fast_close: bool = False
+    flood: bool = False
     quiet: bool = False
     tx_burst: int = DPERF_DEFAULTS["tx_burst"]
     lines: dict = field(default_factory=dict)             # keyword -> line number (first)
@@ -107,7 +107,7 @@ class DperfConfig:
         dev, ip, gateway, gateway_mac = self.ports[0]
         server_ip = self.servers[0][0]
         common = dict(port=dev, netns=netns, listen=self.listen[0], listen_num=self.listen[1],
-                      duration=self.duration, mss=self.mss, tos=self.tos, tcp_rst=self.tcp_rst,
+                      duration=self.duration, mss=self.mss, tos=self.tos, vlan=self.vlan, tcp_rst=self.tcp_rst,
                       burst=min(self.tx_burst, 256))
         if self.retransmit_timeout is not None:
             common["retransmit_timeout"] = self.retransmit_timeout
@@ -132,7 +132,7 @@ class DperfConfig:
                                   launch_num=self.launch_num, slow_start=self.slow_start,
                                   wait=self.wait, http_host=self.http_host, http_path=self.http_path,
                                   http_method=self.http_method, payload_size=self.payload_size or 0,
-                                  fast_close=self.fast_close, **common)
+                                  fast_close=self.fast_close, flood=self.flood, **common)
         except DperfError:
             raise
         except ValueError as e:
@@ -141,7 +141,7 @@ class DperfConfig:
     _FIELD_KEYWORD = {"port": "port", "ip": "port", "gateway": "port", "gateway_mac": "port",
                       "netns": "port", "clients": "client", "server": "server", "listen": "listen",
                       "listen_num": "listen", "payload_size": "payload_size", "cc": "cc",
-                      "keepalive": "keepalive", "keepalive_requests": "keepalive"}
+                      "keepalive": "keepalive", "keepalive_requests": "keepalive", "flood": "flood"}
 
     def _spec_error(self, e: ValueError) -> DperfError:
         fieldname = str(e).split(":", 1)[0]
@@ -365,6 +365,11 @@ def _kw_tos(c, a):
     c.tos = v
 
 
+def _kw_vlan(c, a):
+    _nargs(a, 1, 1, "a VLAN id (1-4094)")
+    c.vlan = _whole(a[0], "a VLAN id", 1, 4094)
+
+
 def _kw_mss(c, a):
     _nargs(a, 1, 1, "bytes")
     c.mss = _whole(a[0], "an MSS", 536, 9000)
@@ -408,12 +413,12 @@ KEYWORDS = {
     "keepalive": _kw_keepalive, "launch_num": _kw_launch_num, "slow_start": _kw_slow_start,
     "wait": _kw_wait, "payload_size": _kw_payload_size, "protocol": _kw_protocol,
     "http_host": _kw_string("http_host"), "http_path": _kw_string("http_path"),
-    "http_method": _kw_http_method, "lport_range": _kw_lport_range, "tos": _kw_tos, "mss": _kw_mss,
+    "http_method": _kw_http_method, "lport_range": _kw_lport_range, "tos": _kw_tos, "vlan": _kw_vlan, "mss": _kw_mss,
     "retransmit_timeout": _kw_retransmit_timeout, "tcp_rst": _kw_tcp_rst, "fast_close": _kw_fast_close,
-    "quiet": _kw_flag("quiet"), "tx_burst": _kw_tx_burst,
+    "quiet": _kw_flag("quiet"), "tx_burst": _kw_tx_burst, "flood": _kw_flag("flood"),
 }
 REPEATABLE = {"port", "client", "server"}
-CLIENT_ONLY = {"cps", "cc", "launch_num", "slow_start", "wait", "http_host", "http_path",
+CLIENT_ONLY = {"cps", "cc", "flood", "launch_num", "slow_start", "wait", "http_host", "http_path",
                "http_method", "lport_range", "fast_close"}
 
 

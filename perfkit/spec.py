@@ -899,6 +899,7 @@ def _check_tcp_common(self, put) -> None:
     put("listen_num", _int_in(self.listen_num, "listen_num", 1, 65536 - self.listen))
     put("mss", _int_in(self.mss, "mss", 536, 1460))
     put("tos", _int_in(self.tos, "tos", 0, 255))
+    put("vlan", _int_in(self.vlan, "vlan", 0, 4094))
     put("tcp_rst", _bool(self.tcp_rst, "tcp_rst"))
     rto = parse_duration(self.retransmit_timeout, "retransmit_timeout")
     if not 0.001 <= rto <= 60:
@@ -924,6 +925,7 @@ class DpdkHttpServer(_DpdkSpec):
     keepalive     False: FIN goes with the response (dperf's fast close); True: the client closes
     mss           largest segment sent (the client's MSS option lowers it)
     tos           IPv4 TOS of every packet
+    vlan          802.1Q VLAN id of every frame (0: untagged); frames of other VLANs are not ours
     tcp_rst       answer segments for no connection (and SYNs to other ports) with RST
     retransmit_timeout, retries  stop-and-wait: resend after this, give up after retries
     """
@@ -938,6 +940,7 @@ class DpdkHttpServer(_DpdkSpec):
     duration: float | str = 10.0
     mss: int = 1460
     tos: int = 0
+    vlan: int = 0
     tcp_rst: bool = True
     retransmit_timeout: float | str = 1.0
     retries: int = 3
@@ -997,6 +1000,8 @@ class DpdkHttpClient(_DpdkSpec):
     http_host, http_path, http_method  the request (GET; POST carries payload_size bytes)
     payload_size  POST body bytes
     fast_close    close with RST instead of FIN
+    flood         SYN flood: only the first packet of each connection (a SYN at cps), no
+                  sockets kept; SYN-ACKs that come back are answered with RST (tcp_rst)
     """
     ENGINE: ClassVar[str] = "dpdk_tcp"
     port: str = "ring:pk:0"
@@ -1023,11 +1028,13 @@ class DpdkHttpClient(_DpdkSpec):
     fast_close: bool = False
     mss: int = 1460
     tos: int = 0
+    vlan: int = 0
     tcp_rst: bool = True
     retransmit_timeout: float | str = 1.0
     retries: int = 3
     burst: int = 32
     netns: str | None = None
+    flood: bool = False
 
     test = "dpdk_http_client"
 
@@ -1090,6 +1097,9 @@ class DpdkHttpClient(_DpdkSpec):
             raise ValueError(f"payload_size: the request ({len(self.request_bytes())} B) must fit in one "
                              f"segment (mss {self.mss})")
         put("fast_close", _bool(self.fast_close, "fast_close"))
+        put("flood", _bool(self.flood, "flood"))
+        if self.flood and (self.cc or self.keepalive):
+            raise ValueError("flood: a SYN flood keeps no connections: no cc or keepalive with it")
         if self.sockets > TCP_MAX_SOCKETS:
             raise ValueError(f"clients: {self.sockets} sockets (addresses x lport_range x listen_num) "
                              f"pass {TCP_MAX_SOCKETS}: use fewer addresses, ports or listen ports")

@@ -66,6 +66,7 @@ BASE = "mode client\ntx_burst 32\nport ring:a:0 198.18.0.1 198.18.0.2\nclient 19
 def test_client_keywords_map_to_fields():
     text = BASE + """
 cps 1.5k            # comment after a value
+vlan 100
 cc 2k
 keepalive 10ms 100
 launch_num 8
@@ -89,11 +90,17 @@ duration 1.5m
     assert s.keepalive == pytest.approx(0.01) and s.keepalive_requests == 100
     assert (s.launch_num, s.slow_start, s.wait) == (8, 10, 0)
     assert s.request_bytes().startswith(b"GET /index.html HTTP/1.1\r\nHost: example.lab\r\n")
-    assert s.lport_range == (2000, 3000) and s.tos == 16 and s.mss == 1400
+    assert s.lport_range == (2000, 3000) and s.tos == 16 and s.mss == 1400 and s.vlan == 100
     assert s.retransmit_timeout == 2 and s.tcp_rst is False and s.fast_close is True
     assert (s.listen, s.listen_num, s.duration) == (8080, 2, 90)
     assert s.to_dict()["kind"] == "DpdkHttpClient"
     assert spec.from_dict(s.to_dict()) == s
+
+
+def test_flood():
+    s = dperf.parse(BASE + "cps 1k\nflood\n").to_spec()
+    assert s.flood is True
+    err(BASE + "cps 1k\nflood\ncc 10\nkeepalive 1s\n", r"t.conf:7: flood: a SYN flood keeps no connections")
 
 
 def test_server_keepalive_and_payload():
@@ -108,8 +115,10 @@ def test_server_keepalive_and_payload():
 
 @pytest.mark.parametrize("line,match", [
     ("bogus 1", r"t.conf:6: bogus: unknown keyword"),
-    ("vlan 100", r"t.conf:6: vlan: not supported by perfkit: VLAN"),
-    ("flood", r"t.conf:6: flood: not supported"),
+    ("vlan 5000", r"t.conf:6: vlan: '5000' is not a VLAN id in 1..4094"),
+    ("jumbo", r"t.conf:6: jumbo: not supported by perfkit: jumbo"),
+    ("flood 1", r"t.conf:6: flood: takes no arguments"),
+    ("change_dip 198.18.0.9 1 2", r"t.conf:6: change_dip: not supported"),
     ("daemon", r"t.conf:6: daemon: not supported"),
     ("cps fast", r"t.conf:6: cps: 'fast' is not a connection rate"),
     ("cps 0", r"t.conf:6: cps: must be above 0"),

@@ -184,3 +184,71 @@ def test_keepalive_concurrency_against_nginx(lab, nginx):
     assert c["sock_open"] == c["sock_close"] == cc and c["sock_error"] == 0
     assert len(nginx.log()) == c["http_2xx"] == c["http_req"] > cc * 10
     no_leaks()
+
+
+def test_loss_on_the_path_is_retransmitted_and_every_connection_accounted(lab, nginx):
+    """5% loss both ways (the lab's impairment on the veth): retransmissions are counted,
+    every connection completes or is counted as an error, nothing hangs."""
+    lab.impair(loss="5%")
+    try:
+        h = dpdk_tcp.build(client(lab, cps=300, duration=2, retransmit_timeout="100ms", retries=8))
+        try:
+            t0 = time.monotonic()
+            h.start()
+            finish(h, timeout=30)
+            took = time.monotonic() - t0
+            c = counters(h)
+            assert h.error() is None
+        finally:
+            h.close()
+    finally:
+        lab.clear()
+    time.sleep(0.3)
+    log = len(nginx.log())
+    rt = c["retrans_syn"] + c["retrans_fin"] + c["retrans_push"]
+    assert rt > 0 and c["tcp_drop"] >= 0
+    assert c["sock_open"] == c["sock_close"] + c["sock_error"] and c["sock_current"] == 0
+    assert c["http_2xx"] >= 0.9 * c["sock_open"]
+    # nginx logs what it answered; a response lost for good is on nginx's log, not in http_2xx
+    assert c["http_2xx"] <= log <= c["http_2xx"] + c["sock_error"]
+    assert took < 2 + 0.1 * 10 + 5      # launch time + the drain bound (retries x rto) + slack
+    no_leaks()
+
+
+@pytest.mark.parametrize("keepalive", [True, False])
+def test_wrk_against_the_perfkit_server(lab, keepalive):
+    import re
+    import shutil
+    if not shutil.which("wrk"):
+        pytest.skip("wrk is not installed")
+    which = port_of(lab)
+    h2 = lab.hosts[1]
+    srv = dpdk_tcp.build(DpdkHttpServer(**which, clients=((h2.ipv4, 1),), payload_size=100, duration=60,
+                                        keepalive=keepalive))
+    conns = 8
+    try:
+        srv.start()
+        args = ["wrk", "-t1", "-c", str(conns), "-d", "1s", f"http://{which['ip']}/"]
+        if not keepalive:
+            args += ["-H", "Connection: close"]
+        p = lab.popen(h2, args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        out, err = p.communicate(timeout=60)
+        time.sleep(0.5)
+        srv.stop()
+        finish(srv)
+        c = counters(srv)
+    finally:
+        srv.close()
+    text = out.decode()
+    assert p.returncode == 0, err.decode()
+    done = int(re.search(r"(\d+) requests in", text).group(1))
+    assert "Non-2xx" not in text and "Socket errors" not in text, text
+    assert done > 100
+    # wrk counts whole responses; a request still in flight when it stops is not counted
+    assert done <= c["http_get"] <= done + conns
+    assert c["bad_rx"] == 0 and c["sock_current"] == 0
+    if keepalive:
+        assert c["sock_open"] <= conns + 1                   # wrk's connections (+ its first probe)
+    else:
+        assert done <= c["sock_open"] <= done + 2 * conns + 1   # a connection per request
+    no_leaks()

@@ -97,6 +97,67 @@ def test_cps_run_counts_agree_exactly(eal):
     no_leaks()
 
 
+def test_address_and_port_ranges_reuse_sockets_without_time_wait(eal):
+    """4 client addresses x 50 ports x 3 listen ports = 600 sockets for ~900 connections:
+    the client's cursor wraps and reuses tuples at once (no TIME_WAIT on either side)."""
+    c, s, _ = run_pair(DpdkHttpServer(port="ring:tm:1", payload_size=10, listen=8080, listen_num=3,
+                                      clients=(("198.18.0.10", 4),), duration=30),
+                       DpdkHttpClient(port="ring:tm:0", ip="198.18.0.10", clients=(("198.18.0.10", 4),),
+                                      lport_range=(2000, 2049), listen=8080, listen_num=3, cps=600,
+                                      duration=1.5, launch_num=8))
+    n = c["sock_open"]
+    assert n > 600                                            # more connections than sockets
+    assert c["http_2xx"] == s["http_get"] == s["sock_close"] == c["sock_close"] == n
+    assert c["sock_error"] == s["sock_error"] == 0 and s["tcp_drop"] == 0
+    no_leaks()
+
+
+def test_syn_flood_keeps_no_sockets(eal):
+    c, s, _ = run_pair(DpdkHttpServer(port="ring:tn:1", duration=30),
+                       DpdkHttpClient(port="ring:tn:0", cps=2000, duration=0.5, flood=True, launch_num=16))
+    n = c["syn_tx"]
+    assert 300 <= n <= 1020 and c["sock_open"] == 0 and c["http_req"] == 0   # 2000/s for 0.5 s (a busy CPU: fewer)
+    assert s["syn_rx"] == s["syn_tx"] == s["sock_open"] == n       # the server answers every SYN
+    assert c["syn_rx"] == c["rst_tx"] == s["rst_rx"] == n          # and is reset: nothing was kept here
+    assert s["sock_current"] == 0 and s["sock_error"] == s["err_reset"] == n
+    no_leaks()
+
+
+def test_vlan_tagged_both_ways(eal):
+    c, s, _ = run_pair(DpdkHttpServer(port="ring:tv:1", payload_size=3000, vlan=100, tos=0x20, duration=30),
+                       DpdkHttpClient(port="ring:tv:0", cps=300, duration=0.5, vlan=100, tos=0x20))
+    n = c["sock_open"]
+    assert n >= 100 and c["http_2xx"] == s["http_get"] == s["sock_close"] == n and c["sock_error"] == 0
+    assert c["other_rx"] == s["other_rx"] == 0 and c["bad_rx"] == s["bad_rx"] == 0
+    no_leaks()
+
+
+def test_vlan_frames_are_tagged_and_others_ignored(eal):
+    srv = dpdk_tcp.build(DpdkHttpServer(port="ring:tw:1", vlan=7, tos=0xb8, duration=30))
+    raw = _dpdk.Port("ring:tw:0")
+    try:
+        srv.start()
+        mac = srv.port_list[0].mac
+        seg = ip4(CLI, SRV, 6, tcp(40000, 80, 1, 0, SYN))
+        tagged = lambda vid: mac_bytes(mac) + mac_bytes(PEER_MAC) + struct.pack("!HHH", 0x8100, vid, 0x0800) + seg  # noqa: E731
+        raw.send([frame(mac, seg), tagged(8), tagged(7)])   # untagged, another VLAN, ours
+        (f,) = pull(raw, 1)
+        time.sleep(0.1)
+        assert raw.recv(64) == []
+        assert f[12:16] == struct.pack("!HH", 0x8100, 7) and f[16:18] == b"\x08\x00"
+        assert f[19] == 0xb8                                    # TOS
+        g = parse_tcp(f[:12] + f[16:])
+        assert g["ok"] and g["flags"] == SYN | ACK and g["ack"] == 2
+        c = counters(srv)
+        assert c["other_rx"] == 2 and c["syn_rx"] == 1
+    finally:
+        srv.stop()
+        wait_done(srv)
+        srv.close()
+        raw.close()
+    no_leaks()
+
+
 def test_large_responses_go_in_many_segments(eal):
     body = 50_000                                            # 35 segments of 1460
     c, s, _ = run_pair(DpdkHttpServer(port="ring:tb:1", payload_size=body, duration=30),
@@ -374,4 +435,181 @@ def test_keepalive_requests_per_connection(eal):
     assert c["sock_open"] == c["sock_close"] == s["sock_open"] == s["sock_close"] and c["sock_error"] == 0
     # at most 5 requests per connection; all 5 but on those the end closed early
     assert c["http_req"] <= 5 * c["sock_open"] and c["http_req"] >= 5 * (c["sock_open"] - 10)
+    no_leaks()
+
+
+# ------------------------------------------------------------------ the client against a hand-made server
+
+def _client_exchange(name, segments, *, fin_with_last=False):
+    """One connection of the client (ring:NAME:0) to a server played here by hand on
+    ring:NAME:1, answering with these response segments. Returns the client's counters."""
+    raw = _dpdk.Port(f"ring:{name}:1")
+    cli = dpdk_tcp.build(DpdkHttpClient(port=f"ring:{name}:0", cps=1, duration=0.3, gateway_mac=raw.mac,
+                                        retransmit_timeout="300ms", retries=2))
+    try:
+        cmac = cli.port_list[0].mac
+        cli.start()
+        syn = parse_tcp(pull(raw, 1, timeout=5)[0])
+        assert syn["flags"] == SYN and syn["ok"]
+        sport = syn["sport"]
+        raw.send([frame(cmac, ip4(SRV, CLI, 6, tcp(80, sport, 9000, syn["seq"] + 1, SYN | ACK,
+                                                   opts=b"\x02\x04\x05\xb4", src=SRV, dst=CLI)))])
+        req = next(g for g in map(parse_tcp, pull(raw, 1)) if g["data"])
+        assert req["data"].startswith(b"GET / HTTP/1.1\r\nHost: perfkit\r\n")
+        seq, ack = 9001, req["seq"] + len(req["data"])
+        for i, data in enumerate(segments):
+            last = i == len(segments) - 1
+            fl = ACK | PSH | (FIN if last and fin_with_last else 0)
+            raw.send([frame(cmac, ip4(SRV, CLI, 6, tcp(80, sport, seq, ack, fl, data, src=SRV, dst=CLI)))])
+            seq += len(data) + (1 if fl & FIN else 0)
+        # the client's FIN (or RST on a malformed response): answer a FIN with ours
+        deadline = time.monotonic() + 5
+        while cli.running() and time.monotonic() < deadline:
+            for g in map(parse_tcp, raw.recv(64)):
+                if g["flags"] & FIN and not fin_with_last:
+                    raw.send([frame(cmac, ip4(SRV, CLI, 6, tcp(80, sport, seq, g["seq"] + 1, FIN | ACK,
+                                                               src=SRV, dst=CLI)))])
+                    seq += 1
+                elif g["flags"] & FIN:
+                    raw.send([frame(cmac, ip4(SRV, CLI, 6, tcp(80, sport, seq, g["seq"] + 1, ACK,
+                                                               src=SRV, dst=CLI)))])
+            time.sleep(0.005)
+        wait_done(cli)
+        return counters(cli)
+    finally:
+        cli.close()
+        raw.close()
+
+
+def _chunked(body_parts, trailer=b""):
+    out = b"HTTP/1.1 200 OK\r\nServer: hand\r\nTransfer-Encoding: chunked\r\n\r\n"
+    for p in body_parts:
+        out += f"{len(p):x};ext=1\r\n".encode() + p + b"\r\n"
+    return out + b"0\r\n" + trailer + b"\r\n"
+
+
+def _split(data, *cuts):
+    out, last = [], 0
+    for c in cuts:
+        out.append(data[last:c])
+        last = c
+    return out + [data[last:]]
+
+
+@pytest.mark.parametrize("segments,fin", [
+    # Content-Length, headers cut mid-name and mid-value, server FIN with the last segment
+    (_split(b"HTTP/1.1 200 OK\r\nConTent-LeNGth: 11\r\nX: y\r\n\r\nhello world", 20, 27, 49), True),
+    # chunked, cut inside a size line, inside chunk data and inside a CRLF; a trailer
+    (_split(_chunked([b"a" * 300, b"b" * 5, b"c" * 1000], b"X-T: 1\r\n"), 65, 70, 200, 372, 380), False),
+    ([_chunked([b"z" * 10])], False),
+])
+def test_client_reads_content_length_and_chunked_responses(eal, segments, fin):
+    c = _client_exchange("tj", segments, fin_with_last=fin)
+    assert c["http_resp"] == c["http_2xx"] == 1 and c["http_err"] == 0 and c["err_read"] == 0
+    assert c["sock_close"] == 1 and c["sock_error"] == 0
+    no_leaks()
+
+
+@pytest.mark.parametrize("response", [
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n",       # bad hex
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhelloXX0\r\n\r\n",           # no CRLF after data
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok",
+    b"HTTP/1.1 200 OK\r\nContent-Length: 2x\r\n\r\nok",
+    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA",                              # bytes past the body
+    b"HTTP/2.0 200 OK\r\nContent-Length: 2\r\n\r\nok",
+    b"HTTP/1.1 2x0 OK\r\nContent-Length: 2\r\n\r\nok",
+    b"HTTP/1.1 200 OK\r\n\r\n",                                                          # no framing
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1" * 70 + b"\r\n",     # size line too long
+])
+def test_client_counts_malformed_responses(eal, response):
+    c = _client_exchange("tk", [response])
+    assert c["http_2xx"] == 0 and c["http_err"] == 1 and c["err_read"] == 1
+    assert c["sock_error"] == 1 and c["sock_current"] == 0 and c["rst_tx"] == 1
+    no_leaks()
+
+
+def test_client_counts_oversized_response_headers(eal):
+    head = b"HTTP/1.1 200 OK\r\n" + b"X-Pad: " + b"a" * 1400 + b"\r\n"
+    segs = [head] + [b"X-Pad: " + b"a" * 1400 + b"\r\n"] * 6
+    c = _client_exchange("tl", segs)
+    assert c["http_err"] == 1 and c["err_read"] == 1 and c["sock_error"] == 1
+    no_leaks()
+
+
+def _fuzz_frames(rng, mac, n, src, dst, ports, lports):
+    """Random segments with valid checksums: any flags, sequence and acknowledgment
+    numbers, options and payload, to and from the ports the engine keeps sockets for."""
+    out = []
+    for _ in range(n):
+        flags = rng.getrandbits(6)
+        opts = b""
+        if rng.random() < 0.3:
+            opts = bytes(rng.getrandbits(8) for _ in range(rng.choice((4, 8, 12))))
+        payload = bytes(rng.getrandbits(8) for _ in range(rng.choice((0, 0, 1, 20, 200))))
+        if rng.random() < 0.2:
+            payload = rng.choice((b"GET / HTTP/1.1\r\n\r\n", b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc",
+                                  b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"))
+        seg = tcp(rng.choice(lports), rng.choice(ports), rng.getrandbits(32), rng.getrandbits(32), flags,
+                  payload, opts=opts, src=src, dst=dst)
+        f = frame(mac, ip4(src, dst, 6, seg))
+        if rng.random() < 0.1:
+            f = f[:rng.randrange(14, len(f))]                 # cut anywhere
+        out.append(f)
+    return out
+
+
+def _push(raw, frames, timeout=20.0):
+    """Every frame into the ring, draining what comes back meanwhile."""
+    deadline, i = time.monotonic() + timeout, 0
+    while i < len(frames):
+        i += raw.send(frames[i:i + 64])
+        raw.recv(64)
+        assert time.monotonic() < deadline, "the ring stayed full"
+
+
+@pytest.mark.parametrize("seed", [6, 7])
+def test_fuzzed_segments_never_crash_server_or_client(eal, seed):
+    import random
+    rng = random.Random(seed)
+    # the server, fed random segments from its client's address
+    srv = dpdk_tcp.build(DpdkHttpServer(port="ring:tz:1", payload_size=2000, duration=30,
+                                        retransmit_timeout="20ms", retries=1))
+    raw = _dpdk.Port("ring:tz:0")
+    try:
+        srv.start()
+        mac = srv.port_list[0].mac
+        frames = _fuzz_frames(rng, mac, 6000, CLI, SRV, [80, 80, 81], [40000, 40001, 40002, rng.randrange(65536)])
+        _push(raw, frames)
+        time.sleep(0.3)
+        while raw.recv(64):
+            pass
+        c = counters(srv)
+        assert srv.running() and srv.error() is None
+        assert c["pkts_rx"] == 6000 and c["bad_rx"] > 0 and c["tcp_rx"] > 0
+        assert c["sock_open"] > 0 and c["rst_tx"] > 0 and c["tcp_drop"] > 0
+        assert c["sock_open"] == c["sock_close"] + c["sock_error"] + c["sock_current"]
+    finally:
+        srv.stop()
+        wait_done(srv)
+        srv.close()
+        raw.close()
+    # the client, fed random segments from its server's address while it runs
+    raw = _dpdk.Port("ring:tz:1")
+    cli = dpdk_tcp.build(DpdkHttpClient(port="ring:tz:0", cps=200, duration=1.0, gateway_mac=raw.mac,
+                                        lport_range=(3000, 3003), retransmit_timeout="20ms", retries=1))
+    try:
+        cli.start()
+        mac = cli.port_list[0].mac
+        frames = _fuzz_frames(rng, mac, 6000, SRV, CLI, [3000, 3001, 3002, 3003], [80])
+        _push(raw, frames)
+        wait_done(cli)
+        c = counters(cli)
+        assert cli.error() is None
+        assert c["pkts_rx"] == 6000 and c["sock_current"] == 0
+        assert c["sock_open"] == c["sock_close"] + c["sock_error"]
+    finally:
+        cli.close()
+        raw.close()
     no_leaks()

@@ -23,6 +23,7 @@ cdef extern from "tcp_engine.h":
         uint16_t lport_lo, lport_hi
         uint16_t mss
         uint8_t tos
+        uint16_t vlan
         int tcp_rst
         uint64_t rto_ns
         uint32_t retries
@@ -38,6 +39,7 @@ cdef extern from "tcp_engine.h":
         uint32_t launch_num
         uint64_t slow_start_ns, wait_ns
         int fast_close
+        int flood
         int cpu
 
     ctypedef struct pk_tcp_engine:

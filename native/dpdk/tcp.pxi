@@ -54,6 +54,7 @@ cdef class TcpEngine:
         cfg.lport_lo, cfg.lport_hi = lo, hi
         cfg.mss = c.get("mss", 1460)
         cfg.tos = c.get("tos", 0)
+        cfg.vlan = c.get("vlan", 0)
         cfg.tcp_rst = 1 if c.get("tcp_rst", True) else 0
         cfg.rto_ns = <uint64_t>(c.get("rto", 1.0) * 1e9)
         cfg.retries = c.get("retries", 3)
@@ -74,6 +75,7 @@ cdef class TcpEngine:
         cfg.slow_start_ns = <uint64_t>(c.get("slow_start", 0.0) * 1e9)
         cfg.wait_ns = <uint64_t>(c.get("wait", 0.0) * 1e9)
         cfg.fast_close = 1 if c.get("fast_close") else 0
+        cfg.flood = 1 if c.get("flood") else 0
         cfg.cpu = c.get("cpu", -1)
         err[0] = 0
         self.e = pk_tcp_create(port._live(), &cfg, err, sizeof(err))

@@ -44,9 +44,12 @@ enum {                              /* tsock.flags */
     F_FIN_RCVD = 0x10,
     F_HAVE_CL = 0x20,               /* CLIENT: the response has a Content-Length */
     F_WAITING = 0x40,               /* CLIENT: request out, response not whole yet */
+    F_CHUNKED = 0x80,               /* CLIENT: the response is chunked */
 };
 enum { TL_NONE = 0, TL_RTO = 1, TL_KA = 2, TL_N = 3 };
-enum { P_VER = 0, P_CODE, P_LINE, P_LSTART, P_NAME, P_CLVAL, P_LF_END, P_BODY, P_DONE };
+enum { P_VER = 0, P_CODE, P_LINE, P_LSTART, P_NAME, P_CLVAL, P_TENAME, P_TEVAL, P_LF_END, P_BODY,
+       P_CSIZE, P_CEXT, P_CDATA, P_CCRLF, P_TRAILER, P_TLINE, P_TLF, P_DONE };
+#define MAX_CHUNK_LINE 64           /* a chunk-size line longer than this is malformed */
 
 /* One socket: one cache line. Its addresses and ports are its index in the table. */
 typedef struct tsock {
@@ -90,7 +93,9 @@ struct pk_tcp_engine {
 
     uint8_t peer_mac[6];
     int peer_mac_ok;
+    uint32_t l2;                    /* Ethernet header bytes: 14, or 18 with an 802.1Q tag */
     struct rte_mbuf *tx[TXQ];
+    uint32_t txlen[TXQ];
     uint32_t ntx;
     uint64_t current;               /* sockets not CLOSED */
     uint64_t lat_min;
@@ -245,26 +250,49 @@ static void record_latency(pk_tcp_engine *e, uint64_t ns)
 
 /* ------------------------------------------------------------ transmit */
 
-static void tx_flush(pk_tcp_engine *e)
+/* Hand the queue to the port. What it does not take stays queued for the next
+ * loop (a ring or memif peer that is a moment late); with drop, it is freed and
+ * counted (the end of a run, or a queue still full). */
+static void tx_flush_mode(pk_tcp_engine *e, int drop)
 {
     uint32_t done = 0;
-    for (int tries = 0; done < e->ntx && tries < 64; tries++)
+    for (int tries = 0; done < e->ntx && tries < 8; tries++)
         done += rte_eth_tx_burst(e->pid, 0, e->tx + done, (uint16_t)(e->ntx - done));
-    if (done < e->ntx) {
+    if (done) {                 /* counted as the port takes them (the mbufs are its now: lengths first) */
+        uint64_t bytes = 0;
+        for (uint32_t i = 0; i < done; i++)
+            bytes += e->txlen[i] + FCS_LEN;
+        pk_add(&e->c, PK_pkts_tx, done);
+        pk_add(&e->c, PK_bytes_tx, bytes);
+        if (done < e->ntx)
+            memmove(e->txlen, e->txlen + done, sizeof(e->txlen[0]) * (e->ntx - done));
+    }
+    if (done < e->ntx && drop) {
         for (uint32_t i = done; i < e->ntx; i++)
             rte_pktmbuf_free(e->tx[i]);
         pk_add(&e->c, PK_drop_tx, e->ntx - done);
+        done = e->ntx;
     }
-    e->ntx = 0;
+    if (done && done < e->ntx)
+        memmove(e->tx, e->tx + done, sizeof(e->tx[0]) * (e->ntx - done));
+    e->ntx -= done;
 }
 
-static inline void tx_put(pk_tcp_engine *e, struct rte_mbuf *m)
+static void tx_flush(pk_tcp_engine *e) { tx_flush_mode(e, 0); }
+
+/* Queue a frame; 0 when the queue stays full and it is dropped (counted). */
+static inline int tx_put(pk_tcp_engine *e, struct rte_mbuf *m)
 {
-    pk_add(&e->c, PK_pkts_tx, 1);
-    pk_add(&e->c, PK_bytes_tx, rte_pktmbuf_pkt_len(m) + FCS_LEN);
-    e->tx[e->ntx++] = m;
     if (e->ntx == TXQ)
         tx_flush(e);
+    if (e->ntx == TXQ) {        /* the port takes nothing: this frame is lost */
+        rte_pktmbuf_free(m);
+        cnt(e, PK_drop_tx);
+        return 0;
+    }
+    e->txlen[e->ntx] = rte_pktmbuf_pkt_len(m);
+    e->tx[e->ntx++] = m;
+    return 1;
 }
 
 static const uint8_t *dst_mac(const pk_tcp_engine *e)
@@ -273,6 +301,21 @@ static const uint8_t *dst_mac(const pk_tcp_engine *e)
     if (e->cfg.role == PK_TCP_CLIENT)
         return e->cfg.gateway_mac;
     return e->peer_mac_ok ? e->peer_mac : bcast;
+}
+
+/* The Ethernet header (with the 802.1Q tag when a VLAN is set); returns its length. */
+static inline uint32_t put_l2(const pk_tcp_engine *e, uint8_t *d, const uint8_t *dst, uint16_t type)
+{
+    memcpy(d, dst, 6);
+    memcpy(d + 6, e->mac, 6);
+    if (e->cfg.vlan) {
+        wr16(d + 12, 0x8100);
+        wr16(d + 14, e->cfg.vlan);
+        wr16(d + 16, type);
+        return 18;
+    }
+    wr16(d + 12, type);
+    return ETH_LEN;
 }
 
 /* One TCP segment from the template: Ethernet, IPv4 (TOS, DF), TCP with the
@@ -287,16 +330,13 @@ static void tx_seg(pk_tcp_engine *e, uint32_t lip, uint32_t rip, uint16_t lport,
     }
     uint32_t opt = (flags & TH_SYN) ? 4 : 0;
     uint32_t tcplen = TCP_LEN + opt + len;
-    uint8_t *d = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)(ETH_LEN + IP_LEN + tcplen));
+    uint8_t *d = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)(e->l2 + IP_LEN + tcplen));
     if (!d) {
         rte_pktmbuf_free(m);
         cnt(e, PK_drop_tx);
         return;
     }
-    memcpy(d, dst_mac(e), 6);
-    memcpy(d + 6, e->mac, 6);
-    wr16(d + 12, 0x0800);
-    uint8_t *ip = d + ETH_LEN;
+    uint8_t *ip = d + put_l2(e, d, dst_mac(e), 0x0800);
     ip[0] = 0x45;
     ip[1] = e->cfg.tos;
     wr16(ip + 2, (uint16_t)(IP_LEN + tcplen));
@@ -336,13 +376,14 @@ static void tx_seg(pk_tcp_engine *e, uint32_t lip, uint32_t rip, uint16_t lport,
         s += msg_sum(e, off, off + len);
     uint16_t ck = (uint16_t)~fold(s);
     memcpy(th + 16, &ck, 2);
+    if (!tx_put(e, m))
+        return;
     if (flags & TH_SYN)
         cnt(e, PK_syn_tx);
     if (flags & TH_FIN)
         cnt(e, PK_fin_tx);
     if (flags & TH_RST)
         cnt(e, PK_rst_tx);
-    tx_put(e, m);
 }
 
 /* A segment of socket idx. */
@@ -500,25 +541,38 @@ static int server_scan(pk_tcp_engine *e, tsock *s, const uint8_t *p, uint32_t n)
 }
 
 static const char CL_NAME[] = "content-length:";
+static const char TE_NAME[] = "transfer-encoding:";
+static const char CHUNKED[] = "chunked";
 
-/* CLIENT: response bytes. Returns 1 when the response is whole, 0 for more,
- * -1 malformed (or chunked, not built yet). Bytes after a whole response are an error. */
+static inline int hexval(uint8_t c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    c |= 0x20;
+    return (c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1;
+}
+
+/* CLIENT: response bytes, in any split. Content-Length and chunked bodies (a body
+ * read until close is not built). Returns 1 when the response is whole, 0 for more,
+ * -1 malformed. Bytes after a whole response are an error (no pipelining). */
 static int client_parse(tsock *s, const uint8_t *p, uint32_t n)
 {
     uint32_t i = 0;
     while (i < n) {
-        if (s->parse == P_BODY) {
+        if (s->parse == P_BODY || s->parse == P_CDATA) {
             uint32_t k = n - i < s->body_left ? n - i : s->body_left;
             s->body_left -= k;
             i += k;
-            if (s->body_left == 0)
-                s->parse = P_DONE;
+            if (s->body_left == 0) {
+                s->parse = s->parse == P_BODY ? P_DONE : P_CCRLF;
+                s->match = 0;
+            }
             continue;
         }
         if (s->parse == P_DONE)
             return -1;
         uint8_t c = p[i++];
-        if (++s->hdr_bytes > MAX_HDR_BYTES)
+        if (s->parse < P_BODY && ++s->hdr_bytes > MAX_HDR_BYTES)
             return -1;
         uint8_t lc = (c >= 'A' && c <= 'Z') ? (uint8_t)(c + 32) : c;
         switch (s->parse) {
@@ -554,7 +608,9 @@ static int client_parse(tsock *s, const uint8_t *p, uint32_t n)
             if (c == '\n')
                 goto headers_done;
             s->match = 0;
-            s->parse = P_NAME;
+            s->parse = (c == 't' || c == 'T') ? P_TENAME : P_NAME;
+            if (s->parse == P_TENAME)
+                goto te_name;
             /* fall through */
         case P_NAME:
             if (lc == (uint8_t)CL_NAME[s->match]) {
@@ -569,6 +625,33 @@ static int client_parse(tsock *s, const uint8_t *p, uint32_t n)
             } else {
                 s->parse = (c == '\n') ? P_LSTART : P_LINE;
             }
+            break;
+        case P_TENAME:
+        te_name:
+            if (lc == (uint8_t)TE_NAME[s->match]) {
+                if (++s->match == sizeof(TE_NAME) - 1) {
+                    s->match = 0;
+                    s->parse = P_TEVAL;
+                }
+            } else {
+                s->parse = (c == '\n') ? P_LSTART : P_LINE;
+            }
+            break;
+        case P_TEVAL:               /* only "chunked" is understood */
+            if ((c == ' ' || c == '\t') && (s->match == 0 || s->match == sizeof(CHUNKED) - 1))
+                break;
+            if (c == '\r' && s->match == sizeof(CHUNKED) - 1)
+                break;
+            if (c == '\n') {
+                if (s->match != sizeof(CHUNKED) - 1 || (s->flags & F_CHUNKED))
+                    return -1;
+                s->flags |= F_CHUNKED;
+                s->parse = P_LSTART;
+                break;
+            }
+            if (s->match >= sizeof(CHUNKED) - 1 || lc != (uint8_t)CHUNKED[s->match])
+                return -1;
+            s->match++;
             break;
         case P_CLVAL:
             if (c == ' ' || c == '\t' || c == '\r')
@@ -588,9 +671,81 @@ static int client_parse(tsock *s, const uint8_t *p, uint32_t n)
             if (c != '\n')
                 return -1;
         headers_done:
+            if (s->flags & F_CHUNKED) {
+                if (s->flags & F_HAVE_CL)
+                    return -1;      /* both: ambiguous framing, refused */
+                s->parse = P_CSIZE;
+                s->match = 0;
+                s->body_left = 0;
+                break;
+            }
             if (!(s->flags & F_HAVE_CL))
-                return -1;          /* chunked and read-until-close: not built yet */
+                return -1;          /* read-until-close: not built */
             s->parse = s->body_left ? P_BODY : P_DONE;
+            break;
+        case P_CSIZE:               /* hex size; match: characters of the line so far */
+            if (++s->match > MAX_CHUNK_LINE)
+                return -1;
+            if (hexval(c) >= 0) {
+                if (s->body_left >= (1u << 27))
+                    return -1;
+                s->body_left = s->body_left * 16 + (uint32_t)hexval(c);
+                s->flags |= F_HAVE_CL;   /* here: at least one digit */
+            } else if (c == ';' || c == ' ' || c == '\t') {
+                s->parse = P_CEXT;
+            } else if (c == '\r') {
+                ;
+            } else if (c == '\n') {
+                goto chunk_line_done;
+            } else {
+                return -1;
+            }
+            break;
+        case P_CEXT:
+            if (++s->match > MAX_CHUNK_LINE)
+                return -1;
+            if (c == '\n')
+                goto chunk_line_done;
+            break;
+        chunk_line_done:
+            if (!(s->flags & F_HAVE_CL))
+                return -1;          /* no digits */
+            s->flags &= (uint8_t)~F_HAVE_CL;
+            s->match = 0;
+            s->parse = s->body_left ? P_CDATA : P_TRAILER;
+            break;
+        case P_CCRLF:               /* the CRLF after chunk data */
+            if (c == '\r' && s->match == 0) {
+                s->match = 1;
+                break;
+            }
+            if (c != '\n')
+                return -1;
+            s->match = 0;
+            s->parse = P_CSIZE;
+            break;
+        case P_TRAILER:             /* trailer lines, then an empty line */
+            if (c == '\r') {
+                s->parse = P_TLF;
+                break;
+            }
+            if (c == '\n') {
+                s->parse = P_DONE;
+                break;
+            }
+            s->match = 1;
+            s->parse = P_TLINE;
+            break;
+        case P_TLINE:
+            if (++s->match > 250)  /* match is 8 bits: trailer lines up to 250 */
+                return -1;
+            if (c == '\n')
+                s->parse = P_TRAILER;
+            break;
+        case P_TLF:
+            if (c != '\n')
+                return -1;
+            s->parse = P_DONE;
             break;
         default:
             return -1;
@@ -606,7 +761,7 @@ static void client_reset_parser(tsock *s)
     s->hdr_bytes = 0;
     s->status = 0;
     s->body_left = 0;
-    s->flags &= (uint8_t)~F_HAVE_CL;
+    s->flags &= (uint8_t)~(F_HAVE_CL | F_CHUNKED);
 }
 
 static void client_request(pk_tcp_engine *e, uint32_t idx, uint64_t now)
@@ -967,13 +1122,13 @@ static int my_addr(const pk_tcp_engine *e, uint32_t ip_net)
     return e->cfg.role == PK_TCP_CLIENT && ip_slot(e, rte_be_to_cpu_32(ip_net), &slot) == 0;
 }
 
-static int handle_arp(pk_tcp_engine *e, uint8_t *d, uint32_t len)
+static int handle_arp(pk_tcp_engine *e, uint8_t *d, uint32_t len, uint32_t l2)
 {
-    if (len < ETH_LEN + 28) {
+    if (len < l2 + 28) {
         cnt(e, PK_bad_rx);
         return 0;
     }
-    uint8_t *arp = d + ETH_LEN;
+    uint8_t *arp = d + l2;
     if (rd16(arp) != 1 || rd16(arp + 2) != 0x0800 || arp[4] != 6 || arp[5] != 4) {
         cnt(e, PK_bad_rx);
         return 0;
@@ -1013,11 +1168,9 @@ static void send_arp_request(pk_tcp_engine *e)
         rte_pktmbuf_free(m);
         return;
     }
+    static const uint8_t bcast[6] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
     memset(d, 0, 60);
-    memset(d, 0xff, 6);
-    memcpy(d + 6, e->mac, 6);
-    wr16(d + 12, 0x0806);
-    uint8_t *a = d + ETH_LEN;
+    uint8_t *a = d + put_l2(e, d, bcast, 0x0806);
     wr16(a, 1);
     wr16(a + 2, 0x0800);
     a[4] = 6;
@@ -1039,20 +1192,36 @@ static int handle_frame(pk_tcp_engine *e, struct rte_mbuf *m, uint64_t now)
         return 0;
     }
     uint16_t type = rd16(d + 12);
+    uint32_t l2 = ETH_LEN;
+    if (type == 0x8100) {           /* 802.1Q: ours only with our VLAN */
+        if (len < 18) {
+            cnt(e, PK_bad_rx);
+            return 0;
+        }
+        if (!e->cfg.vlan || (rd16(d + 14) & 0x0fff) != e->cfg.vlan) {
+            cnt(e, PK_other_rx);
+            return 0;
+        }
+        type = rd16(d + 16);
+        l2 = 18;
+    } else if (e->cfg.vlan) {       /* untagged, while we are on a VLAN */
+        cnt(e, PK_other_rx);
+        return 0;
+    }
     if (type == 0x0806)
-        return handle_arp(e, d, len);
+        return handle_arp(e, d, len, l2);
     if (type != 0x0800) {
         cnt(e, PK_other_rx);
         return 0;
     }
-    if (len < ETH_LEN + IP_LEN || m->nb_segs != 1) {
+    if (len < l2 + IP_LEN || m->nb_segs != 1) {
         cnt(e, PK_bad_rx);
         return 0;
     }
-    uint8_t *ip = d + ETH_LEN;
+    uint8_t *ip = d + l2;
     uint32_t ihl = (uint32_t)(ip[0] & 15) * 4;
     uint32_t tot = rd16(ip + 2);
-    if ((ip[0] >> 4) != 4 || ihl < IP_LEN || ETH_LEN + ihl > len || tot < ihl || ETH_LEN + tot > len ||
+    if ((ip[0] >> 4) != 4 || ihl < IP_LEN || l2 + ihl > len || tot < ihl || l2 + tot > len ||
         fold(sum16(ip, ihl, 0)) != 0xffff || (rd16(ip + 6) & 0x3fff) != 0) {
         cnt(e, PK_bad_rx);
         return 0;
@@ -1088,8 +1257,8 @@ static int handle_frame(pk_tcp_engine *e, struct rte_mbuf *m, uint64_t now)
         l4[2] = l4[3] = 0;
         c = (uint16_t)~fold(sum16(l4, l4len, 0));
         memcpy(l4 + 2, &c, 2);
-        m->data_len = (uint16_t)(ETH_LEN + tot);
-        m->pkt_len = ETH_LEN + tot;
+        m->data_len = (uint16_t)(l2 + tot);
+        m->pkt_len = l2 + tot;
         return 1;
     }
     if (ip[9] == 17) {
@@ -1175,11 +1344,7 @@ static void rx_burst(pk_tcp_engine *e, uint64_t now)
         pk_add(&e->c, PK_pkts_rx, 1);
         pk_add(&e->c, PK_bytes_rx, rte_pktmbuf_pkt_len(m[i]) + FCS_LEN);
         if (handle_frame(e, m[i], now)) {
-            pk_add(&e->c, PK_pkts_tx, 1);
-            pk_add(&e->c, PK_bytes_tx, rte_pktmbuf_pkt_len(m[i]) + FCS_LEN);
-            e->tx[e->ntx++] = m[i];
-            if (e->ntx == TXQ)
-                tx_flush(e);
+            tx_put(e, m[i]);
         } else {
             rte_pktmbuf_free(m[i]);
         }
@@ -1266,6 +1431,14 @@ static void launch(pk_tcp_engine *e, uint64_t now, uint64_t t_start)
         target = 1;                 /* the first connection at once */
     uint32_t budget = e->cfg.launch_num;
     while (budget-- && (double)e->launched < target) {
+        if (e->cfg.flood) {         /* a SYN from the next tuple; nothing is kept */
+            tuple4 t;
+            sock_tuple(e, e->cursor, &t);
+            e->cursor = (e->cursor + 1 == e->nsock) ? 0 : e->cursor + 1;
+            e->launched++;
+            tx_seg(e, t.cip, rte_be_to_cpu_32(e->cfg.server_ip), t.cport, t.sport, tsc_rand(e), 0, TH_SYN, 0, 0);
+            continue;
+        }
         if (e->cfg.cc && e->current >= e->cfg.cc) {
             e->launched = (uint64_t)target;   /* at the concurrency target: no backlog */
             return;
@@ -1360,12 +1533,13 @@ static void worker_loop(pk_tcp_engine *e)
                 if (e->launching || !e->draining) {
                     e->launching = 0;
                     e->draining = 1;
-                    drain_end = now + drain_c;
+                    drain_end = now + (e->cfg.flood ? drain_c / 8 : drain_c);
                     /* idle keep-alive connections close now */
                     for (int k = 0; e->head[TL_KA] && k < 1 << 30; k++)
                         on_ka(e, e->head[TL_KA] - 1, now);
                 }
-                if (e->current == 0 || now >= drain_end)
+                /* a flood keeps no sockets: it stays a moment to answer the last SYN-ACKs */
+                if ((e->current == 0 && !e->cfg.flood) || now >= drain_end)
                     break;
             }
         } else if (now >= launch_end || stopping(e)) {
@@ -1383,16 +1557,20 @@ static void worker_loop(pk_tcp_engine *e)
             pk_set(&e->c, PK_cpu_wall_ns, (uint64_t)((double)(t1 - wall0) * 1e9 / hz));
         }
     }
-    if (e->ntx)
+    for (int k = 0; k < 100 && e->ntx; k++)
         tx_flush(e);
+    if (e->ntx)
+        tx_flush_mode(e, 1);
     /* what is still open at the end: the client's are errors (they did not finish in the
      * drain time); the server's stay counted as current */
     if (client) {
         for (uint32_t i = 0; i < e->nsock && e->current; i++)
             if (e->socks[i].state != S_CLOSED)
                 sock_abort(e, i, PK_err_timeout);
-        if (e->ntx)
+        for (int k = 0; k < 100 && e->ntx; k++)
             tx_flush(e);
+        if (e->ntx)
+            tx_flush_mode(e, 1);
     }
     uint64_t t1 = rte_rdtsc();
     read_nic(e, 0);
@@ -1445,6 +1623,7 @@ pk_tcp_engine *pk_tcp_create(pk_dpdk_port *port, const pk_tcp_cfg *cfg, char *er
     }
     if (cfg->listen_num < 1 || (uint32_t)cfg->listen + cfg->listen_num > 65536 || cfg->mss < 64 ||
         cfg->burst < 1 || cfg->burst > 256 || cfg->msg_len == 0 || cfg->msg_len > PK_TCP_MAX_MSG ||
+        cfg->vlan > 4094 ||
         (cfg->role == PK_TCP_CLIENT && (cfg->lport_lo < 1 || cfg->lport_lo > cfg->lport_hi ||
                                         cfg->msg_len > cfg->mss || !(cfg->cps > 0) || cfg->launch_num < 1))) {
         set_err(err, errlen, "tcp: a field is out of range (the spec checks them: use perfkit's specs)");
@@ -1475,6 +1654,7 @@ pk_tcp_engine *pk_tcp_create(pk_dpdk_port *port, const pk_tcp_cfg *cfg, char *er
     e->pid = (uint16_t)pk_dpdk_port_id(port);
     pk_dpdk_port_mac(port, e->mac);
     e->pool = pool;
+    e->l2 = cfg->vlan ? 18 : ETH_LEN;
     e->slots = (uint32_t)slots;
     e->nports_c = cfg->role == PK_TCP_CLIENT ? (uint32_t)per : 0;
     e->nsock = (uint32_t)nsock;

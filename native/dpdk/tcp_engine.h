@@ -43,6 +43,7 @@ typedef struct pk_tcp_cfg {
     uint16_t lport_lo, lport_hi; /* CLIENT */
     uint16_t mss;
     uint8_t tos;
+    uint16_t vlan;               /* 802.1Q VLAN id on every frame, 0 = untagged */
     int tcp_rst;
     uint64_t rto_ns;
     uint32_t retries;
@@ -59,6 +60,7 @@ typedef struct pk_tcp_cfg {
     uint32_t launch_num;
     uint64_t slow_start_ns, wait_ns;
     int fast_close;
+    int flood;                   /* CLIENT: SYNs only, no sockets (a SYN-ACK is answered with RST) */
     int cpu;
 } pk_tcp_cfg;
 

@@ -25,7 +25,7 @@ def status() -> dict:
 def config(spec) -> dict:
     """The worker's settings for _dpdk.TcpEngine."""
     common = {"ip": spec.ip, "clients": [tuple(r) for r in spec.clients], "listen": spec.listen,
-              "listen_num": spec.listen_num, "mss": spec.mss, "tos": spec.tos,
+              "listen_num": spec.listen_num, "mss": spec.mss, "tos": spec.tos, "vlan": spec.vlan,
               "tcp_rst": spec.tcp_rst, "rto": spec.retransmit_timeout, "retries": spec.retries,
               "burst": spec.burst, "duration": spec.duration}
     if isinstance(spec, DpdkHttpServer):
@@ -36,7 +36,7 @@ def config(spec) -> dict:
                 "msg": spec.request_bytes(), "cps": float(spec.cps), "cc": int(spec.cc),
                 "ka_interval": spec.keepalive, "ka_requests": spec.keepalive_requests,
                 "launch_num": spec.launch_num, "slow_start": spec.slow_start, "wait": spec.wait,
-                "fast_close": spec.fast_close}
+                "fast_close": spec.fast_close, "flood": spec.flood}
     raise ValueError(f"engine: dpdk_tcp runs DpdkHttpServer and DpdkHttpClient specs, "
                      f"not {type(spec).__name__}")
 
