@@ -287,7 +287,7 @@ def test_dpdk_notebook_runs_and_its_flows_panel_starts_a_live_run(jupyter, brows
         def field(name):
             return cell.locator(".widget-hbox").filter(has=page.get_by_text(re.compile(rf"^(⚠ )?{name}$")))
         message = cell.locator(".widget-html").filter(has_text=re.compile(r"✓ ready: |⚠ \w+: "))
-        expect(field("size")).to_contain_text("range 64..1518")
+        expect(field("size")).to_contain_text("range 64..9018")
         port = field("port").locator("input")
         port.fill("eth0")                                 # not a DPDK port: the spec says so
         expect(start).to_be_disabled(timeout=10_000)
