@@ -198,6 +198,7 @@ class RemoteTest(_SocketTest):
 DPDK_MODES = ("rxonly", "reverse")
 DPDK_DRIVERS = ("net_null", "net_ring", "net_memif", "net_af_packet", "net_tap", "net_af_xdp")
 DPDK_KERNEL_DRIVERS = ("net_af_packet", "net_tap", "net_af_xdp")   # they reach a kernel: lab namespaces only
+AF_PACKET_DEFAULTS = {"qdisc_bypass": 0, "framecnt": 4096}         # added to net_af_packet ports unless given
 DPDK_MIN_SIZE, DPDK_MAX_SIZE = 64, 9018   # above DPDK_STD_SIZE: jumbo frames (MTU 9000)
 DPDK_STD_SIZE = 1518
 DPDK_JUMBO_PORTS = ("ring:", "net_ring", "net_null", "net_memif")   # carry jumbo frames as they are
@@ -285,6 +286,13 @@ def check_dpdk_port(dev, field: str = "port", netns=None) -> str:
                          "/run/netns/NAME) so that its traffic stays in the lab")
     if driver in ("net_af_packet", "net_af_xdp") and not any(a.startswith("iface=") for a in args):
         raise ValueError(f"{field}: {dev!r}: {driver} needs iface=IF")
+    if driver == "net_af_packet":
+        # DPDK's own defaults bypass the qdisc (a lab link's impairments and rate would not
+        # apply to what the port sends) and keep 512-frame rings (overrun when a worker is
+        # descheduled for a few ms): perfkit's defaults, unless the port string says otherwise
+        for key, value in AF_PACKET_DEFAULTS.items():
+            if not any(a.startswith(key + "=") for a in args):
+                dev += f",{key}={value}"
     return dev
 
 

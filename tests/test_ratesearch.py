@@ -230,12 +230,12 @@ def test_dpdk_search_finds_a_lab_links_rate_limit(dpdk):
     """DPDK frames through the kernel: perfkit's generator on af_packet in h1, its reflector
     on af_packet in h2 (both in this process), the veth between them shaped by tbf at
     5 Mbit/s (tbf). 64 B frames (FCS counted) are 60 B in the kernel: 10.42 kpps.
-    qdisc_bypass=0 sends the generator's frames through the qdisc (DPDK bypasses it by
-    default); the reflector keeps bypassing it, so only the way out is shaped (a reflector
-    behind a full qdisc keeps frames in its af_packet TX ring until its next send: they
-    would come back in the next trial);
-    framecnt=4096 rings (default 512: 50 ms at this rate) ride out the scheduling stalls of a
-    busy machine, which otherwise lose frames well below the link's rate."""
+    perfkit's af_packet defaults send the generator's frames through the qdisc
+    (qdisc_bypass=0; DPDK's own default bypasses it); the reflector is told qdisc_bypass=1,
+    so only the way out is shaped (a reflector behind a full qdisc keeps frames in its
+    af_packet TX ring until its next send: they would come back in the next trial);
+    framecnt=4096 rings (DPDK's default 512: 50 ms at this rate) ride out the scheduling
+    stalls of a busy machine, which otherwise lose frames well below the link's rate."""
     import ipaddress
     if os.geteuid() != 0:
         pytest.skip("needs root: the lab makes network namespaces")
@@ -254,7 +254,7 @@ def test_dpdk_search_finds_a_lab_links_rate_limit(dpdk):
         h1, h2 = lab.hosts
         net = ipaddress.ip_network(f"{h1.ipv4}/24", strict=False)
         a, b = str(net.network_address + 200), str(net.network_address + 201)
-        refl = perfkit.Run(DpdkReflect(port=f"net_af_packet1,iface={h2.ifname},framecnt=4096", netns=h2.netns_path,
+        refl = perfkit.Run(DpdkReflect(port=f"net_af_packet1,iface={h2.ifname},qdisc_bypass=1,framecnt=4096", netns=h2.netns_path,
                                        ip=b, mode="reverse", duration="40s"), engine="dpdk").start()
         try:
             res = search(DpdkFlows(port=f"net_af_packet0,iface={h1.ifname},qdisc_bypass=0,framecnt=4096",

@@ -211,3 +211,14 @@ def test_gso_default_only_on_loopback_udp_bw(kw, gso):
 
 def test_remote_test_never_picks_gso_itself():
     assert specmod.RemoteTest(test="udp_bw", host="127.0.0.1").gso == 0
+
+
+def test_af_packet_ports_get_perfkits_defaults_unless_given():
+    """DPDK's af_packet bypasses the qdisc (a lab link's impairments would not apply to what
+    it sends) and keeps 512-frame rings: perfkit adds its own defaults, never over the user's."""
+    ns = "/run/netns/pk-x-h1"
+    assert specmod.check_dpdk_port("net_af_packet0,iface=v", netns=ns) == \
+        "net_af_packet0,iface=v,qdisc_bypass=0,framecnt=4096"
+    assert specmod.check_dpdk_port("net_af_packet0,iface=v,qdisc_bypass=1,framecnt=512", netns=ns) == \
+        "net_af_packet0,iface=v,qdisc_bypass=1,framecnt=512"
+    assert specmod.check_dpdk_port("net_tap0,iface=t", netns=ns) == "net_tap0,iface=t"
