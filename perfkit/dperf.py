@@ -20,6 +20,7 @@ import ipaddress
 import re
 from dataclasses import dataclass, field
 
+from perfkit.report import _time_us
 from perfkit.spec import DpdkHttpClient, DpdkHttpServer
 
 DPERF_DEFAULTS = {"launch_num": 4, "slow_start": 30.0, "wait": 3.0, "duration": 100.0,
@@ -532,8 +533,8 @@ def summary_lines(row: dict, summary: dict) -> str:
     lines.append(f"    {'retransmits':<13} =  {rt:,} ({g('retrans_syn'):,} syn, {g('retrans_fin'):,} fin, "
                  f"{g('retrans_push'):,} data)")
     if summary.get("lat_count"):
-        lines.append(f"    {'response':<13} =  p50 {summary['lat_p50_us']:.4g} us  p99 {summary['lat_p99_us']:.4g} us"
-                     f"  p99.9 {summary['lat_p999_us']:.4g} us  max {summary['lat_max_us']:.4g} us")
+        t = {k: _time_us(summary[f"lat_{k}_us"]) for k in ("p50", "p99", "p999", "max")}
+        lines.append(f"    {'response':<13} =  p50 {t['p50']}  p99 {t['p99']}  p99.9 {t['p999']}  max {t['max']}")
     if "cpu_pct" in summary:
         lines.append(f"    {'cpu':<13} =  {summary['cpu_pct']:.0f}% of one core")
     return "\n".join(lines)
