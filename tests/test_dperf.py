@@ -17,7 +17,7 @@ def err(text, match):
 def test_client_cps_file():
     s = spec.from_dperf(DATA / "client-cps.conf", netns="/run/netns/pk")
     assert isinstance(s, DpdkHttpClient)
-    assert s.port == "net_af_packet0,iface=pkd0"
+    assert s.port == "net_af_packet0,iface=pkd0,qdisc_bypass=0,framecnt=4096"   # perfkit's af_packet defaults
     assert (s.ip, s.gateway, s.server) == ("198.18.0.1", "198.18.0.2", "198.18.0.2")
     assert s.clients == (("198.18.0.1", 1),)
     assert (s.listen, s.listen_num) == (80, 1)
