@@ -771,6 +771,7 @@ typedef struct worker {
     uint32_t src_h, dst_h;       /* first source and destination address, host order */
     uint32_t nsp, ndp, nsi, ndi; /* the ranges, each >= 1 */
     uint32_t dsp, ddp, dsi, ddi; /* next_flow's place in them */
+    uint32_t wrap[4];            /* flow_first's place (dsp ddp dsi ddi): a wrap without division */
     struct rte_mbuf *pend[PK_DPDK_MAX_BURST + 1];  /* built, not yet taken by the port (+1: a probe) */
     uint32_t pend_len[PK_DPDK_MAX_BURST + 1];      /* their frame bytes, FCS counted; | PROBE_FLAG */
     uint64_t probe_seq;          /* probes sent = the next probe sequence number */
@@ -1208,7 +1209,12 @@ static void gen_flow_set(worker *w, uint32_t f)
 static inline void gen_flow_next(worker *w)
 {
     if (++w->next_flow == w->cfg.flow_first + w->cfg.flows) {
-        gen_flow_set(w, w->cfg.flow_first);
+        /* one flow wraps every frame: no division here */
+        w->next_flow = w->cfg.flow_first;
+        w->dsp = w->wrap[0];
+        w->ddp = w->wrap[1];
+        w->dsi = w->wrap[2];
+        w->ddi = w->wrap[3];
         return;
     }
     if (++w->dsp < w->nsp)
@@ -1844,6 +1850,10 @@ static int alloc_worker(worker *w)
         w->src_h = rte_be_to_cpu_32(w->port->ip);
         w->dst_h = rte_be_to_cpu_32(c->dst_ip);
         gen_flow_set(w, c->flow_first);
+        w->wrap[0] = w->dsp;
+        w->wrap[1] = w->ddp;
+        w->wrap[2] = w->dsi;
+        w->wrap[3] = w->ddi;
         gen_template(w);
     }
     return 0;
