@@ -763,6 +763,7 @@ typedef struct worker {
     uint32_t frame_len;          /* its length */
     uint16_t *pattern;           /* frame lengths without FCS, sent in turn */
     struct rte_mempool *gpool;   /* where its frames come from: the jumbo pool for long ones */
+    struct rte_mempool_cache *gcache;  /* this thread's cache of it (no TLS lookup per burst) */
     uint32_t npattern, next_size;
     uint64_t ip_base;            /* IPv4 header words that never change (length, addresses: 0) */
     uint64_t udp_base;           /* UDP words that never change (protocol; the filler is 0) */
@@ -771,6 +772,7 @@ typedef struct worker {
     uint32_t src_h, dst_h;       /* first source and destination address, host order */
     uint32_t nsp, ndp, nsi, ndi; /* the ranges, each >= 1 */
     uint32_t dsp, ddp, dsi, ddi; /* next_flow's place in them */
+    uint32_t wrap[4];            /* flow_first's place (dsp ddp dsi ddi): a wrap without division */
     struct rte_mbuf *pend[PK_DPDK_MAX_BURST + 1];  /* built, not yet taken by the port (+1: a probe) */
     uint32_t pend_len[PK_DPDK_MAX_BURST + 1];      /* their frame bytes, FCS counted; | PROBE_FLAG */
     uint64_t probe_seq;          /* probes sent = the next probe sequence number */
@@ -1176,7 +1178,7 @@ static uint32_t rx_service(worker *w)
 static void gen_template(worker *w)
 {
     uint8_t *d = w->tmpl;
-    memset(d, 0, w->frame_len);
+    memset(d, 0, (w->frame_len + 63u) & ~63u);   /* the whole allocation: gen_build copies 64 at least */
     memcpy(d, w->dst_mac, 6);
     memcpy(d + 6, w->port->mac, 6);
     wr16(d + 12, 0x0800);
@@ -1208,7 +1210,12 @@ static void gen_flow_set(worker *w, uint32_t f)
 static inline void gen_flow_next(worker *w)
 {
     if (++w->next_flow == w->cfg.flow_first + w->cfg.flows) {
-        gen_flow_set(w, w->cfg.flow_first);
+        /* one flow wraps every frame: no division here */
+        w->next_flow = w->cfg.flow_first;
+        w->dsp = w->wrap[0];
+        w->ddp = w->wrap[1];
+        w->dsi = w->wrap[2];
+        w->ddi = w->wrap[3];
         return;
     }
     if (++w->dsp < w->nsp)
@@ -1229,14 +1236,22 @@ static inline void gen_flow_next(worker *w)
 static uint32_t gen_build(worker *w, uint32_t n, uint64_t now_ns)
 {
     struct rte_mbuf **slot = w->pend + w->npend;
-    if (rte_pktmbuf_alloc_bulk(w->gpool, slot, n) != 0)
+    /* rte_pktmbuf_alloc_bulk, with the cache found once per run and the reset
+     * done in the loop that writes the frame (one pass over each mbuf) */
+    if (rte_mempool_generic_get(w->gpool, (void **)slot, n, w->gcache) != 0)
         return 0;
     for (uint32_t i = 0; i < n; i++) {
         struct rte_mbuf *m = slot[i];
+        rte_pktmbuf_reset(m);
         uint8_t *d = rte_pktmbuf_mtod(m, uint8_t *);
         const uint32_t len = w->pattern[w->next_size];
         w->next_size = w->next_size + 1 == w->npattern ? 0 : w->next_size + 1;
-        rte_memcpy(d, w->tmpl, len);
+        /* short frames: one fixed 64-byte copy (no length branches); the mbuf's
+         * room is far larger and the template is padded to 64 bytes */
+        if (len <= 64)
+            memcpy(d, w->tmpl, 64);
+        else
+            rte_memcpy(d, w->tmpl, len);
         m->data_len = (uint16_t)len;
         m->pkt_len = len;
         w->pend_len[w->npend + i] = len + FCS_LEN;
@@ -1525,6 +1540,7 @@ static void run_gen(worker *w)
     const timebase *tb = &w->engine->tb;
     gen_resolve(w);
     memcpy(w->tmpl, w->dst_mac, 6);
+    w->gcache = rte_mempool_default_cache(w->gpool, rte_lcore_id());
     const uint64_t flush_c = tb_cycles(tb, FLUSH_NS), nic_c = tb_cycles(tb, NIC_EVERY_NS);
     const pace p = pace_make(w, tb);
     const uint32_t burst = w->cfg.burst;
@@ -1844,6 +1860,10 @@ static int alloc_worker(worker *w)
         w->src_h = rte_be_to_cpu_32(w->port->ip);
         w->dst_h = rte_be_to_cpu_32(c->dst_ip);
         gen_flow_set(w, c->flow_first);
+        w->wrap[0] = w->dsp;
+        w->wrap[1] = w->ddp;
+        w->wrap[2] = w->dsi;
+        w->wrap[3] = w->ddi;
         gen_template(w);
     }
     return 0;
