@@ -351,8 +351,44 @@ static void run_udp_recv(worker *w)
     }
 }
 
+/* One datagram at a time (batch 1, a latency test's far end): recvmsg/sendmsg
+ * as qperf's recvfrom/sendto, without the mmsg bookkeeping per round trip. */
+static void run_udp_reflect_one(worker *w)
+{
+    const int fd = w->fds[0];
+    struct msghdr *m = &w->msgs[0].msg_hdr;
+    uint64_t last_rx = 0, done_at = 0;
+    for (;;) {
+        m->msg_namelen = sizeof(struct sockaddr_storage);
+        w->iov[0].iov_len = w->buf_len;
+        ssize_t r = recvmsg(fd, m, wait_flag(w, last_rx, 0));
+        uint64_t now = pk_now_ns();
+        account_cpu(w, now, 0);
+        if (r < 0) {
+            if (receiver_finished(w, now, last_rx, &done_at))
+                break;
+            continue;
+        }
+        last_rx = now;
+        pk_add(&w->c, PK_pkts_rx, 1);
+        pk_add(&w->c, PK_udp_rx, 1);
+        pk_add(&w->c, PK_bytes_rx, (uint64_t)r);
+        w->iov[0].iov_len = (size_t)r;
+        if (sendmsg(fd, m, 0) == r) {
+            pk_add(&w->c, PK_pkts_tx, 1);
+            pk_add(&w->c, PK_bytes_tx, (uint64_t)r);
+        } else {
+            pk_add(&w->c, PK_drop_tx, 1);
+        }
+    }
+}
+
 static void run_udp_reflect(worker *w)
 {
+    if (w->cfg.batch <= 1) {
+        run_udp_reflect_one(w);
+        return;
+    }
     const int fd = w->fds[0];
     uint64_t last_rx = 0, done_at = 0;
     for (;;) {
