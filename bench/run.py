@@ -350,13 +350,14 @@ def run_iperf3_udp(ports: Ports, duration: float, size: int, bitrate: int) -> di
     }
 
 
-def run_iperf3_tcp(ports: Ports, duration: float) -> dict:
-    """iperf3 default single-stream TCP; receiver bits/s from the server's -J report."""
+def run_iperf3_tcp(ports: Ports, duration: float, length: str | None = None) -> dict:
+    """iperf3 single-stream TCP writing `length` per send (None: its default, 128 KiB);
+    receiver bits/s from the server's -J report."""
     port = ports.take()
     with Server(["iperf3", "-s", "-1", "-J", "-B", HOST, "-p", port], lifetime=duration + 40) as srv:
         srv.wait_listening(port, "tcp")
-        cli = run_client(["iperf3", "-c", HOST, "-p", port, "-t", f"{duration:g}", "-J"],
-                         timeout=duration + 25)
+        cli = run_client(["iperf3", "-c", HOST, "-p", port, "-t", f"{duration:g}", "-J"]
+                         + (["-l", length] if length else []), timeout=duration + 25)
         srv_out, _ = srv.finish(wait=5)
     server = _iperf3_json(srv_out, "server")
     client = _iperf3_json(cli.stdout, "client")
@@ -650,20 +651,26 @@ def bench_udp64_loss(b: Bench) -> None:
 
 def bench_tcp_bw(b: Bench) -> None:
     print("tcp_bw: single-stream TCP, receiver payload bits/s", flush=True)
-    pk, ip, qp = [], [], []
+    pk, ip, ip_default, qp = [], [], [], []
     for rep in range(b.reps):
         pk.append(b.attempt(f"rep {rep + 1} perfkit tcp_bw", run_perfkit, "tcp_bw", b.duration,
                             show=lambda r: f"rx {fmt_bps(r['rx_bps'])}, cpu {cpu_str(r)}"))
         if b.have("iperf3"):
-            ip.append(b.attempt(f"rep {rep + 1} iperf3 TCP", run_iperf3_tcp, b.ports, b.duration,
-                                show=lambda r: f"rx {fmt_bps(r['rx_bps'])}, cpu send {r['cpu_sender']:.0f}% "
-                                               f"recv {r['cpu_receiver']:.0f}%"))
+            show = lambda r: f"rx {fmt_bps(r['rx_bps'])}, cpu send {r['cpu_sender']:.0f}% " \
+                             f"recv {r['cpu_receiver']:.0f}%"  # noqa: E731
+            # the same write size as perfkit's (64 KiB messages), then iperf3's own default
+            ip.append(b.attempt(f"rep {rep + 1} iperf3 TCP -l 64K", run_iperf3_tcp, b.ports, b.duration, "64K",
+                                show=show))
+            ip_default.append(b.attempt(f"rep {rep + 1} iperf3 TCP (default -l 128K)", run_iperf3_tcp, b.ports,
+                                        b.duration, show=show))
         if b.have("qperf"):
             qp.append(b.attempt(f"rep {rep + 1} qperf tcp_bw", run_qperf, b.ports, b.duration, "tcp_bw",
                                 show=lambda r: f"bw {fmt_bps(r['bw_bps'])}"))
     pk_bps = med(pick(pk, "rx_bps"))
-    b.rows.append(ratio_row("tcp_bw", "rx payload bit/s", pk_bps, med(pick(ip, "rx_bps")),
-                            "iperf3" if b.have("iperf3") else None, fmt_bps, 0.95, True))
+    b.rows.append(ratio_row("tcp_bw", "rx payload bit/s, 64 KiB writes", pk_bps, med(pick(ip, "rx_bps")),
+                            "iperf3 -l 64K" if b.have("iperf3") else None, fmt_bps, 0.95, True))
+    b.rows.append(ratio_row("tcp_bw (iperf3 default)", "rx payload bit/s", pk_bps, med(pick(ip_default, "rx_bps")),
+                            "iperf3 -l 128K" if b.have("iperf3") else None, fmt_bps, None, True))
     b.rows.append(ratio_row("tcp_bw (qperf)", "rx payload bit/s", pk_bps, med(pick(qp, "bw_bps")),
                             "qperf" if b.have("qperf") else None, fmt_bps, None, True))
     n = len(pk)
@@ -676,7 +683,8 @@ def bench_tcp_bw(b: Bench) -> None:
     b.details += detail_table(
         "tcp_bw", ["rep", "perfkit rx", "iperf3 rx", "iperf3 CPU send / recv", "iperf3 retransmits", "qperf bw"],
         lines, [f"perfkit CPU per worker thread (median): {worker_cpu(pk)}",
-                "perfkit writes --size 64K (its default) per send(); iperf3 writes 128 KiB; qperf 64 KiB."])
+                "perfkit writes --size 64K (its default) per send(); iperf3 rx here is `-l 64K`, the same "
+                "write size (iperf3's default, 128 KiB, is the info row); qperf writes 64 KiB."])
 
 
 def bench_lat(b: Bench, proto: str) -> None:
