@@ -13,6 +13,7 @@ import random
 import struct
 import subprocess
 import sys
+from pathlib import Path
 import time
 
 import pytest
@@ -26,43 +27,15 @@ _dpdk = pytest.importorskip(
     "perfkit._dpdk", reason="perfkit was built without DPDK (Debian: apt install libdpdk-dev "
                             "pkg-config, then reinstall perfkit)")
 from perfkit.engines import dpdk  # noqa: E402
+sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
+from _dpdk_tests import eal, counters, wait_done, csum  # noqa: E402,F401 (eal: a fixture)
 
 AFFINITY_AT_IMPORT = os.sched_getaffinity(0)
 A_IP, B_IP = "198.18.0.1", "198.18.0.2"
 WIRE_MAGIC, WIRE_SHORT_MAGIC = 0x706B7431, 0x706B7331
 
 
-@pytest.fixture(scope="session")
-def eal():
-    try:
-        return dpdk.eal()
-    except EngineError as exc:
-        pytest.skip(f"DPDK EAL does not start here: {exc}")
-
-
-def counters(handle, worker):
-    c, _ = handle.snapshot()[worker]
-    return dict(zip(COUNTER_NAMES, c))
-
-
-def wait_done(handle, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while handle.running():
-        assert time.monotonic() < deadline, "workers did not stop in time"
-        time.sleep(0.01)
-    handle.join()
-
-
 # ------------------------------------------------------------------ frames by hand
-
-def csum(data: bytes) -> int:
-    if len(data) % 2:
-        data += b"\0"
-    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
-
 
 def mac_bytes(mac: str) -> bytes:
     return bytes(int(x, 16) for x in mac.split(":"))

@@ -11,6 +11,7 @@ import select
 import struct
 import subprocess
 import sys
+from pathlib import Path
 import textwrap
 import time
 
@@ -24,14 +25,8 @@ _dpdk = pytest.importorskip(
     "perfkit._dpdk", reason="perfkit was built without DPDK (Debian: apt install libdpdk-dev "
                             "pkg-config, then reinstall perfkit)")
 from perfkit.engines import dpdk  # noqa: E402
-
-
-@pytest.fixture(scope="session")
-def eal():
-    try:
-        return dpdk.eal()
-    except EngineError as exc:
-        pytest.skip(f"DPDK EAL does not start here: {exc}")
+sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
+from _dpdk_tests import eal, counters, wait_done, csum  # noqa: E402,F401 (eal: a fixture)
 
 
 @pytest.fixture()
@@ -49,27 +44,6 @@ def lab():
         yield lab
     finally:
         lab.down()
-
-
-def counters(handle, worker):
-    return dict(zip(COUNTER_NAMES, handle.snapshot()[worker][0]))
-
-
-def wait_done(handle, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while handle.running():
-        assert time.monotonic() < deadline, "workers did not stop in time"
-        time.sleep(0.01)
-    handle.join()
-
-
-def csum(data: bytes) -> int:
-    if len(data) % 2:
-        data += b"\0"
-    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
 
 
 def _udp_stats():

@@ -7,6 +7,7 @@ import os
 import select
 import subprocess
 import sys
+from pathlib import Path
 import tempfile
 import textwrap
 import time
@@ -22,6 +23,8 @@ _dpdk = pytest.importorskip(
     "perfkit._dpdk", reason="perfkit was built without DPDK (Debian: apt install libdpdk-dev "
                             "pkg-config, then reinstall perfkit)")
 from perfkit.engines import dpdk  # noqa: E402
+sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
+from _dpdk_tests import eal, counters  # noqa: E402,F401 (eal: a fixture)
 
 A_IP, B_IP = "198.18.0.1", "198.18.0.2"
 
@@ -51,14 +54,6 @@ CLIENT = textwrap.dedent("""
 """)
 
 
-@pytest.fixture(scope="session")
-def eal():
-    try:
-        return dpdk.eal()
-    except EngineError as exc:
-        pytest.skip(f"DPDK EAL does not start here: {exc}")
-
-
 @pytest.fixture()
 def sock():
     d = tempfile.mkdtemp(prefix="pkmemif")
@@ -67,10 +62,6 @@ def sock():
     for f in os.listdir(d):
         os.unlink(os.path.join(d, f))
     os.rmdir(d)
-
-
-def counters(handle, worker):
-    return dict(zip(COUNTER_NAMES, handle.snapshot()[worker][0]))
 
 
 def _py(code_or_args, timeout=60):
