@@ -814,32 +814,7 @@ static inline int stopping(const worker *w)
 
 /* ------------------------------------------------------------ checksums */
 
-/* One's complement sum of 16-bit words as they lie in memory (RFC 1071: the
- * sum is byte-order independent; store the folded result as is). */
-static inline uint64_t sum16(const void *buf, size_t len, uint64_t sum)
-{
-    const uint8_t *p = buf;
-    while (len > 1) {
-        uint16_t x;
-        memcpy(&x, p, 2);
-        sum += x;
-        p += 2;
-        len -= 2;
-    }
-    if (len) {
-        uint16_t x = 0;
-        memcpy(&x, p, 1);
-        sum += x;
-    }
-    return sum;
-}
-
-static inline uint16_t fold(uint64_t sum)
-{
-    while (sum >> 16)
-        sum = (sum & 0xffff) + (sum >> 16);
-    return (uint16_t)sum;
-}
+#include "perfkit/csum.h"   /* sum16, fold */
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "words32/words64 assume a little-endian host");
 

@@ -135,31 +135,7 @@ static inline void wr32(uint8_t *p, uint32_t v)
 /* sequence comparisons modulo 2^32 */
 static inline int seq_lt(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
 
-/* One's complement sum of 16-bit words as they lie in memory (RFC 1071). */
-static inline uint64_t sum16(const void *buf, size_t len, uint64_t sum)
-{
-    const uint8_t *p = buf;
-    while (len > 1) {
-        uint16_t x;
-        memcpy(&x, p, 2);
-        sum += x;
-        p += 2;
-        len -= 2;
-    }
-    if (len) {
-        uint16_t x = 0;
-        memcpy(&x, p, 1);
-        sum += x;
-    }
-    return sum;
-}
-
-static inline uint16_t fold(uint64_t sum)
-{
-    while (sum >> 16)
-        sum = (sum & 0xffff) + (sum >> 16);
-    return (uint16_t)sum;
-}
+#include "perfkit/csum.h"   /* sum16, fold */
 
 /* The sum of msg[a, b) from the prefix sums (a even), else directly. */
 static inline uint64_t msg_sum(const pk_tcp_engine *e, uint32_t a, uint32_t b)
