@@ -255,10 +255,10 @@ def test_nic_counters_are_the_pmds_own_once_per_port(eal, lab, cores):
             h.start()
             wait_done(h)
             cs = [counters(h, k) for k in range(cores)]
+            after = p.stats()   # now, as the workers' last read: closing may still flush frames
             rows_have = set(COUNTER_NAMES) >= {"nic_ierrors", "nic_oerrors", "nic_imissed"}
         finally:
             h.close()
-        after = p.stats()
     finally:
         p.close()
     delta = {k: after[k] - before[k] for k in before}
