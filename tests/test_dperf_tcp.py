@@ -9,6 +9,7 @@ crash. Against the Linux stack (curl, nginx) see test_dperf_lab.py.
 import ipaddress
 import os
 import struct
+import sys
 import time
 
 import pytest
@@ -21,6 +22,9 @@ _dpdk = pytest.importorskip(
     "perfkit._dpdk", reason="perfkit was built without DPDK (Debian: apt install libdpdk-dev "
                             "pkg-config, then reinstall perfkit)")
 from perfkit.engines import dpdk, dpdk_tcp  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helper is beside us
+from _dpdk_tests import csum  # noqa: E402
 
 CLI, SRV = "198.18.0.1", "198.18.0.2"
 
@@ -249,15 +253,6 @@ def test_client_reports_an_unanswered_arp(eal):
 
 
 # ------------------------------------------------------------------ segments by hand
-
-def csum(data: bytes) -> int:
-    if len(data) % 2:
-        data += b"\0"
-    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
-
 
 PEER_MAC = "02:00:00:00:00:01"
 
