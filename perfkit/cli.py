@@ -153,6 +153,8 @@ def _parser() -> argparse.ArgumentParser:
     ht.add_argument("--random", action="store_true", help="with several URLs: each request picks one at random")
     ht.add_argument("--lab", help="run the client in this lab's host h1 (perfkit lab up)")
     ht.add_argument("--threads", default=1, help="client threads, users split between them (default 1; wrk -t)")
+    ht.add_argument("--processes", default=1, help="client processes of --threads threads each, every one with its "
+                                                   "own open-file limit: for more users than one process may open")
     ht.add_argument("-u", "--users", default=10, help="virtual users, one connection each (default 10)")
     ht.add_argument("-t", "--duration", default="10s", help="how long (default 10s)")
     ht.add_argument("-r", "--rate", help="open loop: requests/s in total, latency from intended send times")
@@ -280,7 +282,7 @@ def _http(a) -> int:
     spec = HttpLoad(url=urls if len(urls) > 1 else urls[0], url_order="random" if a.random else "cycle", users=a.users, duration=a.duration, rate=a.rate, think=a.think, ramp=a.ramp,
                     keepalive=a.keepalive, method=a.method, headers=headers or None, body=a.data,
                     connect_timeout=a.connect_timeout, response_timeout=a.timeout, lab=a.lab,
-                    threads=a.threads)
+                    threads=a.threads, processes=a.processes)
     if not a.json:
         where = spec.url if len(spec.urls) == 1 else f"{len(spec.urls)} URLs ({spec.url_order})"
         print(f"perfkit http {spec.method} {where}: {spec.users} users, "

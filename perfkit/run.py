@@ -198,6 +198,7 @@ class Run:
                 self.summary["vusers"] = self.spec.users
             if hasattr(self._handle, "http_urls") and hasattr(self.spec, "urls"):  # HTTP: counts per URL
                 counts = [self._handle.http_urls(i) for i, r in enumerate(self.roles) if r == "http_client"]
+                counts = [c for c in counts if len(c) == len(self.spec.urls)]  # [] from a worker that died
                 self.summary["per_url"] = [{"url": u, "requests": sum(c[k][0] for c in counts),
                                             "responses": sum(c[k][1] for c in counts),
                                             "failed": sum(c[k][2] for c in counts)}

@@ -669,6 +669,9 @@ class HttpLoad:
     url_order         "cycle" or "random": how requests pick from a URL list
     threads           client threads (each its own epoll loop), the users and the rate split
                       evenly between them, as wrk -t
+    processes         client processes, each running `threads` threads with its own
+                      open-file limit: for more users than one process may hold open
+                      (RLIMIT_NOFILE, whose hard limit only CAP_SYS_RESOURCE raises)
     lab               run the client in this lab's first host (h1), e.g. against a server
                       in h2 (url http://<h2's address>/): the lab's link, impaired or not,
                       is then the path under test
@@ -688,6 +691,7 @@ class HttpLoad:
     url_order: str = "cycle"
     lab: str | None = None
     threads: int = 1
+    processes: int = 1
 
     test = "http"
 
@@ -716,6 +720,7 @@ class HttpLoad:
             raise ValueError(f"url_order: {self.url_order!r} is not 'cycle' or 'random'")
         put("users", _int_in(self.users, "users", 1, MAX_USERS))
         put("threads", _int_in(self.threads, "threads", 1, min(64, self.users)))
+        put("processes", _int_in(self.processes, "processes", 1, min(16, self.users // self.threads)))
         for name, lo, hi in (("duration", 1e-3, MAX_DURATION_S), ("think", 0, 3600), ("ramp", 0, MAX_DURATION_S),
                              ("connect_timeout", 1e-3, 600), ("response_timeout", 1e-3, 3600)):
             v = parse_duration(getattr(self, name), name)

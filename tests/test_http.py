@@ -195,3 +195,39 @@ def test_more_users_than_the_open_file_limit_says_how_to_raise_it(perfkit_server
     assert ok.returncode == 0, ok.stderr
     s = json.loads(ok.stdout.splitlines()[-1])["summary"]
     assert s["sock_open"] == fit and s["http_err"] == 0
+
+
+@pytest.mark.skipif(not shutil.which("prlimit"), reason="no prlimit (util-linux)")
+def test_users_past_the_open_file_limit_split_over_processes(perfkit_server):
+    """The refusal names how many processes would hold the users; with that many, each
+    child under the same limit, every user connects and the counts add up in one run."""
+    port, server = perfkit_server
+    cmd = ["prlimit", "--nofile=300:300", sys.executable, "-P", "-m", "perfkit", "http", f"http://127.0.0.1:{port}/",
+           "-t", "1.5", "--json", "-u", "1000"]
+    bad = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--processes " in bad.stderr, bad.stderr
+    procs = int(bad.stderr.split("--processes ")[1].split(")")[0])
+    assert 1000 / 300 < procs <= 5
+    before = server()["http_req"]
+    ok = subprocess.run(cmd + ["--processes", str(procs), "--threads", "2"], capture_output=True, text=True,
+                        timeout=90)
+    assert ok.returncode == 0, ok.stderr
+    lines = [json.loads(ln) for ln in ok.stdout.splitlines()]
+    s = lines[-1]["summary"]
+    assert len(s["cpu_pct_by_worker"]) == 2 * procs          # every child's threads are in the run
+    assert s["sock_open"] == 1000 and s["http_err"] == 0 and s["err_connect"] == 0
+    assert max(r["sock_current"] for r in lines[:-1] if "sock_current" in r) == 1000
+    served = server()["http_req"] - before
+    assert s["responses"] > 1000 and s["responses"] <= served <= s["requests"]
+
+
+def test_a_child_process_that_dies_ends_the_run_with_its_error(perfkit_server):
+    port, _ = perfkit_server
+    run = perfkit.Run(HttpLoad(url=f"http://127.0.0.1:{port}/", users=20, duration=20, processes=2)).start()
+    time.sleep(1.0)
+    victim = run._handle.children[1].proc
+    victim.kill()
+    with pytest.raises(perfkit.EngineError, match="process 1: exited"):
+        run.wait(timeout=15)
+    assert run.done, "the run did not end after a child died"
+    assert run.summary["responses"] > 0 and run.rows   # the other child's counts are kept

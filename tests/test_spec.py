@@ -222,3 +222,14 @@ def test_af_packet_ports_get_perfkits_defaults_unless_given():
     assert specmod.check_dpdk_port("net_af_packet0,iface=v,qdisc_bypass=1,framecnt=512", netns=ns) == \
         "net_af_packet0,iface=v,qdisc_bypass=1,framecnt=512"
     assert specmod.check_dpdk_port("net_tap0,iface=t", netns=ns) == "net_tap0,iface=t"
+
+
+def test_http_processes_each_need_a_user_per_thread():
+    from perfkit.engines.socket import http_workers
+    from perfkit.spec import HttpLoad
+    spec = HttpLoad(url="http://127.0.0.1:8080/", users=10, threads=2, processes=2)
+    workers = http_workers(spec)
+    assert [w["users"] for w in workers] == [3, 3, 2, 2]
+    assert [w["user_base"] for w in workers] == [0, 3, 6, 8]   # source addresses stay global
+    with pytest.raises(ValueError, match="processes: .* out of range 1..2"):
+        HttpLoad(url="http://127.0.0.1:8080/", users=5, threads=2, processes=3)

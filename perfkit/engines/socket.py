@@ -20,10 +20,11 @@ def status() -> dict:
     return {"available": True, "detail": "kernel sockets (sendmmsg/recvmmsg, TCP), no root needed"}
 
 
-def _raise_fd_limit(sockets: int, field: str = "flows") -> None:
+def _raise_fd_limit(sockets: int, field: str = "flows", split_hint: bool | None = None) -> None:
     """Make room for this many more sockets: raise the open-file limit (soft, and
     hard too where we may: CAP_SYS_RESOURCE); else a clear ValueError saying how
-    many fit now and how to raise the hard limit."""
+    many fit now, how to raise the hard limit and (HTTP users) how to split them
+    over processes."""
     try:
         open_now = len(os.listdir("/proc/self/fd"))
     except OSError:
@@ -46,7 +47,10 @@ def _raise_fd_limit(sockets: int, field: str = "flows") -> None:
             f"CAP_SYS_RESOURCE): at most {fit} fit now. Raise the hard limit before starting Python or "
             f"Jupyter: as root `ulimit -Hn {needed}; ulimit -n {needed}` in the shell that starts it, or "
             f"`prlimit --pid PID --nofile={needed}:{needed}`; for a user a 'nofile' line in "
-            f"/etc/security/limits.conf; systemd LimitNOFILE={needed}; docker --ulimit nofile={needed}") from None
+            f"/etc/security/limits.conf; systemd LimitNOFILE={needed}; docker --ulimit nofile={needed}"
+            + (f". Or split the users over processes, each with its own limit: processes="
+               f"{-(-sockets // max(1, fit))} (perfkit http --processes {-(-sockets // max(1, fit))})"
+               if (field == "users" if split_hint is None else split_hint) else "")) from None
 
 
 def _ends(spec: LocalTest) -> tuple[dict, dict]:
@@ -106,7 +110,7 @@ def http_workers(spec) -> list[dict]:
             where["netns"] = Lab.attach(spec.lab).hosts[0].netns_path
         except ValueError:
             raise ValueError(f"lab: no lab {spec.lab!r} is up (perfkit lab up; perfkit lab status)") from None
-    n = spec.threads  # the users and the rate split evenly; user_base keeps source addresses global
+    n = spec.threads * spec.processes  # users and rate split evenly; user_base keeps source addresses global
     sizes = [spec.users // n + (1 if i < spec.users % n else 0) for i in range(n)]
     return [{**where, "role": "http_client", "local": ("::" if ":" in host else "0.0.0.0", 0), "remote": (host, port),
              "size": 1, "duration": spec.duration, "users": sizes[i], "user_base": sum(sizes[:i]),
@@ -120,6 +124,11 @@ def http_workers(spec) -> list[dict]:
 def build(spec):
     """A local test's engine, or, for a RemoteTest, a handle whose far end is a
     perfkit server (perfkit.remote); HTTP load and the HTTP server."""
+    if isinstance(spec, HttpLoad) and spec.processes > 1:  # each process its own open-file limit
+        from perfkit.procs import ProcessHandle
+        workers = http_workers(spec)
+        t = spec.threads
+        return ProcessHandle([workers[k * t:(k + 1) * t] for k in range(spec.processes)], "users")
     if isinstance(spec, (HttpLoad, HttpServe)):
         from perfkit._sock import SockEngine
         _raise_fd_limit(getattr(spec, "users", 0) + getattr(spec, "connections", 0),

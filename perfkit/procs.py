@@ -1,0 +1,205 @@
+"""One engine spread over child processes, for loads one process cannot hold.
+
+A process may open at most RLIMIT_NOFILE files, and raising the hard limit needs
+CAP_SYS_RESOURCE (often missing in containers and CI). HTTP load with more virtual
+users than that splits its client workers over child processes, each with its own
+limit, its own C worker threads and its own GIL. The parent's ProcessHandle speaks
+to each child over a pipe (length-prefixed pickles: the child is our own code, a
+trusted peer) and merges their snapshots, so perfkit.Run sees one engine whose
+workers are all the children's workers, in order.
+
+A child is `python -P -m perfkit.procs`; it ends when its pipe closes, so a
+parent that dies takes its children's load with it.
+"""
+from __future__ import annotations
+
+import pickle
+import struct
+import subprocess
+import sys
+import threading
+
+from perfkit.errors import EngineError
+
+_LEN = struct.Struct("!I")
+
+
+def _send(f, obj) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    f.write(_LEN.pack(len(data)) + data)
+    f.flush()
+
+
+def _recv(f):
+    head = f.read(_LEN.size)
+    if len(head) < _LEN.size:
+        raise EOFError
+    (n,) = _LEN.unpack(head)
+    data = f.read(n)
+    if len(data) < n:
+        raise EOFError
+    return pickle.loads(data)
+
+
+class _Child:
+    """One child process and its pipe; call() sends a request and waits for the reply."""
+
+    def __init__(self, index: int, workers: list[dict], fd_field: str):
+        self.index = index
+        self.lock = threading.Lock()  # one request at a time on the pipe
+        self.proc = subprocess.Popen([sys.executable, "-P", "-m", "perfkit.procs"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.roles = self.call("build", workers, fd_field)
+
+    def call(self, op: str, *args):
+        try:
+            with self.lock:
+                _send(self.proc.stdin, (op, args))
+                status, value = _recv(self.proc.stdout)
+        except (EOFError, BrokenPipeError, OSError):
+            code = self.proc.poll()
+            raise EngineError(f"process {self.index}: exited ({'code ' + str(code) if code is not None else 'pipe closed'}) "
+                              "while asked to " + op) from None
+        if status == "ok":
+            return value
+        kind, msg = value
+        raise (ValueError if kind == "ValueError" else EngineError)(msg)
+
+    def close(self) -> None:
+        try:
+            self.call("close")
+        except (EngineError, ValueError):
+            pass
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                f.close()
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class ProcessHandle:
+    """An engine handle for perfkit.Run over socket-engine workers in several
+    processes: groups[k] is child k's worker list; fd_field names the spec field
+    to blame when a child's open-file limit cannot hold its sockets."""
+
+    def __init__(self, groups: list[list[dict]], fd_field: str = "users"):
+        self.children: list[_Child] = []
+        try:
+            for k, workers in enumerate(groups):
+                self.children.append(_Child(k, workers, fd_field))
+        except BaseException:
+            self.close()
+            raise
+        self.roles = [r for c in self.children for r in c.roles]
+        self._errors: list[str] = []
+        self._last: dict[int, list] = {}  # each child's latest snapshot
+
+    def _each(self, op: str, *args) -> list:
+        out = []
+        for c in self.children:
+            try:
+                out.append(c.call(op, *args))
+            except (EngineError, ValueError) as exc:
+                self._errors.append(str(exc))
+                out.append(None)
+        return out
+
+    def start(self) -> None:
+        started = []
+        try:
+            for c in self.children:
+                c.call("start")
+                started.append(c)
+        except BaseException:
+            for c in started:
+                c.call("stop")
+            raise
+
+    def stop(self) -> None:
+        self._each("stop")
+
+    def running(self) -> bool:
+        states = self._each("running")
+        if None in states:  # a child died: the load is no longer what was asked, so end it all
+            self.stop()
+            return False
+        return any(states)
+
+    def join(self) -> None:
+        self._each("join")
+
+    def snapshot(self) -> list:
+        out = []
+        for k, (c, snaps) in enumerate(zip(self.children, self._each("snapshot"))):
+            if snaps is None:  # a child that died: its last counters stand
+                snaps = self._last.get(k)
+                if snaps is None:
+                    from perfkit.stats import COUNTERS, Histogram
+                    snaps = [([0] * len(COUNTERS), [0] * len(Histogram.LOWER))] * len(c.roles)
+            self._last[k] = snaps
+            out.extend(snaps)
+        return out
+
+    def http_urls(self, worker: int):
+        for c in self.children:
+            if worker < len(c.roles):
+                try:
+                    return c.call("http_urls", worker)
+                except (EngineError, ValueError) as exc:  # a dead child: no counts, and its error stands
+                    self._errors.append(str(exc))
+                    return []
+            worker -= len(c.roles)
+        raise IndexError(worker)
+
+    def error(self):
+        errs = [e for e in self._each("error") if e] + self._errors
+        return "; ".join(dict.fromkeys(errs)) or None
+
+    def close(self) -> None:
+        for c in self.children:
+            c.close()
+        self.children = []
+
+
+def _serve(stdin, stdout) -> None:
+    """The child's loop: build one SockEngine, then answer the parent's requests."""
+    from perfkit._sock import SockEngine
+    from perfkit.engines.socket import _raise_fd_limit
+    engine = None
+    while True:
+        try:
+            op, args = _recv(stdin)
+        except EOFError:  # the parent is gone: stop the load, free everything
+            break
+        try:
+            if op == "build":
+                workers, field = args
+                _raise_fd_limit(sum(w.get("users", 0) for w in workers), field, split_hint=False)
+                engine = SockEngine(workers)
+                value = list(engine.roles)
+            elif op == "snapshot":
+                value = [(list(c), list(h)) for c, h in engine.snapshot()]
+            elif op == "close":
+                _send(stdout, ("ok", None))
+                break
+            else:  # start stop running join error http_urls
+                value = getattr(engine, op)(*args)
+            _send(stdout, ("ok", value))
+        except Exception as exc:  # noqa: BLE001 (every failure goes back to the parent)
+            _send(stdout, ("err", (type(exc).__name__, str(exc))))
+    if engine is not None:
+        engine.stop()
+        engine.join()
+        engine.close()
+
+
+if __name__ == "__main__":
+    import os
+    replies = os.fdopen(os.dup(1), "wb")  # the pipe to the parent, ours alone:
+    os.dup2(2, 1)                          # anything else printed goes to stderr
+    _serve(sys.stdin.buffer, replies)
