@@ -56,8 +56,38 @@ def _int_in(value, field: str, lo: int, hi: int) -> int:
     return value
 
 
+class _Serial:
+    """to_dict()/from_dict() for every spec, for saved runs and the control protocol:
+    plain JSON values (a Rate as {value, unit}, bytes as latin-1 text, size lists as
+    lists); from_dict refuses another kind or an unknown field."""
+
+    def to_dict(self) -> dict:
+        d = asdict(self)  # Rates become {"value", "unit"} here
+        for k, v in d.items():
+            if isinstance(v, bytes):
+                d[k] = v.decode("latin-1")
+        if d.get("sizes") is not None:
+            d["sizes"] = [list(p) for p in d["sizes"]]
+        return {"kind": type(self).__name__, **d}
+
+    @classmethod
+    def from_dict(cls, d: dict):
+        d = dict(d)
+        kind = d.pop("kind", cls.__name__)
+        if kind != cls.__name__:
+            raise ValueError(f"kind: {kind!r} is not {cls.__name__}")
+        names = {f.name for f in fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise ValueError(f"{sorted(unknown)[0]}: unknown field (known: {', '.join(sorted(names))})")
+        for k, v in d.items():
+            if isinstance(v, dict) and set(v) == {"value", "unit"}:
+                d[k] = Rate(float(v["value"]), v["unit"])
+        return cls(**d)
+
+
 @dataclass(frozen=True)
-class _SocketTest:
+class _SocketTest(_Serial):
     """Fields and checks that every socket-engine test shares (see LocalTest)."""
     TESTS: ClassVar[tuple[str, ...]] = LOCAL_TESTS
 
@@ -118,25 +148,6 @@ class _SocketTest:
     def messages_per_second(self) -> float:
         """The pacing target in messages/s; 0 means unlimited."""
         return self.rate.messages_per_second(self.size) if self.rate else 0.0
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["rate"] = None if self.rate is None else {"value": self.rate.value, "unit": self.rate.unit}
-        return {"kind": type(self).__name__, **d}
-
-    @classmethod
-    def from_dict(cls, d: dict):
-        d = dict(d)
-        kind = d.pop("kind", cls.__name__)
-        if kind != cls.__name__:
-            raise ValueError(f"kind: {kind!r} is not {cls.__name__}")
-        names = {f.name for f in fields(cls)}
-        unknown = set(d) - names
-        if unknown:
-            raise ValueError(f"{sorted(unknown)[0]}: unknown field (known: {', '.join(sorted(names))})")
-        if isinstance(d.get("rate"), dict):
-            d["rate"] = Rate(float(d["rate"]["value"]), d["rate"]["unit"])
-        return cls(**d)
 
 
 @dataclass(frozen=True)
@@ -316,34 +327,8 @@ def _check_netns(value):
     return value
 
 
-class _DpdkSpec:
-    """to_dict/from_dict shared by the DPDK specs."""
+class _DpdkSpec(_Serial):
     ENGINE: ClassVar[str] = "dpdk"  # the engine perfkit.Run uses when none is named
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        for k in ("rate", "ramp_to", "probe_rate"):
-            if k in d:
-                r = getattr(self, k)
-                d[k] = None if r is None else {"value": r.value, "unit": r.unit}
-        if d.get("sizes") is not None:
-            d["sizes"] = [list(p) for p in d["sizes"]]
-        return {"kind": type(self).__name__, **d}
-
-    @classmethod
-    def from_dict(cls, d: dict):
-        d = dict(d)
-        kind = d.pop("kind", cls.__name__)
-        if kind != cls.__name__:
-            raise ValueError(f"kind: {kind!r} is not {cls.__name__}")
-        names = {f.name for f in fields(cls)}
-        unknown = set(d) - names
-        if unknown:
-            raise ValueError(f"{sorted(unknown)[0]}: unknown field (known: {', '.join(sorted(names))})")
-        for k in ("rate", "ramp_to", "probe_rate"):
-            if isinstance(d.get(k), dict):
-                d[k] = Rate(float(d[k]["value"]), d[k]["unit"])
-        return cls(**d)
 
 
 @dataclass(frozen=True)
@@ -649,7 +634,7 @@ def _parse_url(url: str, field: str = "url") -> tuple[str, int, str]:
 
 
 @dataclass(frozen=True)
-class HttpLoad:
+class HttpLoad(_Serial):
     """HTTP load with virtual users against a server (nGrinder, wrk, k6's job).
 
     url               http[s]://HOST[:PORT]/PATH; HOST is loopback or a lab address (https:
@@ -787,24 +772,9 @@ class HttpLoad:
         head = f"{self.method} {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in hdrs.items())
         return head.encode() + b"\r\n" + body
 
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["rate"] = None if self.rate is None else {"value": self.rate.value, "unit": self.rate.unit}
-        if isinstance(self.body, bytes):
-            d["body"] = self.body.decode("latin-1")
-        return {"kind": "HttpLoad", **d}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "HttpLoad":
-        d = dict(d)
-        d.pop("kind", None)
-        if isinstance(d.get("rate"), dict):
-            d["rate"] = Rate(float(d["rate"]["value"]), d["rate"]["unit"])
-        return cls(**d)
-
 
 @dataclass(frozen=True)
-class HttpServe:
+class HttpServe(_Serial):
     """perfkit's own HTTP server: the same response (status 200, size bytes of body)
     to every request, keep-alive unless the client asks to close. For labs and demos.
 
@@ -840,15 +810,6 @@ class HttpServe:
     def response_bytes(self) -> bytes:
         return (f"HTTP/1.1 200 OK\r\nServer: perfkit\r\nContent-Type: text/plain\r\n"
                 f"Content-Length: {self.size}\r\n\r\n").encode() + b"x" * self.size
-
-    def to_dict(self) -> dict:
-        return {"kind": "HttpServe", **asdict(self)}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "HttpServe":
-        d = dict(d)
-        d.pop("kind", None)
-        return cls(**d)
 
 
 SPECS = {cls.__name__: cls for cls in (LocalTest, RemoteTest, HttpLoad, HttpServe, DpdkFlows, DpdkReflect)}
