@@ -554,6 +554,11 @@ def _reflect(a) -> int:
     return _dpdk_done(a, run, printer, interrupted, _reflect_text(run))
 
 
+def _engines(a) -> int:
+    print(json.dumps(list_engines(), indent=2))
+    return 0
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = _parser()
@@ -562,28 +567,12 @@ def main(argv=None) -> int:
         a.command = "test"
     else:
         a = parser.parse_args(argv)
+    commands = {"local": _local, "engines": _engines, "lab": _lab, "serve": _serve, "test": _test,
+                "http": _http, "http-serve": _http_serve, "flows": _flows, "reflect": _reflect, "dperf": _dperf}
+    if a.command not in commands:
+        return 2
     try:
-        if a.command == "local":
-            return _local(a)
-        if a.command == "engines":
-            print(json.dumps(list_engines(), indent=2))
-            return 0
-        if a.command == "lab":
-            return _lab(a)
-        if a.command == "serve":
-            return _serve(a)
-        if a.command == "test":
-            return _test(a)
-        if a.command == "http":
-            return _http(a)
-        if a.command == "http-serve":
-            return _http_serve(a)
-        if a.command == "flows":
-            return _flows(a)
-        if a.command == "reflect":
-            return _reflect(a)
-        if a.command == "dperf":
-            return _dperf(a)
+        return commands[a.command](a)
     except ValueError as exc:
         print(f"perfkit: {exc}", file=sys.stderr)
         return 2
@@ -593,8 +582,6 @@ def main(argv=None) -> int:
     except BrokenPipeError:  # e.g. piped into head: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-    return 2
-
 
 
 # ------------------------------------------------------------------ perfkit dperf (issue 6)
