@@ -214,8 +214,10 @@ def test_udp_counts_equal_the_kernels_counters(lab_pair):
     info = f"perfkit {json.dumps({k: s[k] for k in ('pkts_tx', 'pkts_rx', 'lost', 'dup', 'drop_tx')})}; " \
            f"h1 {json.dumps({k: v for k, v in d1.items() if v})}; h2 {json.dumps({k: v for k, v in d2.items() if v})}"
 
-    # perfkit's own books: the paced rate, nothing lost on a lossless path
-    assert 0.95 * 50_000 * RUN_S <= tx <= 50_000 * RUN_S + 64, info
+    # perfkit's own books: never above the paced rate (a CPU taken by other work can hold
+    # the sender below it: 81k of 100k seen at load 8.5; pacing is test_pacing.py's), and
+    # nothing lost on a lossless path
+    assert 0.5 * 50_000 * RUN_S <= tx <= 50_000 * RUN_S + 64, info
     assert rx == tx and s["lost"] == 0 and s["dup"] == 0 and s["drop_tx"] == 0, info
     assert s["bytes_rx"] == 64 * rx, info
 
