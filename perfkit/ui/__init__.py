@@ -5,6 +5,9 @@
     panel.run                                 # the Run afterwards (panel.wait() to block)
     perfkit.ui.Panel("DpdkFlows")             # any spec: HttpLoad, HttpServe, RemoteTest, DpdkReflect...
     perfkit.ui.Launcher()                     # every spec's panel, a tab each
+    p = perfkit.ui.Panel(rate="200kpps").set(task="search", criterion="pdr:0.1%")   # a rate search
+    p = perfkit.ui.Panel("RemoteTest").set(task="sweep", sweep="msg_size:64:16K:*4")  # qperf's --oo
+    p.frame                                   # afterwards: the trials / the points (polars)
 
     run = perfkit.Run(perfkit.LocalTest("udp_bw", duration="5s"))
     dash = perfkit.ui.show(run)               # starts the run, shows the live dashboard
@@ -19,7 +22,8 @@ from perfkit.ui.charts import histogram_figure, run_figure
 from perfkit.ui.dashboard import Dashboard, show
 from perfkit.ui.html import html_report
 from perfkit.ui.panel import Launcher, Panel, summary_line
+from perfkit.ui.points import PointsChart, search_figure, sweep_figure
 from perfkit.ui.store import StoreBrowser
 
-__all__ = ["Dashboard", "Launcher", "Panel", "StoreBrowser", "histogram_figure", "html_report", "run_figure", "show",
-           "summary_line"]
+__all__ = ["Dashboard", "Launcher", "Panel", "PointsChart", "StoreBrowser", "histogram_figure", "html_report",
+           "run_figure", "search_figure", "show", "summary_line", "sweep_figure"]
