@@ -273,6 +273,7 @@ class SearchResult:
     stopped: str = ""
     error: str | None = None
     elapsed_s: float = 0.0
+    trial_s: float = 0.0
 
     @property
     def found(self) -> Rate | None:
@@ -400,7 +401,7 @@ def search(spec, criterion="zero-loss", *, high=None, low=None, resolution="1%",
     crit, trial_s, settle_s, retries, tx_tolerance = p.criterion, p.trial_s, p.settle_s, p.retries, p.tx_tolerance
     high_pps, low_pps, res_abs, res_share = p.high_pps, p.low_pps, p.res_abs, p.res_share
 
-    res = SearchResult(spec=spec, criterion=crit)
+    res = SearchResult(spec=spec, criterion=crit, trial_s=trial_s)
     t0 = time.monotonic()
 
     def attempt(pps, last):

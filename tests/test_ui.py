@@ -788,3 +788,19 @@ def test_stop_ends_a_sweep_and_keeps_the_points_that_finished():
         assert (frame["lat_count"] > 0).all()
     finally:
         srv.stop()
+
+
+def test_serve_here_starts_a_perfkit_server_in_this_kernel_for_the_panel():
+    panel = perfkit.ui.Panel("RemoteTest", test="udp_lat", port=0, duration="0.5s", interval=0.25)
+    srv = panel.serve()
+    try:
+        assert srv is not None and srv.port > 0 and panel.spec.port == srv.port     # the free port, in the form
+        assert f"port {srv.port}" in panel.info.value and panel.serve_button.description == "stop server"
+        run = _start_at_once(panel)
+        assert panel.wait(30) is run and run.error is None, run.error
+        assert run.summary["lat_count"] > 100 and "rem_cpus_used" in run.summary
+        other = perfkit.ui.Panel("RemoteTest", port=srv.port)
+        assert other.serve() is None and "⚠ serve:" in other.info.value       # the port is taken
+    finally:
+        panel.serve(stop=True)
+    assert panel.server is None and panel.serve_button.description == "serve here"

@@ -424,6 +424,7 @@ class Panel:
         self.result = None             # a search's SearchResult, a sweep's polars frame
         self.frame = None              # the trials (search) or points (sweep) as a polars frame
         self.job_error: str | None = None   # why a search or sweep failed
+        self.server = None             # RemoteTest: the perfkit server this panel started (serve())
         self._plan = None              # the task's checked arguments
         self._stop_event: threading.Event | None = None
         for task in self.tasks[1:]:
@@ -456,9 +457,13 @@ class Panel:
                                         tooltip="both ends' host, CPU, OS, kernel and perfkit (perfkit test HOST conf)")
             self.quit_button = w.Button(description="quit server", icon="power-off", layout=w.Layout(width="120px"),
                                         tooltip="ask the server to stop (perfkit test HOST quit)")
+            self.serve_button = w.Button(description="serve here", icon="server", layout=w.Layout(width="120px"),
+                                         tooltip="start perfkit serve in this kernel on host and port "
+                                                 "(port 0: any free port)")
             self.conf_button.on_click(lambda _b: self.conf())
             self.quit_button.on_click(lambda _b: self.quit_server())
-            extra = [self.conf_button, self.quit_button]
+            self.serve_button.on_click(lambda _b: self.serve(stop=self.server is not None))
+            extra = [self.serve_button, self.conf_button, self.quit_button]
         self.widget = w.VBox([title, *([self.task_box] if self.task_box else []), *rows,
                               *self.sections.values(), self.message,
                               w.HBox([self.start_button, self.stop_button, *extra, self.status]),
@@ -812,6 +817,35 @@ class Panel:
         self.info.value = "… asking the server"
         _launch(fetch)
 
+    def serve(self, stop: bool = False):
+        """What the serve here button does: a perfkit server (perfkit serve) in this kernel,
+        listening on the form's host and port (port 0: any free one, then put in the form),
+        with its token; pressed again (stop=True) it stops. Returns the Server."""
+        from perfkit.remote import Server
+        if stop:
+            if self.server is not None:
+                self.server.stop()
+                self.info.value = f"server on port {self.server.port} stopped"
+                self.server = None
+                self.serve_button.description = "serve here"
+            return None
+        if self.server is not None:
+            return self.server
+        v = self.values()
+        try:
+            srv = Server(v["host"], int(v["port"]), token=v["token"] or None, log=lambda line: None)
+        except (OSError, ValueError) as exc:
+            self.info.value = f'<span style="color:{_RED}">⚠ serve: {html.escape(str(exc))}</span>'
+            return None
+        self.server = srv
+        _launch(srv.serve_forever)
+        if int(v["port"]) != srv.port:
+            self.set(port=srv.port)
+        self.serve_button.description = "stop server"
+        self.info.value = (f"perfkit server in this kernel on {html.escape(srv.bind)} port {srv.port}"
+                           + (" (token required)" if srv.token else ""))
+        return srv
+
     def quit_server(self) -> None:
         """What the quit server button does: ask perfkit serve on host:port to stop."""
         spec = self._spec
@@ -824,6 +858,9 @@ class Panel:
             try:
                 remote.quit_server(spec.host, spec.port, spec.token)
                 self.info.value = f"server on {html.escape(spec.host)} port {spec.port} stopped"
+                if self.server is not None and self.server.port == spec.port:
+                    self.server = None
+                    self.serve_button.description = "serve here"
             except Exception as exc:  # noqa: BLE001
                 self.info.value = f'<span style="color:{_RED}">⚠ quit: {html.escape(str(exc))}</span>'
         self.info.value = "… asking the server to stop"

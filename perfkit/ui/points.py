@@ -43,12 +43,23 @@ def search_title(spec, criterion, rows, state: str, found_pps=None, stopped: str
     return f"<b>rate search {criterion.text}</b>: {spec_title(spec)} — {what}"
 
 
-def search_figure(spec, criterion, rows, state: str = "running", found_pps=None, stopped: str = ""):
+def search_figure(spec, criterion=None, rows=None, state: str = "running", found_pps=None, stopped: str = ""):
     """Left: each trial's offered rate (green pass, red fail) and the rate received, with the
     rate found (or the best pass so far) as a line. Right: the criterion's figure against
-    the offered rate, with its bound. Always the same 7 traces."""
+    the offered rate, with its bound. Always the same 7 traces.
+
+    search_figure(res) draws a finished perfkit.search() result; the panel draws the trials
+    so far with (spec, criterion, rows)."""
+    import dataclasses
+
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
+    from perfkit.units import Rate
+    if criterion is None:   # a SearchResult: the title shows the upper bound and the trial length
+        res = spec
+        spec = dataclasses.replace(res.spec, rate=Rate(res.high_pps, "pps") if res.high_pps else None,
+                                   duration=res.trial_s or res.spec.duration)
+        criterion, rows, state, found_pps, stopped = res.criterion, res.rows, "finished", res.found_pps, res.stopped
     key, label, bound = criterion_metric(criterion)
     ok = [r for r in rows if r["passed"]]
     bad = [r for r in rows if not r["passed"]]
