@@ -804,3 +804,39 @@ def test_serve_here_starts_a_perfkit_server_in_this_kernel_for_the_panel():
     finally:
         panel.serve(stop=True)
     assert panel.server is None and panel.serve_button.description == "serve here"
+
+
+def test_a_dperf_conf_fills_the_dpdk_http_panels(tmp_path):
+    conf = tmp_path / "client.conf"
+    conf.write_text("mode client\ncpu 0\nduration 3s\ncps 2k\nslow_start 10\nport ring:uid:0 198.18.0.1 198.18.0.2\n"
+                    "client 198.18.0.1 1\nserver 198.18.0.2 1\nlisten 8080 1\nhttp_path /x\n")
+    panel = perfkit.ui.Panel("DpdkHttpClient")
+    spec = panel.load_dperf(str(conf))
+    assert spec is not None and panel.error is None and panel.spec == spec == specs.from_dperf(str(conf))
+    assert panel.spec.cps == 2000 and panel.spec.listen == 8080 and panel.spec.http_path == "/x"
+    assert "loaded" in panel.info.value
+    server = perfkit.ui.Panel("DpdkHttpServer")
+    assert server.load_dperf(str(conf)) is None and "open it in the DpdkHttpClient panel" in server.info.value
+    assert perfkit.ui.Panel("DpdkHttpServer").load_dperf(str(tmp_path / "none.conf")) is None
+
+
+def test_eal_options_in_the_dpdk_panels_are_checked_and_cannot_change_a_running_eal():
+    _dpdk_or_skip()
+    from perfkit.engines import dpdk
+    panel = perfkit.ui.Panel("DpdkFlows", port="ring:uie:0", peer="ring:uie:1", rate="10kpps", duration="0.3s",
+                             interval=0.1)
+    now = dpdk._up_with or dpdk._options
+    assert panel.eal_options() == now                 # the form shows what EAL starts (or started) with
+    for field, value in [("memory_mb", 10), ("worker_cpus", "x")]:
+        panel.set(**{field: value})
+        assert panel.error.startswith(f"{field}:") and panel.start_button.disabled
+        assert "⚠" in panel.task_labels["eal"][field].value
+        panel.set(memory_mb=now.memory_mb, worker_cpus="")
+    assert panel.error is None
+    dpdk.eal()                                        # EAL up (if an earlier test has not started it)
+    panel.set(memory_mb=now.memory_mb + 64)          # other options: EAL cannot take them any more
+    panel._click_start(None)
+    assert panel.run is None and "already up" in panel.status.value and "restart" in panel.status.value
+    panel.set(memory_mb=now.memory_mb)
+    run = _start_at_once(panel)
+    assert panel.wait(30) is run and run.error is None and run.summary["pkts_tx"] > 0

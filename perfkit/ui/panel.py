@@ -76,6 +76,21 @@ def task_fields(task: str) -> list["FieldUI"]:
             FieldUI("retries", "int", d["retries"], (), "trials", "0..5", (0, 5),
                     "run a failed trial again at the same rate up to this many times; the rate passes if one does"),
         ]
+    if task == "eal":
+        from perfkit.engines import dpdk
+        now = dpdk._up_with or dpdk._options    # what EAL is (or will be) started with
+        huge = {None: "auto", True: "on", False: "off"}[now.hugepages]
+        cpus = ",".join(str(c) for c in now.worker_cpus) if now.worker_cpus else ""
+        return [
+            FieldUI("memory_mb", "int", now.memory_mb, (), "MB", "64..1048576", None,
+                    "memory EAL takes for mbufs, rings and ports (-m; the CLI's --mem)"),
+            FieldUI("hugepages", "choice", huge, ("auto", "on", "off"), "", "", None,
+                    "auto: hugepages when this is root and enough are free, else --no-huge"),
+            FieldUI("worker_cpus", "text", cpus or None, (), "CPUs (1 or 0,1); empty: not pinned", "", None,
+                    "pin the datapath workers to these CPUs (the CLI's --cpus)"),
+            FieldUI("log_level", "choice", now.log_level, tuple(dpdk.LOG_LEVELS), "", "", None,
+                    "DPDK's log level on stderr"),
+        ]
     if task == "sweep":
         from perfkit.remote import SWEEPABLE
         return [
@@ -388,11 +403,13 @@ class Panel:
         self.spec_cls = spec_cls
         self.interval, self.window, self.redraw_s = interval, window, redraw_s
         self.engine = engine
-        self.engine_name = engine or getattr(spec_cls, "ENGINE", None) or "socket"
         self.form = form_fields(spec_cls, choices)
         self.fields = dataclasses.fields(spec_cls)
         names = [f.name for f in self.form]
-        extra = ["task", *(fu.name for t in TASKS.get(spec_cls.__name__, ("run",))[1:] for fu in task_fields(t))]
+        self.engine_name = engine or getattr(spec_cls, "ENGINE", None) or "socket"
+        self._dpdk = self.engine_name in ("dpdk", "dpdk_tcp")
+        extra_tasks = [*TASKS.get(spec_cls.__name__, ("run",))[1:], *(["eal"] if self._dpdk else [])]
+        extra = ["task", *(fu.name for t in extra_tasks for fu in task_fields(t))]
         unknown = set(values) - set(names) - set(extra)
         if unknown:
             raise ValueError(f"{sorted(unknown)[0]}: unknown field (known: {', '.join(names)})")
@@ -427,13 +444,17 @@ class Panel:
         self.server = None             # RemoteTest: the perfkit server this panel started (serve())
         self._plan = None              # the task's checked arguments
         self._stop_event: threading.Event | None = None
-        for task in self.tasks[1:]:
+        for task in [*self.tasks[1:], *(["eal"] if self._dpdk else [])]:
             self.task_inputs[task], self.task_labels[task], mrows = {}, {}, []
             for fu in task_fields(task):
                 self._defaults[f"{task}.{fu.name}"], self._kinds[f"{task}.{fu.name}"] = fu.default, fu.kind
                 box, label, _, row = self._field_row(w, fu, fu.default)
                 self.task_inputs[task][fu.name], self.task_labels[task][fu.name] = box, label
                 mrows.append(row)
+            if task == "eal":   # once per kernel: folded away under the form
+                self.eal_box = w.Accordion(children=[w.VBox(mrows)], selected_index=None)
+                self.eal_box.set_title(0, "DPDK EAL options (EAL starts once per kernel, at the first DPDK run)")
+                continue
             self.sections[task] = w.VBox([w.HTML(f"<b>{html.escape(TASK_LABELS[task])}</b>"), *mrows],
                                          layout=w.Layout(display="none"))
         self.task_box = (w.ToggleButtons(options=[(TASK_LABELS[m], m) for m in self.tasks], value="run")
@@ -452,6 +473,14 @@ class Panel:
                        f'<span style="color:{_GREY}">({html.escape(self.engine_name)} engine)</span>')
         self.info = w.HTML()           # what the conf button brings back
         extra = []
+        dperf_row = []
+        if spec_cls.__name__ in ("DpdkHttpClient", "DpdkHttpServer"):   # perfkit dperf -c FILE.conf
+            self.dperf_conf = w.Text(placeholder="path/to/dperf.conf", layout=w.Layout(width="230px"))
+            self.dperf_button = w.Button(description="load", icon="folder-open", layout=w.Layout(width="80px"),
+                                         tooltip="fill the form from a dperf configuration file")
+            self.dperf_button.on_click(lambda _b: self.load_dperf(self.dperf_conf.value))
+            dperf_row = [w.HBox([w.HTML("dperf conf", layout=w.Layout(width="130px", min_width="130px")),
+                                 self.dperf_conf, self.dperf_button])]
         if spec_cls.__name__ == "RemoteTest":   # perfkit test HOST conf / quit
             self.conf_button = w.Button(description="conf", icon="info", layout=w.Layout(width="80px"),
                                         tooltip="both ends' host, CPU, OS, kernel and perfkit (perfkit test HOST conf)")
@@ -464,8 +493,8 @@ class Panel:
             self.quit_button.on_click(lambda _b: self.quit_server())
             self.serve_button.on_click(lambda _b: self.serve(stop=self.server is not None))
             extra = [self.serve_button, self.conf_button, self.quit_button]
-        self.widget = w.VBox([title, *([self.task_box] if self.task_box else []), *rows,
-                              *self.sections.values(), self.message,
+        self.widget = w.VBox([title, *dperf_row, *([self.task_box] if self.task_box else []), *rows,
+                              *([self.eal_box] if self._dpdk else []), *self.sections.values(), self.message,
                               w.HBox([self.start_button, self.stop_button, *extra, self.status]),
                               self.info, self.output])
         if values:
@@ -550,6 +579,42 @@ class Panel:
                 value = _text_value(value, name)
             box.value = value
         return self
+
+    def eal_options(self):
+        """The EAL options of the form (DPDK panels): a perfkit.engines.dpdk.EalOptions."""
+        from perfkit.engines import dpdk
+        v = self.task_values("eal")
+        return dpdk.EalOptions(memory_mb=v["memory_mb"], hugepages={"auto": None, "on": True, "off": False}[v["hugepages"]],
+                               log_level=v["log_level"], worker_cpus=v["worker_cpus"] or None)
+
+    def _apply_eal(self) -> None:
+        """Before a DPDK start: hand the form's EAL options to the engine if they differ from
+        what EAL is (or would be) started with; EngineError once EAL is up with others."""
+        if not self._dpdk:
+            return
+        from perfkit.engines import dpdk
+        opts = self.eal_options()
+        if opts != (dpdk._up_with or dpdk._options):
+            dpdk.configure(opts)
+
+    def load_dperf(self, path: str, netns: str | None = None):
+        """What the dperf conf load button does: fill the form from a dperf configuration file
+        (perfkit dperf -c FILE), through perfkit.spec.from_dperf. Returns the spec, or None
+        with the reason under the buttons. netns: default, the form's (an af_packet port's lab host)."""
+        if netns is None:
+            netns = self.values().get("netns") or None
+        try:
+            spec = _spec.from_dperf(str(path).strip(), netns=netns)
+            if not isinstance(spec, self.spec_cls):
+                raise ValueError(f"{path}: a {type(spec).__name__} conf (mode "
+                                 f"{'server' if 'Server' in type(spec).__name__ else 'client'}): "
+                                 f"open it in the {type(spec).__name__} panel")
+        except (OSError, ValueError) as exc:
+            self.info.value = f'<span style="color:{_RED}">⚠ dperf conf: {html.escape(str(exc))}</span>'
+            return None
+        self.set(**{f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)})
+        self.info.value = f"loaded {html.escape(str(path))}"
+        return spec
 
     def _task_field(self, name: str):
         """(task, input) of a task's own field, or None."""
@@ -636,6 +701,8 @@ class Panel:
         try:
             spec = self.spec_cls(**self.values())
             _get_engine(self.engine_name)          # ValueError 'engine: ...' where it is not available
+            if self._dpdk:
+                self.eal_options()
             plan = self._check_task(spec)
             error = None
         except (ValueError, TypeError) as exc:
@@ -646,8 +713,9 @@ class Panel:
             bad = {"high": "rate"}.get(bad, bad)     # a search's upper bound is the form's rate
             for name, label in self.labels.items():
                 label.value = self._label_html(name, name == bad)
-            for name, label in self.task_labels.get(self.task, {}).items():
-                label.value = self._label_html(name, name == bad)
+            for task in {self.task, "eal"}:
+                for name, label in self.task_labels.get(task, {}).items():
+                    label.value = self._label_html(name, name == bad)
             if error:
                 self.message.value = f'<span style="color:{_RED}">⚠ {html.escape(error)}</span>'
             else:
@@ -700,6 +768,7 @@ class Panel:
             spec = self._spec
             if spec is None:
                 raise ValueError(self.error or "the form is not valid")
+            self._apply_eal()                # DPDK: the form's EAL options, before the first start
             if self.dashboard is not None:   # its last redraw must not land on the new chart
                 self.dashboard.detach(self.output)
             if self.task != "run":
