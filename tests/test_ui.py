@@ -546,7 +546,10 @@ def test_stop_while_starting_ends_the_run_as_soon_as_it_starts():
 
 def test_the_launcher_has_every_specs_panel_in_a_tab_and_runs_from_any():
     launcher = perfkit.ui.Launcher(interval=0.25)
-    assert tuple(launcher.widget.titles) == tuple(SPECS)
+    assert tuple(launcher.widget.titles) == tuple(SPECS) + ("Lab",)
+    launcher.widget.selected_index = len(SPECS)
+    assert launcher.current is launcher.lab
+    launcher.widget.selected_index = 0
     assert [type(p.spec) for p in launcher.panels.values()] == list(SPECS.values())
     assert launcher.current is launcher["LocalTest"]
     launcher.widget.selected_index = list(SPECS).index("HttpServe")
@@ -840,3 +843,39 @@ def test_eal_options_in_the_dpdk_panels_are_checked_and_cannot_change_a_running_
     panel.set(memory_mb=now.memory_mb)
     run = _start_at_once(panel)
     assert panel.wait(30) is run and run.error is None and run.summary["pkts_tx"] > 0
+
+
+def test_the_lab_panel_checks_with_labs_own_code_and_makes_impairs_and_removes_a_lab():
+    from perfkit.lab import Lab, have_privileges, status
+    lp = perfkit.ui.LabPanel(delay="5ms")
+    assert lp.error is None and "delay 5ms" in lp.message.value.replace(" ", " ")
+    for field, value in [("delay", "soon"), ("loss", "200%"), ("hosts", 1), ("name", "Bad-Name"), ("mtu", 10)]:
+        lp.set(**{field: value})
+        with pytest.raises(ValueError) as exc:
+            Lab(**lp.values())
+        assert lp.error == str(exc.value) and lp.buttons["up"].disabled
+        assert "⚠" in lp.labels[field].value
+        lp.set(**{field: {"delay": "5ms", "loss": "", "hosts": 2, "name": "", "mtu": 1500}[field]})
+    assert lp.error is None and not lp.buttons["up"].disabled and lp.buttons["down"].disabled
+    if not have_privileges():
+        pytest.skip("a lab needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN)")
+    lp.up()
+    assert lp.wait(60) and lp.lab is not None and lp.lab.is_up, lp.line.value
+    try:
+        name = lp.lab.name
+        assert name in lp.info.value and "up" in lp.line.value
+        assert [s for s in status() if s["name"] == name][0]["status"] == "up"
+        assert lp.lab.impairments[0].delay == pytest.approx(0.005)
+        # a test panel runs across it: udp_lat from h1 to h2, 5 ms each way
+        panel = perfkit.ui.Panel(test="udp_lat", lab=name, duration="0.5s", interval=0.25)
+        run = panel.start()
+        assert panel.wait(60) is run and run.error is None, run.error
+        assert run.summary["lat_p50_us"] > 10_000          # a round trip: two 5 ms delays
+        lp.set(delay="", loss="1%").impair()
+        assert lp.wait(60) and "loss 1%" in lp.line.value.replace(" ", " "), lp.line.value
+        assert lp.lab.impairments[0].delay == 0 and lp.lab.impairments[0].loss == pytest.approx(1.0)
+    finally:
+        lp.down()
+        assert lp.wait(60)
+    assert lp.lab is None and "down" in lp.line.value
+    assert not [s for s in status() if s["name"] == name]

@@ -1113,25 +1113,32 @@ class Launcher:
         launcher["HttpLoad"].run       # a tab's Panel and its Run
 
     kinds: which specs (names in perfkit.spec.SPECS), in tab order; panel_kwargs go to
-    every Panel (interval, window, redraw_s).
+    every Panel (interval, window, redraw_s). lab: a last tab with the LabPanel
+    (perfkit lab up / status / down), launcher.lab.
     """
 
-    def __init__(self, kinds=None, **panel_kwargs):
+    def __init__(self, kinds=None, lab: bool = True, **panel_kwargs):
         import ipywidgets as w
         kinds = list(kinds) if kinds is not None else list(_spec.SPECS)
         for k in kinds:
             _resolve(k)                       # ValueError naming the known ones
         self.panels = {k: Panel(k, **panel_kwargs) for k in kinds}
-        self.widget = w.Tab(children=[p.widget for p in self.panels.values()])
-        self.widget.titles = tuple(kinds)
+        self.lab = None
+        if lab:
+            from perfkit.ui.lab import LabPanel
+            self.lab = LabPanel()
+        self.widget = w.Tab(children=[p.widget for p in self.panels.values()]
+                            + ([self.lab.widget] if self.lab else []))
+        self.widget.titles = tuple(kinds) + (("Lab",) if self.lab else ())
 
     def __getitem__(self, kind: str) -> Panel:
         return self.panels[kind]
 
     @property
     def current(self) -> Panel:
-        """The Panel of the selected tab."""
-        return list(self.panels.values())[self.widget.selected_index or 0]
+        """The Panel of the selected tab (the LabPanel on the Lab tab)."""
+        i = self.widget.selected_index or 0
+        return list(self.panels.values())[i] if i < len(self.panels) else self.lab
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
