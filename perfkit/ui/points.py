@@ -114,7 +114,6 @@ def sweep_figure(spec, option: str, tests, rows, state: str = "running", log_x: 
     one point per finished test and value. Traces: one bandwidth and two latency per test."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
-    from perfkit.ui.charts import spec_title
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
                         subplot_titles=("bandwidth (bits/s received)", "latency (µs)"))
     colours = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")
@@ -140,9 +139,10 @@ def sweep_figure(spec, option: str, tests, rows, state: str = "running", log_x: 
     fig.update_xaxes(**xaxis)
     fig.update_yaxes(tickformat="~s", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(rangemode="tozero", row=1, col=2)
-    done = len(rows)
-    title = (f"<b>sweep {option}</b>: {', '.join(tests)} to {spec.host} ({spec_title(spec).split(', ', 1)[-1]}) — "
-             f"{state}, {done} points")
+    fixed = ([f"{spec.duration:g} s per point"] if option != "time" else []) + ([f"rate {spec.rate}"] if spec.rate is not None and option != "rate"
+                                                  else [])
+    title = (f"<b>sweep {option}</b>: {', '.join(tests)} to {spec.host}, {', '.join(fixed)} — "
+             f"{state}, {len(rows)} points")
     fig.update_layout(title={"text": title, "x": 0.01, "font": {"size": 14}}, height=400, template="plotly_white",
                       margin={"l": 60, "r": 20, "t": 70, "b": 50}, legend={"orientation": "h", "y": -0.2},
                       uirevision="perfkit")
