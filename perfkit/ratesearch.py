@@ -365,7 +365,7 @@ def validate(spec, criterion="zero-loss", *, high=None, low=None, resolution="1%
     high_pps = None if high is None else _rate_pps(high, spec, "high")
     low_pps = None if low is None else _rate_pps(low, spec, "low")
     if high_pps is not None and low_pps is not None and low_pps >= high_pps:
-        raise ValueError(f"low: {low!r} is not below high ({high!r})")
+        raise ValueError(f"low: {low!r} is not below the upper bound {format_si(high_pps, 'pps')}")
     res_abs, res_share = _resolution_pps(resolution)
     return SearchPlan(crit, trial_s, settle_s, max_trials, retries, float(tx_tolerance), high_pps, low_pps,
                       res_abs, res_share)

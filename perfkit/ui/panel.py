@@ -996,8 +996,9 @@ class Panel:
         return self.widget._repr_mimebundle_(**kwargs)
 
     def __repr__(self) -> str:
-        state = "running" if self.running else ("finished" if self.run else "idle")
-        return f"<perfkit.ui.Panel {self.spec_cls.__name__} {state}, spec={self._spec!r}>"
+        state = "running" if self.running else ("finished" if self.dashboard else "idle")
+        task = "" if self.task == "run" else f" ({self.task})"
+        return f"<perfkit.ui.Panel {self.spec_cls.__name__}{task} {state}, spec={self._spec!r}>"
 
 
 _jobs: queue.SimpleQueue = queue.SimpleQueue()
