@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -204,16 +205,27 @@ def _judge(c: Criterion, row: dict, tx_tolerance: float, trial_s: float) -> tupl
     return True, "held"
 
 
-def run_trial(spec, pps: float | None, trial_s: float, engine: str | None = None) -> tuple[dict, Run]:
+class Stopped(Exception):
+    """The search's stop Event was set: the trial going on was cut short."""
+
+
+def run_trial(spec, pps: float | None, trial_s: float, engine: str | None = None,
+              stop: threading.Event | None = None) -> tuple[dict, Run]:
     """One trial: spec at pps frames/s (None: unpaced) for trial_s seconds; its row (no verdict)
-    and the finished Run."""
+    and the finished Run. stop: an Event that ends the trial early (raises Stopped)."""
     t = dataclasses.replace(spec, rate=Rate(pps, "pps") if pps else None, duration=trial_s)
     run = _TrialRun(t, engine=engine, interval=max(0.05, min(1.0, trial_s)))
     run.start()
     try:
+        if stop is not None:
+            while not run.wait(0.05):
+                if stop.is_set():
+                    run.stop()
         run.wait()
     except EngineError:
         pass
+    if stop is not None and stop.is_set():
+        raise Stopped()
     if run.error:
         raise EngineError(f"trial at {format_si(pps, 'pps') if pps else 'full speed'}: {run.error}")
     s, workers, roles = run.summary, run.worker_totals or [], run.roles
@@ -261,6 +273,7 @@ class SearchResult:
     stopped: str = ""
     error: str | None = None
     elapsed_s: float = 0.0
+    trial_s: float = 0.0
 
     @property
     def found(self) -> Rate | None:
@@ -316,29 +329,25 @@ def _resolution_pps(value) -> tuple[float | None, float]:
     return r.value, 0.0
 
 
-def search(spec, criterion="zero-loss", *, high=None, low=None, resolution="1%", max_trials: int = 16,
-           trial="1s", settle="0.5s", retries: int = 0, tx_tolerance: float = 0.02, engine: str | None = None,
-           progress: Callable[[dict], None] | None = None) -> SearchResult:
-    """The highest rate at which spec holds criterion (see the module doc).
+@dataclass(frozen=True)
+class SearchPlan:
+    """A search's arguments, parsed and checked (validate()): what search() runs."""
+    criterion: Criterion
+    trial_s: float
+    settle_s: float
+    max_trials: int
+    retries: int
+    tx_tolerance: float
+    high_pps: float | None
+    low_pps: float | None
+    res_abs: float | None
+    res_share: float
 
-    spec          DpdkFlows (peer port, or mode reverse) or LocalTest("udp_bw"); its rate and
-                  duration are replaced per trial
-    criterion     'zero-loss', 'pdr:0.1%', 'lat:p99<50us', 'cpu', 'cpu:90%' (join with ',')
-    high          upper bound (1Mpps, 500Mbps); None: an unpaced first trial measures it
-    low           lower bound (default 1% of the upper); the last trial when nothing passed
-    resolution    stop when the highest pass and the lowest failure are this close:
-                  a share of the upper bound ('1%') or a rate ('10kpps', 1000)
-    max_trials    at most this many trials (1..64)
-    trial         duration of each trial
-    settle        pause between trials, so frames still queued from one (a reflector's
-                  backlog behind a shaped link) never reach the next (RFC 2544 waits too)
-    retries       run a failed trial again at the same rate up to this many times (0..5);
-                  the rate passes if one attempt does
-    tx_tolerance  a trial whose generator sent less than (1 - this) x rate x trial frames fails
-    progress      called with every trial's row as it finishes
 
-    Returns a SearchResult; Ctrl-C ends the search early with the trials so far
-    (stopped='interrupted'), an engine error likewise (stopped='error', .error says why)."""
+def validate(spec, criterion="zero-loss", *, high=None, low=None, resolution="1%", max_trials: int = 16,
+             trial="1s", settle="0.5s", retries: int = 0, tx_tolerance: float = 0.02) -> SearchPlan:
+    """Check a search's arguments before any trial runs (search() does, and so does the
+    notebook panel on every change); ValueError naming the argument and what it takes."""
     check_searchable(spec)
     crit = parse_criterion(criterion)
     trial_s = parse_duration(trial, "trial")
@@ -356,16 +365,54 @@ def search(spec, criterion="zero-loss", *, high=None, low=None, resolution="1%",
     high_pps = None if high is None else _rate_pps(high, spec, "high")
     low_pps = None if low is None else _rate_pps(low, spec, "low")
     if high_pps is not None and low_pps is not None and low_pps >= high_pps:
-        raise ValueError(f"low: {low!r} is not below high ({high!r})")
+        raise ValueError(f"low: {low!r} is not below the upper bound {format_si(high_pps, 'pps')}")
     res_abs, res_share = _resolution_pps(resolution)
+    return SearchPlan(crit, trial_s, settle_s, max_trials, retries, float(tx_tolerance), high_pps, low_pps,
+                      res_abs, res_share)
 
-    res = SearchResult(spec=spec, criterion=crit)
+
+def search(spec, criterion="zero-loss", *, high=None, low=None, resolution="1%", max_trials: int = 16,
+           trial="1s", settle="0.5s", retries: int = 0, tx_tolerance: float = 0.02, engine: str | None = None,
+           progress: Callable[[dict], None] | None = None, stop: threading.Event | None = None) -> SearchResult:
+    """The highest rate at which spec holds criterion (see the module doc).
+
+    spec          DpdkFlows (peer port, or mode reverse) or LocalTest("udp_bw"); its rate and
+                  duration are replaced per trial
+    criterion     'zero-loss', 'pdr:0.1%', 'lat:p99<50us', 'cpu', 'cpu:90%' (join with ',')
+    high          upper bound (1Mpps, 500Mbps); None: an unpaced first trial measures it
+    low           lower bound (default 1% of the upper); the last trial when nothing passed
+    resolution    stop when the highest pass and the lowest failure are this close:
+                  a share of the upper bound ('1%') or a rate ('10kpps', 1000)
+    max_trials    at most this many trials (1..64)
+    trial         duration of each trial
+    settle        pause between trials, so frames still queued from one (a reflector's
+                  backlog behind a shaped link) never reach the next (RFC 2544 waits too)
+    retries       run a failed trial again at the same rate up to this many times (0..5);
+                  the rate passes if one attempt does
+    tx_tolerance  a trial whose generator sent less than (1 - this) x rate x trial frames fails
+    progress      called with every trial's row as it finishes
+    stop          an Event: once set, the trial going on ends at once and is not kept, and the
+                  search returns what it has (stopped='stopped'): the notebook panel's Stop
+
+    Returns a SearchResult; Ctrl-C ends the search early with the trials so far
+    (stopped='interrupted'), an engine error likewise (stopped='error', .error says why)."""
+    p = validate(spec, criterion, high=high, low=low, resolution=resolution, max_trials=max_trials, trial=trial,
+                 settle=settle, retries=retries, tx_tolerance=tx_tolerance)
+    crit, trial_s, settle_s, retries, tx_tolerance = p.criterion, p.trial_s, p.settle_s, p.retries, p.tx_tolerance
+    high_pps, low_pps, res_abs, res_share = p.high_pps, p.low_pps, p.res_abs, p.res_share
+
+    res = SearchResult(spec=spec, criterion=crit, trial_s=trial_s)
     t0 = time.monotonic()
 
     def attempt(pps, last):
         if res.rows and settle_s:
-            time.sleep(settle_s)
-        row, _ = run_trial(spec, pps, trial_s, engine)
+            if stop is not None:
+                stop.wait(settle_s)
+            else:
+                time.sleep(settle_s)
+        if stop is not None and stop.is_set():
+            raise Stopped()
+        row, _ = run_trial(spec, pps, trial_s, engine, stop)
         row["trial"] = len(res.rows) + 1
         row["passed"], row["reason"] = _judge(crit, row, tx_tolerance, trial_s)
         row["counted"] = bool(row["passed"] or last)
@@ -427,8 +474,8 @@ def search(spec, criterion="zero-loss", *, high=None, low=None, resolution="1%",
         if not res.stopped:
             res.stopped = "resolution" if best is not None else "not held at the lower bound"
         return res
-    except KeyboardInterrupt:
-        res.stopped = "interrupted"
+    except (KeyboardInterrupt, Stopped) as exc:
+        res.stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else "stopped"
         res.found_pps = max((r["offered_pps"] for r in res.rows if r["passed"]), default=None)
         return res
     except EngineError as exc:

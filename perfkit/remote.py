@@ -432,16 +432,30 @@ def plan(host: str, *tests: str, time="10s", sweep: dict | None = None, port: in
 
 
 def test(host: str, *tests: str, time="10s", sweep: dict | None = None, port: int = DEFAULT_PORT,
-         token: str | None = None, **fields):
+         token: str | None = None, progress=None, stop: threading.Event | None = None, **fields):
     """qperf from Python: one polars row per test and sweep point, with its summary.
 
         perfkit.test("198.18.0.2", "tcp_bw", "tcp_lat", time="2s", sweep={"msg_size": "1:64K:*2"})
-    """
+
+    progress: called with each point's row as it finishes. stop: an Event; once set, the
+    point going on ends at once and is left out, and the rows so far are returned (the
+    notebook panel's Stop)."""
     import polars as pl
     from perfkit.run import Run
     rows = []
     for t, point, spec in plan(host, *tests, time=time, sweep=sweep, port=port, token=token, **fields):
-        run = Run(spec).run()
+        if stop is not None and stop.is_set():
+            break
+        run = Run(spec).start()
+        if stop is not None:
+            while not run.wait(0.05):
+                if stop.is_set():
+                    run.stop()
+            if stop.is_set():
+                break
+        run.wait()
         s = {k: v for k, v in run.summary.items() if not isinstance(v, dict)}
         rows.append({"test": t, **point, **s})
+        if progress is not None:
+            progress(dict(rows[-1]))
     return pl.DataFrame(rows)

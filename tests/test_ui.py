@@ -546,7 +546,10 @@ def test_stop_while_starting_ends_the_run_as_soon_as_it_starts():
 
 def test_the_launcher_has_every_specs_panel_in_a_tab_and_runs_from_any():
     launcher = perfkit.ui.Launcher(interval=0.25)
-    assert tuple(launcher.widget.titles) == tuple(SPECS)
+    assert tuple(launcher.widget.titles) == tuple(SPECS) + ("Lab",)
+    launcher.widget.selected_index = len(SPECS)
+    assert launcher.current is launcher.lab
+    launcher.widget.selected_index = 0
     assert [type(p.spec) for p in launcher.panels.values()] == list(SPECS.values())
     assert launcher.current is launcher["LocalTest"]
     launcher.widget.selected_index = list(SPECS).index("HttpServe")
@@ -590,3 +593,289 @@ def test_dpdk_http_server_and_client_from_their_panels_with_dperfs_charts():
     assert re.search(r"finished: [\d.]+ k?conn/s, [\d.]+ k?req/s, response p50 .*, 0 errors", client.status.value), \
         client.status.value
     assert "dpdk http server 198.18.0.2:80 on ring:uic:1" in server.message.value
+
+
+# ------------------------------------- rate search and sweeps from the panels (real runs)
+def _points_of(fig, name):
+    trace = next(t for t in fig.data if t.name == name)
+    return list(trace.x), list(trace.y)
+
+
+def test_the_search_mode_checks_its_fields_with_the_searchs_own_code():
+    from perfkit import ratesearch
+    panel = perfkit.ui.Panel(test="udp_bw", rate="100kpps")
+    assert panel.tasks == ("run", "search") and panel.task == "run"
+    assert panel.sections["search"].layout.display == "none"           # hidden in the run mode
+    panel.set(task="search")
+    assert panel.sections["search"].layout.display == "" and panel.error is None
+    assert "rate search zero-loss" in panel.message.value and "upper bound 100 kpps" in panel.message.value
+    # the defaults are search()'s own
+    import inspect
+    sig = inspect.signature(ratesearch.search).parameters
+    for name in ("criterion", "trial", "resolution", "max_trials", "settle", "retries"):
+        assert panel.task_values()[name] == sig[name].default, name
+    for field, value in [("criterion", "pdr:200%"), ("criterion", "lat:p42<1us"), ("trial", "10ms"),
+                         ("low", "1Mpps"), ("resolution", "150%"), ("max_trials", 0), ("retries", 9),
+                         ("settle", "2m")]:
+        panel.set(**{field: value})
+        assert panel.spec is None and panel.start_button.disabled
+        with pytest.raises(ValueError) as exc:        # the same message as perfkit.search / the CLI
+            ratesearch.validate(LocalTest(), **panel.task_values(), high=LocalTest(rate="100kpps").rate)
+        assert panel.error == str(exc.value) and panel.error.startswith(f"{field}:")
+        assert "⚠" in panel.task_labels["search"][field].value
+        panel.set(**{field: {"criterion": "zero-loss", "low": "", "trial": "1s", "resolution": "1%",
+                             "max_trials": 16, "retries": 0, "settle": "0.5s"}[field]})
+        assert panel.error is None, panel.error
+    panel.set(test="tcp_lat")                          # the socket engine searches udp_bw only
+    assert panel.error.startswith("search: the socket engine searches udp_bw only")
+    panel.set(test="udp_bw", rate="fast")
+    assert panel.error.startswith("rate:") and "⚠" in panel.labels["rate"].value
+    panel.set(rate="", task="run")                     # back to one run: the search fields do not count
+    panel.set(task="search", criterion="nope")
+    panel.set(task="run")
+    assert panel.error is None
+
+
+def test_a_rate_search_from_the_panel_draws_each_trial_live_and_gives_the_trials():
+    """A real search on loopback: udp_bw, every engine worker below 20% of a core. 400 kpps
+    needs far more than that (or cannot be sent at all here), 4 kpps far less, so the
+    search has passes and failures; every pass lies below every failure."""
+    panel = perfkit.ui.Panel(test="udp_bw", size=64, rate="400kpps", redraw_s=0.1)
+    panel.set(task="search", criterion="cpu:20%", trial="0.3s", settle="0.1s", resolution="30%", max_trials=5)
+    assert panel.error is None, panel.error
+    chart = _start_at_once(panel)
+    seen = []
+    while not chart.finished:                          # the live figure gains points as trials end
+        fig = chart._figure
+        if fig is not None:
+            seen.append(sum(len(fig.data[i].x) for i in (0, 1)))
+        time.sleep(0.05)
+    res = panel.wait(60)
+    assert res is panel.result and panel.job_error is None and res.error is None, (panel.job_error, res.error)
+    frame = panel.frame
+    assert frame.height == len(res.rows) >= 2 and frame.equals(res.trials)
+    assert len({n for n in seen if n}) >= 2, seen   # points arrived one by one, not all at the end
+    assert chart.draw_threads == {chart._thread.ident} and threading.get_ident() not in chart.draw_threads
+    # real trials: frames sent and received, the workers' CPU measured
+    assert (frame["sent"] > 0).all() and (frame["rx_pps"] > 0).all() and (frame["cpu_pct_max_worker"] > 0).all()
+    assert frame["offered_pps"][0] == 400_000 and not frame["passed"][0]
+    passed = frame.filter(polars.col("passed"))["offered_pps"].to_list()
+    failed = frame.filter(~polars.col("passed") & polars.col("counted"))["offered_pps"].to_list()
+    assert passed and failed and max(passed) < min(failed)
+    assert res.found_pps == max(passed)
+    # the static figure is the trials: offered (pass / fail), received, the rate found
+    fig = chart.static()
+    assert type(fig).__name__ == "Figure"
+    ok_x, ok_y = _points_of(fig, "offered: passed")
+    bad_x, bad_y = _points_of(fig, "offered: failed")
+    assert sorted(ok_y) == sorted(passed) and sorted(bad_x + ok_x) == frame["trial"].to_list()
+    assert _points_of(fig, "received")[1] == frame["rx_pps"].to_list()
+    assert _points_of(fig, "found")[1] == [res.found_pps] * 2
+    assert _points_of(fig, "bound")[1] == [20.0, 20.0]
+    cpu_x, cpu_y = _points_of(fig, "passed")
+    assert sorted(cpu_y) == sorted(frame.filter(polars.col("passed"))["cpu_pct_max_worker"].to_list())
+    data = panel.output.outputs[0]["data"]
+    assert WIDGET not in data and PLOTLY in data and "found" in data[PLOTLY]["layout"]["title"]["text"]
+    assert "finished: found" in panel.status.value and "kpps" in panel.status.value
+    assert not panel.running and not panel.start_button.disabled
+
+
+def test_stop_ends_a_search_at_once_and_keeps_no_cut_short_trial():
+    panel = perfkit.ui.Panel(test="udp_bw", rate="20kpps", redraw_s=0.1)
+    panel.set(task="search", criterion="zero-loss", trial="20s")
+    chart = _start_at_once(panel)
+    time.sleep(1.0)                                    # the first trial is going
+    t0 = time.monotonic()
+    panel.stop()
+    assert time.monotonic() - t0 < 0.1
+    res = panel.wait(30)
+    assert time.monotonic() - t0 < 10
+    assert res.stopped == "stopped" and res.rows == [] and res.found_pps is None
+    assert chart.finished and panel.frame.height == 0 and "nothing passed" in panel.status.value
+
+
+def test_a_rate_search_of_dpdk_flows_from_the_panel():
+    _dpdk_or_skip()
+    panel = perfkit.ui.Panel("DpdkFlows", port="ring:uis:0", peer="ring:uis:1", rate="100kpps", flows=4,
+                             redraw_s=0.1)
+    panel.set(task="search", criterion="zero-loss,lat:p99<100ms", trial="0.3s", settle="0.1s")
+    assert panel.error is None, panel.error
+    _start_at_once(panel)
+    res = panel.wait(60)
+    assert res.error is None and res.stopped == "held at the upper bound", res
+    row = panel.frame.row(0, named=True)
+    assert row["passed"] and row["lost"] == 0 and row["sent"] == pytest.approx(30_000, rel=0.05)
+    assert row["received"] == row["sent"] and row["lat_count"] > 0
+    assert _points_of(panel.dashboard.static(), "offered: passed") == ([1], [100_000.0])
+
+
+def test_the_sweep_field_uses_the_clis_parser_and_checks_every_point():
+    from perfkit import remote
+    panel = perfkit.ui.Panel("RemoteTest", test="udp_lat")
+    assert panel.tasks == ("run", "sweep")
+    panel.set(task="sweep", sweep="msg_size:1:4K:*4")
+    assert panel.error is None and "7 points" in panel.message.value   # 1 4 16 64 256 1K 4K
+    for bad in ("msg_size:1:4K", "size:1:4K:*2", "msg_size:1:4K:/2", "msg_size:8:4:*2", "msg_size:1:4K:*1"):
+        panel.set(sweep=bad)
+        with pytest.raises(ValueError) as exc:
+            remote.parse_sweep(bad)                     # the CLI's --oo parser, the same message
+        assert panel.error == str(exc.value) and panel.start_button.disabled
+        assert "⚠" in panel.task_labels["sweep"]["sweep"].value
+    panel.set(sweep="msg_size:1K:128K:*2")             # a point udp_lat cannot take
+    assert panel.error.startswith("sweep: size:") and panel.start_button.disabled
+    panel.set(sweep="rate:10kpps:30kpps:+10kpps", also=["tcp_lat", "udp_bw"])
+    assert panel.error is None and "of udp_lat, tcp_lat, udp_bw" in panel.message.value
+
+
+def test_a_sweep_from_the_panel_against_perfkit_serve_with_conf_and_quit():
+    import subprocess
+    import sys
+    srv = subprocess.Popen([sys.executable, "-P", "-m", "perfkit", "serve", "--port", "0"],
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        port = int(srv.stderr.readline().rsplit("port", 1)[1].split()[0])
+        panel = perfkit.ui.Panel("RemoteTest", test="tcp_bw", port=port, duration="0.4s", redraw_s=0.1)
+        panel.set(task="sweep", sweep="msg_size:1K:16K:*4", also=["tcp_lat"])
+        assert panel.error is None and "6 points" in panel.message.value
+        chart = _start_at_once(panel)
+        seen = []
+        while not chart.finished:
+            fig = chart._figure
+            if fig is not None:
+                seen.append(len(fig.data[0].x) + len(fig.data[4].x))
+            time.sleep(0.05)
+        frame = panel.wait(60)
+        assert panel.job_error is None, panel.job_error
+        assert frame is panel.frame and frame.height == 6
+        assert len({n for n in seen if n}) >= 2, seen   # points drawn as they finished
+        assert frame["test"].to_list() == ["tcp_bw"] * 3 + ["tcp_lat"] * 3
+        assert frame["msg_size"].to_list() == [1024, 4096, 16384] * 2
+        assert (frame["rx_bps"] > 0).all() and (frame["bytes_rx"] > 0).all() and "rem_cpus_used" in frame.columns
+        lat = frame.filter(polars.col("test") == "tcp_lat")
+        assert (lat["latency_us"] > 0).all() and (lat["lat_count"] > 0).all()
+        fig = chart.static()
+        bw_x, bw_y = _points_of(fig, "tcp_bw bandwidth")
+        assert bw_x == [1024, 4096, 16384] and bw_y == frame.filter(polars.col("test") == "tcp_bw")["rx_bps"].to_list()
+        assert _points_of(fig, "tcp_lat latency (half round trip)")[1] == lat["latency_us"].to_list()
+        assert fig.layout.xaxis.type == "log"
+        assert PLOTLY in panel.output.outputs[0]["data"] and "finished: 6 points" in panel.status.value
+        # perfkit test HOST conf / quit, from the same panel
+        panel.conf()
+        deadline = time.monotonic() + 30
+        while "rem_kernel" not in panel.info.value:
+            assert time.monotonic() < deadline and "⚠" not in panel.info.value, panel.info.value
+            time.sleep(0.05)
+        assert "loc_node" in panel.info.value
+        panel.quit_server()
+        assert srv.wait(timeout=30) == 0
+        assert "stopped" in panel.info.value
+    finally:
+        srv.kill()
+
+
+def test_stop_ends_a_sweep_and_keeps_the_points_that_finished():
+    from perfkit.remote import Server
+    srv = Server("127.0.0.1", 0, log=lambda line: None)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        panel = perfkit.ui.Panel("RemoteTest", test="tcp_lat", port=srv.port, duration="0.3s", redraw_s=0.1)
+        panel.set(task="sweep", sweep="msg_size:1:1K:*2")    # 11 points
+        chart = _start_at_once(panel)
+        deadline = time.monotonic() + 30
+        while len(chart.rows) < 2:
+            assert time.monotonic() < deadline and not chart.finished
+            time.sleep(0.02)
+        panel.stop()
+        frame = panel.wait(30)
+        assert 2 <= frame.height < 11 and frame["msg_size"].to_list() == [1, 2, 4, 8, 16, 32, 64][:frame.height]
+        assert (frame["lat_count"] > 0).all()
+    finally:
+        srv.stop()
+
+
+def test_serve_here_starts_a_perfkit_server_in_this_kernel_for_the_panel():
+    panel = perfkit.ui.Panel("RemoteTest", test="udp_lat", port=0, duration="0.5s", interval=0.25)
+    srv = panel.serve()
+    try:
+        assert srv is not None and srv.port > 0 and panel.spec.port == srv.port     # the free port, in the form
+        assert f"port {srv.port}" in panel.info.value and panel.serve_button.description == "stop server"
+        run = _start_at_once(panel)
+        assert panel.wait(30) is run and run.error is None, run.error
+        assert run.summary["lat_count"] > 100 and "rem_cpus_used" in run.summary
+        other = perfkit.ui.Panel("RemoteTest", port=srv.port)
+        assert other.serve() is None and "⚠ serve:" in other.info.value       # the port is taken
+    finally:
+        panel.serve(stop=True)
+    assert panel.server is None and panel.serve_button.description == "serve here"
+
+
+def test_a_dperf_conf_fills_the_dpdk_http_panels(tmp_path):
+    conf = tmp_path / "client.conf"
+    conf.write_text("mode client\ncpu 0\nduration 3s\ncps 2k\nslow_start 10\nport ring:uid:0 198.18.0.1 198.18.0.2\n"
+                    "client 198.18.0.1 1\nserver 198.18.0.2 1\nlisten 8080 1\nhttp_path /x\n")
+    panel = perfkit.ui.Panel("DpdkHttpClient")
+    spec = panel.load_dperf(str(conf))
+    assert spec is not None and panel.error is None and panel.spec == spec == specs.from_dperf(str(conf))
+    assert panel.spec.cps == 2000 and panel.spec.listen == 8080 and panel.spec.http_path == "/x"
+    assert "loaded" in panel.info.value
+    server = perfkit.ui.Panel("DpdkHttpServer")
+    assert server.load_dperf(str(conf)) is None and "open it in the DpdkHttpClient panel" in server.info.value
+    assert perfkit.ui.Panel("DpdkHttpServer").load_dperf(str(tmp_path / "none.conf")) is None
+
+
+def test_eal_options_in_the_dpdk_panels_are_checked_and_cannot_change_a_running_eal():
+    _dpdk_or_skip()
+    from perfkit.engines import dpdk
+    panel = perfkit.ui.Panel("DpdkFlows", port="ring:uie:0", peer="ring:uie:1", rate="10kpps", duration="0.3s",
+                             interval=0.1)
+    now = dpdk._up_with or dpdk._options
+    assert panel.eal_options() == now                 # the form shows what EAL starts (or started) with
+    for field, value in [("memory_mb", 10), ("worker_cpus", "x")]:
+        panel.set(**{field: value})
+        assert panel.error.startswith(f"{field}:") and panel.start_button.disabled
+        assert "⚠" in panel.task_labels["eal"][field].value
+        panel.set(memory_mb=now.memory_mb, worker_cpus="")
+    assert panel.error is None
+    dpdk.eal()                                        # EAL up (if an earlier test has not started it)
+    panel.set(memory_mb=now.memory_mb + 64)          # other options: EAL cannot take them any more
+    panel._click_start(None)
+    assert panel.run is None and "already up" in panel.status.value and "restart" in panel.status.value
+    panel.set(memory_mb=now.memory_mb)
+    run = _start_at_once(panel)
+    assert panel.wait(30) is run and run.error is None and run.summary["pkts_tx"] > 0
+
+
+def test_the_lab_panel_checks_with_labs_own_code_and_makes_impairs_and_removes_a_lab():
+    from perfkit.lab import Lab, have_privileges, status
+    lp = perfkit.ui.LabPanel(delay="5ms")
+    assert lp.error is None and "delay 5ms" in lp.message.value.replace(" ", " ")
+    for field, value in [("delay", "soon"), ("loss", "200%"), ("hosts", 1), ("name", "Bad-Name"), ("mtu", 10)]:
+        lp.set(**{field: value})
+        with pytest.raises(ValueError) as exc:
+            Lab(**lp.values())
+        assert lp.error == str(exc.value) and lp.buttons["up"].disabled
+        assert "⚠" in lp.labels[field].value
+        lp.set(**{field: {"delay": "5ms", "loss": "", "hosts": 2, "name": "", "mtu": 1500}[field]})
+    assert lp.error is None and not lp.buttons["up"].disabled and lp.buttons["down"].disabled
+    if not have_privileges():
+        pytest.skip("a lab needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN)")
+    lp.up()
+    assert lp.wait(60) and lp.lab is not None and lp.lab.is_up, lp.line.value
+    try:
+        name = lp.lab.name
+        assert name in lp.info.value and "up" in lp.line.value
+        assert [s for s in status() if s["name"] == name][0]["status"] == "up"
+        assert lp.lab.impairments[0].delay == pytest.approx(0.005)
+        # a test panel runs across it: udp_lat from h1 to h2, 5 ms each way
+        panel = perfkit.ui.Panel(test="udp_lat", lab=name, duration="0.5s", interval=0.25)
+        run = panel.start()
+        assert panel.wait(60) is run and run.error is None, run.error
+        assert run.summary["lat_p50_us"] > 10_000          # a round trip: two 5 ms delays
+        lp.set(delay="", loss="1%").impair()
+        assert lp.wait(60) and "loss 1%" in lp.line.value.replace(" ", " "), lp.line.value
+        assert lp.lab.impairments[0].delay == 0 and lp.lab.impairments[0].loss == pytest.approx(1.0)
+    finally:
+        lp.down()
+        assert lp.wait(60)
+    assert lp.lab is None and "down" in lp.line.value
+    assert not [s for s in status() if s["name"] == name]

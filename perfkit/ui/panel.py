@@ -14,6 +14,13 @@ Start and Stop only set things going: Start makes the Run and its Dashboard and 
 run.start() (EAL's first start, a remote server's handshake) to a short-lived thread;
 Stop sets the run's stop flag. Both return at once, the run and its dashboard live in
 background threads (one drawing thread per chart), and the kernel keeps executing cells.
+
+Tasks beside a single run (TASKS): a rate search for LocalTest udp_bw and DpdkFlows
+(perfkit.search: the form's rate is the upper bound, each trial lasts `trial`) and a
+qperf-style sweep for RemoteTest (perfkit.test with sweep=, the CLI's --oo). Their own
+fields are checked by the same code as the CLI's (ratesearch.validate, remote.plan) on
+every change; Start runs them in a background thread, a live chart gains a point per
+trial or sweep point, and panel.result / panel.frame hold what they found.
 """
 from __future__ import annotations
 
@@ -29,6 +36,71 @@ from perfkit.run import Run
 from perfkit.ui import charts
 from perfkit.ui.dashboard import Dashboard
 from perfkit.units import Rate, format_si
+
+# Tasks beyond one run, by spec: what Start does (see the module doc).
+TASKS = {"LocalTest": ("run", "search"), "DpdkFlows": ("run", "search"), "RemoteTest": ("run", "sweep")}
+TASK_LABELS = {"run": "one run", "search": "rate search", "sweep": "sweep (qperf --oo)"}
+CRITERIA = ("zero-loss", "pdr:0.1%", "lat:p99<50us", "cpu", "cpu:90%", "pdr:0.1%,lat:p99<1ms")
+
+
+def _search_defaults() -> dict:
+    """perfkit.search()'s own defaults (one definition)."""
+    import inspect
+    from perfkit import ratesearch
+    return {k: v.default for k, v in inspect.signature(ratesearch.search).parameters.items()
+            if v.default is not inspect.Parameter.empty}
+
+
+def task_fields(task: str) -> list["FieldUI"]:
+    """The fields a task adds to the form (not spec fields: arguments of search() / test())."""
+    if task == "search":
+        d = _search_defaults()
+        from perfkit.ratesearch import MAX_TRIALS, MAX_TRIAL_S
+        return [
+            FieldUI("criterion", "combo", d["criterion"], CRITERIA,
+                    "zero-loss, pdr:0.1%, lat:p99<50us, cpu:95%; several: join with ','", "",
+                    None, "what every trial must hold: no loss (RFC 2544 throughput), a tolerated loss "
+                    "(PDR), a latency bound (p50 p90 p99 p999 max mean), or every engine worker below "
+                    "a share of a core (BiTester)"),
+            FieldUI("trial", "text", d["trial"], (), _SECONDS, f"50ms..{MAX_TRIAL_S:g}s", None,
+                    "how long each trial runs (the duration above is not used); the rate above is the "
+                    "upper bound (empty: an unpaced first trial measures it)"),
+            FieldUI("low", "text", d["low"], (), "pps or bit/s; empty: 1% of the upper bound", "", None,
+                    "the lower bound: the last trial when nothing passed"),
+            FieldUI("resolution", "text", d["resolution"], (), "a share of the upper bound (1%) or a rate (10kpps)",
+                    "", None, "stop when the highest pass and the lowest failure are this close"),
+            FieldUI("max_trials", "int", d["max_trials"], (), "trials", f"1..{MAX_TRIALS}", (1, MAX_TRIALS),
+                    "at most this many trials"),
+            FieldUI("settle", "text", d["settle"], (), _SECONDS, "0..60s", None,
+                    "pause between trials, so a backlog from one never reaches the next"),
+            FieldUI("retries", "int", d["retries"], (), "trials", "0..5", (0, 5),
+                    "run a failed trial again at the same rate up to this many times; the rate passes if one does"),
+        ]
+    if task == "eal":
+        from perfkit.engines import dpdk
+        now = dpdk._up_with or dpdk._options    # what EAL is (or will be) started with
+        huge = {None: "auto", True: "on", False: "off"}[now.hugepages]
+        cpus = ",".join(str(c) for c in now.worker_cpus) if now.worker_cpus else ""
+        return [
+            FieldUI("memory_mb", "int", now.memory_mb, (), "MB", "64..1048576", None,
+                    "memory EAL takes for mbufs, rings and ports (-m; the CLI's --mem)"),
+            FieldUI("hugepages", "choice", huge, ("auto", "on", "off"), "", "", None,
+                    "auto: hugepages when this is root and enough are free, else --no-huge"),
+            FieldUI("worker_cpus", "text", cpus or None, (), "CPUs (1 or 0,1); empty: not pinned", "", None,
+                    "pin the datapath workers to these CPUs (the CLI's --cpus)"),
+            FieldUI("log_level", "choice", now.log_level, tuple(dpdk.LOG_LEVELS), "", "", None,
+                    "DPDK's log level on stderr"),
+        ]
+    if task == "sweep":
+        from perfkit.remote import SWEEPABLE
+        return [
+            FieldUI("sweep", "text", "msg_size:64:16K:*4", (), "OPT:FROM:TO:STEP, STEP *N (multiply) or +N (add)",
+                    f"OPT: {' '.join(SWEEPABLE)}", None,
+                    "qperf's -oo: the test runs at every value, each point a full run of the duration above"),
+            FieldUI("also", "multi", (), _spec.REMOTE_TESTS, "more tests (ctrl-click)", "", None,
+                    "more tests at every point, after the one above (qperf's tcp_bw tcp_lat)"),
+        ]
+    return []
 
 # Fields whose values come from a fixed list: a spec's own ClassVar (test: TESTS), else by name.
 CHOICES = {"test": _spec.LOCAL_TESTS, "mode": _spec.DPDK_MODES, "method": _spec.HTTP_METHODS,
@@ -189,7 +261,7 @@ def field_hints(spec_cls) -> dict[str, str]:
 class FieldUI:
     """How one spec field shows in the form."""
     name: str
-    kind: str            # choice | combo | bool | int | text | secret | lines | area | ranges | pair
+    kind: str            # choice | combo | bool | int | text | secret | lines | area | ranges | pair | multi
     default: object      # the spec's default (None: empty box)
     choices: tuple = ()  # choice: the options; combo: suggestions
     unit: str = ""
@@ -331,11 +403,14 @@ class Panel:
         self.spec_cls = spec_cls
         self.interval, self.window, self.redraw_s = interval, window, redraw_s
         self.engine = engine
-        self.engine_name = engine or getattr(spec_cls, "ENGINE", None) or "socket"
         self.form = form_fields(spec_cls, choices)
         self.fields = dataclasses.fields(spec_cls)
         names = [f.name for f in self.form]
-        unknown = set(values) - set(names)
+        self.engine_name = engine or getattr(spec_cls, "ENGINE", None) or "socket"
+        self._dpdk = self.engine_name in ("dpdk", "dpdk_tcp")
+        extra_tasks = [*TASKS.get(spec_cls.__name__, ("run",))[1:], *(["eal"] if self._dpdk else [])]
+        extra = ["task", *(fu.name for t in extra_tasks for fu in task_fields(t))]
+        unknown = set(values) - set(names) - set(extra)
         if unknown:
             raise ValueError(f"{sorted(unknown)[0]}: unknown field (known: {', '.join(names)})")
 
@@ -351,40 +426,39 @@ class Panel:
         self.units: dict = {}       # field name -> its unit/range/default line
         rows = []
         for fu in self.form:
-            default = fu.default
-            value = getattr(start_from, fu.name) if start_from is not None else default
-            self._defaults[fu.name], self._kinds[fu.name] = default, fu.kind
-            layout = w.Layout(width="230px", min_width="230px")
-            if fu.kind == "choice":
-                opts = list(fu.choices)
-                box = w.Dropdown(options=opts, value=value if value in opts else opts[0], layout=layout)
-            elif fu.kind == "combo":
-                box = w.Combobox(options=list(fu.choices), value=_text_value(value, fu.name),
-                                 ensure_option=False, layout=layout,
-                                 placeholder="(empty: none)" if default is None else "")
-            elif fu.kind == "bool":
-                box = w.Checkbox(value=bool(value), indent=False, layout=layout)
-            elif fu.kind == "int":
-                box = w.IntText(value=int(value or 0), layout=layout)
-            elif fu.kind == "secret":
-                box = w.Password(value=_text_value(value, fu.name), layout=layout,
-                                 placeholder="(empty: PERFKIT_TOKEN)")
-            elif fu.kind in ("lines", "area"):
-                box = w.Textarea(value=_text_value(value, fu.name), rows=2, layout=layout,
-                                 placeholder="(empty: none)")
-            else:
-                box = w.Text(value=_text_value(value, fu.name), layout=layout,
-                             placeholder="(empty: default)" if default is None else "")
-            box.tooltip = fu.help
-            label = w.HTML(self._label_html(fu.name, False), layout=w.Layout(width="130px", min_width="130px"))
-            info = [x for x in (fu.unit, fu.range and f"range {fu.range}",
-                                f"default {_text_value(default, fu.name) or 'none'}"
-                                if fu.kind not in ("secret",) else "") if x]
-            unit = w.HTML(f'<span style="color:{_GREY};font-size:90%">{html.escape(" · ".join(info))}</span>',
-                          layout=w.Layout(width="300px", min_width="300px"))
-            hint = w.HTML(f'<span style="color:{_GREY};font-size:90%">{html.escape(fu.help)}</span>')
+            value = getattr(start_from, fu.name) if start_from is not None else fu.default
+            self._defaults[fu.name], self._kinds[fu.name] = fu.default, fu.kind
+            box, label, unit, row = self._field_row(w, fu, value)
             self.inputs[fu.name], self.labels[fu.name], self.units[fu.name] = box, label, unit
-            rows.append(w.HBox([label, box, unit, hint]))
+            rows.append(row)
+
+        # tasks: a rate search or a sweep beside the single run, with their own fields
+        self.tasks = TASKS.get(spec_cls.__name__, ("run",))
+        self.task = "run"
+        self.task_inputs: dict = {}    # task -> {name: input widget} (not spec fields)
+        self.task_labels: dict = {}    # task -> {name: label}
+        self.sections: dict = {}       # task -> the VBox of its fields (shown for that task)
+        self.result = None             # a search's SearchResult, a sweep's polars frame
+        self.frame = None              # the trials (search) or points (sweep) as a polars frame
+        self.job_error: str | None = None   # why a search or sweep failed
+        self.server = None             # RemoteTest: the perfkit server this panel started (serve())
+        self._plan = None              # the task's checked arguments
+        self._stop_event: threading.Event | None = None
+        for task in [*self.tasks[1:], *(["eal"] if self._dpdk else [])]:
+            self.task_inputs[task], self.task_labels[task], mrows = {}, {}, []
+            for fu in task_fields(task):
+                self._defaults[f"{task}.{fu.name}"], self._kinds[f"{task}.{fu.name}"] = fu.default, fu.kind
+                box, label, _, row = self._field_row(w, fu, fu.default)
+                self.task_inputs[task][fu.name], self.task_labels[task][fu.name] = box, label
+                mrows.append(row)
+            if task == "eal":   # once per kernel: folded away under the form
+                self.eal_box = w.Accordion(children=[w.VBox(mrows)], selected_index=None)
+                self.eal_box.set_title(0, "DPDK EAL options (EAL starts once per kernel, at the first DPDK run)")
+                continue
+            self.sections[task] = w.VBox([w.HTML(f"<b>{html.escape(TASK_LABELS[task])}</b>"), *mrows],
+                                         layout=w.Layout(display="none"))
+        self.task_box = (w.ToggleButtons(options=[(TASK_LABELS[m], m) for m in self.tasks], value="run")
+                         if len(self.tasks) > 1 else None)
 
         self.message = w.HTML()
         self.status = w.HTML()
@@ -397,33 +471,206 @@ class Panel:
         self.stop_button.on_click(lambda _b: self.stop())
         title = w.HTML(f"<b>perfkit — {html.escape(spec_cls.__name__)}</b> "
                        f'<span style="color:{_GREY}">({html.escape(self.engine_name)} engine)</span>')
-        self.widget = w.VBox([title, *rows, self.message,
-                              w.HBox([self.start_button, self.stop_button, self.status]),
-                              self.output])
+        self.info = w.HTML()           # what the conf button brings back
+        extra = []
+        dperf_row = []
+        if spec_cls.__name__ in ("DpdkHttpClient", "DpdkHttpServer"):   # perfkit dperf -c FILE.conf
+            self.dperf_conf = w.Text(placeholder="path/to/dperf.conf", layout=w.Layout(width="230px"))
+            self.dperf_button = w.Button(description="load", icon="folder-open", layout=w.Layout(width="80px"),
+                                         tooltip="fill the form from a dperf configuration file")
+            self.dperf_button.on_click(lambda _b: self.load_dperf(self.dperf_conf.value))
+            dperf_row = [w.HBox([w.HTML("dperf conf", layout=w.Layout(width="130px", min_width="130px")),
+                                 self.dperf_conf, self.dperf_button])]
+        if spec_cls.__name__ == "RemoteTest":   # perfkit test HOST conf / quit
+            self.conf_button = w.Button(description="conf", icon="info", layout=w.Layout(width="80px"),
+                                        tooltip="both ends' host, CPU, OS, kernel and perfkit (perfkit test HOST conf)")
+            self.quit_button = w.Button(description="quit server", icon="power-off", layout=w.Layout(width="120px"),
+                                        tooltip="ask the server to stop (perfkit test HOST quit)")
+            self.serve_button = w.Button(description="serve here", icon="server", layout=w.Layout(width="120px"),
+                                         tooltip="start perfkit serve in this kernel on host and port "
+                                                 "(port 0: any free port)")
+            self.conf_button.on_click(lambda _b: self.conf())
+            self.quit_button.on_click(lambda _b: self.quit_server())
+            self.serve_button.on_click(lambda _b: self.serve(stop=self.server is not None))
+            extra = [self.serve_button, self.conf_button, self.quit_button]
+        self.widget = w.VBox([title, *dperf_row, *([self.task_box] if self.task_box else []), *rows,
+                              *([self.eal_box] if self._dpdk else []), *self.sections.values(), self.message,
+                              w.HBox([self.start_button, self.stop_button, *extra, self.status]),
+                              self.info, self.output])
         if values:
             self.set(**values)
         for box in self.inputs.values():
             box.observe(self._on_change, names="value")
+        for boxes in self.task_inputs.values():
+            for box in boxes.values():
+                box.observe(self._on_change, names="value")
+        if self.task_box is not None:
+            self.task_box.observe(self._on_task, names="value")
         self.validate()
         _prewarm()
         _launcher()
 
     # ---------------------------------------------------------------- form
+    def _field_row(self, w, fu: "FieldUI", value):
+        """One form row: label, input, unit/range/default, help line."""
+        layout = w.Layout(width="230px", min_width="230px")
+        default = fu.default
+        if fu.kind == "choice":
+            opts = list(fu.choices)
+            box = w.Dropdown(options=opts, value=value if value in opts else opts[0], layout=layout)
+        elif fu.kind == "combo":
+            box = w.Combobox(options=list(fu.choices), value=_text_value(value, fu.name),
+                             ensure_option=False, layout=layout,
+                             placeholder="(empty: none)" if default is None else "")
+        elif fu.kind == "bool":
+            box = w.Checkbox(value=bool(value), indent=False, layout=layout)
+        elif fu.kind == "int":
+            box = w.IntText(value=int(value or 0), layout=layout)
+        elif fu.kind == "secret":
+            box = w.Password(value=_text_value(value, fu.name), layout=layout,
+                             placeholder="(empty: PERFKIT_TOKEN)")
+        elif fu.kind == "multi":
+            box = w.SelectMultiple(options=list(fu.choices), value=tuple(value or ()), rows=3, layout=layout)
+        elif fu.kind in ("lines", "area"):
+            box = w.Textarea(value=_text_value(value, fu.name), rows=2, layout=layout,
+                             placeholder="(empty: none)")
+        else:
+            box = w.Text(value=_text_value(value, fu.name), layout=layout,
+                         placeholder="(empty: default)" if default is None else "")
+        box.tooltip = fu.help
+        label = w.HTML(self._label_html(fu.name, False), layout=w.Layout(width="130px", min_width="130px"))
+        info = [x for x in (fu.unit, fu.range and f"range {fu.range}",
+                            f"default {_text_value(default, fu.name) or 'none'}"
+                            if fu.kind not in ("secret",) else "") if x]
+        unit = w.HTML(f'<span style="color:{_GREY};font-size:90%">{html.escape(" · ".join(info))}</span>',
+                      layout=w.Layout(width="300px", min_width="300px"))
+        hint = w.HTML(f'<span style="color:{_GREY};font-size:90%">{html.escape(fu.help)}</span>')
+        return box, label, unit, w.HBox([label, box, unit, hint])
+
     @staticmethod
     def _label_html(name: str, bad: bool) -> str:
         style = f"color:{_RED};font-weight:bold" if bad else ""
         return f'<span style="{style}">{"⚠ " if bad else ""}{html.escape(name)}</span>'
 
     def set(self, **values) -> "Panel":
-        """Set form fields as if typed (size='1500', rate='10kpps', busy_poll=True)."""
+        """Set form fields as if typed (size='1500', rate='10kpps', busy_poll=True); task='search'
+        or 'sweep' picks what Start does, and that task's fields are set the same way
+        (criterion='pdr:0.1%', sweep='msg_size:1:4K:*4')."""
+        if "task" in values:
+            task = values.pop("task")
+            if task not in self.tasks:
+                raise ValueError(f"task: {task!r} is not one of {', '.join(self.tasks)}")
+            if self.task_box is not None:
+                self.task_box.value = task
+            self._apply_task(task)
         for name, value in values.items():
-            if name not in self.inputs:
-                raise ValueError(f"{name}: unknown field (known: {', '.join(self.inputs)})")
-            box = self.inputs[name]
-            if self._kinds[name] not in ("choice", "bool", "int"):   # text: what a person would type
+            extra = self._task_field(name)
+            if name not in self.inputs and extra is None:
+                known = [*self.inputs, *(n for m in self.task_inputs.values() for n in m)]
+                raise ValueError(f"{name}: unknown field (known: {', '.join(known)})")
+            if extra is not None:
+                task, box = extra
+                kind = self._kinds[f"{task}.{name}"]
+            else:
+                box, kind = self.inputs[name], self._kinds[name]
+            if kind == "multi":
+                value = (value,) if isinstance(value, str) else tuple(value or ())
+            elif kind not in ("choice", "bool", "int"):   # text: what a person would type
                 value = _text_value(value, name)
             box.value = value
         return self
+
+    def eal_options(self):
+        """The EAL options of the form (DPDK panels): a perfkit.engines.dpdk.EalOptions."""
+        from perfkit.engines import dpdk
+        v = self.task_values("eal")
+        return dpdk.EalOptions(memory_mb=v["memory_mb"], hugepages={"auto": None, "on": True, "off": False}[v["hugepages"]],
+                               log_level=v["log_level"], worker_cpus=v["worker_cpus"] or None)
+
+    def _apply_eal(self) -> None:
+        """Before a DPDK start: hand the form's EAL options to the engine if they differ from
+        what EAL is (or would be) started with; EngineError once EAL is up with others."""
+        if not self._dpdk:
+            return
+        from perfkit.engines import dpdk
+        opts = self.eal_options()
+        if opts != (dpdk._up_with or dpdk._options):
+            dpdk.configure(opts)
+
+    def load_dperf(self, path: str, netns: str | None = None):
+        """What the dperf conf load button does: fill the form from a dperf configuration file
+        (perfkit dperf -c FILE), through perfkit.spec.from_dperf. Returns the spec, or None
+        with the reason under the buttons. netns: default, the form's (an af_packet port's lab host)."""
+        if netns is None:
+            netns = self.values().get("netns") or None
+        try:
+            spec = _spec.from_dperf(str(path).strip(), netns=netns)
+            if not isinstance(spec, self.spec_cls):
+                raise ValueError(f"{path}: a {type(spec).__name__} conf (mode "
+                                 f"{'server' if 'Server' in type(spec).__name__ else 'client'}): "
+                                 f"open it in the {type(spec).__name__} panel")
+        except (OSError, ValueError) as exc:
+            self.info.value = f'<span style="color:{_RED}">⚠ dperf conf: {html.escape(str(exc))}</span>'
+            return None
+        self.set(**{f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)})
+        self.info.value = f"loaded {html.escape(str(path))}"
+        return spec
+
+    def _task_field(self, name: str):
+        """(task, input) of a task's own field, or None."""
+        for task, boxes in self.task_inputs.items():
+            if name in boxes:
+                return task, boxes[name]
+        return None
+
+    def task_values(self, task: str | None = None) -> dict:
+        """A task's own fields as arguments (an empty text box: its default)."""
+        task = task or self.task
+        out = {}
+        for name, box in self.task_inputs.get(task, {}).items():
+            v = box.value
+            if isinstance(v, str):
+                v = v.strip() or self._defaults[f"{task}.{name}"]
+            out[name] = v
+        return out
+
+    def _apply_task(self, task: str) -> None:
+        self.task = task
+        for t, box in self.sections.items():
+            box.layout.display = "" if t == task else "none"
+
+    def _on_task(self, change) -> None:
+        self._apply_task(change["new"])
+        self.validate()
+
+    def _check_task(self, spec):
+        """The task's arguments checked by the code that runs them: ratesearch.validate for a
+        search (the form's rate is the upper bound), remote.plan for a sweep (every point)."""
+        if self.task == "search":
+            from perfkit import ratesearch
+            a = self.task_values()
+            return ratesearch.validate(dataclasses.replace(spec, rate=None), a["criterion"], high=spec.rate,
+                                       low=a["low"], resolution=a["resolution"], max_trials=a["max_trials"],
+                                       trial=a["trial"], settle=a["settle"], retries=a["retries"])
+        if self.task == "sweep":
+            return self._sweep_plan(spec)
+        return None
+
+    def _sweep_plan(self, spec):
+        from perfkit import remote
+        a = self.task_values()
+        text = str(a["sweep"]).strip()
+        opt = text.split(":", 1)[0]
+        remote.parse_sweep(text)                 # the CLI's --oo parser: its message names sweep
+        tests = [spec.test, *(t for t in a["also"] if t != spec.test)]
+        fields = {k: v for k, v in self.values().items() if k not in ("host", "test", "port", "token", "duration")}
+        kw = dict(time=spec.duration, sweep={opt: text.split(":", 1)[1]}, port=spec.port, token=spec.token, **fields)
+        try:
+            points = remote.plan(spec.host, *tests, **kw)    # every point's spec, checked before anything runs
+        except ValueError as exc:   # a swept value (or a further test) the spec refuses
+            raise ValueError(f"sweep: {exc}") from None
+        return {"host": spec.host, "tests": tests, "option": opt, "points": len(points),
+                "log_x": text.rsplit(":", 1)[-1].startswith("*"), **kw}
 
     def values(self) -> dict:
         """The form as keyword arguments for the spec: an empty text box is the field's
@@ -450,22 +697,38 @@ class Panel:
 
     def validate(self):
         """Build the spec from the form; show its error, or what will run. Returns the spec or None."""
+        plan = None
         try:
             spec = self.spec_cls(**self.values())
             _get_engine(self.engine_name)          # ValueError 'engine: ...' where it is not available
+            if self._dpdk:
+                self.eal_options()
+            plan = self._check_task(spec)
             error = None
         except (ValueError, TypeError) as exc:
             spec, error = None, str(exc)
         with self._lock:
-            self._spec, self.error = spec, error
+            self._spec, self._plan, self.error = spec, plan, error
             bad = error.split(":", 1)[0].strip() if error else None
+            bad = {"high": "rate"}.get(bad, bad)     # a search's upper bound is the form's rate
             for name, label in self.labels.items():
                 label.value = self._label_html(name, name == bad)
+            for task in {self.task, "eal"}:
+                for name, label in self.task_labels.get(task, {}).items():
+                    label.value = self._label_html(name, name == bad)
             if error:
                 self.message.value = f'<span style="color:{_RED}">⚠ {html.escape(error)}</span>'
             else:
+                what = charts.spec_title(spec)
+                if self.task == "search":
+                    what = (f"rate search {plan.criterion.text} ({plan.criterion.describe()}) of "
+                            f"{charts.spec_title(dataclasses.replace(spec, duration=plan.trial_s))} trials, "
+                            f"upper bound {spec.rate or 'measured by an unpaced first trial'}")
+                elif self.task == "sweep":
+                    what = (f"sweep {self.task_values()['sweep']} of {', '.join(plan['tests'])} to {spec.host}: "
+                            f"{plan['points']} points of {spec.duration:g} s")
                 self.message.value = (f'<span style="color:{_GREEN}">✓ ready: '
-                                      f'{html.escape(charts.spec_title(spec))}</span>')
+                                      f'{html.escape(what)}</span>')
             self._refresh()
         return spec
 
@@ -493,19 +756,23 @@ class Panel:
     def _set_status(self, text: str, colour: str = _GREY) -> None:
         self.status.value = f'<span style="color:{colour}">{html.escape(text)}</span>'
 
-    def start(self) -> Run:
+    def start(self):
         """What the Start button does: a new Run of the form's spec with a Dashboard under
         the form; run.start() goes on in a background thread. Returns the Run at once
         (panel.wait() blocks until it has ended; an error starting it shows in the status
-        line and in run.error)."""
+        line and in run.error). For the search and sweep tasks: the search or sweep runs in a
+        background thread with a live PointsChart under the form, which is returned."""
         with self._lock:
             if self.running:
                 raise RuntimeError("a run is going: stop it (or wait) before starting another")
             spec = self._spec
             if spec is None:
                 raise ValueError(self.error or "the form is not valid")
+            self._apply_eal()                # DPDK: the form's EAL options, before the first start
             if self.dashboard is not None:   # its last redraw must not land on the new chart
                 self.dashboard.detach(self.output)
+            if self.task != "run":
+                return self._start_points(spec, self._plan)
             kw = {} if self.engine is None else {"engine": self.engine}
             run = Run(spec, interval=self.interval, **kw)
             dash = Dashboard(run, window=self.window, redraw_s=self.redraw_s, on_done=self._on_done,
@@ -531,6 +798,143 @@ class Panel:
             if dash is self.dashboard and not dash.finished:
                 self._set_status(f"▶ running {charts.spec_title(run.spec)}")
 
+    def _start_points(self, spec, plan):
+        """Start a search or a sweep (the lock is held): its chart now, the work in a thread."""
+        from perfkit.ui import points
+        stop = threading.Event()
+        if self.task == "search":
+            crit = plan.criterion
+            shown = dataclasses.replace(spec, duration=plan.trial_s)   # the title: trials, not the form's duration
+            chart = points.PointsChart(lambda rows, state: points.search_figure(shown, crit, rows, state),
+                                       redraw_s=min(self.redraw_s, 0.5), on_done=self._on_done)
+            work, what = self._search_job, f"rate search {crit.text} of {charts.spec_title(spec)}"
+        else:
+            chart = points.PointsChart(
+                lambda rows, state: points.sweep_figure(spec, plan["option"], plan["tests"], rows, state,
+                                                        plan["log_x"]),
+                redraw_s=min(self.redraw_s, 0.5), on_done=self._on_done)
+            work, what = self._sweep_job, f"sweep of {', '.join(plan['tests'])}"
+        self.run, self.result, self.frame, self.dashboard, self._stop_event = None, None, None, chart, stop
+        self.job_error = None
+        self._set_status(f"… starting the {what}")
+        self._refresh()
+        chart.attach(self.output)
+        _launch(work, spec, plan, chart, stop)
+        return chart
+
+    def _search_job(self, spec, plan, chart, stop) -> None:
+        """The search's thread: perfkit.search with a progress callback that hands each trial
+        to the chart (its own thread draws it) and says it in the status line."""
+        from perfkit import ratesearch
+        from perfkit.ui import points
+        chart.start()
+        a = self.task_values("search")
+
+        def progress(row):
+            chart.add(row)
+            if chart is self.dashboard:
+                verdict = "pass" if row["passed"] else f"fail ({row['reason']})"
+                self._set_status(f"▶ trial {row['trial']}: {format_si(row['offered_pps'], 'pps')} offered, "
+                                 f"{format_si(row['rx_pps'], 'pps')} received: {verdict}")
+        try:
+            res = ratesearch.search(dataclasses.replace(spec, rate=None), plan.criterion, high=spec.rate,
+                                    low=a["low"], resolution=a["resolution"], max_trials=a["max_trials"],
+                                    trial=a["trial"], settle=a["settle"], retries=a["retries"],
+                                    engine=self.engine, progress=progress, stop=stop)
+        except Exception as exc:  # noqa: BLE001 (shown in the panel; the kernel carries on)
+            self.job_error = f"search: {exc}"
+            chart.end()
+            return
+        self.result, self.frame = res, res.trials
+        self.job_error = res.error
+        shown = dataclasses.replace(spec, duration=plan.trial_s)
+        chart.end(lambda rows: points.search_figure(shown, plan.criterion, rows, "finished", res.found_pps,
+                                                    res.stopped))
+
+    def _sweep_job(self, spec, plan, chart, stop) -> None:
+        """The sweep's thread: perfkit.test with sweep=, a point to the chart as each finishes."""
+        from perfkit import remote
+        chart.start()
+        kw = {k: v for k, v in plan.items() if k not in ("host", "tests", "option", "points", "log_x")}
+
+        def progress(row):
+            chart.add(row)
+            if chart is self.dashboard:
+                self._set_status(f"▶ {len(chart.rows) + len(chart._inbox)} of {plan['points']} points: "
+                                 f"{row['test']} at {plan['option']} {row[plan['option']]:g} done")
+        try:
+            self.frame = self.result = remote.test(plan["host"], *plan["tests"], progress=progress, stop=stop, **kw)
+        except Exception as exc:  # noqa: BLE001 (shown in the panel; the kernel carries on)
+            self.job_error = f"sweep: {exc}"
+        chart.end()
+
+    def conf(self) -> None:
+        """What the conf button does: both ends' host, CPU, OS, kernel and perfkit, fetched in
+        a background thread and shown under the buttons (perfkit test HOST conf)."""
+        spec = self._spec
+        if spec is None:
+            self._set_status(f"⚠ {self.error}", _RED)
+            return
+
+        def fetch():
+            from perfkit import remote
+            from perfkit.cli import _conf_text
+            try:
+                self.info.value = f"<pre>{html.escape(_conf_text(remote.conf(spec.host, spec.port, spec.token)))}</pre>"
+            except Exception as exc:  # noqa: BLE001
+                self.info.value = f'<span style="color:{_RED}">⚠ conf: {html.escape(str(exc))}</span>'
+        self.info.value = "… asking the server"
+        _launch(fetch)
+
+    def serve(self, stop: bool = False):
+        """What the serve here button does: a perfkit server (perfkit serve) in this kernel,
+        listening on the form's host and port (port 0: any free one, then put in the form),
+        with its token; pressed again (stop=True) it stops. Returns the Server."""
+        from perfkit.remote import Server
+        if stop:
+            if self.server is not None:
+                self.server.stop()
+                self.info.value = f"server on port {self.server.port} stopped"
+                self.server = None
+                self.serve_button.description = "serve here"
+            return None
+        if self.server is not None:
+            return self.server
+        v = self.values()
+        try:
+            srv = Server(v["host"], int(v["port"]), token=v["token"] or None, log=lambda line: None)
+        except (OSError, ValueError) as exc:
+            self.info.value = f'<span style="color:{_RED}">⚠ serve: {html.escape(str(exc))}</span>'
+            return None
+        self.server = srv
+        _launch(srv.serve_forever)
+        if int(v["port"]) != srv.port:
+            self.set(port=srv.port)
+        self.serve_button.description = "stop server"
+        self.info.value = (f"perfkit server in this kernel on {html.escape(srv.bind)} port {srv.port}"
+                           + (" (token required)" if srv.token else ""))
+        return srv
+
+    def quit_server(self) -> None:
+        """What the quit server button does: ask perfkit serve on host:port to stop."""
+        spec = self._spec
+        if spec is None:
+            self._set_status(f"⚠ {self.error}", _RED)
+            return
+
+        def ask():
+            from perfkit import remote
+            try:
+                remote.quit_server(spec.host, spec.port, spec.token)
+                self.info.value = f"server on {html.escape(spec.host)} port {spec.port} stopped"
+                if self.server is not None and self.server.port == spec.port:
+                    self.server = None
+                    self.serve_button.description = "serve here"
+            except Exception as exc:  # noqa: BLE001
+                self.info.value = f'<span style="color:{_RED}">⚠ quit: {html.escape(str(exc))}</span>'
+        self.info.value = "… asking the server to stop"
+        _launch(ask)
+
     def _click_start(self, _button) -> None:
         try:
             self.start()
@@ -546,18 +950,38 @@ class Panel:
             run.stop()
             self.stop_button.disabled = True
             self._set_status("■ stopping…")
+        elif self._stop_event is not None and self.running:   # a search or sweep
+            self._stop_event.set()
+            self.stop_button.disabled = True
+            self._set_status("■ stopping…")
 
-    def wait(self, timeout: float | None = None) -> Run | None:
+    def wait(self, timeout: float | None = None):
         """Block until the current run has ended and its static chart is shown;
-        returns the Run (None on timeout)."""
+        returns the Run (None on timeout). A search returns its SearchResult, a sweep its
+        polars frame (None if it failed: panel.job_error says why)."""
         if self.dashboard is None:
             raise RuntimeError("nothing started yet: press Start or call panel.start()")
-        return self.run if self.dashboard.wait(timeout) else None
+        if not self.dashboard.wait(timeout):
+            return None
+        return self.run if self.run is not None else self.result
 
     def _on_done(self, dash: Dashboard) -> None:
         """From the dashboard's drawing thread, after the final redraw."""
         with self._lock:
             if dash is not self.dashboard:   # an earlier run's dashboard finishing late
+                return
+            if self.run is None:             # a search or a sweep
+                res = self.result
+                if self.job_error:
+                    self._set_status(f"⚠ {self.job_error}", _RED)
+                elif hasattr(res, "found_pps"):
+                    found = (f"found {format_si(res.found_pps, 'pps')} ({format_si(res.found_bps, 'bit/s')})"
+                             if res.found_pps is not None else "nothing passed")
+                    self._set_status(f"■ finished: {found} after {len(res.rows)} trials ({res.stopped}), "
+                                     f"{res.elapsed_s:.1f} s", _GREEN)
+                else:
+                    self._set_status(f"■ finished: {0 if res is None else res.height} points", _GREEN)
+                self._refresh()
                 return
             run = dash.run
             if run.error:
@@ -572,8 +996,9 @@ class Panel:
         return self.widget._repr_mimebundle_(**kwargs)
 
     def __repr__(self) -> str:
-        state = "running" if self.running else ("finished" if self.run else "idle")
-        return f"<perfkit.ui.Panel {self.spec_cls.__name__} {state}, spec={self._spec!r}>"
+        state = "running" if self.running else ("finished" if self.dashboard else "idle")
+        task = "" if self.task == "run" else f" ({self.task})"
+        return f"<perfkit.ui.Panel {self.spec_cls.__name__}{task} {state}, spec={self._spec!r}>"
 
 
 _jobs: queue.SimpleQueue = queue.SimpleQueue()
@@ -689,25 +1114,32 @@ class Launcher:
         launcher["HttpLoad"].run       # a tab's Panel and its Run
 
     kinds: which specs (names in perfkit.spec.SPECS), in tab order; panel_kwargs go to
-    every Panel (interval, window, redraw_s).
+    every Panel (interval, window, redraw_s). lab: a last tab with the LabPanel
+    (perfkit lab up / status / down), launcher.lab.
     """
 
-    def __init__(self, kinds=None, **panel_kwargs):
+    def __init__(self, kinds=None, lab: bool = True, **panel_kwargs):
         import ipywidgets as w
         kinds = list(kinds) if kinds is not None else list(_spec.SPECS)
         for k in kinds:
             _resolve(k)                       # ValueError naming the known ones
         self.panels = {k: Panel(k, **panel_kwargs) for k in kinds}
-        self.widget = w.Tab(children=[p.widget for p in self.panels.values()])
-        self.widget.titles = tuple(kinds)
+        self.lab = None
+        if lab:
+            from perfkit.ui.lab import LabPanel
+            self.lab = LabPanel()
+        self.widget = w.Tab(children=[p.widget for p in self.panels.values()]
+                            + ([self.lab.widget] if self.lab else []))
+        self.widget.titles = tuple(kinds) + (("Lab",) if self.lab else ())
 
     def __getitem__(self, kind: str) -> Panel:
         return self.panels[kind]
 
     @property
     def current(self) -> Panel:
-        """The Panel of the selected tab."""
-        return list(self.panels.values())[self.widget.selected_index or 0]
+        """The Panel of the selected tab (the LabPanel on the Lab tab)."""
+        i = self.widget.selected_index or 0
+        return list(self.panels.values())[i] if i < len(self.panels) else self.lab
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
