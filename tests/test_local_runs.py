@@ -44,3 +44,15 @@ def test_tcp_bw_default_write_is_iperf3s():
     run = perfkit.run(LocalTest("tcp_bw", duration="0.3s"))
     assert run.spec.size == 128 << 10
     assert run.summary["bytes_tx"] == run.summary["pkts_tx"] * (128 << 10)
+
+
+def test_tcp_bw_slow_stream_is_counted_while_it_runs():
+    """The stream receiver is woken per 16 KiB (SO_RCVLOWAT): a slow stream must still be
+    counted as it arrives (recv returns what it has after its timeout), not only at EOF."""
+    run = perfkit.run(LocalTest("tcp_bw", size=64, rate="100pps", duration="1.5s"), interval=0.25)
+    s = run.summary
+    assert run.error is None
+    assert s["bytes_rx"] == s["bytes_tx"] == s["pkts_tx"] * 64
+    rx = run.frame["bytes_rx"].to_list()   # cumulative, per row
+    # 6.4 KB/s: 16 KiB would take 2.5 s to gather; rows during the run must see data already
+    assert any(0 < v < s["bytes_rx"] for v in rx[:4]), rx
