@@ -650,41 +650,52 @@ def bench_udp64_loss(b: Bench) -> None:
 
 
 def bench_tcp_bw(b: Bench) -> None:
+    """Each tool's default write size against the other's (perfkit local tcp_bw and iperf3 both
+    write 128 KiB), then both at 64 KiB (iperf3 -l 64K, and qperf, whose default that is)."""
     print("tcp_bw: single-stream TCP, receiver payload bits/s", flush=True)
-    pk, ip, ip_default, qp = [], [], [], []
+    pk, pk64, ip, ip64, qp = [], [], [], [], []
+    show_pk = lambda r: f"rx {fmt_bps(r['rx_bps'])}, cpu {cpu_str(r)}"  # noqa: E731
     for rep in range(b.reps):
-        pk.append(b.attempt(f"rep {rep + 1} perfkit tcp_bw", run_perfkit, "tcp_bw", b.duration,
-                            show=lambda r: f"rx {fmt_bps(r['rx_bps'])}, cpu {cpu_str(r)}"))
+        pk.append(b.attempt(f"rep {rep + 1} perfkit tcp_bw (default, 128 KiB writes)", run_perfkit, "tcp_bw",
+                            b.duration, show=show_pk))
         if b.have("iperf3"):
             show = lambda r: f"rx {fmt_bps(r['rx_bps'])}, cpu send {r['cpu_sender']:.0f}% " \
                              f"recv {r['cpu_receiver']:.0f}%"  # noqa: E731
-            # the same write size as perfkit's (64 KiB messages), then iperf3's own default
-            ip.append(b.attempt(f"rep {rep + 1} iperf3 TCP -l 64K", run_iperf3_tcp, b.ports, b.duration, "64K",
-                                show=show))
-            ip_default.append(b.attempt(f"rep {rep + 1} iperf3 TCP (default -l 128K)", run_iperf3_tcp, b.ports,
-                                        b.duration, show=show))
+            ip.append(b.attempt(f"rep {rep + 1} iperf3 TCP (default, -l 128K)", run_iperf3_tcp, b.ports,
+                                b.duration, show=show))
+        pk64.append(b.attempt(f"rep {rep + 1} perfkit tcp_bw --size 64K", run_perfkit, "tcp_bw", b.duration,
+                              size="64K", show=show_pk))
+        if b.have("iperf3"):
+            ip64.append(b.attempt(f"rep {rep + 1} iperf3 TCP -l 64K", run_iperf3_tcp, b.ports, b.duration, "64K",
+                                  show=show))
         if b.have("qperf"):
-            qp.append(b.attempt(f"rep {rep + 1} qperf tcp_bw", run_qperf, b.ports, b.duration, "tcp_bw",
+            qp.append(b.attempt(f"rep {rep + 1} qperf tcp_bw (64 KiB)", run_qperf, b.ports, b.duration, "tcp_bw",
                                 show=lambda r: f"bw {fmt_bps(r['bw_bps'])}"))
-    pk_bps = med(pick(pk, "rx_bps"))
-    b.rows.append(ratio_row("tcp_bw", "rx payload bit/s, 64 KiB writes", pk_bps, med(pick(ip, "rx_bps")),
-                            "iperf3 -l 64K" if b.have("iperf3") else None, fmt_bps, 0.95, True))
-    b.rows.append(ratio_row("tcp_bw (iperf3 default)", "rx payload bit/s", pk_bps, med(pick(ip_default, "rx_bps")),
-                            "iperf3 -l 128K" if b.have("iperf3") else None, fmt_bps, None, True))
-    b.rows.append(ratio_row("tcp_bw (qperf)", "rx payload bit/s", pk_bps, med(pick(qp, "bw_bps")),
-                            "qperf" if b.have("qperf") else None, fmt_bps, None, True))
+    has_ip = b.have("iperf3")
+    b.rows.append(ratio_row("tcp_bw", "rx payload bit/s, 128 KiB writes (both defaults)", med(pick(pk, "rx_bps")),
+                            med(pick(ip, "rx_bps")), "iperf3" if has_ip else None, fmt_bps, 0.95, True))
+    b.rows.append(ratio_row("tcp_bw --size 64K", "rx payload bit/s, 64 KiB writes", med(pick(pk64, "rx_bps")),
+                            med(pick(ip64, "rx_bps")), "iperf3 -l 64K" if has_ip else None, fmt_bps, None, True))
+    b.rows.append(ratio_row("tcp_bw --size 64K (qperf)", "rx payload bit/s, 64 KiB writes", med(pick(pk64, "rx_bps")),
+                            med(pick(qp, "bw_bps")), "qperf" if b.have("qperf") else None, fmt_bps, None, True))
     n = len(pk)
     ip += [None] * (n - len(ip))
+    ip64 += [None] * (n - len(ip64))
     qp += [None] * (n - len(qp))
-    lines = [[str(i + 1), fmt_bps((p or {}).get("rx_bps")), fmt_bps((q or {}).get("rx_bps")),
-              "—" if not q else f"{q['cpu_sender']:.0f}% / {q['cpu_receiver']:.0f}%",
-              "—" if not q else str(q["retransmits"]), fmt_bps((r or {}).get("bw_bps"))]
-             for i, (p, q, r) in enumerate(zip(pk, ip, qp))]
+
+    def ipcell(q):
+        return "—" if not q else f"{fmt_bps(q['rx_bps'])} ({q['cpu_sender']:.0f}% / {q['cpu_receiver']:.0f}%, " \
+                                 f"{q['retransmits']} retr.)"
+
+    lines = [[str(i + 1), fmt_bps((p or {}).get("rx_bps")), ipcell(q), fmt_bps((p6 or {}).get("rx_bps")), ipcell(q6),
+              fmt_bps((r or {}).get("bw_bps"))]
+             for i, (p, q, p6, q6, r) in enumerate(zip(pk, ip, pk64, ip64, qp))]
     b.details += detail_table(
-        "tcp_bw", ["rep", "perfkit rx", "iperf3 rx", "iperf3 CPU send / recv", "iperf3 retransmits", "qperf bw"],
-        lines, [f"perfkit CPU per worker thread (median): {worker_cpu(pk)}",
-                "perfkit writes --size 64K (its default) per send(); iperf3 rx here is `-l 64K`, the same "
-                "write size (iperf3's default, 128 KiB, is the info row); qperf writes 64 KiB."])
+        "tcp_bw", ["rep", "perfkit rx (128 KiB)", "iperf3 rx (128 KiB; CPU send / recv, retransmits)",
+                   "perfkit rx (64 KiB)", "iperf3 -l 64K rx", "qperf bw (64 KiB)"],
+        lines, [f"perfkit CPU per worker thread (median): {worker_cpu(pk)}; at 64 KiB: {worker_cpu(pk64)}",
+                "perfkit local tcp_bw writes 128 KiB per send() by default, as iperf3 does (its -l default); "
+                "the 64 KiB rows use perfkit --size 64K, iperf3 -l 64K and qperf (whose default is 64 KiB)."])
 
 
 def bench_lat(b: Bench, proto: str) -> None:

@@ -36,7 +36,8 @@ def _parser() -> argparse.ArgumentParser:
 
     loc = sub.add_parser("local", help="run both ends of a test in this process, over loopback")
     loc.add_argument("test", choices=LOCAL_TESTS, help="qperf's test names")
-    loc.add_argument("-m", "--size", help="payload/message size: 64, 1500, 64K (default per test)")
+    loc.add_argument("-m", "--size", help="payload/message size: 64, 1500, 64K; UDP up to 65507, TCP up "
+                     "to 1M (default: udp_bw 64, tcp_bw 128K, the latency tests 1)")
     loc.add_argument("-r", "--rate", help="target rate: 1.5Mpps, 100Mbps (default: unlimited)")
     loc.add_argument("-f", "--flows", default=1, help="UDP flows (source ports), udp_bw only")
     loc.add_argument("-t", "--duration", help="how long to send: 10s, 2m (default 10s; a --search trial: 1s)")
@@ -85,7 +86,8 @@ def _parser() -> argparse.ArgumentParser:
     tst.add_argument("tests", nargs="+", metavar="TEST",
                      help=f"{' '.join(REMOTE_TESTS)}, conf (both hosts), quit (stop the server)")
     tst.add_argument("-t", "--time", default="10s", help="time per test (default 10s)")
-    tst.add_argument("-m", "--msg-size", help="message size: 64, 1K, 64K (default per test)")
+    tst.add_argument("-m", "--msg-size", help="message size: 64, 1K, 64K; UDP up to 65507, TCP up to 1M, "
+                     "SCTP up to 64K (default: tcp_bw, sctp_bw 64K as qperf; udp_bw 64; *_lat 1)")
     tst.add_argument("-r", "--rate", help="target rate: 1.5Mpps, 100Mbps (default: unlimited)")
     tst.add_argument("-f", "--flows", default=1, help="UDP flows (source ports), udp_bw only")
     tst.add_argument("--oo", action="append", default=[], metavar="OPT:FROM:TO:STEP",

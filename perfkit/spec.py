@@ -16,8 +16,11 @@ from perfkit.units import Rate, parse_duration, parse_rate, parse_size
 LOCAL_TESTS = ("udp_bw", "udp_lat", "tcp_bw", "tcp_lat")
 REMOTE_TESTS = LOCAL_TESTS + ("sctp_bw", "sctp_lat")
 DEFAULT_SIZE = {"udp_bw": 64, "udp_lat": 1, "tcp_bw": 64 << 10, "tcp_lat": 1,
-                "sctp_bw": 64 << 10, "sctp_lat": 1}
-MAX_SIZE = {"udp": 65507, "tcp": 64 << 10, "sctp": 64 << 10}
+                "sctp_bw": 64 << 10, "sctp_lat": 1}   # qperf's: perfkit test's defaults
+# perfkit local tcp_bw writes 128 KiB per send by default, as iperf3 does
+LOCAL_DEFAULT_SIZE = {**DEFAULT_SIZE, "tcp_bw": 128 << 10}
+# TCP messages up to 1 MiB, as qperf and iperf3 take (the engine's buffers are made once, at start)
+MAX_SIZE = {"udp": 65507, "tcp": 1 << 20, "sctp": 64 << 10}
 MAX_FLOWS = 1024
 MAX_BATCH = 256
 MAX_GSO = 64
@@ -90,6 +93,7 @@ class _Serial:
 class _SocketTest(_Serial):
     """Fields and checks that every socket-engine test shares (see LocalTest)."""
     TESTS: ClassVar[tuple[str, ...]] = LOCAL_TESTS
+    DEFAULTS: ClassVar[dict] = DEFAULT_SIZE
 
     test: str = "udp_bw"
     size: int | str | None = None
@@ -107,7 +111,7 @@ class _SocketTest(_Serial):
         if self.test not in self.TESTS:
             raise ValueError(f"test: {self.test!r} is not one of {', '.join(self.TESTS)}")
         proto = self.test.split("_")[0]
-        size = DEFAULT_SIZE[self.test] if self.size is None else parse_size(self.size, "size")
+        size = self.DEFAULTS[self.test] if self.size is None else parse_size(self.size, "size")
         if not 1 <= size <= MAX_SIZE[proto]:
             raise ValueError(f"size: {size} bytes is out of range 1..{MAX_SIZE[proto]} for {self.test}")
         put("size", size)
@@ -155,7 +159,8 @@ class LocalTest(_SocketTest):
     """Both ends of a qperf-style test in one process, over loopback (or a lab host).
 
     test      udp_bw | udp_lat | tcp_bw | tcp_lat
-    size      payload (UDP) or message (TCP) bytes; default per test (64, 1, 64K, 1)
+    size      payload (UDP, 1..65507) or message (TCP, 1..1M) bytes; default per test
+              (udp_bw 64, udp_lat 1, tcp_bw 128K as iperf3, tcp_lat 1)
     rate      target rate (1.5Mpps, 100Mbps, ...); None = as fast as possible
     flows     UDP flows (source ports), udp_bw only
     duration  how long to send (10s, 2m, ...)
@@ -170,6 +175,7 @@ class LocalTest(_SocketTest):
               receiving end in h2, the sender in h1, over the lab's link; host then
               only picks the family (an IPv6 host: the lab's IPv6 addresses)
     """
+    DEFAULTS: ClassVar[dict] = LOCAL_DEFAULT_SIZE
     lab: str | None = None
 
     def __post_init__(self):
@@ -189,7 +195,7 @@ class LocalTest(_SocketTest):
 class RemoteTest(_SocketTest):
     """The near end of a test whose far end is `perfkit serve` on host (qperf's model).
 
-    The fields are LocalTest's, plus: port is the server's control port (default
+    The fields are LocalTest's (size defaults are qperf's: tcp_bw 64K), plus: port is the server's control port (default
     19800), token the shared secret a server off loopback asks for (PERFKIT_TOKEN
     by default; never saved with the run). Tests: qperf's udp_bw udp_lat tcp_bw
     tcp_lat sctp_bw sctp_lat (SCTP where the kernel has it)."""

@@ -18,7 +18,7 @@ def test_defaults_per_test():
     assert LocalTest().test == "udp_bw"
     assert LocalTest("udp_bw").size == 64
     assert LocalTest("udp_lat").size == 1
-    assert LocalTest("tcp_bw").size == 65536
+    assert LocalTest("tcp_bw").size == 128 << 10   # iperf3's default write
     assert LocalTest("tcp_lat").size == 1
     t = LocalTest()
     assert t.rate is None and t.messages_per_second == 0.0
@@ -48,9 +48,18 @@ def test_spec_is_frozen():
 
 
 @pytest.mark.parametrize("test, size", [("udp_bw", 1), ("udp_bw", 65507), ("udp_lat", "63K"),
-                                        ("tcp_bw", 65536), ("tcp_bw", "64K"), ("tcp_lat", 1)])
+                                        ("tcp_bw", 65536), ("tcp_bw", "64K"), ("tcp_lat", 1),
+                                        ("tcp_bw", "1M"), ("tcp_lat", 1 << 20), ("tcp_bw", "128K")])
 def test_size_limits_accept(test, size):
-    assert 1 <= LocalTest(test, size=size).size <= 65536
+    assert 1 <= LocalTest(test, size=size).size <= 1 << 20
+
+
+def test_remote_defaults_stay_qperfs():
+    from perfkit.spec import RemoteTest
+    assert RemoteTest("tcp_bw").size == 65536          # qperf's tcp_bw default
+    assert RemoteTest("tcp_bw", size="1M").size == 1 << 20
+    with pytest.raises(ValueError, match=r"^size: .*1\.\.65536 for sctp_bw"):
+        RemoteTest("sctp_bw", size="128K")
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.255.255.254", "::1", "198.18.0.1",
@@ -79,8 +88,9 @@ BAD = [
     (dict(size=65508), "size", "1..65507"),
     (dict(size="64M"), "size", "1..65507"),
     (dict(test="udp_lat", size=65508), "size", "1..65507"),
-    (dict(test="tcp_bw", size=65537), "size", "1..65536"),
-    (dict(test="tcp_lat", size=0), "size", "1..65536"),
+    (dict(test="tcp_bw", size=(1 << 20) + 1), "size", "1..1048576 for tcp_bw"),
+    (dict(test="tcp_lat", size=0), "size", "1..1048576"),
+    (dict(test="tcp_lat", size="2M"), "size", "1..1048576"),
     (dict(size="64Q"), "size", "B, K, M or G"),
     (dict(size="1e400"), "size", "finite"),
     (dict(duration=0), "duration", "above 0"),
@@ -190,7 +200,7 @@ def test_from_dict_kind_defaults_to_local_test():
 
 
 def test_max_size_table():
-    assert specmod.MAX_SIZE == {"udp": 65507, "tcp": 65536, "sctp": 65536}
+    assert specmod.MAX_SIZE == {"udp": 65507, "tcp": 1 << 20, "sctp": 65536}
 
 
 @pytest.mark.parametrize("kw, gso", [

@@ -192,7 +192,7 @@ RANGES = {
 }
 # Ranges that are not two numbers (they depend on another field, or are durations).
 RANGE_TEXT = {
-    "_SocketTest": {"size": "1..{udp} (UDP), 1..{tcp} (TCP, SCTP)".format(**_spec.MAX_SIZE)},
+    "_SocketTest": {"size": "1..{udp} (UDP), 1..{tcp} (TCP), 1..{sctp} (SCTP)".format(**_spec.MAX_SIZE)},
     "HttpLoad": {"threads": "1..64, at most users", "think": "0..1h", "ramp": "0..24h", "connect_timeout": "1ms..10m",
                  "response_timeout": "1ms..1h", "duration": "1ms..24h"},
     "DpdkFlows": {"flows": f"1..{_spec.DPDK_MAX_FLOWS}, at most sports x dports x src_ips x dst_ips",
