@@ -123,10 +123,15 @@ def _parser() -> argparse.ArgumentParser:
     flw.add_argument("--probe-rate", help="a latency probe stream beside the load: 100pps, 1kpps (default none)")
     flw.add_argument("--probe-size", default=128, help="probe frame bytes with FCS (default 128)")
     flw.add_argument("--bidirectional", action="store_true", help="with --peer: both ports send and receive")
-    rfl = sub.add_parser("reflect", help="the far end of DPDK flows on one port: rxonly or reverse")
+    rfl = sub.add_parser("reflect", help="the far end of DPDK flows on one port (rxonly or reverse), or a "
+                         "forwarder between two ports (forward)")
     rfl.add_argument("--engine", default="dpdk", help="engine (only dpdk reflects)")
     rfl.add_argument("--port", required=True, help="DPDK port (see perfkit flows)")
-    rfl.add_argument("--mode", default="reverse", help="rxonly or reverse (default reverse)")
+    rfl.add_argument("--mode", default="reverse", help="rxonly, reverse or forward (default reverse)")
+    rfl.add_argument("--peer", help="forward: the second port (frames go from --port to --peer and back)")
+    rfl.add_argument("--dst-mac", help="forward: the next hop's MAC for frames leaving --port (default: "
+                     "frames untouched)")
+    rfl.add_argument("--peer-dst-mac", help="forward: the next hop's MAC for frames leaving --peer")
     rfl.add_argument("-t", "--duration", default="10s", help="how long to run (default 10s; Ctrl-C stops)")
     rfl.add_argument("--ip", default="198.18.0.2", help="the port's address (default 198.18.0.2)")
     rfl.add_argument("-f", "--flows", default=1024, help="rxonly: flow ids tracked (default 1024)")
@@ -543,13 +548,30 @@ def _reflect_text(run) -> str:
     return "\n".join(lines)
 
 
+def _forward_text(run) -> str:
+    s, last = run.summary or {}, (run.rows[-1] if run.rows else {})
+    secs = last.get("time_s") or 0.0
+    lines = [f"{s.get('test', 'dpdk_forward')}:"]
+    for d in s.get("forward", []):
+        rate = f", {d['fwd'] / secs:,.0f} /sec over {secs:.3g} s" if secs else ""
+        lines.append(f"    {d['from']} -> {d['to']}:")
+        lines.append(f"        received {d['rx']:,}  forwarded {d['fwd']:,}  drop_tx {d['drop_tx']:,}  "
+                     f"malformed {d['bad_rx']:,}{rate}")
+        lines.append(f"        nic ({d['from']}): imissed {d['nic_imissed']:,}  ierrors {d['nic_ierrors']:,}  "
+                     f"oerrors {d['nic_oerrors']:,}")
+    return "\n".join(lines)
+
+
 def _reflect(a) -> int:
     from perfkit.spec import DpdkReflect
     spec = DpdkReflect(port=a.port, mode=a.mode, duration=a.duration, ip=a.ip, flows=a.flows,
-                       burst=a.burst, netns=a.netns, ips=a.ips, cores=a.cores)
+                       burst=a.burst, netns=a.netns, ips=a.ips, cores=a.cores, peer=a.peer,
+                       dst_mac=a.dst_mac, peer_dst_mac=a.peer_dst_mac)
+    where = (f"between {spec.port} and {spec.peer}" if spec.mode == "forward" else f"on {spec.port} ({spec.ip})")
     run, printer, interrupted = _dpdk_run(
-        a, spec, f"perfkit reflect: {spec.mode} on {spec.port} ({spec.ip}) for {spec.duration:g} s (dpdk engine)")
-    return _dpdk_done(a, run, printer, interrupted, _reflect_text(run))
+        a, spec, f"perfkit reflect: {spec.mode} {where} for {spec.duration:g} s (dpdk engine)")
+    text = _forward_text(run) if spec.mode == "forward" else _reflect_text(run)
+    return _dpdk_done(a, run, printer, interrupted, text)
 
 
 def main(argv=None) -> int:

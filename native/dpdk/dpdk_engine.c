@@ -753,6 +753,12 @@ typedef struct worker {
     struct pk_dpdk_engine *engine;
     pk_dpdk_port *port;
     uint16_t pid, queue;
+    /* FORWARD: where frames leave; the other direction's worker when this thread runs it
+     * too (guest), or 1 when another worker's thread runs this one (hosted) */
+    pk_dpdk_port *out;
+    uint16_t out_pid;
+    struct worker *guest;
+    int hosted;
     pthread_t thread;
     int started;
     int running;                 /* atomic: 1 while the thread runs */
@@ -1650,6 +1656,87 @@ static void run_rx(worker *w)
     }
 }
 
+/* ------------------------------------------------------------- forward */
+
+/* One rx burst of (port, queue) out of (out, queue), as testpmd's io forward (or its
+ * mac forward with dst_mac_set). What the out queue does not take is freed and
+ * counted in drop_tx. Returns frames received. */
+static uint32_t fwd_service(worker *w)
+{
+    struct rte_mbuf *m[PK_DPDK_MAX_BURST];
+    uint32_t len[PK_DPDK_MAX_BURST];
+    const uint16_t n = rte_eth_rx_burst(w->pid, w->queue, m, (uint16_t)w->cfg.burst);
+    if (n == 0)
+        return 0;
+    uint64_t rx_bytes = 0, tx_bytes = 0;
+    uint32_t k = 0, bad = 0;
+    for (uint16_t i = 0; i < n; i++) {
+        struct rte_mbuf *x = m[i];
+        const uint32_t l = rte_pktmbuf_pkt_len(x) + FCS_LEN;
+        rx_bytes += l;
+        if (w->cfg.dst_mac_set) {
+            if (rte_pktmbuf_data_len(x) < ETH_LEN) {   /* no Ethernet header to rewrite */
+                bad++;
+                rte_pktmbuf_free(x);
+                continue;
+            }
+            uint8_t *d = rte_pktmbuf_mtod(x, uint8_t *);
+            memcpy(d, w->cfg.dst_mac, 6);
+            memcpy(d + 6, w->out->mac, 6);
+        }
+        len[k] = l;
+        m[k++] = x;
+    }
+    /* the lengths were taken before: once sent, a frame belongs to the next hop */
+    const uint16_t sent = k ? rte_eth_tx_burst(w->out_pid, w->queue, m, (uint16_t)k) : 0;
+    for (uint16_t i = 0; i < sent; i++)
+        tx_bytes += len[i];
+    if (sent < k) {
+        free_frames(m + sent, k - sent);
+        pk_add(&w->c, PK_drop_tx, k - sent);
+    }
+    pk_add(&w->c, PK_pkts_rx, n);
+    pk_add(&w->c, PK_bytes_rx, rx_bytes);
+    pk_add(&w->c, PK_pkts_tx, sent);
+    pk_add(&w->c, PK_bytes_tx, tx_bytes);
+    if (bad)
+        pk_add(&w->c, PK_bad_rx, bad);
+    return n;
+}
+
+/* A forwarder runs until stopped or its duration is over; with a guest (the other
+ * direction) it polls both ports in turn, each direction counting in its own block. */
+static void run_fwd(worker *w)
+{
+    worker *g = w->guest;
+    const timebase *tb = &w->engine->tb;
+    const uint64_t flush_c = tb_cycles(tb, FLUSH_NS), nic_c = tb_cycles(tb, NIC_EVERY_NS);
+    const uint64_t hard = w->engine->hard_end;
+    const uint64_t start = rte_rdtsc(), own_end = start + tb_cycles(tb, w->cfg.duration_ns);
+    uint32_t idle = 0;
+    w->wall0 = start;
+    w->last_flush = start;
+    for (;;) {
+        uint64_t t0 = rte_rdtsc();
+        uint32_t moved = fwd_service(w);
+        if (g)
+            moved += fwd_service(g);
+        uint64_t t1 = rte_rdtsc();
+        if (moved) {
+            w->busy += t1 - t0;
+            idle = 0;
+        } else if (++idle >= IDLE_YIELD) {
+            idle = 0;
+            sched_yield();
+        }
+        housekeeping(w, t1, flush_c, nic_c);
+        if (g && t1 - g->last_nic >= nic_c)
+            read_nic(g, t1, 0);
+        if (t1 >= hard || t1 >= own_end || stopping(w))
+            break;
+    }
+}
+
 static void *worker_main(void *arg)
 {
     worker *w = arg;
@@ -1672,12 +1759,18 @@ static void *worker_main(void *arg)
     w->wall0 = now;
     w->last_flush = now;
     read_nic(w, now, 1);
+    if (w->guest)
+        read_nic(w->guest, now, 1);
     if (w->cfg.role == PK_DPDK_GEN)
         run_gen(w);
+    else if (w->cfg.role == PK_DPDK_FORWARD)
+        run_fwd(w);
     else
         run_rx(w);
     now = rte_rdtsc();
     read_nic(w, now, 0);
+    if (w->guest)
+        read_nic(w->guest, now, 0);
     flush_cpu(w, now);
     struct rte_mempool *pools[2] = { pool, jumbo_pool };
     for (int k = 0; k < 2; k++) {
@@ -1687,6 +1780,10 @@ static void *worker_main(void *arg)
     }
     rte_thread_unregister();
 out:
+    if (w->guest) {
+        __atomic_store_n(&w->guest->done_sending, 1, __ATOMIC_RELEASE);
+        __atomic_store_n(&w->guest->running, 0, __ATOMIC_RELEASE);
+    }
     __atomic_store_n(&w->done_sending, 1, __ATOMIC_RELEASE);
     __atomic_store_n(&w->running, 0, __ATOMIC_RELEASE);
     return NULL;
@@ -1791,10 +1888,60 @@ static int check_worker(pk_dpdk_engine *e, pk_dpdk_port *const *ports, int nport
             set_err(err, errlen, "worker %d: port %s has no IPv4 address to send from", i, w->port->name);
             return -1;
         }
+    } else if (c->role == PK_DPDK_FORWARD) {
+        if (c->out_port < 0 || c->out_port >= nports || !ports[c->out_port] || c->out_port == c->port ||
+            ports[c->out_port] == w->port) {
+            set_err(err, errlen, "worker %d: forward: out port %d must be another port of this engine", i,
+                    c->out_port);
+            return -1;
+        }
+        w->out = ports[c->out_port];
+        w->out_pid = w->out->pid;
+        if (c->queue >= w->out->nq) {
+            set_err(err, errlen, "worker %d: queue %u, out port %s has %u", i, c->queue, w->out->name,
+                    w->out->nq);
+            return -1;
+        }
+        if (pk_dpdk_port_busy(w->out)) {
+            set_err(err, errlen, "port %s is in use by another engine", w->out->name);
+            return -1;
+        }
+        /* one sender per tx queue: only forwarders (which send elsewhere) may poll (out, queue) */
+        for (int j = 0; j < i; j++) {
+            const pk_dpdk_worker_cfg *o = &e->w[j].cfg;
+            if ((o->port == c->out_port && o->queue == c->queue && o->role != PK_DPDK_FORWARD) ||
+                (o->role == PK_DPDK_FORWARD && o->out_port == c->out_port && o->queue == c->queue)) {
+                set_err(err, errlen, "workers %d and %d would both send on queue %u of port %s", j, i,
+                        c->queue, w->out->name);
+                return -1;
+            }
+        }
+        if (c->with_worker >= 0) {
+            if (c->with_worker >= e->n || c->with_worker == i || e->w[c->with_worker].cfg.role != PK_DPDK_FORWARD ||
+                e->w[c->with_worker].cfg.with_worker >= 0) {
+                set_err(err, errlen, "worker %d: with_worker %d must be another forwarder of this engine "
+                        "without a guest of its own", i, c->with_worker);
+                return -1;
+            }
+            for (int j = 0; j < e->n; j++)
+                if (j != i && e->w[j].cfg.role == PK_DPDK_FORWARD && e->w[j].cfg.with_worker == c->with_worker) {
+                    set_err(err, errlen, "workers %d and %d both run worker %d", j, i, c->with_worker);
+                    return -1;
+                }
+        }
     } else if (c->flows == 0 || c->flows > PK_DPDK_MAX_FLOWS) {
         set_err(err, errlen, "worker %d: flows %u out of range 1..%d", i, c->flows, PK_DPDK_MAX_FLOWS);
         return -1;
     }
+    if (c->role != PK_DPDK_FORWARD)
+        for (int j = 0; j < i; j++) {   /* a forwarder checked before this one sends on (port, queue)? */
+            const pk_dpdk_worker_cfg *o = &e->w[j].cfg;
+            if (o->role == PK_DPDK_FORWARD && o->out_port == c->port && o->queue == c->queue) {
+                set_err(err, errlen, "workers %d and %d would both send on queue %u of port %s", j, i,
+                        c->queue, w->port->name);
+                return -1;
+            }
+        }
     return 0;
 }
 
@@ -1921,7 +2068,7 @@ pk_dpdk_engine *pk_dpdk_create(pk_dpdk_port *const *ports, int nports,
         if (i < n ? alloc_worker(&e->w[i]) != 0 : alloc_flow_tables(e) != 0) {
             set_err(err, errlen, "worker %d: out of memory", i);
             for (int j = 0; j < n; j++)
-                e->w[j].port = NULL;
+                e->w[j].port = e->w[j].out = NULL;
             pk_dpdk_destroy(e);
             return NULL;
         }
@@ -1932,7 +2079,7 @@ pk_dpdk_engine *pk_dpdk_create(pk_dpdk_port *const *ports, int nports,
         if (w->cfg.role == PK_DPDK_GEN && w->frame_len > RTE_MBUF_DEFAULT_DATAROOM) {
             if (need_jumbo_pool(err, errlen) != 0) {
                 for (int j = 0; j < n; j++)
-                    e->w[j].port = NULL;
+                    e->w[j].port = e->w[j].out = NULL;
                 pk_dpdk_destroy(e);
                 return NULL;
             }
@@ -1946,7 +2093,15 @@ pk_dpdk_engine *pk_dpdk_create(pk_dpdk_port *const *ports, int nports,
                 e->w[i].nic_owner = 0;
     }
     for (int i = 0; i < n; i++)
+        if (e->w[i].cfg.role == PK_DPDK_FORWARD && e->w[i].cfg.with_worker >= 0) {
+            e->w[i].guest = &e->w[e->w[i].cfg.with_worker];
+            e->w[i].guest->hosted = 1;
+        }
+    for (int i = 0; i < n; i++) {
         __atomic_store_n(&e->w[i].port->busy, 1, __ATOMIC_RELEASE);
+        if (e->w[i].out)
+            __atomic_store_n(&e->w[i].out->busy, 1, __ATOMIC_RELEASE);
+    }
     return e;
 }
 
@@ -1972,12 +2127,20 @@ int pk_dpdk_start(pk_dpdk_engine *e, char *err, size_t errlen)
             arp = PK_DPDK_ARP_NS;
     }
     e->hard_end = rte_rdtsc() + tb_cycles(&e->tb, longest + arp + PK_DPDK_DRAIN_NS);
+    for (int i = 0; i < e->n; i++)   /* run by another worker's thread: running until it ends */
+        if (e->w[i].hosted)
+            e->w[i].running = 1;
     for (int i = 0; i < e->n; i++) {
         worker *w = &e->w[i];
+        if (w->hosted)
+            continue;
         w->running = 1;
         int rc = pthread_create(&w->thread, NULL, worker_main, w);
         if (rc != 0) {
             w->running = 0;
+            for (int j = 0; j < e->n; j++)   /* guests of threads that never started */
+                if (e->w[j].guest && !e->w[j].started)
+                    e->w[j].guest->running = 0;
             set_err(err, errlen, "worker %d: pthread_create: %s", i, strerror(rc));
             pk_dpdk_stop(e);
             pk_dpdk_join(e);
@@ -2128,6 +2291,8 @@ void pk_dpdk_destroy(pk_dpdk_engine *e)
         worker *w = &e->w[i];
         if (w->port)
             __atomic_store_n(&w->port->busy, 0, __ATOMIC_RELEASE);
+        if (w->out)
+            __atomic_store_n(&w->out->busy, 0, __ATOMIC_RELEASE);
         free_frames(w->pend, w->npend);
         free(w->tmpl);
         free(w->pattern);

@@ -2,6 +2,7 @@
 
     perfkit.Run(DpdkFlows(port="ring:a:0", peer="ring:a:1", rate="1Mpps"), engine="dpdk")
     perfkit.Run(DpdkReflect(port="net_memif0,role=server", mode="reverse"), engine="dpdk")
+    perfkit.Run(DpdkReflect(port="ring:b:1", peer="ring:c:0", mode="forward"), engine="dpdk")
 
 EAL starts on first use, once per process, from EalOptions (configure() sets them
 before that): --no-huge unless enough hugepages are free, no PCI, no telemetry,
@@ -180,7 +181,7 @@ def status() -> dict:
                 "detail": f"{_dpdk.version()}: EAL failed to initialise in this process; restart it"}
     mode = "up" if state == "up" else "starts on first use"
     return {"available": True,
-            "detail": f"{_dpdk.version()}: UDP flows (generator, rxonly, reverse, bidirectional; "
+            "detail": f"{_dpdk.version()}: UDP flows (generator, rxonly, reverse, forward between two ports, bidirectional; "
                       f"address/port ranges, size mixes and IMIX, jumbo, ramps, latency probes, "
                       f"several queues and lcores) on vdev ports and ring:NAME:0|1 pairs; EAL {mode}"}
 
@@ -267,6 +268,15 @@ def plan(spec) -> tuple[list[tuple[str, str]], list[dict]]:
                 "dst_ips": spec.dst_ips} for k in range(n)]
         return [(spec.port, spec.ip), (spec.peer, spec.peer_ip)], far + [{**g, "peer": k}
                                                                           for k, g in enumerate(gens)]
+    if isinstance(spec, DpdkReflect) and spec.mode == "forward":
+        # no addresses: a forwarder is a wire. cores 1: one thread polls both ports (worker 0
+        # runs worker 1); 2N: one thread per direction and queue, N queues per port
+        queues = max(1, spec.cores // 2)
+        ways = ((0, 1, spec.peer_dst_mac), (1, 0, spec.dst_mac))   # (rx port, out port, next hop)
+        workers = [{"role": "dpdk_forward", "port": rx, "out": out, "queue": q, "burst": spec.burst,
+                    "duration": spec.duration, "dst_mac": mac, "with_worker": 1 if spec.cores == 1 and rx == 0 else -1}
+                   for rx, out, mac in ways for q in range(queues)]
+        return [(spec.port, None), (spec.peer, None)], workers
     if isinstance(spec, DpdkReflect):
         return [(spec.port, spec.ip)], [{"role": "dpdk_recv" if spec.mode == "rxonly" else "dpdk_reflect",
                                          "port": 0, "queue": k, "flows": spec.flows, "burst": spec.burst,
@@ -282,8 +292,11 @@ def build(spec):
     from perfkit import _dpdk
     ports: list = []
     try:
+        queues = getattr(spec, "cores", 1)
+        if getattr(spec, "mode", None) == "forward":
+            queues = max(1, queues // 2)
         for dev, ip in port_plan:
-            _open(ports, dev, ip, spec.netns, getattr(spec, "cores", 1))
+            _open(ports, dev, ip, spec.netns, queues)
         if isinstance(spec, DpdkFlows):
             _wait_memif(ports)
         for i, w in enumerate(workers):
