@@ -1664,41 +1664,44 @@ static void run_rx(worker *w)
 static uint32_t fwd_service(worker *w)
 {
     struct rte_mbuf *m[PK_DPDK_MAX_BURST];
-    uint32_t len[PK_DPDK_MAX_BURST];
     const uint16_t n = rte_eth_rx_burst(w->pid, w->queue, m, (uint16_t)w->cfg.burst);
     if (n == 0)
         return 0;
-    uint64_t rx_bytes = 0, tx_bytes = 0;
-    uint32_t k = 0, bad = 0;
-    for (uint16_t i = 0; i < n; i++) {
-        struct rte_mbuf *x = m[i];
-        const uint32_t l = rte_pktmbuf_pkt_len(x) + FCS_LEN;
-        rx_bytes += l;
-        if (w->cfg.dst_mac_set) {
+    uint64_t rx_bytes = 0, dropped_bytes = 0;
+    uint32_t k = n, bad = 0;
+    if (!w->cfg.dst_mac_set) {   /* io: one pass over the lengths, nothing else touched */
+        for (uint16_t i = 0; i < n; i++)
+            rx_bytes += rte_pktmbuf_pkt_len(m[i]);
+        rx_bytes += (uint64_t)n * FCS_LEN;
+    } else {
+        k = 0;
+        for (uint16_t i = 0; i < n; i++) {
+            struct rte_mbuf *x = m[i];
+            rx_bytes += rte_pktmbuf_pkt_len(x) + FCS_LEN;
             if (rte_pktmbuf_data_len(x) < ETH_LEN) {   /* no Ethernet header to rewrite */
                 bad++;
+                dropped_bytes += rte_pktmbuf_pkt_len(x) + FCS_LEN;
                 rte_pktmbuf_free(x);
                 continue;
             }
             uint8_t *d = rte_pktmbuf_mtod(x, uint8_t *);
             memcpy(d, w->cfg.dst_mac, 6);
             memcpy(d + 6, w->out->mac, 6);
+            m[k++] = x;
         }
-        len[k] = l;
-        m[k++] = x;
     }
-    /* the lengths were taken before: once sent, a frame belongs to the next hop */
+    /* what is sent belongs to the next hop: the unsent ones' lengths are taken off first */
     const uint16_t sent = k ? rte_eth_tx_burst(w->out_pid, w->queue, m, (uint16_t)k) : 0;
-    for (uint16_t i = 0; i < sent; i++)
-        tx_bytes += len[i];
     if (sent < k) {
+        for (uint32_t i = sent; i < k; i++)
+            dropped_bytes += rte_pktmbuf_pkt_len(m[i]) + FCS_LEN;
         free_frames(m + sent, k - sent);
         pk_add(&w->c, PK_drop_tx, k - sent);
     }
     pk_add(&w->c, PK_pkts_rx, n);
     pk_add(&w->c, PK_bytes_rx, rx_bytes);
     pk_add(&w->c, PK_pkts_tx, sent);
-    pk_add(&w->c, PK_bytes_tx, tx_bytes);
+    pk_add(&w->c, PK_bytes_tx, rx_bytes - dropped_bytes);
     if (bad)
         pk_add(&w->c, PK_bad_rx, bad);
     return n;
