@@ -527,6 +527,8 @@ def _flows(a) -> int:
         f = lambda v: "-" if v is None else f"{v:.1f} us"  # noqa: E731
         text += (f"\n    {'probe lat':<13} =  p50 {f(s['probe_lat_p50_us'])}  p99 {f(s['probe_lat_p99_us'])}"
                  f"  max {f(s['probe_lat_max_us'])} ({s['probe_rx']} of {s['probe_tx']} probes)")
+    for w in s.get("warnings", ()):   # e.g. ARP for the destination unanswered: what to check
+        print(f"perfkit: warning: {w}", file=sys.stderr)
     return _dpdk_done(a, run, printer, interrupted, text)
 
 

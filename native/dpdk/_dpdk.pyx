@@ -253,6 +253,7 @@ cdef class DpdkEngine:
     cdef bint own_ports
     cdef readonly list roles
     cdef list links
+    cdef list dst_ips
 
     def __cinit__(self, list ports, list workers, bint own_ports=False):
         cdef char err[512]
@@ -276,9 +277,11 @@ cdef class DpdkEngine:
                 cports[i] = (<Port>port)._live()
             self.roles = []
             self.links = []
+            self.dst_ips = []
             for i, w in enumerate(workers):
                 self.roles.append(w["role"])
                 self.links.append((w["port"], w.get("out", -1)))
+                self.dst_ips.append(w.get("dst_ip", "198.18.0.2"))
                 cfgs[i].role = ROLES[w["role"]]
                 cfgs[i].port = w["port"]
                 cfgs[i].peer = w.get("peer", -1)
@@ -402,7 +405,8 @@ cdef class DpdkEngine:
     def summary_extra(self):
         """Summary fields beyond the shared ones: the latency probes (count, loss is in
         the load's, mean/percentiles/max in microseconds), when any were sent; forward: per
-        direction of a forwarder, its counts (forward_counts)."""
+        direction of a forwarder, its counts (forward_counts); warnings: ARP requests nobody
+        answered (arp_failures)."""
         from perfkit.stats import COUNTER_NAMES, Histogram, latency_fields
         tot = dict.fromkeys(("probe_tx", "probe_rx", "probe_lat_sum_ns"), 0)
         lo, hi = 0, 0
@@ -414,12 +418,33 @@ cdef class DpdkEngine:
                 lo = c["probe_lat_min_ns"]
             hi = max(hi, c["probe_lat_max_ns"])
         out = self._forward_summary()
+        warnings = self.arp_failures()
+        if warnings:
+            out["warnings"] = warnings
         if not tot["probe_tx"]:
             return out
         hist = Histogram.merge(self.probe_histograms())
         lat = latency_fields(hist, tot["probe_rx"], tot["probe_lat_sum_ns"], 0, lo, hi)
         out.update({"probe_tx": tot["probe_tx"], "probe_rx": tot["probe_rx"]})
         out.update({"probe_" + k: v for k, v in lat.items() if k != "jitter_us"})
+        return out
+
+    def arp_failures(self):
+        """One line per port and address a generator asked for by ARP and got no answer
+        (it then sent to broadcast): which address, on which port, and what to check."""
+        out = []
+        for i, role in enumerate(self.roles):
+            got = self.dst_mac(i) if role == "dpdk_send" else None
+            if not got or not got[1]:
+                continue
+            port = self.ports[self.links[i][0]]
+            msg = (f"port {port.dev}: nobody answered ARP for {self.dst_ips[i]} (asked from {port.ip}, "
+                   f"{port.mac}, for 1 s); its frames went to broadcast ff:ff:ff:ff:ff:ff. Check that the far "
+                   f"end is up and has {self.dst_ips[i]} (perfkit reflect --ip {self.dst_ips[i]}, or the host's "
+                   "address), that it is on this port's link (a lab host: the same --netns and interface), "
+                   "or give its MAC (--dst-mac)")
+            if msg not in out:
+                out.append(msg)
         return out
 
     def forward_counts(self):
