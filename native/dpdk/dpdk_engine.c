@@ -283,6 +283,7 @@ struct pk_dpdk_port {
     uint8_t arp_mac[6];
     int arp_claim, arp_done;          /* atomic */
     char netns[128];                  /* where it was probed: its control calls run there too */
+    int kernel;                       /* af_packet, af_xdp, tap: frames from a Linux stack */
 };
 
 static void free_frames(struct rte_mbuf **m, unsigned n)
@@ -588,6 +589,8 @@ pk_dpdk_port *pk_dpdk_port_open_q(const char *dev, const char *netns, int nq, ch
         }
         memcpy(p->name, dev, n);
         p->name[n] = 0;
+        p->kernel = strncmp(p->name, "net_af_packet", 13) == 0 || strncmp(p->name, "net_af_xdp", 10) == 0 ||
+                    strncmp(p->name, "net_tap", 7) == 0;
         uint16_t pid;
         if (rte_eth_dev_get_port_by_name(p->name, &pid) == 0) {
             set_err(err, errlen, "port %s is already open", p->name);
@@ -932,6 +935,26 @@ static void track_payload(worker *w, const uint8_t *pl, uint32_t plen, uint64_t 
         record_latency(w, lat, &f->last_lat);
 }
 
+/* A Linux sender on a veth leaves its UDP checksum to an offload (CHECKSUM_PARTIAL): the
+ * field holds only the pseudo header's folded sum, and af_packet (and tap, af_xdp) hand the
+ * frame over so; sent back as it is, the sender's kernel drops it. Such a datagram gets its
+ * whole checksum here. Any other wrong sum is left alone, so corruption still shows at the
+ * far end. ulen bytes of UDP lie in the first segment. */
+static void udp_csum_finish(const uint8_t *ip, uint8_t *udp, uint32_t ulen)
+{
+    uint16_t field;
+    memcpy(&field, udp + 6, 2);
+    if (field == 0)
+        return;   /* no checksum: IPv4 allows it */
+    const uint8_t head[4] = { 0, 17, (uint8_t)(ulen >> 8), (uint8_t)ulen };
+    const uint64_t pseudo = sum16(ip + 12, 8, sum16(head, 4, 0));
+    if (fold(sum16(udp, ulen, pseudo)) == 0xffff || field != fold(pseudo))
+        return;   /* right already, or wrong in another way */
+    memset(udp + 6, 0, 2);
+    uint16_t c = (uint16_t)~fold(sum16(udp, ulen, pseudo));
+    memcpy(udp + 6, c ? &c : &(uint16_t){ 0xffff }, 2);
+}
+
 /* ARP: answer requests for the port's address; a resolving generator takes the
  * reply for its destination. */
 static int handle_arp(worker *w, uint8_t *d, uint32_t len, rx_acc *a)
@@ -1043,6 +1066,8 @@ static int handle_frame(worker *w, struct rte_mbuf *m, uint64_t now_ns, rx_acc *
             memcpy(t4, ip + 12, 4); memcpy(ip + 12, ip + 16, 4); memcpy(ip + 16, t4, 4);
             memcpy(t2, l4, 2); memcpy(l4, l4 + 2, 2); memcpy(l4 + 2, t2, 2);
             /* swaps keep both checksums: the sums are the same */
+            if (w->port->kernel && ulen <= l4room)
+                udp_csum_finish(ip, l4, ulen);
             return ACT_REFLECT;
         }
         return ACT_FREE;
