@@ -305,6 +305,7 @@ while h.running():
 h.join()
 c = dict(zip(COUNTER_NAMES, h.snapshot()[0][0]))
 print(json.dumps({"pkts_tx": c["pkts_tx"], "flow_sent": h.flow_sent(0)}), flush=True)
+time.sleep(0.5)   # memif: what is still in the ring goes when this side leaves; let the server read it
 h.close()
 """
 
