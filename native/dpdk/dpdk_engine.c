@@ -935,24 +935,50 @@ static void track_payload(worker *w, const uint8_t *pl, uint32_t plen, uint64_t 
         record_latency(w, lat, &f->last_lat);
 }
 
-/* A Linux sender on a veth leaves its UDP checksum to an offload (CHECKSUM_PARTIAL): the
- * field holds only the pseudo header's folded sum, and af_packet (and tap, af_xdp) hand the
- * frame over so; sent back as it is, the sender's kernel drops it. Such a datagram gets its
+/* A Linux sender on a veth leaves its UDP/TCP checksum to an offload (CHECKSUM_PARTIAL):
+ * the field holds only the pseudo header's folded sum, and af_packet (and tap, af_xdp) hand
+ * the frame over so; sent on as it is, the next kernel drops it. Such a segment gets its
  * whole checksum here. Any other wrong sum is left alone, so corruption still shows at the
- * far end. ulen bytes of UDP lie in the first segment. */
-static void udp_csum_finish(const uint8_t *ip, uint8_t *udp, uint32_t ulen)
+ * far end. len bytes of L4 (header and data) lie in the first segment. */
+static void l4_csum_finish(const uint8_t *ip, uint8_t *l4, uint32_t len, uint8_t proto)
 {
+    uint8_t *at = l4 + (proto == 17 ? 6 : 16);
     uint16_t field;
-    memcpy(&field, udp + 6, 2);
-    if (field == 0)
-        return;   /* no checksum: IPv4 allows it */
-    const uint8_t head[4] = { 0, 17, (uint8_t)(ulen >> 8), (uint8_t)ulen };
+    memcpy(&field, at, 2);
+    if (proto == 17 && field == 0)
+        return;   /* no UDP checksum: IPv4 allows it */
+    const uint8_t head[4] = { 0, proto, (uint8_t)(len >> 8), (uint8_t)len };
     const uint64_t pseudo = sum16(ip + 12, 8, sum16(head, 4, 0));
-    if (fold(sum16(udp, ulen, pseudo)) == 0xffff || field != fold(pseudo))
+    if (fold(sum16(l4, len, pseudo)) == 0xffff || field != fold(pseudo))
         return;   /* right already, or wrong in another way */
-    memset(udp + 6, 0, 2);
-    uint16_t c = (uint16_t)~fold(sum16(udp, ulen, pseudo));
-    memcpy(udp + 6, c ? &c : &(uint16_t){ 0xffff }, 2);
+    memset(at, 0, 2);
+    uint16_t c = (uint16_t)~fold(sum16(l4, len, pseudo));
+    if (proto == 17 && c == 0)
+        c = 0xffff;
+    memcpy(at, &c, 2);
+}
+
+/* The same for a frame a forwarder passes on from a kernel port: IPv4 (no fragment) UDP or
+ * TCP, the whole datagram in the first segment; anything else is left as it is. */
+static void fwd_csum_finish(struct rte_mbuf *m)
+{
+    uint8_t *d = rte_pktmbuf_mtod(m, uint8_t *);
+    const uint32_t len = rte_pktmbuf_data_len(m);
+    if (len < ETH_LEN + IP_LEN || rd16(d + 12) != 0x0800)
+        return;
+    uint8_t *ip = d + ETH_LEN;
+    const uint32_t ihl = (uint32_t)(ip[0] & 15) * 4, tot = rd16(ip + 2);
+    if ((ip[0] >> 4) != 4 || ihl < IP_LEN || tot < ihl || ETH_LEN + tot > len || (rd16(ip + 6) & 0x3fff))
+        return;
+    uint8_t *l4 = ip + ihl;
+    const uint32_t l4len = tot - ihl;
+    if (ip[9] == 17 && l4len >= UDP_LEN) {
+        const uint32_t ulen = rd16(l4 + 4);
+        if (ulen >= UDP_LEN && ulen <= l4len)
+            l4_csum_finish(ip, l4, ulen, 17);
+    } else if (ip[9] == 6 && l4len >= 20) {
+        l4_csum_finish(ip, l4, l4len, 6);
+    }
 }
 
 /* ARP: answer requests for the port's address; a resolving generator takes the
@@ -1067,7 +1093,7 @@ static int handle_frame(worker *w, struct rte_mbuf *m, uint64_t now_ns, rx_acc *
             memcpy(t2, l4, 2); memcpy(l4, l4 + 2, 2); memcpy(l4 + 2, t2, 2);
             /* swaps keep both checksums: the sums are the same */
             if (w->port->kernel && ulen <= l4room)
-                udp_csum_finish(ip, l4, ulen);
+                l4_csum_finish(ip, l4, ulen, 17);
             return ACT_REFLECT;
         }
         return ACT_FREE;
@@ -1694,6 +1720,9 @@ static uint32_t fwd_service(worker *w)
         return 0;
     uint64_t rx_bytes = 0, dropped_bytes = 0;
     uint32_t k = n, bad = 0;
+    if (w->port->kernel)   /* frames of a Linux stack: offloaded checksums finished */
+        for (uint16_t i = 0; i < n; i++)
+            fwd_csum_finish(m[i]);
     if (!w->cfg.dst_mac_set) {   /* io: one pass over the lengths, nothing else touched */
         for (uint16_t i = 0; i < n; i++)
             rx_bytes += rte_pktmbuf_pkt_len(m[i]);
