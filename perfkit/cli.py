@@ -144,6 +144,7 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--hugepages", default="auto", help="auto, on or off (default auto: on where enough are free)")
         sp.add_argument("--cpus", help="pin the datapath workers to these CPUs: 1 or 0,1 (default: not pinned)")
         sp.add_argument("--log-level", default="error", help="DPDK log level on stderr (default error)")
+        sp.add_argument("--pmd-dir", help="also load the PMD plugins in this directory (EAL's -d)")
         sp.add_argument("--interval", default="1s", help="row interval (default 1s)")
         sp.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
         sp.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet")
@@ -458,7 +459,7 @@ def _dpdk_eal(a) -> None:
     except ValueError:
         raise ValueError(f"mem: {a.mem!r} is not a whole number of MB") from None
     dpdk.configure(dpdk.EalOptions(memory_mb=mem, hugepages=huge, log_level=a.log_level,
-                                   worker_cpus=a.cpus))
+                                   worker_cpus=a.cpus, pmd_dir=getattr(a, "pmd_dir", None)))
 
 
 def _dpdk_run(a, spec, header: str):

@@ -52,12 +52,15 @@ class EalOptions:
     log_level    DPDK's log level on stderr: error, warning, info, debug, ...
     worker_cpus  pin datapath workers to these CPUs, round robin; None = not pinned
     mbufs        buffers in the process-wide pool (2 KiB data each)
+    pmd_dir      a directory (or one .so) of PMD plugins EAL loads besides the ones it
+                 autoloads (-d): drivers built apart from Debian's DPDK; None = none
     """
     memory_mb: int = 512
     hugepages: bool | None = None
     log_level: str = "error"
     worker_cpus: tuple[int, ...] | None = None
     mbufs: int = 16383
+    pmd_dir: str | None = None
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
@@ -86,6 +89,12 @@ class EalOptions:
         mbufs = self.mbufs
         if isinstance(mbufs, bool) or not isinstance(mbufs, int) or not 1023 <= mbufs <= 1 << 20:
             raise ValueError(f"mbufs: {mbufs!r} is out of range 1023..1048576")
+        if self.pmd_dir is not None:
+            d = str(self.pmd_dir)
+            if not d or "\0" in d or d.startswith("-") or not (os.path.isdir(d) or
+                                                               (os.path.isfile(d) and d.endswith(".so"))):
+                raise ValueError(f"pmd_dir: {self.pmd_dir!r} is not a directory of PMD plugins or a .so file")
+            put("pmd_dir", os.path.abspath(d))
         # the pool must fit: ~2.3 KiB per mbuf, and room for rings and ports
         if mbufs * 2.4 / 1024 > mem * 0.75:
             raise ValueError(f"mbufs: {mbufs} buffers need about {mbufs * 2.4 / 1024:.0f} MB; "
@@ -110,8 +119,11 @@ class EalOptions:
         # one EAL lcore, spread over every CPU the caller may use: EAL sets the
         # caller's affinity to that set, i.e. leaves it as it is (and C restores it anyway)
         here = _cpu_list(os.sched_getaffinity(0))
-        return ["perfkit", *mem, "--no-pci", "--no-telemetry", f"--lcores=0@({here})",
-                f"--log-level={LOG_LEVELS[self.log_level]}", f"--file-prefix=perfkit{os.getpid()}"]
+        plugins = ["-d", self.pmd_dir] if self.pmd_dir else []
+        return ["perfkit", *mem, *plugins, "--no-pci", "--no-telemetry", f"--lcores=0@({here})",
+                # the global level, and every log type's (EAL's own stay at info otherwise)
+                f"--log-level={LOG_LEVELS[self.log_level]}", f"--log-level=*:{LOG_LEVELS[self.log_level]}",
+                f"--file-prefix=perfkit{os.getpid()}"]
 
 
 def free_hugepages_mb() -> int:
