@@ -524,6 +524,8 @@ def _flows(a) -> int:
                  f"{spec.duration:g} s from {spec.port} to {far} (dpdk engine)")
     text = summary_text(run.summary) if run.summary else ""
     s = run.summary or {}
+    if s.get("lat_p9999_us") is not None:
+        text += f"\n    {'lat p99.99':<13} =  {s['lat_p9999_us']:.1f} us"
     if s.get("probe_tx"):
         f = lambda v: "-" if v is None else f"{v:.1f} us"  # noqa: E731
         text += (f"\n    {'probe lat':<13} =  p50 {f(s['probe_lat_p50_us'])}  p99 {f(s['probe_lat_p99_us'])}"
