@@ -6,8 +6,11 @@
  *   dpdk_bare EAL-ARGS... -- macswap SECONDS    port 0: rx_burst, swap MACs, IPv4
  *                                               addresses and UDP ports, tx_burst back;
  *                                               ends 1 s after the frames stop
+ *   dpdk_bare EAL-ARGS... -- iofwd SECONDS      ports 0 and 1: testpmd's io forward on one
+ *                                               lcore: rx_burst on one port, tx_burst of
+ *                                               the same mbufs on the other, both ways
  *
- * The port comes from --vdev in the EAL arguments (the same EAL options perfkit uses).
+ * The port (iofwd: two ports) comes from --vdev in the EAL arguments (the same EAL options perfkit uses).
  * txonly: allocate a burst of 60-byte mbufs from the pool (contents left as they are:
  * the least a sender can do), hand them to the PMD, free what it refused. macswap: what
  * testpmd's macswap does, plus the IP and port swap perfkit's reflector makes, so
@@ -61,10 +64,12 @@ int main(int argc, char **argv)
     }
     argc -= used;
     argv += used;
-    if (argc < 3 || (strcmp(argv[1], "txonly") && strcmp(argv[1], "txcopy") && strcmp(argv[1], "macswap"))) {
-        fprintf(stderr, "usage: dpdk_bare EAL-ARGS -- txonly|txcopy|macswap SECONDS\n");
+    if (argc < 3 || (strcmp(argv[1], "txonly") && strcmp(argv[1], "txcopy") && strcmp(argv[1], "macswap") &&
+                     strcmp(argv[1], "iofwd"))) {
+        fprintf(stderr, "usage: dpdk_bare EAL-ARGS -- txonly|txcopy|macswap|iofwd SECONDS\n");
         return 2;
     }
+    int io_fwd = strcmp(argv[1], "iofwd") == 0;
     int tx_copy = strcmp(argv[1], "txcopy") == 0;
     int tx_only = tx_copy || strcmp(argv[1], "txonly") == 0;
     /* a broadcast Ethernet + IPv4 + UDP frame, as txcopy writes it (contents fixed) */
@@ -86,12 +91,43 @@ int main(int argc, char **argv)
         fprintf(stderr, "dpdk_bare: port 0 did not start\n");
         return 1;
     }
+    if (io_fwd && (rte_eth_dev_count_avail() < 2 || port_up(1, mp) != 0)) {
+        fprintf(stderr, "dpdk_bare: iofwd needs a second port (two --vdev)\n");
+        return 1;
+    }
     struct rte_mbuf *b[BURST];
     uint64_t tx = 0, rx = 0, refused = 0;
     const uint64_t hz = rte_get_tsc_hz(), t0 = rte_rdtsc(), end = t0 + (uint64_t)(secs * hz);
     uint64_t last = t0, iter = 0, last_rx = t0;
     uint32_t idle = 0;
-    if (tx_only) {
+    if (io_fwd) {
+        /* testpmd's io forward, both directions on this lcore: what one port receives
+         * leaves by the other, untouched; what the tx queue refuses is freed */
+        for (;;) {
+            if ((++iter & 255) == 0 && (last = rte_rdtsc()) >= end)
+                break;
+            uint16_t moved = 0;
+            for (uint16_t from = 0; from < 2; from++) {
+                uint16_t n = rte_eth_rx_burst(from, 0, b, BURST);
+                if (!n)
+                    continue;
+                moved += n;
+                rx += n;
+                uint16_t s = rte_eth_tx_burst(1 - from, 0, b, n);
+                tx += s;
+                if (s < n) {
+                    refused += n - s;
+                    rte_pktmbuf_free_bulk(b + s, n - s);
+                }
+            }
+            if (moved)
+                idle = 0;
+            else if (++idle >= IDLE_YIELD) {
+                idle = 0;
+                sched_yield();
+            }
+        }
+    } else if (tx_only) {
         for (;;) {
             if ((++iter & 255) == 0 && (last = rte_rdtsc()) >= end)
                 break;
@@ -153,8 +189,10 @@ int main(int argc, char **argv)
            ", \"seconds\": %.6f, \"tx_pps\": %.1f}\n",
            argv[1], tx, rx, refused, took, took > 0 ? tx / took : 0.0);
     fflush(stdout);
-    rte_eth_dev_stop(0);
-    rte_eth_dev_close(0);
+    for (uint16_t p = 0; p < (io_fwd ? 2 : 1); p++) {
+        rte_eth_dev_stop(p);
+        rte_eth_dev_close(p);
+    }
     rte_eal_cleanup();
     return 0;
 }

@@ -14,9 +14,9 @@ by id) as soon as their client is done, or at exit. Every run gets its own
 ports. Nothing but 127.0.0.1 is ever a target, except in vs_qperf's veth part:
 there clients in a perfkit lab's host h1 talk to servers in its host h2 over the
 lab's veth pair (198.18.0.0/15), and the lab is taken down at the end, also on
-errors and Ctrl-C. The DPDK rows (dpdk_tx, dpdk_memif, dpdk_veth) send into net_null,
-between two processes over memif (no kernel sees those frames), and between the two
-hosts of a lab of their own over af_packet.
+errors and Ctrl-C. The DPDK rows (dpdk_tx, dpdk_memif, dpdk_veth, dpdk_fwd) send into net_null,
+between two processes over memif (no kernel sees those frames), between the two
+hosts of a lab of their own over af_packet, and forward between two net_null ports.
 """
 from __future__ import annotations
 
@@ -46,8 +46,8 @@ UDP_SIZE = 64                   # datagram payload of the UDP rate tests
 LOSS_RATE_SHARE = 0.75          # udp64_loss offers this share of iperf3's measured max rx rate
 GROUPS = ("udp64_pps", "udp64_loss", "tcp_bw", "udp_lat", "tcp_lat", "vs_qperf",
           "http_keepalive", "http_users20k", "http_close",   # 20k before close: no TIME_WAIT pile then
-          "dpdk_tx", "dpdk_memif", "dpdk_veth")
-DPDK_GROUPS = ("dpdk_tx", "dpdk_memif", "dpdk_veth")   # --only dpdk: all three
+          "dpdk_tx", "dpdk_memif", "dpdk_veth", "dpdk_fwd")
+DPDK_GROUPS = ("dpdk_tx", "dpdk_memif", "dpdk_veth", "dpdk_fwd")   # --only dpdk: all four
 
 
 class BenchError(RuntimeError):
@@ -1619,6 +1619,55 @@ def bench_dpdk_veth(b: Bench) -> None:
          "the same frames on the same veth pair; the lab has no impairments"])
 
 
+def run_perfkit_null_fwd(seconds: float) -> dict:
+    from perfkit.spec import DpdkReflect
+    spec = DpdkReflect(mode="forward", port="net_null0", peer="net_null1", duration=seconds)
+    s = in_fork(_dpdk_run_api, spec.to_dict(), timeout=seconds + 30)
+    fwd = sum(d["fwd"] for d in s["forward"])
+    return {"fwd_pps": fwd / seconds, "drop": sum(d["drop_tx"] for d in s["forward"]), "cpu_pct": s["cpu_pct"],
+            "cpu_pct_by_worker": s.get("cpu_pct_by_worker", {})}
+
+
+def run_bare_fwd(b: Bench, seconds: float) -> dict:
+    cmd = [build_bare(b), *bare_eal_args(f"pkbare{os.getpid()}"), "--vdev", "net_null0", "--vdev", "net_null1",
+           "--", "iofwd", f"{seconds:g}"]
+    cp = run_client(cmd, timeout=seconds + 30)
+    for line in reversed(cp.stdout.strip().splitlines()):
+        if line.startswith("{"):
+            r = json.loads(line)
+            r["fwd_pps"] = r["tx_pps"]
+            return r
+    raise BenchError("dpdk_bare: no result line")
+
+
+def bench_dpdk_fwd(b: Bench) -> None:
+    print("dpdk_fwd: frames/s forwarded between two net_null ports, both directions on one lcore: "
+          "perfkit reflect --mode forward vs a bare io-forward loop", flush=True)
+    why = dpdk_missing()
+    if why:
+        b.dpdk_rows.append(Row("dpdk_fwd (net_null x2)", "forwarded pps, 64 B", "—", "—", "—", ">= 0.9", "skipped"))
+        b.dpdk_details.append(f"- dpdk_fwd skipped: {why}\n")
+        print(f"  skipped: {why}", flush=True)
+        return
+    pk, bare = [], []
+    for rep in range(b.reps):
+        pk.append(b.attempt(f"rep {rep + 1} perfkit forward", run_perfkit_null_fwd, b.duration,
+                            show=lambda r: f"fwd {fmt_pps(r['fwd_pps'])}, drop {r['drop']}, cpu {cpu_str(r)}"))
+        bare.append(b.attempt(f"rep {rep + 1} bare io forward", run_bare_fwd, b, b.duration,
+                              show=lambda r: f"fwd {fmt_pps(r['fwd_pps'])}, refused {r['refused']}"))
+    b.dpdk_rows.append(ratio_row("dpdk_fwd (net_null x2)", "forwarded pps, 64 B", med(pick(pk, "fwd_pps")),
+                                 med(pick(bare, "fwd_pps")), "bare io forward", fmt_pps, 0.9, True))
+    b.dpdk_details += detail_table(
+        "dpdk_fwd: forwarding between two net_null ports", ["rep", "perfkit fwd pps", "perfkit cpu", "bare fwd pps"],
+        [[str(i + 1), fmt_pps(p and p["fwd_pps"]), cpu_str(p) if p else "—", fmt_pps(q and q["fwd_pps"])]
+         for i, (p, q) in enumerate(zip(pk, bare))],
+        ["EAL: " + " ".join(bare_eal_args("...")) + " for both (perfkit's EalOptions defaults)",
+         "bare: bench/dpdk_bare.c iofwd: rx_burst(32) on one port, tx_burst of the same mbufs on the other, both "
+         "ways on the EAL main lcore, free the refused (testpmd's io forward). perfkit: DpdkReflect(mode='forward', "
+         "port='net_null0', peer='net_null1'), cores 1: one registered thread polls both ports, counts per "
+         "direction; forwarded pps = frames sent on, both directions, over the run"])
+
+
 BENCHES = {
     "udp64_pps": bench_udp64_pps,
     "udp64_loss": bench_udp64_loss,
@@ -1632,6 +1681,7 @@ BENCHES = {
     "dpdk_tx": bench_dpdk_tx,
     "dpdk_memif": bench_dpdk_memif,
     "dpdk_veth": bench_dpdk_veth,
+    "dpdk_fwd": bench_dpdk_fwd,
 }
 
 

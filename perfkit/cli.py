@@ -125,10 +125,15 @@ def _parser() -> argparse.ArgumentParser:
     flw.add_argument("--probe-rate", help="a latency probe stream beside the load: 100pps, 1kpps (default none)")
     flw.add_argument("--probe-size", default=128, help="probe frame bytes with FCS (default 128)")
     flw.add_argument("--bidirectional", action="store_true", help="with --peer: both ports send and receive")
-    rfl = sub.add_parser("reflect", help="the far end of DPDK flows on one port: rxonly or reverse")
+    rfl = sub.add_parser("reflect", help="the far end of DPDK flows on one port (rxonly or reverse), or a "
+                         "forwarder between two ports (forward)")
     rfl.add_argument("--engine", default="dpdk", help="engine (only dpdk reflects)")
     rfl.add_argument("--port", required=True, help="DPDK port (see perfkit flows)")
-    rfl.add_argument("--mode", default="reverse", help="rxonly or reverse (default reverse)")
+    rfl.add_argument("--mode", default="reverse", help="rxonly, reverse or forward (default reverse)")
+    rfl.add_argument("--peer", help="forward: the second port (frames go from --port to --peer and back)")
+    rfl.add_argument("--dst-mac", help="forward: the next hop's MAC for frames leaving --port (default: "
+                     "frames untouched)")
+    rfl.add_argument("--peer-dst-mac", help="forward: the next hop's MAC for frames leaving --peer")
     rfl.add_argument("-t", "--duration", default="10s", help="how long to run (default 10s; Ctrl-C stops)")
     rfl.add_argument("--ip", default="198.18.0.2", help="the port's address (default 198.18.0.2)")
     rfl.add_argument("-f", "--flows", default=1024, help="rxonly: flow ids tracked (default 1024)")
@@ -141,6 +146,7 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--hugepages", default="auto", help="auto, on or off (default auto: on where enough are free)")
         sp.add_argument("--cpus", help="pin the datapath workers to these CPUs: 1 or 0,1 (default: not pinned)")
         sp.add_argument("--log-level", default="error", help="DPDK log level on stderr (default error)")
+        sp.add_argument("--pmd-dir", help="also load the PMD plugins in this directory (EAL's -d)")
         sp.add_argument("--interval", default="1s", help="row interval (default 1s)")
         sp.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
         sp.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet")
@@ -457,7 +463,7 @@ def _dpdk_eal(a) -> None:
     except ValueError:
         raise ValueError(f"mem: {a.mem!r} is not a whole number of MB") from None
     dpdk.configure(dpdk.EalOptions(memory_mb=mem, hugepages=huge, log_level=a.log_level,
-                                   worker_cpus=a.cpus))
+                                   worker_cpus=a.cpus, pmd_dir=getattr(a, "pmd_dir", None)))
 
 
 def _dpdk_run(a, spec, header: str):
@@ -522,10 +528,14 @@ def _flows(a) -> int:
                  f"{spec.duration:g} s from {spec.port} to {far} (dpdk engine)")
     text = summary_text(run.summary) if run.summary else ""
     s = run.summary or {}
+    if s.get("lat_p9999_us") is not None:
+        text += f"\n    {'lat p99.99':<13} =  {s['lat_p9999_us']:.1f} us"
     if s.get("probe_tx"):
         f = lambda v: "-" if v is None else f"{v:.1f} us"  # noqa: E731
         text += (f"\n    {'probe lat':<13} =  p50 {f(s['probe_lat_p50_us'])}  p99 {f(s['probe_lat_p99_us'])}"
                  f"  max {f(s['probe_lat_max_us'])} ({s['probe_rx']} of {s['probe_tx']} probes)")
+    for w in s.get("warnings", ()):   # e.g. ARP for the destination unanswered: what to check
+        print(f"perfkit: warning: {w}", file=sys.stderr)
     return _dpdk_done(a, run, printer, interrupted, text)
 
 
@@ -547,13 +557,30 @@ def _reflect_text(run) -> str:
     return "\n".join(lines)
 
 
+def _forward_text(run) -> str:
+    s, last = run.summary or {}, (run.rows[-1] if run.rows else {})
+    secs = last.get("time_s") or 0.0
+    lines = [f"{s.get('test', 'dpdk_forward')}:"]
+    for d in s.get("forward", []):
+        rate = f", {d['fwd'] / secs:,.0f} /sec over {secs:.3g} s" if secs else ""
+        lines.append(f"    {d['from']} -> {d['to']}:")
+        lines.append(f"        received {d['rx']:,}  forwarded {d['fwd']:,}  drop_tx {d['drop_tx']:,}  "
+                     f"malformed {d['bad_rx']:,}{rate}")
+        lines.append(f"        nic ({d['from']}): imissed {d['nic_imissed']:,}  ierrors {d['nic_ierrors']:,}  "
+                     f"oerrors {d['nic_oerrors']:,}")
+    return "\n".join(lines)
+
+
 def _reflect(a) -> int:
     from perfkit.spec import DpdkReflect
     spec = DpdkReflect(port=a.port, mode=a.mode, duration=a.duration, ip=a.ip, flows=a.flows,
-                       burst=a.burst, netns=a.netns, ips=a.ips, cores=a.cores)
+                       burst=a.burst, netns=a.netns, ips=a.ips, cores=a.cores, peer=a.peer,
+                       dst_mac=a.dst_mac, peer_dst_mac=a.peer_dst_mac)
+    where = (f"between {spec.port} and {spec.peer}" if spec.mode == "forward" else f"on {spec.port} ({spec.ip})")
     run, printer, interrupted = _dpdk_run(
-        a, spec, f"perfkit reflect: {spec.mode} on {spec.port} ({spec.ip}) for {spec.duration:g} s (dpdk engine)")
-    return _dpdk_done(a, run, printer, interrupted, _reflect_text(run))
+        a, spec, f"perfkit reflect: {spec.mode} {where} for {spec.duration:g} s (dpdk engine)")
+    text = _forward_text(run) if spec.mode == "forward" else _reflect_text(run)
+    return _dpdk_done(a, run, printer, interrupted, text)
 
 
 def _engines(a) -> int:

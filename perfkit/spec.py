@@ -213,6 +213,7 @@ class RemoteTest(_SocketTest):
 # (perfkit.engines.dpdk runs them: Run(DpdkFlows(...), engine="dpdk"))
 
 DPDK_MODES = ("rxonly", "reverse")
+DPDK_REFLECT_MODES = DPDK_MODES + ("forward",)   # DpdkReflect: forward between two ports too
 DPDK_DRIVERS = ("net_null", "net_ring", "net_memif", "net_af_packet", "net_tap", "net_af_xdp")
 DPDK_KERNEL_DRIVERS = ("net_af_packet", "net_tap", "net_af_xdp")   # they reach a kernel: lab namespaces only
 AF_PACKET_DEFAULTS = {"qdisc_bypass": 0, "framecnt": 4096}         # added to net_af_packet ports unless given
@@ -574,12 +575,21 @@ class DpdkReflect(_DpdkSpec):
 
     mode      rxonly: count, parse, loss/duplicates/reordering and one-way latency per flow
               (the sender's clock: meaningful on this host); reverse: send UDP frames for
-              this port's address back with MACs, IPs and ports swapped
+              this port's address back with MACs, IPs and ports swapped; forward: every
+              frame received on port leaves by peer and every frame received on peer leaves
+              by port, payload untouched (testpmd's io forward; its mac forward with dst_mac)
     duration  how long to run (or until stopped)
-    ip        the port's address: ARP and ICMP echo are answered for it
+    ip        the port's address: ARP and ICMP echo are answered for it (not in forward
+              mode: a forwarder has no address, it carries ARP and ping like a wire)
     flows     rxonly: flow ids tracked (0 .. flows - 1)
     ips       reverse: reflect UDP for ip .. ip + ips - 1 (a generator's dst_ips)
-    cores     lcores, one queue of the port each (the generator's side needs as many)
+    cores     lcores, one queue of the port each (the generator's side needs as many).
+              forward: 1 = one lcore for both directions; 2N = one lcore per direction
+              and queue, N queues on each port
+    peer      forward: the second port
+    dst_mac   forward: frames leaving port get this destination MAC and port's own MAC as
+              source (the next hop's; None = untouched)
+    peer_dst_mac  forward: the same for frames leaving peer
     """
     port: str = "ring:pk:1"
     mode: str = "reverse"
@@ -590,13 +600,19 @@ class DpdkReflect(_DpdkSpec):
     netns: str | None = None
     ips: int = 1
     cores: int = 1
+    peer: str | None = None
+    dst_mac: str | None = None
+    peer_dst_mac: str | None = None
+
+    MODES: ClassVar[tuple] = DPDK_REFLECT_MODES
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
         put("netns", _check_netns(self.netns))
         put("port", check_dpdk_port(self.port, "port", self.netns))
-        if self.mode not in DPDK_MODES:
-            raise ValueError(f"mode: {self.mode!r} is not one of {', '.join(DPDK_MODES)}")
+        if self.mode not in DPDK_REFLECT_MODES:
+            raise ValueError(f"mode: {self.mode!r} is not one of {', '.join(DPDK_REFLECT_MODES)}")
+        self._check_forward(put)
         duration = parse_duration(self.duration, "duration")
         if not 0 < duration <= MAX_DURATION_S:
             raise ValueError(f"duration: {self.duration!r} is out of range (above 0, at most 24h)")
@@ -608,6 +624,37 @@ class DpdkReflect(_DpdkSpec):
         put("cores", _int_in(self.cores, "cores", 1, DPDK_MAX_QUEUES))
         if int(ipaddress.IPv4Address(self.ip)) + self.ips - 1 > int(LAB_NETS[0].broadcast_address):
             raise ValueError(f"ips: {self.ips} addresses from {self.ip} leave 198.18.0.0/15")
+        if self.mode == "forward" and self.cores != 1 and self.cores % 2:
+            raise ValueError(f"cores: {self.cores}: forward takes 1 (one lcore for both directions) or an "
+                             f"even number (one lcore per direction and queue), at most {DPDK_MAX_QUEUES}")
+
+    def _check_forward(self, put):
+        if self.mode != "forward":
+            for name in ("peer", "dst_mac", "peer_dst_mac"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name}: only mode forward uses it (a second port and next hops)")
+            return
+        if self.peer is None:
+            raise ValueError("peer: mode forward needs a second port (frames go from port to peer "
+                             "and from peer to port)")
+        put("peer", check_dpdk_port(self.peer, "peer", self.netns))
+        if self.peer.split(",")[0] == self.port.split(",")[0]:
+            raise ValueError(f"peer: {self.peer!r} is the port itself: forward between two ports")
+        ends = [_DPDK_RING.fullmatch(p) and p.rsplit(":", 1)[0] for p in (self.port, self.peer)]
+        if ends[0] and ends[0] == ends[1]:
+            raise ValueError(f"peer: {self.port} and {self.peer} are the two ends of one ring pair: what "
+                             "one forwards the other receives and forwards back, for ever")
+        for name in ("port", "peer"):
+            dev = getattr(self, name)
+            if dev.startswith("net_ring") and "," not in dev:
+                raise ValueError(f"{name}: {dev} is a loopback port (a net_ring vdev receives what it "
+                                 "sends): forwarding through it loops every frame; use ring:NAME:0|1")
+        for name in ("dst_mac", "peer_dst_mac"):
+            mac = getattr(self, name)
+            if mac is not None:
+                if not _MAC.fullmatch(str(mac)):
+                    raise ValueError(f"{name}: {mac!r} is not a MAC address (aa:bb:cc:dd:ee:ff)")
+                put(name, str(mac).lower())
 
     @property
     def test(self) -> str:

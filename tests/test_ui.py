@@ -116,7 +116,7 @@ def test_every_spec_gets_a_form_from_its_fields_with_units_ranges_choices_and_de
     assert panel.error is None and panel.spec == cls(), panel.error
     assert not panel.start_button.disabled and panel.stop_button.disabled
     # choices are the spec's own lists
-    want = {"test": getattr(cls, "TESTS", None), "mode": specs.DPDK_MODES, "method": specs.HTTP_METHODS,
+    want = {"test": getattr(cls, "TESTS", None), "mode": getattr(cls, "MODES", specs.DPDK_MODES), "method": specs.HTTP_METHODS,
             "http_method": specs.DPERF_HTTP_METHODS}
     for fname, opts in want.items():
         if fname in panel.inputs:
@@ -160,6 +160,7 @@ def html_escape(text):
     ("DpdkFlows", "port", "net_af_packet0,iface=veth0"),   # reaches a kernel: needs netns
     ("DpdkReflect", "mode", None),                # not settable to a bad value: a dropdown
     ("DpdkReflect", "netns", "lab1"),
+    ("DpdkReflect", "peer", "ring:pk:0"),         # the other end of its own port's ring pair (mode is reverse)
     ("HttpLoad", "url", "ftp://127.0.0.1/"),     # http or https only
     ("HttpLoad", "url", "http://127.0.0.1:80/ http://127.0.0.2:80/"),   # a URL list: one server
     ("DpdkFlows", "sizes", "64:7,9100:1"),
@@ -179,7 +180,7 @@ def html_escape(text):
 def test_each_specs_own_error_shows_inline_before_anything_starts(name, field, value):
     panel = perfkit.ui.Panel(name, duration="1s")
     if value is None:   # a dropdown offers only what the spec takes
-        assert tuple(panel.inputs[field].options) == specs.DPDK_MODES
+        assert tuple(panel.inputs[field].options) == getattr(SPECS[name], "MODES", specs.DPDK_MODES)
         return
     panel.set(**{field: value})
     assert panel.spec is None and panel.error.startswith(f"{field}:"), panel.error

@@ -22,7 +22,8 @@ from pk_dpdk cimport *
 cdef extern from "rte_version.h":
     const char *rte_version()
 
-ROLES = {"dpdk_send": PK_DPDK_GEN, "dpdk_recv": PK_DPDK_RXONLY, "dpdk_reflect": PK_DPDK_REVERSE}
+ROLES = {"dpdk_send": PK_DPDK_GEN, "dpdk_recv": PK_DPDK_RXONLY, "dpdk_reflect": PK_DPDK_REVERSE,
+         "dpdk_forward": PK_DPDK_FORWARD}
 MAX_WORKERS = PK_DPDK_MAX_WORKERS
 MAX_FLOWS = PK_DPDK_MAX_FLOWS
 MAX_BURST = PK_DPDK_MAX_BURST
@@ -242,12 +243,17 @@ cdef class DpdkEngine:
     (dpdk_reflect: dst_ips = addresses from its port's it reflects for), queue (of its port),
     flow_first (dpdk_send: its flows are flow ids flow_first ..), sizes (frame sizes
     sent in turn, instead of size), rate_end and ramp (s): the rate rises from rate to rate_end.
+    dpdk_forward: every frame received on (port, queue) leaves by (out, queue), untouched, or
+    with dst_mac: destination dst_mac, source the out port's MAC; with_worker: the index of
+    the other direction's dpdk_forward worker, run by this worker's thread (one lcore).
     With own_ports, close() closes the ports too."""
     cdef pk_dpdk_engine *e
     cdef int n
     cdef list ports
     cdef bint own_ports
     cdef readonly list roles
+    cdef list links
+    cdef list dst_ips
 
     def __cinit__(self, list ports, list workers, bint own_ports=False):
         cdef char err[512]
@@ -270,8 +276,12 @@ cdef class DpdkEngine:
             for i, port in enumerate(self.ports):
                 cports[i] = (<Port>port)._live()
             self.roles = []
+            self.links = []
+            self.dst_ips = []
             for i, w in enumerate(workers):
                 self.roles.append(w["role"])
+                self.links.append((w["port"], w.get("out", -1)))
+                self.dst_ips.append(w.get("dst_ip", "198.18.0.2"))
                 cfgs[i].role = ROLES[w["role"]]
                 cfgs[i].port = w["port"]
                 cfgs[i].peer = w.get("peer", -1)
@@ -307,6 +317,8 @@ cdef class DpdkEngine:
                 cfgs[i].probe_rate = w.get("probe_rate", 0.0)
                 cfgs[i].probe_size = w.get("probe_size", 128)
                 cfgs[i].ramp_ns = <unsigned long long>(w.get("ramp", 0.0) * 1e9)
+                cfgs[i].out_port = w.get("out", -1)
+                cfgs[i].with_worker = w.get("with_worker", -1)
             err[0] = 0
             self.e = pk_dpdk_create(cports, len(self.ports), cfgs, self.n, err, sizeof(err))
             if self.e == NULL:
@@ -392,7 +404,9 @@ cdef class DpdkEngine:
 
     def summary_extra(self):
         """Summary fields beyond the shared ones: the latency probes (count, loss is in
-        the load's, mean/percentiles/max in microseconds), when any were sent."""
+        the load's, mean/percentiles/max in microseconds), when any were sent; forward: per
+        direction of a forwarder, its counts (forward_counts); warnings: ARP requests nobody
+        answered (arp_failures)."""
         from perfkit.stats import COUNTER_NAMES, Histogram, latency_fields
         tot = dict.fromkeys(("probe_tx", "probe_rx", "probe_lat_sum_ns"), 0)
         lo, hi = 0, 0
@@ -403,13 +417,79 @@ cdef class DpdkEngine:
             if c["probe_lat_min_ns"] and (not lo or c["probe_lat_min_ns"] < lo):
                 lo = c["probe_lat_min_ns"]
             hi = max(hi, c["probe_lat_max_ns"])
+        out = self._forward_summary()
+        out.update(self._p9999())
+        warnings = self.arp_failures()
+        if warnings:
+            out["warnings"] = warnings
         if not tot["probe_tx"]:
-            return {}
+            return out
         hist = Histogram.merge(self.probe_histograms())
         lat = latency_fields(hist, tot["probe_rx"], tot["probe_lat_sum_ns"], 0, lo, hi)
-        out = {"probe_tx": tot["probe_tx"], "probe_rx": tot["probe_rx"]}
+        out.update({"probe_tx": tot["probe_tx"], "probe_rx": tot["probe_rx"]})
         out.update({"probe_" + k: v for k, v in lat.items() if k != "jitter_us"})
+        out.update(self._p9999(hist, lo, hi, "probe_"))
         return out
+
+    def _p9999(self, hist=None, lo=0, hi=0, prefix=""):
+        """p99.99 (issue 5: p50 .. p99.99, max) of the load's latencies, or of the probes' given
+        their histogram, clamped to the exact min/max as latency_fields does; {} without samples."""
+        from perfkit.stats import COUNTER_NAMES, Histogram
+        if hist is None:
+            snaps = self.snapshot()
+            hist = Histogram.merge(h for _, h in snaps)
+            for c, _ in snaps:
+                c = dict(zip(COUNTER_NAMES, c))
+                if c["lat_min_ns"] and (not lo or c["lat_min_ns"] < lo):
+                    lo = c["lat_min_ns"]
+                hi = max(hi, c["lat_max_ns"])
+        v = hist.percentile(0.9999)
+        if v is None:
+            return {}
+        if hi:
+            v = min(max(v, lo), hi)
+        return {f"{prefix}lat_p9999_us": v / 1e3}
+
+    def arp_failures(self):
+        """One line per port and address a generator asked for by ARP and got no answer
+        (it then sent to broadcast): which address, on which port, and what to check."""
+        out = []
+        for i, role in enumerate(self.roles):
+            got = self.dst_mac(i) if role == "dpdk_send" else None
+            if not got or not got[1]:
+                continue
+            port = self.ports[self.links[i][0]]
+            msg = (f"port {port.dev}: nobody answered ARP for {self.dst_ips[i]} (asked from {port.ip}, "
+                   f"{port.mac}, for 1 s); its frames went to broadcast ff:ff:ff:ff:ff:ff. Check that the far "
+                   f"end is up and has {self.dst_ips[i]} (perfkit reflect --ip {self.dst_ips[i]}, or the host's "
+                   "address), that it is on this port's link (a lab host: the same --netns and interface), "
+                   "or give its MAC (--dst-mac)")
+            if msg not in out:
+                out.append(msg)
+        return out
+
+    def forward_counts(self):
+        """Per direction of dpdk_forward workers (queues summed): the receiving port, the
+        sending port, frames received, forwarded, dropped at a full tx queue (drop_tx),
+        too short to rewrite (bad_rx), and the receiving port's NIC counters."""
+        from perfkit.stats import COUNTER_NAMES
+        dirs = {}
+        for (c, _), role, (port, out) in zip(self.snapshot(), self.roles, self.links):
+            if role != "dpdk_forward":
+                continue
+            c = dict(zip(COUNTER_NAMES, c))
+            d = dirs.setdefault((port, out), {"from": self.ports[port].dev, "to": self.ports[out].dev,
+                                              "rx": 0, "fwd": 0, "drop_tx": 0, "bad_rx": 0,
+                                              "nic_imissed": 0, "nic_ierrors": 0, "nic_oerrors": 0})
+            for k, name in (("rx", "pkts_rx"), ("fwd", "pkts_tx"), ("drop_tx", "drop_tx"), ("bad_rx", "bad_rx"),
+                            ("nic_imissed", "nic_imissed"), ("nic_ierrors", "nic_ierrors"),
+                            ("nic_oerrors", "nic_oerrors")):
+                d[k] += c[name]
+        return list(dirs.values())
+
+    def _forward_summary(self):
+        dirs = self.forward_counts()
+        return {"forward": dirs} if dirs else {}
 
     def flow_sent(self, int worker):
         """A dpdk_send worker's frames sent per flow (its next sequence numbers)."""

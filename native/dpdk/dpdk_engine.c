@@ -283,6 +283,7 @@ struct pk_dpdk_port {
     uint8_t arp_mac[6];
     int arp_claim, arp_done;          /* atomic */
     char netns[128];                  /* where it was probed: its control calls run there too */
+    int kernel;                       /* af_packet, af_xdp, tap: frames from a Linux stack */
 };
 
 static void free_frames(struct rte_mbuf **m, unsigned n)
@@ -588,6 +589,8 @@ pk_dpdk_port *pk_dpdk_port_open_q(const char *dev, const char *netns, int nq, ch
         }
         memcpy(p->name, dev, n);
         p->name[n] = 0;
+        p->kernel = strncmp(p->name, "net_af_packet", 13) == 0 || strncmp(p->name, "net_af_xdp", 10) == 0 ||
+                    strncmp(p->name, "net_tap", 7) == 0;
         uint16_t pid;
         if (rte_eth_dev_get_port_by_name(p->name, &pid) == 0) {
             set_err(err, errlen, "port %s is already open", p->name);
@@ -753,6 +756,12 @@ typedef struct worker {
     struct pk_dpdk_engine *engine;
     pk_dpdk_port *port;
     uint16_t pid, queue;
+    /* FORWARD: where frames leave; the other direction's worker when this thread runs it
+     * too (guest), or 1 when another worker's thread runs this one (hosted) */
+    pk_dpdk_port *out;
+    uint16_t out_pid;
+    struct worker *guest;
+    int hosted;
     pthread_t thread;
     int started;
     int running;                 /* atomic: 1 while the thread runs */
@@ -926,6 +935,52 @@ static void track_payload(worker *w, const uint8_t *pl, uint32_t plen, uint64_t 
         record_latency(w, lat, &f->last_lat);
 }
 
+/* A Linux sender on a veth leaves its UDP/TCP checksum to an offload (CHECKSUM_PARTIAL):
+ * the field holds only the pseudo header's folded sum, and af_packet (and tap, af_xdp) hand
+ * the frame over so; sent on as it is, the next kernel drops it. Such a segment gets its
+ * whole checksum here. Any other wrong sum is left alone, so corruption still shows at the
+ * far end. len bytes of L4 (header and data) lie in the first segment. */
+static void l4_csum_finish(const uint8_t *ip, uint8_t *l4, uint32_t len, uint8_t proto)
+{
+    uint8_t *at = l4 + (proto == 17 ? 6 : 16);
+    uint16_t field;
+    memcpy(&field, at, 2);
+    if (proto == 17 && field == 0)
+        return;   /* no UDP checksum: IPv4 allows it */
+    const uint8_t head[4] = { 0, proto, (uint8_t)(len >> 8), (uint8_t)len };
+    const uint64_t pseudo = sum16(ip + 12, 8, sum16(head, 4, 0));
+    if (fold(sum16(l4, len, pseudo)) == 0xffff || field != fold(pseudo))
+        return;   /* right already, or wrong in another way */
+    memset(at, 0, 2);
+    uint16_t c = (uint16_t)~fold(sum16(l4, len, pseudo));
+    if (proto == 17 && c == 0)
+        c = 0xffff;
+    memcpy(at, &c, 2);
+}
+
+/* The same for a frame a forwarder passes on from a kernel port: IPv4 (no fragment) UDP or
+ * TCP, the whole datagram in the first segment; anything else is left as it is. */
+static void fwd_csum_finish(struct rte_mbuf *m)
+{
+    uint8_t *d = rte_pktmbuf_mtod(m, uint8_t *);
+    const uint32_t len = rte_pktmbuf_data_len(m);
+    if (len < ETH_LEN + IP_LEN || rd16(d + 12) != 0x0800)
+        return;
+    uint8_t *ip = d + ETH_LEN;
+    const uint32_t ihl = (uint32_t)(ip[0] & 15) * 4, tot = rd16(ip + 2);
+    if ((ip[0] >> 4) != 4 || ihl < IP_LEN || tot < ihl || ETH_LEN + tot > len || (rd16(ip + 6) & 0x3fff))
+        return;
+    uint8_t *l4 = ip + ihl;
+    const uint32_t l4len = tot - ihl;
+    if (ip[9] == 17 && l4len >= UDP_LEN) {
+        const uint32_t ulen = rd16(l4 + 4);
+        if (ulen >= UDP_LEN && ulen <= l4len)
+            l4_csum_finish(ip, l4, ulen, 17);
+    } else if (ip[9] == 6 && l4len >= 20) {
+        l4_csum_finish(ip, l4, l4len, 6);
+    }
+}
+
 /* ARP: answer requests for the port's address; a resolving generator takes the
  * reply for its destination. */
 static int handle_arp(worker *w, uint8_t *d, uint32_t len, rx_acc *a)
@@ -1037,6 +1092,8 @@ static int handle_frame(worker *w, struct rte_mbuf *m, uint64_t now_ns, rx_acc *
             memcpy(t4, ip + 12, 4); memcpy(ip + 12, ip + 16, 4); memcpy(ip + 16, t4, 4);
             memcpy(t2, l4, 2); memcpy(l4, l4 + 2, 2); memcpy(l4 + 2, t2, 2);
             /* swaps keep both checksums: the sums are the same */
+            if (w->port->kernel && ulen <= l4room)
+                l4_csum_finish(ip, l4, ulen, 17);
             return ACT_REFLECT;
         }
         return ACT_FREE;
@@ -1650,6 +1707,93 @@ static void run_rx(worker *w)
     }
 }
 
+/* ------------------------------------------------------------- forward */
+
+/* One rx burst of (port, queue) out of (out, queue), as testpmd's io forward (or its
+ * mac forward with dst_mac_set). What the out queue does not take is freed and
+ * counted in drop_tx. Returns frames received. */
+static uint32_t fwd_service(worker *w)
+{
+    struct rte_mbuf *m[PK_DPDK_MAX_BURST];
+    const uint16_t n = rte_eth_rx_burst(w->pid, w->queue, m, (uint16_t)w->cfg.burst);
+    if (n == 0)
+        return 0;
+    uint64_t rx_bytes = 0, dropped_bytes = 0;
+    uint32_t k = n, bad = 0;
+    if (w->port->kernel)   /* frames of a Linux stack: offloaded checksums finished */
+        for (uint16_t i = 0; i < n; i++)
+            fwd_csum_finish(m[i]);
+    if (!w->cfg.dst_mac_set) {   /* io: one pass over the lengths, nothing else touched */
+        for (uint16_t i = 0; i < n; i++)
+            rx_bytes += rte_pktmbuf_pkt_len(m[i]);
+        rx_bytes += (uint64_t)n * FCS_LEN;
+    } else {
+        k = 0;
+        for (uint16_t i = 0; i < n; i++) {
+            struct rte_mbuf *x = m[i];
+            rx_bytes += rte_pktmbuf_pkt_len(x) + FCS_LEN;
+            if (rte_pktmbuf_data_len(x) < ETH_LEN) {   /* no Ethernet header to rewrite */
+                bad++;
+                dropped_bytes += rte_pktmbuf_pkt_len(x) + FCS_LEN;
+                rte_pktmbuf_free(x);
+                continue;
+            }
+            uint8_t *d = rte_pktmbuf_mtod(x, uint8_t *);
+            memcpy(d, w->cfg.dst_mac, 6);
+            memcpy(d + 6, w->out->mac, 6);
+            m[k++] = x;
+        }
+    }
+    /* what is sent belongs to the next hop: the unsent ones' lengths are taken off first */
+    const uint16_t sent = k ? rte_eth_tx_burst(w->out_pid, w->queue, m, (uint16_t)k) : 0;
+    if (sent < k) {
+        for (uint32_t i = sent; i < k; i++)
+            dropped_bytes += rte_pktmbuf_pkt_len(m[i]) + FCS_LEN;
+        free_frames(m + sent, k - sent);
+        pk_add(&w->c, PK_drop_tx, k - sent);
+    }
+    pk_add(&w->c, PK_pkts_rx, n);
+    pk_add(&w->c, PK_bytes_rx, rx_bytes);
+    pk_add(&w->c, PK_pkts_tx, sent);
+    pk_add(&w->c, PK_bytes_tx, rx_bytes - dropped_bytes);
+    if (bad)
+        pk_add(&w->c, PK_bad_rx, bad);
+    return n;
+}
+
+/* A forwarder runs until stopped or its duration is over; with a guest (the other
+ * direction) it polls both ports in turn, each direction counting in its own block. */
+static void run_fwd(worker *w)
+{
+    worker *g = w->guest;
+    const timebase *tb = &w->engine->tb;
+    const uint64_t flush_c = tb_cycles(tb, FLUSH_NS), nic_c = tb_cycles(tb, NIC_EVERY_NS);
+    const uint64_t hard = w->engine->hard_end;
+    const uint64_t start = rte_rdtsc(), own_end = start + tb_cycles(tb, w->cfg.duration_ns);
+    uint32_t idle = 0;
+    w->wall0 = start;
+    w->last_flush = start;
+    for (;;) {
+        uint64_t t0 = rte_rdtsc();
+        uint32_t moved = fwd_service(w);
+        if (g)
+            moved += fwd_service(g);
+        uint64_t t1 = rte_rdtsc();
+        if (moved) {
+            w->busy += t1 - t0;
+            idle = 0;
+        } else if (++idle >= IDLE_YIELD) {
+            idle = 0;
+            sched_yield();
+        }
+        housekeeping(w, t1, flush_c, nic_c);
+        if (g && t1 - g->last_nic >= nic_c)
+            read_nic(g, t1, 0);
+        if (t1 >= hard || t1 >= own_end || stopping(w))
+            break;
+    }
+}
+
 static void *worker_main(void *arg)
 {
     worker *w = arg;
@@ -1672,12 +1816,18 @@ static void *worker_main(void *arg)
     w->wall0 = now;
     w->last_flush = now;
     read_nic(w, now, 1);
+    if (w->guest)
+        read_nic(w->guest, now, 1);
     if (w->cfg.role == PK_DPDK_GEN)
         run_gen(w);
+    else if (w->cfg.role == PK_DPDK_FORWARD)
+        run_fwd(w);
     else
         run_rx(w);
     now = rte_rdtsc();
     read_nic(w, now, 0);
+    if (w->guest)
+        read_nic(w->guest, now, 0);
     flush_cpu(w, now);
     struct rte_mempool *pools[2] = { pool, jumbo_pool };
     for (int k = 0; k < 2; k++) {
@@ -1687,6 +1837,10 @@ static void *worker_main(void *arg)
     }
     rte_thread_unregister();
 out:
+    if (w->guest) {
+        __atomic_store_n(&w->guest->done_sending, 1, __ATOMIC_RELEASE);
+        __atomic_store_n(&w->guest->running, 0, __ATOMIC_RELEASE);
+    }
     __atomic_store_n(&w->done_sending, 1, __ATOMIC_RELEASE);
     __atomic_store_n(&w->running, 0, __ATOMIC_RELEASE);
     return NULL;
@@ -1791,10 +1945,60 @@ static int check_worker(pk_dpdk_engine *e, pk_dpdk_port *const *ports, int nport
             set_err(err, errlen, "worker %d: port %s has no IPv4 address to send from", i, w->port->name);
             return -1;
         }
+    } else if (c->role == PK_DPDK_FORWARD) {
+        if (c->out_port < 0 || c->out_port >= nports || !ports[c->out_port] || c->out_port == c->port ||
+            ports[c->out_port] == w->port) {
+            set_err(err, errlen, "worker %d: forward: out port %d must be another port of this engine", i,
+                    c->out_port);
+            return -1;
+        }
+        w->out = ports[c->out_port];
+        w->out_pid = w->out->pid;
+        if (c->queue >= w->out->nq) {
+            set_err(err, errlen, "worker %d: queue %u, out port %s has %u", i, c->queue, w->out->name,
+                    w->out->nq);
+            return -1;
+        }
+        if (pk_dpdk_port_busy(w->out)) {
+            set_err(err, errlen, "port %s is in use by another engine", w->out->name);
+            return -1;
+        }
+        /* one sender per tx queue: only forwarders (which send elsewhere) may poll (out, queue) */
+        for (int j = 0; j < i; j++) {
+            const pk_dpdk_worker_cfg *o = &e->w[j].cfg;
+            if ((o->port == c->out_port && o->queue == c->queue && o->role != PK_DPDK_FORWARD) ||
+                (o->role == PK_DPDK_FORWARD && o->out_port == c->out_port && o->queue == c->queue)) {
+                set_err(err, errlen, "workers %d and %d would both send on queue %u of port %s", j, i,
+                        c->queue, w->out->name);
+                return -1;
+            }
+        }
+        if (c->with_worker >= 0) {
+            if (c->with_worker >= e->n || c->with_worker == i || e->w[c->with_worker].cfg.role != PK_DPDK_FORWARD ||
+                e->w[c->with_worker].cfg.with_worker >= 0) {
+                set_err(err, errlen, "worker %d: with_worker %d must be another forwarder of this engine "
+                        "without a guest of its own", i, c->with_worker);
+                return -1;
+            }
+            for (int j = 0; j < e->n; j++)
+                if (j != i && e->w[j].cfg.role == PK_DPDK_FORWARD && e->w[j].cfg.with_worker == c->with_worker) {
+                    set_err(err, errlen, "workers %d and %d both run worker %d", j, i, c->with_worker);
+                    return -1;
+                }
+        }
     } else if (c->flows == 0 || c->flows > PK_DPDK_MAX_FLOWS) {
         set_err(err, errlen, "worker %d: flows %u out of range 1..%d", i, c->flows, PK_DPDK_MAX_FLOWS);
         return -1;
     }
+    if (c->role != PK_DPDK_FORWARD)
+        for (int j = 0; j < i; j++) {   /* a forwarder checked before this one sends on (port, queue)? */
+            const pk_dpdk_worker_cfg *o = &e->w[j].cfg;
+            if (o->role == PK_DPDK_FORWARD && o->out_port == c->port && o->queue == c->queue) {
+                set_err(err, errlen, "workers %d and %d would both send on queue %u of port %s", j, i,
+                        c->queue, w->port->name);
+                return -1;
+            }
+        }
     return 0;
 }
 
@@ -1921,7 +2125,7 @@ pk_dpdk_engine *pk_dpdk_create(pk_dpdk_port *const *ports, int nports,
         if (i < n ? alloc_worker(&e->w[i]) != 0 : alloc_flow_tables(e) != 0) {
             set_err(err, errlen, "worker %d: out of memory", i);
             for (int j = 0; j < n; j++)
-                e->w[j].port = NULL;
+                e->w[j].port = e->w[j].out = NULL;
             pk_dpdk_destroy(e);
             return NULL;
         }
@@ -1932,7 +2136,7 @@ pk_dpdk_engine *pk_dpdk_create(pk_dpdk_port *const *ports, int nports,
         if (w->cfg.role == PK_DPDK_GEN && w->frame_len > RTE_MBUF_DEFAULT_DATAROOM) {
             if (need_jumbo_pool(err, errlen) != 0) {
                 for (int j = 0; j < n; j++)
-                    e->w[j].port = NULL;
+                    e->w[j].port = e->w[j].out = NULL;
                 pk_dpdk_destroy(e);
                 return NULL;
             }
@@ -1946,7 +2150,15 @@ pk_dpdk_engine *pk_dpdk_create(pk_dpdk_port *const *ports, int nports,
                 e->w[i].nic_owner = 0;
     }
     for (int i = 0; i < n; i++)
+        if (e->w[i].cfg.role == PK_DPDK_FORWARD && e->w[i].cfg.with_worker >= 0) {
+            e->w[i].guest = &e->w[e->w[i].cfg.with_worker];
+            e->w[i].guest->hosted = 1;
+        }
+    for (int i = 0; i < n; i++) {
         __atomic_store_n(&e->w[i].port->busy, 1, __ATOMIC_RELEASE);
+        if (e->w[i].out)
+            __atomic_store_n(&e->w[i].out->busy, 1, __ATOMIC_RELEASE);
+    }
     return e;
 }
 
@@ -1972,12 +2184,20 @@ int pk_dpdk_start(pk_dpdk_engine *e, char *err, size_t errlen)
             arp = PK_DPDK_ARP_NS;
     }
     e->hard_end = rte_rdtsc() + tb_cycles(&e->tb, longest + arp + PK_DPDK_DRAIN_NS);
+    for (int i = 0; i < e->n; i++)   /* run by another worker's thread: running until it ends */
+        if (e->w[i].hosted)
+            e->w[i].running = 1;
     for (int i = 0; i < e->n; i++) {
         worker *w = &e->w[i];
+        if (w->hosted)
+            continue;
         w->running = 1;
         int rc = pthread_create(&w->thread, NULL, worker_main, w);
         if (rc != 0) {
             w->running = 0;
+            for (int j = 0; j < e->n; j++)   /* guests of threads that never started */
+                if (e->w[j].guest && !e->w[j].started)
+                    e->w[j].guest->running = 0;
             set_err(err, errlen, "worker %d: pthread_create: %s", i, strerror(rc));
             pk_dpdk_stop(e);
             pk_dpdk_join(e);
@@ -2128,6 +2348,8 @@ void pk_dpdk_destroy(pk_dpdk_engine *e)
         worker *w = &e->w[i];
         if (w->port)
             __atomic_store_n(&w->port->busy, 0, __ATOMIC_RELEASE);
+        if (w->out)
+            __atomic_store_n(&w->out->busy, 0, __ATOMIC_RELEASE);
         free_frames(w->pend, w->npend);
         free(w->tmpl);
         free(w->pattern);

@@ -1,5 +1,6 @@
 /* perfkit's DPDK engine: EAL once per process, ports from vdev strings, and
- * datapath workers (UDP generator, rxonly receiver, reverse reflector).
+ * datapath workers (UDP generator, rxonly receiver, reverse reflector, forwarder
+ * between two ports).
  *
  * The shapes follow the socket engine (sock_engine.h): an engine is a set of
  * workers, one pthread each, every worker owns one counter block and one
@@ -29,6 +30,7 @@ enum pk_dpdk_role {
     PK_DPDK_GEN = 0,   /* UDP generator: template frames, flows, pacing, wire header */
     PK_DPDK_RXONLY,    /* count and parse; per-flow loss/dup/reorder and latency */
     PK_DPDK_REVERSE,   /* send UDP back: MACs, IPs and ports swapped */
+    PK_DPDK_FORWARD,   /* every frame received on port leaves by out_port (testpmd's io/mac fwd) */
     PK_DPDK_NROLES
 };
 
@@ -77,6 +79,12 @@ typedef struct pk_dpdk_worker_cfg {
      * probe flow per generator queue) and their own histogram at the receiver */
     double probe_rate;
     uint32_t probe_size;
+    /* FORWARD: frames received on (port, queue) leave by (out_port, queue), untouched
+     * (io) or, with dst_mac_set, with destination dst_mac and the out port's MAC as
+     * source (mac). with_worker: -1, or another FORWARD worker (the other direction)
+     * whose loop this worker's thread runs too: one lcore for both directions. */
+    int out_port;
+    int with_worker;
 } pk_dpdk_worker_cfg;
 
 #define PK_DPDK_MAX_WORKERS 16

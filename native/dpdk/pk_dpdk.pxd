@@ -6,6 +6,7 @@ cdef extern from "dpdk_engine.h":
         PK_DPDK_GEN
         PK_DPDK_RXONLY
         PK_DPDK_REVERSE
+        PK_DPDK_FORWARD
         PK_DPDK_NROLES
 
     ctypedef struct pk_dpdk_worker_cfg:
@@ -34,6 +35,8 @@ cdef extern from "dpdk_engine.h":
         uint32_t flow_first
         double probe_rate
         uint32_t probe_size
+        int out_port
+        int with_worker
 
     enum: PK_DPDK_MAX_PATTERN
     enum: PK_DPDK_MAX_QUEUES

@@ -2,6 +2,7 @@
 
     perfkit.Run(DpdkFlows(port="ring:a:0", peer="ring:a:1", rate="1Mpps"), engine="dpdk")
     perfkit.Run(DpdkReflect(port="net_memif0,role=server", mode="reverse"), engine="dpdk")
+    perfkit.Run(DpdkReflect(port="ring:b:1", peer="ring:c:0", mode="forward"), engine="dpdk")
 
 EAL starts on first use, once per process, from EalOptions (configure() sets them
 before that): --no-huge unless enough hugepages are free, no PCI, no telemetry,
@@ -51,12 +52,15 @@ class EalOptions:
     log_level    DPDK's log level on stderr: error, warning, info, debug, ...
     worker_cpus  pin datapath workers to these CPUs, round robin; None = not pinned
     mbufs        buffers in the process-wide pool (2 KiB data each)
+    pmd_dir      a directory (or one .so) of PMD plugins EAL loads besides the ones it
+                 autoloads (-d): drivers built apart from Debian's DPDK; None = none
     """
     memory_mb: int = 512
     hugepages: bool | None = None
     log_level: str = "error"
     worker_cpus: tuple[int, ...] | None = None
     mbufs: int = 16383
+    pmd_dir: str | None = None
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
@@ -85,6 +89,12 @@ class EalOptions:
         mbufs = self.mbufs
         if isinstance(mbufs, bool) or not isinstance(mbufs, int) or not 1023 <= mbufs <= 1 << 20:
             raise ValueError(f"mbufs: {mbufs!r} is out of range 1023..1048576")
+        if self.pmd_dir is not None:
+            d = str(self.pmd_dir)
+            if not d or "\0" in d or d.startswith("-") or not (os.path.isdir(d) or
+                                                               (os.path.isfile(d) and d.endswith(".so"))):
+                raise ValueError(f"pmd_dir: {self.pmd_dir!r} is not a directory of PMD plugins or a .so file")
+            put("pmd_dir", os.path.abspath(d))
         # the pool must fit: ~2.3 KiB per mbuf, and room for rings and ports
         if mbufs * 2.4 / 1024 > mem * 0.75:
             raise ValueError(f"mbufs: {mbufs} buffers need about {mbufs * 2.4 / 1024:.0f} MB; "
@@ -109,8 +119,11 @@ class EalOptions:
         # one EAL lcore, spread over every CPU the caller may use: EAL sets the
         # caller's affinity to that set, i.e. leaves it as it is (and C restores it anyway)
         here = _cpu_list(os.sched_getaffinity(0))
-        return ["perfkit", *mem, "--no-pci", "--no-telemetry", f"--lcores=0@({here})",
-                f"--log-level={LOG_LEVELS[self.log_level]}", f"--file-prefix=perfkit{os.getpid()}"]
+        plugins = ["-d", self.pmd_dir] if self.pmd_dir else []
+        return ["perfkit", *mem, *plugins, "--no-pci", "--no-telemetry", f"--lcores=0@({here})",
+                # the global level, and every log type's (EAL's own stay at info otherwise)
+                f"--log-level={LOG_LEVELS[self.log_level]}", f"--log-level=*:{LOG_LEVELS[self.log_level]}",
+                f"--file-prefix=perfkit{os.getpid()}"]
 
 
 def free_hugepages_mb() -> int:
@@ -180,7 +193,7 @@ def status() -> dict:
                 "detail": f"{_dpdk.version()}: EAL failed to initialise in this process; restart it"}
     mode = "up" if state == "up" else "starts on first use"
     return {"available": True,
-            "detail": f"{_dpdk.version()}: UDP flows (generator, rxonly, reverse, bidirectional; "
+            "detail": f"{_dpdk.version()}: UDP flows (generator, rxonly, reverse, forward between two ports, bidirectional; "
                       f"address/port ranges, size mixes and IMIX, jumbo, ramps, latency probes, "
                       f"several queues and lcores) on vdev ports and ring:NAME:0|1 pairs; EAL {mode}"}
 
@@ -267,6 +280,15 @@ def plan(spec) -> tuple[list[tuple[str, str]], list[dict]]:
                 "dst_ips": spec.dst_ips} for k in range(n)]
         return [(spec.port, spec.ip), (spec.peer, spec.peer_ip)], far + [{**g, "peer": k}
                                                                           for k, g in enumerate(gens)]
+    if isinstance(spec, DpdkReflect) and spec.mode == "forward":
+        # no addresses: a forwarder is a wire. cores 1: one thread polls both ports (worker 0
+        # runs worker 1); 2N: one thread per direction and queue, N queues per port
+        queues = max(1, spec.cores // 2)
+        ways = ((0, 1, spec.peer_dst_mac), (1, 0, spec.dst_mac))   # (rx port, out port, next hop)
+        workers = [{"role": "dpdk_forward", "port": rx, "out": out, "queue": q, "burst": spec.burst,
+                    "duration": spec.duration, "dst_mac": mac, "with_worker": 1 if spec.cores == 1 and rx == 0 else -1}
+                   for rx, out, mac in ways for q in range(queues)]
+        return [(spec.port, None), (spec.peer, None)], workers
     if isinstance(spec, DpdkReflect):
         return [(spec.port, spec.ip)], [{"role": "dpdk_recv" if spec.mode == "rxonly" else "dpdk_reflect",
                                          "port": 0, "queue": k, "flows": spec.flows, "burst": spec.burst,
@@ -282,8 +304,11 @@ def build(spec):
     from perfkit import _dpdk
     ports: list = []
     try:
+        queues = getattr(spec, "cores", 1)
+        if getattr(spec, "mode", None) == "forward":
+            queues = max(1, queues // 2)
         for dev, ip in port_plan:
-            _open(ports, dev, ip, spec.netns, getattr(spec, "cores", 1))
+            _open(ports, dev, ip, spec.netns, queues)
         if isinstance(spec, DpdkFlows):
             _wait_memif(ports)
         for i, w in enumerate(workers):

@@ -281,6 +281,8 @@ def form_fields(spec_cls, choices: dict | None = None) -> list[FieldUI]:
         opts = (choices or {}).get(f.name)
         if opts is None and f.name == "test" and hasattr(spec_cls, "TESTS"):
             opts = spec_cls.TESTS
+        if opts is None and f.name == "mode" and hasattr(spec_cls, "MODES"):   # DpdkReflect: forward too
+            opts = spec_cls.MODES
         if opts is None:
             opts = CHOICES.get(f.name)
         sugg = SUGGESTIONS.get(spec_cls.__name__, {}).get(f.name)
