@@ -472,7 +472,8 @@ LAYOUT = (
     (("synRt", "retrans_syn"), ("finRt", "retrans_fin"), ("ackRt", "retrans_ack"),
      ("pushRt", "retrans_push")),
     (("tcpDrop", "tcp_drop"),),
-    (("skOpen", "sock_open"), ("skClose", "sock_close"), ("skCon", "sock_current"), ("skErr", "sock_error")),
+    (("skOpen", "sock_open"), ("skClose", "sock_close"), ("skCon", "sock_current"), ("skErr", "sock_error"),
+     ("rtt(us)", "rtt_us")),
     (("httpGet", "http_get"), ("httpPost", "http_post"), ("http2XX", "http_2xx"), ("httpErr", "http_err")),
     (("ierrors", "nic_ierrors"), ("oerrors", "nic_oerrors"), ("imissed", "nic_imissed")),
 )
@@ -490,6 +491,11 @@ def _values(row: dict, per_interval: bool) -> dict:
     out = {}
     for line in LAYOUT:
         for _, key in line:
+            if key == "rtt_us":  # first-packet RTT: the interval's mean, or the run's
+                n, total = row.get("rtt_count", 0), row.get("rtt_sum_ns", 0)
+                v = row.get("rtt_mean_us") if per_interval else (total / n / 1e3 if n else None)
+                out[key] = int(round(v)) if v is not None else 0
+                continue
             src = {"bits_rx": "bytes_rx", "bits_tx": "bytes_tx"}.get(key, key)
             scale = 8 if src != key else 1
             if per_interval and key not in GAUGES:
@@ -532,6 +538,9 @@ def summary_lines(row: dict, summary: dict) -> str:
     rt = g("retrans_syn") + g("retrans_fin") + g("retrans_ack") + g("retrans_push")
     lines.append(f"    {'retransmits':<13} =  {rt:,} ({g('retrans_syn'):,} syn, {g('retrans_fin'):,} fin, "
                  f"{g('retrans_push'):,} data)")
+    if summary.get("rtt_count"):
+        lines.append(f"    {'first_rtt':<13} =  mean {_time_us(summary['rtt_mean_us'])}  max "
+                     f"{_time_us(summary['rtt_max_us'])} ({summary['rtt_count']:,} handshakes)")
     if summary.get("lat_count"):
         t = {k: _time_us(summary[f"lat_{k}_us"]) for k in ("p50", "p99", "p999", "max")}
         lines.append(f"    {'response':<13} =  p50 {t['p50']}  p99 {t['p99']}  p99.9 {t['p999']}  max {t['max']}")

@@ -1,5 +1,6 @@
 """perfkit's DPDK TCP between two processes over net_memif (issue 6): the server in a
 child process (its own EAL), the client here; counts agree exactly."""
+import contextlib
 import json
 import os
 import subprocess
@@ -19,15 +20,18 @@ SERVER = r"""
 import json, sys, time
 from perfkit.engines import dpdk_tcp
 from perfkit.spec import DpdkHttpServer
-from perfkit.stats import COUNTER_NAMES
-spec = DpdkHttpServer(port=sys.argv[1], payload_size=int(sys.argv[2]), keepalive=sys.argv[3] == "1", duration=60)
+from perfkit.stats import COUNTER_NAMES, merge_counters
+spec = DpdkHttpServer(port=sys.argv[1], payload_size=int(sys.argv[2]), keepalive=sys.argv[3] == "1", duration=60,
+                      **json.loads(sys.argv[4] if len(sys.argv) > 4 else "{}"))
 h = dpdk_tcp.build(spec)
 h.start()
 print("READY", flush=True)
 sys.stdin.readline()          # the parent says when its client is done
 h.stop()
 h.join()
-print(json.dumps(dict(zip(COUNTER_NAMES, h.snapshot()[0][0]))), flush=True)
+snap = [list(c) for c, _ in h.snapshot()]
+total = dict(zip(COUNTER_NAMES, merge_counters(snap)))
+print(json.dumps({**total, "workers": [dict(zip(COUNTER_NAMES, c)) for c in snap]}), flush=True)
 h.close()
 """
 
@@ -40,20 +44,45 @@ def eal():
         pytest.skip(f"DPDK EAL does not start here: {exc}")
 
 
+@contextlib.contextmanager
+def memif_server(tag, payload, keepalive, extra=None):
+    """A perfkit HTTP server on a memif server port in a child process; yields (socket path,
+    finish) where finish() stops it and returns its counters (plus "workers": per worker)."""
+    sock = f"/tmp/pk-memif-{os.getpid()}-{tag}.sock"
+    child = subprocess.Popen([sys.executable, "-P", "-c", SERVER, f"net_memif0,role=server,socket={sock}{tag_args(extra)}",
+                              str(payload), "1" if keepalive else "0", json.dumps((extra or {}).get("spec", {}))],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def finish():
+        time.sleep(0.2)             # the server's last ACKs, before either side leaves
+        child.stdin.write("done\n")
+        child.stdin.flush()
+        out = json.loads(child.stdout.readline())
+        assert child.wait(timeout=30) == 0, child.stderr.read()[-2000:]
+        return out
+    try:
+        line = child.stdout.readline()
+        if "READY" not in line:
+            pytest.skip(f"the memif server did not start: {line}{child.stderr.read()[-500:]}")
+        yield sock, finish
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        if os.path.exists(sock):
+            os.unlink(sock)
+
+
+def tag_args(extra):
+    return (extra or {}).get("port_args", "")
+
+
 @pytest.mark.parametrize("payload,client_kw", [
     (100, dict(cps=1000, duration=1)),
     (1400, dict(cps=500, cc=50, keepalive="5ms", duration=1)),
 ])
 def test_client_and_server_in_two_processes_over_memif(eal, tmp_path, payload, client_kw):
-    sock = f"/tmp/pk-memif-{os.getpid()}-{payload}.sock"
-    ka = "1" if "cc" in client_kw else "0"
-    child = subprocess.Popen([sys.executable, "-P", "-c", SERVER, f"net_memif0,role=server,socket={sock}",
-                              str(payload), ka], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
-    try:
-        line = child.stdout.readline()
-        if "READY" not in line:
-            pytest.skip(f"the memif server did not start: {line}{child.stderr.read()[-500:]}")
+    with memif_server(payload, payload, "cc" in client_kw) as (sock, finish):
         h = dpdk_tcp.build(DpdkHttpClient(port=f"net_memif1,role=client,socket={sock}", **client_kw))
         try:
             h.start()
@@ -64,19 +93,9 @@ def test_client_and_server_in_two_processes_over_memif(eal, tmp_path, payload, c
             h.join()
             c = dict(zip(COUNTER_NAMES, h.snapshot()[0][0]))
             assert h.error() is None
-            time.sleep(0.2)             # the server's last ACKs, before either side leaves
-            child.stdin.write("done\n")
-            child.stdin.flush()
-            s = json.loads(child.stdout.readline())
+            s = finish()
         finally:
             h.close()
-        assert child.wait(timeout=30) == 0, child.stderr.read()[-2000:]
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-        if os.path.exists(sock):
-            os.unlink(sock)
     n = c["sock_open"]
     assert n >= 50 and c["sock_error"] == s["sock_error"] == 0
     assert c["http_2xx"] == c["http_req"] == s["http_get"] and c["http_err"] == 0
@@ -89,3 +108,32 @@ def test_client_and_server_in_two_processes_over_memif(eal, tmp_path, payload, c
     assert c["bytes_rx"] == s["bytes_tx"]
     if "cc" in client_kw:
         assert n == client_kw["cc"] and c["http_req"] > 10 * n
+    # first-packet RTT: one sample per handshake answered on its first transmission
+    for side in (c, s):
+        assert side["rtt_count"] == side["sock_open"] - side["retrans_syn"] > 0
+        mean = side["rtt_sum_ns"] / side["rtt_count"]
+        assert 0 < mean <= side["rtt_max_ns"] < 1e9   # under the 1 s retransmission timeout
+    assert 500 <= c["rtt_sum_ns"] / c["rtt_count"]    # a frame each way through memif: not 0
+
+
+def test_first_packet_rtt_in_rows_and_dperf_layout(eal):
+    """The per-second rows carry the interval's mean first-packet RTT; dperf's blocks and
+    perfkit's summary show it."""
+    import perfkit
+    from perfkit import dperf
+    with memif_server("rtt", 64, False) as (sock, finish):
+        run = perfkit.Run(DpdkHttpClient(port=f"net_memif1,role=client,socket={sock}", cps=2000, duration=2.2))
+        run.run()
+        s = finish()
+    rows = run.rows
+    full = [r for r in rows if r["interval_s"] > 0.5 and r["sock_open_per_s"] > 0]
+    assert len(full) >= 2 and all(r["rtt_mean_us"] is not None and 0.5 <= r["rtt_mean_us"] < 1e6 for r in full)
+    last = rows[-1]
+    assert last["rtt_count"] == last["sock_open"] - last["retrans_syn"] and s["rtt_count"] > 0
+    assert run.summary["rtt_max_us"] >= run.summary["rtt_mean_us"] > 0
+    mean_us = round(last["rtt_sum_ns"] / last["rtt_count"] / 1e3)
+    block = dperf.total_block(last)
+    assert f"rtt(us) {mean_us:<18,}".rstrip() in block
+    assert f"rtt(us) {round(full[0]['rtt_mean_us']):<18,}".rstrip() in dperf.seconds_block(full[0])
+    assert "first_rtt" in dperf.summary_lines(last, run.summary)
+

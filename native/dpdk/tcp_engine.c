@@ -55,7 +55,8 @@ enum { P_VER = 0, P_CODE, P_LINE, P_LSTART, P_NAME, P_CLVAL, P_TENAME, P_TEVAL, 
 typedef struct tsock {
     uint32_t tnext, tprev;          /* timer list links: index + 1, 0 = none */
     uint64_t deadline;              /* TSC */
-    uint64_t t0;                    /* TSC: CLIENT request sent (response time), SYN sent (connect) */
+    uint64_t t0;                    /* TSC: CLIENT request sent (response time), SYN sent (connect);
+                                       SERVER SYN-ACK sent */
     uint32_t rcv_nxt;
     uint32_t snd_base;              /* sequence number of the message's first byte (or of our FIN) */
     uint32_t una, nxt;              /* message bytes acknowledged, sent */
@@ -222,6 +223,16 @@ static void record_latency(pk_tcp_engine *e, uint64_t ns)
     }
     if (ns > pk_read(&e->c, PK_lat_max_ns))
         pk_set(&e->c, PK_lat_max_ns, ns);
+}
+
+/* First-packet RTT from the TSC: a handshake answered on its first transmission. */
+static inline void record_rtt(pk_tcp_engine *e, uint64_t tsc)
+{
+    uint64_t ns = (uint64_t)((double)tsc * 1e9 / (double)e->hz);
+    pk_add(&e->c, PK_rtt_count, 1);
+    pk_add(&e->c, PK_rtt_sum_ns, ns);
+    if (ns > pk_read(&e->c, PK_rtt_max_ns))
+        pk_set(&e->c, PK_rtt_max_ns, ns);
 }
 
 /* ------------------------------------------------------------ transmit */
@@ -840,6 +851,7 @@ static void open_server(pk_tcp_engine *e, uint32_t idx, const seg *g, uint64_t n
     e->current++;
     cnt(e, PK_sock_open);
     pk_set(&e->c, PK_sock_current, e->current);
+    s->t0 = now;                    /* SYN-ACK sent: first-packet RTT */
     sock_tx(e, idx, s->iss, TH_SYN | TH_ACK, 0, 0);
     timer_add(e, idx, TL_RTO, now);
 }
@@ -954,6 +966,8 @@ static void handle_tcp(pk_tcp_engine *e, const seg *g, uint64_t now)
                 cnt(e, PK_tcp_drop);
                 return;
             }
+            if (s->retries == 0)
+                record_rtt(e, now - s->t0);
             s->state = S_ESTAB;
             s->rcv_nxt = g->seq + 1;
             s->win = g->win;
@@ -979,6 +993,8 @@ static void handle_tcp(pk_tcp_engine *e, const seg *g, uint64_t now)
             cnt(e, PK_tcp_drop);
             return;
         }
+        if (s->retries == 0)
+            record_rtt(e, now - s->t0);
         s->state = S_ESTAB;
         s->retries = 0;
         timer_del(e, idx);
