@@ -137,3 +137,62 @@ def test_first_packet_rtt_in_rows_and_dperf_layout(eal):
     assert f"rtt(us) {round(full[0]['rtt_mean_us']):<18,}".rstrip() in dperf.seconds_block(full[0])
     assert "first_rtt" in dperf.summary_lines(last, run.summary)
 
+
+def test_two_queues_both_carry_traffic_and_totals_are_the_sums(eal):
+    """Client and server with 2 workers on 2 memif queue pairs (dperf's several cpus on a
+    port): each client worker's connections come back on its queue to its own server
+    worker; per-queue counts agree exactly and the run's totals are the workers' sums."""
+    from perfkit.stats import merge_counters
+    with memif_server("mq", 64, False, {"spec": {"queues": 2}}) as (sock, finish):
+        spec = DpdkHttpClient(port=f"net_memif1,role=client,socket={sock}", cps=2000, duration=1.5,
+                              queues=2, lport_range=(2000, 2999))
+        h = dpdk_tcp.build(spec)
+        try:
+            assert h.nworkers == 2 and h.roles == ["dpdk_tcp_client"] * 2
+            h.start()
+            deadline = time.monotonic() + 30
+            while h.running():
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            h.join()
+            assert h.error() is None
+            snap = h.snapshot()
+        finally:
+            h.close()
+        s = finish()
+    cw = [dict(zip(COUNTER_NAMES, c)) for c, _ in snap]
+    sw = s["workers"]
+    assert len(cw) == len(sw) == 2
+    for q in range(2):
+        c, sv = cw[q], sw[q]
+        # about half the load each (cps 1000 per worker for 1.5 s), every connection clean
+        assert 1200 <= c["sock_open"] <= 1600 and c["sock_error"] == sv["sock_error"] == 0
+        assert c["sock_open"] == c["sock_close"] == c["http_2xx"] == sv["sock_open"] == sv["http_get"]
+        for k in ("syn", "fin"):
+            assert c[f"{k}_tx"] == sv[f"{k}_rx"] and sv[f"{k}_tx"] == c[f"{k}_rx"]
+        assert c["pkts_rx"] == sv["pkts_tx"] and c["bytes_rx"] == sv["bytes_tx"]
+        assert sv["tcp_drop"] == c["tcp_drop"] == 0
+        assert c["rtt_count"] > 0 and c["cpu_wall_ns"] > 0
+    total = dict(zip(COUNTER_NAMES, merge_counters([list(c) for c, _ in snap])))
+    for k in ("sock_open", "http_2xx", "pkts_tx", "pkts_rx", "bytes_rx", "rtt_count", "rtt_sum_ns"):
+        assert total[k] == cw[0][k] + cw[1][k]
+    for k in ("sock_open", "http_get", "pkts_tx", "pkts_rx", "bytes_tx", "rtt_count"):
+        assert s[k] == sw[0][k] + sw[1][k]
+    assert s["sock_open"] == total["sock_open"] and s["pkts_tx"] == total["pkts_rx"]
+    assert total["rtt_max_ns"] == max(cw[0]["rtt_max_ns"], cw[1]["rtt_max_ns"])
+
+
+def test_client_workers_split_ports_rate_and_concurrency():
+    """Each client worker gets its own slice of lport_range (disjoint, covering it) and
+    its share of cps and cc; one queue is the spec's own config."""
+    spec = DpdkHttpClient(cps=1000, cc=7, keepalive="1ms", queues=3, lport_range=(1000, 1009))
+    ws = dpdk_tcp.workers(spec)
+    assert [w["lport_range"] for w in ws] == [(1000, 1003), (1004, 1006), (1007, 1009)]
+    assert [w["cc"] for w in ws] == [3, 2, 2] and all(abs(w["cps"] - 1000 / 3) < 1e-9 for w in ws)
+    assert dpdk_tcp.workers(DpdkHttpClient()) == [dpdk_tcp.config(DpdkHttpClient())]
+    with pytest.raises(ValueError, match="cc: 2 is below queues"):
+        DpdkHttpClient(cc=2, keepalive="1ms", queues=3)
+    with pytest.raises(ValueError, match="queues: 4 workers need at least as many client ports"):
+        DpdkHttpClient(queues=4, lport_range=(1000, 1002))
+    with pytest.raises(ValueError, match=r"queues: 9 is out of range"):
+        DpdkHttpClient(queues=9)

@@ -244,7 +244,7 @@ static void tx_flush_mode(pk_tcp_engine *e, int drop)
 {
     uint32_t done = 0;
     for (int tries = 0; done < e->ntx && tries < 8; tries++)
-        done += rte_eth_tx_burst(e->pid, 0, e->tx + done, (uint16_t)(e->ntx - done));
+        done += rte_eth_tx_burst(e->pid, e->cfg.queue, e->tx + done, (uint16_t)(e->ntx - done));
     if (done) {                 /* counted as the port takes them (the mbufs are its now: lengths first) */
         uint64_t bytes = 0;
         for (uint32_t i = 0; i < done; i++)
@@ -1331,7 +1331,7 @@ static int handle_frame(pk_tcp_engine *e, struct rte_mbuf *m, uint64_t now)
 static void rx_burst(pk_tcp_engine *e, uint64_t now)
 {
     struct rte_mbuf *m[256];
-    uint16_t n = rte_eth_rx_burst(e->pid, 0, m, (uint16_t)e->cfg.burst);
+    uint16_t n = rte_eth_rx_burst(e->pid, e->cfg.queue, m, (uint16_t)e->cfg.burst);
     for (uint16_t i = 0; i < n; i++) {
         pk_add(&e->c, PK_pkts_rx, 1);
         pk_add(&e->c, PK_bytes_rx, rte_pktmbuf_pkt_len(m[i]) + FCS_LEN);
@@ -1465,6 +1465,8 @@ static void launch(pk_tcp_engine *e, uint64_t now, uint64_t t_start)
 
 static void read_nic(pk_tcp_engine *e, int base)
 {
+    if (e->cfg.queue != 0)
+        return;                     /* the port's counters: once, by queue 0's worker */
     struct rte_eth_stats st;
     memset(&st, 0, sizeof(st));
     if (rte_eth_stats_get(e->pid, &st) != 0)
@@ -1630,13 +1632,20 @@ pk_tcp_engine *pk_tcp_create(pk_dpdk_port *port, const pk_tcp_cfg *cfg, char *er
         set_err(err, errlen, "tcp: %llu sockets: 1..%u", (unsigned long long)nsock, PK_TCP_MAX_SOCKETS);
         return NULL;
     }
-    if (pk_dpdk_port_claim(port) != 0) {
+    if (cfg->queue >= pk_dpdk_port_queues(port)) {
+        set_err(err, errlen, "tcp: queue %u: port %s has %d queues", cfg->queue, pk_dpdk_port_name(port),
+                pk_dpdk_port_queues(port));
+        return NULL;
+    }
+    /* several queues: the engines are made together, queue 0 first, and only it claims */
+    if (cfg->queue == 0 && pk_dpdk_port_claim(port) != 0) {
         set_err(err, errlen, "port %s is in use by another engine", pk_dpdk_port_name(port));
         return NULL;
     }
     pk_tcp_engine *e = aligned_alloc(64, (sizeof(*e) + 63) & ~(size_t)63);
     if (!e) {
-        pk_dpdk_port_release(port);
+        if (cfg->queue == 0)
+            pk_dpdk_port_release(port);
         set_err(err, errlen, "out of memory");
         return NULL;
     }
@@ -1660,7 +1669,8 @@ pk_tcp_engine *pk_tcp_create(pk_dpdk_port *port, const pk_tcp_cfg *cfg, char *er
             munmap(map, e->map_len);
         free(e->msg);
         free(e->psum);
-        pk_dpdk_port_release(port);
+        if (cfg->queue == 0)
+            pk_dpdk_port_release(port);
         free(e);
         set_err(err, errlen, "tcp: cannot allocate %llu sockets: %s", (unsigned long long)nsock, strerror(errno));
         return NULL;
@@ -1740,6 +1750,7 @@ void pk_tcp_destroy(pk_tcp_engine *e)
         munmap(e->socks, e->map_len);
     free(e->msg);
     free(e->psum);
-    pk_dpdk_port_release(e->port);
+    if (e->cfg.queue == 0)
+        pk_dpdk_port_release(e->port);
     free(e);
 }
