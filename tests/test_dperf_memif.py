@@ -114,6 +114,9 @@ def test_client_and_server_in_two_processes_over_memif(eal, tmp_path, payload, c
         mean = side["rtt_sum_ns"] / side["rtt_count"]
         assert 0 < mean <= side["rtt_max_ns"] < 1e9   # under the 1 s retransmission timeout
     assert 500 <= c["rtt_sum_ns"] / c["rtt_count"]    # a frame each way through memif: not 0
+    # the worker's wall time: busy + descheduled (passes over 1 ms) + idle polling
+    for side in (c, s):
+        assert side["cpu_busy_ns"] > 0 and side["cpu_busy_ns"] + side["cpu_stall_ns"] <= side["cpu_wall_ns"]
 
 
 def test_first_packet_rtt_in_rows_and_dperf_layout(eal):

@@ -26,7 +26,7 @@
 #define IP_LEN 20
 #define TCP_LEN 20
 #define FCS_LEN 4
-#define TXQ 512
+#define TXQ 4096                    /* frames held while the peer's ring is full (it may be descheduled); a power of 2 */
 #define TIMER_BUDGET 1024           /* timer expiries handled per loop */
 #define ARP_RETRY_NS 200000000ull
 #define ARP_GIVE_UP_NS 3000000000ull
@@ -97,7 +97,7 @@ struct pk_tcp_engine {
     uint32_t l2;                    /* Ethernet header bytes: 14, or 18 with an 802.1Q tag */
     struct rte_mbuf *tx[TXQ];
     uint32_t txlen[TXQ];
-    uint32_t ntx;
+    uint32_t txh, ntx;              /* a circular queue: first frame, frames queued */
     uint64_t current;               /* sockets not CLOSED */
     uint64_t lat_min;
     uint32_t iss_seed;
@@ -242,27 +242,30 @@ static inline void record_rtt(pk_tcp_engine *e, uint64_t tsc)
  * counted (the end of a run, or a queue still full). */
 static void tx_flush_mode(pk_tcp_engine *e, int drop)
 {
+    uint64_t bytes = 0;
     uint32_t done = 0;
-    for (int tries = 0; done < e->ntx && tries < 8; tries++)
-        done += rte_eth_tx_burst(e->pid, e->cfg.queue, e->tx + done, (uint16_t)(e->ntx - done));
-    if (done) {                 /* counted as the port takes them (the mbufs are its now: lengths first) */
-        uint64_t bytes = 0;
-        for (uint32_t i = 0; i < done; i++)
-            bytes += e->txlen[i] + FCS_LEN;
+    for (int tries = 0; e->ntx && tries < 8; tries++) {
+        uint32_t n = TXQ - e->txh < e->ntx ? TXQ - e->txh : e->ntx;   /* the contiguous part */
+        uint32_t k = rte_eth_tx_burst(e->pid, e->cfg.queue, e->tx + e->txh, (uint16_t)n);
+        /* counted as the port takes them (the mbufs are its now: lengths first) */
+        for (uint32_t i = 0; i < k; i++)
+            bytes += e->txlen[e->txh + i] + FCS_LEN;
+        done += k;
+        e->txh = (e->txh + k) & (TXQ - 1);
+        e->ntx -= k;
+        if (k == n && e->ntx)
+            tries--;                /* wrapped: the rest is at the front, not a failed try */
+    }
+    if (done) {
         pk_add(&e->c, PK_pkts_tx, done);
         pk_add(&e->c, PK_bytes_tx, bytes);
-        if (done < e->ntx)
-            memmove(e->txlen, e->txlen + done, sizeof(e->txlen[0]) * (e->ntx - done));
     }
-    if (done < e->ntx && drop) {
-        for (uint32_t i = done; i < e->ntx; i++)
-            rte_pktmbuf_free(e->tx[i]);
-        pk_add(&e->c, PK_drop_tx, e->ntx - done);
-        done = e->ntx;
+    if (e->ntx && drop) {
+        for (uint32_t i = 0; i < e->ntx; i++)
+            rte_pktmbuf_free(e->tx[(e->txh + i) & (TXQ - 1)]);
+        pk_add(&e->c, PK_drop_tx, e->ntx);
+        e->ntx = 0;
     }
-    if (done && done < e->ntx)
-        memmove(e->tx, e->tx + done, sizeof(e->tx[0]) * (e->ntx - done));
-    e->ntx -= done;
 }
 
 static void tx_flush(pk_tcp_engine *e) { tx_flush_mode(e, 0); }
@@ -277,8 +280,9 @@ static inline int tx_put(pk_tcp_engine *e, struct rte_mbuf *m)
         cnt(e, PK_drop_tx);
         return 0;
     }
-    e->txlen[e->ntx] = rte_pktmbuf_pkt_len(m);
-    e->tx[e->ntx++] = m;
+    uint32_t at = (e->txh + e->ntx++) & (TXQ - 1);
+    e->txlen[at] = rte_pktmbuf_pkt_len(m);
+    e->tx[at] = m;
     return 1;
 }
 
@@ -1489,6 +1493,8 @@ static void worker_loop(pk_tcp_engine *e)
     const uint64_t hz = e->hz;
     uint64_t t0 = rte_rdtsc(), now = t0;
     uint64_t busy = 0, wall0 = t0, nic_every = (uint64_t)((double)NIC_EVERY_NS * hz / 1e9);
+    /* a pass takes microseconds; one over 1 ms lost the CPU (a shared machine) */
+    uint64_t stall = 0, stall_c = hz / 1000;
     uint64_t to_c = (uint64_t)((double)e->cfg.duration_ns * hz / 1e9);
     int client = e->cfg.role == PK_TCP_CLIENT;
     uint64_t last_arp = 0, arp_until = t0 + (uint64_t)((double)(ARP_GIVE_UP_NS + e->cfg.wait_ns) * hz / 1e9);
@@ -1542,12 +1548,15 @@ static void worker_loop(pk_tcp_engine *e)
         if (e->ntx)
             tx_flush(e);
         uint64_t t1 = rte_rdtsc();
-        if (pk_read(&e->c, PK_pkts_rx) + pk_read(&e->c, PK_pkts_tx) != before)
+        if (t1 - now > stall_c)
+            stall += t1 - now;
+        else if (pk_read(&e->c, PK_pkts_rx) + pk_read(&e->c, PK_pkts_tx) != before)
             busy += t1 - now;
         if (t1 - e->last_nic >= nic_every) {
             e->last_nic = t1;
             read_nic(e, 0);
             pk_set(&e->c, PK_cpu_busy_ns, (uint64_t)((double)busy * 1e9 / hz));
+            pk_set(&e->c, PK_cpu_stall_ns, (uint64_t)((double)stall * 1e9 / hz));
             pk_set(&e->c, PK_cpu_wall_ns, (uint64_t)((double)(t1 - wall0) * 1e9 / hz));
         }
     }
@@ -1569,6 +1578,7 @@ static void worker_loop(pk_tcp_engine *e)
     uint64_t t1 = rte_rdtsc();
     read_nic(e, 0);
     pk_set(&e->c, PK_cpu_busy_ns, (uint64_t)((double)busy * 1e9 / hz));
+    pk_set(&e->c, PK_cpu_stall_ns, (uint64_t)((double)stall * 1e9 / hz));
     pk_set(&e->c, PK_cpu_wall_ns, (uint64_t)((double)(t1 - wall0) * 1e9 / hz));
 }
 
@@ -1745,7 +1755,7 @@ void pk_tcp_destroy(pk_tcp_engine *e)
     if (e->started > 0)
         pk_tcp_join(e);
     for (uint32_t i = 0; i < e->ntx; i++)
-        rte_pktmbuf_free(e->tx[i]);
+        rte_pktmbuf_free(e->tx[(e->txh + i) & (TXQ - 1)]);
     if (e->socks)
         munmap(e->socks, e->map_len);
     free(e->msg);
