@@ -6,9 +6,10 @@ this one; every run gets a fresh memif socket and server, and both sides' counte
 
 Rows:
   cps        connections/s held clean: the highest offered level (searched upward,
-             stopping at the first that fails) whose run has zero socket and HTTP errors
-             on both sides and retransmissions < 0.01% of the packets sent; the figure is
-             the completed (2xx) connections/s over the steady seconds
+             stopping at the first that fails twice) whose run has zero socket and HTTP
+             errors on both sides, retransmissions < 0.01% of the packets sent and the
+             connections completed at the offered rate (within 5%); the figure is the
+             completed connections (2xx responses)/s over the steady seconds
   keepalive  requests/s on `--ka-cc` keep-alive connections (next request 1 us after each
              response), 1400-byte responses (headers + body = 1400 B: one segment)
   cc 1K/16K  concurrent connections held (`--cc` target) and Gbit/s of response bytes
@@ -68,18 +69,33 @@ class Server:
         arg = {"port": f"net_memif0,role=server,socket={self.sock}{a.memif_args}", "payload": payload,
                "keepalive": keepalive, "clients": CLIENTS, "cpus": [a.server_cpu], "mbufs": a.mbufs,
                "mem": a.memory_mb, "extra": extra or {}}
-        self.p = subprocess.Popen([sys.executable, "-P", "-c", SERVER, json.dumps(arg)], stdin=subprocess.PIPE,
+        pre = ["gdb", "-q", "-batch", "-ex", "run", "-ex", "thread apply all bt 8", "--args"] if os.environ.get("PK_BENCH_GDB") else []
+        self.p = subprocess.Popen(pre + [sys.executable, "-P", "-c", SERVER, json.dumps(arg)], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.p.stdout.readline()
+        while line and "READY" not in line and pre:   # gdb's own lines first
+            line = self.p.stdout.readline()
         if "READY" not in line:
             self.p.kill()
             raise RuntimeError(f"server did not start: {line}{self.p.stderr.read()[-1000:]}")
 
     def finish(self) -> dict:
         try:
-            self.p.stdin.write("done\n")
-            self.p.stdin.flush()
-            out = json.loads(self.p.stdout.readline())
+            line = ""
+            try:
+                self.p.stdin.write("done\n")
+                self.p.stdin.flush()
+                line = self.p.stdout.readline()
+                while line and not line.startswith("{"):
+                    print("server:", line.rstrip())
+                    line = self.p.stdout.readline()
+            except OSError:
+                pass
+            if not line.strip():
+                self.p.wait(timeout=30)
+                raise RuntimeError(f"the server process ended with status {self.p.returncode}: "
+                                   f"{self.p.stderr.read()[-1500:]}")
+            out = json.loads(line)
             self.p.wait(timeout=30)
             return out
         finally:
@@ -142,6 +158,18 @@ def one_run(a, name: str, payload: int, keepalive_srv: bool, profile: bool = Fal
                               ip="198.18.0.1", lport_range=(1024, 65535), duration=a.duration,
                               launch_num=a.launch_num, **client_kw)
         run = perfkit.Run(spec)
+        got = {}
+
+        def last_row(row):
+            # the client's final row comes before its port closes: the server stops first, so
+            # it never transmits into a memif peer that is leaving (the PMD can crash then)
+            if run.summary is not None and "s" not in got:
+                time.sleep(0.2)    # the server's last ACKs
+                try:
+                    got["s"] = srv.finish()
+                except RuntimeError as exc:
+                    got["err"] = exc
+        run.subscribe(last_row)
         run.start()
         # each worker's time on its CPU and waiting for it (the machine is shared), sampled
         # while the workers live: (wall, (run, wait)) first and last
@@ -162,9 +190,12 @@ def one_run(a, name: str, payload: int, keepalive_srv: bool, profile: bool = Fal
                 v = thread_sched(pid, comm)
                 if v:
                     sch[k] = sch[k][:1] + [(now, v)]
-        time.sleep(0.2)            # the server's last ACKs before either side leaves
     finally:
-        s = srv.finish()
+        if "s" not in got and "err" not in got:
+            got["s"] = srv.finish()
+    if "err" in got:
+        raise got["err"]
+    s = got["s"]
     prof = {}
     for side, f, p in perf:
         p.wait(timeout=30)
@@ -217,7 +248,22 @@ def profiled(a, r, *args, **kw) -> None:
     """The same run again under perf (perf's own cost would skew the measured one): its profile
     goes with the measured run."""
     if a.perf and r["name"].startswith(tuple(a.perf)):
-        r["perf"] = one_run(a, r["name"] + " (perf)", *args, profile=True, **kw)["perf"]
+        try:
+            r["perf"] = one_run(a, r["name"] + " (perf)", *args, profile=True, **kw)["perf"]
+        except RuntimeError as exc:
+            print(f"{r['name']} (perf): {exc}", flush=True)
+
+
+FAILED = []   # runs that did not finish (a side's process died): named in the results
+
+
+def guarded(a, name, *args, **kw):
+    try:
+        return one_run(a, name, *args, **kw)
+    except RuntimeError as exc:
+        print(f"{name}: FAILED: {exc}", flush=True)
+        FAILED.append((name, str(exc).splitlines()[0] if str(exc) else "?"))
+        return None
 
 
 def main() -> int:
@@ -239,7 +285,8 @@ def main() -> int:
     ap.add_argument("--perf", nargs="*", default=["keepalive", "cps 20k"],
                     help="runs (name prefixes) whose workers perf records for 2 s: cycles by DSO")
     ap.add_argument("--only", nargs="*", default=["cps", "keepalive", "cc"])
-    ap.add_argument("--out", default=str(Path(__file__).with_name("RESULTS-dperf.md")))
+    ap.add_argument("--out", default=str(Path(__file__).with_name("RESULTS-dperf.md")),
+                    help="results file: this run's section goes on top, earlier ones stay below")
     a = ap.parse_args()
     from perfkit.engines import dpdk
     dpdk.configure(worker_cpus=(a.client_cpu,), mbufs=a.mbufs, memory_mb=a.memory_mb)
@@ -253,33 +300,40 @@ def main() -> int:
         best = None
         for lvl in a.cps_levels.split(","):
             for attempt in range(2):  # a level that fails gets one more try: the machine is shared
-                r = one_run(a, f"cps {lvl}" + (" (again)" if attempt else ""), 64, False, cps=si(lvl))
+                r = guarded(a, f"cps {lvl}" + (" (again)" if attempt else ""), 64, False, cps=si(lvl))
+                if r is None:
+                    continue
                 r["offered"] = si(lvl)
+                # held: clean, and the connections completed at the offered rate (within 5%)
+                r["clean"] = r["clean"] and r["rps"] >= 0.95 * r["offered"]
                 results.append(r)
                 profiled(a, r, 64, False, cps=si(lvl))
                 if r["clean"]:
                     break
-            if not r["clean"]:
+            if r is None or not r["clean"]:
                 break
             best = r
         b = best
         table.append(("connections/s held clean (64 B body, close after 1 request)",
-                      f"{b['done_cps']:,.0f} (offered {b['offered']:,.0f})" if b else "none clean",
+                      f"{b['rps']:,.0f} (offered {b['offered']:,.0f})" if b else "none clean",
                       ">= 1,000,000", b))
     if "keepalive" in a.only:
         body = 1400 - len(DpdkHttpServer(payload_size=0, keepalive=True).response_bytes())
-        r = one_run(a, f"keepalive cc {a.ka_cc}", body, True, cps=si(a.cc_cps), cc=a.ka_cc, keepalive="1us")
-        results.append(r)
-        profiled(a, r, body, True, cps=si(a.cc_cps), cc=a.ka_cc, keepalive="1us")
+        r = guarded(a, f"keepalive cc {a.ka_cc}", body, True, cps=si(a.cc_cps), cc=a.ka_cc, keepalive="1us")
+        if r is not None:
+            results.append(r)
+            profiled(a, r, body, True, cps=si(a.cc_cps), cc=a.ka_cc, keepalive="1us")
         table.append((f"keep-alive requests/s, 1400 B responses, {a.ka_cc} connections",
-                      f"{r['rps']:,.0f}" + ("" if r["clean"] else " (not clean)"), ">= 1,000,000", r))
+                      "failed" if r is None else f"{r['rps']:,.0f}" + ("" if r["clean"] else " (not clean)"),
+                      ">= 1,000,000", r))
     if "cc" in a.only:
         for size, label, cc in ((1024, "1 KiB", a.cc), (16384, "16 KiB", a.cc16)):
-            r = one_run(a, f"cc {cc} {label}", size, True, cps=si(a.cc_cps), cc=int(si(cc)), keepalive="1us")
-            results.append(r)
-            profiled(a, r, size, True, cps=si(a.cc_cps), cc=int(si(cc)), keepalive="1us")
+            r = guarded(a, f"cc {cc} {label}", size, True, cps=si(a.cc_cps), cc=int(si(cc)), keepalive="1us")
+            if r is not None:
+                results.append(r)
+                profiled(a, r, size, True, cps=si(a.cc_cps), cc=int(si(cc)), keepalive="1us")
             table.append((f"concurrent connections / Gbit/s, {label} bodies, cc {cc}",
-                          f"{r['cc']:,.0f} / {r['gbps']:.2f} Gbit/s ({r['rps']:,.0f} req/s)"
+                          "failed" if r is None else f"{r['cc']:,.0f} / {r['gbps']:.2f} Gbit/s ({r['rps']:,.0f} req/s)"
                           + ("" if r["clean"] else " (not clean)"), "-", r))
     load1 = os.getloadavg()
     try:
@@ -340,6 +394,8 @@ def main() -> int:
                      f"{r['stall_c']:.0f}% / {r['stall_s']:.0f}% | {r['us_per_c']:.2f} / {r['us_per_s']:.2f} | "
                      f"{fmt(r['rtt_us'])} | {fmt(r['resp_p50_us'])} / {fmt(r['resp_p99_us'])} | "
                      f"{'yes' if r['agree'] else 'NO'} | {'yes' if r['clean'] else 'no'} |")
+    if FAILED:
+        lines += ["", "Runs that did not finish: " + "; ".join(f"{n}: {e}" for n, e in FAILED)]
     prof_runs = [r for r in results if r["perf"]]
     if prof_runs:
         lines += ["", "Where the workers' cycles go (the same run repeated under perf record -t, 2 s from 1 s in; "
@@ -352,10 +408,6 @@ def main() -> int:
     text = "\n".join(lines) + "\n"
     out = Path(a.out)
     old = out.read_text() if out.exists() else ""
-    marker = lines[0]
-    if old.startswith(marker):  # replace this script's previous section, keep the rest
-        nxt = old.find("\n# ", 1)
-        old = old[nxt + 1:] if nxt >= 0 else ""
     out.write_text(text + ("\n" + old if old else ""))
     print(text)
     return 0

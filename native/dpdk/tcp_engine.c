@@ -270,6 +270,26 @@ static void tx_flush_mode(pk_tcp_engine *e, int drop)
 
 static void tx_flush(pk_tcp_engine *e) { tx_flush_mode(e, 0); }
 
+/* The end of a run: what is queued goes out, unless the link is down (a memif peer
+ * that has left: its PMD can crash transmitting to a peer that is disconnecting);
+ * what stays is freed and counted. */
+static void end_flush(pk_tcp_engine *e)
+{
+    struct rte_eth_link link;
+    for (int k = 0; k < 100 && e->ntx; k++) {
+        memset(&link, 0, sizeof(link));
+        if (rte_eth_link_get_nowait(e->pid, &link) != 0 || !link.link_status)
+            break;
+        tx_flush(e);
+    }
+    if (e->ntx) {
+        for (uint32_t i = 0; i < e->ntx; i++)
+            rte_pktmbuf_free(e->tx[(e->txh + i) & (TXQ - 1)]);
+        pk_add(&e->c, PK_drop_tx, e->ntx);
+        e->ntx = 0;
+    }
+}
+
 /* Queue a frame; 0 when the queue stays full and it is dropped (counted). */
 static inline int tx_put(pk_tcp_engine *e, struct rte_mbuf *m)
 {
@@ -1560,20 +1580,14 @@ static void worker_loop(pk_tcp_engine *e)
             pk_set(&e->c, PK_cpu_wall_ns, (uint64_t)((double)(t1 - wall0) * 1e9 / hz));
         }
     }
-    for (int k = 0; k < 100 && e->ntx; k++)
-        tx_flush(e);
-    if (e->ntx)
-        tx_flush_mode(e, 1);
+    end_flush(e);
     /* what is still open at the end: the client's are errors (they did not finish in the
      * drain time); the server's stay counted as current */
     if (client) {
         for (uint32_t i = 0; i < e->nsock && e->current; i++)
             if (e->socks[i].state != S_CLOSED)
                 sock_abort(e, i, PK_err_timeout);
-        for (int k = 0; k < 100 && e->ntx; k++)
-            tx_flush(e);
-        if (e->ntx)
-            tx_flush_mode(e, 1);
+        end_flush(e);
     }
     uint64_t t1 = rte_rdtsc();
     read_nic(e, 0);
