@@ -19,6 +19,7 @@ busy share of its core (cycles in loop passes that moved a packet / all cycles).
 No peer tool here (dperf is not packaged): absolute numbers for this machine, with the
 load average beside them. The machine has 2 vCPUs: client and server get one each
 (--client-cpu, --server-cpu), shared with whatever else runs.
+PK_BENCH_GDB=1 runs each server under gdb -batch (a backtrace if its process crashes).
 """
 from __future__ import annotations
 
