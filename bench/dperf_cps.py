@@ -146,7 +146,13 @@ def main() -> int:
         f"{'pass' if ratio >= 1.5 else 'FAIL'} |", "", "Every run (tool, rep, cps or conns, per second, errors, retransmits):", "",
         "| tool | rep | offered | done/s | errors | retransmits |", "|---|---|---|---|---|---|",
     ] + [f"| {t} | {r} | {o:g} | {v:,.0f} | {e} | {rt} |" for t, r, o, v, e, rt in runs]
-    Path(a.out).write_text("\n".join(lines) + "\n")
+    out = Path(a.out)  # this script's section replaced, other sections (bench/dperf_memif.py's) kept
+    old = out.read_text() if out.exists() else ""
+    start = old.find(lines[0])
+    if start >= 0:
+        end = old.find("\n# ", start + 1)
+        old = old[:start] + (old[end + 1:] if end >= 0 else "")
+    out.write_text("\n".join(lines) + "\n" + ("\n" + old.strip() + "\n" if old.strip() else ""))
     print("\n".join(lines[8:11]))
     return 0
 

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 
 from perfkit.report import _time_us
-from perfkit.spec import DpdkHttpClient, DpdkHttpServer
+from perfkit.spec import DPDK_MAX_QUEUES, DpdkHttpClient, DpdkHttpServer
 
 DPERF_DEFAULTS = {"launch_num": 4, "slow_start": 30.0, "wait": 3.0, "duration": 100.0,
                   "listen": (80, 1), "mss": 1460, "tos": 0, "tcp_rst": True,
@@ -40,7 +40,6 @@ UNSUPPORTED = {
     "kni": "KNI is not built (and was removed from DPDK)",
     "change_dip": "a flood's destination list is not built",
     "client_hop": "client hops are not built",
-    "rss": "one queue per port for now: RSS is not built yet",
 }
 
 
@@ -81,6 +80,7 @@ class DperfConfig:
     flood: bool = False
     quiet: bool = False
     tx_burst: int = DPERF_DEFAULTS["tx_burst"]
+    rss: tuple | None = None                              # (l3 | l3l4 | auto, mq_rx_none | mq_rx_rss)
     lines: dict = field(default_factory=dict)             # keyword -> line number (first)
 
     def error(self, keyword: str | None, msg: str) -> DperfError:
@@ -97,8 +97,8 @@ class DperfConfig:
             raise self.error(None, "no 'port' line (port DEVICE ADDRESS GATEWAY [GATEWAY_MAC])")
         if len(self.ports) != 1:
             raise self.error("port", f"{len(self.ports)} ports: perfkit runs one port per dperf run for now")
-        if len(self.cpu) > 1:
-            raise self.error("cpu", f"{len(self.cpu)} CPUs: perfkit's TCP runs one worker (one CPU) for now")
+        if len(self.cpu) > DPDK_MAX_QUEUES:
+            raise self.error("cpu", f"{len(self.cpu)} CPUs: at most {DPDK_MAX_QUEUES} workers (queues) per port")
         if self.protocol != "http" and self.protocol != "tcp":
             raise self.error("protocol", f"{self.protocol}: only tcp/http are built (not udp yet)")
         if not self.servers:
@@ -107,7 +107,8 @@ class DperfConfig:
             raise self.error("server", "perfkit's TCP serves one address per port for now (server ADDRESS 1)")
         dev, ip, gateway, gateway_mac = self.ports[0]
         server_ip = self.servers[0][0]
-        common = dict(port=dev, netns=netns, listen=self.listen[0], listen_num=self.listen[1],
+        # dperf's several cpus on one port: one worker per cpu, each on its own queue pair
+        common = dict(port=dev, netns=netns, queues=max(1, len(self.cpu)), listen=self.listen[0], listen_num=self.listen[1],
                       duration=self.duration, mss=self.mss, tos=self.tos, vlan=self.vlan, tcp_rst=self.tcp_rst,
                       burst=min(self.tx_burst, 256))
         if self.retransmit_timeout is not None:
@@ -403,6 +404,20 @@ def _kw_fast_close(c, a):
     c.fast_close = not a or a[0] == "1"
 
 
+def _kw_rss(c, a):
+    """dperf's rss [l3|l3l4|auto] [mq_rx_none|mq_rx_rss]: how several cpus share a port.
+    perfkit gives each cpu a queue pair with its own sockets and client ports; the port
+    brings a connection back to its queue by itself (memif and ring pairs: queue q to q)
+    or by the PMD's RSS over IP and TCP (set up whenever a port that has it gets several
+    queues), so every form is accepted and recorded."""
+    _nargs(a, 0, 2, "[l3 | l3l4 | auto] [mq_rx_none | mq_rx_rss]")
+    if a and a[0] not in ("l3", "l3l4", "auto"):
+        raise ValueError(f"{a[0]!r} is not l3, l3l4 or auto")
+    if len(a) == 2 and a[1] not in ("mq_rx_none", "mq_rx_rss"):
+        raise ValueError(f"{a[1]!r} is not mq_rx_none or mq_rx_rss")
+    c.rss = (a[0] if a else "auto", a[1] if len(a) == 2 else "mq_rx_rss")
+
+
 def _kw_tx_burst(c, a):
     _nargs(a, 1, 1, "a number (1-1024)")
     c.tx_burst = _whole(a[0], "a burst", 1, 1024)
@@ -417,6 +432,7 @@ KEYWORDS = {
     "http_method": _kw_http_method, "lport_range": _kw_lport_range, "tos": _kw_tos, "vlan": _kw_vlan, "mss": _kw_mss,
     "retransmit_timeout": _kw_retransmit_timeout, "tcp_rst": _kw_tcp_rst, "fast_close": _kw_fast_close,
     "quiet": _kw_flag("quiet"), "tx_burst": _kw_tx_burst, "flood": _kw_flag("flood"),
+    "rss": _kw_rss,
 }
 REPEATABLE = {"port", "client", "server"}
 CLIENT_ONLY = {"cps", "cc", "flood", "launch_num", "slow_start", "wait", "http_host", "http_path",
@@ -472,7 +488,8 @@ LAYOUT = (
     (("synRt", "retrans_syn"), ("finRt", "retrans_fin"), ("ackRt", "retrans_ack"),
      ("pushRt", "retrans_push")),
     (("tcpDrop", "tcp_drop"),),
-    (("skOpen", "sock_open"), ("skClose", "sock_close"), ("skCon", "sock_current"), ("skErr", "sock_error")),
+    (("skOpen", "sock_open"), ("skClose", "sock_close"), ("skCon", "sock_current"), ("skErr", "sock_error"),
+     ("rtt(us)", "rtt_us")),
     (("httpGet", "http_get"), ("httpPost", "http_post"), ("http2XX", "http_2xx"), ("httpErr", "http_err")),
     (("ierrors", "nic_ierrors"), ("oerrors", "nic_oerrors"), ("imissed", "nic_imissed")),
 )
@@ -490,6 +507,11 @@ def _values(row: dict, per_interval: bool) -> dict:
     out = {}
     for line in LAYOUT:
         for _, key in line:
+            if key == "rtt_us":  # first-packet RTT: the interval's mean, or the run's
+                n, total = row.get("rtt_count", 0), row.get("rtt_sum_ns", 0)
+                v = row.get("rtt_mean_us") if per_interval else (total / n / 1e3 if n else None)
+                out[key] = int(round(v)) if v is not None else 0
+                continue
             src = {"bits_rx": "bytes_rx", "bits_tx": "bytes_tx"}.get(key, key)
             scale = 8 if src != key else 1
             if per_interval and key not in GAUGES:
@@ -532,6 +554,9 @@ def summary_lines(row: dict, summary: dict) -> str:
     rt = g("retrans_syn") + g("retrans_fin") + g("retrans_ack") + g("retrans_push")
     lines.append(f"    {'retransmits':<13} =  {rt:,} ({g('retrans_syn'):,} syn, {g('retrans_fin'):,} fin, "
                  f"{g('retrans_push'):,} data)")
+    if summary.get("rtt_count"):
+        lines.append(f"    {'first_rtt':<13} =  mean {_time_us(summary['rtt_mean_us'])}  max "
+                     f"{_time_us(summary['rtt_max_us'])} ({summary['rtt_count']:,} handshakes)")
     if summary.get("lat_count"):
         t = {k: _time_us(summary[f"lat_{k}_us"]) for k in ("p50", "p99", "p999", "max")}
         lines.append(f"    {'response':<13} =  p50 {t['p50']}  p99 {t['p99']}  p99.9 {t['p999']}  max {t['max']}")

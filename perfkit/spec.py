@@ -936,6 +936,7 @@ def _check_tcp_common(self, put) -> None:
     put("burst", _int_in(self.burst, "burst", 1, DPDK_MAX_BURST))
     put("payload_size", _int_in(parse_size(self.payload_size, "payload_size"), "payload_size",
                                 0, 1 << 20))
+    put("queues", _int_in(self.queues, "queues", 1, DPDK_MAX_QUEUES))
 
 
 @dataclass(frozen=True)
@@ -955,6 +956,9 @@ class DpdkHttpServer(_DpdkSpec):
     vlan          802.1Q VLAN id of every frame (0: untagged); frames of other VLANs are not ours
     tcp_rst       answer segments for no connection (and SYNs to other ports) with RST
     retransmit_timeout, retries  stop-and-wait: resend after this, give up after retries
+    queues        workers, one rx/tx queue pair each (dperf's several cpus on a port), each
+                  with its own socket table: a connection must come back on the queue it
+                  arrived on (memif and ring pairs: queue q to q; NICs: RSS)
     """
     ENGINE: ClassVar[str] = "dpdk_tcp"
     port: str = "ring:pk:1"
@@ -973,6 +977,7 @@ class DpdkHttpServer(_DpdkSpec):
     retries: int = 3
     burst: int = 32
     netns: str | None = None
+    queues: int = 1
 
     test = "dpdk_http_server"
     messages_per_second = 0.0
@@ -1029,6 +1034,8 @@ class DpdkHttpClient(_DpdkSpec):
     fast_close    close with RST instead of FIN
     flood         SYN flood: only the first packet of each connection (a SYN at cps), no
                   sockets kept; SYN-ACKs that come back are answered with RST (tcp_rst)
+    queues        workers, one rx/tx queue pair each; worker k takes slice k of lport_range
+                  and cps/queues, cc/queues (its own sockets: nothing shared between them)
     """
     ENGINE: ClassVar[str] = "dpdk_tcp"
     port: str = "ring:pk:0"
@@ -1062,6 +1069,7 @@ class DpdkHttpClient(_DpdkSpec):
     burst: int = 32
     netns: str | None = None
     flood: bool = False
+    queues: int = 1
 
     test = "dpdk_http_client"
 
@@ -1127,6 +1135,11 @@ class DpdkHttpClient(_DpdkSpec):
         put("flood", _bool(self.flood, "flood"))
         if self.flood and (self.cc or self.keepalive):
             raise ValueError("flood: a SYN flood keeps no connections: no cc or keepalive with it")
+        if self.queues > hi - lo + 1:
+            raise ValueError(f"queues: {self.queues} workers need at least as many client ports "
+                             f"(lport_range {lo}..{hi})")
+        if self.cc and self.cc < self.queues:
+            raise ValueError(f"cc: {self.cc} is below queues ({self.queues}): each worker holds its share")
         if self.sockets > TCP_MAX_SOCKETS:
             raise ValueError(f"clients: {self.sockets} sockets (addresses x lport_range x listen_num) "
                              f"pass {TCP_MAX_SOCKETS}: use fewer addresses, ports or listen ports")

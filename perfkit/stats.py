@@ -38,6 +38,7 @@ DERIVED = {
     "lat_max_us": "highest latency in this interval (histogram bucket)",
     "jitter_us": "mean |latency - previous latency| in this interval",
     "cpu_pct": "engine CPU use, % of one core (all workers)",
+    "rtt_mean_us": "mean first-packet RTT in this interval (DPDK TCP: SYN -> SYN-ACK)",
 }
 
 
@@ -168,6 +169,7 @@ def make_row(t: float, dt: float, prev: list[int], cur: list[int], prev_hist: Hi
     interval_hist = cur_hist - prev_hist
     row.update(latency_fields(interval_hist, d["lat_count"], d["lat_sum_ns"], d["jitter_sum_ns"]))
     row["cpu_pct"] = 100.0 * d["cpu_busy_ns"] / (dt * 1e9) if dt > 0 else 0.0
+    row["rtt_mean_us"] = d["rtt_sum_ns"] / d["rtt_count"] / 1e3 if d["rtt_count"] else None
     busy, wall = INDEX["cpu_busy_ns"], INDEX["cpu_wall_ns"]
     for w, (p, c) in enumerate(zip(prev_workers, cur_workers)):
         dwall = c[wall] - p[wall]
@@ -232,6 +234,10 @@ def summarize(test: str, totals: list[int], hist: Histogram, workers: list[list[
         for k in ("http_2xx", "http_3xx", "http_4xx", "http_5xx", "http_err", "err_connect", "err_timeout",
                   "err_reset", "err_read", "sock_open", "err_tls"):
             out[k] = t[k]
+    if t["rtt_count"]:  # first-packet RTT (DPDK TCP)
+        out["rtt_count"] = t["rtt_count"]
+        out["rtt_mean_us"] = t["rtt_sum_ns"] / t["rtt_count"] / 1e3
+        out["rtt_max_us"] = t["rtt_max_ns"] / 1e3
     out["cpu_pct"] = sum(100.0 * w[busy] / w[wall] for w in workers if w[wall])
     if any(r.startswith("remote_") for r in roles):  # qperf's -v figures, % of one core
         pct = [(r, 100.0 * w[busy] / w[wall] if w[wall] else 0.0) for w, r in zip(workers, roles)]

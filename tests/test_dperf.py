@@ -151,7 +151,7 @@ def test_spec_level_errors_name_the_keyword_line():
     err(BASE + "cps 1k\nlisten 80 1\nhttp_path index.html\n", r"t.conf:8: http_path: .* does not start with /")
     err(BASE + "cps 1k\ncc 100\n", r"t.conf:7: cc: a concurrency target needs keepalive")
     err(BASE, r"t.conf: no 'cps' line")
-    err(BASE + "cps 1k\ncpu 0-1\n", r"t.conf:7: cpu: 2 CPUs")
+    err(BASE + "cps 1k\ncpu 0-8\n", r"t.conf:7: cpu: 9 CPUs: at most 8 workers")
     err(BASE + "cps 1k\nport ring:b:0 198.18.0.3 198.18.0.2\n", r"t.conf:3: port: 2 ports")
     err("mode server\nport ring:a:1 198.18.0.2 198.18.0.1\nserver 198.18.0.9 1\n",
         r"t.conf:3: server: 198.18.0.9 is not the port's address")
@@ -181,3 +181,16 @@ def test_spec_validation_direct():
     with pytest.raises(ValueError, match="request .* must fit in one segment"):
         DpdkHttpClient(http_method="POST", payload_size=2000)
     assert DpdkHttpServer(clients="198.18.0.1+3").clients == (("198.18.0.1", 3),)
+
+
+def test_several_cpus_on_a_port_are_queues_and_rss_is_accepted():
+    """dperf's `cpu 0-1` on one port: two workers, one queue pair each; `rss` in its forms."""
+    spec = dperf.parse(BASE + "cps 2k\ncpu 0-1\nrss l3l4 mq_rx_rss\n", source="t.conf").to_spec()
+    assert spec.queues == 2 and spec.cps == 2000
+    assert dperf.parse(BASE + "cps 1k\nrss\n").rss == ("auto", "mq_rx_rss")
+    assert dperf.parse(BASE + "cps 1k\ncpu 0\n").to_spec().queues == 1
+    for bad, match in (("rss l4", r"t.conf:6: rss: 'l4' is not l3, l3l4 or auto"),
+                       ("rss l3 rx", r"t.conf:6: rss: 'rx' is not mq_rx_none or mq_rx_rss"),
+                       ("rss l3 mq_rx_rss 1", r"t.conf:6: rss: takes")):
+        with pytest.raises(dperf.DperfError, match=match):
+            dperf.parse(BASE + bad + "\n", source="t.conf")

@@ -161,6 +161,11 @@ def test_cps_run_against_nginx_every_request_in_its_log(lab, nginx):
     assert c["sock_open"] == c["sock_close"] == c["http_2xx"] >= 1000
     assert len(log) == c["http_2xx"] and all('"GET /index.html HTTP/1.1" 200 612' in ln for ln in log)
     assert c["lat_count"] == c["http_2xx"]
+    # first-packet RTT (SYN -> Linux's SYN-ACK through af_packet and a veth): above a
+    # microsecond, below the retransmission timeout, within ten times a response's time
+    assert c["rtt_count"] == c["sock_open"] - c["retrans_syn"] > 0
+    rtt = c["rtt_sum_ns"] / c["rtt_count"]
+    assert 1000 < rtt <= c["rtt_max_ns"] < 1e9 and rtt < c["lat_sum_ns"] / c["lat_count"] * 10
     no_leaks()
 
 

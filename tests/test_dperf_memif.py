@@ -1,5 +1,6 @@
 """perfkit's DPDK TCP between two processes over net_memif (issue 6): the server in a
 child process (its own EAL), the client here; counts agree exactly."""
+import contextlib
 import json
 import os
 import subprocess
@@ -19,15 +20,18 @@ SERVER = r"""
 import json, sys, time
 from perfkit.engines import dpdk_tcp
 from perfkit.spec import DpdkHttpServer
-from perfkit.stats import COUNTER_NAMES
-spec = DpdkHttpServer(port=sys.argv[1], payload_size=int(sys.argv[2]), keepalive=sys.argv[3] == "1", duration=60)
+from perfkit.stats import COUNTER_NAMES, merge_counters
+spec = DpdkHttpServer(port=sys.argv[1], payload_size=int(sys.argv[2]), keepalive=sys.argv[3] == "1", duration=60,
+                      **json.loads(sys.argv[4] if len(sys.argv) > 4 else "{}"))
 h = dpdk_tcp.build(spec)
 h.start()
 print("READY", flush=True)
 sys.stdin.readline()          # the parent says when its client is done
 h.stop()
 h.join()
-print(json.dumps(dict(zip(COUNTER_NAMES, h.snapshot()[0][0]))), flush=True)
+snap = [list(c) for c, _ in h.snapshot()]
+total = dict(zip(COUNTER_NAMES, merge_counters(snap)))
+print(json.dumps({**total, "workers": [dict(zip(COUNTER_NAMES, c)) for c in snap]}), flush=True)
 h.close()
 """
 
@@ -40,20 +44,45 @@ def eal():
         pytest.skip(f"DPDK EAL does not start here: {exc}")
 
 
+@contextlib.contextmanager
+def memif_server(tag, payload, keepalive, extra=None):
+    """A perfkit HTTP server on a memif server port in a child process; yields (socket path,
+    finish) where finish() stops it and returns its counters (plus "workers": per worker)."""
+    sock = f"/tmp/pk-memif-{os.getpid()}-{tag}.sock"
+    child = subprocess.Popen([sys.executable, "-P", "-c", SERVER, f"net_memif0,role=server,socket={sock}{tag_args(extra)}",
+                              str(payload), "1" if keepalive else "0", json.dumps((extra or {}).get("spec", {}))],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def finish():
+        time.sleep(0.2)             # the server's last ACKs, before either side leaves
+        child.stdin.write("done\n")
+        child.stdin.flush()
+        out = json.loads(child.stdout.readline())
+        assert child.wait(timeout=30) == 0, child.stderr.read()[-2000:]
+        return out
+    try:
+        line = child.stdout.readline()
+        if "READY" not in line:
+            pytest.skip(f"the memif server did not start: {line}{child.stderr.read()[-500:]}")
+        yield sock, finish
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        if os.path.exists(sock):
+            os.unlink(sock)
+
+
+def tag_args(extra):
+    return (extra or {}).get("port_args", "")
+
+
 @pytest.mark.parametrize("payload,client_kw", [
     (100, dict(cps=1000, duration=1)),
     (1400, dict(cps=500, cc=50, keepalive="5ms", duration=1)),
 ])
 def test_client_and_server_in_two_processes_over_memif(eal, tmp_path, payload, client_kw):
-    sock = f"/tmp/pk-memif-{os.getpid()}-{payload}.sock"
-    ka = "1" if "cc" in client_kw else "0"
-    child = subprocess.Popen([sys.executable, "-P", "-c", SERVER, f"net_memif0,role=server,socket={sock}",
-                              str(payload), ka], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
-    try:
-        line = child.stdout.readline()
-        if "READY" not in line:
-            pytest.skip(f"the memif server did not start: {line}{child.stderr.read()[-500:]}")
+    with memif_server(payload, payload, "cc" in client_kw) as (sock, finish):
         h = dpdk_tcp.build(DpdkHttpClient(port=f"net_memif1,role=client,socket={sock}", **client_kw))
         try:
             h.start()
@@ -64,19 +93,9 @@ def test_client_and_server_in_two_processes_over_memif(eal, tmp_path, payload, c
             h.join()
             c = dict(zip(COUNTER_NAMES, h.snapshot()[0][0]))
             assert h.error() is None
-            time.sleep(0.2)             # the server's last ACKs, before either side leaves
-            child.stdin.write("done\n")
-            child.stdin.flush()
-            s = json.loads(child.stdout.readline())
+            s = finish()
         finally:
             h.close()
-        assert child.wait(timeout=30) == 0, child.stderr.read()[-2000:]
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-        if os.path.exists(sock):
-            os.unlink(sock)
     n = c["sock_open"]
     assert n >= 50 and c["sock_error"] == s["sock_error"] == 0
     assert c["http_2xx"] == c["http_req"] == s["http_get"] and c["http_err"] == 0
@@ -89,3 +108,121 @@ def test_client_and_server_in_two_processes_over_memif(eal, tmp_path, payload, c
     assert c["bytes_rx"] == s["bytes_tx"]
     if "cc" in client_kw:
         assert n == client_kw["cc"] and c["http_req"] > 10 * n
+    # first-packet RTT: one sample per handshake answered on its first transmission
+    for side in (c, s):
+        assert side["rtt_count"] == side["sock_open"] - side["retrans_syn"] > 0
+        mean = side["rtt_sum_ns"] / side["rtt_count"]
+        assert 0 < mean <= side["rtt_max_ns"] < 1e9   # under the 1 s retransmission timeout
+    assert 500 <= c["rtt_sum_ns"] / c["rtt_count"]    # a frame each way through memif: not 0
+    # the worker's wall time: busy + descheduled (passes over 1 ms) + idle polling
+    for side in (c, s):
+        assert side["cpu_busy_ns"] > 0 and side["cpu_busy_ns"] + side["cpu_stall_ns"] <= side["cpu_wall_ns"]
+
+
+def test_first_packet_rtt_in_rows_and_dperf_layout(eal):
+    """The per-second rows carry the interval's mean first-packet RTT; dperf's blocks and
+    perfkit's summary show it."""
+    import perfkit
+    from perfkit import dperf
+    with memif_server("rtt", 64, False) as (sock, finish):
+        run = perfkit.Run(DpdkHttpClient(port=f"net_memif1,role=client,socket={sock}", cps=2000, duration=2.2))
+        got = []
+        # the final row comes before the client's port closes: the server stops first (memif's
+        # PMD can crash transmitting to a peer that is leaving)
+        run.subscribe(lambda row: got.append(finish()) if run.summary is not None and not got else None)
+        run.run()
+        s = got[0]
+    rows = run.rows
+    full = [r for r in rows if r["interval_s"] > 0.5 and r["sock_open_per_s"] > 0]
+    assert len(full) >= 2 and all(r["rtt_mean_us"] is not None and 0.5 <= r["rtt_mean_us"] < 1e6 for r in full)
+    last = rows[-1]
+    assert last["rtt_count"] == last["sock_open"] - last["retrans_syn"] and s["rtt_count"] > 0
+    assert run.summary["rtt_max_us"] >= run.summary["rtt_mean_us"] > 0
+    mean_us = round(last["rtt_sum_ns"] / last["rtt_count"] / 1e3)
+    block = dperf.total_block(last)
+    assert f"rtt(us) {mean_us:<18,}".rstrip() in block
+    assert f"rtt(us) {round(full[0]['rtt_mean_us']):<18,}".rstrip() in dperf.seconds_block(full[0])
+    assert "first_rtt" in dperf.summary_lines(last, run.summary)
+
+
+def test_two_queues_both_carry_traffic_and_totals_are_the_sums(eal):
+    """Client and server with 2 workers on 2 memif queue pairs (dperf's several cpus on a
+    port): each client worker's connections come back on its queue to its own server
+    worker; per-queue counts agree exactly and the run's totals are the workers' sums."""
+    from perfkit.stats import merge_counters
+    with memif_server("mq", 64, False, {"spec": {"queues": 2}}) as (sock, finish):
+        spec = DpdkHttpClient(port=f"net_memif1,role=client,socket={sock}", cps=2000, duration=1.5,
+                              queues=2, lport_range=(2000, 2999))
+        h = dpdk_tcp.build(spec)
+        try:
+            assert h.nworkers == 2 and h.roles == ["dpdk_tcp_client"] * 2
+            h.start()
+            deadline = time.monotonic() + 30
+            while h.running():
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            h.join()
+            assert h.error() is None
+            snap = h.snapshot()
+        finally:
+            h.close()
+        s = finish()
+    cw = [dict(zip(COUNTER_NAMES, c)) for c, _ in snap]
+    sw = s["workers"]
+    assert len(cw) == len(sw) == 2
+    for q in range(2):
+        c, sv = cw[q], sw[q]
+        # about half the load each (cps 1000 per worker for 1.5 s), every connection clean
+        assert 1200 <= c["sock_open"] <= 1600 and c["sock_error"] == sv["sock_error"] == 0
+        assert c["sock_open"] == c["sock_close"] == c["http_2xx"] == sv["sock_open"] == sv["http_get"]
+        for k in ("syn", "fin"):
+            assert c[f"{k}_tx"] == sv[f"{k}_rx"] and sv[f"{k}_tx"] == c[f"{k}_rx"]
+        assert c["pkts_rx"] == sv["pkts_tx"] and c["bytes_rx"] == sv["bytes_tx"]
+        assert sv["tcp_drop"] == c["tcp_drop"] == 0
+        assert c["rtt_count"] > 0 and c["cpu_wall_ns"] > 0
+    total = dict(zip(COUNTER_NAMES, merge_counters([list(c) for c, _ in snap])))
+    for k in ("sock_open", "http_2xx", "pkts_tx", "pkts_rx", "bytes_rx", "rtt_count", "rtt_sum_ns"):
+        assert total[k] == cw[0][k] + cw[1][k]
+    for k in ("sock_open", "http_get", "pkts_tx", "pkts_rx", "bytes_tx", "rtt_count"):
+        assert s[k] == sw[0][k] + sw[1][k]
+    assert s["sock_open"] == total["sock_open"] and s["pkts_tx"] == total["pkts_rx"]
+    assert total["rtt_max_ns"] == max(cw[0]["rtt_max_ns"], cw[1]["rtt_max_ns"])
+
+
+def test_client_workers_split_ports_rate_and_concurrency():
+    """Each client worker gets its own slice of lport_range (disjoint, covering it) and
+    its share of cps and cc; one queue is the spec's own config."""
+    spec = DpdkHttpClient(cps=1000, cc=7, keepalive="1ms", queues=3, lport_range=(1000, 1009))
+    ws = dpdk_tcp.workers(spec)
+    assert [w["lport_range"] for w in ws] == [(1000, 1003), (1004, 1006), (1007, 1009)]
+    assert [w["cc"] for w in ws] == [3, 2, 2] and all(abs(w["cps"] - 1000 / 3) < 1e-9 for w in ws)
+    assert dpdk_tcp.workers(DpdkHttpClient()) == [dpdk_tcp.config(DpdkHttpClient())]
+    with pytest.raises(ValueError, match="cc: 2 is below queues"):
+        DpdkHttpClient(cc=2, keepalive="1ms", queues=3)
+    with pytest.raises(ValueError, match="queues: 4 workers need at least as many client ports"):
+        DpdkHttpClient(queues=4, lport_range=(1000, 1002))
+    with pytest.raises(ValueError, match=r"queues: 9 is out of range"):
+        DpdkHttpClient(queues=9)
+
+
+def test_dperf_confs_with_two_cpus_run_two_queues_each(tmp_path):
+    """`perfkit dperf` with `cpu 0-1` and `rss` in both confs over a ring pair: two workers
+    on each side, one queue pair each, every connection accounted on both sides."""
+    common = "cpu 0-1\nrss\nclient 198.18.0.1 1\nserver 198.18.0.2 1\nlisten 80 1\n"
+    (tmp_path / "s.conf").write_text("mode server\nduration 20s\nport ring:mq2:1 198.18.0.2 198.18.0.1\n"
+                                     "payload_size 100\n" + common)
+    (tmp_path / "c.conf").write_text("mode client\nduration 2s\ncps 2k\nslow_start 10\nwait 0\n"
+                                     "port ring:mq2:0 198.18.0.1 198.18.0.2\n" + common)
+    p = subprocess.run([sys.executable, "-P", "-m", "perfkit", "dperf", "-c", str(tmp_path / "s.conf"),
+                        "-c", str(tmp_path / "c.conf"), "--json"], capture_output=True, text=True, timeout=120)
+    if p.returncode != 0 and "EAL" in p.stderr:
+        pytest.skip(f"DPDK EAL does not start here: {p.stderr[-300:]}")
+    assert p.returncode == 0, p.stderr[-2000:]
+    sums = {s["test"]: s for s in (json.loads(ln)["summary"] for ln in p.stdout.splitlines() if '"summary"' in ln)}
+    srv, cli = sums["dpdk_http_server"], sums["dpdk_http_client"]
+    for s, role in ((srv, "server"), (cli, "client")):
+        assert sorted(s["cpu_pct_by_worker"]) == [f"w0_dpdk_tcp_{role}", f"w1_dpdk_tcp_{role}"]
+        assert all(v > 0 for v in s["cpu_pct_by_worker"].values())   # busy: each moved packets
+    # slow start to 2k/s over 10 s, for 2 s: about 400 connections, each answered
+    assert 300 <= cli["lat_count"] == cli["rtt_count"] == srv["rtt_count"] <= 500
+    assert cli["pkts_tx"] == srv["pkts_rx"] and srv["pkts_tx"] == cli["pkts_rx"] and cli["bytes_rx"] == srv["bytes_tx"]

@@ -41,6 +41,7 @@ cdef extern from "tcp_engine.h":
         int fast_close
         int flood
         int cpu
+        uint16_t queue
 
     ctypedef struct pk_tcp_engine:
         pass

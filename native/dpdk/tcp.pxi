@@ -9,30 +9,46 @@ cdef uint32_t _ip4_host(object addr) except? 0:
 
 
 cdef class TcpEngine:
-    """One TCP worker (an HTTP server or client) on one open Port, from a dict:
+    """TCP workers (an HTTP server or client) on one open Port, from a dict:
     role (server | client), ip, server_ip, gateway_ip, gateway_mac, clients
     [(first, count)], listen, listen_num, lport_range, mss, tos, tcp_rst, rto (s),
     retries, burst, duration (s), msg (bytes: the response or the request),
     keepalive (server: bool), cps, cc, ka_interval (s), ka_requests, launch_num,
-    slow_start (s), wait (s), fast_close, cpu. With own_ports, close() closes the port.
+    slow_start (s), wait (s), fast_close, cpu -- or a list of such dicts, one worker
+    each on queue 0, 1, ... of the port (their own sockets, ports and counters).
+    With own_ports, close() closes the port.
     The Run handle interface: start stop running join snapshot error close roles."""
-    cdef pk_tcp_engine *e
+    cdef pk_tcp_engine *es[PK_DPDK_MAX_QUEUES]
+    cdef int n
     cdef list ports
     cdef bint own_ports
     cdef readonly list roles
-    cdef bytes msg
+    cdef list msgs
 
-    def __cinit__(self, Port port, dict c, bint own_ports=False):
+    def __cinit__(self, Port port, c, bint own_ports=False):
+        self.n = 0
+        self.ports = [port]
+        self.own_ports = own_ports
+        self.msgs = []
+        cfgs = [c] if isinstance(c, dict) else list(c)
+        if not 1 <= len(cfgs) <= PK_DPDK_MAX_QUEUES:
+            raise ValueError(f"workers: 1..{PK_DPDK_MAX_QUEUES}, one per queue")
+        self.roles = []
+        try:
+            for q, w in enumerate(cfgs):
+                self._add(port, w, q)
+        except BaseException:
+            self._destroy()
+            raise
+
+    cdef _add(self, Port port, dict c, int q):
         cdef char err[512]
         cdef pk_tcp_cfg cfg
         cdef const unsigned char[:] view
-        self.e = NULL
-        self.ports = [port]
-        self.own_ports = own_ports
         memset(&cfg, 0, sizeof(cfg))
         role = c["role"]
-        self.roles = ["dpdk_tcp_server" if role == "server" else "dpdk_tcp_client"]
         cfg.role = TCP_ROLES[role]
+        cfg.queue = q
         cfg.ip = _ip4(c["ip"])
         cfg.server_ip = _ip4(c.get("server_ip", c["ip"]))
         cfg.gateway_ip = _ip4(c.get("gateway_ip") or c.get("server_ip", c["ip"]))
@@ -60,12 +76,13 @@ cdef class TcpEngine:
         cfg.retries = c.get("retries", 3)
         cfg.burst = c.get("burst", 32)
         cfg.duration_ns = <uint64_t>(c.get("duration", 1.0) * 1e9)
-        self.msg = bytes(c["msg"])
-        if not self.msg:
+        msg = bytes(c["msg"])
+        if not msg:
             raise ValueError("msg: the request or response is empty")
-        view = self.msg
+        self.msgs.append(msg)
+        view = msg
         cfg.msg = &view[0]
-        cfg.msg_len = len(self.msg)
+        cfg.msg_len = len(msg)
         cfg.keepalive = 1 if c.get("keepalive") else 0
         cfg.cps = c.get("cps", 0.0)
         cfg.cc = c.get("cc", 0)
@@ -78,65 +95,100 @@ cdef class TcpEngine:
         cfg.flood = 1 if c.get("flood") else 0
         cfg.cpu = c.get("cpu", -1)
         err[0] = 0
-        self.e = pk_tcp_create(port._live(), &cfg, err, sizeof(err))
-        if self.e == NULL:
+        e = pk_tcp_create(port._live(), &cfg, err, sizeof(err))
+        if e == NULL:
             raise EngineError(err.decode(errors="replace"))
+        self.es[self.n] = e
+        self.n += 1
+        self.roles.append("dpdk_tcp_server" if role == "server" else "dpdk_tcp_client")
+
+    cdef void _destroy(self):
+        cdef int i
+        cdef pk_tcp_engine *e
+        for i in range(self.n - 1, -1, -1):   # queue 0 last: it holds the port's claim
+            e = self.es[i]
+            with nogil:
+                pk_tcp_destroy(e)
+        self.n = 0
 
     def __dealloc__(self):
-        if self.e != NULL:
-            with nogil:
-                pk_tcp_destroy(self.e)
-            self.e = NULL
+        self._destroy()
 
-    cdef pk_tcp_engine *_live(self) except NULL:
-        if self.e == NULL:
+    cdef int _live(self) except -1:
+        if self.n == 0:
             raise EngineError("the engine is closed")
-        return self.e
+        return self.n
 
     @property
     def nworkers(self):
-        return 1
+        return self.n
 
     def start(self):
         cdef char err[512]
-        err[0] = 0
-        if pk_tcp_start(self._live(), err, sizeof(err)) != 0:
-            raise EngineError(err.decode(errors="replace"))
+        cdef int i, k
+        self._live()
+        for i in range(self.n):
+            err[0] = 0
+            if pk_tcp_start(self.es[i], err, sizeof(err)) != 0:
+                for k in range(i):
+                    pk_tcp_stop(self.es[k])
+                raise EngineError(err.decode(errors="replace"))
 
     def stop(self):
-        if self.e != NULL:
-            pk_tcp_stop(self.e)
+        cdef int i
+        for i in range(self.n):
+            pk_tcp_stop(self.es[i])
 
     def running(self):
-        return pk_tcp_running(self._live())
+        cdef int i
+        self._live()
+        for i in range(self.n):
+            if pk_tcp_running(self.es[i]):
+                return True
+        return False
 
     def join(self):
-        cdef pk_tcp_engine *e = self._live()
-        with nogil:
-            pk_tcp_join(e)
+        cdef int i
+        cdef pk_tcp_engine *e
+        self._live()
+        for i in range(self.n):
+            e = self.es[i]
+            with nogil:
+                pk_tcp_join(e)
 
     def error(self):
-        cdef const char *msg = pk_tcp_error(self._live())
-        return None if msg == NULL else msg.decode(errors="replace")
+        cdef const char *msg
+        cdef int i
+        self._live()
+        for i in range(self.n):
+            msg = pk_tcp_error(self.es[i])
+            if msg != NULL:
+                text = msg.decode(errors="replace")
+                return text if self.n == 1 else f"queue {i}: {text}"
+        return None
 
     def snapshot(self):
-        """[(counters, histogram)] for the one worker, as array('Q')."""
-        cdef pk_tcp_engine *e = self._live()
-        cdef array.array c = array.clone(_array.array("Q"), PK_NCOUNTERS, zero=False)
-        cdef array.array h = array.clone(_array.array("Q"), PK_HIST_BUCKETS, zero=False)
-        with nogil:
-            pk_tcp_snapshot(e, <uint64_t *>c.data.as_voidptr, <uint64_t *>h.data.as_voidptr)
-        return [(c, h)]
+        """[(counters, histogram)] per worker, as array('Q')."""
+        cdef pk_tcp_engine *e
+        cdef array.array c, h
+        cdef int i
+        self._live()
+        out = []
+        for i in range(self.n):
+            e = self.es[i]
+            c = array.clone(_array.array("Q"), PK_NCOUNTERS, zero=False)
+            h = array.clone(_array.array("Q"), PK_HIST_BUCKETS, zero=False)
+            with nogil:
+                pk_tcp_snapshot(e, <uint64_t *>c.data.as_voidptr, <uint64_t *>h.data.as_voidptr)
+            out.append((c, h))
+        return out
 
     @property
     def port_list(self):
         return list(self.ports)
 
     def close(self):
-        if self.e != NULL:
-            with nogil:
-                pk_tcp_destroy(self.e)
-            self.e = NULL
+        self._destroy()
         if self.own_ports:
             ports, self.ports = self.ports, []
             for p in reversed(ports):

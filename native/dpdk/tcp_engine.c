@@ -26,7 +26,7 @@
 #define IP_LEN 20
 #define TCP_LEN 20
 #define FCS_LEN 4
-#define TXQ 512
+#define TXQ 4096                    /* frames held while the peer's ring is full (it may be descheduled); a power of 2 */
 #define TIMER_BUDGET 1024           /* timer expiries handled per loop */
 #define ARP_RETRY_NS 200000000ull
 #define ARP_GIVE_UP_NS 3000000000ull
@@ -55,7 +55,8 @@ enum { P_VER = 0, P_CODE, P_LINE, P_LSTART, P_NAME, P_CLVAL, P_TENAME, P_TEVAL, 
 typedef struct tsock {
     uint32_t tnext, tprev;          /* timer list links: index + 1, 0 = none */
     uint64_t deadline;              /* TSC */
-    uint64_t t0;                    /* TSC: CLIENT request sent (response time), SYN sent (connect) */
+    uint64_t t0;                    /* TSC: CLIENT request sent (response time), SYN sent (connect);
+                                       SERVER SYN-ACK sent */
     uint32_t rcv_nxt;
     uint32_t snd_base;              /* sequence number of the message's first byte (or of our FIN) */
     uint32_t una, nxt;              /* message bytes acknowledged, sent */
@@ -96,7 +97,7 @@ struct pk_tcp_engine {
     uint32_t l2;                    /* Ethernet header bytes: 14, or 18 with an 802.1Q tag */
     struct rte_mbuf *tx[TXQ];
     uint32_t txlen[TXQ];
-    uint32_t ntx;
+    uint32_t txh, ntx;              /* a circular queue: first frame, frames queued */
     uint64_t current;               /* sockets not CLOSED */
     uint64_t lat_min;
     uint32_t iss_seed;
@@ -224,6 +225,16 @@ static void record_latency(pk_tcp_engine *e, uint64_t ns)
         pk_set(&e->c, PK_lat_max_ns, ns);
 }
 
+/* First-packet RTT from the TSC: a handshake answered on its first transmission. */
+static inline void record_rtt(pk_tcp_engine *e, uint64_t tsc)
+{
+    uint64_t ns = (uint64_t)((double)tsc * 1e9 / (double)e->hz);
+    pk_add(&e->c, PK_rtt_count, 1);
+    pk_add(&e->c, PK_rtt_sum_ns, ns);
+    if (ns > pk_read(&e->c, PK_rtt_max_ns))
+        pk_set(&e->c, PK_rtt_max_ns, ns);
+}
+
 /* ------------------------------------------------------------ transmit */
 
 /* Hand the queue to the port. What it does not take stays queued for the next
@@ -231,30 +242,53 @@ static void record_latency(pk_tcp_engine *e, uint64_t ns)
  * counted (the end of a run, or a queue still full). */
 static void tx_flush_mode(pk_tcp_engine *e, int drop)
 {
+    uint64_t bytes = 0;
     uint32_t done = 0;
-    for (int tries = 0; done < e->ntx && tries < 8; tries++)
-        done += rte_eth_tx_burst(e->pid, 0, e->tx + done, (uint16_t)(e->ntx - done));
-    if (done) {                 /* counted as the port takes them (the mbufs are its now: lengths first) */
-        uint64_t bytes = 0;
-        for (uint32_t i = 0; i < done; i++)
-            bytes += e->txlen[i] + FCS_LEN;
+    for (int tries = 0; e->ntx && tries < 8; tries++) {
+        uint32_t n = TXQ - e->txh < e->ntx ? TXQ - e->txh : e->ntx;   /* the contiguous part */
+        uint32_t k = rte_eth_tx_burst(e->pid, e->cfg.queue, e->tx + e->txh, (uint16_t)n);
+        /* counted as the port takes them (the mbufs are its now: lengths first) */
+        for (uint32_t i = 0; i < k; i++)
+            bytes += e->txlen[e->txh + i] + FCS_LEN;
+        done += k;
+        e->txh = (e->txh + k) & (TXQ - 1);
+        e->ntx -= k;
+        if (k == n && e->ntx)
+            tries--;                /* wrapped: the rest is at the front, not a failed try */
+    }
+    if (done) {
         pk_add(&e->c, PK_pkts_tx, done);
         pk_add(&e->c, PK_bytes_tx, bytes);
-        if (done < e->ntx)
-            memmove(e->txlen, e->txlen + done, sizeof(e->txlen[0]) * (e->ntx - done));
     }
-    if (done < e->ntx && drop) {
-        for (uint32_t i = done; i < e->ntx; i++)
-            rte_pktmbuf_free(e->tx[i]);
-        pk_add(&e->c, PK_drop_tx, e->ntx - done);
-        done = e->ntx;
+    if (e->ntx && drop) {
+        for (uint32_t i = 0; i < e->ntx; i++)
+            rte_pktmbuf_free(e->tx[(e->txh + i) & (TXQ - 1)]);
+        pk_add(&e->c, PK_drop_tx, e->ntx);
+        e->ntx = 0;
     }
-    if (done && done < e->ntx)
-        memmove(e->tx, e->tx + done, sizeof(e->tx[0]) * (e->ntx - done));
-    e->ntx -= done;
 }
 
 static void tx_flush(pk_tcp_engine *e) { tx_flush_mode(e, 0); }
+
+/* The end of a run: what is queued goes out, unless the link is down (a memif peer
+ * that has left: its PMD can crash transmitting to a peer that is disconnecting);
+ * what stays is freed and counted. */
+static void end_flush(pk_tcp_engine *e)
+{
+    struct rte_eth_link link;
+    for (int k = 0; k < 100 && e->ntx; k++) {
+        memset(&link, 0, sizeof(link));
+        if (rte_eth_link_get_nowait(e->pid, &link) != 0 || !link.link_status)
+            break;
+        tx_flush(e);
+    }
+    if (e->ntx) {
+        for (uint32_t i = 0; i < e->ntx; i++)
+            rte_pktmbuf_free(e->tx[(e->txh + i) & (TXQ - 1)]);
+        pk_add(&e->c, PK_drop_tx, e->ntx);
+        e->ntx = 0;
+    }
+}
 
 /* Queue a frame; 0 when the queue stays full and it is dropped (counted). */
 static inline int tx_put(pk_tcp_engine *e, struct rte_mbuf *m)
@@ -266,8 +300,9 @@ static inline int tx_put(pk_tcp_engine *e, struct rte_mbuf *m)
         cnt(e, PK_drop_tx);
         return 0;
     }
-    e->txlen[e->ntx] = rte_pktmbuf_pkt_len(m);
-    e->tx[e->ntx++] = m;
+    uint32_t at = (e->txh + e->ntx++) & (TXQ - 1);
+    e->txlen[at] = rte_pktmbuf_pkt_len(m);
+    e->tx[at] = m;
     return 1;
 }
 
@@ -840,6 +875,7 @@ static void open_server(pk_tcp_engine *e, uint32_t idx, const seg *g, uint64_t n
     e->current++;
     cnt(e, PK_sock_open);
     pk_set(&e->c, PK_sock_current, e->current);
+    s->t0 = now;                    /* SYN-ACK sent: first-packet RTT */
     sock_tx(e, idx, s->iss, TH_SYN | TH_ACK, 0, 0);
     timer_add(e, idx, TL_RTO, now);
 }
@@ -954,6 +990,8 @@ static void handle_tcp(pk_tcp_engine *e, const seg *g, uint64_t now)
                 cnt(e, PK_tcp_drop);
                 return;
             }
+            if (s->retries == 0)
+                record_rtt(e, now - s->t0);
             s->state = S_ESTAB;
             s->rcv_nxt = g->seq + 1;
             s->win = g->win;
@@ -979,6 +1017,8 @@ static void handle_tcp(pk_tcp_engine *e, const seg *g, uint64_t now)
             cnt(e, PK_tcp_drop);
             return;
         }
+        if (s->retries == 0)
+            record_rtt(e, now - s->t0);
         s->state = S_ESTAB;
         s->retries = 0;
         timer_del(e, idx);
@@ -1315,7 +1355,7 @@ static int handle_frame(pk_tcp_engine *e, struct rte_mbuf *m, uint64_t now)
 static void rx_burst(pk_tcp_engine *e, uint64_t now)
 {
     struct rte_mbuf *m[256];
-    uint16_t n = rte_eth_rx_burst(e->pid, 0, m, (uint16_t)e->cfg.burst);
+    uint16_t n = rte_eth_rx_burst(e->pid, e->cfg.queue, m, (uint16_t)e->cfg.burst);
     for (uint16_t i = 0; i < n; i++) {
         pk_add(&e->c, PK_pkts_rx, 1);
         pk_add(&e->c, PK_bytes_rx, rte_pktmbuf_pkt_len(m[i]) + FCS_LEN);
@@ -1449,6 +1489,8 @@ static void launch(pk_tcp_engine *e, uint64_t now, uint64_t t_start)
 
 static void read_nic(pk_tcp_engine *e, int base)
 {
+    if (e->cfg.queue != 0)
+        return;                     /* the port's counters: once, by queue 0's worker */
     struct rte_eth_stats st;
     memset(&st, 0, sizeof(st));
     if (rte_eth_stats_get(e->pid, &st) != 0)
@@ -1471,6 +1513,8 @@ static void worker_loop(pk_tcp_engine *e)
     const uint64_t hz = e->hz;
     uint64_t t0 = rte_rdtsc(), now = t0;
     uint64_t busy = 0, wall0 = t0, nic_every = (uint64_t)((double)NIC_EVERY_NS * hz / 1e9);
+    /* a pass takes microseconds; one over 1 ms lost the CPU (a shared machine) */
+    uint64_t stall = 0, stall_c = hz / 1000;
     uint64_t to_c = (uint64_t)((double)e->cfg.duration_ns * hz / 1e9);
     int client = e->cfg.role == PK_TCP_CLIENT;
     uint64_t last_arp = 0, arp_until = t0 + (uint64_t)((double)(ARP_GIVE_UP_NS + e->cfg.wait_ns) * hz / 1e9);
@@ -1524,33 +1568,31 @@ static void worker_loop(pk_tcp_engine *e)
         if (e->ntx)
             tx_flush(e);
         uint64_t t1 = rte_rdtsc();
-        if (pk_read(&e->c, PK_pkts_rx) + pk_read(&e->c, PK_pkts_tx) != before)
+        if (t1 - now > stall_c)
+            stall += t1 - now;
+        else if (pk_read(&e->c, PK_pkts_rx) + pk_read(&e->c, PK_pkts_tx) != before)
             busy += t1 - now;
         if (t1 - e->last_nic >= nic_every) {
             e->last_nic = t1;
             read_nic(e, 0);
             pk_set(&e->c, PK_cpu_busy_ns, (uint64_t)((double)busy * 1e9 / hz));
+            pk_set(&e->c, PK_cpu_stall_ns, (uint64_t)((double)stall * 1e9 / hz));
             pk_set(&e->c, PK_cpu_wall_ns, (uint64_t)((double)(t1 - wall0) * 1e9 / hz));
         }
     }
-    for (int k = 0; k < 100 && e->ntx; k++)
-        tx_flush(e);
-    if (e->ntx)
-        tx_flush_mode(e, 1);
+    end_flush(e);
     /* what is still open at the end: the client's are errors (they did not finish in the
      * drain time); the server's stay counted as current */
     if (client) {
         for (uint32_t i = 0; i < e->nsock && e->current; i++)
             if (e->socks[i].state != S_CLOSED)
                 sock_abort(e, i, PK_err_timeout);
-        for (int k = 0; k < 100 && e->ntx; k++)
-            tx_flush(e);
-        if (e->ntx)
-            tx_flush_mode(e, 1);
+        end_flush(e);
     }
     uint64_t t1 = rte_rdtsc();
     read_nic(e, 0);
     pk_set(&e->c, PK_cpu_busy_ns, (uint64_t)((double)busy * 1e9 / hz));
+    pk_set(&e->c, PK_cpu_stall_ns, (uint64_t)((double)stall * 1e9 / hz));
     pk_set(&e->c, PK_cpu_wall_ns, (uint64_t)((double)(t1 - wall0) * 1e9 / hz));
 }
 
@@ -1614,13 +1656,20 @@ pk_tcp_engine *pk_tcp_create(pk_dpdk_port *port, const pk_tcp_cfg *cfg, char *er
         set_err(err, errlen, "tcp: %llu sockets: 1..%u", (unsigned long long)nsock, PK_TCP_MAX_SOCKETS);
         return NULL;
     }
-    if (pk_dpdk_port_claim(port) != 0) {
+    if (cfg->queue >= pk_dpdk_port_queues(port)) {
+        set_err(err, errlen, "tcp: queue %u: port %s has %d queues", cfg->queue, pk_dpdk_port_name(port),
+                pk_dpdk_port_queues(port));
+        return NULL;
+    }
+    /* several queues: the engines are made together, queue 0 first, and only it claims */
+    if (cfg->queue == 0 && pk_dpdk_port_claim(port) != 0) {
         set_err(err, errlen, "port %s is in use by another engine", pk_dpdk_port_name(port));
         return NULL;
     }
     pk_tcp_engine *e = aligned_alloc(64, (sizeof(*e) + 63) & ~(size_t)63);
     if (!e) {
-        pk_dpdk_port_release(port);
+        if (cfg->queue == 0)
+            pk_dpdk_port_release(port);
         set_err(err, errlen, "out of memory");
         return NULL;
     }
@@ -1644,7 +1693,8 @@ pk_tcp_engine *pk_tcp_create(pk_dpdk_port *port, const pk_tcp_cfg *cfg, char *er
             munmap(map, e->map_len);
         free(e->msg);
         free(e->psum);
-        pk_dpdk_port_release(port);
+        if (cfg->queue == 0)
+            pk_dpdk_port_release(port);
         free(e);
         set_err(err, errlen, "tcp: cannot allocate %llu sockets: %s", (unsigned long long)nsock, strerror(errno));
         return NULL;
@@ -1719,11 +1769,12 @@ void pk_tcp_destroy(pk_tcp_engine *e)
     if (e->started > 0)
         pk_tcp_join(e);
     for (uint32_t i = 0; i < e->ntx; i++)
-        rte_pktmbuf_free(e->tx[i]);
+        rte_pktmbuf_free(e->tx[(e->txh + i) & (TXQ - 1)]);
     if (e->socks)
         munmap(e->socks, e->map_len);
     free(e->msg);
     free(e->psum);
-    pk_dpdk_port_release(e->port);
+    if (e->cfg.queue == 0)
+        pk_dpdk_port_release(e->port);
     free(e);
 }

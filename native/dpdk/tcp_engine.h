@@ -62,6 +62,8 @@ typedef struct pk_tcp_cfg {
     int fast_close;
     int flood;                   /* CLIENT: SYNs only, no sockets (a SYN-ACK is answered with RST) */
     int cpu;
+    uint16_t queue;              /* this worker's rx/tx queue pair; queue 0 claims the port
+                                    and reads its NIC counters (several queues: one engine each) */
 } pk_tcp_cfg;
 
 typedef struct pk_tcp_engine pk_tcp_engine;

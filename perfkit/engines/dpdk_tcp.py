@@ -3,8 +3,10 @@
     perfkit.Run(DpdkHttpServer(port="ring:t:1", ...))   # engine "dpdk_tcp"
 
 The same process-wide EAL, mbuf pool and ports as the dpdk engine
-(perfkit.engines.dpdk: configure() its EalOptions); one worker thread per run,
-which owns the port while it runs (the port is closed when the run ends).
+(perfkit.engines.dpdk: configure() its EalOptions); one worker thread per queue
+(spec.queues), which own the port while they run (the port is closed when the run
+ends). Workers share nothing: each has its own socket table, counters and, on the
+client, its slice of the client port range and its share of cps and cc.
 """
 from __future__ import annotations
 
@@ -41,16 +43,45 @@ def config(spec) -> dict:
                      f"not {type(spec).__name__}")
 
 
+def _split(lo: int, n: int, parts: int, k: int) -> tuple[int, int]:
+    """(first, count) of slice k when lo .. lo + n - 1 is cut into parts near-equal slices."""
+    base, extra = divmod(n, parts)
+    return lo + k * base + min(k, extra), base + (1 if k < extra else 0)
+
+
+def workers(spec) -> list[dict]:
+    """One config per queue: the client's ports, cps and cc cut into spec.queues shares."""
+    cfg = config(spec)
+    q = spec.queues
+    if q == 1:
+        return [cfg]
+    out = []
+    for k in range(q):
+        w = dict(cfg)
+        if isinstance(spec, DpdkHttpClient):
+            lo, hi = spec.lport_range
+            first, n = _split(lo, hi - lo + 1, q, k)
+            w["lport_range"] = (first, first + n - 1)
+            w["cps"] = float(spec.cps) / q
+            if spec.cc:
+                w["cc"] = _split(0, int(spec.cc), q, k)[1]
+        out.append(w)
+    return out
+
+
 def build(spec):
     """Open the spec's port and make its TCP worker (not started); closing the
     handle closes the port."""
-    cfg = config(spec)
+    cfgs = workers(spec)
     dpdk.eal()
     from perfkit import _dpdk
-    port = _dpdk.Port(spec.port, netns=spec.netns, ip=spec.ip)
+    port = _dpdk.Port(spec.port, netns=spec.netns, ip=spec.ip, queues=spec.queues)
     try:
-        cfg["cpu"] = dpdk._cpu(0)
-        return _dpdk.TcpEngine(port, cfg, own_ports=True)
+        if port.queues != spec.queues:
+            raise ValueError(f"queues: port {spec.port} took {port.queues} queues, not {spec.queues}")
+        for k, w in enumerate(cfgs):
+            w["cpu"] = dpdk._cpu(k)
+        return _dpdk.TcpEngine(port, cfgs if spec.queues > 1 else cfgs[0], own_ports=True)
     except BaseException:
         port.close()
         raise

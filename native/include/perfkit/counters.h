@@ -84,7 +84,15 @@
     X(probe_rx,     SUM,   "pkt",  "latency probes received (with a sample)") \
     X(probe_lat_sum_ns, SUM, "ns", "probe latency sum")                       \
     X(probe_lat_min_ns, MIN, "ns", "probe latency minimum")                   \
-    X(probe_lat_max_ns, MAX, "ns", "probe latency maximum")
+    X(probe_lat_max_ns, MAX, "ns", "probe latency maximum")                   \
+    /* first-packet RTT (DPDK TCP): client SYN -> SYN-ACK, server SYN-ACK -> ACK; \
+     * first transmissions only (a retransmitted SYN's answer is ambiguous) */ \
+    X(rtt_count,    SUM,   "conn", "first-packet RTT samples")                \
+    X(rtt_sum_ns,   SUM,   "ns",   "first-packet RTT sum")                    \
+    X(rtt_max_ns,   MAX,   "ns",   "first-packet RTT maximum")                \
+    /* a polling worker's loop passes longer than a scheduler slice: it was not on \
+     * its CPU (DPDK TCP; kept out of cpu_busy_ns) */                          \
+    X(cpu_stall_ns, SUM,   "ns",   "worker time descheduled (loop passes over 1 ms)")
 
 enum pk_counter_kind { PK_SUM = 0, PK_GAUGE = 1, PK_MIN = 2, PK_MAX = 3 };
 

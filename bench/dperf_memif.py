@@ -1,0 +1,418 @@
+"""perfkit DPDK HTTP client <-> perfkit DPDK HTTP server over net_memif, one core each
+(issue 6's memif benches): the server in a child process (its own EAL), the client in
+this one; every run gets a fresh memif socket and server, and both sides' counters.
+
+    python3 -P bench/dperf_memif.py [--duration 4] [--cps-levels 50k,100k,...] [--out FILE]
+
+Rows:
+  cps        connections/s held clean: the highest offered level (searched upward,
+             stopping at the first that fails twice) whose run has zero socket and HTTP
+             errors on both sides, retransmissions < 0.01% of the packets sent and the
+             connections completed at the offered rate (within 5%); the figure is the
+             completed connections (2xx responses)/s over the steady seconds
+  keepalive  requests/s on `--ka-cc` keep-alive connections (next request 1 us after each
+             response), 1400-byte responses (headers + body = 1400 B: one segment)
+  cc 1K/16K  concurrent connections held (`--cc` target) and Gbit/s of response bytes
+             with 1 KiB and 16 KiB response bodies
+Also per run: first-packet RTT (SYN -> SYN-ACK, where the engine counts it), each side's
+busy share of its core (cycles in loop passes that moved a packet / all cycles).
+No peer tool here (dperf is not packaged): absolute numbers for this machine, with the
+load average beside them. The machine has 2 vCPUs: client and server get one each
+(--client-cpu, --server-cpu), shared with whatever else runs.
+PK_BENCH_GDB=1 runs each server under gdb -batch (a backtrace if its process crashes).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SERVER = r"""
+import json, sys
+a = json.loads(sys.argv[1])
+from perfkit.engines import dpdk, dpdk_tcp
+from perfkit.spec import DpdkHttpServer
+from perfkit.stats import COUNTER_NAMES, merge_counters
+dpdk.configure(worker_cpus=a["cpus"], mbufs=a["mbufs"], memory_mb=a["mem"])
+spec = DpdkHttpServer(port=a["port"], payload_size=a["payload"], keepalive=a["keepalive"],
+                      clients=tuple(tuple(c) for c in a["clients"]), duration=3600, **a.get("extra", {}))
+h = dpdk_tcp.build(spec)
+h.start()
+print("READY", flush=True)
+sys.stdin.readline()          # the client is done
+h.stop()
+h.join()
+snap = h.snapshot()
+print(json.dumps({"c": dict(zip(COUNTER_NAMES, merge_counters([list(c) for c, _ in snap]))),
+                  "workers": [dict(zip(COUNTER_NAMES, c)) for c, _ in snap], "err": h.error()}), flush=True)
+h.close()
+"""
+
+CLIENTS = (("198.18.0.10", 16),)   # 16 addresses x 64512 ports: room for 1M connections
+
+
+def si(s: str) -> float:
+    s = s.strip().lower()
+    mul = {"k": 1e3, "m": 1e6}.get(s[-1:], 1)
+    return float(s[:-1] if mul != 1 else s) * mul
+
+
+class Server:
+    def __init__(self, a, payload: int, keepalive: bool, extra=None):
+        self.sock = f"/tmp/pk-bench-memif-{os.getpid()}-{time.monotonic_ns()}.sock"
+        arg = {"port": f"net_memif0,role=server,socket={self.sock}{a.memif_args}", "payload": payload,
+               "keepalive": keepalive, "clients": CLIENTS, "cpus": [a.server_cpu], "mbufs": a.mbufs,
+               "mem": a.memory_mb, "extra": extra or {}}
+        pre = ["gdb", "-q", "-batch", "-ex", "run", "-ex", "thread apply all bt 8", "--args"] if os.environ.get("PK_BENCH_GDB") else []
+        self.p = subprocess.Popen(pre + [sys.executable, "-P", "-c", SERVER, json.dumps(arg)], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.p.stdout.readline()
+        while line and "READY" not in line and pre:   # gdb's own lines first
+            line = self.p.stdout.readline()
+        if "READY" not in line:
+            self.p.kill()
+            raise RuntimeError(f"server did not start: {line}{self.p.stderr.read()[-1000:]}")
+
+    def finish(self) -> dict:
+        try:
+            line = ""
+            try:
+                self.p.stdin.write("done\n")
+                self.p.stdin.flush()
+                line = self.p.stdout.readline()
+                while line and not line.startswith("{"):
+                    print("server:", line.rstrip())
+                    line = self.p.stdout.readline()
+            except OSError:
+                pass
+            if not line.strip():
+                self.p.wait(timeout=30)
+                raise RuntimeError(f"the server process ended with status {self.p.returncode}: "
+                                   f"{self.p.stderr.read()[-1500:]}")
+            out = json.loads(line)
+            self.p.wait(timeout=30)
+            return out
+        finally:
+            if self.p.poll() is None:
+                self.p.kill()
+                self.p.wait()
+            if os.path.exists(self.sock):
+                os.unlink(self.sock)
+
+
+def thread_sched(pid: int, comm: str):
+    """(on-CPU ns, run-queue wait ns) of pid's thread named comm, from schedstat; None if gone."""
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                if f.read().strip() != comm:
+                    continue
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                run, wait, _ = (int(x) for x in f.read().split())
+            return run, wait
+    except OSError:
+        pass
+    return None
+
+
+def thread_id(pid: int, comm: str) -> str | None:
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                if f.read().strip() == comm:
+                    return tid
+    except OSError:
+        pass
+    return None
+
+
+def perf_split(data: str) -> dict:
+    """Shares of a perf recording by DSO: the memif PMD, perfkit's engine, the kernel, the rest."""
+    out = subprocess.run(["perf", "report", "-i", data, "--stdio", "--sort", "dso"], capture_output=True,
+                         text=True).stdout
+    split = {"memif PMD": 0.0, "perfkit engine": 0.0, "kernel": 0.0, "other": 0.0}
+    for ln in out.splitlines():
+        parts = ln.split()
+        if len(parts) < 2 or not parts[0].endswith("%") or ln.startswith("#"):
+            continue
+        pct, dso = float(parts[0][:-1]), parts[1]
+        key = ("memif PMD" if "memif" in dso else "perfkit engine" if "_dpdk" in dso
+               else "kernel" if "kernel" in dso else "other")
+        split[key] += pct
+    return split
+
+
+def one_run(a, name: str, payload: int, keepalive_srv: bool, profile: bool = False, **client_kw) -> dict:
+    """One server process and one client run; both sides' totals and the client's rows."""
+    import perfkit
+    from perfkit.spec import DpdkHttpClient
+    srv = Server(a, payload, keepalive_srv)
+    try:
+        spec = DpdkHttpClient(port=f"net_memif1,role=client,socket={srv.sock}{a.memif_args}", clients=CLIENTS,
+                              ip="198.18.0.1", lport_range=(1024, 65535), duration=a.duration,
+                              launch_num=a.launch_num, **client_kw)
+        run = perfkit.Run(spec)
+        got = {}
+
+        def last_row(row):
+            # the client's final row comes before its port closes: the server stops first, so
+            # it never transmits into a memif peer that is leaving (the PMD can crash then)
+            if run.summary is not None and "s" not in got:
+                time.sleep(0.2)    # the server's last ACKs
+                try:
+                    got["s"] = srv.finish()
+                except RuntimeError as exc:
+                    got["err"] = exc
+        run.subscribe(last_row)
+        run.start()
+        # each worker's time on its CPU and waiting for it (the machine is shared), sampled
+        # while the workers live: (wall, (run, wait)) first and last
+        sch = {"c": [], "s": []}
+        perf = []
+        if profile:  # 2 s of both workers' cycles, from 1 s in
+            time.sleep(1.0)
+            for side, pid, comm in (("client", os.getpid(), "pk-tcp-cli"), ("server", srv.p.pid, "pk-tcp-srv")):
+                tid = thread_id(pid, comm)
+                if tid:
+                    f = f"/tmp/pk-bench-perf-{os.getpid()}-{side}.data"
+                    perf.append((side, f, subprocess.Popen(
+                        ["perf", "record", "-q", "-F", "2999", "-t", tid, "-o", f, "--", "sleep", "2"],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
+        while not run.wait(timeout=0.25):
+            now = time.monotonic()
+            for k, pid, comm in (("c", os.getpid(), "pk-tcp-cli"), ("s", srv.p.pid, "pk-tcp-srv")):
+                v = thread_sched(pid, comm)
+                if v:
+                    sch[k] = sch[k][:1] + [(now, v)]
+    finally:
+        if "s" not in got and "err" not in got:
+            got["s"] = srv.finish()
+    if "err" in got:
+        raise got["err"]
+    s = got["s"]
+    prof = {}
+    for side, f, p in perf:
+        p.wait(timeout=30)
+        prof[side] = perf_split(f)
+        os.unlink(f)
+    rows = run.rows
+    c = {k: rows[-1][k] for k in rows[-1] if not k.endswith("_per_s")}
+    steady = [r for r in rows[1:-1] if r["interval_s"] > 0.5] or rows[-1:]
+    sc = s["c"]
+    retrans = sum(x[k] for x in (c, sc) for k in ("retrans_syn", "retrans_fin", "retrans_ack", "retrans_push"))
+    sent = c["pkts_tx"] + sc["pkts_tx"]
+    out = {
+        "name": name, "c": c, "s": sc, "rows": rows, "err": run.error or s["err"],
+        "errors": c["sock_error"] + sc["sock_error"] + c["http_err"],
+        "retrans": retrans, "retrans_pct": 100.0 * retrans / sent if sent else 0.0,
+        "cps": statistics.mean(r["sock_open_per_s"] for r in steady),
+        "done_cps": statistics.mean(r["sock_close_per_s"] for r in steady),
+        "rps": statistics.mean(r["http_2xx_per_s"] for r in steady),
+        "gbps": statistics.mean(r["bytes_rx_per_s"] for r in steady) * 8 / 1e9,
+        "cc": statistics.mean(r["sock_current"] for r in steady),
+        "cpu_c": 100.0 * c["cpu_busy_ns"] / c["cpu_wall_ns"] if c["cpu_wall_ns"] else 0.0,
+        "cpu_s": 100.0 * sc["cpu_busy_ns"] / sc["cpu_wall_ns"] if sc["cpu_wall_ns"] else 0.0,
+        "stall_c": 100.0 * c["cpu_stall_ns"] / c["cpu_wall_ns"] if c["cpu_wall_ns"] else 0.0,
+        "stall_s": 100.0 * sc["cpu_stall_ns"] / sc["cpu_wall_ns"] if sc["cpu_wall_ns"] else 0.0,
+        # the engine's own work per connection (or request): busy time, stalls left out
+        "us_per_c": c["cpu_busy_ns"] / 1e3 / max(1, c["http_resp"]),
+        "us_per_s": sc["cpu_busy_ns"] / 1e3 / max(1, sc["http_get"] + sc["http_post"]),
+        "rtt_us": (c["rtt_sum_ns"] / c["rtt_count"] / 1e3) if c.get("rtt_count") else None,
+        "rtt_max_us": c["rtt_max_ns"] / 1e3 if c.get("rtt_count") else None,
+        "oncpu": {k: (100.0 * (v[-1][1][0] - v[0][1][0]) / ((v[-1][0] - v[0][0]) * 1e9),
+                       100.0 * (v[-1][1][1] - v[0][1][1]) / ((v[-1][0] - v[0][0]) * 1e9))
+                  if len(v) > 1 else (None, None) for k, v in sch.items()},
+        "perf": prof,
+        "resp_p50_us": run.summary.get("lat_p50_us"), "resp_p99_us": run.summary.get("lat_p99_us"),
+        "agree": (c["syn_tx"] == sc["syn_rx"] and c["http_req"] == sc["http_get"] + sc["http_post"]
+                  and c["sock_close"] + c["sock_error"] == c["sock_open"]),
+    }
+    out["clean"] = out["errors"] == 0 and out["retrans_pct"] < 0.01 and not out["err"]
+    if profile:
+        return out
+    print(f"{name}: cps {out['cps']:,.0f} req/s {out['rps']:,.0f} {out['gbps']:.2f} Gbit/s cc {out['cc']:,.0f} "
+          f"errors {out['errors']} retrans {out['retrans']} ({out['retrans_pct']:.4f}%) cpu c/s "
+          f"{out['cpu_c']:.0f}/{out['cpu_s']:.0f}% stall {out['stall_c']:.0f}/{out['stall_s']:.0f}% "
+          f"us/resp {out['us_per_c']:.2f}/{out['us_per_s']:.2f} on-cpu/runq c {out['oncpu']['c']} s {out['oncpu']['s']} rtt {out['rtt_us']} us agree {out['agree']} "
+          f"{'clean' if out['clean'] else 'NOT clean'} {out['err'] or ''}", flush=True)
+    return out
+
+
+def profiled(a, r, *args, **kw) -> None:
+    """The same run again under perf (perf's own cost would skew the measured one): its profile
+    goes with the measured run."""
+    if a.perf and r["name"].startswith(tuple(a.perf)):
+        try:
+            r["perf"] = one_run(a, r["name"] + " (perf)", *args, profile=True, **kw)["perf"]
+        except RuntimeError as exc:
+            print(f"{r['name']} (perf): {exc}", flush=True)
+
+
+FAILED = []   # runs that did not finish (a side's process died): named in the results
+
+
+def guarded(a, name, *args, **kw):
+    try:
+        return one_run(a, name, *args, **kw)
+    except RuntimeError as exc:
+        print(f"{name}: FAILED: {exc}", flush=True)
+        FAILED.append((name, str(exc).splitlines()[0] if str(exc) else "?"))
+        return None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--duration", type=float, default=4.0)
+    ap.add_argument("--cps-levels", default="20k,30k,50k,70k,100k,150k,200k,300k,500k,1m")
+    ap.add_argument("--ka-cc", type=int, default=4096)
+    ap.add_argument("--cc", default="20k", help="connections held in the 1 KiB run")
+    ap.add_argument("--cc16", default="1000", help="connections held in the 16 KiB run (12 segments each in flight)")
+    ap.add_argument("--cc-cps", default="100k", help="connection rate that builds the cc runs' connections")
+    ap.add_argument("--launch-num", type=int, default=64)
+    ap.add_argument("--client-cpu", type=int, default=0)
+    ap.add_argument("--server-cpu", type=int, default=1)
+    ap.add_argument("--mbufs", type=int, default=65535)
+    ap.add_argument("--memory-mb", type=int, default=512)
+    ap.add_argument("--memif-args", default=",rsize=14",
+                    help="extra memif vdev arguments on both sides (default: 16384-slot rings, which "
+                         "ride out a few ms of the peer being descheduled)")
+    ap.add_argument("--perf", nargs="*", default=["keepalive", "cps 20k"],
+                    help="runs (name prefixes) whose workers perf records for 2 s: cycles by DSO")
+    ap.add_argument("--only", nargs="*", default=["cps", "keepalive", "cc"])
+    ap.add_argument("--out", default=str(Path(__file__).with_name("RESULTS-dperf.md")),
+                    help="results file: this run's section goes on top, earlier ones stay below")
+    a = ap.parse_args()
+    from perfkit.engines import dpdk
+    dpdk.configure(worker_cpus=(a.client_cpu,), mbufs=a.mbufs, memory_mb=a.memory_mb)
+    dpdk.eal()
+    from perfkit.spec import DpdkHttpServer
+    t0 = time.monotonic()
+    load0 = os.getloadavg()
+    results = []
+    table = []
+    if "cps" in a.only:
+        best = None
+        for lvl in a.cps_levels.split(","):
+            for attempt in range(2):  # a level that fails gets one more try: the machine is shared
+                r = guarded(a, f"cps {lvl}" + (" (again)" if attempt else ""), 64, False, cps=si(lvl))
+                if r is None:
+                    continue
+                r["offered"] = si(lvl)
+                # held: clean, and the connections completed at the offered rate (within 5%)
+                r["clean"] = r["clean"] and r["rps"] >= 0.95 * r["offered"]
+                results.append(r)
+                profiled(a, r, 64, False, cps=si(lvl))
+                if r["clean"]:
+                    break
+            if r is None or not r["clean"]:
+                break
+            best = r
+        b = best
+        table.append(("connections/s held clean (64 B body, close after 1 request)",
+                      f"{b['rps']:,.0f} (offered {b['offered']:,.0f})" if b else "none clean",
+                      ">= 1,000,000", b))
+    if "keepalive" in a.only:
+        body = 1400 - len(DpdkHttpServer(payload_size=0, keepalive=True).response_bytes())
+        r = guarded(a, f"keepalive cc {a.ka_cc}", body, True, cps=si(a.cc_cps), cc=a.ka_cc, keepalive="1us")
+        if r is not None:
+            results.append(r)
+            profiled(a, r, body, True, cps=si(a.cc_cps), cc=a.ka_cc, keepalive="1us")
+        table.append((f"keep-alive requests/s, 1400 B responses, {a.ka_cc} connections",
+                      "failed" if r is None else f"{r['rps']:,.0f}" + ("" if r["clean"] else " (not clean)"),
+                      ">= 1,000,000", r))
+    if "cc" in a.only:
+        for size, label, cc in ((1024, "1 KiB", a.cc), (16384, "16 KiB", a.cc16)):
+            r = guarded(a, f"cc {cc} {label}", size, True, cps=si(a.cc_cps), cc=int(si(cc)), keepalive="1us")
+            if r is not None:
+                results.append(r)
+                profiled(a, r, size, True, cps=si(a.cc_cps), cc=int(si(cc)), keepalive="1us")
+            table.append((f"concurrent connections / Gbit/s, {label} bodies, cc {cc}",
+                          "failed" if r is None else f"{r['cc']:,.0f} / {r['gbps']:.2f} Gbit/s ({r['rps']:,.0f} req/s)"
+                          + ("" if r["clean"] else " (not clean)"), "-", r))
+    load1 = os.getloadavg()
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=Path(__file__).parent).stdout.strip()
+    except OSError:
+        commit = "?"
+    fmt = lambda v, f="{:.1f}": "-" if v is None else f.format(v)  # noqa: E731
+    pct = lambda r, k: fmt(r["oncpu"][k][0], "{:.0f}%")  # noqa: E731
+
+    def per_core(r):
+        """What one core each would carry: 1 s / the busier side's work per connection or request."""
+        us = max(r["us_per_c"], r["us_per_s"])
+        return f"{1e6 / us:,.0f}" if us > 0 else "-"
+
+    lines = [
+        "# perfkit DPDK client <-> perfkit DPDK server over net_memif, one core each (bench/dperf_memif.py)", "",
+        f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, commit {commit}",
+        f"- command: `python3 -P bench/dperf_memif.py {' '.join(sys.argv[1:])}`".rstrip(),
+        f"- kernel {platform.release()}, {os.cpu_count()} vCPUs: the client pinned to CPU {a.client_cpu}, the server "
+        f"to CPU {a.server_cpu}, both shared with the other sessions' work; load average at start "
+        f"{load0[0]:.2f}, at end {load1[0]:.2f}; took {time.monotonic() - t0:.0f} s",
+        f"- EAL --no-huge, {a.mbufs} mbufs per process, memif args `{a.memif_args}`; {a.duration:g} s per run; "
+        "rates are means over the steady seconds (the first and the last, partial, rows left out)",
+        "- on CPU: the worker thread's share of its CPU (schedstat run time / wall); the rest it waited "
+        "runnable for the CPU. stall: the engine's own count of loop passes over 1 ms (cpu_stall_ns). "
+        "work/resp: the engine's busy time (passes that moved packets, stalls left out) per response "
+        "(client) or request (server); per core = 1 s / the busier side's work/resp: what a dedicated "
+        "core each would carry at this cost, an estimate, not a measurement", "",
+        "| metric | this machine | issue 6 target | on CPU client / server | work/resp client / server | "
+        "per core (estimate) | first-packet RTT mean / max | errors, retransmits |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for label, val, target, r in table:
+        if r is None:
+            lines.append(f"| {label} | {val} | {target} | - | - | - | - | - |")
+            continue
+        lines.append(f"| {label} | {val} | {target} | {pct(r, 'c')} / {pct(r, 's')} | "
+                     f"{r['us_per_c']:.2f} / {r['us_per_s']:.2f} us | {per_core(r)} /s | "
+                     f"{fmt(r['rtt_us'])} / {fmt(r['rtt_max_us'])} us | {r['errors']}, {r['retrans']} |")
+    measured = [r for *_, r in table if r is not None]
+    if measured:
+        on = [v for r in measured for v in (r["oncpu"]["c"][0], r["oncpu"]["s"][0]) if v is not None]
+        lines += ["", f"Reading: every worker was on its CPU only {min(on, default=0):.0f}-{max(on, default=0):.0f}% "
+                  "of the time (the rest it waited, runnable, behind the other sessions' processes), so the "
+                  "measured rates are what that share of two vCPUs carries; a run stops being clean when one "
+                  "side is descheduled long enough for the other to overrun the memif ring and its 4096-frame "
+                  "transmit queue. The per-core column is the engine's own busy time per connection or request "
+                  "turned into a rate: busy time still includes preemptions under 1 ms (busy can exceed the "
+                  "on-CPU share), so it overstates the cost and the estimate errs low."]
+    lines += ["", "Every run:", "",
+              "| run | conn/s opened | req/s | Gbit/s rx | concurrent | errors | retransmits (%) | on CPU c / s "
+              "| stall c / s | work/resp c / s us | RTT mean us | response p50 / p99 us | counts agree | clean |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        lines.append(f"| {r['name']} | {r['cps']:,.0f} | {r['rps']:,.0f} | {r['gbps']:.2f} | {r['cc']:,.0f} | "
+                     f"{r['errors']} | {r['retrans']} ({r['retrans_pct']:.4f}) | {pct(r, 'c')} / {pct(r, 's')} | "
+                     f"{r['stall_c']:.0f}% / {r['stall_s']:.0f}% | {r['us_per_c']:.2f} / {r['us_per_s']:.2f} | "
+                     f"{fmt(r['rtt_us'])} | {fmt(r['resp_p50_us'])} / {fmt(r['resp_p99_us'])} | "
+                     f"{'yes' if r['agree'] else 'NO'} | {'yes' if r['clean'] else 'no'} |")
+    if FAILED:
+        lines += ["", "Runs that did not finish: " + "; ".join(f"{n}: {e}" for n, e in FAILED)]
+    prof_runs = [r for r in results if r["perf"]]
+    if prof_runs:
+        lines += ["", "Where the workers' cycles go (the same run repeated under perf record -t, 2 s from 1 s in; "
+                  "share of samples by DSO, idle polling included):", "", "| run | side | memif PMD | perfkit engine | kernel | other |",
+                  "|---|---|---|---|---|---|"]
+        for r in prof_runs:
+            for side, sp in r["perf"].items():
+                lines.append(f"| {r['name']} | {side} | {sp['memif PMD']:.0f}% | {sp['perfkit engine']:.0f}% | "
+                             f"{sp['kernel']:.0f}% | {sp['other']:.0f}% |")
+    text = "\n".join(lines) + "\n"
+    out = Path(a.out)
+    old = out.read_text() if out.exists() else ""
+    out.write_text(text + ("\n" + old if old else ""))
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
