@@ -8,9 +8,14 @@ cdef uint32_t _ip4_host(object addr) except? 0:
     return int(ipaddress.IPv4Address(addr))
 
 
+cdef void _ip6_put(uint8_t *out, object addr, int n=16):
+    packed = ipaddress.IPv6Address(addr).packed
+    memcpy(out, <const char *>packed, n)
+
+
 cdef class TcpEngine:
     """One TCP worker (an HTTP server or client) on one open Port, from a dict:
-    role (server | client), ip, server_ip, gateway_ip, gateway_mac, clients
+    role (server | client), ip, server_ip, gateway_ip (all IPv4 or all IPv6), gateway_mac, clients
     [(first, count)], listen, listen_num, lport_range, mss, tos, tcp_rst, rto (s),
     retries, burst, duration (s), msg (bytes: the response or the request),
     keepalive (server: bool), cps, cc, ka_interval (s), ka_requests, launch_num,
@@ -33,9 +38,16 @@ cdef class TcpEngine:
         role = c["role"]
         self.roles = ["dpdk_tcp_server" if role == "server" else "dpdk_tcp_client"]
         cfg.role = TCP_ROLES[role]
-        cfg.ip = _ip4(c["ip"])
-        cfg.server_ip = _ip4(c.get("server_ip", c["ip"]))
-        cfg.gateway_ip = _ip4(c.get("gateway_ip") or c.get("server_ip", c["ip"]))
+        v6 = ipaddress.ip_address(c["ip"]).version == 6
+        if v6:      # IPv6: every address is; a client address is its first 12 bytes + a low 32
+            cfg.ipv6 = 1
+            _ip6_put(cfg.ip6, c["ip"])
+            _ip6_put(cfg.server_ip6, c.get("server_ip", c["ip"]))
+            _ip6_put(cfg.gateway_ip6, c.get("gateway_ip") or c.get("server_ip", c["ip"]))
+        else:
+            cfg.ip = _ip4(c["ip"])
+            cfg.server_ip = _ip4(c.get("server_ip", c["ip"]))
+            cfg.gateway_ip = _ip4(c.get("gateway_ip") or c.get("server_ip", c["ip"]))
         mac = c.get("gateway_mac")
         if mac:
             raw = bytes(int(x, 16) for x in mac.split(":"))
@@ -45,7 +57,14 @@ cdef class TcpEngine:
         if not 0 < len(ranges) <= PK_TCP_MAX_RANGES:
             raise ValueError(f"clients: 1..{PK_TCP_MAX_RANGES} ranges")
         for i, (first, n) in enumerate(ranges):
-            cfg.client_first[i] = _ip4_host(first)
+            if v6:
+                a = ipaddress.IPv6Address(first)
+                if a.packed[:12] != ipaddress.IPv6Address(ranges[0][0]).packed[:12]:
+                    raise ValueError("clients: IPv6 ranges share their first 12 bytes")
+                _ip6_put(cfg.client6_hi, first, 12)
+                cfg.client_first[i] = int(a) & 0xffffffff
+            else:
+                cfg.client_first[i] = _ip4_host(first)
             cfg.client_num[i] = n
         cfg.nranges = len(ranges)
         cfg.listen = c.get("listen", 80)

@@ -47,7 +47,7 @@ def build(spec):
     cfg = config(spec)
     dpdk.eal()
     from perfkit import _dpdk
-    port = _dpdk.Port(spec.port, netns=spec.netns, ip=spec.ip)
+    port = _dpdk.Port(spec.port, netns=spec.netns, ip=spec.ip if ":" not in spec.ip else None)  # the TCP worker answers ND
     try:
         cfg["cpu"] = dpdk._cpu(0)
         return _dpdk.TcpEngine(port, cfg, own_ports=True)
