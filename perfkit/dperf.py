@@ -252,7 +252,9 @@ def _kw_port(c, a):
                          "give a vdev (net_af_packet0,iface=IF, net_memif0,...) or ring:NAME:0|1")
     ip, gw = _ip(a[1], "address"), _ip(a[2], "gateway")
     _family(c, ip, "address")
-    _family(c, gw, "gateway")
+    if (":" in ip) != (":" in gw):
+        raise ValueError(f"{gw} is IPv{6 if ':' in gw else 4} (gateway) but the address {ip} is "
+                         f"IPv{6 if ':' in ip else 4}: one family per run")
     if ip == gw:
         raise ValueError(f"the address and the gateway are both {ip}")
     mac = None
