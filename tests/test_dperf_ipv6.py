@@ -113,6 +113,17 @@ def test_keepalive_concurrency_over_ipv6(eal):
     no_leaks()
 
 
+def test_syn_flood_over_ipv6_keeps_no_sockets(eal):
+    c, s = run_pair(server("ring:u6f:1"), client("ring:u6f:0", cps=2000, duration=0.5, flood=True, launch_num=16))
+    n = c["syn_tx"]
+    assert 300 <= n <= 1020 and c["sock_open"] == 0 and c["http_req"] == 0
+    assert s["syn_rx"] == s["syn_tx"] == s["sock_open"] == n          # the server answers every SYN
+    assert c["syn_rx"] == c["rst_tx"] == s["rst_rx"] == n             # each SYN-ACK is reset (from the segment)
+    assert s["sock_current"] == 0 and s["sock_error"] == s["err_reset"] == n
+    assert c["bad_rx"] == s["bad_rx"] == 0
+    no_leaks()
+
+
 def test_client_reports_an_unanswered_neighbor_solicitation(eal):
     raw = _dpdk.Port("ring:u6d:1")
     cli = dpdk_tcp.build(client("ring:u6d:0", cps=10, duration=0.2))
