@@ -480,8 +480,8 @@ def test_fuzzed_ipv6_frames_never_crash_server_or_client(eal, seed):
     cli = dpdk_tcp.build(client("ring:u6z:0", cps=200, duration=1.0, gateway_mac=raw.mac, lport_range=(3000, 3003),
                                 retransmit_timeout="20ms", retries=1))
     try:
-        cli.start()
         frames = _fuzz6(rng, cli.port_list[0].mac, 5000, SRV, CLI, [3000, 3001, 3002, 3003], [80])
+        cli.start()                 # after building them: the client runs 1 s
         _push(raw, frames)
         wait_done(cli)
         c = counters(cli)
