@@ -15,7 +15,7 @@ cdef void _ip6_put(uint8_t *out, object addr, int n=16):
 
 cdef class TcpEngine:
     """One TCP worker (an HTTP server or client) on one open Port, from a dict:
-    role (server | client), ip, server_ip, gateway_ip (all IPv4 or all IPv6), gateway_mac, clients
+    role (server | client), ip, server_ip, gateway_ip, gateway_mac, clients
     [(first, count)], listen, listen_num, lport_range, mss, tos, tcp_rst, rto (s),
     retries, burst, duration (s), msg (bytes: the response or the request),
     keepalive (server: bool), cps, cc, ka_interval (s), ka_requests, launch_num,
@@ -39,7 +39,7 @@ cdef class TcpEngine:
         self.roles = ["dpdk_tcp_server" if role == "server" else "dpdk_tcp_client"]
         cfg.role = TCP_ROLES[role]
         v6 = ipaddress.ip_address(c["ip"]).version == 6
-        if v6:      # IPv6: every address is; a client address is its first 12 bytes + a low 32
+        if v6:      # ip IPv6: every address is; a client address is its first 12 bytes + a low 32
             cfg.ipv6 = 1
             _ip6_put(cfg.ip6, c["ip"])
             _ip6_put(cfg.server_ip6, c.get("server_ip", c["ip"]))
