@@ -148,3 +148,38 @@ def test_cps_run_against_nginx_on_ipv6_every_request_in_its_log(lab, tmp_path):
     assert all(ln[:3] == ["GET", "/v6", "200"] and ln[6] == which["ip"] for ln in log)
     assert c["lat_count"] == c["http_2xx"]
     no_leaks()
+
+
+def test_perfkit_dperf_ipv6_server_conf_in_the_lab(lab, tmp_path):
+    """`perfkit dperf -c server.conf --netns ...` with IPv6 addresses, curl -6 from h2."""
+    which = port_of(lab)
+    h1, h2 = lab.hosts
+    conf = tmp_path / "server6.conf"
+    conf.write_text(f"mode server\ncpu 0\nduration 6s\nport {which['port']} {which['ip']} {h2.ipv6}\n"
+                    f"client {h2.ipv6} 1\nserver {which['ip']} 1\nlisten 80 1\npayload_size 500\n")
+    p = subprocess.Popen([sys.executable, "-P", "-m", "perfkit", "dperf", "-c", str(conf), "--netns", h1.netns_path],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = f"http://[{which['ip']}]/"
+        deadline, up = time.monotonic() + 4, False
+        while not up and time.monotonic() < deadline and p.poll() is None:   # until the server answers
+            probe = lab.popen(h2, ["curl", "-6", "-s", "-o", "/dev/null", "--connect-timeout", "0.5", url])
+            up = probe.wait(timeout=10) == 0
+        assert up, "the perfkit dperf server did not answer"
+        n = 10
+        c = lab.popen(h2, ["curl", "-6", "-sS", "--max-time", "5", "-w", "%{http_code} %{size_download}\n",
+                           *[a for _ in range(n) for a in ("-o", "/dev/null", url)]],
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out, err = c.communicate(timeout=60)
+        assert c.returncode == 0 and out.splitlines() == ["200 500"] * n, err
+        stdout, stderr = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, stderr
+    block = stdout.split("Total Numbers:")[1].split("-----")[0]
+    tot = {k: int(v.replace(",", "")) for k, v in re.findall(r"(\w+)\s+([\d,]+)", block)}
+    print(f"perfkit dperf IPv6 server: httpGet {tot['httpGet']}, skOpen {tot['skOpen']}, skErr {tot['skErr']}")
+    assert tot["httpGet"] == tot["skOpen"] == tot["skClose"] == n + 1      # the probe that answered, then n
+    assert tot["skErr"] == tot["badRx"] == 0 and tot["icmpRx"] >= 1      # h2's Neighbor Solicitation
