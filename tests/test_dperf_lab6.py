@@ -150,6 +150,38 @@ def test_cps_run_against_nginx_on_ipv6_every_request_in_its_log(lab, tmp_path):
     no_leaks()
 
 
+def test_keepalive_concurrency_against_nginx_on_ipv6(lab, tmp_path):
+    if not shutil.which("nginx"):
+        pytest.skip("nginx is not installed")
+    which = port_of(lab)
+    h2 = lab.hosts[1]
+    cc = 40
+    with Nginx(tmp_path, host=f"[{h2.ipv6}]", netns=h2.netns) as ngx:
+        h = dpdk_tcp.build(DpdkHttpClient(**which, clients=((which["ip"], 1),), server=h2.ipv6, listen=ngx.port,
+                                          cps=400, cc=cc, keepalive="20ms", duration=2))
+        seen = []
+        try:
+            h.start()
+            while h.running():
+                seen.append(counters(h)["sock_current"])
+                time.sleep(0.05)
+            finish(h)
+            c = counters(h)
+            assert h.error() is None
+        finally:
+            h.close()
+        time.sleep(0.3)
+        ngx.stop()
+        log = ngx.log()
+    held = seen[len(seen) // 2: 3 * len(seen) // 4]
+    print(f"nginx IPv6 keep-alive: cc {max(seen)}, {c['http_req']} requests, http2XX {c['http_2xx']}, "
+          f"nginx log {len(log)}, sock_error {c['sock_error']}")
+    assert max(seen) == cc and held and set(held) == {cc}
+    assert c["sock_open"] == c["sock_close"] == cc and c["sock_error"] == 0
+    assert len(log) == c["http_2xx"] == c["http_req"] > cc * 10
+    no_leaks()
+
+
 def test_perfkit_dperf_ipv6_server_conf_in_the_lab(lab, tmp_path):
     """`perfkit dperf -c server.conf --netns ...` with IPv6 addresses, curl -6 from h2."""
     which = port_of(lab)
