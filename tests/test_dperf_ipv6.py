@@ -386,6 +386,28 @@ def test_client_resolves_its_gateway_by_neighbor_discovery(eal):
     no_leaks()
 
 
+def test_vlan_tag_and_traffic_class_on_ipv6_frames(eal):
+    srv = dpdk_tcp.build(server("ring:u6v:1", vlan=7, tos=0xb8))
+    raw = _dpdk.Port("ring:u6v:0")
+    try:
+        srv.start()
+        mac = srv.port_list[0].mac
+        seg = tcp6(40000, 80, 1, 0, SYN)
+        tagged = mac_bytes(mac) + mac_bytes(PEER_MAC) + struct.pack("!HHH", 0x8100, 7, 0x86DD) + seg
+        raw.send([frame(mac, seg), tagged])                     # untagged (not ours), then our VLAN
+        (f,) = pull(raw, 1)
+        assert f[12:16] == struct.pack("!HH", 0x8100, 7) and f[16:18] == b"\x86\xdd"
+        g = parse_tcp6(f[:12] + f[16:])
+        assert g["ok"] and g["tc"] == 0xb8 and g["flags"] == SYN | ACK and g["ack"] == 2
+        assert received(srv, 2)["other_rx"] == 1
+    finally:
+        srv.stop()
+        wait_done(srv)
+        srv.close()
+        raw.close()
+    no_leaks()
+
+
 def _malformed(mac):
     good = tcp6(40004, 80, 1, 0, SYN)
     echo = struct.pack("!HH", 1, 1) + b"x"
