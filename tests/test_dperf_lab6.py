@@ -118,6 +118,42 @@ def test_curl6_gets_valid_responses_from_the_perfkit_server(lab, size):
     no_leaks()
 
 
+@pytest.mark.parametrize("keepalive", [True, False])
+def test_wrk_over_ipv6_against_the_perfkit_server(lab, keepalive):
+    if not shutil.which("wrk"):
+        pytest.skip("wrk is not installed")
+    which = port_of(lab)
+    h2 = lab.hosts[1]
+    srv = server(lab, payload_size=100, keepalive=keepalive)
+    conns = 8
+    try:
+        srv.start()
+        args = ["wrk", "-t1", "-c", str(conns), "-d", "1s", f"http://[{which['ip']}]/"]
+        if not keepalive:
+            args += ["-H", "Connection: close"]
+        p = lab.popen(h2, args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out, err = p.communicate(timeout=60)
+        time.sleep(0.5)
+        srv.stop()
+        finish(srv)
+        c = counters(srv)
+    finally:
+        srv.close()
+    assert p.returncode == 0, err
+    done = int(re.search(r"(\d+) requests in", out).group(1))
+    print(f"wrk IPv6 keepalive={keepalive}: {done} requests, perfkit http_get {c['http_get']}, "
+          f"sock_open {c['sock_open']}, sock_error {c['sock_error']}")
+    assert "Non-2xx" not in out and "Socket errors" not in out, out
+    assert done > 100
+    assert done <= c["http_get"] <= done + conns   # a request in flight when wrk stops is not in its count
+    assert c["bad_rx"] == 0 and c["sock_current"] == 0
+    if keepalive:
+        assert c["sock_open"] <= conns + 1
+    else:
+        assert done <= c["sock_open"] <= done + 2 * conns + 1
+    no_leaks()
+
+
 def test_cps_run_against_nginx_on_ipv6_every_request_in_its_log(lab, tmp_path):
     if not shutil.which("nginx"):
         pytest.skip("nginx is not installed")
