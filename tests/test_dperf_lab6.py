@@ -214,7 +214,7 @@ def test_keepalive_concurrency_against_nginx_on_ipv6(lab, tmp_path):
           f"nginx log {len(log)}, sock_error {c['sock_error']}")
     assert max(seen) == cc and held and set(held) == {cc}
     assert c["sock_open"] == c["sock_close"] == cc and c["sock_error"] == 0
-    assert len(log) == c["http_2xx"] == c["http_req"] > cc * 10
+    assert len(log) == c["http_2xx"] == c["http_req"] > cc * 3          # connections reused
     no_leaks()
 
 
