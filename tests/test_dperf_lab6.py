@@ -218,6 +218,44 @@ def test_keepalive_concurrency_against_nginx_on_ipv6(lab, tmp_path):
     no_leaks()
 
 
+def test_loss_over_ipv6_is_retransmitted_and_every_connection_accounted(lab, tmp_path):
+    """5% loss both ways on the veth: retransmissions are counted, every connection
+    completes or is counted as an error, nothing hangs (ND included: lost solicitations
+    are sent again)."""
+    if not shutil.which("nginx"):
+        pytest.skip("nginx is not installed")
+    which = port_of(lab)
+    h2 = lab.hosts[1]
+    with Nginx(tmp_path, host=f"[{h2.ipv6}]", netns=h2.netns) as ngx:
+        lab.impair(loss="5%")
+        try:
+            h = dpdk_tcp.build(DpdkHttpClient(**which, clients=((which["ip"], 1),), server=h2.ipv6, listen=ngx.port,
+                                              cps=300, duration=2, retransmit_timeout="100ms", retries=8))
+            try:
+                t0 = time.monotonic()
+                h.start()
+                finish(h, timeout=30)
+                took = time.monotonic() - t0
+                c = counters(h)
+                assert h.error() is None
+            finally:
+                h.close()
+        finally:
+            lab.clear()
+        time.sleep(0.3)
+        ngx.stop()
+        log = len(ngx.log())
+    rt = c["retrans_syn"] + c["retrans_fin"] + c["retrans_push"]
+    print(f"IPv6 with 5% loss: {c['sock_open']} connections, http2XX {c['http_2xx']}, nginx log {log}, "
+          f"retransmits {rt}, sock_error {c['sock_error']}, {took:.1f} s")
+    assert rt > 0
+    assert c["sock_open"] == c["sock_close"] + c["sock_error"] and c["sock_current"] == 0
+    assert c["http_2xx"] >= 0.9 * c["sock_open"]
+    assert c["http_2xx"] <= log <= c["http_2xx"] + c["sock_error"]
+    assert took < 2 + 0.1 * 10 + 5
+    no_leaks()
+
+
 def test_perfkit_dperf_ipv6_server_conf_in_the_lab(lab, tmp_path):
     """`perfkit dperf -c server.conf --netns ...` with IPv6 addresses, curl -6 from h2."""
     which = port_of(lab)
