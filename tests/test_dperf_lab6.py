@@ -287,5 +287,8 @@ def test_perfkit_dperf_ipv6_server_conf_in_the_lab(lab, tmp_path):
     block = stdout.split("Total Numbers:")[1].split("-----")[0]
     tot = {k: int(v.replace(",", "")) for k, v in re.findall(r"(\w+)\s+([\d,]+)", block)}
     print(f"perfkit dperf IPv6 server: httpGet {tot['httpGet']}, skOpen {tot['skOpen']}, skErr {tot['skErr']}")
-    assert tot["httpGet"] == tot["skOpen"] == tot["skClose"] == n + 1      # the probe that answered, then n
-    assert tot["skErr"] == tot["badRx"] == 0 and tot["icmpRx"] >= 1      # h2's Neighbor Solicitation
+    # the probe that answered, then n; a probe's SYN that waited in the socket while the server
+    # started is answered once it runs, and h2's kernel (that probe gave up) resets it
+    assert tot["httpGet"] == tot["skClose"] == n + 1, (tot, stdout[-1500:])
+    assert tot["skOpen"] == tot["skClose"] + tot["skErr"] and tot["skErr"] == tot["rstRx"]
+    assert tot["badRx"] == 0 and tot["icmpRx"] >= 1                      # h2's Neighbor Solicitation
