@@ -12,7 +12,8 @@ is one DperfError (a ValueError) naming the file and line.
 
 Differences from dperf, on purpose: `port` takes a DPDK vdev string or a
 ring:NAME:0|1 pair end (perfkit runs EAL without PCI), and addresses must be lab
-addresses (198.18.0.0/15): perfkit sends only into namespaces it creates.
+addresses (198.18.0.0/15 or 2001:2::/48; one family per file): perfkit sends only
+into namespaces it creates.
 """
 from __future__ import annotations
 
@@ -190,14 +191,21 @@ def _interval(s: str) -> float:
     return int(m.group(1)) * {"us": 1e-6, "ms": 1e-3, "s": 1.0}[m.group(2)]
 
 
-def _ipv4(s: str, what: str) -> str:
+def _ip(s: str, what: str) -> str:
+    """An IPv4 or IPv6 address, as dperf's port, client and server lines take them."""
     try:
         ip = ipaddress.ip_address(s)
     except ValueError:
-        raise ValueError(f"{s!r} is not an IP address ({what})") from None
-    if ip.version == 6:
-        raise ValueError(f"{s}: IPv6 is not built yet ({what})")
+        raise ValueError(f"{s!r} is not an IP address ({what}, IPv4 or IPv6)") from None
     return str(ip)
+
+
+def _family(c, ip: str, what: str) -> None:
+    """Every address of a configuration has the family of the first one given."""
+    have = {a for p in c.ports for a in p[1:3]} | {a for a, _ in c.clients + c.servers}
+    if have and (":" in ip) != (":" in next(iter(have))):
+        raise ValueError(f"{ip} is IPv{6 if ':' in ip else 4} ({what}) but the configuration's addresses are "
+                         f"IPv{4 if ':' in ip else 6}: one family per run")
 
 
 _MAC = re.compile(r"[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}")
@@ -243,7 +251,11 @@ def _kw_port(c, a):
     if re.fullmatch(r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]", dev) or dev.startswith("bond"):
         raise ValueError(f"{dev}: PCI devices and bonds are not used by perfkit (EAL runs without PCI): "
                          "give a vdev (net_af_packet0,iface=IF, net_memif0,...) or ring:NAME:0|1")
-    ip, gw = _ipv4(a[1], "address"), _ipv4(a[2], "gateway")
+    ip, gw = _ip(a[1], "address"), _ip(a[2], "gateway")
+    _family(c, ip, "address")
+    if (":" in ip) != (":" in gw):
+        raise ValueError(f"{gw} is IPv{6 if ':' in gw else 4} (gateway) but the address {ip} is "
+                         f"IPv{6 if ':' in ip else 4}: one family per run")
     if ip == gw:
         raise ValueError(f"the address and the gateway are both {ip}")
     mac = None
@@ -256,17 +268,21 @@ def _kw_port(c, a):
 
 def _range(a):
     _nargs(a, 2, 2, "ADDRESS COUNT")
-    ip = _ipv4(a[0], "address")
+    ip = _ip(a[0], "address")
     n = _whole(a[1], "an address count", 1, 254)
     return ip, n
 
 
 def _kw_client(c, a):
-    c.clients.append(_range(a))
+    r = _range(a)
+    _family(c, r[0], "address")
+    c.clients.append(r)
 
 
 def _kw_server(c, a):
-    c.servers.append(_range(a))
+    r = _range(a)
+    _family(c, r[0], "address")
+    c.servers.append(r)
 
 
 def _kw_listen(c, a):

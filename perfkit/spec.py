@@ -325,6 +325,22 @@ def check_lab_ipv4(addr, field: str) -> str:
     return str(ip)
 
 
+def check_lab_ip(addr, field: str, version: int | None = None) -> str:
+    """An IPv4 address in 198.18.0.0/15 or an IPv6 one in 2001:2::/48 (the DPDK TCP
+    engine's); version: the family the other addresses have."""
+    try:
+        ip = ipaddress.ip_address(str(addr).strip())
+    except ValueError:
+        raise ValueError(f"{field}: {addr!r} is not an IPv4 or IPv6 address") from None
+    if ip not in LAB_NETS[ip.version == 6]:
+        raise ValueError(f"{field}: {ip} is not allowed: DPDK ports use lab addresses "
+                         "(198.18.0.0/15, 2001:2::/48)")
+    if version is not None and ip.version != version:
+        raise ValueError(f"{field}: {ip} is IPv{ip.version} but the port's address is IPv{version}: "
+                         "one family per run")
+    return str(ip)
+
+
 def _check_netns(value):
     if value is None:
         return None
@@ -885,8 +901,9 @@ TCP_MAX_CLIENT_RANGES = 8
 TCP_MAX_SEGMENTS = 1024        # a response goes out in at most this many segments
 
 
-def _client_ranges(value, field: str) -> tuple:
-    """((first_ip, count), ...): client address ranges, count 1..254, last byte only varies."""
+def _client_ranges(value, field: str, version: int = 4) -> tuple:
+    """((first_ip, count), ...): client address ranges, count 1..254, last byte only varies
+    (IPv6: ranges share their first 12 bytes)."""
     if isinstance(value, str):
         value = [value]
     out = []
@@ -898,10 +915,14 @@ def _client_ranges(value, field: str) -> tuple:
             ip, n = item
         except (TypeError, ValueError):
             raise ValueError(f"{field}: {item!r} is not (address, count) or 'ADDRESS+COUNT'") from None
-        ip = check_lab_ipv4(ip, field)
+        ip = check_lab_ip(ip, field, version)
         n = _int_in(n, field, 1, 254)
-        if int(ip.split(".")[3]) + n - 1 > 254:
-            raise ValueError(f"{field}: {ip} + {n} addresses passes .254 (only the last byte varies)")
+        last = int(ipaddress.ip_address(ip)) & 0xff
+        if version == 6 and out and ipaddress.ip_address(ip).packed[:12] != ipaddress.ip_address(out[0][0]).packed[:12]:
+            raise ValueError(f"{field}: IPv6 ranges {out[0][0]} and {ip} differ before their last 4 bytes")
+        if last + n - 1 > (254 if version == 4 else 255):
+            raise ValueError(f"{field}: {ip} + {n} addresses passes .254 (only the last byte varies)"
+                             if version == 4 else f"{field}: {ip} + {n} addresses pass ...ff (only the last byte varies)")
         out.append((ip, n))
     if not 1 <= len(out) <= TCP_MAX_CLIENT_RANGES:
         raise ValueError(f"{field}: between 1 and {TCP_MAX_CLIENT_RANGES} address ranges, not {len(out)}")
@@ -939,20 +960,37 @@ def _check_tcp_common(self, put) -> None:
     put("queues", _int_in(self.queues, "queues", 1, DPDK_MAX_QUEUES))
 
 
+IPV6_MAX_MSS = 1440    # a 1500-byte MTU less 40 (IPv6) and 20 (TCP)
+
+
+def _mss_family(self, put) -> None:
+    """IPv6 headers are 20 bytes longer: an mss above 1440 (the default 1460) becomes 1440."""
+    if self.ip_version == 6 and self.mss > IPV6_MAX_MSS:
+        put("mss", IPV6_MAX_MSS)
+
+
+class _IpVersion:
+    @property
+    def ip_version(self) -> int:
+        """4 or 6: the family of the port's address (and of every address of the run)."""
+        return 6 if ":" in self.ip else 4
+
+
 @dataclass(frozen=True)
-class DpdkHttpServer(_DpdkSpec):
+class DpdkHttpServer(_IpVersion, _DpdkSpec):
     """An HTTP server on a DPDK port with perfkit's own TCP (dperf's server):
     perfkit.Run(DpdkHttpServer(...), engine="dpdk_tcp").
 
     port, netns   the DPDK port (as DpdkFlows)
-    ip            the server's address (the port's own: ARP and ping answered for it)
+    ip            the server's address (the port's own: ARP and ping answered for it); IPv4 in
+                  198.18.0.0/15 or IPv6 in 2001:2::/48 (then ND and ping -6), every address the same family
     listen, listen_num  TCP ports listen .. listen + listen_num - 1
     clients       client address ranges served, ((first, count), ...) or "ADDR+COUNT";
                   sockets are an array indexed by (client address, client port, listen port)
     payload_size  body bytes of the one response, "200 OK" with Content-Length, to every request
     keepalive     False: FIN goes with the response (dperf's fast close); True: the client closes
-    mss           largest segment sent (the client's MSS option lowers it)
-    tos           IPv4 TOS of every packet
+    mss           largest segment sent (the client's MSS option lowers it); IPv6: at most 1440
+    tos           IPv4 TOS (IPv6 traffic class) of every packet
     vlan          802.1Q VLAN id of every frame (0: untagged); frames of other VLANs are not ours
     tcp_rst       answer segments for no connection (and SYNs to other ports) with RST
     retransmit_timeout, retries  stop-and-wait: resend after this, give up after retries
@@ -985,8 +1023,9 @@ class DpdkHttpServer(_DpdkSpec):
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
         _check_tcp_common(self, put)
-        put("ip", check_lab_ipv4(self.ip, "ip"))
-        put("clients", _client_ranges(self.clients, "clients"))
+        put("ip", check_lab_ip(self.ip, "ip"))
+        _mss_family(self, put)
+        put("clients", _client_ranges(self.clients, "clients", self.ip_version))
         if any(ip == self.ip for ip, _ in self.clients):
             raise ValueError(f"clients: {self.ip} is the server's own address")
         put("keepalive", _bool(self.keepalive, "keepalive"))
@@ -1013,13 +1052,13 @@ DPERF_HTTP_METHODS = ("GET", "POST")   # the DPDK client sends these two (dperf'
 
 
 @dataclass(frozen=True)
-class DpdkHttpClient(_DpdkSpec):
+class DpdkHttpClient(_IpVersion, _DpdkSpec):
     """HTTP client load on a DPDK port with perfkit's own TCP (dperf's client):
     perfkit.Run(DpdkHttpClient(...), engine="dpdk_tcp").
 
     port, netns   the DPDK port
-    ip            the port's own address (ARP and ping answered for it)
-    gateway       the next hop whose MAC frames go to (ARP); default: the server
+    ip            the port's own address (ARP and ping answered for it); IPv4 or IPv6 (as the server)
+    gateway       the next hop whose MAC frames go to (ARP; IPv6: Neighbor Discovery); default: the server
     gateway_mac   skip ARP and use this MAC
     clients       source address ranges ((first, count), ...); one range here
     lport_range   (first, last) client TCP ports
@@ -1076,14 +1115,15 @@ class DpdkHttpClient(_DpdkSpec):
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
         _check_tcp_common(self, put)
-        put("ip", check_lab_ipv4(self.ip, "ip"))
-        put("server", check_lab_ipv4(self.server, "server"))
-        put("gateway", check_lab_ipv4(self.gateway or self.server, "gateway"))
+        put("ip", check_lab_ip(self.ip, "ip"))
+        _mss_family(self, put)
+        put("server", check_lab_ip(self.server, "server", self.ip_version))
+        put("gateway", check_lab_ip(self.gateway or self.server, "gateway", self.ip_version))
         if self.gateway_mac is not None:
             if not _MAC.fullmatch(str(self.gateway_mac)):
                 raise ValueError(f"gateway_mac: {self.gateway_mac!r} is not a MAC address (aa:bb:cc:dd:ee:ff)")
             put("gateway_mac", str(self.gateway_mac).lower())
-        put("clients", _client_ranges(self.clients, "clients"))
+        put("clients", _client_ranges(self.clients, "clients", self.ip_version))
         if len(self.clients) != 1:
             raise ValueError("clients: the client takes one address range")
         if any(ip == self.server for ip, _ in self.clients) or self.ip == self.server:

@@ -139,7 +139,9 @@ def test_server_keepalive_and_payload():
     ("cpu 3-1", r"t.conf:6: cpu: '3-1': 3 is above 1"),
     ("cpu 0 0", r"t.conf:6: cpu: a CPU is listed twice"),
     ("client 198.18.0.300 1", r"t.conf:6: client: '198.18.0.300' is not an IP address"),
-    ("client 2001:2::1 1", r"t.conf:6: client: 2001:2::1: IPv6 is not built yet"),
+    ("client 2001:2::1 1", r"t.conf:6: client: 2001:2::1 is IPv6 \(address\) but the configuration's addresses "
+                           r"are IPv4: one family per run"),
+    ("client 2001:2::g 1", r"t.conf:6: client: '2001:2::g' is not an IP address \(address, IPv4 or IPv6\)"),
     ("tcp_rst 2", r"t.conf:6: tcp_rst: '2' is not 0 or 1"),
 ])
 def test_malformed_or_unsupported_lines_name_the_line(line, match):

@@ -595,9 +595,9 @@ def test_fuzzed_segments_never_crash_server_or_client(eal, seed):
     cli = dpdk_tcp.build(DpdkHttpClient(port="ring:tz:0", cps=200, duration=1.0, gateway_mac=raw.mac,
                                         lport_range=(3000, 3003), retransmit_timeout="20ms", retries=1))
     try:
-        cli.start()
         mac = cli.port_list[0].mac
         frames = _fuzz_frames(rng, mac, 6000, SRV, CLI, [3000, 3001, 3002, 3003], [80])
+        cli.start()                 # after building them: the client runs 1 s (a loaded machine builds slowly)
         _push(raw, frames)
         wait_done(cli)
         c = counters(cli)

@@ -19,6 +19,11 @@ cdef extern from "tcp_engine.h":
         uint32_t client_first[8]
         uint32_t client_num[8]
         int nranges
+        int ipv6
+        uint8_t ip6[16]
+        uint8_t server_ip6[16]
+        uint8_t gateway_ip6[16]
+        uint8_t client6_hi[12]
         uint16_t listen, listen_num
         uint16_t lport_lo, lport_hi
         uint16_t mss

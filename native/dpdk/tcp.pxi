@@ -8,6 +8,11 @@ cdef uint32_t _ip4_host(object addr) except? 0:
     return int(ipaddress.IPv4Address(addr))
 
 
+cdef void _ip6_put(uint8_t *out, object addr, int n=16):
+    packed = ipaddress.IPv6Address(addr).packed
+    memcpy(out, <const char *>packed, n)
+
+
 cdef class TcpEngine:
     """TCP workers (an HTTP server or client) on one open Port, from a dict:
     role (server | client), ip, server_ip, gateway_ip, gateway_mac, clients
@@ -49,9 +54,16 @@ cdef class TcpEngine:
         role = c["role"]
         cfg.role = TCP_ROLES[role]
         cfg.queue = q
-        cfg.ip = _ip4(c["ip"])
-        cfg.server_ip = _ip4(c.get("server_ip", c["ip"]))
-        cfg.gateway_ip = _ip4(c.get("gateway_ip") or c.get("server_ip", c["ip"]))
+        v6 = ipaddress.ip_address(c["ip"]).version == 6
+        if v6:      # ip IPv6: every address is; a client address is its first 12 bytes + a low 32
+            cfg.ipv6 = 1
+            _ip6_put(cfg.ip6, c["ip"])
+            _ip6_put(cfg.server_ip6, c.get("server_ip", c["ip"]))
+            _ip6_put(cfg.gateway_ip6, c.get("gateway_ip") or c.get("server_ip", c["ip"]))
+        else:
+            cfg.ip = _ip4(c["ip"])
+            cfg.server_ip = _ip4(c.get("server_ip", c["ip"]))
+            cfg.gateway_ip = _ip4(c.get("gateway_ip") or c.get("server_ip", c["ip"]))
         mac = c.get("gateway_mac")
         if mac:
             raw = bytes(int(x, 16) for x in mac.split(":"))
@@ -61,7 +73,14 @@ cdef class TcpEngine:
         if not 0 < len(ranges) <= PK_TCP_MAX_RANGES:
             raise ValueError(f"clients: 1..{PK_TCP_MAX_RANGES} ranges")
         for i, (first, n) in enumerate(ranges):
-            cfg.client_first[i] = _ip4_host(first)
+            if v6:
+                a = ipaddress.IPv6Address(first)
+                if a.packed[:12] != ipaddress.IPv6Address(ranges[0][0]).packed[:12]:
+                    raise ValueError("clients: IPv6 ranges share their first 12 bytes")
+                _ip6_put(cfg.client6_hi, first, 12)
+                cfg.client_first[i] = int(a) & 0xffffffff
+            else:
+                cfg.client_first[i] = _ip4_host(first)
             cfg.client_num[i] = n
         cfg.nranges = len(ranges)
         cfg.listen = c.get("listen", 80)

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "tcp_engine.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -24,6 +25,7 @@
 
 #define ETH_LEN 14
 #define IP_LEN 20
+#define IP6_LEN 40
 #define TCP_LEN 20
 #define FCS_LEN 4
 #define TXQ 4096                    /* frames held while the peer's ring is full (it may be descheduled); a power of 2 */
@@ -33,6 +35,7 @@
 #define MAX_HDR_BYTES 8192          /* request/response headers longer than this are malformed */
 #define NIC_EVERY_NS 100000000ull
 #define RCV_WINDOW 65535
+#define MSS_DEFAULT(e) ((e)->cfg.ipv6 ? 1220u : 536u)   /* a peer's MSS without the option (RFC 9293, 8200) */
 
 enum { TH_FIN = 0x01, TH_SYN = 0x02, TH_RST = 0x04, TH_PSH = 0x08, TH_ACK = 0x10 };
 enum { S_CLOSED = 0, S_SYN_SENT, S_SYN_RCVD, S_ESTAB };
@@ -95,6 +98,8 @@ struct pk_tcp_engine {
     uint8_t peer_mac[6];
     int peer_mac_ok;
     uint32_t l2;                    /* Ethernet header bytes: 14, or 18 with an 802.1Q tag */
+    uint8_t ip6_tmpl[IP6_LEN];      /* IPv6 header template: this role's addresses, the client's last 4 bytes 0 */
+    uint64_t ph6_sum;               /* its addresses summed (pseudo header): a segment adds the client's last 4 */
     struct rte_mbuf *tx[TXQ];
     uint32_t txlen[TXQ];
     uint32_t txh, ntx;              /* a circular queue: first frame, frames queued */
@@ -329,11 +334,95 @@ static inline uint32_t put_l2(const pk_tcp_engine *e, uint8_t *d, const uint8_t 
     return ETH_LEN;
 }
 
+/* The TCP header at th (the MSS option on SYNs), payload msg[off, off + len) and the
+ * checksum: addr_sum is the pseudo header's addresses summed (IPv4 or IPv6; the rest of
+ * either pseudo header sums the same: protocol 6 and the TCP length). */
+static void put_tcp(const pk_tcp_engine *e, uint8_t *th, uint64_t addr_sum, uint16_t lport, uint16_t rport,
+                    uint32_t seq, uint32_t ack, uint8_t flags, uint32_t opt, uint32_t off, uint32_t len)
+{
+    uint32_t tcplen = TCP_LEN + opt + len;
+    wr16(th, lport);
+    wr16(th + 2, rport);
+    wr32(th + 4, seq);
+    wr32(th + 8, ack);
+    th[12] = (uint8_t)(((TCP_LEN + opt) / 4) << 4);
+    th[13] = flags;
+    wr16(th + 14, RCV_WINDOW);
+    th[16] = th[17] = th[18] = th[19] = 0;
+    if (opt) {
+        th[20] = 2;
+        th[21] = 4;
+        wr16(th + 22, e->cfg.mss);
+    }
+    if (len)
+        memcpy(th + TCP_LEN + opt, e->msg + off, len);
+    /* pseudo header + header + the payload's precomputed sum */
+    uint8_t ph[4] = { 0, 6, (uint8_t)(tcplen >> 8), (uint8_t)tcplen };
+    uint64_t s = addr_sum + sum16(ph, 4, 0) + sum16(th, TCP_LEN + opt, 0);
+    if (len)
+        s += msg_sum(e, off, off + len);
+    uint16_t ck = (uint16_t)~fold(s);
+    memcpy(th + 16, &ck, 2);
+}
+
+/* Queue a built segment; count its flags when the queue took it. */
+static void tx_seg_put(pk_tcp_engine *e, struct rte_mbuf *m, uint8_t flags)
+{
+    if (!tx_put(e, m))
+        return;
+    if (flags & TH_SYN)
+        cnt(e, PK_syn_tx);
+    if (flags & TH_FIN)
+        cnt(e, PK_fin_tx);
+    if (flags & TH_RST)
+        cnt(e, PK_rst_tx);
+}
+
+/* An IPv6 segment: from la to ra (16 bytes each), or with la NULL between this role's
+ * addresses from the template, the client's last 4 bytes being client_low (host order). */
+static void tx_seg6(pk_tcp_engine *e, const uint8_t *la, const uint8_t *ra, uint32_t client_low, uint16_t lport,
+                    uint16_t rport, uint32_t seq, uint32_t ack, uint8_t flags, uint32_t off, uint32_t len)
+{
+    struct rte_mbuf *m = rte_pktmbuf_alloc(e->pool);
+    if (!m) {
+        cnt(e, PK_drop_tx);
+        return;
+    }
+    uint32_t opt = (flags & TH_SYN) ? 4 : 0;
+    uint32_t tcplen = TCP_LEN + opt + len;
+    uint8_t *d = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)(e->l2 + IP6_LEN + tcplen));
+    if (!d) {
+        rte_pktmbuf_free(m);
+        cnt(e, PK_drop_tx);
+        return;
+    }
+    uint8_t *ip = d + put_l2(e, d, dst_mac(e), 0x86DD);
+    memcpy(ip, e->ip6_tmpl, IP6_LEN);
+    wr16(ip + 4, (uint16_t)tcplen);
+    uint64_t as;
+    if (la) {
+        memcpy(ip + 8, la, 16);
+        memcpy(ip + 24, ra, 16);
+        as = sum16(ip + 8, 32, 0);
+    } else {
+        uint8_t *c = ip + (e->cfg.role == PK_TCP_SERVER ? 36 : 20);
+        wr32(c, client_low);
+        as = e->ph6_sum + sum16(c, 4, 0);
+    }
+    put_tcp(e, ip + IP6_LEN, as, lport, rport, seq, ack, flags, opt, off, len);
+    tx_seg_put(e, m, flags);
+}
+
 /* One TCP segment from the template: Ethernet, IPv4 (TOS, DF), TCP with the
- * MSS option on SYNs; payload msg[off, off + len). */
+ * MSS option on SYNs; payload msg[off, off + len). lip, rip: host order; over IPv6
+ * the client's address is the one of them this role's client is (see tx_seg6). */
 static void tx_seg(pk_tcp_engine *e, uint32_t lip, uint32_t rip, uint16_t lport, uint16_t rport,
                    uint32_t seq, uint32_t ack, uint8_t flags, uint32_t off, uint32_t len)
 {
+    if (e->cfg.ipv6) {
+        tx_seg6(e, NULL, NULL, e->cfg.role == PK_TCP_SERVER ? rip : lip, lport, rport, seq, ack, flags, off, len);
+        return;
+    }
     struct rte_mbuf *m = rte_pktmbuf_alloc(e->pool);
     if (!m) {
         cnt(e, PK_drop_tx);
@@ -360,41 +449,8 @@ static void tx_seg(pk_tcp_engine *e, uint32_t lip, uint32_t rip, uint16_t lport,
     wr32(ip + 16, rip);
     uint16_t ipck = (uint16_t)~fold(sum16(ip, IP_LEN, 0));
     memcpy(ip + 10, &ipck, 2);
-    uint8_t *th = ip + IP_LEN;
-    wr16(th, lport);
-    wr16(th + 2, rport);
-    wr32(th + 4, seq);
-    wr32(th + 8, ack);
-    th[12] = (uint8_t)(((TCP_LEN + opt) / 4) << 4);
-    th[13] = flags;
-    wr16(th + 14, RCV_WINDOW);
-    th[16] = th[17] = th[18] = th[19] = 0;
-    if (opt) {
-        th[20] = 2;
-        th[21] = 4;
-        wr16(th + 22, e->cfg.mss);
-    }
-    if (len)
-        memcpy(th + TCP_LEN + opt, e->msg + off, len);
-    /* pseudo header + header + the payload's precomputed sum */
-    uint8_t ph[12];
-    memcpy(ph, ip + 12, 8);
-    ph[8] = 0;
-    ph[9] = 6;
-    wr16(ph + 10, (uint16_t)tcplen);
-    uint64_t s = sum16(ph, 12, 0) + sum16(th, TCP_LEN + opt, 0);
-    if (len)
-        s += msg_sum(e, off, off + len);
-    uint16_t ck = (uint16_t)~fold(s);
-    memcpy(th + 16, &ck, 2);
-    if (!tx_put(e, m))
-        return;
-    if (flags & TH_SYN)
-        cnt(e, PK_syn_tx);
-    if (flags & TH_FIN)
-        cnt(e, PK_fin_tx);
-    if (flags & TH_RST)
-        cnt(e, PK_rst_tx);
+    put_tcp(e, ip + IP_LEN, sum16(ip + 12, 8, 0), lport, rport, seq, ack, flags, opt, off, len);
+    tx_seg_put(e, m, flags);
 }
 
 /* A segment of socket idx. */
@@ -839,7 +895,17 @@ typedef struct seg {
     const uint8_t *data;
     uint32_t len;
     const uint8_t *smac;
+    const uint8_t *sa, *da;         /* the addresses in the packet (IPv6: sip, dip are their last 4 bytes) */
 } seg;
+
+/* A segment answering g, from its destination to its source. */
+static void tx_reply(pk_tcp_engine *e, const seg *g, uint32_t seq, uint32_t ack, uint8_t flags)
+{
+    if (e->cfg.ipv6)
+        tx_seg6(e, g->da, g->sa, 0, g->dport, g->sport, seq, ack, flags, 0, 0);
+    else
+        tx_seg(e, g->dip, g->sip, g->dport, g->sport, seq, ack, flags, 0, 0);
+}
 
 /* A segment for no socket: RST (tcp_rst), or an ACK for a FIN (no TIME_WAIT: the
  * peer's FIN retransmitted after we closed). */
@@ -849,15 +915,15 @@ static void reply_nosock(pk_tcp_engine *e, const seg *g)
         return;
     uint32_t end = g->seq + g->len + ((g->flags & TH_SYN) ? 1 : 0) + ((g->flags & TH_FIN) ? 1 : 0);
     if ((g->flags & TH_FIN) && !(g->flags & TH_SYN) && (g->flags & TH_ACK)) {
-        tx_seg(e, g->dip, g->sip, g->dport, g->sport, g->ack, end, TH_ACK, 0, 0);
+        tx_reply(e, g, g->ack, end, TH_ACK);
         return;
     }
     if (!e->cfg.tcp_rst)
         return;
     if (g->flags & TH_ACK)
-        tx_seg(e, g->dip, g->sip, g->dport, g->sport, g->ack, 0, TH_RST, 0, 0);
+        tx_reply(e, g, g->ack, 0, TH_RST);
     else
-        tx_seg(e, g->dip, g->sip, g->dport, g->sport, 0, end, TH_RST | TH_ACK, 0, 0);
+        tx_reply(e, g, 0, end, TH_RST | TH_ACK);
 }
 
 static void open_server(pk_tcp_engine *e, uint32_t idx, const seg *g, uint64_t now)
@@ -871,7 +937,7 @@ static void open_server(pk_tcp_engine *e, uint32_t idx, const seg *g, uint64_t n
     s->win = g->win;
     s->mss = g->mss && g->mss < e->cfg.mss ? g->mss : e->cfg.mss;
     if (!g->mss)
-        s->mss = 536 < e->cfg.mss ? 536 : e->cfg.mss;
+        s->mss = MSS_DEFAULT(e) < e->cfg.mss ? MSS_DEFAULT(e) : e->cfg.mss;
     e->current++;
     cnt(e, PK_sock_open);
     pk_set(&e->c, PK_sock_current, e->current);
@@ -907,6 +973,15 @@ static int take_ack(pk_tcp_engine *e, tsock *s, uint32_t ack)
     return 0;
 }
 
+/* IPv6: the server's address is the one expected and the client's has the clients'
+ * first 12 bytes (its last 4 then go through ip_slot as an IPv4 address does). */
+static int ours6(const pk_tcp_engine *e, const seg *g, int server)
+{
+    const uint8_t *srv = server ? g->da : g->sa, *cli = server ? g->sa : g->da;
+    return memcmp(srv, server ? e->cfg.ip6 : e->cfg.server_ip6, 16) == 0 &&
+           memcmp(cli, e->cfg.client6_hi, 12) == 0;
+}
+
 static void handle_tcp(pk_tcp_engine *e, const seg *g, uint64_t now)
 {
     uint32_t slot, idx;
@@ -914,8 +989,9 @@ static void handle_tcp(pk_tcp_engine *e, const seg *g, uint64_t now)
     uint32_t cip = server ? g->sip : g->dip;
     uint16_t cport = server ? g->sport : g->dport, sport = server ? g->dport : g->sport;
     uint32_t li = (uint32_t)(uint16_t)(sport - e->cfg.listen);
-    int ours = (server ? g->dip : g->sip) == (server ? rte_be_to_cpu_32(e->cfg.ip)
-                                                      : rte_be_to_cpu_32(e->cfg.server_ip));
+    int ours = e->cfg.ipv6 ? ours6(e, g, server)
+                           : (server ? g->dip : g->sip) == (server ? rte_be_to_cpu_32(e->cfg.ip)
+                                                                   : rte_be_to_cpu_32(e->cfg.server_ip));
     if (!ours || li >= e->cfg.listen_num || ip_slot(e, cip, &slot) != 0 ||
         (!server && (uint32_t)(uint16_t)(cport - e->cfg.lport_lo) >= e->nports_c)) {
         cnt(e, PK_tcp_drop);
@@ -996,7 +1072,7 @@ static void handle_tcp(pk_tcp_engine *e, const seg *g, uint64_t now)
             s->rcv_nxt = g->seq + 1;
             s->win = g->win;
             s->snd_base = s->iss + 1;
-            s->mss = g->mss && g->mss < e->cfg.mss ? g->mss : (g->mss ? e->cfg.mss : 536);
+            s->mss = g->mss && g->mss < e->cfg.mss ? g->mss : (g->mss ? e->cfg.mss : MSS_DEFAULT(e) < e->cfg.mss ? MSS_DEFAULT(e) : e->cfg.mss);
             client_request(e, idx, now);   /* the request carries the handshake's ACK */
         } else if (g->seq + 1 == s->rcv_nxt) {
             sock_tx(e, idx, snd_next(s), TH_ACK, 0, 0);
@@ -1132,6 +1208,8 @@ static void handle_tcp(pk_tcp_engine *e, const seg *g, uint64_t now)
 
 static int my_addr(const pk_tcp_engine *e, uint32_t ip_net)
 {
+    if (e->cfg.ipv6)
+        return 0;                   /* an IPv6 engine has no IPv4 address */
     if (ip_net == e->cfg.ip)
         return 1;
     uint32_t slot;
@@ -1198,6 +1276,200 @@ static void send_arp_request(pk_tcp_engine *e)
     tx_put(e, m);
 }
 
+
+/* ------------------------------------------------------------ IPv6: ND, ICMPv6, TCP */
+
+static void tcp_in(pk_tcp_engine *e, seg *gp, const uint8_t *d, const uint8_t *l4, uint32_t doff,
+                   uint32_t l4len, uint64_t now);
+
+static int my_addr6(const pk_tcp_engine *e, const uint8_t *a)
+{
+    if (memcmp(a, e->cfg.ip6, 16) == 0)
+        return 1;
+    uint32_t slot;
+    return e->cfg.role == PK_TCP_CLIENT && memcmp(a, e->cfg.client6_hi, 12) == 0 &&
+           ip_slot(e, rd32(a + 12), &slot) == 0;
+}
+
+/* The IPv6 pseudo header's upper-layer length and next header, summed (RFC 8200 8.1). */
+static inline uint64_t ph6_tail(uint32_t len, uint8_t nh)
+{
+    uint8_t b[8] = { (uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8), (uint8_t)len, 0, 0, 0, nh };
+    return sum16(b, 8, 0);
+}
+
+/* An ICMPv6 message (its checksum filled in here) from src to dst with hop limit 255,
+ * as Neighbor Discovery requires. */
+static void tx_icmp6(pk_tcp_engine *e, const uint8_t *dmac, const uint8_t *src, const uint8_t *dst,
+                     const uint8_t *body, uint32_t blen)
+{
+    struct rte_mbuf *m = rte_pktmbuf_alloc(e->pool);
+    if (!m) {
+        cnt(e, PK_drop_tx);
+        return;
+    }
+    uint8_t *d = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)(e->l2 + IP6_LEN + blen));
+    if (!d) {
+        rte_pktmbuf_free(m);
+        cnt(e, PK_drop_tx);
+        return;
+    }
+    uint8_t *ip = d + put_l2(e, d, dmac, 0x86DD);
+    memset(ip, 0, 4);
+    ip[0] = 0x60;
+    wr16(ip + 4, (uint16_t)blen);
+    ip[6] = 58;
+    ip[7] = 255;
+    memcpy(ip + 8, src, 16);
+    memcpy(ip + 24, dst, 16);
+    uint8_t *ic = ip + IP6_LEN;
+    memcpy(ic, body, blen);
+    ic[2] = ic[3] = 0;
+    uint16_t ck = (uint16_t)~fold(sum16(ic, blen, sum16(ip + 8, 32, ph6_tail(blen, 58))));
+    memcpy(ic + 2, &ck, 2);
+    tx_put(e, m);
+}
+
+/* CLIENT: a Neighbor Solicitation for the gateway, to its solicited-node group. */
+static void send_ns(pk_tcp_engine *e)
+{
+    const uint8_t *t = e->cfg.gateway_ip6;
+    uint8_t dst[16] = { 0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01, 0xff, t[13], t[14], t[15] };
+    uint8_t mac[6] = { 0x33, 0x33, 0xff, t[13], t[14], t[15] };
+    uint8_t b[32] = { 135, 0 };
+    memcpy(b + 8, t, 16);
+    b[24] = 1;                      /* source link-layer address */
+    b[25] = 1;
+    memcpy(b + 26, e->mac, 6);
+    tx_icmp6(e, mac, e->cfg.ip6, dst, b, 32);
+}
+
+/* ICMPv6: echo requests to our addresses are answered in place (returns 1); Neighbor
+ * Solicitations for them get an Advertisement; the gateway's Advertisement gives the
+ * client its MAC. Every message is checked: checksum, lengths, ND's hop limit 255,
+ * options inside the message (RFC 4861 7.1). */
+static int handle_icmp6(pk_tcp_engine *e, struct rte_mbuf *m, uint8_t *d, uint32_t l2, uint8_t *ip, uint32_t plen)
+{
+    uint8_t *ic = ip + IP6_LEN;
+    if (plen < 8 || fold(sum16(ic, plen, sum16(ip + 8, 32, ph6_tail(plen, 58)))) != 0xffff) {
+        cnt(e, PK_bad_rx);
+        return 0;
+    }
+    cnt(e, PK_icmp_rx);
+    uint8_t type = ic[0];
+    if (type == 128) {              /* echo request */
+        if (ic[1] != 0 || !my_addr6(e, ip + 24))
+            return 0;
+        uint8_t t[16];
+        memcpy(d, d + 6, 6);
+        memcpy(d + 6, e->mac, 6);
+        memcpy(t, ip + 8, 16);
+        memcpy(ip + 8, ip + 24, 16);
+        memcpy(ip + 24, t, 16);
+        ip[7] = 64;
+        ic[0] = 129;
+        ic[2] = ic[3] = 0;
+        uint16_t c = (uint16_t)~fold(sum16(ic, plen, sum16(ip + 8, 32, ph6_tail(plen, 58))));
+        memcpy(ic + 2, &c, 2);
+        m->data_len = (uint16_t)(l2 + IP6_LEN + plen);
+        m->pkt_len = l2 + IP6_LEN + plen;
+        return 1;
+    }
+    if (type != 135 && type != 136)
+        return 0;
+    if (ip[7] != 255 || ic[1] != 0 || plen < 24 || ic[8] == 0xff) {   /* hop limit, code, a unicast target */
+        cnt(e, PK_bad_rx);
+        return 0;
+    }
+    const uint8_t *target = ic + 8, *lla = NULL;
+    for (uint32_t o = 24; o < plen;) {
+        if (plen - o < 8 || ic[o + 1] == 0 || (uint32_t)ic[o + 1] * 8 > plen - o) {
+            cnt(e, PK_bad_rx);
+            return 0;
+        }
+        if (ic[o] == (type == 135 ? 1 : 2) && ic[o + 1] == 1)
+            lla = ic + o + 2;
+        o += (uint32_t)ic[o + 1] * 8;
+    }
+    if (type == 136) {              /* Neighbor Advertisement */
+        if (e->cfg.role == PK_TCP_CLIENT && !e->cfg.gateway_mac_set && memcmp(target, e->cfg.gateway_ip6, 16) == 0) {
+            memcpy(e->cfg.gateway_mac, lla ? lla : d + 6, 6);
+            e->cfg.gateway_mac_set = 1;
+        }
+        return 0;
+    }
+    /* Neighbor Solicitation: to the target itself or to its solicited-node group */
+    static const uint8_t unspec[16];
+    const uint8_t *dst = ip + 24;
+    int to_group = dst[0] == 0xff && dst[1] == 0x02 && memcmp(dst + 2, unspec, 9) == 0 && dst[11] == 1 &&
+                   dst[12] == 0xff && memcmp(dst + 13, target + 13, 3) == 0;
+    if (!my_addr6(e, target) || (!to_group && memcmp(dst, target, 16) != 0))
+        return 0;
+    if (memcmp(ip + 8, unspec, 16) == 0)
+        return 0;                   /* duplicate address detection: not defended */
+    const uint8_t *peer = lla ? lla : d + 6;
+    if (e->cfg.role == PK_TCP_SERVER && !e->peer_mac_ok) {
+        memcpy(e->peer_mac, peer, 6);
+        e->peer_mac_ok = 1;
+    }
+    uint8_t b[32] = { 136, 0 };
+    b[4] = 0x60;                    /* Solicited, Override */
+    memcpy(b + 8, target, 16);
+    b[24] = 2;                      /* target link-layer address */
+    b[25] = 1;
+    memcpy(b + 26, e->mac, 6);
+    tx_icmp6(e, peer, target, ip + 8, b, 32);
+    return 0;
+}
+
+/* An IPv6 frame: the fixed header only (extension headers are not read: other_rx). */
+static int handle_ip6(pk_tcp_engine *e, struct rte_mbuf *m, uint8_t *d, uint32_t len, uint32_t l2, uint64_t now)
+{
+    if (!e->cfg.ipv6) {
+        cnt(e, PK_other_rx);
+        return 0;
+    }
+    if (len < l2 + IP6_LEN || m->nb_segs != 1) {
+        cnt(e, PK_bad_rx);
+        return 0;
+    }
+    uint8_t *ip = d + l2;
+    uint32_t plen = rd16(ip + 4);
+    if ((ip[0] >> 4) != 6 || l2 + IP6_LEN + plen > len) {
+        cnt(e, PK_bad_rx);
+        return 0;
+    }
+    if (ip[6] == 58)
+        return handle_icmp6(e, m, d, l2, ip, plen);
+    if (ip[6] == 17) {
+        cnt(e, PK_udp_rx);
+        return 0;
+    }
+    if (ip[6] != 6) {
+        cnt(e, PK_other_rx);
+        return 0;
+    }
+    const uint8_t *l4 = ip + IP6_LEN;
+    uint32_t doff = plen >= TCP_LEN ? (uint32_t)(l4[12] >> 4) * 4 : 0;
+    if (plen < TCP_LEN || doff < TCP_LEN || doff > plen ||
+        fold(sum16(l4, plen, sum16(ip + 8, 32, ph6_tail(plen, 6)))) != 0xffff) {
+        cnt(e, PK_bad_rx);
+        return 0;
+    }
+    cnt(e, PK_tcp_rx);
+    if (!my_addr6(e, ip + 24)) {
+        cnt(e, PK_tcp_drop);
+        return 0;
+    }
+    seg g;
+    g.sip = rd32(ip + 20);
+    g.dip = rd32(ip + 36);
+    g.sa = ip + 8;
+    g.da = ip + 24;
+    tcp_in(e, &g, d, l4, doff, plen, now);
+    return 0;
+}
+
 /* Returns 1 when the frame was turned into a reply (send it), 0 = free it. */
 static int handle_frame(pk_tcp_engine *e, struct rte_mbuf *m, uint64_t now)
 {
@@ -1226,6 +1498,8 @@ static int handle_frame(pk_tcp_engine *e, struct rte_mbuf *m, uint64_t now)
     }
     if (type == 0x0806)
         return handle_arp(e, d, len, l2);
+    if (type == 0x86DD)
+        return handle_ip6(e, m, d, len, l2, now);
     if (type != 0x0800) {
         cnt(e, PK_other_rx);
         return 0;
@@ -1312,6 +1586,18 @@ static int handle_frame(pk_tcp_engine *e, struct rte_mbuf *m, uint64_t now)
     seg g;
     g.sip = rd32(ip + 12);
     g.dip = rd32(ip + 16);
+    g.sa = ip + 12;
+    g.da = ip + 16;
+    tcp_in(e, &g, d, l4, doff, l4len, now);
+    return 0;
+}
+
+/* A TCP segment of either family whose checksum held (g has its addresses): the
+ * options, then its socket. */
+static void tcp_in(pk_tcp_engine *e, seg *gp, const uint8_t *d, const uint8_t *l4, uint32_t doff,
+                   uint32_t l4len, uint64_t now)
+{
+    seg g = *gp;
     g.sport = rd16(l4);
     g.dport = rd16(l4 + 2);
     g.seq = rd32(l4 + 4);
@@ -1332,7 +1618,7 @@ static int handle_frame(pk_tcp_engine *e, struct rte_mbuf *m, uint64_t now)
         }
         if (o + 1 >= doff || l4[o + 1] < 2 || o + l4[o + 1] > doff) {
             cnt(e, PK_bad_rx);
-            return 0;
+            return;
         }
         if (kind == 2 && l4[o + 1] == 4)
             g.mss = rd16(l4 + o + 2);
@@ -1342,14 +1628,13 @@ static int handle_frame(pk_tcp_engine *e, struct rte_mbuf *m, uint64_t now)
         g.mss = 64;
     if ((g.flags & TH_SYN) && (g.flags & (TH_FIN | TH_RST))) {
         cnt(e, PK_bad_rx);
-        return 0;
+        return;
     }
     if (e->cfg.role == PK_TCP_SERVER) {
         memcpy(e->peer_mac, g.smac, 6);
         e->peer_mac_ok = 1;
     }
     handle_tcp(e, &g, now);
-    return 0;
 }
 
 static void rx_burst(pk_tcp_engine *e, uint64_t now)
@@ -1531,16 +1816,22 @@ static void worker_loop(pk_tcp_engine *e)
         if (client) {
             if (!e->cfg.gateway_mac_set) {
                 if (now >= arp_until) {
-                    char a[16];
+                    char a[INET6_ADDRSTRLEN];
                     const uint8_t *g = (const uint8_t *)&e->cfg.gateway_ip;
                     snprintf(a, sizeof(a), "%u.%u.%u.%u", g[0], g[1], g[2], g[3]);
-                    snprintf(e->err, sizeof(e->err), "no ARP reply from %s on port %s: is the gateway (or the "
-                             "server) up and on this link, with the address in its subnet?", a,
-                             pk_dpdk_port_name(e->port));
+                    if (e->cfg.ipv6)
+                        inet_ntop(AF_INET6, e->cfg.gateway_ip6, a, sizeof(a));
+                    snprintf(e->err, sizeof(e->err), "no %s from %s on port %s: is the gateway (or the "
+                             "server) up and on this link, with the address in its %s?",
+                             e->cfg.ipv6 ? "Neighbor Advertisement (IPv6 ND)" : "ARP reply", a,
+                             pk_dpdk_port_name(e->port), e->cfg.ipv6 ? "prefix" : "subnet");
                     break;
                 }
                 if (now - last_arp >= arp_c) {
-                    send_arp_request(e);
+                    if (e->cfg.ipv6)
+                        send_ns(e);
+                    else
+                        send_arp_request(e);
                     last_arp = now;
                 }
             } else if (!launch_at) {
@@ -1680,6 +1971,17 @@ pk_tcp_engine *pk_tcp_create(pk_dpdk_port *port, const pk_tcp_cfg *cfg, char *er
     pk_dpdk_port_mac(port, e->mac);
     e->pool = pool;
     e->l2 = cfg->vlan ? 18 : ETH_LEN;
+    if (cfg->ipv6) {                /* the IPv6 header template and its addresses' sum */
+        uint8_t *t = e->ip6_tmpl;
+        int server = cfg->role == PK_TCP_SERVER;
+        t[0] = (uint8_t)(0x60 | (cfg->tos >> 4));   /* traffic class = tos */
+        t[1] = (uint8_t)(cfg->tos << 4);
+        t[6] = 6;
+        t[7] = 64;
+        memcpy(t + (server ? 8 : 24), server ? cfg->ip6 : cfg->server_ip6, 16);
+        memcpy(t + (server ? 24 : 8), cfg->client6_hi, 12);
+        e->ph6_sum = sum16(t + 8, 32, 0);
+    }
     e->slots = (uint32_t)slots;
     e->nports_c = cfg->role == PK_TCP_CLIENT ? (uint32_t)per : 0;
     e->nsock = (uint32_t)nsock;
@@ -1713,7 +2015,8 @@ pk_tcp_engine *pk_tcp_create(pk_dpdk_port *port, const pk_tcp_cfg *cfg, char *er
     e->rto_c = (uint64_t)((double)cfg->rto_ns * e->hz / 1e9);
     e->ka_c = (uint64_t)((double)cfg->ka_interval_ns * e->hz / 1e9);
     e->iss_seed = (uint32_t)rte_rdtsc() | 1;
-    if (cfg->role == PK_TCP_SERVER && cfg->ip == 0) {
+    static const uint8_t none6[16];
+    if (cfg->role == PK_TCP_SERVER && (cfg->ipv6 ? memcmp(cfg->ip6, none6, 16) == 0 : cfg->ip == 0)) {
         pk_tcp_destroy(e);
         set_err(err, errlen, "tcp server: no address");
         return NULL;

@@ -13,7 +13,9 @@
  *   - no TIME_WAIT: a closed socket is free at once, and a FIN that arrives for a
  *     closed socket is acknowledged from the segment itself.
  * Every segment is bounds-checked; bad ones are counted (bad_rx, tcp_drop) and dropped.
- * The port answers ARP and ICMP echo for its addresses.
+ * The port answers ARP and ICMP echo for its addresses; over IPv6, Neighbor
+ * Solicitations (to the address or its solicited-node group) and ICMPv6 echo, and the
+ * client finds its gateway's MAC with a Neighbor Solicitation.
  */
 #ifndef PERFKIT_TCP_ENGINE_H
 #define PERFKIT_TCP_ENGINE_H
@@ -39,6 +41,12 @@ typedef struct pk_tcp_cfg {
     uint32_t client_first[PK_TCP_MAX_RANGES];  /* client address ranges, host order */
     uint32_t client_num[PK_TCP_MAX_RANGES];
     int nranges;                 /* CLIENT: exactly 1 */
+    /* IPv6 (ipv6 = 1): ip6, server_ip6 and gateway_ip6 stand for ip, server_ip and
+     * gateway_ip; a client address is client6_hi (its first 12 bytes, one for every
+     * range) followed by client_first + k (host order) as its last 4 bytes */
+    int ipv6;
+    uint8_t ip6[16], server_ip6[16], gateway_ip6[16];
+    uint8_t client6_hi[12];
     uint16_t listen, listen_num;
     uint16_t lport_lo, lport_hi; /* CLIENT */
     uint16_t mss;

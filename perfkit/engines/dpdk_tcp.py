@@ -75,7 +75,8 @@ def build(spec):
     cfgs = workers(spec)
     dpdk.eal()
     from perfkit import _dpdk
-    port = _dpdk.Port(spec.port, netns=spec.netns, ip=spec.ip, queues=spec.queues)
+    port = _dpdk.Port(spec.port, netns=spec.netns, ip=spec.ip if ":" not in spec.ip else None,  # the TCP worker answers ND
+                      queues=spec.queues)
     try:
         if port.queues != spec.queues:
             raise ValueError(f"queues: port {spec.port} took {port.queues} queues, not {spec.queues}")
