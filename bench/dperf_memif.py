@@ -219,8 +219,8 @@ def one_run(a, name: str, payload: int, keepalive_srv: bool, profile: bool = Fal
         "cc": statistics.mean(r["sock_current"] for r in steady),
         "cpu_c": 100.0 * c["cpu_busy_ns"] / c["cpu_wall_ns"] if c["cpu_wall_ns"] else 0.0,
         "cpu_s": 100.0 * sc["cpu_busy_ns"] / sc["cpu_wall_ns"] if sc["cpu_wall_ns"] else 0.0,
-        "stall_c": 100.0 * c["cpu_stall_ns"] / c["cpu_wall_ns"] if c["cpu_wall_ns"] else 0.0,
-        "stall_s": 100.0 * sc["cpu_stall_ns"] / sc["cpu_wall_ns"] if sc["cpu_wall_ns"] else 0.0,
+        "stall_c": 100.0 * c.get("cpu_stall_ns", 0) / c["cpu_wall_ns"] if c["cpu_wall_ns"] else 0.0,
+        "stall_s": 100.0 * sc.get("cpu_stall_ns", 0) / sc["cpu_wall_ns"] if sc["cpu_wall_ns"] else 0.0,
         # the engine's own work per connection (or request): busy time, stalls left out
         "us_per_c": c["cpu_busy_ns"] / 1e3 / max(1, c["http_resp"]),
         "us_per_s": sc["cpu_busy_ns"] / 1e3 / max(1, sc["http_get"] + sc["http_post"]),

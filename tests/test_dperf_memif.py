@@ -145,14 +145,18 @@ def test_first_packet_rtt_in_rows_and_dperf_layout(eal):
     assert "first_rtt" in dperf.summary_lines(last, run.summary)
 
 
-def test_two_queues_both_carry_traffic_and_totals_are_the_sums(eal):
+@pytest.mark.parametrize("family", ["ipv4", "ipv6"])
+def test_two_queues_both_carry_traffic_and_totals_are_the_sums(eal, family):
     """Client and server with 2 workers on 2 memif queue pairs (dperf's several cpus on a
     port): each client worker's connections come back on its queue to its own server
-    worker; per-queue counts agree exactly and the run's totals are the workers' sums."""
+    worker (each resolves its own gateway: ARP, or ND on IPv6); per-queue counts agree
+    exactly and the run's totals are the workers' sums."""
     from perfkit.stats import merge_counters
-    with memif_server("mq", 64, False, {"spec": {"queues": 2}}) as (sock, finish):
+    cli, srv = ("198.18.0.1", "198.18.0.2") if family == "ipv4" else ("2001:2:0:7::1", "2001:2:0:7::2")
+    with memif_server(f"mq{family}", 64, False,
+                      {"spec": {"queues": 2, "ip": srv, "clients": [[cli, 1]]}}) as (sock, finish):
         spec = DpdkHttpClient(port=f"net_memif1,role=client,socket={sock}", cps=2000, duration=1.5,
-                              queues=2, lport_range=(2000, 2999))
+                              queues=2, lport_range=(2000, 2999), ip=cli, clients=((cli, 1),), server=srv)
         h = dpdk_tcp.build(spec)
         try:
             assert h.nworkers == 2 and h.roles == ["dpdk_tcp_client"] * 2
