@@ -549,7 +549,9 @@ static int tcp_connect(worker *w)
  * 16 KiB: below one loopback segment (64 KiB writes still wake it per segment; 64 KiB
  * made it wait for two and cost a third of their bandwidth). At most a quarter of the
  * receive buffer; the kernel also wakes it at EOF, under memory pressure or a nearly
- * closed window, and recv() returns what it has after its timeout. */
+ * closed window, and recv() returns what it has after its timeout. The price: while fewer
+ * than this many bytes wait unread, Linux acks every second segment at once (so the sender
+ * can fill it), which over veth cost 1 KiB streams some rate in A/B runs. */
 static void set_rcvlowat(const worker *w, int fd)
 {
     if (w->cfg.role != PK_TCP_RECV || w->cfg.proto != IPPROTO_TCP)
