@@ -14,9 +14,9 @@ by id) as soon as their client is done, or at exit. Every run gets its own
 ports. Nothing but 127.0.0.1 is ever a target, except in vs_qperf's veth part:
 there clients in a perfkit lab's host h1 talk to servers in its host h2 over the
 lab's veth pair (198.18.0.0/15), and the lab is taken down at the end, also on
-errors and Ctrl-C. The DPDK rows (dpdk_tx, dpdk_memif, dpdk_veth, dpdk_fwd) send into net_null,
-between two processes over memif (no kernel sees those frames), between the two
-hosts of a lab of their own over af_packet, and forward between two net_null ports.
+errors and Ctrl-C. The DPDK rows (dpdk_tx, dpdk_memif, dpdk_veth, dpdk_xdp, dpdk_fwd) send into
+net_null, between two processes over memif (no kernel sees those frames), between the two
+hosts of a lab of their own over af_packet or af_xdp, and forward between two net_null ports.
 """
 from __future__ import annotations
 
@@ -46,8 +46,8 @@ UDP_SIZE = 64                   # datagram payload of the UDP rate tests
 LOSS_RATE_SHARE = 0.75          # udp64_loss offers this share of iperf3's measured max rx rate
 GROUPS = ("udp64_pps", "udp64_loss", "tcp_bw", "udp_lat", "tcp_lat", "vs_qperf",
           "http_keepalive", "http_users20k", "http_close",   # 20k before close: no TIME_WAIT pile then
-          "dpdk_tx", "dpdk_memif", "dpdk_veth", "dpdk_fwd")
-DPDK_GROUPS = ("dpdk_tx", "dpdk_memif", "dpdk_veth", "dpdk_fwd")   # --only dpdk: all four
+          "dpdk_tx", "dpdk_memif", "dpdk_veth", "dpdk_xdp", "dpdk_fwd")
+DPDK_GROUPS = ("dpdk_tx", "dpdk_memif", "dpdk_veth", "dpdk_xdp", "dpdk_fwd")   # --only dpdk: all five
 
 
 class BenchError(RuntimeError):
@@ -1535,16 +1535,17 @@ def bench_dpdk_memif(b: Bench) -> None:
          "both processes share the 2 CPUs with each other and with everything else on the machine"])
 
 
-def _veth_dpdk_api(h1, h2, a_ip: str, b_ip: str, seconds: float, size: int) -> dict:
-    """In a fork: perfkit's DPDK receiver (rxonly) on af_packet in h2, its generator on af_packet
-    in h1, in this one process; frames/s that reached the receiver."""
+def _veth_dpdk_api(h1, h2, a_ip: str, b_ip: str, seconds: float, size: int, driver: str = "af_packet") -> dict:
+    """In a fork: perfkit's DPDK receiver (rxonly) on af_packet (or af_xdp) in h2, its generator
+    on the same driver in h1, in this one process; frames/s that reached the receiver."""
     import perfkit
     from perfkit.spec import DpdkFlows, DpdkReflect
     # framecnt=4096 (default 512): a receiver descheduled for a few ms on a busy machine keeps up
-    rx = perfkit.Run(DpdkReflect(port=f"net_af_packet1,iface={h2.ifname},framecnt=4096", netns=h2.netns_path, ip=b_ip,
+    extra = ",framecnt=4096" if driver == "af_packet" else ""
+    rx = perfkit.Run(DpdkReflect(port=f"net_{driver}1,iface={h2.ifname}{extra}", netns=h2.netns_path, ip=b_ip,
                                  mode="rxonly", duration=seconds + 10), engine="dpdk").start()
     try:
-        gen = _dpdk_run_api(DpdkFlows(port=f"net_af_packet0,iface={h1.ifname},framecnt=4096", netns=h1.netns_path,
+        gen = _dpdk_run_api(DpdkFlows(port=f"net_{driver}0,iface={h1.ifname}{extra}", netns=h1.netns_path,
                                       ip=a_ip,
                                       peer_ip=b_ip, size=size, duration=seconds).to_dict())
     finally:
@@ -1619,6 +1620,52 @@ def bench_dpdk_veth(b: Bench) -> None:
          "the same frames on the same veth pair; the lab has no impairments"])
 
 
+def bench_dpdk_xdp(b: Bench) -> None:
+    """As dpdk_veth, with net_af_xdp at both ends. DPDK 22.11's af_xdp binds an interface queue
+    once per process and leaves its XDP program behind: every rep gets a lab of its own, the
+    socket engine going first (before any XDP program is on the veths)."""
+    payload = 64
+    frame = payload + 42 + 4
+    print(f"dpdk_xdp: UDP frames/s received across a lab veth pair ({payload} B payloads): perfkit's DPDK "
+          "engine on net_af_xdp at both ends vs its socket engine at both ends", flush=True)
+    why = dpdk_missing() or ("needs root (a lab)" if os.geteuid() != 0 else None)
+    if why:
+        b.dpdk_rows.append(Row("dpdk_xdp (af_xdp)", "rx pps, 64 B payload", "—", "—", "—", ">= 1", "skipped"))
+        b.dpdk_details.append(f"- dpdk_xdp skipped: {why}\n")
+        print(f"  skipped: {why}", flush=True)
+        return
+    import ipaddress
+    from perfkit.lab import Lab
+    pk, sock = [], []
+    for rep in range(b.reps):
+        with Lab(hosts=2) as lab:
+            h1, h2 = lab.hosts
+            net = ipaddress.ip_network(f"{h1.ipv4}/24", strict=False)
+            a_ip, b_ip = str(net.network_address + 200), str(net.network_address + 201)
+            sock.append(b.attempt(f"rep {rep + 1} socket udp_bw h1 -> h2", in_fork, _veth_socket_api, lab.name,
+                                  b.duration, payload, timeout=b.duration + 40,
+                                  show=lambda r: f"rx {fmt_pps(r['rx_pps'])} (tx {fmt_pps(r['tx_pps'])}), "
+                                                 f"lost {r['lost']}, cpu {cpu_str(r)}"))
+            pk.append(b.attempt(f"rep {rep + 1} dpdk af_xdp h1 -> h2", in_fork, _veth_dpdk_api, h1, h2, a_ip,
+                                b_ip, b.duration, frame, "af_xdp", timeout=b.duration + 60,
+                                show=lambda r: f"rx {fmt_pps(r['rx_pps'])} (tx {fmt_pps(r['tx_pps'])}), "
+                                               f"cpu {cpu_str(r)}"))
+    b.dpdk_rows.append(ratio_row("dpdk_xdp (af_xdp)", "rx pps, 64 B payload", med(pick(pk, "rx_pps")),
+                                 med(pick(sock, "rx_pps")), "socket engine", fmt_pps, 1.0, True))
+    b.dpdk_details += detail_table(
+        "dpdk_xdp: across a lab veth pair, h1 -> h2, af_xdp",
+        ["rep", "dpdk rx pps", "dpdk tx pps", "dpdk cpu", "socket rx pps", "socket tx pps", "socket lost",
+         "socket cpu"],
+        [[str(i + 1), fmt_pps(p and p["rx_pps"]), fmt_pps(p and p["tx_pps"]), cpu_str(p) if p else "—",
+          fmt_pps(q and q["rx_pps"]), fmt_pps(q and q["tx_pps"]), f0(q and q["lost"]), cpu_str(q) if q else "—"]
+         for i, (p, q) in enumerate(zip(pk, sock))],
+        [f"dpdk: DpdkFlows on net_af_xdp0,iface=<h1's veth> (netns h1, unpaced, {frame} B frames with FCS) to "
+         "DpdkReflect(mode='rxonly') on net_af_xdp1,iface=<h2's veth> (netns h2), both in one forked process; "
+         "rx pps = UDP frames the receiver got / the generator's sending time; a new lab every rep",
+         f"socket: LocalTest('udp_bw', size={payload}, lab=...): sendmmsg in h1, recvmmsg in h2, unpaced, "
+         "first in each lab"])
+
+
 def run_perfkit_null_fwd(seconds: float) -> dict:
     from perfkit.spec import DpdkReflect
     spec = DpdkReflect(mode="forward", port="net_null0", peer="net_null1", duration=seconds)
@@ -1682,6 +1729,7 @@ BENCHES = {
     "dpdk_memif": bench_dpdk_memif,
     "dpdk_veth": bench_dpdk_veth,
     "dpdk_fwd": bench_dpdk_fwd,
+    "dpdk_xdp": bench_dpdk_xdp,
 }
 
 

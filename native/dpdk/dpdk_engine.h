@@ -85,6 +85,9 @@ typedef struct pk_dpdk_worker_cfg {
      * whose loop this worker's thread runs too: one lcore for both directions. */
     int out_port;
     int with_worker;
+    /* RXONLY, tests only: after its first frame, poll nothing for this long (a receiver that
+     * falls behind: the port's rx ring overflows) */
+    uint64_t pause_ns;
 } pk_dpdk_worker_cfg;
 
 #define PK_DPDK_MAX_WORKERS 16
@@ -140,6 +143,11 @@ void pk_dpdk_port_set_ip(pk_dpdk_port *p, uint32_t ip);
 int pk_dpdk_port_busy(const pk_dpdk_port *p);
 /* The PMD's counters (rte_eth_stats_get): ipackets, opackets, ierrors, oerrors, imissed. */
 int pk_dpdk_port_stats(const pk_dpdk_port *p, uint64_t out[5]);
+/* af_packet and af_xdp: frames the kernel dropped because the port's receiver fell behind
+ * (af_packet's tp_drops, af_xdp's rx_ring_full), which DPDK 22.11 leaves out of imissed;
+ * since the port opened. The engines' nic_imissed is the PMD's imissed plus this. 0 for
+ * other ports. */
+uint64_t pk_dpdk_port_kernel_missed(pk_dpdk_port *p);
 /* Raw frames from the calling thread, for tests and diagnostics; -1 while an
  * engine uses the port. send: n frames packed in buf with their lengths; returns
  * how many the port took. recv: up to max frames into buf (cap bytes), lengths

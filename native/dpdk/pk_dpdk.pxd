@@ -37,6 +37,7 @@ cdef extern from "dpdk_engine.h":
         uint32_t probe_size
         int out_port
         int with_worker
+        uint64_t pause_ns
 
     enum: PK_DPDK_MAX_PATTERN
     enum: PK_DPDK_MAX_QUEUES
@@ -68,6 +69,7 @@ cdef extern from "dpdk_engine.h":
     void pk_dpdk_port_set_ip(pk_dpdk_port *p, uint32_t ip)
     int pk_dpdk_port_busy(const pk_dpdk_port *p)
     int pk_dpdk_port_stats(const pk_dpdk_port *p, uint64_t *out)
+    uint64_t pk_dpdk_port_kernel_missed(pk_dpdk_port *p)
     int pk_dpdk_port_send(pk_dpdk_port *p, const uint8_t *buf, const uint32_t *lens, int n)
     int pk_dpdk_port_recv(pk_dpdk_port *p, uint8_t *buf, size_t cap, uint32_t *lens, int max)
 
