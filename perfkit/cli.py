@@ -99,8 +99,11 @@ def _parser() -> argparse.ArgumentParser:
     tst.add_argument("--json", action="store_true", help="JSON lines: rows, then a summary per test")
 
     flw = sub.add_parser("flows", help="UDP flows from a DPDK port (generator; a peer port receives or reflects)")
-    flw.add_argument("--engine", default="dpdk", help="engine (only dpdk runs flows)")
-    flw.add_argument("--port", required=True, help="DPDK port: ring:NAME:0, net_null0,no-rx=1, net_memif0,..., "
+    flw.add_argument("--engine", default="dpdk", help="dpdk (default), or socket: UDP flows between kernel "
+                     "sockets on loopback (or --lab), both ends in this process (--size, --rate, --flows, "
+                     "--duration, --mode)")
+    flw.add_argument("--lab", help="socket engine: send from this lab's h1 to its h2")
+    flw.add_argument("--port", help="DPDK port: ring:NAME:0, net_null0,no-rx=1, net_memif0,..., "
                      "net_af_packet0,iface=IF (with --netns)")
     flw.add_argument("--peer", help="a second port in this process that receives (ring:NAME:1, ...)")
     flw.add_argument("--mode", default="rxonly", help="what the far end does: rxonly or reverse (default rxonly)")
@@ -127,15 +130,18 @@ def _parser() -> argparse.ArgumentParser:
     flw.add_argument("--bidirectional", action="store_true", help="with --peer: both ports send and receive")
     rfl = sub.add_parser("reflect", help="the far end of DPDK flows on one port (rxonly or reverse), or a "
                          "forwarder between two ports (forward)")
-    rfl.add_argument("--engine", default="dpdk", help="engine (only dpdk reflects)")
-    rfl.add_argument("--port", required=True, help="DPDK port (see perfkit flows)")
+    rfl.add_argument("--engine", default="dpdk", help="dpdk (default), or socket: a kernel UDP socket on "
+                     "--ip:--udp-port (rxonly or reverse; --netns for a lab host)")
+    rfl.add_argument("--port", help="DPDK port (see perfkit flows)")
+    rfl.add_argument("--udp-port", default=9, help="socket engine: the UDP port to serve (default 9, where "
+                     "perfkit flows sends)")
     rfl.add_argument("--mode", default="reverse", help="rxonly, reverse or forward (default reverse)")
     rfl.add_argument("--peer", help="forward: the second port (frames go from --port to --peer and back)")
     rfl.add_argument("--dst-mac", help="forward: the next hop's MAC for frames leaving --port (default: "
                      "frames untouched)")
     rfl.add_argument("--peer-dst-mac", help="forward: the next hop's MAC for frames leaving --peer")
     rfl.add_argument("-t", "--duration", default="10s", help="how long to run (default 10s; Ctrl-C stops)")
-    rfl.add_argument("--ip", default="198.18.0.2", help="the port's address (default 198.18.0.2)")
+    rfl.add_argument("--ip", help="the port's address (default 198.18.0.2; socket engine: 127.0.0.1)")
     rfl.add_argument("-f", "--flows", default=1024, help="rxonly: flow ids tracked (default 1024)")
     rfl.add_argument("--burst", default=32, help="frames per burst (default 32)")
     rfl.add_argument("--ips", default=1, help="reverse: reflect for this many addresses from --ip (default 1)")
@@ -508,8 +514,50 @@ def _frames_text(spec) -> str:
     return f"frames of {mix} (mean {spec.mean_size:.1f} B)"
 
 
+# DpdkFlows options the socket engine has no counterpart for: (attribute, default)
+_DPDK_ONLY_FLOWS = (("peer", None), ("dst_mac", None), ("sizes", None), ("ramp_to", None), ("ramp_time", None),
+                    ("probe_rate", None), ("bidirectional", False), ("src_ips", 1), ("dst_ips", 1),
+                    ("sports", None), ("dports", 1), ("netns", None), ("ip", "198.18.0.1"),
+                    ("peer_ip", "198.18.0.2"), ("sport", 10000), ("dport", 9), ("burst", 32), ("cores", 1))
+_ETH_IP_UDP_FCS = 14 + 20 + 8 + 4   # a frame's bytes around its UDP payload
+
+
+def _socket_flows(a) -> int:
+    """perfkit flows --engine socket: the same flows on kernel sockets, both ends here."""
+    given = [k for k, default in _DPDK_ONLY_FLOWS if getattr(a, k, default) not in (default, str(default))]
+    if given:
+        raise ValueError(f"{given[0].replace('_', '-')}: the socket engine has no such option (dpdk engine only); "
+                         "it sends --flows UDP flows of --size at --rate for --duration, --mode rxonly or reverse")
+    from perfkit.spec import DPDK_MODES
+    from perfkit.units import parse_size
+    if a.mode not in DPDK_MODES:
+        raise ValueError(f"mode: {a.mode!r} is not one of {', '.join(DPDK_MODES)}")
+    frame = parse_size(a.size, "size")
+    if frame <= _ETH_IP_UDP_FCS:
+        raise ValueError(f"size: a {frame} B frame has no UDP payload (frames are above {_ETH_IP_UDP_FCS} B)")
+    spec = LocalTest(test="udp_bw" if a.mode == "rxonly" else "udp_lat", size=frame - _ETH_IP_UDP_FCS,
+                     rate=a.rate, flows=a.flows if a.mode == "rxonly" else 1, duration=a.duration or "10s",
+                     lab=_the_lab(a.lab))
+    if a.mode == "reverse" and str(a.flows) != "1":
+        raise ValueError("flows: reverse mode on the socket engine is one ping-pong flow (udp_lat)")
+    if a.search is not None:
+        return _search(a, spec, "socket")
+    if not a.json:
+        print(f"perfkit flows: {frame} B frames ({spec.size} B UDP payload), {spec.rate or 'unlimited'}, "
+              f"{spec.flows} flow(s), {spec.duration:g} s, {a.mode}, on "
+              f"{'lab ' + spec.lab + ' (h1 -> h2)' if spec.lab else spec.host} (socket engine)", flush=True)
+    return _run_printed(spec, a, None)
+
+
 def _flows(a) -> int:
     from perfkit.spec import DpdkFlows
+    if a.engine == "socket":
+        return _socket_flows(a)
+    if a.lab:
+        raise ValueError("lab: the dpdk engine takes a lab host's namespace as --netns, with an af_packet port")
+    if not a.port:
+        raise ValueError("port: give the DPDK port (--port ring:NAME:0, net_null0, net_memif0,..., "
+                         "net_af_packet0,iface=IF)")
     spec = DpdkFlows(port=a.port, peer=a.peer, mode=a.mode, size=a.size, rate=a.rate, flows=a.flows,
                      duration=a.duration or "10s", ip=a.ip, peer_ip=a.peer_ip, dst_mac=a.dst_mac, sport=a.sport,
                      dport=a.dport, burst=a.burst, netns=a.netns, src_ips=a.src_ips, dst_ips=a.dst_ips,
@@ -571,9 +619,26 @@ def _forward_text(run) -> str:
     return "\n".join(lines)
 
 
+def _socket_reflect(a) -> int:
+    from perfkit.spec import SocketReflect
+    for k, default in (("port", None), ("peer", None), ("dst_mac", None), ("peer_dst_mac", None)):
+        if getattr(a, k) != default:
+            raise ValueError(f"{k.replace('_', '-')}: a DPDK option; the socket engine serves --ip:--udp-port")
+    spec = SocketReflect(host=a.ip or "127.0.0.1", port=a.udp_port, mode=a.mode, flows=a.flows,
+                         duration=a.duration, netns=a.netns)
+    if not a.json:
+        print(f"perfkit reflect: {spec.mode} on udp {spec.host}:{spec.port}"
+              f"{' in ' + spec.netns if spec.netns else ''} for {spec.duration:g} s (socket engine)", flush=True)
+    return _run_printed(spec, a, None)
+
+
 def _reflect(a) -> int:
     from perfkit.spec import DpdkReflect
-    spec = DpdkReflect(port=a.port, mode=a.mode, duration=a.duration, ip=a.ip, flows=a.flows,
+    if a.engine == "socket":
+        return _socket_reflect(a)
+    if not a.port:
+        raise ValueError("port: give the DPDK port (--port ring:NAME:1, net_memif0,..., net_af_packet0,iface=IF)")
+    spec = DpdkReflect(port=a.port, mode=a.mode, duration=a.duration, ip=a.ip or "198.18.0.2", flows=a.flows,
                        burst=a.burst, netns=a.netns, ips=a.ips, cores=a.cores, peer=a.peer,
                        dst_mac=a.dst_mac, peer_dst_mac=a.peer_dst_mac)
     where = (f"between {spec.port} and {spec.peer}" if spec.mode == "forward" else f"on {spec.port} ({spec.ip})")

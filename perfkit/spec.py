@@ -881,7 +881,52 @@ class HttpServe(_Serial):
                 f"Content-Length: {self.size}\r\n\r\n").encode() + b"x" * self.size
 
 
-SPECS = {cls.__name__: cls for cls in (LocalTest, RemoteTest, HttpLoad, HttpServe, DpdkFlows, DpdkReflect)}
+@dataclass(frozen=True)
+class SocketReflect(_Serial):
+    """The far end of UDP flows on kernel sockets (`perfkit reflect --engine socket`):
+    a socket bound to host:port that counts what arrives (rxonly: loss, duplicates,
+    reordering and one-way latency per flow from perfkit's header) or sends every
+    datagram back to its sender (reverse), e.g. for a DPDK generator in another lab host.
+
+    host, port   where to listen (loopback or a lab host's address, with netns)
+    mode         rxonly or reverse
+    flows        rxonly: flow ids tracked (0 .. flows - 1)
+    duration     how long to serve
+    netns        listen in this network namespace (/run/netns/NAME: a lab host's)
+    """
+    host: str = "127.0.0.1"
+    port: int = 9
+    mode: str = "reverse"
+    flows: int = 1024
+    duration: float | str = 10.0
+    netns: str | None = None
+
+    MODES: ClassVar[tuple] = DPDK_MODES
+
+    def __post_init__(self):
+        put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
+        put("host", check_target(self.host))
+        put("port", _int_in(self.port, "port", 1, 65535))
+        if self.mode not in self.MODES:
+            raise ValueError(f"mode: {self.mode!r} is not one of {', '.join(self.MODES)} on the socket engine "
+                             "(forward needs two DPDK ports)")
+        put("flows", _int_in(self.flows, "flows", 1, MAX_FLOWS))
+        d = parse_duration(self.duration, "duration")
+        if not 0 < d <= MAX_DURATION_S:
+            raise ValueError(f"duration: {self.duration!r} is out of range (above 0, at most 24h)")
+        put("duration", d)
+        put("netns", _check_netns(self.netns))
+
+    size = MAX_SIZE["udp"]          # the receive buffer: any datagram fits
+    messages_per_second = 0.0
+
+    @property
+    def test(self) -> str:
+        return "udp_bw" if self.mode == "rxonly" else "udp_reflect"
+
+
+SPECS = {cls.__name__: cls for cls in (LocalTest, RemoteTest, HttpLoad, HttpServe, DpdkFlows, DpdkReflect,
+                                       SocketReflect)}
 
 
 def from_dict(d: dict):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import resource
 
-from perfkit.spec import HttpLoad, HttpServe, LocalTest, RemoteTest
+from perfkit.spec import HttpLoad, HttpServe, LocalTest, RemoteTest, SocketReflect
 
 NAME = "socket"
 
@@ -124,6 +124,11 @@ def http_workers(spec) -> list[dict]:
 def build(spec):
     """A local test's engine, or, for a RemoteTest, a handle whose far end is a
     perfkit server (perfkit.remote); HTTP load and the HTTP server."""
+    if isinstance(spec, SocketReflect):  # the far end alone: a sink or a reflector on host:port
+        from perfkit._sock import SockEngine
+        return SockEngine([{"role": "udp_recv" if spec.mode == "rxonly" else "udp_reflect",
+                            "local": (spec.host, spec.port), "size": spec.size, "flows": spec.flows,
+                            "batch": 32, "duration": spec.duration, "netns": spec.netns}])
     if isinstance(spec, HttpLoad) and spec.processes > 1:  # each process its own open-file limit
         from perfkit.procs import ProcessHandle
         workers = http_workers(spec)

@@ -153,6 +153,7 @@ UNITS_BY_SPEC = {
     "DpdkHttpServer": {"payload_size": "response body bytes"},
     "HttpServe": {"size": "body bytes (100, 4K)", "port": "port number; 0: any"},
     "LocalTest": {"port": "port number; 0: any free"},
+    "SocketReflect": {"port": "UDP port (9: where DPDK flows send)", "host": "IP address to listen on"},
 }
 
 # Help where a spec's docstring does not give it field by field: own lines first, then
@@ -189,6 +190,7 @@ RANGES = {
     "DpdkReflect": {"flows": (1, _spec.DPDK_MAX_FLOWS), "burst": (1, _spec.DPDK_MAX_BURST)},
     "HttpLoad": {"users": (1, _spec.MAX_USERS)},
     "HttpServe": {"port": _PORT, "size": (0, _spec.MAX_RESPONSE - 256), "connections": (1, _spec.MAX_USERS)},
+    "SocketReflect": {"port": (1, 65535), "flows": (1, _spec.MAX_FLOWS)},
 }
 # Ranges that are not two numbers (they depend on another field, or are durations).
 RANGE_TEXT = {
