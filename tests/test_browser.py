@@ -294,8 +294,8 @@ def test_dpdk_notebook_runs_and_its_flows_panel_starts_a_live_run(jupyter, brows
         expect(message).to_contain_text("port: 'eth0' is not a port", timeout=10_000)
         port.fill("ring:d:0")
         field("rate").locator("input").fill("20kpps")
-        field("duration").locator("input").fill("10s")   # time to see it live on a busy machine
-        expect(message).to_contain_text("ready: dpdk rxonly ring:d:0 → ring:d:1, 64 B, 20 kpps, 8 flows, 10 s",
+        field("duration").locator("input").fill("6s")
+        expect(message).to_contain_text("ready: dpdk rxonly ring:d:0 → ring:d:1, 64 B, 20 kpps, 8 flows, 6 s",
                                         timeout=10_000)
         expect(start).to_be_enabled(timeout=10_000)
         start.click()
