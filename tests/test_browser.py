@@ -321,6 +321,26 @@ def test_dpdk_notebook_runs_and_its_flows_panel_starts_a_live_run(jupyter, brows
                                arg=cell.element_handle(), timeout=30_000)
         assert _chart_points(cell) >= 15
         _shot(page, "browser-dpdk.png", tmp_path)
+        # the same panel's rate search: pick the task, fill in its fields (checked as typed), Start
+        cell.get_by_role("button", name="rate search").click()
+        criterion = field("criterion").locator("input")
+        expect(criterion).to_be_visible(timeout=10_000)
+        field("rate").locator("input").fill("200kpps")    # the upper bound
+        field("trial").locator("input").fill("0.3s")
+        field("settle").locator("input").fill("0.1s")
+        criterion.fill("pdr:200%")
+        expect(message).to_contain_text("criterion: 'pdr:200%'", timeout=10_000)
+        expect(start).to_be_disabled(timeout=10_000)
+        criterion.fill("zero-loss,lat:p99<100ms")
+        expect(message).to_contain_text("ready: rate search zero-loss,lat:p99<100ms", timeout=10_000)
+        expect(start).to_be_enabled(timeout=10_000)
+        start.click()
+        expect(status).to_contain_text("finished: found 200 kpps", timeout=LIVE_S * 1000)
+        page.wait_for_function("cell => { const t = [...cell.querySelectorAll('.js-plotly-plot .gtitle')];"
+                               " return t.length && t[t.length - 1].textContent.includes('found 200 kpps'); }",
+                               arg=cell.element_handle(), timeout=30_000)
+        assert _chart_points(cell) == 1                   # one trial, passed at the upper bound
+        _shot(page, "browser-dpdk-search.png", tmp_path)
         assert not [e for e in errors if "perfkit" in e.lower() or "plotly" in e.lower()], errors
     finally:
         page.close()

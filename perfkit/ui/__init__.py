@@ -27,5 +27,5 @@ from perfkit.ui.panel import Launcher, Panel, summary_line
 from perfkit.ui.points import PointsChart, search_figure, sweep_figure
 from perfkit.ui.store import StoreBrowser
 
-__all__ = ["Dashboard", "LabPanel", "Launcher", "Panel", "PointsChart", "StoreBrowser", "histogram_figure", "html_report",
-           "run_figure", "search_figure", "show", "summary_line", "sweep_figure"]
+__all__ = ["Dashboard", "LabPanel", "Launcher", "Panel", "PointsChart", "StoreBrowser", "histogram_figure",
+           "html_report", "run_figure", "search_figure", "show", "summary_line", "sweep_figure"]

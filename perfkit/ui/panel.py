@@ -588,8 +588,9 @@ class Panel:
         """The EAL options of the form (DPDK panels): a perfkit.engines.dpdk.EalOptions."""
         from perfkit.engines import dpdk
         v = self.task_values("eal")
-        return dpdk.EalOptions(memory_mb=v["memory_mb"], hugepages={"auto": None, "on": True, "off": False}[v["hugepages"]],
-                               log_level=v["log_level"], worker_cpus=v["worker_cpus"] or None)
+        huge = {"auto": None, "on": True, "off": False}[v["hugepages"]]
+        return dpdk.EalOptions(memory_mb=v["memory_mb"], hugepages=huge, log_level=v["log_level"],
+                               worker_cpus=v["worker_cpus"] or None)
 
     def _apply_eal(self) -> None:
         """Before a DPDK start: hand the form's EAL options to the engine if they differ from

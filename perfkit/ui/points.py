@@ -139,8 +139,9 @@ def sweep_figure(spec, option: str, tests, rows, state: str = "running", log_x: 
     fig.update_xaxes(**xaxis)
     fig.update_yaxes(tickformat="~s", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(rangemode="tozero", row=1, col=2)
-    fixed = ([f"{spec.duration:g} s per point"] if option != "time" else []) + ([f"rate {spec.rate}"] if spec.rate is not None and option != "rate"
-                                                  else [])
+    fixed = [f"{spec.duration:g} s per point"] if option != "time" else []
+    if spec.rate is not None and option != "rate":
+        fixed.append(f"rate {spec.rate}")
     title = (f"<b>sweep {option}</b>: {', '.join(tests)} to {spec.host}, {', '.join(fixed)} — "
              f"{state}, {len(rows)} points")
     fig.update_layout(title={"text": title, "x": 0.01, "font": {"size": 14}}, height=400, template="plotly_white",
