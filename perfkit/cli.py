@@ -91,7 +91,7 @@ def _parser() -> argparse.ArgumentParser:
     tst.add_argument("-r", "--rate", help="target rate: 1.5Mpps, 100Mbps (default: unlimited)")
     tst.add_argument("-f", "--flows", default=1, help="UDP flows (source ports), udp_bw only")
     tst.add_argument("--oo", action="append", default=[], metavar="OPT:FROM:TO:STEP",
-                     help="sweep an option, as qperf: msg_size:1:64K:*2, rate:100k:1M:+100k")
+                     help="sweep an option, as qperf: msg_size:1:64K:*2, rate:100kpps:1Mpps:+100kpps")
     tst.add_argument("--port", default=DEFAULT_PORT, type=int, help=f"server control port (default {DEFAULT_PORT})")
     tst.add_argument("--token", help="the server's shared secret (default: $PERFKIT_TOKEN)")
     tst.add_argument("--busy-poll", action="store_true", help="latency tests: spin, then block")
