@@ -1,0 +1,136 @@
+"""perfkit's DPDK TCP client on net_af_xdp (issue 6: "net_af_xdp where it starts"): a lab of
+two namespaces joined by a veth; the client's port is net_af_xdp on h1's end, with its own
+address (.200 of the link); nginx runs in h2. Needs root (the lab); skips with DPDK's reason
+where af_xdp does not start.
+
+Each run is in a child process: DPDK 22.11's af_xdp close keeps the interface's xsk socket,
+BPF program and umem until the process ends, so an interface opens once per process (see
+test_dpdk_kernel.py). h2's veth sends with checksum offload off, as in test_dperf_lab.py:
+af_xdp hands DPDK the frames as the kernel left them, a partial TCP checksum included.
+"""
+import ipaddress
+import json
+import os
+import select
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from perfkit.errors import EngineError
+
+_dpdk = pytest.importorskip("perfkit._dpdk", reason="perfkit was built without DPDK")
+from perfkit.engines import dpdk  # noqa: E402
+sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
+from _nginx import Nginx, needs_nginx  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def lab():
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the lab makes network namespaces")
+    from perfkit import lab as lab_mod
+    if not lab_mod.have_privileges():
+        pytest.skip("needs CAP_NET_ADMIN and CAP_SYS_ADMIN for the lab")
+    try:
+        lab = lab_mod.Lab(hosts=2).up()
+    except Exception as exc:  # noqa: BLE001 (a lab that cannot be made here is a skip)
+        pytest.skip(f"no lab here: {exc}")
+    try:
+        h2 = lab.hosts[1]
+        p = subprocess.run(["ip", "netns", "exec", h2.netns, "ethtool", "-K", h2.ifname, "tx", "off"],
+                           capture_output=True, text=True, timeout=20)
+        if p.returncode != 0:
+            pytest.skip(f"ethtool cannot turn checksum offload off: {p.stderr}")
+        yield lab
+    finally:
+        lab.down()
+
+
+@pytest.fixture
+def nginx(lab, tmp_path):
+    h2 = lab.hosts[1]
+    with Nginx(tmp_path, host=h2.ipv4, netns=h2.netns) as ngx:
+        yield ngx
+
+
+# The client, in a child: its counters at the end and sock_current every 50 ms.
+CHILD = textwrap.dedent("""
+    import json, sys, time
+    from perfkit.engines import dpdk, dpdk_tcp
+    from perfkit.errors import EngineError
+    from perfkit.spec import DpdkHttpClient
+    from perfkit.stats import COUNTER_NAMES
+    kw = json.loads(sys.argv[1])
+    dpdk.eal()
+    try:
+        h = dpdk_tcp.build(DpdkHttpClient(**kw))
+    except EngineError as exc:
+        print(json.dumps({"skip": str(exc)}), flush=True)
+        sys.exit(0)
+    seen = []
+    try:
+        h.start()
+        deadline = time.monotonic() + 30
+        while h.running() and time.monotonic() < deadline:
+            seen.append(dict(zip(COUNTER_NAMES, h.snapshot()[0][0]))["sock_current"])
+            time.sleep(0.05)
+        h.stop()
+        h.join()
+        c = dict(zip(COUNTER_NAMES, h.snapshot()[0][0]))
+        err = h.error()
+    finally:
+        h.close()
+    res = dpdk.resources()
+    print(json.dumps({"c": c, "seen": seen, "error": err, "ports_open": res["ports_open"]}), flush=True)
+""")
+
+
+def run_client(lab, **kw):
+    h1, h2 = lab.hosts
+    net = ipaddress.ip_network(f"{h1.ipv4}/24", strict=False)
+    mine = str(net.network_address + 200)
+    spec = dict(port=f"net_af_xdp0,iface={h1.ifname}", netns=h1.netns_path, ip=mine, clients=[[mine, 1]],
+                server=h2.ipv4, listen=8080, http_host="lab", http_path="/x", **kw)
+    proc = subprocess.Popen([sys.executable, "-P", "-c", CHILD, json.dumps(spec)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 90)
+        assert ready, "the child printed nothing in time"
+        line = proc.stdout.readline()
+        assert line, proc.communicate(timeout=30)[1][-3000:]
+        out = json.loads(line)
+    finally:
+        if proc.poll() is None:
+            proc.communicate(timeout=30)
+    if "skip" in out:
+        pytest.skip(f"net_af_xdp does not start here: {out['skip']}")
+    assert out["error"] is None and out["ports_open"] == 0
+    c = out["c"]
+    print(kw, {k: c[k] for k in ("sock_open", "sock_error", "http_2xx", "http_req", "pkts_tx", "pkts_rx", "bad_rx",
+                                 "retrans_syn", "retrans_push", "nic_imissed")}, "max cc", max(out["seen"], default=0))
+    return out
+
+
+@needs_nginx
+def test_cps_run_on_af_xdp_against_nginx_every_request_in_its_log(lab, nginx):
+    out = run_client(lab, cps=500, duration=1.5)
+    c = out["c"]
+    log = nginx.log()
+    assert c["sock_error"] == 0 and c["http_err"] == 0 and c["err_read"] == 0 and c["bad_rx"] == 0
+    assert c["sock_open"] == c["sock_close"] == c["http_2xx"] >= 500
+    assert len(log) == c["http_2xx"] and all(ln[:3] == ["GET", "/x", "200"] for ln in log)
+    assert c["lat_count"] == c["http_2xx"]
+
+
+@needs_nginx
+def test_keepalive_concurrency_on_af_xdp_against_nginx(lab, nginx):
+    cc = 40
+    out = run_client(lab, cps=400, cc=cc, keepalive="20ms", duration=2)
+    c, seen = out["c"], out["seen"]
+    held = seen[len(seen) // 2: 3 * len(seen) // 4]
+    assert max(seen) == cc and held and set(held) == {cc}, seen
+    assert c["sock_open"] == c["sock_close"] == cc and c["sock_error"] == 0 and c["bad_rx"] == 0
+    assert len(nginx.log()) == c["http_2xx"] == c["http_req"] > cc * 10
