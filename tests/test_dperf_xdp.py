@@ -15,6 +15,7 @@ import select
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,57 @@ def test_keepalive_concurrency_on_af_xdp_against_nginx(lab, nginx):
     assert max(seen) == cc and held and set(held) == {cc}, seen
     assert c["sock_open"] == c["sock_close"] == cc and c["sock_error"] == 0 and c["bad_rx"] == 0
     assert len(nginx.log()) == c["http_2xx"] == c["http_req"] > cc * 10
+
+
+def test_tcp_nic_counters_of_two_queues_are_the_pmds_own(lab):
+    """The TCP engine's nic_* rows come from the same code as the dpdk engine's
+    (pk_dpdk_port_nic: the PMD's counters, plus the kernel's drops on af_packet/af_xdp): a tap
+    whose kernel side is down fails every write, which the tap PMD counts in oerrors. Over a
+    client run on 2 queues, both sending SYNs from the start, the engines' nic_oerrors equal
+    the PMD's own delta, reported once (queue 0): its base read before any queue's worker
+    started, its last read after both ended."""
+    from perfkit.spec import DpdkHttpClient
+    from perfkit.engines import dpdk_tcp
+    from perfkit.stats import COUNTER_NAMES
+    h1 = lab.hosts[0]
+    ns = os.path.basename(h1.netns_path)
+    dev, mine = "net_tap0,iface=pktap0", "198.19.77.2"
+    try:
+        dpdk.eal()
+        p = _dpdk.Port(dev, netns=h1.netns_path, ip=mine, queues=2)
+    except EngineError as exc:
+        pytest.skip(f"net_tap with 2 queues does not start here: {exc}")
+    try:
+        subprocess.run(["ip", "-n", ns, "link", "set", "pktap0", "down"], check=True)
+        spec = DpdkHttpClient(port=dev, netns=h1.netns_path, ip=mine, clients=((mine, 1),), server="198.19.77.1",
+                              gateway_mac="02:00:00:00:00:01", cps=2000, duration=0.3, retransmit_timeout="50ms",
+                              retries=1, queues=2)
+        cfgs = dpdk_tcp.workers(spec)
+        for k, w in enumerate(cfgs):
+            w["cpu"] = dpdk._cpu(k)
+        h = _dpdk.TcpEngine(p, cfgs)
+        try:
+            before = p.stats()
+            h.start()
+            deadline = time.monotonic() + 20
+            while h.running():
+                assert time.monotonic() < deadline, "the workers did not stop in time"
+                time.sleep(0.02)
+            h.join()
+            after = p.stats()
+            cs = [dict(zip(COUNTER_NAMES, c)) for c, _ in h.snapshot()]
+            assert h.error() is None
+        finally:
+            h.close()
+    finally:
+        p.close()
+    delta = {k: after[k] - before[k] for k in before}
+    print("PMD delta", delta, "engines", [{k: c[k] for k in ("nic_oerrors", "nic_ierrors", "nic_imissed", "syn_tx",
+                                                         "drop_tx", "sock_error")} for c in cs])
+    assert all(c["syn_tx"] + c["drop_tx"] > 0 for c in cs)       # both queues tried to send
+    assert delta["oerrors"] > 0 and sum(c["nic_oerrors"] for c in cs) == delta["oerrors"]
+    assert [c["nic_oerrors"] > 0 for c in cs] == [True, False]   # the port's counters, once: queue 0
+    assert sum(c["nic_ierrors"] for c in cs) == delta["ierrors"]
+    assert sum(c["nic_imissed"] for c in cs) == delta["imissed"]
+    res = dpdk.resources()
+    assert res["ports_open"] == 0 and res["mbufs_free"] == res["mbufs"]

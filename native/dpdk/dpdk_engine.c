@@ -634,6 +634,19 @@ static uint64_t kernel_missed(pk_dpdk_port *p)
 
 uint64_t pk_dpdk_port_kernel_missed(pk_dpdk_port *p) { return p->nkfd ? kernel_missed(p) : 0; }
 
+int pk_dpdk_port_nic(pk_dpdk_port *p, uint64_t out[3])
+{
+    struct rte_eth_stats st;
+    memset(&st, 0, sizeof(st));
+    if (rte_eth_stats_get(p->pid, &st) != 0)
+        return -1;
+    out[0] = st.ierrors;
+    out[1] = st.oerrors;
+    /* imissed: the PMD's, and what only the kernel counted (af_packet, af_xdp: kernel_missed) */
+    out[2] = st.imissed + (p->nkfd ? kernel_missed(p) : 0);
+    return 0;
+}
+
 static void unplug(pk_dpdk_port *p)
 {
     int home = -1;
@@ -991,24 +1004,19 @@ static inline void flush_cpu(worker *w, uint64_t now)
 
 static void read_nic(worker *w, uint64_t now, int base)
 {
-    struct rte_eth_stats st;
-    memset(&st, 0, sizeof(st));
+    uint64_t nic[3];
     w->last_nic = now;
     if (!w->nic_owner)   /* port-wide counters: one worker per port reports them */
         return;
-    if (rte_eth_stats_get(w->pid, &st) != 0)
+    if (pk_dpdk_port_nic(w->port, nic) != 0)
         return;
-    /* imissed: the PMD's, and what only the kernel counted (af_packet, af_xdp: kernel_missed) */
-    const uint64_t missed = st.imissed + (w->port->nkfd ? kernel_missed(w->port) : 0);
     if (base) {
-        w->nic_base[0] = st.ierrors;
-        w->nic_base[1] = st.oerrors;
-        w->nic_base[2] = missed;
+        memcpy(w->nic_base, nic, sizeof(nic));
         return;
     }
-    pk_set(&w->c, PK_nic_ierrors, st.ierrors - w->nic_base[0]);
-    pk_set(&w->c, PK_nic_oerrors, st.oerrors - w->nic_base[1]);
-    pk_set(&w->c, PK_nic_imissed, missed - w->nic_base[2]);
+    pk_set(&w->c, PK_nic_ierrors, nic[0] - w->nic_base[0]);
+    pk_set(&w->c, PK_nic_oerrors, nic[1] - w->nic_base[1]);
+    pk_set(&w->c, PK_nic_imissed, nic[2] - w->nic_base[2]);
 }
 
 /* Counters, once per rx burst. */

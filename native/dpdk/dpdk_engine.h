@@ -148,6 +148,10 @@ int pk_dpdk_port_stats(const pk_dpdk_port *p, uint64_t out[5]);
  * since the port opened. The engines' nic_imissed is the PMD's imissed plus this. 0 for
  * other ports. */
 uint64_t pk_dpdk_port_kernel_missed(pk_dpdk_port *p);
+/* The port's NIC counters as every engine reports them (nic_ierrors, nic_oerrors,
+ * nic_imissed, before taking a base): the PMD's ierrors, oerrors, and imissed plus
+ * kernel_missed. 0, or -1 when the PMD does not answer. */
+int pk_dpdk_port_nic(pk_dpdk_port *p, uint64_t out[3]);
 /* Raw frames from the calling thread, for tests and diagnostics; -1 while an
  * engine uses the port. send: n frames packed in buf with their lengths; returns
  * how many the port took. recv: up to max frames into buf (cap bytes), lengths

@@ -55,6 +55,7 @@ cdef extern from "tcp_engine.h":
     void pk_tcp_stop(pk_tcp_engine *e) nogil
     int pk_tcp_running(const pk_tcp_engine *e) nogil
     void pk_tcp_join(pk_tcp_engine *e) nogil
+    void pk_tcp_nic_last(pk_tcp_engine *e) nogil
     void pk_tcp_snapshot(const pk_tcp_engine *e, uint64_t *counters, uint64_t *hist) nogil
     const char *pk_tcp_error(const pk_tcp_engine *e)
     void pk_tcp_destroy(pk_tcp_engine *e) nogil

@@ -174,6 +174,8 @@ cdef class TcpEngine:
             e = self.es[i]
             with nogil:
                 pk_tcp_join(e)
+        for i in range(self.n):   # every queue has ended: the port's NIC counters, read last
+            pk_tcp_nic_last(self.es[i])
 
     def error(self):
         cdef const char *msg

@@ -1774,21 +1774,18 @@ static void launch(pk_tcp_engine *e, uint64_t now, uint64_t t_start)
 
 static void read_nic(pk_tcp_engine *e, int base)
 {
+    uint64_t nic[3];
     if (e->cfg.queue != 0)
-        return;                     /* the port's counters: once, by queue 0's worker */
-    struct rte_eth_stats st;
-    memset(&st, 0, sizeof(st));
-    if (rte_eth_stats_get(e->pid, &st) != 0)
+        return;                     /* the port's counters: once, by queue 0's engine */
+    if (pk_dpdk_port_nic(e->port, nic) != 0)   /* the dpdk engine's: kernel drops included */
         return;
     if (base) {
-        e->nic_base[0] = st.ierrors;
-        e->nic_base[1] = st.oerrors;
-        e->nic_base[2] = st.imissed;
+        memcpy(e->nic_base, nic, sizeof(nic));
         return;
     }
-    pk_set(&e->c, PK_nic_ierrors, st.ierrors - e->nic_base[0]);
-    pk_set(&e->c, PK_nic_oerrors, st.oerrors - e->nic_base[1]);
-    pk_set(&e->c, PK_nic_imissed, st.imissed - e->nic_base[2]);
+    pk_set(&e->c, PK_nic_ierrors, nic[0] - e->nic_base[0]);
+    pk_set(&e->c, PK_nic_oerrors, nic[1] - e->nic_base[1]);
+    pk_set(&e->c, PK_nic_imissed, nic[2] - e->nic_base[2]);
 }
 
 static inline int stopping(const pk_tcp_engine *e) { return __atomic_load_n(&e->stop, __ATOMIC_RELAXED); }
@@ -1901,8 +1898,7 @@ static void *worker_main(void *arg)
         snprintf(e->err, sizeof(e->err), "tcp worker: rte_thread_register: %s", rte_strerror(rte_errno));
         goto out;
     }
-    e->last_nic = rte_rdtsc();
-    read_nic(e, 1);
+    e->last_nic = rte_rdtsc();   /* the NIC base was read by pk_tcp_start */
     worker_loop(e);
     struct rte_mempool_cache *cache = rte_mempool_default_cache(e->pool, rte_lcore_id());
     if (cache)
@@ -2030,6 +2026,10 @@ int pk_tcp_start(pk_tcp_engine *e, char *err, size_t errlen)
         set_err(err, errlen, "this engine has already run; make a new one");
         return -1;
     }
+    /* the port-wide NIC counters' base, here before this worker exists: queue 0 starts first,
+     * so no queue's worker has sent yet (read in a worker, a late queue 0 thread missed what
+     * another queue had already made the PMD count) */
+    read_nic(e, 1);
     e->running = 1;
     int rc = pthread_create(&e->thread, NULL, worker_main, e);
     if (rc != 0) {
@@ -2051,6 +2051,12 @@ void pk_tcp_join(pk_tcp_engine *e)
         pthread_join(e->thread, NULL);
         e->started = -1;   /* ran once */
     }
+}
+
+void pk_tcp_nic_last(pk_tcp_engine *e)
+{
+    if (e->started == -1)   /* joined: no worker writes its counters now */
+        read_nic(e, 0);
 }
 
 void pk_tcp_snapshot(const pk_tcp_engine *e, uint64_t *counters, uint64_t *hist)

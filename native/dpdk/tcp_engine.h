@@ -81,6 +81,10 @@ int pk_tcp_start(pk_tcp_engine *e, char *err, size_t errlen);
 void pk_tcp_stop(pk_tcp_engine *e);
 int pk_tcp_running(const pk_tcp_engine *e);
 void pk_tcp_join(pk_tcp_engine *e);
+/* After every queue's engine on the port was joined: queue 0's last read of the port's NIC
+ * counters (a queue that ended later may have made the PMD count more). Start queue 0
+ * first: its pk_tcp_start reads the counters' base before any worker runs. */
+void pk_tcp_nic_last(pk_tcp_engine *e);
 void pk_tcp_snapshot(const pk_tcp_engine *e, uint64_t *counters, uint64_t *hist);
 const char *pk_tcp_error(const pk_tcp_engine *e);
 void pk_tcp_destroy(pk_tcp_engine *e);
