@@ -189,3 +189,101 @@ def test_tcp_nic_counters_of_two_queues_are_the_pmds_own(lab):
     assert sum(c["nic_imissed"] for c in cs) == delta["imissed"]
     res = dpdk.resources()
     assert res["ports_open"] == 0 and res["mbufs_free"] == res["mbufs"]
+
+
+@needs_nginx
+def test_cps_on_af_xdp_with_the_lab_hosts_checksum_offload_on(lab, nginx):
+    """h2's veth as Linux leaves it, checksum offload on: its segments reach af_xdp with the
+    TCP checksum still partial (the pseudo header's sum only). On a kernel port the client
+    takes such a field as done (nothing crossed a wire), so nginx is loaded as it is."""
+    h2 = lab.hosts[1]
+
+    def tx(state):
+        subprocess.run(["ip", "netns", "exec", h2.netns, "ethtool", "-K", h2.ifname, "tx", state],
+                       check=True, capture_output=True, timeout=20)
+    tx("on")
+    try:
+        out = run_client(lab, cps=500, duration=1)
+    finally:
+        tx("off")
+    c = out["c"]
+    assert c["sock_error"] == 0 and c["http_err"] == 0 and c["bad_rx"] == 0
+    assert c["sock_open"] == c["sock_close"] == c["http_2xx"] == len(nginx.log()) >= 400
+
+
+def _sum(b):
+    if len(b) % 2:
+        b += b"\0"
+    s = sum(int.from_bytes(b[i:i + 2], "big") for i in range(0, len(b), 2))
+    while s >> 16:
+        s = (s & 0xffff) + (s >> 16)
+    return s
+
+
+def _send_syns(ifname, dst_mac, sip, dip, kinds):
+    """From a lab host's packet socket: one SYN to dip:80 per kind, its TCP checksum
+    'good', 'partial' (the pseudo header's folded sum, as a Linux sender with offload leaves
+    it) or 'bad'."""
+    import socket
+    import struct
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+    try:
+        s.bind((ifname, 0))
+        src_mac = s.getsockname()[4]
+        for k, kind in enumerate(kinds):
+            tcp = struct.pack("!HHIIBBHHH", 41000 + k, 80, 1000, 0, 5 << 4, 0x02, 65535, 0, 0)
+            pseudo = _sum(socket.inet_aton(sip) + socket.inet_aton(dip) + struct.pack("!BBH", 0, 6, len(tcp)))
+            check = {"good": 0xffff ^ _sum(tcp + struct.pack("!H", pseudo)), "partial": pseudo,
+                     "bad": pseudo ^ 0x0100}[kind]
+            tcp = tcp[:16] + struct.pack("!H", check) + tcp[18:]
+            ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), k, 0, 64, 6, 0, socket.inet_aton(sip),
+                             socket.inet_aton(dip))
+            ip = ip[:10] + struct.pack("!H", 0xffff ^ _sum(ip)) + ip[12:]
+            s.send(bytes.fromhex(dst_mac.replace(":", "")) + src_mac + b"\x08\x00" + ip + tcp)
+    finally:
+        s.close()
+    return len(kinds)
+
+
+def test_on_a_kernel_port_only_a_partial_checksum_passes_not_a_wrong_one(lab):
+    """The server on net_af_packet (h1's veth) gets three SYNs from h2's packet socket: a
+    right checksum and a partial one (what a Linux sender with offload leaves) are taken,
+    a wrong one is counted in bad_rx."""
+    from perfkit.spec import DpdkHttpServer
+    from perfkit.engines import dpdk_tcp
+    from perfkit.stats import COUNTER_NAMES
+    h1, h2 = lab.hosts
+    net = ipaddress.ip_network(f"{h1.ipv4}/24", strict=False)
+    mine = str(net.network_address + 200)
+    try:
+        dpdk.eal()
+        srv = dpdk_tcp.build(DpdkHttpServer(port=f"net_af_packet0,iface={h1.ifname}", netns=h1.netns_path, ip=mine,
+                                            clients=((h2.ipv4, 1),), payload_size=100, duration=5))
+    except EngineError as exc:
+        pytest.skip(f"net_af_packet does not start here: {exc}")
+    try:
+        srv.start()
+        time.sleep(0.3)
+        mac = lab.call(h1, _if_mac, h1.ifname)
+        lab.call(h2, _send_syns, h2.ifname, mac, h2.ipv4, mine, ["good", "partial", "bad"])
+        time.sleep(0.5)
+        srv.stop()
+        while srv.running():
+            time.sleep(0.02)
+        srv.join()
+        c = dict(zip(COUNTER_NAMES, srv.snapshot()[0][0]))
+    finally:
+        srv.close()
+    assert c["syn_rx"] == 2 and c["bad_rx"] == 1
+
+
+def _if_mac(ifname):
+    import fcntl
+    import socket
+    import struct
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)   # in the caller's namespace (sysfs is not)
+    try:
+        info = fcntl.ioctl(s.fileno(), 0x8927, struct.pack("256s", ifname.encode()[:15]))  # SIOCGIFHWADDR
+    finally:
+        s.close()
+    return ":".join(f"{b:02x}" for b in info[18:24])

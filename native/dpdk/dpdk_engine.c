@@ -634,6 +634,8 @@ static uint64_t kernel_missed(pk_dpdk_port *p)
 
 uint64_t pk_dpdk_port_kernel_missed(pk_dpdk_port *p) { return p->nkfd ? kernel_missed(p) : 0; }
 
+int pk_dpdk_port_kernel(const pk_dpdk_port *p) { return p->kernel; }
+
 int pk_dpdk_port_nic(pk_dpdk_port *p, uint64_t out[3])
 {
     struct rte_eth_stats st;

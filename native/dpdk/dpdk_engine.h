@@ -152,6 +152,8 @@ uint64_t pk_dpdk_port_kernel_missed(pk_dpdk_port *p);
  * nic_imissed, before taking a base): the PMD's ierrors, oerrors, and imissed plus
  * kernel_missed. 0, or -1 when the PMD does not answer. */
 int pk_dpdk_port_nic(pk_dpdk_port *p, uint64_t out[3]);
+/* 1 for a port whose frames come from a Linux stack (af_packet, af_xdp, tap). */
+int pk_dpdk_port_kernel(const pk_dpdk_port *p);
 /* Raw frames from the calling thread, for tests and diagnostics; -1 while an
  * engine uses the port. send: n frames packed in buf with their lengths; returns
  * how many the port took. recv: up to max frames into buf (cap bytes), lengths
