@@ -5,8 +5,10 @@ where af_xdp does not start.
 
 Each run is in a child process: DPDK 22.11's af_xdp close keeps the interface's xsk socket,
 BPF program and umem until the process ends, so an interface opens once per process (see
-test_dpdk_kernel.py). h2's veth sends with checksum offload off, as in test_dperf_lab.py:
-af_xdp hands DPDK the frames as the kernel left them, a partial TCP checksum included.
+test_dpdk_kernel.py). h2's veth sends with checksum offload off, as in test_dperf_lab.py, but
+for one run with it on: af_xdp hands DPDK the frames as the kernel left them, the TCP checksum
+then only partial, which the engine takes on a kernel port (and a wrong one it does not).
+Also here: the TCP engine's NIC counters over 2 queues equal the PMD's own.
 """
 import ipaddress
 import json
