@@ -91,12 +91,12 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def run_client(lab, **kw):
+def run_client(lab, v6=False, **kw):
     h1, h2 = lab.hosts
-    net = ipaddress.ip_network(f"{h1.ipv4}/24", strict=False)
+    net = ipaddress.ip_network(f"{h1.ipv6}/64" if v6 else f"{h1.ipv4}/24", strict=False)
     mine = str(net.network_address + 200)
     spec = dict(port=f"net_af_xdp0,iface={h1.ifname}", netns=h1.netns_path, ip=mine, clients=[[mine, 1]],
-                server=h2.ipv4, listen=8080, http_host="lab", http_path="/x", **kw)
+                server=h2.ipv6 if v6 else h2.ipv4, listen=8080, http_host="lab", http_path="/x", **kw)
     proc = subprocess.Popen([sys.executable, "-P", "-c", CHILD, json.dumps(spec)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -194,20 +194,23 @@ def test_tcp_nic_counters_of_two_queues_are_the_pmds_own(lab):
 
 
 @needs_nginx
-def test_cps_on_af_xdp_with_the_lab_hosts_checksum_offload_on(lab, nginx):
+@pytest.mark.parametrize("v6", [False, True], ids=["ipv4", "ipv6"])
+def test_cps_on_af_xdp_with_the_lab_hosts_checksum_offload_on(lab, tmp_path, v6):
     """h2's veth as Linux leaves it, checksum offload on: its segments reach af_xdp with the
     TCP checksum still partial (the pseudo header's sum only). On a kernel port the client
     takes such a field as done (nothing crossed a wire), so nginx is loaded as it is."""
     h2 = lab.hosts[1]
+    nginx = Nginx(tmp_path, host=f"[{h2.ipv6}]" if v6 else h2.ipv4, netns=h2.netns).__enter__()
 
     def tx(state):
         subprocess.run(["ip", "netns", "exec", h2.netns, "ethtool", "-K", h2.ifname, "tx", state],
                        check=True, capture_output=True, timeout=20)
     tx("on")
     try:
-        out = run_client(lab, cps=500, duration=1)
+        out = run_client(lab, v6=v6, cps=500, duration=1)
     finally:
         tx("off")
+        nginx.stop()
     c = out["c"]
     assert c["sock_error"] == 0 and c["http_err"] == 0 and c["bad_rx"] == 0
     assert c["sock_open"] == c["sock_close"] == c["http_2xx"] == len(nginx.log()) >= 400
