@@ -476,7 +476,7 @@ def _dpdk_run(a, spec, header: str):
     """Run a DPDK spec as perfkit local runs a test: rows, then a summary."""
     from perfkit.units import parse_duration
     if a.engine != "dpdk":
-        raise ValueError(f"engine: {a.engine!r}: perfkit {a.command} runs on the dpdk engine only")
+        raise ValueError(f"engine: {a.engine!r}: perfkit {a.command} runs on the dpdk or the socket engine")
     _dpdk_eal(a)
     interval = parse_duration(a.interval, "interval")
     printer = JsonPrinter() if a.json else LinePrinter()
@@ -515,7 +515,7 @@ def _frames_text(spec) -> str:
 
 
 # DpdkFlows options the socket engine has no counterpart for: (attribute, default)
-_DPDK_ONLY_FLOWS = (("peer", None), ("dst_mac", None), ("sizes", None), ("ramp_to", None), ("ramp_time", None),
+_DPDK_ONLY_FLOWS = (("port", None), ("peer", None), ("dst_mac", None), ("sizes", None), ("ramp_to", None), ("ramp_time", None),
                     ("probe_rate", None), ("bidirectional", False), ("src_ips", 1), ("dst_ips", 1),
                     ("sports", None), ("dports", 1), ("netns", None), ("ip", "198.18.0.1"),
                     ("peer_ip", "198.18.0.2"), ("sport", 10000), ("dport", 9), ("burst", 32), ("cores", 1))
@@ -566,7 +566,7 @@ def _flows(a) -> int:
                      bidirectional=a.bidirectional)
     if a.search is not None:
         if a.engine != "dpdk":
-            raise ValueError(f"engine: {a.engine!r}: perfkit flows runs on the dpdk engine only")
+            raise ValueError(f"engine: {a.engine!r}: perfkit flows runs on the dpdk or the socket engine")
         _dpdk_eal(a)
         return _search(a, spec, "dpdk")
     far = f"{spec.peer} ({spec.mode})" if spec.peer else f"{spec.peer_ip} ({spec.mode}, elsewhere)"
