@@ -29,7 +29,7 @@
 #define SPIN_NS        50000ull    /* busy_poll: spin this long before blocking */
 #define SOCK_BUF_BYTES (8 << 20)
 #define TCP_RECV_BUF   (256 << 10)
-#define TCP_RCV_LOWAT  (16 << 10)  /* a stream receiver wakes per this many bytes (or EOF, timeout) */
+#define TCP_RCV_LOWAT  (16 << 10)  /* a stream receiver wakes per this many bytes at most (set_rcvlowat) */
 
 typedef pk_flow_state flow_state;  /* perfkit/seqwin.h */
 
@@ -550,8 +550,12 @@ static int tcp_connect(worker *w)
  * made it wait for two and cost a third of their bandwidth). At most a quarter of the
  * receive buffer; the kernel also wakes it at EOF, under memory pressure or a nearly
  * closed window, and recv() returns what it has after its timeout. The price: while fewer
- * than this many bytes wait unread, Linux acks every second segment at once (so the sender
- * can fill it), which over veth cost 1 KiB streams some rate in A/B runs. */
+ * than this many bytes wait unread, Linux acks every second segment at once, from the
+ * softirq, so over veth the sender's CPU alone ran receive, acks and Nagle: 1 KiB writes
+ * got 0.44-0.93x qperf's rate. So the mark is at most one segment (TCP_MAXSEG) unless each
+ * message is bigger: over veth (1448 B) the receiver then wakes per segment and acks from
+ * its own CPU (1 KiB: 0.94-1.01x qperf); loopback's segments (32-64 KiB) and writes of
+ * 16 KiB or more keep 16 KiB. */
 static void set_rcvlowat(const worker *w, int fd)
 {
     if (w->cfg.role != PK_TCP_RECV || w->cfg.proto != IPPROTO_TCP)
@@ -561,6 +565,14 @@ static void set_rcvlowat(const worker *w, int fd)
     if (getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &len) != 0)
         return;
     int lowat = rcvbuf / 4 < TCP_RCV_LOWAT ? rcvbuf / 4 : TCP_RCV_LOWAT;
+    int seg = 0;
+    len = sizeof(seg);
+    if (getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &seg, &len) != 0)
+        seg = 0;
+    if (seg < (int)w->cfg.size)
+        seg = (int)w->cfg.size;
+    if (seg > 0 && seg < lowat)
+        lowat = seg;
     if (lowat > 1)
         setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat));
 }
