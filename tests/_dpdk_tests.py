@@ -1,7 +1,6 @@
 """What the DPDK test files share: the EAL fixture, counter reads, waiting for workers and
-the Internet checksum for frames built by hand. Import it after the importorskip of
+the Internet checksum for frames built by hand (from _labs.py). Import it after the importorskip of
 perfkit._dpdk (the test file skips first where perfkit has no DPDK)."""
-import struct
 import time
 
 import pytest
@@ -9,6 +8,7 @@ import pytest
 from perfkit.stats import COUNTER_NAMES
 from perfkit.engines import dpdk
 from perfkit.errors import EngineError
+from _labs import csum  # noqa: F401 (the test files take it from here too)
 
 
 @pytest.fixture(scope="session")
@@ -32,11 +32,7 @@ def wait_done(handle, timeout=10.0):
     handle.join()
 
 
-def csum(data: bytes) -> int:
-    """The Internet checksum (RFC 1071) of data."""
-    if len(data) % 2:
-        data += b"\0"
-    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
+def no_leaks():
+    """Every port closed and every mbuf back in the pool."""
+    res = dpdk.resources()
+    assert res["ports_open"] == 0 and res["mbufs_free"] == res["mbufs"], res

@@ -29,6 +29,7 @@ _dpdk = pytest.importorskip(
 from perfkit.engines import dpdk  # noqa: E402
 sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
 from _dpdk_tests import eal, counters, wait_done, csum  # noqa: E402,F401 (eal: a fixture)
+from _labs import lab_module_or_skip, lab_up_or_skip, udp_stats, if_mac, ping  # noqa: E402
 
 AFFINITY_AT_IMPORT = os.sched_getaffinity(0)
 A_IP, B_IP = "198.18.0.1", "198.18.0.2"
@@ -588,70 +589,15 @@ def test_a_dpdk_run_saves_and_loads(eal, tmp_path):
 
 # ------------------------------------------------------------------ the kernel, through af_packet
 
-def _lab_or_skip():
-    if os.geteuid() != 0:
-        pytest.skip("needs root: the lab makes network namespaces")
-    from perfkit import lab as lab_mod
-    if not lab_mod.have_privileges():
-        pytest.skip("needs CAP_NET_ADMIN and CAP_SYS_ADMIN for the lab")
-    return lab_mod
-
-
-def _udp_stats():
-    with open("/proc/net/snmp") as f:
-        rows = [ln.split() for ln in f if ln.startswith("Udp:")]
-    return dict(zip(rows[0][1:], map(int, rows[1][1:])))
-
-
-def _if_mac(ifname):
-    import fcntl
-    import socket
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        info = fcntl.ioctl(s.fileno(), 0x8927, struct.pack("256s", ifname.encode()[:15]))  # SIOCGIFHWADDR
-    finally:
-        s.close()
-    return ":".join(f"{b:02x}" for b in info[18:24])
-
-
-def _ping(addr, count):
-    """ICMP echo from a raw socket (no ping binary needed): how many were answered."""
-    import socket
-    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
-    s.settimeout(1.0)
-    answered = 0
-    try:
-        for seq in range(count):
-            s.sendto(icmp_echo(0x4242, seq, b"perfkit"), (addr, 0))
-            deadline = time.monotonic() + 1.0
-            while time.monotonic() < deadline:
-                try:
-                    data, (src, _) = s.recvfrom(2048)
-                except socket.timeout:
-                    break
-                icmp = data[(data[0] & 15) * 4:]
-                if src == addr and icmp[0] == 0 and icmp[4:8] == struct.pack("!HH", 0x4242, seq) \
-                        and csum(icmp) == 0:
-                    answered += 1
-                    break
-    finally:
-        s.close()
-    return answered
-
-
 def test_af_packet_into_a_lab_namespace_the_kernel_counts_and_answers(eal):
-    lab_mod = _lab_or_skip()
-    try:
-        lab = lab_mod.Lab(hosts=2).up()
-    except Exception as exc:  # noqa: BLE001 (a lab that cannot be made here is a skip, not our failure)
-        pytest.skip(f"no lab here: {exc}")
+    lab = lab_up_or_skip(lab_module_or_skip())
     try:
         h1, h2 = lab.hosts
         net = ipaddress.ip_network(f"{h1.ipv4}/24", strict=False)
         mine = str(net.network_address + 200)            # the DPDK port's own address, in h1's link
         dev = f"net_af_packet0,iface={h1.ifname}"
-        h2_mac = lab.call(h2, _if_mac, h2.ifname)
-        before = lab.call(h2, _udp_stats)
+        h2_mac = lab.call(h2, if_mac, h2.ifname)
+        before = lab.call(h2, udp_stats)
         fds = len(os.listdir("/proc/self/fd"))
         spec = DpdkFlows(port=dev, netns=h1.netns_path, ip=mine, peer_ip=h2.ipv4, rate="20kpps", flows=4,
                          size=128, duration="1s")
@@ -663,7 +609,7 @@ def test_af_packet_into_a_lab_namespace_the_kernel_counts_and_answers(eal):
             mac, broadcast = h.dst_mac(0)
         finally:
             h.close()
-        after = lab.call(h2, _udp_stats)
+        after = lab.call(h2, udp_stats)
         assert (mac, broadcast) == (h2_mac, False)       # the kernel answered our ARP request
         assert tx["arp_rx"] >= 1 and tx["pkts_tx"] == 20_000
         got = (after["InDatagrams"] - before["InDatagrams"]) + (after["NoPorts"] - before["NoPorts"])
@@ -674,7 +620,7 @@ def test_af_packet_into_a_lab_namespace_the_kernel_counts_and_answers(eal):
         refl = dpdk.build(DpdkReflect(port=dev, netns=h1.netns_path, ip=mine, duration="4s"))
         try:
             refl.start()
-            answered = lab.call(h2, _ping, mine, 3, timeout=20)
+            answered = lab.call(h2, ping, mine, 3, timeout=20)
             refl.stop()
             wait_done(refl)
             c = counters(refl, 0)

@@ -26,6 +26,8 @@ import pytest
 _dpdk = pytest.importorskip(
     "perfkit._dpdk", reason="perfkit was built without DPDK (Debian: apt install libdpdk-dev "
                             "pkg-config, then reinstall perfkit)")
+sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helper is beside us
+from _labs import lab, lab_module_or_skip, lab_up_or_skip  # noqa: E402,F401 (lab: a fixture)
 
 CHILD = textwrap.dedent("""
     import ctypes, json, os, struct, sys, time
@@ -114,15 +116,7 @@ def _line(proc, timeout=30):
 
 def test_imissed_is_the_pmds_and_the_kernels_own_count(tmp_path):
     import ipaddress
-    if os.geteuid() != 0:
-        pytest.skip("needs root: the lab makes network namespaces")
-    from perfkit import lab as lab_mod
-    if not lab_mod.have_privileges():
-        pytest.skip("needs CAP_NET_ADMIN and CAP_SYS_ADMIN for the lab")
-    try:
-        lab = lab_mod.Lab(hosts=2, mtu=3000).up()
-    except Exception as exc:  # noqa: BLE001 (a lab that cannot be made here is a skip)
-        pytest.skip(f"no lab here: {exc}")
+    lab = lab_up_or_skip(lab_module_or_skip(), mtu=3000)
     try:
         h1, h2 = lab.hosts
         mine = str(ipaddress.ip_network(f"{h2.ipv4}/24", strict=False).network_address + 201)
@@ -161,23 +155,6 @@ def _burst(dst, n):
     finally:
         s.close()
     return n + 1
-
-
-@pytest.fixture()
-def lab():
-    if os.geteuid() != 0:
-        pytest.skip("needs root: the lab makes network namespaces")
-    from perfkit import lab as lab_mod
-    if not lab_mod.have_privileges():
-        pytest.skip("needs CAP_NET_ADMIN and CAP_SYS_ADMIN for the lab")
-    try:
-        lab = lab_mod.Lab(hosts=2).up()
-    except Exception as exc:  # noqa: BLE001 (a lab that cannot be made here is a skip)
-        pytest.skip(f"no lab here: {exc}")
-    try:
-        yield lab
-    finally:
-        lab.down()
 
 
 OVERRUN = textwrap.dedent("""

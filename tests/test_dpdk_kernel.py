@@ -8,12 +8,10 @@ import ipaddress
 import json
 import os
 import select
-import struct
 import subprocess
 import sys
 from pathlib import Path
 import textwrap
-import time
 
 import pytest
 
@@ -26,67 +24,8 @@ _dpdk = pytest.importorskip(
                             "pkg-config, then reinstall perfkit)")
 from perfkit.engines import dpdk  # noqa: E402
 sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
-from _dpdk_tests import eal, counters, wait_done, csum  # noqa: E402,F401 (eal: a fixture)
-
-
-@pytest.fixture()
-def lab():
-    if os.geteuid() != 0:
-        pytest.skip("needs root: the lab makes network namespaces")
-    from perfkit import lab as lab_mod
-    if not lab_mod.have_privileges():
-        pytest.skip("needs CAP_NET_ADMIN and CAP_SYS_ADMIN for the lab")
-    try:
-        lab = lab_mod.Lab(hosts=2).up()
-    except Exception as exc:  # noqa: BLE001 (a lab that cannot be made here is a skip)
-        pytest.skip(f"no lab here: {exc}")
-    try:
-        yield lab
-    finally:
-        lab.down()
-
-
-def _udp_stats():
-    with open("/proc/net/snmp") as f:
-        rows = [ln.split() for ln in f if ln.startswith("Udp:")]
-    return dict(zip(rows[0][1:], map(int, rows[1][1:])))
-
-
-def _ping(addr, count):
-    """ICMP echo from a raw socket: how many were answered."""
-    import socket
-    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
-    s.settimeout(1.0)
-    answered = 0
-    try:
-        for seq in range(count):
-            body = struct.pack("!BBHHH", 8, 0, 0, 0x4243, seq) + b"perfkit"
-            body = body[:2] + struct.pack("!H", csum(body)) + body[4:]
-            s.sendto(body, (addr, 0))
-            deadline = time.monotonic() + 1.0
-            while time.monotonic() < deadline:
-                try:
-                    data, (src, _) = s.recvfrom(2048)
-                except socket.timeout:
-                    break
-                icmp = data[(data[0] & 15) * 4:]
-                if src == addr and icmp[0] == 0 and icmp[4:8] == struct.pack("!HH", 0x4243, seq):
-                    answered += 1
-                    break
-    finally:
-        s.close()
-    return answered
-
-
-def _if_mac(ifname):
-    import fcntl
-    import socket
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)   # in the caller's namespace (sysfs is not)
-    try:
-        info = fcntl.ioctl(s.fileno(), 0x8927, struct.pack("256s", ifname.encode()[:15]))  # SIOCGIFHWADDR
-    finally:
-        s.close()
-    return ":".join(f"{b:02x}" for b in info[18:24])
+from _dpdk_tests import eal, counters, wait_done  # noqa: E402,F401 (eal: a fixture)
+from _labs import lab, udp_stats, ping, if_mac  # noqa: E402,F401 (lab: a fixture)
 
 
 def _build_or_skip(spec, what):
@@ -99,7 +38,7 @@ def _build_or_skip(spec, what):
 def _kernel_counts(lab, h, peer_host):
     """Run flows built into h: the kernel's UDP counters in peer_host equal our TX,
     and its ARP answer was used. Returns the MAC the generator resolved."""
-    before = lab.call(peer_host, _udp_stats)
+    before = lab.call(peer_host, udp_stats)
     try:
         h.start()
         wait_done(h, timeout=10)
@@ -107,7 +46,7 @@ def _kernel_counts(lab, h, peer_host):
         mac, broadcast = h.dst_mac(0)
     finally:
         h.close()
-    after = lab.call(peer_host, _udp_stats)
+    after = lab.call(peer_host, udp_stats)
     got = (after["InDatagrams"] - before["InDatagrams"]) + (after["NoPorts"] - before["NoPorts"])
     assert broadcast is False and tx["arp_rx"] >= 1          # the kernel answered our ARP request
     assert tx["pkts_tx"] == 20_000 and got == tx["pkts_tx"]  # it received every frame we sent
@@ -118,7 +57,7 @@ def _kernel_counts(lab, h, peer_host):
 def _pings_answered(lab, refl, pinger, addr):
     try:
         refl.start()
-        answered = lab.call(pinger, _ping, addr, 3, timeout=20)
+        answered = lab.call(pinger, ping, addr, 3, timeout=20)
         refl.stop()
         wait_done(refl)
         c = counters(refl, 0)
@@ -186,24 +125,24 @@ def test_af_xdp_on_a_lab_veth(eal, lab):
     h1, h2 = lab.hosts
     net = ipaddress.ip_network(f"{h1.ipv4}/24", strict=False)
     mine1, mine2 = str(net.network_address + 200), str(net.network_address + 201)
-    before = lab.call(h2, _udp_stats)
+    before = lab.call(h2, udp_stats)
     child = _child("flows", f"net_af_xdp0,iface={h1.ifname}", h1.netns_path, mine1, h2.ipv4)
     try:
         _line(child)
         done = _line(child)
     finally:
         child.communicate(timeout=30)
-    after = lab.call(h2, _udp_stats)
+    after = lab.call(h2, udp_stats)
     tx = done["c"]
     got = (after["InDatagrams"] - before["InDatagrams"]) + (after["NoPorts"] - before["NoPorts"])
-    assert done["mac"] == [lab.call(h2, _if_mac, h2.ifname), False]   # ARP answered by h2's kernel
+    assert done["mac"] == [lab.call(h2, if_mac, h2.ifname), False]   # ARP answered by h2's kernel
     assert tx["pkts_tx"] == 20_000 and got == tx["pkts_tx"]           # the kernel got every frame
     assert after["InCsumErrors"] == before["InCsumErrors"] and after["InErrors"] == before["InErrors"]
     # the reflector on h2's end of the veth answers h1's kernel pings
     child = _child("reflect", f"net_af_xdp0,iface={h2.ifname}", h2.netns_path, mine2)
     try:
         _line(child)
-        answered = lab.call(h1, _ping, mine2, 3, timeout=20)
+        answered = lab.call(h1, ping, mine2, 3, timeout=20)
         child.stdin.write("done\n")
         child.stdin.flush()
         c = _line(child)["c"]

@@ -21,7 +21,7 @@ _dpdk = pytest.importorskip("perfkit._dpdk", reason="perfkit was built without D
 from perfkit.engines import dpdk_tcp  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helpers are beside us
-from _dpdk_tests import counters as _counters, csum, eal, wait_done  # noqa: E402,F401
+from _dpdk_tests import counters as _counters, csum, eal, no_leaks, wait_done  # noqa: E402,F401
 
 CLI, SRV = "2001:2:0:7::1", "2001:2:0:7::2"
 PEER_MAC = "02:00:00:00:00:06"
@@ -30,12 +30,6 @@ SYN, FIN, RST, PSH, ACK = 0x02, 0x01, 0x04, 0x08, 0x10
 
 def counters(h):
     return _counters(h, 0)
-
-
-def no_leaks():
-    from perfkit.engines import dpdk
-    res = dpdk.resources()
-    assert res["ports_open"] == 0 and res["mbufs_free"] == res["mbufs"], res
 
 
 def server(port, **kw):

@@ -9,33 +9,29 @@ checks every checksum and would count them as bad).
 import ipaddress
 import os
 import subprocess
+import sys
 import time
 
 import pytest
 
 from perfkit.errors import EngineError
 from perfkit.spec import DpdkHttpClient, DpdkHttpServer
-from perfkit.stats import COUNTER_NAMES
 
 _dpdk = pytest.importorskip("perfkit._dpdk", reason="perfkit was built without DPDK")
 from perfkit.engines import dpdk, dpdk_tcp  # noqa: E402
+sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helpers are beside us
+from _dpdk_tests import counters as _counters, no_leaks, wait_done  # noqa: E402
+from _labs import lab_module_or_skip, lab_up_or_skip  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def lab():
-    if os.geteuid() != 0:
-        pytest.skip("needs root: the lab makes network namespaces")
-    from perfkit import lab as lab_mod
-    if not lab_mod.have_privileges():
-        pytest.skip("needs CAP_NET_ADMIN and CAP_SYS_ADMIN for the lab")
+    lab_mod = lab_module_or_skip()
     try:
         dpdk.eal()
     except EngineError as exc:
         pytest.skip(f"DPDK EAL does not start here: {exc}")
-    try:
-        lab = lab_mod.Lab(hosts=2).up()
-    except Exception as exc:  # noqa: BLE001 (a lab that cannot be made here is a skip)
-        pytest.skip(f"no lab here: {exc}")
+    lab = lab_up_or_skip(lab_mod)
     try:
         h2 = lab.hosts[1]
         p = lab.popen(h2, ["ethtool", "-K", h2.ifname, "tx", "off"], stdout=subprocess.DEVNULL,
@@ -55,20 +51,11 @@ def port_of(lab):
 
 
 def counters(h):
-    return dict(zip(COUNTER_NAMES, h.snapshot()[0][0]))
+    return _counters(h, 0)
 
 
 def finish(h, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while h.running():
-        assert time.monotonic() < deadline, "the worker did not stop in time"
-        time.sleep(0.02)
-    h.join()
-
-
-def no_leaks():
-    res = dpdk.resources()
-    assert res["ports_open"] == 0 and res["mbufs_free"] == res["mbufs"], res
+    wait_done(h, timeout)
 
 
 @pytest.mark.parametrize("size", [100, 100_000])

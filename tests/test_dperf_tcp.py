@@ -14,40 +14,25 @@ import time
 
 import pytest
 
-from perfkit.errors import EngineError
 from perfkit.spec import DpdkHttpClient, DpdkHttpServer
-from perfkit.stats import COUNTER_NAMES
 
 _dpdk = pytest.importorskip(
     "perfkit._dpdk", reason="perfkit was built without DPDK (Debian: apt install libdpdk-dev "
                             "pkg-config, then reinstall perfkit)")
-from perfkit.engines import dpdk, dpdk_tcp  # noqa: E402
+from perfkit.engines import dpdk_tcp  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helper is beside us
-from _dpdk_tests import csum  # noqa: E402
+from _dpdk_tests import counters as _counters, csum, eal, no_leaks, wait_done as _wait_done  # noqa: E402,F401
 
 CLI, SRV = "198.18.0.1", "198.18.0.2"
 
 
-@pytest.fixture(scope="module")
-def eal():
-    try:
-        return dpdk.eal()
-    except EngineError as exc:
-        pytest.skip(f"DPDK EAL does not start here: {exc}")
-
-
 def counters(h):
-    c, _ = h.snapshot()[0]
-    return dict(zip(COUNTER_NAMES, c))
+    return _counters(h, 0)
 
 
 def wait_done(h, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while h.running():
-        assert time.monotonic() < deadline, "the worker did not stop in time"
-        time.sleep(0.01)
-    h.join()
+    _wait_done(h, timeout)
 
 
 def run_pair(server_spec, client_spec, during=None):
@@ -73,11 +58,6 @@ def run_pair(server_spec, client_spec, during=None):
             cli.close()
     finally:
         srv.close()
-
-
-def no_leaks():
-    res = dpdk.resources()
-    assert res["ports_open"] == 0 and res["mbufs_free"] == res["mbufs"], res
 
 
 def test_cps_run_counts_agree_exactly(eal):
