@@ -36,3 +36,29 @@ def no_leaks():
     """Every port closed and every mbuf back in the pool."""
     res = dpdk.resources()
     assert res["ports_open"] == 0 and res["mbufs_free"] == res["mbufs"], res
+
+
+def mac_bytes(mac: str) -> bytes:
+    return bytes(int(x, 16) for x in mac.split(":"))
+
+
+def pull(port, until=None, timeout=2.0):
+    """Frames from a raw port until `until` of them (or timeout s) have come."""
+    out, deadline = [], time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = port.recv(64)
+        out += got
+        if until is not None and len(out) >= until:
+            break
+        if not got:
+            time.sleep(0.001)
+    return out
+
+
+def push_draining(raw, frames, timeout=20.0):
+    """Every frame into the ring, draining what comes back meanwhile."""
+    deadline, i = time.monotonic() + timeout, 0
+    while i < len(frames):
+        i += raw.send(frames[i:i + 64])
+        raw.recv(64)
+        assert time.monotonic() < deadline, "the ring stayed full"

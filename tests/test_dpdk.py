@@ -28,7 +28,7 @@ _dpdk = pytest.importorskip(
                             "pkg-config, then reinstall perfkit)")
 from perfkit.engines import dpdk  # noqa: E402
 sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
-from _dpdk_tests import eal, counters, wait_done, csum  # noqa: E402,F401 (eal: a fixture)
+from _dpdk_tests import eal, counters, wait_done, csum, mac_bytes, pull  # noqa: E402,F401 (eal: a fixture)
 from _labs import lab_module_or_skip, lab_up_or_skip, udp_stats, if_mac, ping  # noqa: E402
 
 AFFINITY_AT_IMPORT = os.sched_getaffinity(0)
@@ -37,10 +37,6 @@ WIRE_MAGIC, WIRE_SHORT_MAGIC = 0x706B7431, 0x706B7331
 
 
 # ------------------------------------------------------------------ frames by hand
-
-def mac_bytes(mac: str) -> bytes:
-    return bytes(int(x, 16) for x in mac.split(":"))
-
 
 def eth(dst: str, src: str, etype: int, payload: bytes) -> bytes:
     return mac_bytes(dst) + mac_bytes(src) + struct.pack("!H", etype) + payload
@@ -93,18 +89,6 @@ def push(port, frames, timeout=5.0):
             assert time.monotonic() < deadline, "the ring stayed full"
             time.sleep(0.001)
     return i
-
-
-def pull(port, until=None, timeout=2.0):
-    out, deadline = [], time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = port.recv(64)
-        out += got
-        if until is not None and len(out) >= until:
-            break
-        if not got:
-            time.sleep(0.002)
-    return out
 
 
 # ------------------------------------------------------------------ EAL

@@ -21,7 +21,8 @@ _dpdk = pytest.importorskip("perfkit._dpdk", reason="perfkit was built without D
 from perfkit.engines import dpdk_tcp  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helpers are beside us
-from _dpdk_tests import counters as _counters, csum, eal, no_leaks, wait_done  # noqa: E402,F401
+from _dpdk_tests import (counters as _counters, csum, eal, mac_bytes, no_leaks, pull,  # noqa: E402,F401
+                         push_draining, wait_done)
 
 CLI, SRV = "2001:2:0:7::1", "2001:2:0:7::2"
 PEER_MAC = "02:00:00:00:00:06"
@@ -193,10 +194,6 @@ def test_client_and_server_in_two_processes_over_memif(eal, payload, client_kw):
 
 # ------------------------------------------------------------------ frames by hand
 
-def mac_bytes(mac):
-    return bytes(int(x, 16) for x in mac.split(":"))
-
-
 def a6(addr):
     return ipaddress.IPv6Address(addr).packed
 
@@ -271,16 +268,6 @@ def received(h, n, timeout=5.0):
         time.sleep(0.01)
     time.sleep(0.05)
     return counters(h)
-
-
-def pull(port, n, timeout=2.0):
-    out, deadline = [], time.monotonic() + timeout
-    while time.monotonic() < deadline and len(out) < n:
-        got = port.recv(64)
-        out += got
-        if not got:
-            time.sleep(0.002)
-    return out
 
 
 @pytest.fixture
@@ -470,14 +457,6 @@ def _fuzz6(rng, mac, n, src, dst, ports, lports):
     return out
 
 
-def _push(raw, frames, timeout=20.0):
-    deadline, i = time.monotonic() + timeout, 0
-    while i < len(frames):
-        i += raw.send(frames[i:i + 64])
-        raw.recv(64)
-        assert time.monotonic() < deadline, "the ring stayed full"
-
-
 @pytest.mark.parametrize("seed", [16])
 def test_fuzzed_ipv6_frames_never_crash_server_or_client(eal, seed):
     rng = random.Random(seed)
@@ -486,7 +465,7 @@ def test_fuzzed_ipv6_frames_never_crash_server_or_client(eal, seed):
     try:
         srv.start()
         frames = _fuzz6(rng, srv.port_list[0].mac, 5000, CLI, SRV, [80, 80, 81], [40000, 40001, rng.randrange(65536)])
-        _push(raw, frames)
+        push_draining(raw, frames)
         time.sleep(0.3)
         while raw.recv(64):
             pass
@@ -506,7 +485,7 @@ def test_fuzzed_ipv6_frames_never_crash_server_or_client(eal, seed):
     try:
         frames = _fuzz6(rng, cli.port_list[0].mac, 5000, SRV, CLI, [3000, 3001, 3002, 3003], [80])
         cli.start()                 # after building them: the client runs 1 s
-        _push(raw, frames)
+        push_draining(raw, frames)
         wait_done(cli)
         c = counters(cli)
         assert cli.error() is None

@@ -22,7 +22,8 @@ _dpdk = pytest.importorskip(
 from perfkit.engines import dpdk_tcp  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helper is beside us
-from _dpdk_tests import counters as _counters, csum, eal, no_leaks, wait_done as _wait_done  # noqa: E402,F401
+from _dpdk_tests import (counters as _counters, csum, eal, mac_bytes, no_leaks, pull,  # noqa: E402,F401
+                         push_draining, wait_done as _wait_done)
 
 CLI, SRV = "198.18.0.1", "198.18.0.2"
 
@@ -237,10 +238,6 @@ def test_client_reports_an_unanswered_arp(eal):
 PEER_MAC = "02:00:00:00:00:01"
 
 
-def mac_bytes(mac):
-    return bytes(int(x, 16) for x in mac.split(":"))
-
-
 def ip4(src, dst, proto, payload, *, tot=None):
     tot = 20 + len(payload) if tot is None else tot
     h = struct.pack("!BBHHHBBH4s4s", 0x45, 0, tot, 0, 0x4000, 64, proto, 0,
@@ -268,16 +265,6 @@ def parse_tcp(f):
     sport, dport, seq, ack, off, flags = struct.unpack("!HHIIBB", t[:14])
     return dict(sport=sport, dport=dport, seq=seq, ack=ack, flags=flags, data=t[(off >> 4) * 4:],
                 ok=csum(ip[12:20] + struct.pack("!BBH", 0, 6, len(t)) + t) == 0 and csum(ip[:ihl]) == 0)
-
-
-def pull(port, n, timeout=2.0):
-    out, deadline = [], time.monotonic() + timeout
-    while time.monotonic() < deadline and len(out) < n:
-        got = port.recv(64)
-        out += got
-        if not got:
-            time.sleep(0.002)
-    return out
 
 
 SYN, FIN, RST, PSH, ACK = 0x02, 0x01, 0x04, 0x08, 0x10
@@ -535,15 +522,6 @@ def _fuzz_frames(rng, mac, n, src, dst, ports, lports):
     return out
 
 
-def _push(raw, frames, timeout=20.0):
-    """Every frame into the ring, draining what comes back meanwhile."""
-    deadline, i = time.monotonic() + timeout, 0
-    while i < len(frames):
-        i += raw.send(frames[i:i + 64])
-        raw.recv(64)
-        assert time.monotonic() < deadline, "the ring stayed full"
-
-
 @pytest.mark.parametrize("seed", [6, 7])
 def test_fuzzed_segments_never_crash_server_or_client(eal, seed):
     import random
@@ -556,7 +534,7 @@ def test_fuzzed_segments_never_crash_server_or_client(eal, seed):
         srv.start()
         mac = srv.port_list[0].mac
         frames = _fuzz_frames(rng, mac, 6000, CLI, SRV, [80, 80, 81], [40000, 40001, 40002, rng.randrange(65536)])
-        _push(raw, frames)
+        push_draining(raw, frames)
         time.sleep(0.3)
         while raw.recv(64):
             pass
@@ -578,7 +556,7 @@ def test_fuzzed_segments_never_crash_server_or_client(eal, seed):
         mac = cli.port_list[0].mac
         frames = _fuzz_frames(rng, mac, 6000, SRV, CLI, [3000, 3001, 3002, 3003], [80])
         cli.start()                 # after building them: the client runs 1 s (a loaded machine builds slowly)
-        _push(raw, frames)
+        push_draining(raw, frames)
         wait_done(cli)
         c = counters(cli)
         assert cli.error() is None
