@@ -62,3 +62,33 @@ def push_draining(raw, frames, timeout=20.0):
         i += raw.send(frames[i:i + 64])
         raw.recv(64)
         assert time.monotonic() < deadline, "the ring stayed full"
+
+
+# A generator on a memif client in a process of its own: python -P -c MEMIF_CLIENT SOCK RATE
+# SECONDS FLOWS [LINGER]; prints what it sent as a JSON line. LINGER s before it closes: memif
+# drops what is still in the ring when this side leaves, a server that reads late wants it.
+MEMIF_CLIENT = """
+import json, sys, time
+from perfkit.engines import dpdk
+dpdk.eal()
+from perfkit import _dpdk
+from perfkit.stats import COUNTER_NAMES
+sock, rate, dur, flows = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+linger = float(sys.argv[5]) if len(sys.argv) > 5 else 0.0
+p = _dpdk.Port(f"net_memif0,role=client,socket={sock}", ip="198.18.0.1")
+t = time.monotonic()
+while not p.link_up and time.monotonic() - t < 10:
+    time.sleep(0.01)
+h = _dpdk.DpdkEngine([p], [{"role": "dpdk_send", "port": 0, "flows": flows, "rate": rate, "duration": dur,
+                            "dst_ip": "198.18.0.2", "dst_mac": "02:00:00:00:00:02"}], own_ports=True)
+h.start()
+while h.running():
+    time.sleep(0.01)
+h.join()
+c = dict(zip(COUNTER_NAMES, h.snapshot()[0][0]))
+print(json.dumps({"link": bool(p.link_up is not None), "pkts_tx": c["pkts_tx"], "drop_tx": c["drop_tx"],
+                  "flow_sent": h.flow_sent(0)}), flush=True)
+if linger:
+    time.sleep(linger)
+h.close()
+"""
