@@ -1,6 +1,9 @@
 """What the DPDK test files share: the EAL fixture, counter reads, waiting for workers and
 the Internet checksum for frames built by hand (from _labs.py). Import it after the importorskip of
 perfkit._dpdk (the test file skips first where perfkit has no DPDK)."""
+import contextlib
+import json
+import select
 import time
 
 import pytest
@@ -8,7 +11,7 @@ import pytest
 from perfkit.stats import COUNTER_NAMES
 from perfkit.engines import dpdk
 from perfkit.errors import EngineError
-from _labs import csum  # noqa: F401 (the test files take it from here too)
+from _labs import csum, ping, udp_stats  # noqa: F401 (csum: the test files take it from here too)
 
 
 @pytest.fixture(scope="session")
@@ -36,6 +39,72 @@ def no_leaks():
     """Every port closed and every mbuf back in the pool."""
     res = dpdk.resources()
     assert res["ports_open"] == 0 and res["mbufs_free"] == res["mbufs"], res
+
+
+def kernel_counts(lab, h, peer_host):
+    """Run flows built into h: the kernel's UDP counters in peer_host equal our TX,
+    and its ARP answer was used. Returns the MAC the generator resolved."""
+    before = lab.call(peer_host, udp_stats)
+    try:
+        h.start()
+        wait_done(h, timeout=10)
+        tx = counters(h, 0)
+        mac, broadcast = h.dst_mac(0)
+    finally:
+        h.close()
+    after = lab.call(peer_host, udp_stats)
+    got = (after["InDatagrams"] - before["InDatagrams"]) + (after["NoPorts"] - before["NoPorts"])
+    assert broadcast is False and tx["arp_rx"] >= 1          # the kernel answered our ARP request
+    assert tx["pkts_tx"] == 20_000 and got == tx["pkts_tx"]  # it received every frame we sent
+    assert after["InCsumErrors"] == before["InCsumErrors"] and after["InErrors"] == before["InErrors"]
+    return mac
+
+
+def pings_answered(lab, refl, pinger, addr):
+    """The reflector built into refl answers 3 pings from the kernel of lab host pinger."""
+    try:
+        refl.start()
+        answered = lab.call(pinger, ping, addr, 3, timeout=20)
+        refl.stop()
+        wait_done(refl)
+        c = counters(refl, 0)
+    finally:
+        refl.close()
+    assert answered == 3 and c["icmp_rx"] >= 3 and c["bad_rx"] == 0
+    res = dpdk.resources()
+    assert res["ports_open"] == 0 and res["mbufs_free"] == res["mbufs"]
+
+
+def child_line(proc, timeout=30):
+    """The next JSON line of a child process; a skip where it says the PMD does not start."""
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    assert ready, "the child printed nothing in time"
+    line = proc.stdout.readline()
+    assert line, proc.communicate()[1][-3000:]
+    out = json.loads(line)
+    if "skip" in out:
+        proc.wait(10)
+        pytest.skip(f"net_af_xdp does not start here: {out['skip']}")
+    return out
+
+
+@contextlib.contextmanager
+def serving(spec, raw_port: str, timeout: float = 10.0):
+    """A DPDK TCP server built from spec, running, and a raw Port (raw_port, the other end of
+    its ring) playing the client: yields (server, raw, the server's MAC, spec)."""
+    from perfkit import _dpdk
+    from perfkit.engines import dpdk_tcp
+    srv = dpdk_tcp.build(spec)
+    raw = _dpdk.Port(raw_port)
+    srv.start()
+    try:
+        yield srv, raw, srv.port_list[0].mac, spec
+    finally:
+        srv.stop()
+        wait_done(srv, timeout)
+        srv.close()
+        raw.close()
+        no_leaks()
 
 
 def mac_bytes(mac: str) -> bytes:

@@ -29,7 +29,8 @@ _dpdk = pytest.importorskip(
 from perfkit.engines import dpdk  # noqa: E402
 sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
 from _dpdk_tests import eal, counters, wait_done, csum, mac_bytes, pull  # noqa: E402,F401 (eal: a fixture)
-from _labs import lab_module_or_skip, lab_up_or_skip, udp_stats, if_mac, ping  # noqa: E402
+from _dpdk_tests import kernel_counts, pings_answered  # noqa: E402
+from _labs import lab_module_or_skip, lab_up_or_skip, if_mac  # noqa: E402
 
 AFFINITY_AT_IMPORT = os.sched_getaffinity(0)
 A_IP, B_IP = "198.18.0.1", "198.18.0.2"
@@ -581,39 +582,13 @@ def test_af_packet_into_a_lab_namespace_the_kernel_counts_and_answers(eal):
         mine = str(net.network_address + 200)            # the DPDK port's own address, in h1's link
         dev = f"net_af_packet0,iface={h1.ifname}"
         h2_mac = lab.call(h2, if_mac, h2.ifname)
-        before = lab.call(h2, udp_stats)
         fds = len(os.listdir("/proc/self/fd"))
         spec = DpdkFlows(port=dev, netns=h1.netns_path, ip=mine, peer_ip=h2.ipv4, rate="20kpps", flows=4,
                          size=128, duration="1s")
-        h = dpdk.build(spec)
-        try:
-            h.start()
-            wait_done(h, timeout=10)
-            tx = counters(h, 0)
-            mac, broadcast = h.dst_mac(0)
-        finally:
-            h.close()
-        after = lab.call(h2, udp_stats)
-        assert (mac, broadcast) == (h2_mac, False)       # the kernel answered our ARP request
-        assert tx["arp_rx"] >= 1 and tx["pkts_tx"] == 20_000
-        got = (after["InDatagrams"] - before["InDatagrams"]) + (after["NoPorts"] - before["NoPorts"])
-        assert got == tx["pkts_tx"]                      # the kernel received every frame we sent
-        assert after["InCsumErrors"] == before["InCsumErrors"]   # with valid UDP checksums
-        assert after["InErrors"] == before["InErrors"]
+        mac = kernel_counts(lab, dpdk.build(spec), h2)   # the kernel received every frame we sent
+        assert mac == h2_mac                                 # the kernel answered our ARP request
         # and the other way: the kernel pings the DPDK port, which answers
-        refl = dpdk.build(DpdkReflect(port=dev, netns=h1.netns_path, ip=mine, duration="4s"))
-        try:
-            refl.start()
-            answered = lab.call(h2, ping, mine, 3, timeout=20)
-            refl.stop()
-            wait_done(refl)
-            c = counters(refl, 0)
-        finally:
-            refl.close()
-        assert answered == 3
-        assert c["icmp_rx"] >= 3 and c["bad_rx"] == 0
-        res = dpdk.resources()
-        assert res["ports_open"] == 0 and res["mbufs_free"] == res["mbufs"]
+        pings_answered(lab, dpdk.build(DpdkReflect(port=dev, netns=h1.netns_path, ip=mine, duration="4s")), h2, mine)
         assert len(os.listdir("/proc/self/fd")) == fds        # af_packet's sockets are closed
     finally:
         lab.down()

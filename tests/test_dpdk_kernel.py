@@ -5,9 +5,7 @@ kernel's own counters must equal perfkit's TX, and the kernel's ARP and ping mus
 answered. (net_af_packet is tested in test_dpdk.py.)
 """
 import ipaddress
-import json
 import os
-import select
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +22,7 @@ _dpdk = pytest.importorskip(
                             "pkg-config, then reinstall perfkit)")
 from perfkit.engines import dpdk  # noqa: E402
 sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
-from _dpdk_tests import eal, counters, wait_done  # noqa: E402,F401 (eal: a fixture)
+from _dpdk_tests import eal, counters, wait_done, kernel_counts, pings_answered, child_line  # noqa: E402,F401
 from _labs import lab, udp_stats, ping, if_mac  # noqa: E402,F401 (lab: a fixture)
 
 
@@ -33,39 +31,6 @@ def _build_or_skip(spec, what):
         return dpdk.build(spec)
     except EngineError as exc:
         pytest.skip(f"{what} does not start here: {exc}")
-
-
-def _kernel_counts(lab, h, peer_host):
-    """Run flows built into h: the kernel's UDP counters in peer_host equal our TX,
-    and its ARP answer was used. Returns the MAC the generator resolved."""
-    before = lab.call(peer_host, udp_stats)
-    try:
-        h.start()
-        wait_done(h, timeout=10)
-        tx = counters(h, 0)
-        mac, broadcast = h.dst_mac(0)
-    finally:
-        h.close()
-    after = lab.call(peer_host, udp_stats)
-    got = (after["InDatagrams"] - before["InDatagrams"]) + (after["NoPorts"] - before["NoPorts"])
-    assert broadcast is False and tx["arp_rx"] >= 1          # the kernel answered our ARP request
-    assert tx["pkts_tx"] == 20_000 and got == tx["pkts_tx"]  # it received every frame we sent
-    assert after["InCsumErrors"] == before["InCsumErrors"] and after["InErrors"] == before["InErrors"]
-    return mac
-
-
-def _pings_answered(lab, refl, pinger, addr):
-    try:
-        refl.start()
-        answered = lab.call(pinger, ping, addr, 3, timeout=20)
-        refl.stop()
-        wait_done(refl)
-        c = counters(refl, 0)
-    finally:
-        refl.close()
-    assert answered == 3 and c["icmp_rx"] >= 3 and c["bad_rx"] == 0
-    res = dpdk.resources()
-    assert res["ports_open"] == 0 and res["mbufs_free"] == res["mbufs"]
 
 
 # af_xdp runs in a child process: DPDK 22.11's af_xdp close keeps the interface's xsk
@@ -109,18 +74,6 @@ def _child(role, dev, netns, mine, peer=""):
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _line(proc, timeout=30):
-    ready, _, _ = select.select([proc.stdout], [], [], timeout)
-    assert ready, "the child printed nothing in time"
-    line = proc.stdout.readline()
-    assert line, proc.communicate()[1][-3000:]
-    out = json.loads(line)
-    if "skip" in out:
-        proc.wait(10)
-        pytest.skip(f"net_af_xdp does not start here: {out['skip']}")
-    return out
-
-
 def test_af_xdp_on_a_lab_veth(eal, lab):
     h1, h2 = lab.hosts
     net = ipaddress.ip_network(f"{h1.ipv4}/24", strict=False)
@@ -128,8 +81,8 @@ def test_af_xdp_on_a_lab_veth(eal, lab):
     before = lab.call(h2, udp_stats)
     child = _child("flows", f"net_af_xdp0,iface={h1.ifname}", h1.netns_path, mine1, h2.ipv4)
     try:
-        _line(child)
-        done = _line(child)
+        child_line(child)
+        done = child_line(child)
     finally:
         child.communicate(timeout=30)
     after = lab.call(h2, udp_stats)
@@ -141,11 +94,11 @@ def test_af_xdp_on_a_lab_veth(eal, lab):
     # the reflector on h2's end of the veth answers h1's kernel pings
     child = _child("reflect", f"net_af_xdp0,iface={h2.ifname}", h2.netns_path, mine2)
     try:
-        _line(child)
+        child_line(child)
         answered = lab.call(h1, ping, mine2, 3, timeout=20)
         child.stdin.write("done\n")
         child.stdin.flush()
-        c = _line(child)["c"]
+        c = child_line(child)["c"]
     finally:
         child.communicate(timeout=30)
     assert answered == 3 and c["icmp_rx"] >= 3 and c["bad_rx"] == 0
@@ -165,11 +118,11 @@ def test_tap_into_a_lab_hosts_kernel(eal, lab):
     h = _build_or_skip(DpdkFlows(port=dev, netns=h1.netns_path, ip=mine, peer_ip=kernel_ip, rate="20kpps",
                                  flows=4, size=128, duration="1s"), "net_tap")
     prepare()
-    mac = _kernel_counts(lab, h, h1)
+    mac = kernel_counts(lab, h, h1)
     assert mac != "ff:ff:ff:ff:ff:ff"
     refl = _build_or_skip(DpdkReflect(port=dev, netns=h1.netns_path, ip=mine, duration="4s"), "net_tap")
     prepare()
-    _pings_answered(lab, refl, h1, mine)
+    pings_answered(lab, refl, h1, mine)
 
 
 @pytest.mark.parametrize("cores", [1, 2])

@@ -22,7 +22,7 @@ from perfkit.engines import dpdk_tcp  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helpers are beside us
 from _dpdk_tests import (counters as _counters, csum, eal, mac_bytes, no_leaks, pull,  # noqa: E402,F401
-                         push_draining, wait_done)
+                         push_draining, serving, wait_done)
 
 CLI, SRV = "2001:2:0:7::1", "2001:2:0:7::2"
 PEER_MAC = "02:00:00:00:00:06"
@@ -273,18 +273,8 @@ def received(h, n, timeout=5.0):
 @pytest.fixture
 def served(eal):
     """An IPv6 server on ring:u6h:1 and a raw port on ring:u6h:0 playing the client."""
-    spec = server("ring:u6h:1", payload_size=3000, retransmit_timeout="300ms", retries=2)
-    srv = dpdk_tcp.build(spec)
-    raw = _dpdk.Port("ring:u6h:0")
-    srv.start()
-    try:
-        yield srv, raw, srv.port_list[0].mac, spec
-    finally:
-        srv.stop()
-        wait_done(srv)
-        srv.close()
-        raw.close()
-        no_leaks()
+    with serving(server("ring:u6h:1", payload_size=3000, retransmit_timeout="300ms", retries=2), "ring:u6h:0") as it:
+        yield it
 
 
 def test_neighbor_solicitations_and_echo_are_answered(served):

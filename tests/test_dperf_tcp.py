@@ -23,7 +23,7 @@ from perfkit.engines import dpdk_tcp  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helper is beside us
 from _dpdk_tests import (counters as _counters, csum, eal, mac_bytes, no_leaks, pull,  # noqa: E402,F401
-                         push_draining, wait_done as _wait_done)
+                         push_draining, serving, wait_done as _wait_done)
 
 CLI, SRV = "198.18.0.1", "198.18.0.2"
 
@@ -274,17 +274,8 @@ SYN, FIN, RST, PSH, ACK = 0x02, 0x01, 0x04, 0x08, 0x10
 def served(eal):
     """A server on ring:th:1 and a raw port on ring:th:0 playing the client."""
     spec = DpdkHttpServer(port="ring:th:1", payload_size=3000, duration=30, retransmit_timeout="300ms", retries=2)
-    srv = dpdk_tcp.build(spec)
-    raw = _dpdk.Port("ring:th:0")
-    srv.start()
-    try:
-        yield srv, raw, srv.port_list[0].mac, spec
-    finally:
-        srv.stop()
-        wait_done(srv)
-        srv.close()
-        raw.close()
-        no_leaks()
+    with serving(spec, "ring:th:0", timeout=20.0) as it:
+        yield it
 
 
 def test_handshake_request_response_and_close_by_hand(served):
