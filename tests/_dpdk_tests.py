@@ -41,6 +41,16 @@ def no_leaks():
     assert res["ports_open"] == 0 and res["mbufs_free"] == res["mbufs"], res
 
 
+def stop_when_received(h, n, timeout=3.0):
+    """Worker 0's counters once it has taken n frames (or timeout s passed) and stopped."""
+    deadline = time.monotonic() + timeout
+    while counters(h, 0)["pkts_rx"] < n and time.monotonic() < deadline:
+        time.sleep(0.01)
+    h.stop()
+    wait_done(h)
+    return counters(h, 0)
+
+
 def kernel_counts(lab, h, peer_host):
     """Run flows built into h: the kernel's UDP counters in peer_host equal our TX,
     and its ARP answer was used. Returns the MAC the generator resolved."""
@@ -86,6 +96,35 @@ def child_line(proc, timeout=30):
         proc.wait(10)
         pytest.skip(f"net_af_xdp does not start here: {out['skip']}")
     return out
+
+
+def run_pair(server_spec, client_spec, during=None, timeout=30.0, stop_timeout=10.0):
+    """DPDK TCP server and client in this process over one ring pair, the client run to its end
+    (within timeout s; during(cli, srv) sampled meanwhile, if given), then the server stopped
+    (within stop_timeout s): (client counters, server counters, the samples)."""
+    from perfkit.engines import dpdk_tcp
+    srv = dpdk_tcp.build(server_spec)
+    try:
+        cli = dpdk_tcp.build(client_spec)
+        try:
+            srv.start()
+            cli.start()
+            samples, deadline = [], time.monotonic() + timeout
+            while cli.running():
+                assert time.monotonic() < deadline, "the client did not stop in time"
+                if during:
+                    samples.append(during(cli, srv))
+                time.sleep(0.02)
+            cli.join()
+            time.sleep(0.2)         # the server's last ACKs
+            srv.stop()
+            wait_done(srv, stop_timeout)
+            assert cli.error() is None and srv.error() is None
+            return counters(cli, 0), counters(srv, 0), samples
+        finally:
+            cli.close()
+    finally:
+        srv.close()
 
 
 @contextlib.contextmanager

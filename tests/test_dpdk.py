@@ -29,7 +29,7 @@ _dpdk = pytest.importorskip(
 from perfkit.engines import dpdk  # noqa: E402
 sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
 from _dpdk_tests import eal, counters, wait_done, csum, mac_bytes, pull  # noqa: E402,F401 (eal: a fixture)
-from _dpdk_tests import kernel_counts, pings_answered  # noqa: E402
+from _dpdk_tests import kernel_counts, pings_answered, stop_when_received  # noqa: E402
 from _labs import lab_module_or_skip, lab_up_or_skip, if_mac  # noqa: E402
 
 AFFINITY_AT_IMPORT = os.sched_getaffinity(0)
@@ -477,12 +477,7 @@ def test_malformed_frames_are_counted_bad_and_never_crash(eal):
         h.start()
         n = push(raw, [udp_frame(them, me, 0)] + bad + [options, padded] + others)
         n += push(raw, fuzz)
-        deadline = time.monotonic() + 3
-        while counters(h, 0)["pkts_rx"] < n and time.monotonic() < deadline:
-            time.sleep(0.01)
-        h.stop()
-        wait_done(h)
-        c = counters(h, 0)
+        c = stop_when_received(h, n)
         assert h.error() is None
     finally:
         h.close()
@@ -504,12 +499,7 @@ def test_malformed_frames_exact_counts(eal):
     try:
         h.start()
         n = push(raw, good[:1] + bad + good[1:])
-        deadline = time.monotonic() + 3
-        while counters(h, 0)["pkts_rx"] < n and time.monotonic() < deadline:
-            time.sleep(0.01)
-        h.stop()
-        wait_done(h)
-        c = counters(h, 0)
+        c = stop_when_received(h, n)
     finally:
         h.close()
         raw.close()

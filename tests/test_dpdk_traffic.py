@@ -21,7 +21,7 @@ _dpdk = pytest.importorskip(
                             "pkg-config, then reinstall perfkit)")
 from perfkit.engines import dpdk  # noqa: E402
 sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
-from _dpdk_tests import eal, counters, wait_done, csum, pull  # noqa: E402,F401 (eal: a fixture)
+from _dpdk_tests import eal, counters, wait_done, csum, pull, stop_when_received  # noqa: E402,F401 (eal: a fixture)
 from perfkit.stats import COUNTER_NAMES  # noqa: E402
 
 A_IP, B_IP = "198.18.0.1", "198.18.0.2"
@@ -484,12 +484,7 @@ def test_probe_payloads_parsed_exactly_and_fuzzed_never_crash(eal):
             elif batch is not fuzz:
                 c = counters(h, 0)
                 assert c["probe_rx"] == 40 and c["udp_rx"] == 45 and c["bad_rx"] == 0
-        deadline = time.monotonic() + 3
-        while counters(h, 0)["pkts_rx"] < n and time.monotonic() < deadline:
-            time.sleep(0.01)
-        h.stop()
-        wait_done(h)
-        c = counters(h, 0)
+        c = stop_when_received(h, n)
         assert h.error() is None
     finally:
         h.close()

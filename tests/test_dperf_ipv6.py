@@ -22,7 +22,7 @@ from perfkit.engines import dpdk_tcp  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helpers are beside us
 from _dpdk_tests import (counters as _counters, csum, eal, mac_bytes, no_leaks, pull,  # noqa: E402,F401
-                         push_draining, serving, wait_done)
+                         push_draining, run_pair, serving, wait_done)
 
 CLI, SRV = "2001:2:0:7::1", "2001:2:0:7::2"
 PEER_MAC = "02:00:00:00:00:06"
@@ -41,29 +41,10 @@ def client(port, **kw):
     return DpdkHttpClient(port=port, ip=CLI, clients=((CLI, 1),), server=SRV, **kw)
 
 
-def run_pair(server_spec, client_spec):
-    srv = dpdk_tcp.build(server_spec)
-    try:
-        cli = dpdk_tcp.build(client_spec)
-        try:
-            srv.start()
-            cli.start()
-            wait_done(cli, timeout=30)
-            time.sleep(0.2)         # the server's last ACKs
-            srv.stop()
-            wait_done(srv)
-            assert cli.error() is None and srv.error() is None
-            return counters(cli), counters(srv)
-        finally:
-            cli.close()
-    finally:
-        srv.close()
-
-
 # ------------------------------------------------------------------ client <-> server
 
 def test_cps_run_over_ipv6_counts_agree_exactly(eal):
-    c, s = run_pair(server("ring:u6a:1", payload_size=100), client("ring:u6a:0", cps=500, duration=1))
+    c, s, _ = run_pair(server("ring:u6a:1", payload_size=100), client("ring:u6a:0", cps=500, duration=1))
     n = c["sock_open"]
     assert 450 <= n <= 550
     assert c["sock_close"] == s["sock_close"] == s["sock_open"] == n and c["sock_error"] == s["sock_error"] == 0
@@ -87,7 +68,7 @@ def test_ranges_vlan_traffic_class_and_1440_byte_segments(eal):
     srv_spec = DpdkHttpServer(port="ring:u6b:1", ip=SRV, clients=(("2001:2:0:7::10", 4),), payload_size=body,
                               listen=8080, listen_num=2, vlan=60, tos=0xb8, duration=30)
     assert srv_spec.mss == 1440
-    c, s = run_pair(srv_spec, DpdkHttpClient(port="ring:u6b:0", ip="2001:2:0:7::10", clients=(("2001:2:0:7::10", 4),),
+    c, s, _ = run_pair(srv_spec, DpdkHttpClient(port="ring:u6b:0", ip="2001:2:0:7::10", clients=(("2001:2:0:7::10", 4),),
                                              server=SRV, lport_range=(5000, 5019), listen=8080, listen_num=2,
                                              vlan=60, tos=0xb8, cps=300, duration=1))
     n = c["sock_open"]
@@ -101,7 +82,7 @@ def test_ranges_vlan_traffic_class_and_1440_byte_segments(eal):
 
 
 def test_keepalive_concurrency_over_ipv6(eal):
-    c, s = run_pair(server("ring:u6c:1", payload_size=64, keepalive=True),
+    c, s, _ = run_pair(server("ring:u6c:1", payload_size=64, keepalive=True),
                     client("ring:u6c:0", cps=300, cc=20, keepalive="10ms", duration=1))
     assert c["sock_open"] == c["sock_close"] == s["sock_open"] == s["sock_close"] == 20
     assert c["http_2xx"] == c["http_req"] == s["http_get"] > 20 * 3 and c["sock_error"] == 0
@@ -109,7 +90,7 @@ def test_keepalive_concurrency_over_ipv6(eal):
 
 
 def test_syn_flood_over_ipv6_keeps_no_sockets(eal):
-    c, s = run_pair(server("ring:u6f:1"), client("ring:u6f:0", cps=2000, duration=0.5, flood=True, launch_num=16))
+    c, s, _ = run_pair(server("ring:u6f:1"), client("ring:u6f:0", cps=2000, duration=0.5, flood=True, launch_num=16))
     n = c["syn_tx"]
     assert 0 < n <= 1020 and c["sock_open"] == 0 and c["http_req"] == 0   # at most 2000/s for 0.5 s
     assert s["syn_rx"] == s["syn_tx"] == s["sock_open"] == n          # the server answers every SYN

@@ -6,6 +6,7 @@ built here by hand go through a raw Port at the other end of a pair to check the
 handshake, ARP/ICMP answers, RSTs and that malformed segments are counted, never
 crash. Against the Linux stack (curl, nginx) see test_dperf_lab.py.
 """
+import functools
 import ipaddress
 import os
 import struct
@@ -23,7 +24,7 @@ from perfkit.engines import dpdk_tcp  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helper is beside us
 from _dpdk_tests import (counters as _counters, csum, eal, mac_bytes, no_leaks, pull,  # noqa: E402,F401
-                         push_draining, serving, wait_done as _wait_done)
+                         push_draining, run_pair as _run_pair, serving, wait_done as _wait_done)
 
 CLI, SRV = "198.18.0.1", "198.18.0.2"
 
@@ -36,29 +37,7 @@ def wait_done(h, timeout=20.0):
     _wait_done(h, timeout)
 
 
-def run_pair(server_spec, client_spec, during=None):
-    """Server and client in this process over one ring pair; their final counters."""
-    srv = dpdk_tcp.build(server_spec)
-    try:
-        cli = dpdk_tcp.build(client_spec)
-        try:
-            srv.start()
-            cli.start()
-            samples = []
-            while cli.running():
-                if during:
-                    samples.append(during(cli, srv))
-                time.sleep(0.02)
-            wait_done(cli)
-            time.sleep(0.2)         # the server's last ACKs
-            srv.stop()
-            wait_done(srv)
-            assert cli.error() is None and srv.error() is None
-            return counters(cli), counters(srv), samples
-        finally:
-            cli.close()
-    finally:
-        srv.close()
+run_pair = functools.partial(_run_pair, stop_timeout=20.0)
 
 
 def test_cps_run_counts_agree_exactly(eal):
