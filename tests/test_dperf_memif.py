@@ -9,12 +9,13 @@ import time
 
 import pytest
 
-from perfkit.errors import EngineError
 from perfkit.spec import DpdkHttpClient
 
 _dpdk = pytest.importorskip("perfkit._dpdk", reason="perfkit was built without DPDK")
-from perfkit.engines import dpdk, dpdk_tcp  # noqa: E402
+from perfkit.engines import dpdk_tcp  # noqa: E402
 from perfkit.stats import COUNTER_NAMES  # noqa: E402
+sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helper is beside us
+from _dpdk_tests import eal, wait_done  # noqa: E402,F401 (eal: a fixture)
 
 SERVER = r"""
 import json, sys, time
@@ -34,14 +35,6 @@ total = dict(zip(COUNTER_NAMES, merge_counters(snap)))
 print(json.dumps({**total, "workers": [dict(zip(COUNTER_NAMES, c)) for c in snap]}), flush=True)
 h.close()
 """
-
-
-@pytest.fixture
-def eal():
-    try:
-        return dpdk.eal()
-    except EngineError as exc:
-        pytest.skip(f"DPDK EAL does not start here: {exc}")
 
 
 @contextlib.contextmanager
@@ -86,11 +79,7 @@ def test_client_and_server_in_two_processes_over_memif(eal, tmp_path, payload, c
         h = dpdk_tcp.build(DpdkHttpClient(port=f"net_memif1,role=client,socket={sock}", **client_kw))
         try:
             h.start()
-            deadline = time.monotonic() + 30
-            while h.running():
-                assert time.monotonic() < deadline
-                time.sleep(0.02)
-            h.join()
+            wait_done(h, 30)
             c = dict(zip(COUNTER_NAMES, h.snapshot()[0][0]))
             assert h.error() is None
             s = finish()
@@ -161,11 +150,7 @@ def test_two_queues_both_carry_traffic_and_totals_are_the_sums(eal, family):
         try:
             assert h.nworkers == 2 and h.roles == ["dpdk_tcp_client"] * 2
             h.start()
-            deadline = time.monotonic() + 30
-            while h.running():
-                assert time.monotonic() < deadline
-                time.sleep(0.02)
-            h.join()
+            wait_done(h, 30)
             assert h.error() is None
             snap = h.snapshot()
         finally:
