@@ -1804,6 +1804,12 @@ def print_table(rows: list[Row]) -> None:
             print("  ".join("-" * w for w in widths))
 
 
+def table(rows: list) -> list[str]:
+    """The markdown lines of a results table: its head and a line per row."""
+    return ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)] + \
+        ["| " + " | ".join(row_cells(r)) + " |" for r in rows]
+
+
 def write_results(path: Path, b: Bench, env: dict, versions: dict, argv: list[str], took: float) -> None:
     md = ["# perfkit vs peer tools: results", "",
           f"- date: {env['date']}",
@@ -1823,8 +1829,7 @@ def write_results(path: Path, b: Bench, env: dict, versions: dict, argv: list[st
           *([f"- **{env['busy']}**"] if env["busy"] else []), ""]
     if b.rows:
         md += ["## perfkit local vs iperf3, sockperf, qperf (loopback)", "",
-               "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-        md += ["| " + " | ".join(row_cells(r)) + " |" for r in b.rows]
+               *table(b.rows)]
         md += ["", "Latency rows compare ROUND-TRIP times (p50) unless the metric says mean RTT/2.", ""]
     if b.vs_rows:
         md += ["## perfkit test vs qperf: two hosts, loopback and veth (vs_qperf)", "",
@@ -1832,23 +1837,20 @@ def write_results(path: Path, b: Bench, env: dict, versions: dict, argv: list[st
                f"sizes, {b.reps} alternating reps of {b.vs_duration:g} s. Bandwidth: payload bits/s received "
                "(qperf udp_bw: recv_bw); latency: mean RTT / 2 on both sides (qperf's `latency`, perfkit's "
                "`latency_us`). Targets: bandwidth >= 1.0x qperf, latency <= 1.0x qperf.", "",
-               "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-        md += ["| " + " | ".join(row_cells(r)) + " |" for r in b.vs_rows]
+               *table(b.vs_rows)]
         md += [""]
     if b.http_rows:
         md += ["## perfkit http vs wrk against nginx (loopback)", "",
                "Requests/s of perfkit's HTTP client and wrk, two threads each, against the same nginx, taking "
                "turns; and many virtual users held with zero client errors. Targets: >= 1.0x wrk.", "",
-               "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-        md += ["| " + " | ".join(row_cells(r)) + " |" for r in b.http_rows]
+               *table(b.http_rows)]
         md += [""]
     if b.dpdk_rows:
         md += ["## DPDK engine: against bare DPDK loops and the socket engine", "",
                "perfkit's DPDK engine against the physical limit of the same port (a bare DPDK loop in "
                "bench/dpdk_bare.c, the same EAL options) and against perfkit's socket engine on the same veth. "
                f"{b.reps} alternating reps of {b.duration:g} s; ratio = median(perfkit DPDK) / median(peer).", "",
-               "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-        md += ["| " + " | ".join(row_cells(r)) + " |" for r in b.dpdk_rows]
+               *table(b.dpdk_rows)]
         md += [""]
     md += ["## Every run", ""] + b.details + b.vs_details + b.http_details + b.dpdk_details
     path.write_text("\n".join(md) + "\n")
