@@ -135,8 +135,8 @@ def serving(spec, raw_port: str, timeout: float = 10.0):
     from perfkit.engines import dpdk_tcp
     srv = dpdk_tcp.build(spec)
     raw = _dpdk.Port(raw_port)
-    srv.start()
     try:
+        srv.start()
         yield srv, raw, srv.port_list[0].mac, spec
     finally:
         srv.stop()

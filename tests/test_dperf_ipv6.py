@@ -339,11 +339,7 @@ def test_client_resolves_its_gateway_by_neighbor_discovery(eal):
 
 
 def test_vlan_tag_and_traffic_class_on_ipv6_frames(eal):
-    srv = dpdk_tcp.build(server("ring:u6v:1", vlan=7, tos=0xb8))
-    raw = _dpdk.Port("ring:u6v:0")
-    try:
-        srv.start()
-        mac = srv.port_list[0].mac
+    with serving(server("ring:u6v:1", vlan=7, tos=0xb8), "ring:u6v:0") as (srv, raw, mac, _):
         seg = tcp6(40000, 80, 1, 0, SYN)
         tagged = mac_bytes(mac) + mac_bytes(PEER_MAC) + struct.pack("!HHH", 0x8100, 7, 0x86DD) + seg
         raw.send([frame(mac, seg), tagged])                     # untagged (not ours), then our VLAN
@@ -352,12 +348,6 @@ def test_vlan_tag_and_traffic_class_on_ipv6_frames(eal):
         g = parse_tcp6(f[:12] + f[16:])
         assert g["ok"] and g["tc"] == 0xb8 and g["flags"] == SYN | ACK and g["ack"] == 2
         assert received(srv, 2)["other_rx"] == 1
-    finally:
-        srv.stop()
-        wait_done(srv)
-        srv.close()
-        raw.close()
-    no_leaks()
 
 
 def _malformed(mac):

@@ -97,11 +97,8 @@ def test_vlan_tagged_both_ways(eal):
 
 
 def test_vlan_frames_are_tagged_and_others_ignored(eal):
-    srv = dpdk_tcp.build(DpdkHttpServer(port="ring:tw:1", vlan=7, tos=0xb8, duration=30))
-    raw = _dpdk.Port("ring:tw:0")
-    try:
-        srv.start()
-        mac = srv.port_list[0].mac
+    with serving(DpdkHttpServer(port="ring:tw:1", vlan=7, tos=0xb8, duration=30), "ring:tw:0",
+                 timeout=20.0) as (srv, raw, mac, _):
         seg = ip4(CLI, SRV, 6, tcp(40000, 80, 1, 0, SYN))
         tagged = lambda vid: mac_bytes(mac) + mac_bytes(PEER_MAC) + struct.pack("!HHH", 0x8100, vid, 0x0800) + seg  # noqa: E731
         raw.send([frame(mac, seg), tagged(8), tagged(7)])   # untagged, another VLAN, ours
@@ -114,12 +111,6 @@ def test_vlan_frames_are_tagged_and_others_ignored(eal):
         assert g["ok"] and g["flags"] == SYN | ACK and g["ack"] == 2
         c = counters(srv)
         assert c["other_rx"] == 2 and c["syn_rx"] == 1
-    finally:
-        srv.stop()
-        wait_done(srv)
-        srv.close()
-        raw.close()
-    no_leaks()
 
 
 def test_large_responses_go_in_many_segments(eal):
