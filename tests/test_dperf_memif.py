@@ -15,7 +15,7 @@ _dpdk = pytest.importorskip("perfkit._dpdk", reason="perfkit was built without D
 from perfkit.engines import dpdk_tcp  # noqa: E402
 from perfkit.stats import COUNTER_NAMES  # noqa: E402
 sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helper is beside us
-from _dpdk_tests import eal, wait_done  # noqa: E402,F401 (eal: a fixture)
+from _dpdk_tests import eal  # noqa: E402,F401 (eal: a fixture)
 
 SERVER = r"""
 import json, sys, time
@@ -79,7 +79,11 @@ def test_client_and_server_in_two_processes_over_memif(eal, tmp_path, payload, c
         h = dpdk_tcp.build(DpdkHttpClient(port=f"net_memif1,role=client,socket={sock}", **client_kw))
         try:
             h.start()
-            wait_done(h, 30)
+            deadline = time.monotonic() + 30
+            while h.running():
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            h.join()
             c = dict(zip(COUNTER_NAMES, h.snapshot()[0][0]))
             assert h.error() is None
             s = finish()
@@ -150,7 +154,11 @@ def test_two_queues_both_carry_traffic_and_totals_are_the_sums(eal, family):
         try:
             assert h.nworkers == 2 and h.roles == ["dpdk_tcp_client"] * 2
             h.start()
-            wait_done(h, 30)
+            deadline = time.monotonic() + 30
+            while h.running():
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            h.join()
             assert h.error() is None
             snap = h.snapshot()
         finally:
