@@ -279,21 +279,27 @@ def in_fork(fn, *args, timeout: float):
     raise value
 
 
-def _perfkit_local_api(test, duration, size, rate, busy_poll, gso) -> dict:
-    """What `perfkit local TEST --json` runs (cli._local: a LocalTest, then Run), from Python."""
+def _run_to_end(spec, what: str, **run_kw) -> dict:
+    """spec run to the end in this (forked) process: its summary (a BenchError naming what on an error)."""
     import perfkit
     from perfkit.errors import EngineError
-    spec = perfkit.LocalTest(test=test, host=HOST, duration=duration, size=size, rate=rate, busy_poll=busy_poll,
-                             gso=gso)
-    run = perfkit.Run(spec)
+    run = perfkit.Run(spec, **run_kw)
     run.start()
     try:
         run.wait()
     except EngineError:
         pass
     if run.error:
-        raise BenchError(f"perfkit local {test}: {run.error}")
+        raise BenchError(f"{what}: {run.error}")
     return dict(run.summary)
+
+
+def _perfkit_local_api(test, duration, size, rate, busy_poll, gso) -> dict:
+    """What `perfkit local TEST --json` runs (cli._local: a LocalTest, then Run), from Python."""
+    import perfkit
+    spec = perfkit.LocalTest(test=test, host=HOST, duration=duration, size=size, rate=rate, busy_poll=busy_poll,
+                             gso=gso)
+    return _run_to_end(spec, f"perfkit local {test}")
 
 
 def run_perfkit(test: str, duration: float, size: int | None = None, rate: str | None = None,
@@ -1399,20 +1405,21 @@ def run_bare(b: Bench, mode: str, vdev: str, seconds: float) -> dict:
     raise BenchError("dpdk_bare: no result line")
 
 
+def dpdk_skipped(b: Bench, row: str, metric: str, want: str, why) -> bool:
+    """Where a DPDK comparison cannot run (why is not None): its row says skipped and the
+    details and the log say why."""
+    if not why:
+        return False
+    b.dpdk_rows.append(Row(row, metric, "—", "—", "—", want, "skipped"))
+    b.dpdk_details.append(f"- {row.split()[0]} skipped: {why}\n")
+    print(f"  skipped: {why}", flush=True)
+    return True
+
+
 def _dpdk_run_api(spec_dict: dict) -> dict:
     """A DPDK spec run to the end in this (forked) process: its summary."""
-    import perfkit
-    from perfkit.errors import EngineError
     from perfkit.spec import from_dict
-    run = perfkit.Run(from_dict(spec_dict), engine="dpdk")
-    run.start()
-    try:
-        run.wait()
-    except EngineError:
-        pass
-    if run.error:
-        raise BenchError(f"perfkit dpdk: {run.error}")
-    return dict(run.summary)
+    return _run_to_end(from_dict(spec_dict), "perfkit dpdk", engine="dpdk")
 
 
 def run_perfkit_null_tx(seconds: float) -> dict:
@@ -1424,11 +1431,7 @@ def run_perfkit_null_tx(seconds: float) -> dict:
 def bench_dpdk_tx(b: Bench) -> None:
     print("dpdk_tx: TX frames/s on net_null, 64 B frames: perfkit's generator vs a bare rte_eth_tx_burst loop",
           flush=True)
-    why = dpdk_missing()
-    if why:
-        b.dpdk_rows.append(Row("dpdk_tx (net_null)", "TX pps, 64 B", "—", "—", "—", ">= 0.9", "skipped"))
-        b.dpdk_details.append(f"- dpdk_tx skipped: {why}\n")
-        print(f"  skipped: {why}", flush=True)
+    if dpdk_skipped(b, "dpdk_tx (net_null)", "TX pps, 64 B", ">= 0.9", dpdk_missing()):
         return
     pk, bare, copy = [], [], []
     for rep in range(b.reps):
@@ -1505,12 +1508,7 @@ def run_memif(b: Bench, reflector: str, seconds: float) -> dict:
 def bench_dpdk_memif(b: Bench) -> None:
     print("dpdk_memif: round trips/s over a net_memif pair, perfkit's generator in the bench, the reflector in "
           "a second process: perfkit reflect vs a bare macswap loop", flush=True)
-    why = dpdk_missing()
-    if why:
-        b.dpdk_rows.append(Row("dpdk_memif (reflector)", "round trips/s, 64 B", "—", "—", "—", ">= 0.9",
-                               "skipped"))
-        b.dpdk_details.append(f"- dpdk_memif skipped: {why}\n")
-        print(f"  skipped: {why}", flush=True)
+    if dpdk_skipped(b, "dpdk_memif (reflector)", "round trips/s, 64 B", ">= 0.9", dpdk_missing()):
         return
     pk, bare = [], []
     for rep in range(b.reps):
@@ -1563,16 +1561,45 @@ def _veth_dpdk_api(h1, h2, a_ip: str, b_ip: str, seconds: float, size: int, driv
 
 def _veth_socket_api(lab_name: str, seconds: float, size: int) -> dict:
     import perfkit
-    from perfkit.errors import EngineError
-    run = perfkit.Run(perfkit.LocalTest("udp_bw", size=size, lab=lab_name, duration=seconds))
-    run.start()
-    try:
-        run.wait()
-    except EngineError:
-        pass
-    if run.error:
-        raise BenchError(f"perfkit local udp_bw --lab: {run.error}")
-    return dict(run.summary)
+    return _run_to_end(perfkit.LocalTest("udp_bw", size=size, lab=lab_name, duration=seconds),
+                       "perfkit local udp_bw --lab")
+
+
+def _veth_rep(b: Bench, lab, rep: int, driver: str, payload: int, frame: int, pk: list, sock: list,
+              socket_first: bool = False) -> None:
+    """One rep of dpdk_veth / dpdk_xdp in lab, h1 -> h2: perfkit's DPDK engine on driver at
+    both ends (into pk) and its socket engine at both ends (into sock), in the order asked."""
+    import ipaddress
+    h1, h2 = lab.hosts
+    net = ipaddress.ip_network(f"{h1.ipv4}/24", strict=False)
+    a_ip, b_ip = str(net.network_address + 200), str(net.network_address + 201)
+
+    def dpdk_run():
+        pk.append(b.attempt(f"rep {rep + 1} dpdk {driver} h1 -> h2", in_fork, _veth_dpdk_api, h1, h2, a_ip,
+                            b_ip, b.duration, frame, driver, timeout=b.duration + 60,
+                            show=lambda r: f"rx {fmt_pps(r['rx_pps'])} (tx {fmt_pps(r['tx_pps'])}), "
+                                           f"cpu {cpu_str(r)}"))
+
+    def socket_run():
+        sock.append(b.attempt(f"rep {rep + 1} socket udp_bw h1 -> h2", in_fork, _veth_socket_api, lab.name,
+                              b.duration, payload, timeout=b.duration + 40,
+                              show=lambda r: f"rx {fmt_pps(r['rx_pps'])} (tx {fmt_pps(r['tx_pps'])}), "
+                                             f"lost {r['lost']}, cpu {cpu_str(r)}"))
+    for run in ((socket_run, dpdk_run) if socket_first else (dpdk_run, socket_run)):
+        run()
+
+
+def _veth_report(b: Bench, row: str, title: str, pk: list, sock: list, notes: list[str]) -> None:
+    b.dpdk_rows.append(ratio_row(row, "rx pps, 64 B payload", med(pick(pk, "rx_pps")),
+                                 med(pick(sock, "rx_pps")), "socket engine", fmt_pps, 1.0, True))
+    b.dpdk_details += detail_table(
+        title,
+        ["rep", "dpdk rx pps", "dpdk tx pps", "dpdk cpu", "socket rx pps", "socket tx pps", "socket lost",
+         "socket cpu"],
+        [[str(i + 1), fmt_pps(p and p["rx_pps"]), fmt_pps(p and p["tx_pps"]), cpu_str(p) if p else "—",
+          fmt_pps(q and q["rx_pps"]), fmt_pps(q and q["tx_pps"]), f0(q and q["lost"]), cpu_str(q) if q else "—"]
+         for i, (p, q) in enumerate(zip(pk, sock))],
+        notes)
 
 
 def bench_dpdk_veth(b: Bench) -> None:
@@ -1581,37 +1608,16 @@ def bench_dpdk_veth(b: Bench) -> None:
     print(f"dpdk_veth: UDP frames/s received across a lab veth pair ({payload} B payloads, {frame - 4} B "
           "frames): perfkit's DPDK engine on net_af_packet at both ends vs its socket engine at both ends",
           flush=True)
-    why = dpdk_missing() or ("needs root (a lab)" if os.geteuid() != 0 else None)
-    if why:
-        b.dpdk_rows.append(Row("dpdk_veth (af_packet)", "rx pps, 64 B payload", "—", "—", "—", ">= 1", "skipped"))
-        b.dpdk_details.append(f"- dpdk_veth skipped: {why}\n")
-        print(f"  skipped: {why}", flush=True)
+    if dpdk_skipped(b, "dpdk_veth (af_packet)", "rx pps, 64 B payload", ">= 1",
+                    dpdk_missing() or ("needs root (a lab)" if os.geteuid() != 0 else None)):
         return
-    import ipaddress
     from perfkit.lab import Lab
     pk, sock = [], []
     with Lab(hosts=2) as lab:
-        h1, h2 = lab.hosts
-        net = ipaddress.ip_network(f"{h1.ipv4}/24", strict=False)
-        a_ip, b_ip = str(net.network_address + 200), str(net.network_address + 201)
         for rep in range(b.reps):
-            pk.append(b.attempt(f"rep {rep + 1} dpdk af_packet h1 -> h2", in_fork, _veth_dpdk_api, h1, h2, a_ip,
-                                b_ip, b.duration, frame, timeout=b.duration + 60,
-                                show=lambda r: f"rx {fmt_pps(r['rx_pps'])} (tx {fmt_pps(r['tx_pps'])}), "
-                                               f"cpu {cpu_str(r)}"))
-            sock.append(b.attempt(f"rep {rep + 1} socket udp_bw h1 -> h2", in_fork, _veth_socket_api, lab.name,
-                                  b.duration, payload, timeout=b.duration + 40,
-                                  show=lambda r: f"rx {fmt_pps(r['rx_pps'])} (tx {fmt_pps(r['tx_pps'])}), "
-                                                 f"lost {r['lost']}, cpu {cpu_str(r)}"))
-    b.dpdk_rows.append(ratio_row("dpdk_veth (af_packet)", "rx pps, 64 B payload", med(pick(pk, "rx_pps")),
-                                 med(pick(sock, "rx_pps")), "socket engine", fmt_pps, 1.0, True))
-    b.dpdk_details += detail_table(
-        "dpdk_veth: across a lab veth pair, h1 -> h2",
-        ["rep", "dpdk rx pps", "dpdk tx pps", "dpdk cpu", "socket rx pps", "socket tx pps", "socket lost",
-         "socket cpu"],
-        [[str(i + 1), fmt_pps(p and p["rx_pps"]), fmt_pps(p and p["tx_pps"]), cpu_str(p) if p else "—",
-          fmt_pps(q and q["rx_pps"]), fmt_pps(q and q["tx_pps"]), f0(q and q["lost"]), cpu_str(q) if q else "—"]
-         for i, (p, q) in enumerate(zip(pk, sock))],
+            _veth_rep(b, lab, rep, "af_packet", payload, frame, pk, sock)
+    _veth_report(
+        b, "dpdk_veth (af_packet)", "dpdk_veth: across a lab veth pair, h1 -> h2", pk, sock,
         [f"dpdk: DpdkFlows on net_af_packet0,iface=<h1's veth>,framecnt=4096 (netns h1, unpaced, {frame} B frames "
          "with FCS) to DpdkReflect(mode='rxonly') on net_af_packet1,iface=<h2's veth>,framecnt=4096 (netns h2), "
          "both in one forked process; "
@@ -1628,37 +1634,16 @@ def bench_dpdk_xdp(b: Bench) -> None:
     frame = payload + 42 + 4
     print(f"dpdk_xdp: UDP frames/s received across a lab veth pair ({payload} B payloads): perfkit's DPDK "
           "engine on net_af_xdp at both ends vs its socket engine at both ends", flush=True)
-    why = dpdk_missing() or ("needs root (a lab)" if os.geteuid() != 0 else None)
-    if why:
-        b.dpdk_rows.append(Row("dpdk_xdp (af_xdp)", "rx pps, 64 B payload", "—", "—", "—", ">= 1", "skipped"))
-        b.dpdk_details.append(f"- dpdk_xdp skipped: {why}\n")
-        print(f"  skipped: {why}", flush=True)
+    if dpdk_skipped(b, "dpdk_xdp (af_xdp)", "rx pps, 64 B payload", ">= 1",
+                    dpdk_missing() or ("needs root (a lab)" if os.geteuid() != 0 else None)):
         return
-    import ipaddress
     from perfkit.lab import Lab
     pk, sock = [], []
     for rep in range(b.reps):
         with Lab(hosts=2) as lab:
-            h1, h2 = lab.hosts
-            net = ipaddress.ip_network(f"{h1.ipv4}/24", strict=False)
-            a_ip, b_ip = str(net.network_address + 200), str(net.network_address + 201)
-            sock.append(b.attempt(f"rep {rep + 1} socket udp_bw h1 -> h2", in_fork, _veth_socket_api, lab.name,
-                                  b.duration, payload, timeout=b.duration + 40,
-                                  show=lambda r: f"rx {fmt_pps(r['rx_pps'])} (tx {fmt_pps(r['tx_pps'])}), "
-                                                 f"lost {r['lost']}, cpu {cpu_str(r)}"))
-            pk.append(b.attempt(f"rep {rep + 1} dpdk af_xdp h1 -> h2", in_fork, _veth_dpdk_api, h1, h2, a_ip,
-                                b_ip, b.duration, frame, "af_xdp", timeout=b.duration + 60,
-                                show=lambda r: f"rx {fmt_pps(r['rx_pps'])} (tx {fmt_pps(r['tx_pps'])}), "
-                                               f"cpu {cpu_str(r)}"))
-    b.dpdk_rows.append(ratio_row("dpdk_xdp (af_xdp)", "rx pps, 64 B payload", med(pick(pk, "rx_pps")),
-                                 med(pick(sock, "rx_pps")), "socket engine", fmt_pps, 1.0, True))
-    b.dpdk_details += detail_table(
-        "dpdk_xdp: across a lab veth pair, h1 -> h2, af_xdp",
-        ["rep", "dpdk rx pps", "dpdk tx pps", "dpdk cpu", "socket rx pps", "socket tx pps", "socket lost",
-         "socket cpu"],
-        [[str(i + 1), fmt_pps(p and p["rx_pps"]), fmt_pps(p and p["tx_pps"]), cpu_str(p) if p else "—",
-          fmt_pps(q and q["rx_pps"]), fmt_pps(q and q["tx_pps"]), f0(q and q["lost"]), cpu_str(q) if q else "—"]
-         for i, (p, q) in enumerate(zip(pk, sock))],
+            _veth_rep(b, lab, rep, "af_xdp", payload, frame, pk, sock, socket_first=True)
+    _veth_report(
+        b, "dpdk_xdp (af_xdp)", "dpdk_xdp: across a lab veth pair, h1 -> h2, af_xdp", pk, sock,
         [f"dpdk: DpdkFlows on net_af_xdp0,iface=<h1's veth> (netns h1, unpaced, {frame} B frames with FCS) to "
          "DpdkReflect(mode='rxonly') on net_af_xdp1,iface=<h2's veth> (netns h2), both in one forked process; "
          "rx pps = UDP frames the receiver got / the generator's sending time; a new lab every rep",
@@ -1690,11 +1675,7 @@ def run_bare_fwd(b: Bench, seconds: float) -> dict:
 def bench_dpdk_fwd(b: Bench) -> None:
     print("dpdk_fwd: frames/s forwarded between two net_null ports, both directions on one lcore: "
           "perfkit reflect --mode forward vs a bare io-forward loop", flush=True)
-    why = dpdk_missing()
-    if why:
-        b.dpdk_rows.append(Row("dpdk_fwd (net_null x2)", "forwarded pps, 64 B", "—", "—", "—", ">= 0.9", "skipped"))
-        b.dpdk_details.append(f"- dpdk_fwd skipped: {why}\n")
-        print(f"  skipped: {why}", flush=True)
+    if dpdk_skipped(b, "dpdk_fwd (net_null x2)", "forwarded pps, 64 B", ">= 0.9", dpdk_missing()):
         return
     pk, bare = [], []
     for rep in range(b.reps):
@@ -1823,6 +1804,12 @@ def print_table(rows: list[Row]) -> None:
             print("  ".join("-" * w for w in widths))
 
 
+def table(rows: list) -> list[str]:
+    """The markdown lines of a results table: its head and a line per row."""
+    return ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)] + \
+        ["| " + " | ".join(row_cells(r)) + " |" for r in rows]
+
+
 def write_results(path: Path, b: Bench, env: dict, versions: dict, argv: list[str], took: float) -> None:
     md = ["# perfkit vs peer tools: results", "",
           f"- date: {env['date']}",
@@ -1842,8 +1829,7 @@ def write_results(path: Path, b: Bench, env: dict, versions: dict, argv: list[st
           *([f"- **{env['busy']}**"] if env["busy"] else []), ""]
     if b.rows:
         md += ["## perfkit local vs iperf3, sockperf, qperf (loopback)", "",
-               "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-        md += ["| " + " | ".join(row_cells(r)) + " |" for r in b.rows]
+               *table(b.rows)]
         md += ["", "Latency rows compare ROUND-TRIP times (p50) unless the metric says mean RTT/2.", ""]
     if b.vs_rows:
         md += ["## perfkit test vs qperf: two hosts, loopback and veth (vs_qperf)", "",
@@ -1851,23 +1837,20 @@ def write_results(path: Path, b: Bench, env: dict, versions: dict, argv: list[st
                f"sizes, {b.reps} alternating reps of {b.vs_duration:g} s. Bandwidth: payload bits/s received "
                "(qperf udp_bw: recv_bw); latency: mean RTT / 2 on both sides (qperf's `latency`, perfkit's "
                "`latency_us`). Targets: bandwidth >= 1.0x qperf, latency <= 1.0x qperf.", "",
-               "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-        md += ["| " + " | ".join(row_cells(r)) + " |" for r in b.vs_rows]
+               *table(b.vs_rows)]
         md += [""]
     if b.http_rows:
         md += ["## perfkit http vs wrk against nginx (loopback)", "",
                "Requests/s of perfkit's HTTP client and wrk, two threads each, against the same nginx, taking "
                "turns; and many virtual users held with zero client errors. Targets: >= 1.0x wrk.", "",
-               "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-        md += ["| " + " | ".join(row_cells(r)) + " |" for r in b.http_rows]
+               *table(b.http_rows)]
         md += [""]
     if b.dpdk_rows:
         md += ["## DPDK engine: against bare DPDK loops and the socket engine", "",
                "perfkit's DPDK engine against the physical limit of the same port (a bare DPDK loop in "
                "bench/dpdk_bare.c, the same EAL options) and against perfkit's socket engine on the same veth. "
                f"{b.reps} alternating reps of {b.duration:g} s; ratio = median(perfkit DPDK) / median(peer).", "",
-               "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-        md += ["| " + " | ".join(row_cells(r)) + " |" for r in b.dpdk_rows]
+               *table(b.dpdk_rows)]
         md += [""]
     md += ["## Every run", ""] + b.details + b.vs_details + b.http_details + b.dpdk_details
     path.write_text("\n".join(md) + "\n")

@@ -28,7 +28,9 @@ _dpdk = pytest.importorskip(
                             "pkg-config, then reinstall perfkit)")
 from perfkit.engines import dpdk  # noqa: E402
 sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
-from _dpdk_tests import eal, counters, wait_done, csum  # noqa: E402,F401 (eal: a fixture)
+from _dpdk_tests import eal, counters, wait_done, csum, mac_bytes, pull  # noqa: E402,F401 (eal: a fixture)
+from _dpdk_tests import kernel_counts, pings_answered, stop_when_received  # noqa: E402
+from _labs import lab_module_or_skip, lab_up_or_skip, if_mac  # noqa: E402
 
 AFFINITY_AT_IMPORT = os.sched_getaffinity(0)
 A_IP, B_IP = "198.18.0.1", "198.18.0.2"
@@ -36,10 +38,6 @@ WIRE_MAGIC, WIRE_SHORT_MAGIC = 0x706B7431, 0x706B7331
 
 
 # ------------------------------------------------------------------ frames by hand
-
-def mac_bytes(mac: str) -> bytes:
-    return bytes(int(x, 16) for x in mac.split(":"))
-
 
 def eth(dst: str, src: str, etype: int, payload: bytes) -> bytes:
     return mac_bytes(dst) + mac_bytes(src) + struct.pack("!H", etype) + payload
@@ -92,18 +90,6 @@ def push(port, frames, timeout=5.0):
             assert time.monotonic() < deadline, "the ring stayed full"
             time.sleep(0.001)
     return i
-
-
-def pull(port, until=None, timeout=2.0):
-    out, deadline = [], time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = port.recv(64)
-        out += got
-        if until is not None and len(out) >= until:
-            break
-        if not got:
-            time.sleep(0.002)
-    return out
 
 
 # ------------------------------------------------------------------ EAL
@@ -491,12 +477,7 @@ def test_malformed_frames_are_counted_bad_and_never_crash(eal):
         h.start()
         n = push(raw, [udp_frame(them, me, 0)] + bad + [options, padded] + others)
         n += push(raw, fuzz)
-        deadline = time.monotonic() + 3
-        while counters(h, 0)["pkts_rx"] < n and time.monotonic() < deadline:
-            time.sleep(0.01)
-        h.stop()
-        wait_done(h)
-        c = counters(h, 0)
+        c = stop_when_received(h, n)
         assert h.error() is None
     finally:
         h.close()
@@ -518,12 +499,7 @@ def test_malformed_frames_exact_counts(eal):
     try:
         h.start()
         n = push(raw, good[:1] + bad + good[1:])
-        deadline = time.monotonic() + 3
-        while counters(h, 0)["pkts_rx"] < n and time.monotonic() < deadline:
-            time.sleep(0.01)
-        h.stop()
-        wait_done(h)
-        c = counters(h, 0)
+        c = stop_when_received(h, n)
     finally:
         h.close()
         raw.close()
@@ -589,102 +565,21 @@ def test_a_dpdk_run_saves_and_loads(eal, tmp_path):
 
 # ------------------------------------------------------------------ the kernel, through af_packet
 
-def _lab_or_skip():
-    if os.geteuid() != 0:
-        pytest.skip("needs root: the lab makes network namespaces")
-    from perfkit import lab as lab_mod
-    if not lab_mod.have_privileges():
-        pytest.skip("needs CAP_NET_ADMIN and CAP_SYS_ADMIN for the lab")
-    return lab_mod
-
-
-def _udp_stats():
-    with open("/proc/net/snmp") as f:
-        rows = [ln.split() for ln in f if ln.startswith("Udp:")]
-    return dict(zip(rows[0][1:], map(int, rows[1][1:])))
-
-
-def _if_mac(ifname):
-    import fcntl
-    import socket
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        info = fcntl.ioctl(s.fileno(), 0x8927, struct.pack("256s", ifname.encode()[:15]))  # SIOCGIFHWADDR
-    finally:
-        s.close()
-    return ":".join(f"{b:02x}" for b in info[18:24])
-
-
-def _ping(addr, count):
-    """ICMP echo from a raw socket (no ping binary needed): how many were answered."""
-    import socket
-    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
-    s.settimeout(1.0)
-    answered = 0
-    try:
-        for seq in range(count):
-            s.sendto(icmp_echo(0x4242, seq, b"perfkit"), (addr, 0))
-            deadline = time.monotonic() + 1.0
-            while time.monotonic() < deadline:
-                try:
-                    data, (src, _) = s.recvfrom(2048)
-                except socket.timeout:
-                    break
-                icmp = data[(data[0] & 15) * 4:]
-                if src == addr and icmp[0] == 0 and icmp[4:8] == struct.pack("!HH", 0x4242, seq) \
-                        and csum(icmp) == 0:
-                    answered += 1
-                    break
-    finally:
-        s.close()
-    return answered
-
-
 def test_af_packet_into_a_lab_namespace_the_kernel_counts_and_answers(eal):
-    lab_mod = _lab_or_skip()
-    try:
-        lab = lab_mod.Lab(hosts=2).up()
-    except Exception as exc:  # noqa: BLE001 (a lab that cannot be made here is a skip, not our failure)
-        pytest.skip(f"no lab here: {exc}")
+    lab = lab_up_or_skip(lab_module_or_skip())
     try:
         h1, h2 = lab.hosts
         net = ipaddress.ip_network(f"{h1.ipv4}/24", strict=False)
         mine = str(net.network_address + 200)            # the DPDK port's own address, in h1's link
         dev = f"net_af_packet0,iface={h1.ifname}"
-        h2_mac = lab.call(h2, _if_mac, h2.ifname)
-        before = lab.call(h2, _udp_stats)
+        h2_mac = lab.call(h2, if_mac, h2.ifname)
         fds = len(os.listdir("/proc/self/fd"))
         spec = DpdkFlows(port=dev, netns=h1.netns_path, ip=mine, peer_ip=h2.ipv4, rate="20kpps", flows=4,
                          size=128, duration="1s")
-        h = dpdk.build(spec)
-        try:
-            h.start()
-            wait_done(h, timeout=10)
-            tx = counters(h, 0)
-            mac, broadcast = h.dst_mac(0)
-        finally:
-            h.close()
-        after = lab.call(h2, _udp_stats)
-        assert (mac, broadcast) == (h2_mac, False)       # the kernel answered our ARP request
-        assert tx["arp_rx"] >= 1 and tx["pkts_tx"] == 20_000
-        got = (after["InDatagrams"] - before["InDatagrams"]) + (after["NoPorts"] - before["NoPorts"])
-        assert got == tx["pkts_tx"]                      # the kernel received every frame we sent
-        assert after["InCsumErrors"] == before["InCsumErrors"]   # with valid UDP checksums
-        assert after["InErrors"] == before["InErrors"]
+        mac = kernel_counts(lab, dpdk.build(spec), h2)   # the kernel received every frame we sent
+        assert mac == h2_mac                                 # the kernel answered our ARP request
         # and the other way: the kernel pings the DPDK port, which answers
-        refl = dpdk.build(DpdkReflect(port=dev, netns=h1.netns_path, ip=mine, duration="4s"))
-        try:
-            refl.start()
-            answered = lab.call(h2, _ping, mine, 3, timeout=20)
-            refl.stop()
-            wait_done(refl)
-            c = counters(refl, 0)
-        finally:
-            refl.close()
-        assert answered == 3
-        assert c["icmp_rx"] >= 3 and c["bad_rx"] == 0
-        res = dpdk.resources()
-        assert res["ports_open"] == 0 and res["mbufs_free"] == res["mbufs"]
+        pings_answered(lab, dpdk.build(DpdkReflect(port=dev, netns=h1.netns_path, ip=mine, duration="4s")), h2, mine)
         assert len(os.listdir("/proc/self/fd")) == fds        # af_packet's sockets are closed
     finally:
         lab.down()

@@ -66,7 +66,8 @@ _dpdk = pytest.importorskip(
                             "pkg-config, then reinstall perfkit)")
 from perfkit.engines import dpdk  # noqa: E402
 sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
-from _dpdk_tests import eal, wait_done  # noqa: E402,F401 (eal: a fixture)
+from _dpdk_tests import eal, wait_done, MEMIF_CLIENT  # noqa: E402,F401 (eal: a fixture)
+from _labs import lab_module_or_skip, lab_up_or_skip, udp_stats  # noqa: E402
 
 
 def _frame(dst, src, n, tag):
@@ -286,29 +287,6 @@ def test_a_forwarder_from_the_panel_carries_flows(eal):
 
 # ------------------------------------------------------------------ another process, and a kernel
 
-FWD_CLIENT = """
-import json, sys, time
-from perfkit.engines import dpdk
-dpdk.eal()
-from perfkit import _dpdk
-from perfkit.stats import COUNTER_NAMES
-sock, rate, dur, flows = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
-p = _dpdk.Port(f"net_memif0,role=client,socket={sock}", ip="198.18.0.1")
-t = time.monotonic()
-while not p.link_up and time.monotonic() - t < 10:
-    time.sleep(0.01)
-h = _dpdk.DpdkEngine([p], [{"role": "dpdk_send", "port": 0, "flows": flows, "rate": rate, "duration": dur,
-                            "dst_ip": "198.18.0.2", "dst_mac": "02:00:00:00:00:02"}], own_ports=True)
-h.start()
-while h.running():
-    time.sleep(0.01)
-h.join()
-c = dict(zip(COUNTER_NAMES, h.snapshot()[0][0]))
-print(json.dumps({"pkts_tx": c["pkts_tx"], "flow_sent": h.flow_sent(0)}), flush=True)
-time.sleep(0.5)   # memif: what is still in the ring goes when this side leaves; let the server read it
-h.close()
-"""
-
 
 def test_a_generator_in_another_process_through_memif_and_the_forwarder(eal, tmp_path):
     # client process (generator on a memif client) -> [memif server <-> ring:mf:0] -> ring:mf:1 rxonly
@@ -323,7 +301,8 @@ def test_a_generator_in_another_process_through_memif_and_the_forwarder(eal, tmp
         {"role": "dpdk_recv", "port": 2, "flows": 3, "duration": 30.0}], own_ports=True)
     try:
         h.start()
-        client = subprocess.Popen([sys.executable, "-P", "-c", FWD_CLIENT, sock, "20000", "1.0", "3"],
+        # 0.5 s before the client closes: the forwarder reads what is still in the memif ring
+        client = subprocess.Popen([sys.executable, "-P", "-c", MEMIF_CLIENT, sock, "20000", "1.0", "3", "0.5"],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         out, err = client.communicate(timeout=60)
         assert client.returncode == 0, err[-2000:]
@@ -342,12 +321,6 @@ def test_a_generator_in_another_process_through_memif_and_the_forwarder(eal, tmp
     assert rx["udp_rx"] == there["fwd"] and rx["seq_lost"] == there["drop_tx"] == sent["pkts_tx"] - rx["udp_rx"]
     assert rx["seq_dup"] == rx["seq_reorder"] == 0 and rx["lat_count"] == rx["udp_rx"]   # one-way, across processes
     _leak_free()
-
-
-def _udp_stats():
-    with open("/proc/net/snmp") as f:
-        rows = [ln.split() for ln in f if ln.startswith("Udp:")]
-    return dict(zip(rows[0][1:], map(int, rows[1][1:])))
 
 
 def _udp_send(src, dst, n):
@@ -372,21 +345,11 @@ def _ping_ok(dst, count):
 
 @pytest.fixture()
 def two_labs():
-    import os
-    if os.geteuid() != 0:
-        pytest.skip("needs root: the lab makes network namespaces")
-    from perfkit import lab as lab_mod
-    if not lab_mod.have_privileges():
-        pytest.skip("needs CAP_NET_ADMIN and CAP_SYS_ADMIN for the lab")
+    lab_mod = lab_module_or_skip()
     labs = []
     try:
         for _ in range(2):
-            labs.append(lab_mod.Lab(hosts=2).up())
-    except Exception as exc:  # noqa: BLE001 (a lab that cannot be made here is a skip)
-        for lab in labs:
-            lab.down()
-        pytest.skip(f"no lab here: {exc}")
-    try:
+            labs.append(lab_up_or_skip(lab_mod))   # a skip downs the first one (finally)
         yield labs
     finally:
         for lab in labs:
@@ -421,11 +384,11 @@ def test_the_kernel_pings_and_sends_udp_through_a_forwarder_on_two_veths(eal, tw
     try:
         h.start()
         pinged = two_labs[0].call(a1, _ping_ok, b2.ipv4, 3, timeout=30)
-        before = two_labs[1].call(b2, _udp_stats)
+        before = two_labs[1].call(b2, udp_stats)
         n = two_labs[0].call(a1, _udp_send, x, b2.ipv4, 2000, timeout=60)
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
-            after = two_labs[1].call(b2, _udp_stats)
+            after = two_labs[1].call(b2, udp_stats)
             got = (after["InDatagrams"] - before["InDatagrams"]) + (after["NoPorts"] - before["NoPorts"])
             if got >= n:
                 break

@@ -14,9 +14,7 @@ while a lab host's kernel sends 5000 datagrams: every datagram was received or m
 af_xdp runs in a child process: its close keeps the xsk socket until the process ends
 (see test_dpdk_kernel.py).
 """
-import json
 import os
-import select
 import subprocess
 import sys
 import textwrap
@@ -26,6 +24,9 @@ import pytest
 _dpdk = pytest.importorskip(
     "perfkit._dpdk", reason="perfkit was built without DPDK (Debian: apt install libdpdk-dev "
                             "pkg-config, then reinstall perfkit)")
+sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helper is beside us
+from _labs import lab, lab_module_or_skip, lab_up_or_skip  # noqa: E402,F401 (lab: a fixture)
+from _dpdk_tests import child_line  # noqa: E402
 
 CHILD = textwrap.dedent("""
     import ctypes, json, os, struct, sys, time
@@ -100,40 +101,20 @@ def _send(dst, big, small):
     return big, small + 1
 
 
-def _line(proc, timeout=30):
-    ready, _, _ = select.select([proc.stdout], [], [], timeout)
-    assert ready, "the child printed nothing in time"
-    line = proc.stdout.readline()
-    assert line, proc.communicate()[1][-3000:]
-    out = json.loads(line)
-    if "skip" in out:
-        proc.wait(10)
-        pytest.skip(f"net_af_xdp does not start here: {out['skip']}")
-    return out
-
-
 def test_imissed_is_the_pmds_and_the_kernels_own_count(tmp_path):
     import ipaddress
-    if os.geteuid() != 0:
-        pytest.skip("needs root: the lab makes network namespaces")
-    from perfkit import lab as lab_mod
-    if not lab_mod.have_privileges():
-        pytest.skip("needs CAP_NET_ADMIN and CAP_SYS_ADMIN for the lab")
-    try:
-        lab = lab_mod.Lab(hosts=2, mtu=3000).up()
-    except Exception as exc:  # noqa: BLE001 (a lab that cannot be made here is a skip)
-        pytest.skip(f"no lab here: {exc}")
+    lab = lab_up_or_skip(lab_module_or_skip(), mtu=3000)
     try:
         h1, h2 = lab.hosts
         mine = str(ipaddress.ip_network(f"{h2.ipv4}/24", strict=False).network_address + 201)
         child = subprocess.Popen([sys.executable, "-P", "-c", CHILD, h2.ifname, h2.netns_path, mine],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            _line(child)
+            child_line(child)
             big, small = lab.call(h1, _send, mine, 300, 1000, timeout=60)
             child.stdin.write("sent\n")
             child.stdin.flush()
-            out = _line(child)
+            out = child_line(child)
         finally:
             child.communicate(timeout=30)
     finally:
@@ -161,23 +142,6 @@ def _burst(dst, n):
     finally:
         s.close()
     return n + 1
-
-
-@pytest.fixture()
-def lab():
-    if os.geteuid() != 0:
-        pytest.skip("needs root: the lab makes network namespaces")
-    from perfkit import lab as lab_mod
-    if not lab_mod.have_privileges():
-        pytest.skip("needs CAP_NET_ADMIN and CAP_SYS_ADMIN for the lab")
-    try:
-        lab = lab_mod.Lab(hosts=2).up()
-    except Exception as exc:  # noqa: BLE001 (a lab that cannot be made here is a skip)
-        pytest.skip(f"no lab here: {exc}")
-    try:
-        yield lab
-    finally:
-        lab.down()
 
 
 OVERRUN = textwrap.dedent("""
@@ -218,11 +182,11 @@ def test_a_receiver_that_falls_behind_counts_the_kernels_drops_as_imissed(lab, d
     child = subprocess.Popen([sys.executable, "-P", "-c", OVERRUN, dev, h2.netns_path, h2.ipv4],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        _line(child)
+        child_line(child)
         sent = lab.call(h1, _burst, h2.ipv4, 5000, timeout=60)
         child.stdin.write("sent\n")
         child.stdin.flush()
-        out = _line(child)
+        out = child_line(child)
     finally:
         child.communicate(timeout=30)
     c = out["c"]

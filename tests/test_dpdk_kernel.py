@@ -5,15 +5,11 @@ kernel's own counters must equal perfkit's TX, and the kernel's ARP and ping mus
 answered. (net_af_packet is tested in test_dpdk.py.)
 """
 import ipaddress
-import json
 import os
-import select
-import struct
 import subprocess
 import sys
 from pathlib import Path
 import textwrap
-import time
 
 import pytest
 
@@ -26,67 +22,8 @@ _dpdk = pytest.importorskip(
                             "pkg-config, then reinstall perfkit)")
 from perfkit.engines import dpdk  # noqa: E402
 sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
-from _dpdk_tests import eal, counters, wait_done, csum  # noqa: E402,F401 (eal: a fixture)
-
-
-@pytest.fixture()
-def lab():
-    if os.geteuid() != 0:
-        pytest.skip("needs root: the lab makes network namespaces")
-    from perfkit import lab as lab_mod
-    if not lab_mod.have_privileges():
-        pytest.skip("needs CAP_NET_ADMIN and CAP_SYS_ADMIN for the lab")
-    try:
-        lab = lab_mod.Lab(hosts=2).up()
-    except Exception as exc:  # noqa: BLE001 (a lab that cannot be made here is a skip)
-        pytest.skip(f"no lab here: {exc}")
-    try:
-        yield lab
-    finally:
-        lab.down()
-
-
-def _udp_stats():
-    with open("/proc/net/snmp") as f:
-        rows = [ln.split() for ln in f if ln.startswith("Udp:")]
-    return dict(zip(rows[0][1:], map(int, rows[1][1:])))
-
-
-def _ping(addr, count):
-    """ICMP echo from a raw socket: how many were answered."""
-    import socket
-    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
-    s.settimeout(1.0)
-    answered = 0
-    try:
-        for seq in range(count):
-            body = struct.pack("!BBHHH", 8, 0, 0, 0x4243, seq) + b"perfkit"
-            body = body[:2] + struct.pack("!H", csum(body)) + body[4:]
-            s.sendto(body, (addr, 0))
-            deadline = time.monotonic() + 1.0
-            while time.monotonic() < deadline:
-                try:
-                    data, (src, _) = s.recvfrom(2048)
-                except socket.timeout:
-                    break
-                icmp = data[(data[0] & 15) * 4:]
-                if src == addr and icmp[0] == 0 and icmp[4:8] == struct.pack("!HH", 0x4243, seq):
-                    answered += 1
-                    break
-    finally:
-        s.close()
-    return answered
-
-
-def _if_mac(ifname):
-    import fcntl
-    import socket
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)   # in the caller's namespace (sysfs is not)
-    try:
-        info = fcntl.ioctl(s.fileno(), 0x8927, struct.pack("256s", ifname.encode()[:15]))  # SIOCGIFHWADDR
-    finally:
-        s.close()
-    return ":".join(f"{b:02x}" for b in info[18:24])
+from _dpdk_tests import eal, counters, wait_done, kernel_counts, pings_answered, child_line  # noqa: E402,F401
+from _labs import lab, udp_stats, ping, if_mac  # noqa: E402,F401 (lab: a fixture)
 
 
 def _build_or_skip(spec, what):
@@ -94,39 +31,6 @@ def _build_or_skip(spec, what):
         return dpdk.build(spec)
     except EngineError as exc:
         pytest.skip(f"{what} does not start here: {exc}")
-
-
-def _kernel_counts(lab, h, peer_host):
-    """Run flows built into h: the kernel's UDP counters in peer_host equal our TX,
-    and its ARP answer was used. Returns the MAC the generator resolved."""
-    before = lab.call(peer_host, _udp_stats)
-    try:
-        h.start()
-        wait_done(h, timeout=10)
-        tx = counters(h, 0)
-        mac, broadcast = h.dst_mac(0)
-    finally:
-        h.close()
-    after = lab.call(peer_host, _udp_stats)
-    got = (after["InDatagrams"] - before["InDatagrams"]) + (after["NoPorts"] - before["NoPorts"])
-    assert broadcast is False and tx["arp_rx"] >= 1          # the kernel answered our ARP request
-    assert tx["pkts_tx"] == 20_000 and got == tx["pkts_tx"]  # it received every frame we sent
-    assert after["InCsumErrors"] == before["InCsumErrors"] and after["InErrors"] == before["InErrors"]
-    return mac
-
-
-def _pings_answered(lab, refl, pinger, addr):
-    try:
-        refl.start()
-        answered = lab.call(pinger, _ping, addr, 3, timeout=20)
-        refl.stop()
-        wait_done(refl)
-        c = counters(refl, 0)
-    finally:
-        refl.close()
-    assert answered == 3 and c["icmp_rx"] >= 3 and c["bad_rx"] == 0
-    res = dpdk.resources()
-    assert res["ports_open"] == 0 and res["mbufs_free"] == res["mbufs"]
 
 
 # af_xdp runs in a child process: DPDK 22.11's af_xdp close keeps the interface's xsk
@@ -170,43 +74,31 @@ def _child(role, dev, netns, mine, peer=""):
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _line(proc, timeout=30):
-    ready, _, _ = select.select([proc.stdout], [], [], timeout)
-    assert ready, "the child printed nothing in time"
-    line = proc.stdout.readline()
-    assert line, proc.communicate()[1][-3000:]
-    out = json.loads(line)
-    if "skip" in out:
-        proc.wait(10)
-        pytest.skip(f"net_af_xdp does not start here: {out['skip']}")
-    return out
-
-
 def test_af_xdp_on_a_lab_veth(eal, lab):
     h1, h2 = lab.hosts
     net = ipaddress.ip_network(f"{h1.ipv4}/24", strict=False)
     mine1, mine2 = str(net.network_address + 200), str(net.network_address + 201)
-    before = lab.call(h2, _udp_stats)
+    before = lab.call(h2, udp_stats)
     child = _child("flows", f"net_af_xdp0,iface={h1.ifname}", h1.netns_path, mine1, h2.ipv4)
     try:
-        _line(child)
-        done = _line(child)
+        child_line(child)
+        done = child_line(child)
     finally:
         child.communicate(timeout=30)
-    after = lab.call(h2, _udp_stats)
+    after = lab.call(h2, udp_stats)
     tx = done["c"]
     got = (after["InDatagrams"] - before["InDatagrams"]) + (after["NoPorts"] - before["NoPorts"])
-    assert done["mac"] == [lab.call(h2, _if_mac, h2.ifname), False]   # ARP answered by h2's kernel
+    assert done["mac"] == [lab.call(h2, if_mac, h2.ifname), False]   # ARP answered by h2's kernel
     assert tx["pkts_tx"] == 20_000 and got == tx["pkts_tx"]           # the kernel got every frame
     assert after["InCsumErrors"] == before["InCsumErrors"] and after["InErrors"] == before["InErrors"]
     # the reflector on h2's end of the veth answers h1's kernel pings
     child = _child("reflect", f"net_af_xdp0,iface={h2.ifname}", h2.netns_path, mine2)
     try:
-        _line(child)
-        answered = lab.call(h1, _ping, mine2, 3, timeout=20)
+        child_line(child)
+        answered = lab.call(h1, ping, mine2, 3, timeout=20)
         child.stdin.write("done\n")
         child.stdin.flush()
-        c = _line(child)["c"]
+        c = child_line(child)["c"]
     finally:
         child.communicate(timeout=30)
     assert answered == 3 and c["icmp_rx"] >= 3 and c["bad_rx"] == 0
@@ -226,11 +118,11 @@ def test_tap_into_a_lab_hosts_kernel(eal, lab):
     h = _build_or_skip(DpdkFlows(port=dev, netns=h1.netns_path, ip=mine, peer_ip=kernel_ip, rate="20kpps",
                                  flows=4, size=128, duration="1s"), "net_tap")
     prepare()
-    mac = _kernel_counts(lab, h, h1)
+    mac = kernel_counts(lab, h, h1)
     assert mac != "ff:ff:ff:ff:ff:ff"
     refl = _build_or_skip(DpdkReflect(port=dev, netns=h1.netns_path, ip=mine, duration="4s"), "net_tap")
     prepare()
-    _pings_answered(lab, refl, h1, mine)
+    pings_answered(lab, refl, h1, mine)
 
 
 @pytest.mark.parametrize("cores", [1, 2])

@@ -9,7 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 import tempfile
-import textwrap
 import time
 
 import pytest
@@ -24,34 +23,9 @@ _dpdk = pytest.importorskip(
                             "pkg-config, then reinstall perfkit)")
 from perfkit.engines import dpdk  # noqa: E402
 sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
-from _dpdk_tests import eal, counters  # noqa: E402,F401 (eal: a fixture)
+from _dpdk_tests import eal, counters, MEMIF_CLIENT  # noqa: E402,F401 (eal: a fixture)
 
 A_IP, B_IP = "198.18.0.1", "198.18.0.2"
-
-# the client side, in its own process: a generator on a memif client; prints what it sent
-CLIENT = textwrap.dedent("""
-    import json, sys, time
-    from perfkit.engines import dpdk
-    dpdk.eal()
-    from perfkit import _dpdk
-    from perfkit.stats import COUNTER_NAMES
-    sock, rate, dur, flows = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
-    p = _dpdk.Port(f"net_memif0,role=client,socket={sock}", ip="198.18.0.1")
-    t = time.monotonic()
-    while not p.link_up and time.monotonic() - t < 10:
-        time.sleep(0.01)
-    h = _dpdk.DpdkEngine([p], [{"role": "dpdk_send", "port": 0, "flows": flows, "rate": rate,
-                                "duration": dur, "dst_ip": "198.18.0.2", "dst_mac": "02:00:00:00:00:02"}],
-                         own_ports=True)
-    h.start()
-    while h.running():
-        time.sleep(0.01)
-    h.join()
-    c = dict(zip(COUNTER_NAMES, h.snapshot()[0][0]))
-    print(json.dumps({"link": bool(p.link_up is not None), "pkts_tx": c["pkts_tx"], "drop_tx": c["drop_tx"],
-                      "flow_sent": h.flow_sent(0)}))
-    h.close()
-""")
 
 
 @pytest.fixture()
@@ -77,7 +51,7 @@ def test_two_processes_over_memif_sent_is_received_plus_lost_exactly(eal, sock):
                                   "drop_every": 7}], own_ports=True)
     try:
         h.start()
-        client = _py(["-c", CLIENT, sock, "20000", "1.0", "3"])
+        client = _py(["-c", MEMIF_CLIENT, sock, "20000", "1.0", "3"])
         out, err = client.communicate(timeout=60)
         assert client.returncode == 0, err[-3000:]
         sent = json.loads(out.splitlines()[-1])

@@ -3,7 +3,6 @@ net_af_packet into a lab namespace): a Linux UDP socket in one lab host sends to
 DPDK port on the other's veth, and gets every datagram back, addresses and ports
 swapped, with checksums its kernel accepts."""
 import ipaddress
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,29 +17,7 @@ _dpdk = pytest.importorskip(
 from perfkit.engines import dpdk  # noqa: E402
 sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
 from _dpdk_tests import eal, counters, wait_done  # noqa: E402,F401 (eal: a fixture)
-
-
-@pytest.fixture()
-def lab():
-    if os.geteuid() != 0:
-        pytest.skip("needs root: the lab makes network namespaces")
-    from perfkit import lab as lab_mod
-    if not lab_mod.have_privileges():
-        pytest.skip("needs CAP_NET_ADMIN and CAP_SYS_ADMIN for the lab")
-    try:
-        lab = lab_mod.Lab(hosts=2).up()
-    except Exception as exc:  # noqa: BLE001 (a lab that cannot be made here is a skip)
-        pytest.skip(f"no lab here: {exc}")
-    try:
-        yield lab
-    finally:
-        lab.down()
-
-
-def _udp_stats():
-    with open("/proc/net/snmp") as f:
-        rows = [ln.split() for ln in f if ln.startswith("Udp:")]
-    return dict(zip(rows[0][1:], map(int, rows[1][1:])))
+from _labs import lab, udp_stats, csum  # noqa: E402,F401 (lab: a fixture)
 
 
 def _echo(dst, port, n):
@@ -50,7 +27,7 @@ def _echo(dst, port, n):
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.bind(("0.0.0.0", 0))
     s.settimeout(0.5)
-    before = _udp_stats()
+    before = udp_stats()
     back, src = [], set()
     try:
         for i in range(n):
@@ -67,7 +44,7 @@ def _echo(dst, port, n):
             src.add(addr)
     finally:
         s.close()
-    after = _udp_stats()
+    after = udp_stats()
     return back, sorted(src), {k: after[k] - before[k] for k in after}
 
 
@@ -108,15 +85,7 @@ def _raw_udp(src, dst, dport, good, bad):
     u.settimeout(0.5)
     sport = u.getsockname()[1]
     r = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_UDP)
-    before = _udp_stats()
-
-    def csum(data):
-        if len(data) % 2:
-            data += b"\0"
-        t = sum(struct.unpack(f"!{len(data) // 2}H", data))
-        while t >> 16:
-            t = (t & 0xFFFF) + (t >> 16)
-        return ~t & 0xFFFF
+    before = udp_stats()
 
     try:
         for i in range(good + bad):
@@ -138,7 +107,7 @@ def _raw_udp(src, dst, dport, good, bad):
     finally:
         r.close()
         u.close()
-    after = _udp_stats()
+    after = udp_stats()
     return got, after["InCsumErrors"] - before["InCsumErrors"]
 
 

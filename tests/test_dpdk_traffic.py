@@ -21,24 +21,12 @@ _dpdk = pytest.importorskip(
                             "pkg-config, then reinstall perfkit)")
 from perfkit.engines import dpdk  # noqa: E402
 sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
-from _dpdk_tests import eal, counters, wait_done, csum  # noqa: E402,F401 (eal: a fixture)
+from _dpdk_tests import eal, counters, wait_done, csum, pull, stop_when_received  # noqa: E402,F401 (eal: a fixture)
 from perfkit.stats import COUNTER_NAMES  # noqa: E402
 
 A_IP, B_IP = "198.18.0.1", "198.18.0.2"
 FAR = "198.18.1.0"   # a destination range clear of the sources
 WIRE_MAGIC, WIRE_SHORT_MAGIC, PROBE_MAGIC = 0x706B7431, 0x706B7331, 0x706B7031
-
-
-def pull(port, until=None, timeout=2.0):
-    out, deadline = [], time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = port.recv(64)
-        out += got
-        if until is not None and len(out) >= until:
-            break
-        if not got:
-            time.sleep(0.001)
-    return out
 
 
 def _cli(*args, timeout=60):
@@ -496,12 +484,7 @@ def test_probe_payloads_parsed_exactly_and_fuzzed_never_crash(eal):
             elif batch is not fuzz:
                 c = counters(h, 0)
                 assert c["probe_rx"] == 40 and c["udp_rx"] == 45 and c["bad_rx"] == 0
-        deadline = time.monotonic() + 3
-        while counters(h, 0)["pkts_rx"] < n and time.monotonic() < deadline:
-            time.sleep(0.01)
-        h.stop()
-        wait_done(h)
-        c = counters(h, 0)
+        c = stop_when_received(h, n)
         assert h.error() is None
     finally:
         h.close()

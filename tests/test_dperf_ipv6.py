@@ -21,7 +21,8 @@ _dpdk = pytest.importorskip("perfkit._dpdk", reason="perfkit was built without D
 from perfkit.engines import dpdk_tcp  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helpers are beside us
-from _dpdk_tests import counters as _counters, csum, eal, wait_done  # noqa: E402,F401
+from _dpdk_tests import (counters as _counters, csum, eal, mac_bytes, no_leaks, pull,  # noqa: E402,F401
+                         push_draining, run_pair, serving, wait_done)
 
 CLI, SRV = "2001:2:0:7::1", "2001:2:0:7::2"
 PEER_MAC = "02:00:00:00:00:06"
@@ -32,12 +33,6 @@ def counters(h):
     return _counters(h, 0)
 
 
-def no_leaks():
-    from perfkit.engines import dpdk
-    res = dpdk.resources()
-    assert res["ports_open"] == 0 and res["mbufs_free"] == res["mbufs"], res
-
-
 def server(port, **kw):
     return DpdkHttpServer(port=port, ip=SRV, clients=((CLI, 1),), **{"duration": 30, **kw})
 
@@ -46,29 +41,10 @@ def client(port, **kw):
     return DpdkHttpClient(port=port, ip=CLI, clients=((CLI, 1),), server=SRV, **kw)
 
 
-def run_pair(server_spec, client_spec):
-    srv = dpdk_tcp.build(server_spec)
-    try:
-        cli = dpdk_tcp.build(client_spec)
-        try:
-            srv.start()
-            cli.start()
-            wait_done(cli, timeout=30)
-            time.sleep(0.2)         # the server's last ACKs
-            srv.stop()
-            wait_done(srv)
-            assert cli.error() is None and srv.error() is None
-            return counters(cli), counters(srv)
-        finally:
-            cli.close()
-    finally:
-        srv.close()
-
-
 # ------------------------------------------------------------------ client <-> server
 
 def test_cps_run_over_ipv6_counts_agree_exactly(eal):
-    c, s = run_pair(server("ring:u6a:1", payload_size=100), client("ring:u6a:0", cps=500, duration=1))
+    c, s, _ = run_pair(server("ring:u6a:1", payload_size=100), client("ring:u6a:0", cps=500, duration=1))
     n = c["sock_open"]
     assert 450 <= n <= 550
     assert c["sock_close"] == s["sock_close"] == s["sock_open"] == n and c["sock_error"] == s["sock_error"] == 0
@@ -92,7 +68,7 @@ def test_ranges_vlan_traffic_class_and_1440_byte_segments(eal):
     srv_spec = DpdkHttpServer(port="ring:u6b:1", ip=SRV, clients=(("2001:2:0:7::10", 4),), payload_size=body,
                               listen=8080, listen_num=2, vlan=60, tos=0xb8, duration=30)
     assert srv_spec.mss == 1440
-    c, s = run_pair(srv_spec, DpdkHttpClient(port="ring:u6b:0", ip="2001:2:0:7::10", clients=(("2001:2:0:7::10", 4),),
+    c, s, _ = run_pair(srv_spec, DpdkHttpClient(port="ring:u6b:0", ip="2001:2:0:7::10", clients=(("2001:2:0:7::10", 4),),
                                              server=SRV, lport_range=(5000, 5019), listen=8080, listen_num=2,
                                              vlan=60, tos=0xb8, cps=300, duration=1))
     n = c["sock_open"]
@@ -106,7 +82,7 @@ def test_ranges_vlan_traffic_class_and_1440_byte_segments(eal):
 
 
 def test_keepalive_concurrency_over_ipv6(eal):
-    c, s = run_pair(server("ring:u6c:1", payload_size=64, keepalive=True),
+    c, s, _ = run_pair(server("ring:u6c:1", payload_size=64, keepalive=True),
                     client("ring:u6c:0", cps=300, cc=20, keepalive="10ms", duration=1))
     assert c["sock_open"] == c["sock_close"] == s["sock_open"] == s["sock_close"] == 20
     assert c["http_2xx"] == c["http_req"] == s["http_get"] > 20 * 3 and c["sock_error"] == 0
@@ -114,7 +90,7 @@ def test_keepalive_concurrency_over_ipv6(eal):
 
 
 def test_syn_flood_over_ipv6_keeps_no_sockets(eal):
-    c, s = run_pair(server("ring:u6f:1"), client("ring:u6f:0", cps=2000, duration=0.5, flood=True, launch_num=16))
+    c, s, _ = run_pair(server("ring:u6f:1"), client("ring:u6f:0", cps=2000, duration=0.5, flood=True, launch_num=16))
     n = c["syn_tx"]
     assert 0 < n <= 1020 and c["sock_open"] == 0 and c["http_req"] == 0   # at most 2000/s for 0.5 s
     assert s["syn_rx"] == s["syn_tx"] == s["sock_open"] == n          # the server answers every SYN
@@ -199,10 +175,6 @@ def test_client_and_server_in_two_processes_over_memif(eal, payload, client_kw):
 
 # ------------------------------------------------------------------ frames by hand
 
-def mac_bytes(mac):
-    return bytes(int(x, 16) for x in mac.split(":"))
-
-
 def a6(addr):
     return ipaddress.IPv6Address(addr).packed
 
@@ -279,31 +251,11 @@ def received(h, n, timeout=5.0):
     return counters(h)
 
 
-def pull(port, n, timeout=2.0):
-    out, deadline = [], time.monotonic() + timeout
-    while time.monotonic() < deadline and len(out) < n:
-        got = port.recv(64)
-        out += got
-        if not got:
-            time.sleep(0.002)
-    return out
-
-
 @pytest.fixture
 def served(eal):
     """An IPv6 server on ring:u6h:1 and a raw port on ring:u6h:0 playing the client."""
-    spec = server("ring:u6h:1", payload_size=3000, retransmit_timeout="300ms", retries=2)
-    srv = dpdk_tcp.build(spec)
-    raw = _dpdk.Port("ring:u6h:0")
-    srv.start()
-    try:
-        yield srv, raw, srv.port_list[0].mac, spec
-    finally:
-        srv.stop()
-        wait_done(srv)
-        srv.close()
-        raw.close()
-        no_leaks()
+    with serving(server("ring:u6h:1", payload_size=3000, retransmit_timeout="300ms", retries=2), "ring:u6h:0") as it:
+        yield it
 
 
 def test_neighbor_solicitations_and_echo_are_answered(served):
@@ -387,11 +339,7 @@ def test_client_resolves_its_gateway_by_neighbor_discovery(eal):
 
 
 def test_vlan_tag_and_traffic_class_on_ipv6_frames(eal):
-    srv = dpdk_tcp.build(server("ring:u6v:1", vlan=7, tos=0xb8))
-    raw = _dpdk.Port("ring:u6v:0")
-    try:
-        srv.start()
-        mac = srv.port_list[0].mac
+    with serving(server("ring:u6v:1", vlan=7, tos=0xb8), "ring:u6v:0") as (srv, raw, mac, _):
         seg = tcp6(40000, 80, 1, 0, SYN)
         tagged = mac_bytes(mac) + mac_bytes(PEER_MAC) + struct.pack("!HHH", 0x8100, 7, 0x86DD) + seg
         raw.send([frame(mac, seg), tagged])                     # untagged (not ours), then our VLAN
@@ -400,12 +348,6 @@ def test_vlan_tag_and_traffic_class_on_ipv6_frames(eal):
         g = parse_tcp6(f[:12] + f[16:])
         assert g["ok"] and g["tc"] == 0xb8 and g["flags"] == SYN | ACK and g["ack"] == 2
         assert received(srv, 2)["other_rx"] == 1
-    finally:
-        srv.stop()
-        wait_done(srv)
-        srv.close()
-        raw.close()
-    no_leaks()
 
 
 def _malformed(mac):
@@ -476,14 +418,6 @@ def _fuzz6(rng, mac, n, src, dst, ports, lports):
     return out
 
 
-def _push(raw, frames, timeout=20.0):
-    deadline, i = time.monotonic() + timeout, 0
-    while i < len(frames):
-        i += raw.send(frames[i:i + 64])
-        raw.recv(64)
-        assert time.monotonic() < deadline, "the ring stayed full"
-
-
 @pytest.mark.parametrize("seed", [16])
 def test_fuzzed_ipv6_frames_never_crash_server_or_client(eal, seed):
     rng = random.Random(seed)
@@ -492,7 +426,7 @@ def test_fuzzed_ipv6_frames_never_crash_server_or_client(eal, seed):
     try:
         srv.start()
         frames = _fuzz6(rng, srv.port_list[0].mac, 5000, CLI, SRV, [80, 80, 81], [40000, 40001, rng.randrange(65536)])
-        _push(raw, frames)
+        push_draining(raw, frames)
         time.sleep(0.3)
         while raw.recv(64):
             pass
@@ -512,7 +446,7 @@ def test_fuzzed_ipv6_frames_never_crash_server_or_client(eal, seed):
     try:
         frames = _fuzz6(rng, cli.port_list[0].mac, 5000, SRV, CLI, [3000, 3001, 3002, 3003], [80])
         cli.start()                 # after building them: the client runs 1 s
-        _push(raw, frames)
+        push_draining(raw, frames)
         wait_done(cli)
         c = counters(cli)
         assert cli.error() is None

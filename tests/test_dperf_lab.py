@@ -1,6 +1,8 @@
 """perfkit's DPDK TCP against the Linux stack (issue 6): a lab of two namespaces
 joined by a veth; the DPDK port is net_af_packet on h1's end, with its own address
-(.200 of the link); h2 runs curl and nginx. Needs root (the lab); skips otherwise.
+(.200 of the link); h2 runs curl and nginx. curl and wrk run over IPv6 too (the port at
+::c8 of the lab's /64); the rest of IPv6 is in test_dperf_lab6.py. Needs root (the lab);
+skips otherwise.
 
 h2's veth sends with checksum offload off: af_packet hands DPDK the frames as the
 kernel left them, and with offload the TCP checksum is still partial (the DPDK side
@@ -9,33 +11,29 @@ checks every checksum and would count them as bad).
 import ipaddress
 import os
 import subprocess
+import sys
 import time
 
 import pytest
 
 from perfkit.errors import EngineError
 from perfkit.spec import DpdkHttpClient, DpdkHttpServer
-from perfkit.stats import COUNTER_NAMES
 
 _dpdk = pytest.importorskip("perfkit._dpdk", reason="perfkit was built without DPDK")
 from perfkit.engines import dpdk, dpdk_tcp  # noqa: E402
+sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helpers are beside us
+from _dpdk_tests import counters as _counters, no_leaks, wait_done  # noqa: E402
+from _labs import lab_module_or_skip, lab_up_or_skip  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def lab():
-    if os.geteuid() != 0:
-        pytest.skip("needs root: the lab makes network namespaces")
-    from perfkit import lab as lab_mod
-    if not lab_mod.have_privileges():
-        pytest.skip("needs CAP_NET_ADMIN and CAP_SYS_ADMIN for the lab")
+    lab_mod = lab_module_or_skip()
     try:
         dpdk.eal()
     except EngineError as exc:
         pytest.skip(f"DPDK EAL does not start here: {exc}")
-    try:
-        lab = lab_mod.Lab(hosts=2).up()
-    except Exception as exc:  # noqa: BLE001 (a lab that cannot be made here is a skip)
-        pytest.skip(f"no lab here: {exc}")
+    lab = lab_up_or_skip(lab_mod)
     try:
         h2 = lab.hosts[1]
         p = lab.popen(h2, ["ethtool", "-K", h2.ifname, "tx", "off"], stdout=subprocess.DEVNULL,
@@ -47,43 +45,49 @@ def lab():
         lab.down()
 
 
-def port_of(lab):
+def port_of(lab, family=4):
+    """The DPDK port on h1's veth, at .200 of the lab's /24 (IPv4) or ::c8 of its /64 (IPv6)."""
     h1 = lab.hosts[0]
-    net = ipaddress.ip_network(f"{h1.ipv4}/24", strict=False)
+    net = ipaddress.ip_network(f"{h1.ipv4}/24" if family == 4 else f"{h1.ipv6}/64", strict=False)
     return dict(port=f"net_af_packet0,iface={h1.ifname}", netns=h1.netns_path,
                 ip=str(net.network_address + 200))
 
 
+def peer_ip(lab, family=4):
+    """h2's address in the family."""
+    return lab.hosts[1].ipv4 if family == 4 else lab.hosts[1].ipv6
+
+
+def server(lab, family=4, **kw):
+    return dpdk_tcp.build(DpdkHttpServer(**port_of(lab, family), clients=((peer_ip(lab, family), 1),), duration=60,
+                                         **kw))
+
+
+def url(ip):
+    return f"http://[{ip}]" if ":" in ip else f"http://{ip}"
+
+
 def counters(h):
-    return dict(zip(COUNTER_NAMES, h.snapshot()[0][0]))
+    return _counters(h, 0)
 
 
 def finish(h, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while h.running():
-        assert time.monotonic() < deadline, "the worker did not stop in time"
-        time.sleep(0.02)
-    h.join()
+    wait_done(h, timeout)
 
 
-def no_leaks():
-    res = dpdk.resources()
-    assert res["ports_open"] == 0 and res["mbufs_free"] == res["mbufs"], res
-
-
+@pytest.mark.parametrize("family", [4, 6])
 @pytest.mark.parametrize("size", [100, 100_000])
-def test_curl_gets_valid_responses_from_the_perfkit_server(lab, size, tmp_path):
-    which = port_of(lab)
+def test_curl_gets_valid_responses_from_the_perfkit_server(lab, size, family):
+    which = port_of(lab, family)
     h2 = lab.hosts[1]
-    spec = DpdkHttpServer(**which, clients=((h2.ipv4, 1),), payload_size=size, duration=60)
-    srv = dpdk_tcp.build(spec)
+    srv = server(lab, family, payload_size=size)
     n = 20
     try:
         srv.start()
-        urls = [f"http://{which['ip']}/{i}" for i in range(n)]
+        urls = [f"{url(which['ip'])}/{i}" for i in range(n)]
         # every body to stdout, each followed by its status line and size: all checked below
-        p = lab.popen(h2, ["curl", "-sS", "--max-time", "10", "-w", "\n%{http_code} %{size_download}\n", *urls],
-                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p = lab.popen(h2, ["curl", f"-{family}", "-sS", "--max-time", "10", "-w", "\n%{http_code} %{size_download}\n",
+                           *urls], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         out, err = p.communicate(timeout=120)
         time.sleep(0.3)             # the last FIN's ACK
         srv.stop()
@@ -97,6 +101,8 @@ def test_curl_gets_valid_responses_from_the_perfkit_server(lab, size, tmp_path):
     assert c["http_get"] == c["sock_open"] == c["sock_close"] == n     # curl's n connections
     assert c["sock_error"] == c["bad_rx"] == c["tcp_drop"] == c["sock_current"] == 0
     assert c["syn_rx"] == c["fin_rx"] == c["fin_tx"] == n
+    print(f"curl -{family}, {size} B: {n} responses, perfkit server http_get {c['http_get']}, "
+          f"sock_error {c['sock_error']}")
     no_leaks()
 
 
@@ -220,23 +226,23 @@ def test_loss_on_the_path_is_retransmitted_and_every_connection_accounted(lab, n
     no_leaks()
 
 
+@pytest.mark.parametrize("family", [4, 6])
 @pytest.mark.parametrize("keepalive", [True, False])
-def test_wrk_against_the_perfkit_server(lab, keepalive):
+def test_wrk_against_the_perfkit_server(lab, keepalive, family):
     import re
     import shutil
     if not shutil.which("wrk"):
         pytest.skip("wrk is not installed")
-    which = port_of(lab)
+    which = port_of(lab, family)
     h2 = lab.hosts[1]
-    srv = dpdk_tcp.build(DpdkHttpServer(**which, clients=((h2.ipv4, 1),), payload_size=100, duration=60,
-                                        keepalive=keepalive))
+    srv = server(lab, family, payload_size=100, keepalive=keepalive)
     conns = 8
     try:
         srv.start()
-        args = ["wrk", "-t1", "-c", str(conns), "-d", "1s", f"http://{which['ip']}/"]
+        args = ["wrk", "-t1", "-c", str(conns), "-d", "1s", f"{url(which['ip'])}/"]
         if not keepalive:
             args += ["-H", "Connection: close"]
-        p = lab.popen(h2, args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p = lab.popen(h2, args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         out, err = p.communicate(timeout=60)
         time.sleep(0.5)
         srv.stop()
@@ -244,10 +250,11 @@ def test_wrk_against_the_perfkit_server(lab, keepalive):
         c = counters(srv)
     finally:
         srv.close()
-    text = out.decode()
-    assert p.returncode == 0, err.decode()
-    done = int(re.search(r"(\d+) requests in", text).group(1))
-    assert "Non-2xx" not in text and "Socket errors" not in text, text
+    assert p.returncode == 0, err
+    done = int(re.search(r"(\d+) requests in", out).group(1))
+    print(f"wrk IPv{family} keepalive={keepalive}: {done} requests, perfkit http_get {c['http_get']}, "
+          f"sock_open {c['sock_open']}, sock_error {c['sock_error']}")
+    assert "Non-2xx" not in out and "Socket errors" not in out, out
     assert done > 100
     # wrk counts whole responses; a request still in flight when it stops is not counted
     assert done <= c["http_get"] <= done + conns

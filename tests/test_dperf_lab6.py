@@ -2,10 +2,10 @@
 test_dperf_lab.py (two namespaces joined by a veth, the DPDK port net_af_packet on h1's
 end, h2's checksum offload off), with the DPDK port at ::c8 of the lab's /64. h2's
 kernel finds it by Neighbor Discovery (the lab makes only the hosts' own neighbours
-permanent), pings it, fetches from it with curl, and serves nginx to the DPDK client.
-Needs root (the lab); skips otherwise.
+permanent), pings it and serves nginx to the DPDK client (curl and wrk against the
+perfkit server run over both families in test_dperf_lab.py). Needs root (the lab);
+skips otherwise.
 """
-import ipaddress
 import os
 import re
 import shutil
@@ -15,25 +15,14 @@ import time
 
 import pytest
 
-from perfkit.spec import DpdkHttpClient, DpdkHttpServer
+from perfkit.spec import DpdkHttpClient
 
 pytest.importorskip("perfkit._dpdk", reason="perfkit was built without DPDK")
 from perfkit.engines import dpdk_tcp  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helpers are beside us
 from _nginx import Nginx  # noqa: E402
-from test_dperf_lab import counters, finish, lab, no_leaks  # noqa: E402,F401 (lab: the fixture)
-
-
-def port_of(lab):
-    h1 = lab.hosts[0]
-    net = ipaddress.ip_network(f"{h1.ipv6}/64", strict=False)
-    return dict(port=f"net_af_packet0,iface={h1.ifname}", netns=h1.netns_path, ip=str(net.network_address + 200))
-
-
-def server(lab, **kw):
-    h2 = lab.hosts[1]
-    return dpdk_tcp.build(DpdkHttpServer(**port_of(lab), clients=((h2.ipv6, 1),), duration=60, **kw))
+from test_dperf_lab import counters, finish, lab, no_leaks, port_of, server  # noqa: E402,F401 (lab: the fixture)
 
 
 # An echo from h2's kernel without the ping binary: a raw ICMPv6 socket (the kernel fills
@@ -59,9 +48,9 @@ print(ok)
 
 
 def test_ping6_from_the_namespace_is_answered(lab):
-    which = port_of(lab)
+    which = port_of(lab, 6)
     h2 = lab.hosts[1]
-    srv = server(lab)
+    srv = server(lab, 6)
     n = 5
     try:
         srv.start()
@@ -90,74 +79,10 @@ def test_ping6_from_the_namespace_is_answered(lab):
     no_leaks()
 
 
-@pytest.mark.parametrize("size", [100, 100_000])
-def test_curl6_gets_valid_responses_from_the_perfkit_server(lab, size):
-    which = port_of(lab)
-    h2 = lab.hosts[1]
-    srv = server(lab, payload_size=size)
-    n = 20
-    try:
-        srv.start()
-        urls = [f"http://[{which['ip']}]/{i}" for i in range(n)]
-        p = lab.popen(h2, ["curl", "-6", "-sS", "--max-time", "10", "-w", "\n%{http_code} %{size_download}\n", *urls],
-                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        out, err = p.communicate(timeout=120)
-        time.sleep(0.3)             # the last FIN's ACK
-        srv.stop()
-        finish(srv)
-        c = counters(srv)
-        assert srv.error() is None
-    finally:
-        srv.close()
-    assert p.returncode == 0, err.decode()
-    assert out == (b"x" * size + f"\n200 {size}\n".encode()) * n
-    assert c["http_get"] == c["sock_open"] == c["sock_close"] == n     # curl's n connections
-    assert c["sock_error"] == c["bad_rx"] == c["tcp_drop"] == c["sock_current"] == 0
-    assert c["syn_rx"] == c["fin_rx"] == c["fin_tx"] == n
-    print(f"curl -6, {size} B: {n} responses, perfkit server http_get {c['http_get']}, sock_error {c['sock_error']}")
-    no_leaks()
-
-
-@pytest.mark.parametrize("keepalive", [True, False])
-def test_wrk_over_ipv6_against_the_perfkit_server(lab, keepalive):
-    if not shutil.which("wrk"):
-        pytest.skip("wrk is not installed")
-    which = port_of(lab)
-    h2 = lab.hosts[1]
-    srv = server(lab, payload_size=100, keepalive=keepalive)
-    conns = 8
-    try:
-        srv.start()
-        args = ["wrk", "-t1", "-c", str(conns), "-d", "1s", f"http://[{which['ip']}]/"]
-        if not keepalive:
-            args += ["-H", "Connection: close"]
-        p = lab.popen(h2, args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        out, err = p.communicate(timeout=60)
-        time.sleep(0.5)
-        srv.stop()
-        finish(srv)
-        c = counters(srv)
-    finally:
-        srv.close()
-    assert p.returncode == 0, err
-    done = int(re.search(r"(\d+) requests in", out).group(1))
-    print(f"wrk IPv6 keepalive={keepalive}: {done} requests, perfkit http_get {c['http_get']}, "
-          f"sock_open {c['sock_open']}, sock_error {c['sock_error']}")
-    assert "Non-2xx" not in out and "Socket errors" not in out, out
-    assert done > 100
-    assert done <= c["http_get"] <= done + conns   # a request in flight when wrk stops is not in its count
-    assert c["bad_rx"] == 0 and c["sock_current"] == 0
-    if keepalive:
-        assert c["sock_open"] <= conns + 1
-    else:
-        assert done <= c["sock_open"] <= done + 2 * conns + 1
-    no_leaks()
-
-
 def test_cps_run_against_nginx_on_ipv6_every_request_in_its_log(lab, tmp_path):
     if not shutil.which("nginx"):
         pytest.skip("nginx is not installed")
-    which = port_of(lab)
+    which = port_of(lab, 6)
     h2 = lab.hosts[1]
     with Nginx(tmp_path, host=f"[{h2.ipv6}]", netns=h2.netns) as ngx:
         spec = DpdkHttpClient(**which, clients=((which["ip"], 1),), server=h2.ipv6, listen=ngx.port,
@@ -189,7 +114,7 @@ def test_cps_run_against_nginx_on_ipv6_every_request_in_its_log(lab, tmp_path):
 def test_keepalive_concurrency_against_nginx_on_ipv6(lab, tmp_path):
     if not shutil.which("nginx"):
         pytest.skip("nginx is not installed")
-    which = port_of(lab)
+    which = port_of(lab, 6)
     h2 = lab.hosts[1]
     cc = 40
     with Nginx(tmp_path, host=f"[{h2.ipv6}]", netns=h2.netns) as ngx:
@@ -224,7 +149,7 @@ def test_loss_over_ipv6_is_retransmitted_and_every_connection_accounted(lab, tmp
     are sent again)."""
     if not shutil.which("nginx"):
         pytest.skip("nginx is not installed")
-    which = port_of(lab)
+    which = port_of(lab, 6)
     h2 = lab.hosts[1]
     with Nginx(tmp_path, host=f"[{h2.ipv6}]", netns=h2.netns) as ngx:
         lab.impair(loss="5%")
@@ -258,7 +183,7 @@ def test_loss_over_ipv6_is_retransmitted_and_every_connection_accounted(lab, tmp
 
 def test_perfkit_dperf_ipv6_server_conf_in_the_lab(lab, tmp_path):
     """`perfkit dperf -c server.conf --netns ...` with IPv6 addresses, curl -6 from h2."""
-    which = port_of(lab)
+    which = port_of(lab, 6)
     h1, h2 = lab.hosts
     conf = tmp_path / "server6.conf"
     conf.write_text(f"mode server\ncpu 0\nduration 6s\nport {which['port']} {which['ip']} {h2.ipv6}\n"

@@ -6,6 +6,7 @@ built here by hand go through a raw Port at the other end of a pair to check the
 handshake, ARP/ICMP answers, RSTs and that malformed segments are counted, never
 crash. Against the Linux stack (curl, nginx) see test_dperf_lab.py.
 """
+import functools
 import ipaddress
 import os
 import struct
@@ -14,70 +15,29 @@ import time
 
 import pytest
 
-from perfkit.errors import EngineError
 from perfkit.spec import DpdkHttpClient, DpdkHttpServer
-from perfkit.stats import COUNTER_NAMES
 
 _dpdk = pytest.importorskip(
     "perfkit._dpdk", reason="perfkit was built without DPDK (Debian: apt install libdpdk-dev "
                             "pkg-config, then reinstall perfkit)")
-from perfkit.engines import dpdk, dpdk_tcp  # noqa: E402
+from perfkit.engines import dpdk_tcp  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helper is beside us
-from _dpdk_tests import csum  # noqa: E402
+from _dpdk_tests import (counters as _counters, csum, eal, mac_bytes, no_leaks, pull,  # noqa: E402,F401
+                         push_draining, run_pair as _run_pair, serving, wait_done as _wait_done)
 
 CLI, SRV = "198.18.0.1", "198.18.0.2"
 
 
-@pytest.fixture(scope="module")
-def eal():
-    try:
-        return dpdk.eal()
-    except EngineError as exc:
-        pytest.skip(f"DPDK EAL does not start here: {exc}")
-
-
 def counters(h):
-    c, _ = h.snapshot()[0]
-    return dict(zip(COUNTER_NAMES, c))
+    return _counters(h, 0)
 
 
 def wait_done(h, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while h.running():
-        assert time.monotonic() < deadline, "the worker did not stop in time"
-        time.sleep(0.01)
-    h.join()
+    _wait_done(h, timeout)
 
 
-def run_pair(server_spec, client_spec, during=None):
-    """Server and client in this process over one ring pair; their final counters."""
-    srv = dpdk_tcp.build(server_spec)
-    try:
-        cli = dpdk_tcp.build(client_spec)
-        try:
-            srv.start()
-            cli.start()
-            samples = []
-            while cli.running():
-                if during:
-                    samples.append(during(cli, srv))
-                time.sleep(0.02)
-            wait_done(cli)
-            time.sleep(0.2)         # the server's last ACKs
-            srv.stop()
-            wait_done(srv)
-            assert cli.error() is None and srv.error() is None
-            return counters(cli), counters(srv), samples
-        finally:
-            cli.close()
-    finally:
-        srv.close()
-
-
-def no_leaks():
-    res = dpdk.resources()
-    assert res["ports_open"] == 0 and res["mbufs_free"] == res["mbufs"], res
+run_pair = functools.partial(_run_pair, stop_timeout=20.0)
 
 
 def test_cps_run_counts_agree_exactly(eal):
@@ -137,11 +97,8 @@ def test_vlan_tagged_both_ways(eal):
 
 
 def test_vlan_frames_are_tagged_and_others_ignored(eal):
-    srv = dpdk_tcp.build(DpdkHttpServer(port="ring:tw:1", vlan=7, tos=0xb8, duration=30))
-    raw = _dpdk.Port("ring:tw:0")
-    try:
-        srv.start()
-        mac = srv.port_list[0].mac
+    with serving(DpdkHttpServer(port="ring:tw:1", vlan=7, tos=0xb8, duration=30), "ring:tw:0",
+                 timeout=20.0) as (srv, raw, mac, _):
         seg = ip4(CLI, SRV, 6, tcp(40000, 80, 1, 0, SYN))
         tagged = lambda vid: mac_bytes(mac) + mac_bytes(PEER_MAC) + struct.pack("!HHH", 0x8100, vid, 0x0800) + seg  # noqa: E731
         raw.send([frame(mac, seg), tagged(8), tagged(7)])   # untagged, another VLAN, ours
@@ -154,12 +111,6 @@ def test_vlan_frames_are_tagged_and_others_ignored(eal):
         assert g["ok"] and g["flags"] == SYN | ACK and g["ack"] == 2
         c = counters(srv)
         assert c["other_rx"] == 2 and c["syn_rx"] == 1
-    finally:
-        srv.stop()
-        wait_done(srv)
-        srv.close()
-        raw.close()
-    no_leaks()
 
 
 def test_large_responses_go_in_many_segments(eal):
@@ -257,10 +208,6 @@ def test_client_reports_an_unanswered_arp(eal):
 PEER_MAC = "02:00:00:00:00:01"
 
 
-def mac_bytes(mac):
-    return bytes(int(x, 16) for x in mac.split(":"))
-
-
 def ip4(src, dst, proto, payload, *, tot=None):
     tot = 20 + len(payload) if tot is None else tot
     h = struct.pack("!BBHHHBBH4s4s", 0x45, 0, tot, 0, 0x4000, 64, proto, 0,
@@ -290,16 +237,6 @@ def parse_tcp(f):
                 ok=csum(ip[12:20] + struct.pack("!BBH", 0, 6, len(t)) + t) == 0 and csum(ip[:ihl]) == 0)
 
 
-def pull(port, n, timeout=2.0):
-    out, deadline = [], time.monotonic() + timeout
-    while time.monotonic() < deadline and len(out) < n:
-        got = port.recv(64)
-        out += got
-        if not got:
-            time.sleep(0.002)
-    return out
-
-
 SYN, FIN, RST, PSH, ACK = 0x02, 0x01, 0x04, 0x08, 0x10
 
 
@@ -307,17 +244,8 @@ SYN, FIN, RST, PSH, ACK = 0x02, 0x01, 0x04, 0x08, 0x10
 def served(eal):
     """A server on ring:th:1 and a raw port on ring:th:0 playing the client."""
     spec = DpdkHttpServer(port="ring:th:1", payload_size=3000, duration=30, retransmit_timeout="300ms", retries=2)
-    srv = dpdk_tcp.build(spec)
-    raw = _dpdk.Port("ring:th:0")
-    srv.start()
-    try:
-        yield srv, raw, srv.port_list[0].mac, spec
-    finally:
-        srv.stop()
-        wait_done(srv)
-        srv.close()
-        raw.close()
-        no_leaks()
+    with serving(spec, "ring:th:0", timeout=20.0) as it:
+        yield it
 
 
 def test_handshake_request_response_and_close_by_hand(served):
@@ -555,15 +483,6 @@ def _fuzz_frames(rng, mac, n, src, dst, ports, lports):
     return out
 
 
-def _push(raw, frames, timeout=20.0):
-    """Every frame into the ring, draining what comes back meanwhile."""
-    deadline, i = time.monotonic() + timeout, 0
-    while i < len(frames):
-        i += raw.send(frames[i:i + 64])
-        raw.recv(64)
-        assert time.monotonic() < deadline, "the ring stayed full"
-
-
 @pytest.mark.parametrize("seed", [6, 7])
 def test_fuzzed_segments_never_crash_server_or_client(eal, seed):
     import random
@@ -576,7 +495,7 @@ def test_fuzzed_segments_never_crash_server_or_client(eal, seed):
         srv.start()
         mac = srv.port_list[0].mac
         frames = _fuzz_frames(rng, mac, 6000, CLI, SRV, [80, 80, 81], [40000, 40001, 40002, rng.randrange(65536)])
-        _push(raw, frames)
+        push_draining(raw, frames)
         time.sleep(0.3)
         while raw.recv(64):
             pass
@@ -598,7 +517,7 @@ def test_fuzzed_segments_never_crash_server_or_client(eal, seed):
         mac = cli.port_list[0].mac
         frames = _fuzz_frames(rng, mac, 6000, SRV, CLI, [3000, 3001, 3002, 3003], [80])
         cli.start()                 # after building them: the client runs 1 s (a loaded machine builds slowly)
-        _push(raw, frames)
+        push_draining(raw, frames)
         wait_done(cli)
         c = counters(cli)
         assert cli.error() is None

@@ -17,6 +17,9 @@ from perfkit.errors import EngineError
 from perfkit.ratesearch import Criterion, parse_criterion, search
 from perfkit.spec import DpdkFlows, LocalTest
 
+sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helper is beside us
+from _labs import lab_module_or_skip, lab_up_or_skip  # noqa: E402
+
 
 # ------------------------------------------------------------------ criteria
 
@@ -200,15 +203,7 @@ def test_search_finds_a_lab_links_rate_limit():
     zero-loss rate found must lie in that window, give or take the resolution. (The queue,
     100 ms at this rate, also absorbs the catch-up burst of a sender descheduled on a busy
     machine; at 10 Mbit/s such bursts lost frames well below the link's rate.)"""
-    if os.geteuid() != 0:
-        pytest.skip("needs root: the lab makes network namespaces")
-    from perfkit import lab as lab_mod
-    if not lab_mod.have_privileges():
-        pytest.skip("needs CAP_NET_ADMIN and CAP_SYS_ADMIN for the lab")
-    try:
-        lab = lab_mod.Lab(hosts=2, rate="5mbit").up()
-    except Exception as exc:  # noqa: BLE001 (a lab that cannot be made here is a skip)
-        pytest.skip(f"no lab here: {exc}")
+    lab = lab_up_or_skip(lab_module_or_skip(), rate="5mbit")
     try:
         trial, res_pps = 1.5, 250.0
         limit = 5e6 / 8 / (64 + 42)
@@ -237,16 +232,8 @@ def test_dpdk_search_finds_a_lab_links_rate_limit(dpdk):
     framecnt=4096 rings (DPDK's default 512: 50 ms at this rate) ride out the scheduling
     stalls of a busy machine, which otherwise lose frames well below the link's rate."""
     import ipaddress
-    if os.geteuid() != 0:
-        pytest.skip("needs root: the lab makes network namespaces")
-    from perfkit import lab as lab_mod
     from perfkit.spec import DpdkReflect
-    if not lab_mod.have_privileges():
-        pytest.skip("needs CAP_NET_ADMIN and CAP_SYS_ADMIN for the lab")
-    try:
-        lab = lab_mod.Lab(hosts=2, rate="5mbit").up()
-    except Exception as exc:  # noqa: BLE001
-        pytest.skip(f"no lab here: {exc}")
+    lab = lab_up_or_skip(lab_module_or_skip(), rate="5mbit")
     trial, res_pps = 1.0, 300.0
     limit = 5e6 / 8 / 60
     queued = (65536 + 3028) / 60

@@ -3,7 +3,6 @@ socket engine with --engine socket where the feature exists there"): the far end
 kernel UDP socket, alone or as the reflector of a DPDK generator in another lab host."""
 import ipaddress
 import json
-import os
 import socket
 import struct
 import subprocess
@@ -105,18 +104,14 @@ def test_a_dpdk_generator_against_a_kernel_reflector_in_another_lab_host():
     """DPDK flows (af_packet on h1's veth) in reverse mode, the far end a kernel UDP
     socket in h2 (perfkit reflect --engine socket): every frame comes back."""
     dpdk_mod = pytest.importorskip("perfkit._dpdk", reason="perfkit was built without DPDK")  # noqa: F841
-    if os.geteuid() != 0:
-        pytest.skip("needs root: the lab makes network namespaces")
-    from perfkit import lab as lab_mod
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _labs import lab_module_or_skip, lab_up_or_skip
+    lab_mod = lab_module_or_skip()
     from perfkit.engines import dpdk
     from perfkit.spec import DpdkFlows
-    sys.path.insert(0, str(Path(__file__).parent))
     from _dpdk_tests import wait_done, counters
     dpdk.eal()
-    try:
-        lab = lab_mod.Lab(hosts=2).up()
-    except Exception as exc:  # noqa: BLE001
-        pytest.skip(f"no lab here: {exc}")
+    lab = lab_up_or_skip(lab_mod)
     try:
         h1, h2 = lab.hosts
         mine = str(ipaddress.ip_network(f"{h1.ipv4}/24", strict=False).network_address + 200)

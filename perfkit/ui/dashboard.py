@@ -21,7 +21,112 @@ from perfkit.ui import charts
 POLL_S = 0.1  # how often the drawing thread looks for the end of the run
 
 
-class Dashboard:
+def _display_data(bundle: dict) -> tuple:
+    return ({"output_type": "display_data", "data": bundle, "metadata": {}},)
+
+
+class LiveChart:
+    """What a live chart drawn by one thread of its own shares (Dashboard, points.PointsChart):
+    the live FigureWidget shown in ipywidgets.Output widgets, replaced by a static figure
+    when the drawing ends, and on_done called then. Subclasses draw; this shows."""
+
+    _STARTING = "perfkit: starting the chart…"   # what an Output shows before the figure is built
+
+    def _init_live(self, on_done) -> None:
+        self.on_done = on_done
+        self._figure = None                    # the live FigureWidget, built by the drawing thread
+        self._ready = threading.Event()        # set once _figure exists
+        self.redraws = 0                       # how many times the live figure was drawn
+        self.draw_threads: set[int] = set()    # idents of the threads that drew (one)
+        self._inbox: collections.deque = collections.deque()   # worker -> drawing thread
+        self._lock = threading.Lock()          # guards _outputs, _static (and a subclass's own)
+        self._outputs: list = []               # ipywidgets.Output widgets showing it
+        self._static = None                    # (figure, bundle) once finished
+        self._finished = threading.Event()
+
+    def start(self):
+        if self._thread.ident is None:
+            self._thread.start()
+        return self
+
+    # ---------------------------------------------------------- drawing side
+    def _show_live(self, fig) -> None:
+        """The live figure is built: every Output attached so far shows it."""
+        with self._lock:
+            self._figure = fig
+            bundle = self._widget_bundle()
+            for out in self._outputs:
+                out.outputs = _display_data(bundle)
+            self._ready.set()
+
+    def _widget_bundle(self) -> dict:
+        return self._figure._repr_mimebundle_()
+
+    def _replace_live(self, bundle: dict) -> None:
+        """Everywhere the live figure is shown, the static one instead (the caller holds _lock)."""
+        for out in self._outputs:
+            out.outputs = _display_data(bundle)
+
+    def _end_static(self, static, bundle: dict) -> None:
+        with self._lock:
+            self._static = (static, bundle)
+            self._replace_live(bundle)
+            self._finished.set()
+        self._call_done()
+
+    def _drawing_failed(self, exc: Exception) -> None:
+        """A broken chart must never disturb the work or the kernel: say so and end."""
+        print(f"perfkit.ui.{type(self).__name__}: drawing stopped: {exc!r}")
+        self._ready.set()
+        if not self._finished.is_set():
+            self._finished.set()
+            self._call_done()
+
+    def _call_done(self) -> None:
+        if self.on_done is not None:
+            try:
+                self.on_done(self)
+            except Exception as exc:  # noqa: BLE001
+                print(f"perfkit.ui.{type(self).__name__}: on_done failed: {exc!r}")
+
+    # ---------------------------------------------------------------- public
+    @property
+    def figure(self):
+        """The live plotly FigureWidget (waits up to 60 s for the drawing thread to build it)."""
+        self._ready.wait(60)
+        return self._figure
+
+    @property
+    def finished(self) -> bool:
+        """True once the drawing has ended and the static figure replaced the live one."""
+        return self._finished.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the static figure is in place (True), or timeout passes (False)."""
+        return self._finished.wait(timeout)
+
+    def attach(self, output) -> None:
+        """Show the chart in an ipywidgets.Output (as the Panel does): the live figure now,
+        the static figure when it ends. Safe from any thread."""
+        with self._lock:
+            if self._static is not None:
+                bundle = self._static[1]
+            elif self._figure is not None:
+                bundle = self._widget_bundle()
+                self._outputs.append(output)
+            else:  # the drawing thread puts the figure in when it is built
+                bundle = {"text/plain": self._STARTING}
+                self._outputs.append(output)
+            output.outputs = _display_data(bundle)
+
+    def detach(self, output) -> None:
+        """Stop showing the chart in output (it keeps what it shows now)."""
+        with self._lock:
+            if output in self._outputs:
+                self._outputs.remove(output)
+
+
+class Dashboard(LiveChart):
     """Live charts for run, chosen by its spec (charts.layout_for): packets/s, bits/s,
     latency percentiles, loss, errors and engine CPU for UDP/TCP tests and DPDK flows
     (with reordering and duplicates); transactions/s, response times, errors by class
@@ -38,6 +143,8 @@ class Dashboard:
     autostart: False: the drawing thread starts at dash.start().
     """
 
+    _STARTING = "perfkit: starting the dashboard…"
+
     def __init__(self, run, window: int = 300, redraw_s: float = 1.0, on_done=None, autostart: bool = True):
         if int(window) < 2:
             raise ValueError(f"window: {window} rows is too few (at least 2)")
@@ -47,20 +154,11 @@ class Dashboard:
         self.panels = charts.layout_for(run.spec)   # which charts: by what the spec measures
         self.window = int(window)
         self.redraw_s = float(redraw_s)
-        self.on_done = on_done
-        self._figure = None                    # the live FigureWidget, built by the drawing thread
-        self._ready = threading.Event()        # set once _figure exists
-        self.redraws = 0                       # how many times the live figure was drawn
-        self.draw_threads: set[int] = set()    # idents of the threads that drew (one)
-        self._inbox: collections.deque = collections.deque()   # sampler -> drawing thread
+        self._init_live(on_done)
         self._rows: collections.deque = collections.deque(maxlen=self.window)
         self._last_t = float("-inf")
-        self._lock = threading.Lock()          # guards _handles, _outputs, _static
-        self._handles: list = []               # IPython DisplayHandles showing the live figure
-        self._outputs: list = []               # ipywidgets.Output widgets showing it
-        self._static = None                    # (figure, bundle) once finished
+        self._handles: list = []               # IPython DisplayHandles showing the live figure (under _lock)
         self._closed = threading.Event()
-        self._finished = threading.Event()
         self.aborted: str | None = None        # why the run never started (abort())
         run.subscribe(self._on_row)
         for row in list(run.rows):             # rows from before we subscribed (deduped by time)
@@ -72,9 +170,7 @@ class Dashboard:
     def start(self) -> "Dashboard":
         """Start the drawing thread (Dashboard(..., autostart=False) waits for this: the Panel
         starts it from its starter thread, as Thread.start() can wait for the GIL)."""
-        if self._thread.ident is None:
-            self._thread.start()
-        return self
+        return super().start()
 
     # ---------------------------------------------------------- sampler side
     def _on_row(self, row: dict) -> None:
@@ -102,27 +198,15 @@ class Dashboard:
             state = "finished" if self.aborted is None else "did not start"
             self._redraw(list(self.run.rows), state)
             self._finish(state)
-        except Exception as exc:  # a broken chart must never disturb the run or the kernel
-            print(f"perfkit.ui.Dashboard: drawing stopped: {exc!r}")
-            if not self._finished.is_set():
-                self._ready.set()
-                self._finished.set()
-                self._call_done()
+        except Exception as exc:  # noqa: BLE001 (a broken chart must never disturb the run or the kernel)
+            self._drawing_failed(exc)
 
     def _build(self) -> None:
         """Make the live figure here, not in the constructor: the first FigureWidget of a
         process can take seconds (plotly's imports), and Start must return at once."""
         import plotly.graph_objects as go
-        fig = go.FigureWidget(charts.empty_figure(charts.figure_title(self.run, [], "waiting"), self.panels))
-        with self._lock:
-            self._figure = fig
-            bundle = self._widget_bundle()
-            for out in self._outputs:
-                out.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
-            self._ready.set()
-
-    def _widget_bundle(self) -> dict:
-        return self._figure._repr_mimebundle_()
+        self._show_live(go.FigureWidget(charts.empty_figure(charts.figure_title(self.run, [], "waiting"),
+                                                            self.panels)))
 
     def _drain(self) -> int:
         n = 0
@@ -147,43 +231,17 @@ class Dashboard:
     def _finish(self, state: str = "finished") -> None:
         static = charts.run_figure(self.run, title=charts.figure_title(self.run, list(self.run.rows), state))
         text = f"<perfkit dashboard: {charts.spec_title(self.run.spec)}, {len(self.run.rows)} rows>"
-        bundle = charts.mimebundle(static, text)
-        with self._lock:
-            self._static = (static, bundle)
-            for handle in self._handles:
-                try:
-                    handle.update(bundle, raw=True)
-                except Exception as exc:  # noqa: BLE001 (no frontend, closed kernel, ...)
-                    print(f"perfkit.ui.Dashboard: could not replace the live chart: {exc!r}")
-            for out in self._outputs:
-                out.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
-            self._finished.set()
-        self._call_done()
+        self._end_static(static, charts.mimebundle(static, text))
 
-    def _call_done(self) -> None:
-        if self.on_done is not None:
+    def _replace_live(self, bundle: dict) -> None:
+        for handle in self._handles:
             try:
-                self.on_done(self)
-            except Exception as exc:  # noqa: BLE001
-                print(f"perfkit.ui.Dashboard: on_done failed: {exc!r}")
+                handle.update(bundle, raw=True)
+            except Exception as exc:  # noqa: BLE001 (no frontend, closed kernel, ...)
+                print(f"perfkit.ui.Dashboard: could not replace the live chart: {exc!r}")
+        super()._replace_live(bundle)
 
     # ---------------------------------------------------------------- public
-    @property
-    def figure(self):
-        """The live plotly FigureWidget (waits up to 60 s for the drawing thread to build it)."""
-        self._ready.wait(60)
-        return self._figure
-
-    @property
-    def finished(self) -> bool:
-        """True once the run has ended and the static figure replaced the live one."""
-        return self._finished.is_set()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until the run has ended and the static figure is in place (True),
-        or timeout passes (False). Does not stop the run."""
-        return self._finished.wait(timeout)
-
     def static(self):
         """A static plotly Figure of every row so far (the final one once finished)."""
         with self._lock:
@@ -203,26 +261,6 @@ class Dashboard:
     def close(self) -> None:
         """Stop drawing (the run goes on); the chart stays as it was."""
         self._closed.set()
-
-    def attach(self, output) -> None:
-        """Show the dashboard in an ipywidgets.Output (as the Panel does): the live
-        figure now, the static figure when the run ends. Safe from any thread."""
-        with self._lock:
-            if self._static is not None:
-                bundle = self._static[1]
-            elif self._figure is not None:
-                bundle = self._widget_bundle()
-                self._outputs.append(output)
-            else:  # the drawing thread puts the figure in when it is built
-                bundle = {"text/plain": "perfkit: starting the dashboard…"}
-                self._outputs.append(output)
-            output.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
-
-    def detach(self, output) -> None:
-        """Stop showing the dashboard in output (it keeps what it shows now)."""
-        with self._lock:
-            if output in self._outputs:
-                self._outputs.remove(output)
 
     def _ipython_display_(self) -> None:
         from IPython.display import display

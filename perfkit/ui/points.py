@@ -7,10 +7,10 @@ the Dashboard draws a run) and the static figure it leaves at the end are the sa
 """
 from __future__ import annotations
 
-import collections
 import threading
 import time
 
+from perfkit.ui.dashboard import LiveChart
 from perfkit.units import format_si
 
 POLL_S = 0.1
@@ -151,7 +151,7 @@ def sweep_figure(spec, option: str, tests, rows, state: str = "running", log_x: 
 
 
 # ------------------------------------------------------------------ the live chart
-class PointsChart:
+class PointsChart(LiveChart):
     """A live chart of points that arrive one by one from a worker thread (a search's
     trials, a sweep's points), drawn by one thread of its own, ending as a static figure.
 
@@ -166,25 +166,11 @@ class PointsChart:
     def __init__(self, make_figure, redraw_s: float = 0.5, on_done=None):
         self.make_figure = make_figure
         self.redraw_s = float(redraw_s)
-        self.on_done = on_done
+        self._init_live(on_done)
         self.rows: list[dict] = []             # every point, in order (drawing thread)
-        self.redraws = 0
-        self.draw_threads: set[int] = set()
-        self._inbox: collections.deque = collections.deque()
         self._final = None                     # final(rows) -> static figure, set by end()
         self._ended = threading.Event()
-        self._ready = threading.Event()
-        self._finished = threading.Event()
-        self._lock = threading.Lock()
-        self._figure = None
-        self._outputs: list = []
-        self._static = None
         self._thread = threading.Thread(target=self._draw_loop, name="perfkit-points", daemon=True)
-
-    def start(self) -> "PointsChart":
-        if self._thread.ident is None:
-            self._thread.start()
-        return self
 
     # ------------------------------------------------------------ worker side
     def add(self, row: dict) -> None:
@@ -201,13 +187,7 @@ class PointsChart:
     def _draw_loop(self) -> None:
         try:
             import plotly.graph_objects as go
-            fig = go.FigureWidget(self.make_figure([], "waiting"))
-            with self._lock:
-                self._figure = fig
-                bundle = fig._repr_mimebundle_()
-                for out in self._outputs:
-                    out.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
-                self._ready.set()
+            self._show_live(go.FigureWidget(self.make_figure([], "waiting")))
             next_draw = 0.0
             while True:
                 ended = self._ended.is_set()
@@ -223,12 +203,8 @@ class PointsChart:
             static = final(list(self.rows))
             self._redraw(static)
             self._finish(static)
-        except Exception as exc:  # a broken chart must never disturb the work or the kernel
-            print(f"perfkit.ui.PointsChart: drawing stopped: {exc!r}")
-            self._ready.set()
-            if not self._finished.is_set():
-                self._finished.set()
-                self._call_done()
+        except Exception as exc:  # noqa: BLE001 (a broken chart must never disturb the work or the kernel)
+            self._drawing_failed(exc)
 
     def _redraw(self, made) -> None:
         self.draw_threads.add(threading.get_ident())
@@ -242,58 +218,15 @@ class PointsChart:
 
     def _finish(self, static) -> None:
         from perfkit.ui.charts import mimebundle
-        bundle = mimebundle(static, f"<perfkit chart: {len(self.rows)} points>")
-        with self._lock:
-            self._static = (static, bundle)
-            for out in self._outputs:
-                out.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
-            self._finished.set()
-        self._call_done()
-
-    def _call_done(self) -> None:
-        if self.on_done is not None:
-            try:
-                self.on_done(self)
-            except Exception as exc:  # noqa: BLE001
-                print(f"perfkit.ui.PointsChart: on_done failed: {exc!r}")
+        self._end_static(static, mimebundle(static, f"<perfkit chart: {len(self.rows)} points>"))
 
     # ------------------------------------------------------------ public
-    @property
-    def figure(self):
-        """The live FigureWidget (waits up to 60 s for the drawing thread to build it)."""
-        self._ready.wait(60)
-        return self._figure
-
-    @property
-    def finished(self) -> bool:
-        return self._finished.is_set()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        return self._finished.wait(timeout)
-
     def static(self):
         """The static figure (once finished), else one of the points so far."""
         with self._lock:
             if self._static is not None:
                 return self._static[0]
         return self.make_figure(list(self.rows), "running")
-
-    def attach(self, output) -> None:
-        with self._lock:
-            if self._static is not None:
-                bundle = self._static[1]
-            elif self._figure is not None:
-                bundle = self._figure._repr_mimebundle_()
-                self._outputs.append(output)
-            else:
-                bundle = {"text/plain": "perfkit: starting the chart…"}
-                self._outputs.append(output)
-            output.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
-
-    def detach(self, output) -> None:
-        with self._lock:
-            if output in self._outputs:
-                self._outputs.remove(output)
 
     def __repr__(self) -> str:
         return f"<perfkit.ui.PointsChart {'finished' if self.finished else 'live'}, {len(self.rows)} points>"

@@ -1,0 +1,91 @@
+"""What the lab tests share: a two-host lab (or a skip where root or the lab is missing)
+and what runs inside a lab host through lab.call: the kernel's UDP counters, an
+interface's MAC and an ICMP echo from a raw socket. No DPDK here."""
+import os
+import struct
+import time
+
+import pytest
+
+
+def lab_module_or_skip():
+    """perfkit.lab, or a skip where this process cannot make namespaces."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the lab makes network namespaces")
+    from perfkit import lab as lab_mod
+    if not lab_mod.have_privileges():
+        pytest.skip("needs CAP_NET_ADMIN and CAP_SYS_ADMIN for the lab")
+    return lab_mod
+
+
+def lab_up_or_skip(lab_mod, **kw):
+    """A lab that is up (two hosts unless kw says otherwise), or a skip with the reason."""
+    try:
+        return lab_mod.Lab(**{"hosts": 2, **kw}).up()
+    except Exception as exc:  # noqa: BLE001 (a lab that cannot be made here is a skip)
+        pytest.skip(f"no lab here: {exc}")
+
+
+@pytest.fixture()
+def lab():
+    lab = lab_up_or_skip(lab_module_or_skip())
+    try:
+        yield lab
+    finally:
+        lab.down()
+
+
+def csum(data: bytes) -> int:
+    """The Internet checksum (RFC 1071) of data."""
+    if len(data) % 2:
+        data += b"\0"
+    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
+def udp_stats():
+    """The kernel's UDP counters (/proc/net/snmp) in the caller's namespace."""
+    with open("/proc/net/snmp") as f:
+        rows = [ln.split() for ln in f if ln.startswith("Udp:")]
+    return dict(zip(rows[0][1:], map(int, rows[1][1:])))
+
+
+def if_mac(ifname):
+    import fcntl
+    import socket
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)   # in the caller's namespace (sysfs is not)
+    try:
+        info = fcntl.ioctl(s.fileno(), 0x8927, struct.pack("256s", ifname.encode()[:15]))  # SIOCGIFHWADDR
+    finally:
+        s.close()
+    return ":".join(f"{b:02x}" for b in info[18:24])
+
+
+def ping(addr, count, ident=0x4242):
+    """ICMP echo from a raw socket (no ping binary needed): how many were answered, each
+    reply with a valid checksum."""
+    import socket
+    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+    s.settimeout(1.0)
+    answered = 0
+    try:
+        for seq in range(count):
+            body = struct.pack("!BBHHH", 8, 0, 0, ident, seq) + b"perfkit"
+            body = body[:2] + struct.pack("!H", csum(body)) + body[4:]
+            s.sendto(body, (addr, 0))
+            deadline = time.monotonic() + 1.0
+            while time.monotonic() < deadline:
+                try:
+                    data, (src, _) = s.recvfrom(2048)
+                except socket.timeout:
+                    break
+                icmp = data[(data[0] & 15) * 4:]
+                if src == addr and icmp[0] == 0 and icmp[4:8] == struct.pack("!HH", ident, seq) \
+                        and csum(icmp) == 0:
+                    answered += 1
+                    break
+    finally:
+        s.close()
+    return answered
