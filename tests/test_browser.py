@@ -335,11 +335,15 @@ def test_dpdk_notebook_runs_and_its_flows_panel_starts_a_live_run(jupyter, brows
         expect(message).to_contain_text("ready: rate search zero-loss,lat:p99<100ms", timeout=10_000)
         expect(start).to_be_enabled(timeout=10_000)
         start.click()
-        expect(status).to_contain_text("finished: found 200 kpps", timeout=LIVE_S * 1000)
+        # usually one trial, passed at the upper bound (200 kpps); a stall that breaks the p99
+        # bound makes it search below (198 kpps after 8 trials in one CI run): a point per trial
+        expect(status).to_contain_text(re.compile(r"finished: found \d+ kpps"), timeout=LIVE_S * 1000)
+        found = re.search(r"found (\d+) kpps .*after (\d+) trials?", status.inner_text())
+        assert found and int(found.group(1)) <= 200, status.inner_text()
         page.wait_for_function("cell => { const t = [...cell.querySelectorAll('.js-plotly-plot .gtitle')];"
-                               " return t.length && t[t.length - 1].textContent.includes('found 200 kpps'); }",
+                               " return t.length && t[t.length - 1].textContent.includes('found'); }",
                                arg=cell.element_handle(), timeout=30_000)
-        assert _chart_points(cell) == 1                   # one trial, passed at the upper bound
+        assert _chart_points(cell) == int(found.group(2))
         _shot(page, "browser-dpdk-search.png", tmp_path)
         assert not [e for e in errors if "perfkit" in e.lower() or "plotly" in e.lower()], errors
     finally:

@@ -65,9 +65,11 @@ def test_bps_target():
 
 
 def test_near_the_maximum():
-    """70% of the unlimited rate measured here and now (same size, batch, machine load)."""
-    free = perfkit.run(LocalTest("udp_bw", size=64, duration=1.0), interval=INTERVAL).summary
-    top = free["tx_pps"]
+    """70% of the unlimited rate measured here and now (same size, batch, machine load):
+    the lower of two unlimited runs, as one run can be a lucky one (1.04 Mpps once, and
+    then 640 kpps paced at 727k in the next seconds)."""
+    top = min(perfkit.run(LocalTest("udp_bw", size=64, duration=1.0), interval=INTERVAL).summary["tx_pps"]
+              for _ in range(2))
     assert top > 20_000, f"the unlimited sender managed only {top:.0f} pps"
     target = round(0.7 * top)
     tries = _paced(float(target), rate=f"{target}pps", size=64)
