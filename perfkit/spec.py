@@ -279,6 +279,7 @@ _DPDK_RING = re.compile(r"ring:[a-z0-9_]{1,16}:[01]")
 _DPDK_NAME = re.compile(r"[A-Za-z0-9_]+")
 _DPDK_ARG = re.compile(r"[A-Za-z0-9_-]+=[A-Za-z0-9_./:@+-]*")
 _MAC = re.compile(r"[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}")
+_PCI_ADDR = re.compile(r"([0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
 
 
 def check_dpdk_port(dev, field: str = "port", netns=None) -> str:
@@ -291,6 +292,10 @@ def check_dpdk_port(dev, field: str = "port", netns=None) -> str:
             raise ValueError(f"{field}: {dev!r}: a ring pair end is ring:NAME:0 or ring:NAME:1 "
                              "(NAME: 1-16 of a-z 0-9 _)")
         return dev
+    if _PCI_ADDR.fullmatch(dev.split(",")[0]):
+        raise ValueError(f"{field}: {dev!r} is a PCI device: perfkit does not drive NICs (its traffic stays on "
+                         "loopback and in lab namespaces it makes); use a vdev (net_af_packet0,iface=IF into a "
+                         "lab host, net_memif0, ring:NAME:0)")
     name, *args = dev.split(",")
     driver = next((d for d in sorted(DPDK_DRIVERS, key=len, reverse=True) if name.startswith(d)), None)
     if driver is None or not _DPDK_NAME.fullmatch(name):

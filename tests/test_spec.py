@@ -243,3 +243,10 @@ def test_http_processes_each_need_a_user_per_thread():
     assert [w["user_base"] for w in workers] == [0, 3, 6, 8]   # source addresses stay global
     with pytest.raises(ValueError, match="processes: .* out of range 1..2"):
         HttpLoad(url="http://127.0.0.1:8080/", users=5, threads=2, processes=3)
+
+
+@pytest.mark.parametrize("dev", ["0000:01:00.0", "01:00.1", "0000:3b:00.0,txq_inline=0"])
+def test_a_pci_port_is_refused_with_why(dev):
+    from perfkit.spec import check_dpdk_port
+    with pytest.raises(ValueError, match=r"is a PCI device: perfkit does not drive NICs"):
+        check_dpdk_port(dev)
