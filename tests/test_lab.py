@@ -608,7 +608,7 @@ def test_cli_up_status_down_from_separate_processes():
         assert labs["pkcli"]["links"][0]["text"] == "delay 5ms, loss 1%, rate 100 Mbit/s"
         assert labs["pkcli"]["mtu"] == 1400
         lab = Lab.attach("pkcli")                          # and usable from this process
-        assert ping(lab.hosts[0], lab.hosts[2], duration=0.3)[0] > 0
+        assert ping(lab.hosts[0], lab.hosts[2], duration=2.5)[0] > 0  # a ping lost to the 1% waits 1 s
         bad = cli("up", "--loss", "5 percent")
         assert bad.returncode == 2 and bad.stderr.strip().startswith("perfkit: loss:")
         dn = cli("down", "pkcli")
