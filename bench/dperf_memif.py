@@ -20,6 +20,7 @@ No peer tool here (dperf is not packaged): absolute numbers for this machine, wi
 load average beside them. The machine has 2 vCPUs: client and server get one each
 (--client-cpu, --server-cpu), shared with whatever else runs.
 PK_BENCH_GDB=1 runs each server under gdb -batch (a backtrace if its process crashes).
+PK_BENCH_PERF_KEEP=DIR keeps the --perf recordings there (`perf report -i DIR/F --sort sym`).
 """
 from __future__ import annotations
 
@@ -201,7 +202,10 @@ def one_run(a, name: str, payload: int, keepalive_srv: bool, profile: bool = Fal
     for side, f, p in perf:
         p.wait(timeout=30)
         prof[side] = perf_split(f)
-        os.unlink(f)
+        if os.environ.get("PK_BENCH_PERF_KEEP"):   # a directory: keep the recordings (perf report -i)
+            os.replace(f, os.path.join(os.environ["PK_BENCH_PERF_KEEP"], f"{name.replace(' ', '_')}-{side}.data"))
+        else:
+            os.unlink(f)
     rows = run.rows
     c = {k: rows[-1][k] for k in rows[-1] if not k.endswith("_per_s")}
     steady = [r for r in rows[1:-1] if r["interval_s"] > 0.5] or rows[-1:]

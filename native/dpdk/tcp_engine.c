@@ -19,6 +19,7 @@
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
+#include <rte_prefetch.h>
 
 #include "perfkit/counters.h"
 #include "perfkit/hist.h"
@@ -35,6 +36,11 @@
 #define MAX_HDR_BYTES 8192          /* request/response headers longer than this are malformed */
 #define NIC_EVERY_NS 100000000ull
 #define RCV_WINDOW 65535
+#define PREFAULT_MAX (256u << 20)   /* socket tables up to this size are taken at create */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+#define STASH 32                    /* mbufs taken from the pool at once for transmit */
 #define MSS_DEFAULT(e) ((e)->cfg.ipv6 ? 1220u : 536u)   /* a peer's MSS without the option (RFC 9293, 8200) */
 
 enum { TH_FIN = 0x01, TH_SYN = 0x02, TH_RST = 0x04, TH_PSH = 0x08, TH_ACK = 0x10 };
@@ -106,6 +112,16 @@ struct pk_tcp_engine {
     uint64_t current;               /* sockets not CLOSED */
     uint64_t lat_min;
     uint32_t iss_seed;
+    /* transmit mbufs: taken STASH at a time from this worker's pool cache, the next one's
+     * lines prefetched while this one is written (a pool's mbufs can be cold: the cache
+     * refills from the pool's ring, which hands them out in FIFO order) */
+    struct rte_mempool_cache *mcache;
+    struct rte_mbuf *stash[STASH];
+    uint32_t nstash, stash_i;
+    uint32_t data_at;               /* a pool mbuf's first data byte, from the mbuf's start */
+    uint8_t ip4_tmpl[IP_LEN];       /* the IPv4 header's fixed part (no length, addresses, checksum) */
+    uint64_t ip4_sum;               /* its sum */
+    uint64_t div_l, div_p;          /* n / listen_num, n / nports_c as (M * n) >> 64 (0: divide by 1) */
 
     /* CLIENT */
     uint32_t cursor;
@@ -158,10 +174,10 @@ static inline uint64_t msg_sum(const pk_tcp_engine *e, uint32_t a, uint32_t b)
     return s;
 }
 
-static inline uint32_t tsc_rand(pk_tcp_engine *e)
+static inline uint32_t tsc_rand(pk_tcp_engine *e, uint64_t tsc)
 {
-    /* xorshift on the TSC: initial sequence numbers differ between connections */
-    uint32_t x = e->iss_seed ^ (uint32_t)rte_rdtsc();
+    /* xorshift on the TSC (the pass's, read once): initial sequence numbers differ between connections */
+    uint32_t x = e->iss_seed ^ (uint32_t)tsc;
     x ^= x << 13;
     x ^= x >> 17;
     x ^= x << 5;
@@ -200,17 +216,26 @@ typedef struct tuple4 {
     uint16_t cport, sport;          /* the client's port, the server's */
 } tuple4;
 
+/* n / d for a 32-bit n from M = 2^64 / d + 1 (exact for every 32-bit n and d > 1; M = 0
+ * stands for d = 1): a multiply instead of a division per segment. */
+static inline uint64_t div_magic(uint32_t d) { return d > 1 ? UINT64_MAX / d + 1 : 0; }
+static inline uint32_t fdiv(uint32_t n, uint64_t M)
+{
+    return M ? (uint32_t)(((unsigned __int128)M * n) >> 64) : n;
+}
+
 static void sock_tuple(const pk_tcp_engine *e, uint32_t idx, tuple4 *t)
 {
-    uint32_t L = e->cfg.listen_num;
-    t->sport = (uint16_t)(e->cfg.listen + idx % L);
-    idx /= L;
+    uint32_t L = e->cfg.listen_num, q = fdiv(idx, e->div_l);
+    t->sport = (uint16_t)(e->cfg.listen + (idx - q * L));
+    idx = q;
     if (e->cfg.role == PK_TCP_SERVER) {
         t->cport = (uint16_t)(idx % 65536);
         t->cip = slot_ip(e, idx / 65536);
     } else {
-        t->cport = (uint16_t)(e->cfg.lport_lo + idx % e->nports_c);
-        t->cip = slot_ip(e, idx / e->nports_c);
+        q = fdiv(idx, e->div_p);
+        t->cport = (uint16_t)(e->cfg.lport_lo + (idx - q * e->nports_c));
+        t->cip = slot_ip(e, q);
     }
 }
 
@@ -342,26 +367,29 @@ static void put_tcp(const pk_tcp_engine *e, uint8_t *th, uint64_t addr_sum, uint
                     uint32_t seq, uint32_t ack, uint8_t flags, uint32_t opt, uint32_t off, uint32_t len)
 {
     uint32_t tcplen = TCP_LEN + opt + len;
-    wr16(th, lport);
-    wr16(th + 2, rport);
-    wr32(th + 4, seq);
-    wr32(th + 8, ack);
-    th[12] = (uint8_t)(((TCP_LEN + opt) / 4) << 4);
-    th[13] = flags;
-    wr16(th + 14, RCV_WINDOW);
-    th[16] = th[17] = th[18] = th[19] = 0;
+    /* the header as 32-bit words in network order, summed from registers: a word's two
+     * halves sum as its two 16-bit words in memory do, in either byte order */
+    uint32_t w[6];
+    w[0] = rte_cpu_to_be_32(((uint32_t)lport << 16) | rport);
+    w[1] = rte_cpu_to_be_32(seq);
+    w[2] = rte_cpu_to_be_32(ack);
+    w[3] = rte_cpu_to_be_32(((uint32_t)(TCP_LEN + opt) << 26) | ((uint32_t)flags << 16) | RCV_WINDOW);
+    w[4] = 0;                       /* checksum, urgent pointer */
+    w[5] = rte_cpu_to_be_32(0x02040000u | e->cfg.mss);   /* the MSS option (SYNs) */
+    /* pseudo header (protocol 6, the TCP length) + header + the payload's precomputed sum */
+    uint64_t s = addr_sum + rte_cpu_to_be_16(6) + rte_cpu_to_be_16((uint16_t)tcplen);
+    for (int k = 0; k < 4; k++)
+        s += (w[k] & 0xffff) + (w[k] >> 16);
     if (opt) {
-        th[20] = 2;
-        th[21] = 4;
-        wr16(th + 22, e->cfg.mss);
+        s += (w[5] & 0xffff) + (w[5] >> 16);
+        memcpy(th, w, TCP_LEN + 4);
+    } else {
+        memcpy(th, w, TCP_LEN);
     }
-    if (len)
+    if (len) {
         memcpy(th + TCP_LEN + opt, e->msg + off, len);
-    /* pseudo header + header + the payload's precomputed sum */
-    uint8_t ph[4] = { 0, 6, (uint8_t)(tcplen >> 8), (uint8_t)tcplen };
-    uint64_t s = addr_sum + sum16(ph, 4, 0) + sum16(th, TCP_LEN + opt, 0);
-    if (len)
         s += msg_sum(e, off, off + len);
+    }
     uint16_t ck = (uint16_t)~fold(s);
     memcpy(th + 16, &ck, 2);
 }
@@ -379,12 +407,40 @@ static void tx_seg_put(pk_tcp_engine *e, struct rte_mbuf *m, uint8_t flags)
         cnt(e, PK_rst_tx);
 }
 
+/* An mbuf for a segment (rte_pktmbuf_alloc's result), from the stash. */
+static inline struct rte_mbuf *mbuf_get(pk_tcp_engine *e)
+{
+    if (e->stash_i == e->nstash) {
+        e->stash_i = e->nstash = 0;
+        if (rte_mempool_generic_get(e->pool, (void **)e->stash, STASH, e->mcache) != 0)
+            return rte_pktmbuf_alloc(e->pool);   /* fewer than STASH left: one */
+        e->nstash = STASH;
+    }
+    struct rte_mbuf *m = e->stash[e->stash_i++];
+    if (e->stash_i < e->nstash) {   /* the next one's header lines and first data line */
+        const uint8_t *n = (const uint8_t *)e->stash[e->stash_i];
+        rte_prefetch0(n);
+        rte_prefetch0(n + RTE_CACHE_LINE_SIZE);
+        rte_prefetch0(n + e->data_at);
+    }
+    rte_pktmbuf_reset(m);
+    return m;
+}
+
+/* The stash's mbufs back to the pool (the end of the worker). */
+static void mbuf_unstash(pk_tcp_engine *e)
+{
+    if (e->stash_i < e->nstash)
+        rte_mempool_generic_put(e->pool, (void **)(e->stash + e->stash_i), e->nstash - e->stash_i, e->mcache);
+    e->stash_i = e->nstash = 0;
+}
+
 /* An IPv6 segment: from la to ra (16 bytes each), or with la NULL between this role's
  * addresses from the template, the client's last 4 bytes being client_low (host order). */
 static void tx_seg6(pk_tcp_engine *e, const uint8_t *la, const uint8_t *ra, uint32_t client_low, uint16_t lport,
                     uint16_t rport, uint32_t seq, uint32_t ack, uint8_t flags, uint32_t off, uint32_t len)
 {
-    struct rte_mbuf *m = rte_pktmbuf_alloc(e->pool);
+    struct rte_mbuf *m = mbuf_get(e);
     if (!m) {
         cnt(e, PK_drop_tx);
         return;
@@ -424,7 +480,7 @@ static void tx_seg(pk_tcp_engine *e, uint32_t lip, uint32_t rip, uint16_t lport,
         tx_seg6(e, NULL, NULL, e->cfg.role == PK_TCP_SERVER ? rip : lip, lport, rport, seq, ack, flags, off, len);
         return;
     }
-    struct rte_mbuf *m = rte_pktmbuf_alloc(e->pool);
+    struct rte_mbuf *m = mbuf_get(e);
     if (!m) {
         cnt(e, PK_drop_tx);
         return;
@@ -438,19 +494,18 @@ static void tx_seg(pk_tcp_engine *e, uint32_t lip, uint32_t rip, uint16_t lport,
         return;
     }
     uint8_t *ip = d + put_l2(e, d, dst_mac(e), 0x0800);
-    ip[0] = 0x45;
-    ip[1] = e->cfg.tos;
-    wr16(ip + 2, (uint16_t)(IP_LEN + tcplen));
-    wr16(ip + 4, 0);
-    wr16(ip + 6, 0x4000);           /* DF */
-    ip[8] = 64;
-    ip[9] = 6;
-    ip[10] = ip[11] = 0;
-    wr32(ip + 12, lip);
-    wr32(ip + 16, rip);
-    uint16_t ipck = (uint16_t)~fold(sum16(ip, IP_LEN, 0));
+    /* the template's fixed fields (TOS, DF, TTL 64, TCP), then length and addresses,
+     * summed from registers as put_tcp does */
+    uint32_t la = rte_cpu_to_be_32(lip), ra = rte_cpu_to_be_32(rip);
+    uint16_t tot = rte_cpu_to_be_16((uint16_t)(IP_LEN + tcplen));
+    memcpy(ip, e->ip4_tmpl, IP_LEN);
+    memcpy(ip + 2, &tot, 2);
+    memcpy(ip + 12, &la, 4);
+    memcpy(ip + 16, &ra, 4);
+    uint64_t as = (la & 0xffff) + (la >> 16) + (ra & 0xffff) + (ra >> 16);
+    uint16_t ipck = (uint16_t)~fold(e->ip4_sum + tot + as);
     memcpy(ip + 10, &ipck, 2);
-    put_tcp(e, ip + IP_LEN, sum16(ip + 12, 8, 0), lport, rport, seq, ack, flags, opt, off, len);
+    put_tcp(e, ip + IP_LEN, as, lport, rport, seq, ack, flags, opt, off, len);
     tx_seg_put(e, m, flags);
 }
 
@@ -588,6 +643,14 @@ static int server_scan(pk_tcp_engine *e, tsock *s, const uint8_t *p, uint32_t n)
             cnt(e, PK_http_get);
         else if (memcmp(p, "POST", 4) == 0)
             cnt(e, PK_http_post);
+        /* the usual case: the whole header section in this segment, its end found at once
+         * (the first "\r\n\r\n", as the loop below finds it, within MAX_HDR_BYTES + 1 bytes) */
+        const uint8_t *q = s->match ? NULL : memmem(p, n, "\r\n\r\n", 4);
+        if (q && (uint32_t)(q - p) + 4 <= MAX_HDR_BYTES + 1) {
+            s->hdr_bytes = (uint16_t)(q - p + 4);
+            s->match = 4;
+            return 1;
+        }
     }
     for (uint32_t i = 0; i < n; i++) {
         uint8_t c = p[i];
@@ -639,6 +702,17 @@ static int client_parse(tsock *s, const uint8_t *p, uint32_t n)
         }
         if (s->parse == P_DONE)
             return -1;
+        if (s->parse == P_LINE) {   /* the rest of a line we do not read: to its LF at once */
+            const uint8_t *nl = memchr(p + i, '\n', n - i);
+            uint32_t k = nl ? (uint32_t)(nl - (p + i)) + 1 : n - i;
+            if (s->hdr_bytes + k <= MAX_HDR_BYTES) {   /* else byte by byte, to fail where the limit is */
+                s->hdr_bytes = (uint16_t)(s->hdr_bytes + k);
+                i += k;
+                if (nl)
+                    s->parse = P_LSTART;
+                continue;
+            }
+        }
         uint8_t c = p[i++];
         if (s->parse < P_BODY && ++s->hdr_bytes > MAX_HDR_BYTES)
             return -1;
@@ -932,7 +1006,7 @@ static void open_server(pk_tcp_engine *e, uint32_t idx, const seg *g, uint64_t n
     tsock *s = &e->socks[idx];
     memset(s, 0, sizeof(*s));
     s->state = S_SYN_RCVD;
-    s->iss = tsc_rand(e);
+    s->iss = tsc_rand(e, now);
     s->snd_base = s->iss + 1;
     s->rcv_nxt = g->seq + 1;
     s->win = g->win;
@@ -1656,9 +1730,14 @@ static void rx_burst(pk_tcp_engine *e, uint64_t now)
 {
     struct rte_mbuf *m[256];
     uint16_t n = rte_eth_rx_burst(e->pid, e->cfg.queue, m, (uint16_t)e->cfg.burst);
+    if (!n)
+        return;
+    uint64_t bytes = 0;             /* counted once per burst, before any frame is handled */
+    for (uint16_t i = 0; i < n; i++)
+        bytes += rte_pktmbuf_pkt_len(m[i]) + FCS_LEN;
+    pk_add(&e->c, PK_pkts_rx, n);
+    pk_add(&e->c, PK_bytes_rx, bytes);
     for (uint16_t i = 0; i < n; i++) {
-        pk_add(&e->c, PK_pkts_rx, 1);
-        pk_add(&e->c, PK_bytes_rx, rte_pktmbuf_pkt_len(m[i]) + FCS_LEN);
         if (handle_frame(e, m[i], now)) {
             tx_put(e, m[i]);
         } else {
@@ -1752,7 +1831,7 @@ static void launch(pk_tcp_engine *e, uint64_t now, uint64_t t_start)
             sock_tuple(e, e->cursor, &t);
             e->cursor = (e->cursor + 1 == e->nsock) ? 0 : e->cursor + 1;
             e->launched++;
-            tx_seg(e, t.cip, rte_be_to_cpu_32(e->cfg.server_ip), t.cport, t.sport, tsc_rand(e), 0, TH_SYN, 0, 0);
+            tx_seg(e, t.cip, rte_be_to_cpu_32(e->cfg.server_ip), t.cport, t.sport, tsc_rand(e, now), 0, TH_SYN, 0, 0);
             continue;
         }
         if (e->cfg.cc && e->current >= e->cfg.cc) {
@@ -1773,7 +1852,7 @@ static void launch(pk_tcp_engine *e, uint64_t now, uint64_t t_start)
         tsock *s = &e->socks[idx];
         memset(s, 0, sizeof(*s));
         s->state = S_SYN_SENT;
-        s->iss = tsc_rand(e);
+        s->iss = tsc_rand(e, now);
         s->snd_base = s->iss + 1;
         s->t0 = now;
         e->launched++;
@@ -1914,7 +1993,9 @@ static void *worker_main(void *arg)
         goto out;
     }
     e->last_nic = rte_rdtsc();   /* the NIC base was read by pk_tcp_start */
+    e->mcache = rte_mempool_default_cache(e->pool, rte_lcore_id());
     worker_loop(e);
+    mbuf_unstash(e);
     struct rte_mempool_cache *cache = rte_mempool_default_cache(e->pool, rte_lcore_id());
     if (cache)
         rte_mempool_cache_flush(cache, e->pool);
@@ -1996,6 +2077,18 @@ pk_tcp_engine *pk_tcp_create(pk_dpdk_port *port, const pk_tcp_cfg *cfg, char *er
     }
     e->slots = (uint32_t)slots;
     e->nports_c = cfg->role == PK_TCP_CLIENT ? (uint32_t)per : 0;
+    e->div_l = div_magic(cfg->listen_num);
+    e->div_p = div_magic(e->nports_c);
+    {                               /* the IPv4 header's fixed fields: version, TOS, DF, TTL, TCP */
+        uint8_t *t = e->ip4_tmpl;
+        t[0] = 0x45;
+        t[1] = cfg->tos;
+        t[6] = 0x40;
+        t[8] = 64;
+        t[9] = 6;
+        e->ip4_sum = sum16(t, IP_LEN, 0);
+    }
+    e->data_at = (uint32_t)(sizeof(struct rte_mbuf) + rte_pktmbuf_priv_size(pool) + RTE_PKTMBUF_HEADROOM);
     e->nsock = (uint32_t)nsock;
     e->map_len = (size_t)nsock * sizeof(tsock);
     /* anonymous memory is zero (S_CLOSED) and taken page by page as sockets are used */
@@ -2014,6 +2107,12 @@ pk_tcp_engine *pk_tcp_create(pk_dpdk_port *port, const pk_tcp_cfg *cfg, char *er
         return NULL;
     }
     e->socks = map;
+    /* 2 MB pages where the kernel has them (512 times fewer page faults and TLB entries),
+     * and a table up to PREFAULT_MAX taken now, as dperf preallocates: a worker sweeping a
+     * million connections a second otherwise spends its first second in page faults */
+    madvise(map, e->map_len, MADV_HUGEPAGE);
+    if (e->map_len <= PREFAULT_MAX)
+        madvise(map, e->map_len, MADV_POPULATE_WRITE);   /* best effort: else page by page */
     memcpy(e->msg, cfg->msg, cfg->msg_len);
     e->msg_len = cfg->msg_len;
     e->cfg.msg = e->msg;
