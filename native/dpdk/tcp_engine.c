@@ -284,6 +284,8 @@ static void tx_flush_mode(pk_tcp_engine *e, int drop)
         done += k;
         e->txh = (e->txh + k) & (TXQ - 1);
         e->ntx -= k;
+        if (k == 0)
+            break;                  /* the peer's ring is full: asking again at once finds it so */
         if (k == n && e->ntx)
             tries--;                /* wrapped: the rest is at the front, not a failed try */
     }
@@ -415,6 +417,8 @@ static inline struct rte_mbuf *mbuf_get(pk_tcp_engine *e)
         if (rte_mempool_generic_get(e->pool, (void **)e->stash, STASH, e->mcache) != 0)
             return rte_pktmbuf_alloc(e->pool);   /* fewer than STASH left: one */
         e->nstash = STASH;
+        for (uint32_t i = 0; i < STASH; i++)   /* their first lines at once: the misses overlap */
+            rte_prefetch0(e->stash[i]);
     }
     struct rte_mbuf *m = e->stash[e->stash_i++];
     if (e->stash_i < e->nstash) {   /* the next one's header lines and first data line */
