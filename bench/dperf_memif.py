@@ -386,7 +386,7 @@ def main() -> int:
         shared = (f"every worker was on its CPU only {lo:.0f}-{hi:.0f}% of the time (the rest it waited, "
                   "runnable, behind other processes), so the measured rates are what that share of two vCPUs "
                   "carries; a run stops being clean when one side is descheduled long enough for the other to "
-                  "overrun the memif ring and its 4096-frame transmit queue." if lo < 90 else
+                  "overrun the memif ring and its 32768-frame transmit queue." if lo < 90 else
                   f"the workers had their CPUs {lo:.0f}-{hi:.0f}% of the time, so the rates are what one core "
                   "each carries here.")
         lines += ["", f"Reading: {shared} The per-core column is the engine's own busy time per connection or "
