@@ -30,6 +30,7 @@
 #define FCS_LEN 4
 #define TXQ 4096                    /* frames held while the peer's ring is full (it may be descheduled); a power of 2 */
 #define TIMER_BUDGET 1024           /* timer expiries handled per loop */
+#define DRAIN_BATCH 256             /* CLIENT: idle keep-alive connections closed per loop at the end */
 #define ARP_RETRY_NS 200000000ull
 #define ARP_GIVE_UP_NS 3000000000ull
 #define MAX_HDR_BYTES 8192          /* request/response headers longer than this are malformed */
@@ -1727,6 +1728,8 @@ static void run_timers(pk_tcp_engine *e, uint64_t now)
             uint32_t idx = e->head[l] - 1;
             if (e->socks[idx].deadline > now)
                 break;
+            if (e->ntx >= TXQ / 2)
+                break;              /* requests and retransmissions wait for room to send */
             if (l == TL_RTO)
                 on_rto(e, idx, now);
             else
@@ -1746,7 +1749,8 @@ static void launch(pk_tcp_engine *e, uint64_t now, uint64_t t_start)
     if (target < 1 && el > 0)
         target = 1;                 /* the first connection at once */
     uint32_t budget = e->cfg.launch_num;
-    while (budget-- && (double)e->launched < target) {
+    /* behind (the worker lost its CPU): catch up only as the transmit queue has room */
+    while (budget-- && (double)e->launched < target && e->ntx < TXQ / 2) {
         if (e->cfg.flood) {         /* a SYN from the next tuple; nothing is kept */
             tuple4 t;
             sock_tuple(e, e->cursor, &t);
@@ -1815,7 +1819,8 @@ static void worker_loop(pk_tcp_engine *e)
     uint64_t to_c = (uint64_t)((double)e->cfg.duration_ns * hz / 1e9);
     int client = e->cfg.role == PK_TCP_CLIENT;
     uint64_t last_arp = 0, arp_until = t0 + (uint64_t)((double)(ARP_GIVE_UP_NS + e->cfg.wait_ns) * hz / 1e9);
-    uint64_t launch_at = 0, launch_end = 0, drain_end = 0;
+    uint64_t launch_at = 0, launch_end = 0, drain_end = 0, drain_at = 0;
+    double closed = 0;              /* CLIENT: idle keep-alive connections closed by the drain */
     uint64_t arp_c = (uint64_t)((double)ARP_RETRY_NS * hz / 1e9);
     uint64_t drain_c = e->rto_c * (e->cfg.retries + 2) + hz;
     if (!client)
@@ -1856,11 +1861,18 @@ static void worker_loop(pk_tcp_engine *e)
                 if (e->launching || !e->draining) {
                     e->launching = 0;
                     e->draining = 1;
-                    drain_end = now + (e->cfg.flood ? drain_c / 8 : drain_c);
-                    /* idle keep-alive connections close now */
-                    for (int k = 0; e->head[TL_KA] && k < 1 << 30; k++)
-                        on_ka(e, e->head[TL_KA] - 1, now);
+                    drain_at = now;
+                    closed = 0;
+                    /* time to close the idle keep-alive connections at the connection rate */
+                    drain_end = now + (e->cfg.flood ? drain_c / 8 : drain_c) +
+                                (e->cfg.cps > 0 ? (uint64_t)((double)e->current / e->cfg.cps * hz) : 0);
                 }
+                /* idle keep-alive connections close now, at the rate they were opened (which
+                 * the path carried) and as the transmit queue has room: a million FINs at once
+                 * would overflow both sides' queues and come back as retransmissions */
+                double due = e->cfg.cps > 0 ? e->cfg.cps * (double)(now - drain_at) / hz + DRAIN_BATCH : 1e18;
+                for (int k = 0; e->head[TL_KA] && k < DRAIN_BATCH && e->ntx < TXQ / 2 && closed < due; k++, closed++)
+                    on_ka(e, e->head[TL_KA] - 1, now);
                 /* a flood keeps no sockets: it stays a moment to answer the last SYN-ACKs */
                 if ((e->current == 0 && !e->cfg.flood) || now >= drain_end)
                     break;
