@@ -1,9 +1,9 @@
-"""perfkit's TCP over DPDK on IPv6 (issue 6): client and server over ring pairs and
-memif, Neighbor Discovery and ICMPv6 echo by hand, malformed and fuzzed IPv6 frames,
-dperf configurations with IPv6 addresses. Against the Linux stack see test_dperf_lab6.py.
+"""perfkit's TCP over DPDK on IPv6 (issue 6): client and server over ring pairs, Neighbor
+Discovery, ICMPv6 echo and extension headers by hand, malformed and fuzzed IPv6 frames,
+dperf configurations with IPv6 addresses. Over memif (two processes) see test_dperf_memif.py;
+against the Linux stack test_dperf_lab6.py.
 """
 import ipaddress
-import json
 import os
 import random
 import re
@@ -21,8 +21,8 @@ _dpdk = pytest.importorskip("perfkit._dpdk", reason="perfkit was built without D
 from perfkit.engines import dpdk_tcp  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helpers are beside us
-from _dpdk_tests import (counters as _counters, csum, eal, mac_bytes, no_leaks, pull,  # noqa: E402,F401
-                         push_draining, run_pair, serving, wait_done)
+from _dpdk_tests import (counters as _counters, csum, eal, fuzz_client, fuzz_server, mac_bytes,  # noqa: E402,F401
+                         no_leaks, pull, run_pair, serving, wait_done)
 
 CLI, SRV = "2001:2:0:7::1", "2001:2:0:7::2"
 PEER_MAC = "02:00:00:00:00:06"
@@ -114,62 +114,6 @@ def test_client_reports_an_unanswered_neighbor_solicitation(eal):
         raw.close()
     # what it asked: NS to the solicited-node group of the server, hop limit 255, our MAC in the option
     assert ns and all(parse_ns(f, SRV) for f in ns)
-    no_leaks()
-
-
-@pytest.mark.parametrize("payload,client_kw", [
-    (300, dict(cps=1000, duration=1)),
-    (1400, dict(cps=500, cc=50, keepalive="5ms", duration=1)),
-])
-def test_client_and_server_in_two_processes_over_memif(eal, payload, client_kw):
-    """The server in a child process (its own EAL), the client here, both on IPv6."""
-    sock = f"/tmp/pk-memif6-{os.getpid()}-{payload}.sock"
-    code = (
-        "import json, sys\n"
-        "from perfkit.engines import dpdk_tcp\n"
-        "from perfkit.spec import DpdkHttpServer\n"
-        "from perfkit.stats import COUNTER_NAMES\n"
-        f"h = dpdk_tcp.build(DpdkHttpServer(port=sys.argv[1], ip={SRV!r}, clients=(({CLI!r}, 1),), "
-        f"payload_size={payload}, keepalive={'cc' in client_kw}, duration=60))\n"
-        "h.start()\nprint('READY', flush=True)\nsys.stdin.readline()\nh.stop()\nh.join()\n"
-        "print(json.dumps(dict(zip(COUNTER_NAMES, h.snapshot()[0][0]))), flush=True)\nh.close()\n")
-    child = subprocess.Popen([sys.executable, "-P", "-c", code, f"net_memif0,role=server,socket={sock}"],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        line = child.stdout.readline()
-        if "READY" not in line:
-            pytest.skip(f"the memif server did not start: {line}{child.stderr.read()[-500:]}")
-        h = dpdk_tcp.build(client(f"net_memif1,role=client,socket={sock}", **client_kw))
-        try:
-            h.start()
-            wait_done(h, timeout=30)
-            c = counters(h)
-            assert h.error() is None
-            time.sleep(0.2)
-            child.stdin.write("done\n")
-            child.stdin.flush()
-            s = json.loads(child.stdout.readline())
-        finally:
-            h.close()
-        assert child.wait(timeout=30) == 0, child.stderr.read()[-2000:]
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-        if os.path.exists(sock):
-            os.unlink(sock)
-    n = c["sock_open"]
-    print(f"memif IPv6 {client_kw}: {n} connections, {c['http_req']} requests, "
-          f"sock_error {c['sock_error']}/{s['sock_error']}")
-    assert n >= (50 if "cc" in client_kw else 500) and c["sock_error"] == s["sock_error"] == 0
-    assert c["http_2xx"] == c["http_req"] == s["http_get"] and c["http_err"] == 0
-    assert s["sock_open"] == s["sock_close"] == c["sock_close"] == n
-    for k in ("syn", "fin"):
-        assert c[f"{k}_tx"] == s[f"{k}_rx"] and s[f"{k}_tx"] == c[f"{k}_rx"]
-    assert s["pkts_tx"] == c["pkts_rx"] and c["bytes_rx"] == s["bytes_tx"]
-    assert s["bad_rx"] == c["bad_rx"] == s["tcp_drop"] == c["tcp_drop"] == 0
-    if "cc" in client_kw:
-        assert n == client_kw["cc"] and c["http_req"] > 3 * n      # connections reused
     no_leaks()
 
 
@@ -527,40 +471,14 @@ def _fuzz6(rng, mac, n, src, dst, ports, lports):
 @pytest.mark.parametrize("seed", [16])
 def test_fuzzed_ipv6_frames_never_crash_server_or_client(eal, seed):
     rng = random.Random(seed)
-    srv = dpdk_tcp.build(server("ring:u6z:1", payload_size=2000, retransmit_timeout="20ms", retries=1))
-    raw = _dpdk.Port("ring:u6z:0")
-    try:
-        srv.start()
-        frames = _fuzz6(rng, srv.port_list[0].mac, 5000, CLI, SRV, [80, 80, 81], [40000, 40001, rng.randrange(65536)])
-        push_draining(raw, frames)
-        time.sleep(0.3)
-        while raw.recv(64):
-            pass
-        c = counters(srv)
-        assert srv.running() and srv.error() is None
-        assert c["pkts_rx"] == 5000 and c["bad_rx"] > 0 and c["tcp_rx"] > 0 and c["icmp_rx"] > 0
-        assert c["sock_open"] > 0 and c["rst_tx"] > 0
-        assert c["sock_open"] == c["sock_close"] + c["sock_error"] + c["sock_current"]
-    finally:
-        srv.stop()
-        wait_done(srv)
-        srv.close()
-        raw.close()
-    raw = _dpdk.Port("ring:u6z:1")
-    cli = dpdk_tcp.build(client("ring:u6z:0", cps=200, duration=1.0, gateway_mac=raw.mac, lport_range=(3000, 3003),
-                                retransmit_timeout="20ms", retries=1))
-    try:
-        frames = _fuzz6(rng, cli.port_list[0].mac, 5000, SRV, CLI, [3000, 3001, 3002, 3003], [80])
-        cli.start()                 # after building them: the client runs 1 s
-        push_draining(raw, frames)
-        wait_done(cli)
-        c = counters(cli)
-        assert cli.error() is None
-        assert c["pkts_rx"] == 5000 and c["sock_current"] == 0 and c["bad_rx"] > 0
-        assert c["sock_open"] == c["sock_close"] + c["sock_error"]
-    finally:
-        cli.close()
-        raw.close()
+    c = fuzz_server(server("ring:u6z:1", payload_size=2000, retransmit_timeout="20ms", retries=1), "ring:u6z:0",
+                    lambda mac: _fuzz6(rng, mac, 5000, CLI, SRV, [80, 80, 81], [40000, 40001, rng.randrange(65536)]))
+    assert c["bad_rx"] > 0 and c["tcp_rx"] > 0 and c["icmp_rx"] > 0
+    assert c["sock_open"] > 0 and c["rst_tx"] > 0
+    c = fuzz_client(lambda gw: client("ring:u6z:0", cps=200, duration=1.0, gateway_mac=gw, lport_range=(3000, 3003),
+                                      retransmit_timeout="20ms", retries=1), "ring:u6z:1",
+                    lambda mac: _fuzz6(rng, mac, 5000, SRV, CLI, [3000, 3001, 3002, 3003], [80]))
+    assert c["bad_rx"] > 0
     no_leaks()
 
 
