@@ -23,8 +23,8 @@ _dpdk = pytest.importorskip(
 from perfkit.engines import dpdk_tcp  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helper is beside us
-from _dpdk_tests import (counters as _counters, csum, eal, mac_bytes, no_leaks, pull,  # noqa: E402,F401
-                         push_draining, run_pair as _run_pair, serving, wait_done as _wait_done)
+from _dpdk_tests import (counters as _counters, csum, eal, fuzz_client, fuzz_server, mac_bytes,  # noqa: E402,F401
+                         no_leaks, pull, run_pair as _run_pair, serving, wait_done as _wait_done)
 
 CLI, SRV = "198.18.0.1", "198.18.0.2"
 
@@ -488,42 +488,14 @@ def test_fuzzed_segments_never_crash_server_or_client(eal, seed):
     import random
     rng = random.Random(seed)
     # the server, fed random segments from its client's address
-    srv = dpdk_tcp.build(DpdkHttpServer(port="ring:tz:1", payload_size=2000, duration=30,
-                                        retransmit_timeout="20ms", retries=1))
-    raw = _dpdk.Port("ring:tz:0")
-    try:
-        srv.start()
-        mac = srv.port_list[0].mac
-        frames = _fuzz_frames(rng, mac, 6000, CLI, SRV, [80, 80, 81], [40000, 40001, 40002, rng.randrange(65536)])
-        push_draining(raw, frames)
-        time.sleep(0.3)
-        while raw.recv(64):
-            pass
-        c = counters(srv)
-        assert srv.running() and srv.error() is None
-        assert c["pkts_rx"] == 6000 and c["bad_rx"] > 0 and c["tcp_rx"] > 0
-        assert c["sock_open"] > 0 and c["rst_tx"] > 0 and c["tcp_drop"] > 0
-        assert c["sock_open"] == c["sock_close"] + c["sock_error"] + c["sock_current"]
-    finally:
-        srv.stop()
-        wait_done(srv)
-        srv.close()
-        raw.close()
+    c = fuzz_server(DpdkHttpServer(port="ring:tz:1", payload_size=2000, duration=30, retransmit_timeout="20ms",
+                                   retries=1), "ring:tz:0",
+                    lambda mac: _fuzz_frames(rng, mac, 6000, CLI, SRV, [80, 80, 81],
+                                             [40000, 40001, 40002, rng.randrange(65536)]))
+    assert c["bad_rx"] > 0 and c["tcp_rx"] > 0
+    assert c["sock_open"] > 0 and c["rst_tx"] > 0 and c["tcp_drop"] > 0
     # the client, fed random segments from its server's address while it runs
-    raw = _dpdk.Port("ring:tz:1")
-    cli = dpdk_tcp.build(DpdkHttpClient(port="ring:tz:0", cps=200, duration=1.0, gateway_mac=raw.mac,
-                                        lport_range=(3000, 3003), retransmit_timeout="20ms", retries=1))
-    try:
-        mac = cli.port_list[0].mac
-        frames = _fuzz_frames(rng, mac, 6000, SRV, CLI, [3000, 3001, 3002, 3003], [80])
-        cli.start()                 # after building them: the client runs 1 s (a loaded machine builds slowly)
-        push_draining(raw, frames)
-        wait_done(cli)
-        c = counters(cli)
-        assert cli.error() is None
-        assert c["pkts_rx"] == 6000 and c["sock_current"] == 0
-        assert c["sock_open"] == c["sock_close"] + c["sock_error"]
-    finally:
-        cli.close()
-        raw.close()
+    fuzz_client(lambda gw: DpdkHttpClient(port="ring:tz:0", cps=200, duration=1.0, gateway_mac=gw,
+                                          lport_range=(3000, 3003), retransmit_timeout="20ms", retries=1), "ring:tz:1",
+                lambda mac: _fuzz_frames(rng, mac, 6000, SRV, CLI, [3000, 3001, 3002, 3003], [80]))
     no_leaks()

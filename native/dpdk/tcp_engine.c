@@ -22,6 +22,7 @@
 
 #include "perfkit/counters.h"
 #include "perfkit/hist.h"
+#include "perfkit/ip6ext.h"
 
 #define ETH_LEN 14
 #define IP_LEN 20
@@ -1360,13 +1361,14 @@ static void send_ns(pk_tcp_engine *e)
     tx_icmp6(e, mac, e->cfg.ip6, dst, b, 32);
 }
 
-/* ICMPv6: echo requests to our addresses are answered in place (returns 1); Neighbor
- * Solicitations for them get an Advertisement; the gateway's Advertisement gives the
- * client its MAC. Every message is checked: checksum, lengths, ND's hop limit 255,
+/* ICMPv6 (the plen bytes at ic, after any extension headers): echo requests to our
+ * addresses are answered in place (returns 1; the reply carries no extension headers);
+ * Neighbor Solicitations for them get an Advertisement; the gateway's Advertisement gives
+ * the client its MAC. Every message is checked: checksum, lengths, ND's hop limit 255,
  * options inside the message (RFC 4861 7.1). */
-static int handle_icmp6(pk_tcp_engine *e, struct rte_mbuf *m, uint8_t *d, uint32_t l2, uint8_t *ip, uint32_t plen)
+static int handle_icmp6(pk_tcp_engine *e, struct rte_mbuf *m, uint8_t *d, uint32_t l2, uint8_t *ip, uint8_t *ic,
+                        uint32_t plen)
 {
-    uint8_t *ic = ip + IP6_LEN;
     if (plen < 8 || fold(sum16(ic, plen, sum16(ip + 8, 32, ph6_tail(plen, 58)))) != 0xffff) {
         cnt(e, PK_bad_rx);
         return 0;
@@ -1376,6 +1378,12 @@ static int handle_icmp6(pk_tcp_engine *e, struct rte_mbuf *m, uint8_t *d, uint32
     if (type == 128) {              /* echo request */
         if (ic[1] != 0 || !my_addr6(e, ip + 24))
             return 0;
+        if (ic != ip + IP6_LEN) {   /* drop the extension headers: the message moves up */
+            memmove(ip + IP6_LEN, ic, plen);
+            ic = ip + IP6_LEN;
+            wr16(ip + 4, (uint16_t)plen);
+            ip[6] = 58;
+        }
         uint8_t t[16];
         memcpy(d, d + 6, 6);
         memcpy(d + 6, e->mac, 6);
@@ -1438,7 +1446,9 @@ static int handle_icmp6(pk_tcp_engine *e, struct rte_mbuf *m, uint8_t *d, uint32
     return 0;
 }
 
-/* An IPv6 frame: the fixed header only (extension headers are not read: other_rx). */
+/* An IPv6 frame: the fixed header, extension headers (perfkit/ip6ext.h: a fragment, a
+ * Routing header with segments left or a discard option counts in other_rx and is
+ * dropped; a cut or overlong chain in bad_rx), then ICMPv6 or TCP. */
 static int handle_ip6(pk_tcp_engine *e, struct rte_mbuf *m, uint8_t *d, uint32_t len, uint32_t l2, uint64_t now)
 {
     if (!e->cfg.ipv6) {
@@ -1455,17 +1465,25 @@ static int handle_ip6(pk_tcp_engine *e, struct rte_mbuf *m, uint8_t *d, uint32_t
         cnt(e, PK_bad_rx);
         return 0;
     }
-    if (ip[6] == 58)
-        return handle_icmp6(e, m, d, l2, ip, plen);
-    if (ip[6] == 17) {
+    uint8_t nh;
+    uint32_t xlen;                  /* extension headers' bytes: the upper layer has plen - xlen */
+    int walk = pk_ip6_walk(ip, plen, &nh, &xlen);
+    if (walk != PK_IP6_UPPER) {
+        cnt(e, walk == PK_IP6_BAD ? PK_bad_rx : PK_other_rx);
+        return 0;
+    }
+    plen -= xlen;
+    if (nh == 58)
+        return handle_icmp6(e, m, d, l2, ip, ip + IP6_LEN + xlen, plen);
+    if (nh == 17) {
         cnt(e, PK_udp_rx);
         return 0;
     }
-    if (ip[6] != 6) {
+    if (nh != 6) {
         cnt(e, PK_other_rx);
         return 0;
     }
-    const uint8_t *l4 = ip + IP6_LEN;
+    const uint8_t *l4 = ip + IP6_LEN + xlen;
     uint32_t doff = plen >= TCP_LEN ? (uint32_t)(l4[12] >> 4) * 4 : 0;
     if (plen < TCP_LEN || doff < TCP_LEN || doff > plen ||
         !tcp_csum_ok(e, l4, plen, sum16(ip + 8, 32, ph6_tail(plen, 6)))) {
