@@ -236,7 +236,14 @@ def test_dperf_confs_with_two_cpus_run_two_queues_each(tmp_path):
         assert sorted(s["cpu_pct_by_worker"]) == [f"w0_dpdk_tcp_{role}", f"w1_dpdk_tcp_{role}"]
         assert all(v > 0 for v in s["cpu_pct_by_worker"].values())   # busy: each moved packets
     # slow start to 2k/s over 10 s, for 2 s: about 400 connections, each answered
-    assert 300 <= cli["lat_count"] == cli["rtt_count"] == srv["rtt_count"] <= 500
+    # (a first-packet RTT is taken only from a handshake whose first transmission was answered:
+    # on a busy machine a ring can fill while its reader is off its CPU, and a SYN goes again)
+    rows = [json.loads(ln) for ln in p.stdout.splitlines() if '"summary"' not in ln]
+    resent = sum(max(r["retrans_syn"] for r in rows if (r["http_req"] > 0) == client) for client in (True, False))
+    assert 300 <= cli["lat_count"] <= 500
+    for side in (cli, srv):
+        assert cli["lat_count"] - resent <= side["rtt_count"] <= cli["lat_count"]
+    assert resent <= 0.05 * cli["lat_count"]
     assert cli["pkts_tx"] == srv["pkts_rx"] and srv["pkts_tx"] == cli["pkts_rx"] and cli["bytes_rx"] == srv["bytes_tx"]
 
 

@@ -1881,9 +1881,10 @@ static void worker_loop(pk_tcp_engine *e)
                     e->draining = 1;
                     drain_at = now;
                     closed = 0;
-                    /* time to close the idle keep-alive connections at the connection rate */
+                    /* time to close the idle keep-alive connections at the connection rate,
+                     * four times over: a peer that loses its CPU slows the closing down */
                     drain_end = now + (e->cfg.flood ? drain_c / 8 : drain_c) +
-                                (e->cfg.cps > 0 ? (uint64_t)((double)e->current / e->cfg.cps * hz) : 0);
+                                (e->cfg.cps > 0 ? (uint64_t)(4.0 * (double)e->current / e->cfg.cps * hz) : 0);
                 }
                 /* idle keep-alive connections close now, at the rate they were opened (which
                  * the path carried) and as the transmit queue has room: a million FINs at once
