@@ -208,9 +208,9 @@ def test_client_reports_an_unanswered_arp(eal):
 PEER_MAC = "02:00:00:00:00:01"
 
 
-def ip4(src, dst, proto, payload, *, tot=None):
+def ip4(src, dst, proto, payload, *, tot=None, frag=0x4000):
     tot = 20 + len(payload) if tot is None else tot
-    h = struct.pack("!BBHHHBBH4s4s", 0x45, 0, tot, 0, 0x4000, 64, proto, 0,
+    h = struct.pack("!BBHHHBBH4s4s", 0x45, 0, tot, 0, frag, 64, proto, 0,
                     ipaddress.IPv4Address(src).packed, ipaddress.IPv4Address(dst).packed)
     return h[:10] + struct.pack("!H", csum(h)) + h[12:] + payload
 
@@ -329,6 +329,22 @@ def test_malformed_segments_are_counted_never_crash(served):
     raw.send([frame(mac, ip4(CLI, SRV, 6, good))])
     synack = parse_tcp(pull(raw, 1)[0])
     assert synack["flags"] == SYN | ACK
+
+
+def test_ipv4_fragments_are_counted_as_other_never_answered(served):
+    """No reassembly (dperf has none either): a fragment is well formed, so it is `other_rx`
+    (as over IPv6), not `bad_rx`, and its payload is never taken as TCP."""
+    srv, raw, mac, _ = served
+    syn = tcp(40006, 80, 1, 0, SYN)
+    frags = [ip4(CLI, SRV, 6, syn, frag=0x2000),            # a first fragment (more follow)
+             ip4(CLI, SRV, 6, syn, frag=0x0003),            # a last fragment at offset 24
+             ip4(CLI, SRV, 6, syn, frag=0x6001)]            # DF with an offset: still a fragment
+    raw.send([frame(mac, f) for f in frags])
+    time.sleep(0.2)
+    c = counters(srv)
+    assert c["other_rx"] == len(frags) and c["bad_rx"] == 0 and c["syn_rx"] == 0 and c["sock_open"] == 0
+    raw.send([frame(mac, ip4(CLI, SRV, 6, syn))])            # the same segment whole is answered
+    assert parse_tcp(pull(raw, 1)[0])["flags"] == SYN | ACK
 
 
 def test_oversized_request_headers_are_refused(served):

@@ -1546,8 +1546,12 @@ static int handle_frame(pk_tcp_engine *e, struct rte_mbuf *m, uint64_t now)
     uint32_t ihl = (uint32_t)(ip[0] & 15) * 4;
     uint32_t tot = rd16(ip + 2);
     if ((ip[0] >> 4) != 4 || ihl < IP_LEN || l2 + ihl > len || tot < ihl || l2 + tot > len ||
-        fold(sum16(ip, ihl, 0)) != 0xffff || (rd16(ip + 6) & 0x3fff) != 0) {
+        fold(sum16(ip, ihl, 0)) != 0xffff) {
         cnt(e, PK_bad_rx);
+        return 0;
+    }
+    if ((rd16(ip + 6) & 0x3fff) != 0) {
+        cnt(e, PK_other_rx);        /* a fragment: well formed, not reassembled (as over IPv6) */
         return 0;
     }
     uint32_t dst;
