@@ -257,13 +257,19 @@ def test_a_million_concurrent_connections_in_under_2_gb(eal):
     extra = {"port_args": ",rsize=14", "spec": {"clients": clients}}
     with memif_server("million", 64, True, extra) as (sock, finish):
         h = dpdk_tcp.build(DpdkHttpClient(port=f"net_memif1,role=client,socket={sock},rsize=14", clients=clients,
-                                          ip="198.18.0.1", cc=n, cps=200_000, keepalive="4s", duration=8))
+                                          ip="198.18.0.1", cc=n, cps=200_000, keepalive="4s", duration=40))
         try:
             h.start()
-            peak, deadline = 0, time.monotonic() + 60
+            # held 3 s once all are open (5 s at 200k/s on a quiet machine; longer on a busy one),
+            # then stopped: the client closes them all
+            peak, held_at, deadline = 0, None, time.monotonic() + 90
             while h.running():
                 assert time.monotonic() < deadline, "the run did not end"
                 peak = max(peak, dict(zip(COUNTER_NAMES, h.snapshot()[0][0]))["sock_current"])
+                if peak == n and held_at is None:
+                    held_at = time.monotonic()
+                if held_at is not None and time.monotonic() > held_at + 3:
+                    h.stop()
                 time.sleep(0.05)
             h.join()
             assert h.error() is None
