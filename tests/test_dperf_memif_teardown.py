@@ -17,6 +17,7 @@ _dpdk = pytest.importorskip("perfkit._dpdk", reason="perfkit was built without D
 sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helpers are beside us
 from _dpdk_tests import eal, no_leaks  # noqa: E402,F401 (eal: a fixture)
 import _memif_teardown  # noqa: E402
+from perfkit.stats import COUNTER_NAMES  # noqa: E402
 
 SRV_IP, CLI_IP = "198.18.0.2", "198.18.0.1"
 CLIENTS = 60     # before the fix about 6 in 100 of them killed the server: this many, ~97%
@@ -146,4 +147,68 @@ def test_memif_control_is_held_only_while_a_worker_polls_a_connected_port(eal, t
     while _dpdk.memif_control_held() and time.monotonic() - t < 2:
         time.sleep(0.001)
     assert not _dpdk.memif_control_held()
+    no_leaks()
+
+
+# A UDP receiver on a memif server port in a process of its own; reports when stdin closes.
+RECEIVER = r"""
+import json, sys
+from perfkit.engines import dpdk
+dpdk.configure(mbufs=8191, memory_mb=128)
+dpdk.eal()
+from perfkit import _dpdk
+from perfkit.stats import COUNTER_NAMES
+p = _dpdk.Port(sys.argv[1], ip="198.18.0.2")
+h = _dpdk.DpdkEngine([p], [{"role": "dpdk_recv", "port": 0, "flows": 1, "duration": 60.0}], own_ports=True)
+h.start()
+print("READY", flush=True)
+sys.stdin.readline()
+h.stop()
+h.join()
+c = dict(zip(COUNTER_NAMES, h.snapshot()[0][0]))
+print(json.dumps({"pkts_rx": c["pkts_rx"], "error": h.error()}), flush=True)
+h.close()
+"""
+
+
+def test_udp_receiver_takes_clients_in_turn_and_every_frame_they_sent(eal, tmp_path):
+    """A UDP receiver keeps running while generator clients come and go: each next one connects
+    (the last one's leaving is handled while the receiver is idle), and every frame a client put
+    in the ring before it left is received (the rings stay mapped until then)."""
+    sock = str(tmp_path / "rx.sock")
+    child = subprocess.Popen([sys.executable, "-P", "-c", RECEIVER, f"net_memif0,role=server,socket={sock}"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sent = []
+    try:
+        line = child.stdout.readline()
+        if "READY" not in line:
+            pytest.skip(f"the memif receiver did not start: {line}{child.stderr.read()[-500:]}")
+        for k in range(3):
+            p = _dpdk.Port(f"net_memif1,role=client,socket={sock}", ip=CLI_IP)
+            t = time.monotonic()
+            while not p.link_up and time.monotonic() - t < 5:
+                time.sleep(0.005)
+            if not p.link_up:
+                p.close()
+            assert p.link_up, f"client {k} did not connect in 5 s"
+            h = _dpdk.DpdkEngine([p], [{"role": "dpdk_send", "port": 0, "flows": 1, "rate": 20000.0, "duration": 0.2,
+                                        "dst_ip": SRV_IP, "dst_mac": "02:00:00:00:00:02"}], own_ports=True)
+            try:
+                h.start()
+                while h.running():
+                    time.sleep(0.01)
+                h.join()
+                c = dict(zip(COUNTER_NAMES, h.snapshot()[0][0]))
+            finally:
+                h.close()   # at once: what is still in the ring is the receiver's to read
+            sent.append(c["pkts_tx"])
+        out, err = child.communicate("done\n", timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == 0, err[-2000:]
+    s = json.loads(out.strip().splitlines()[-1])
+    assert s["error"] is None and min(sent) > 3000
+    assert s["pkts_rx"] == sum(sent)
     no_leaks()

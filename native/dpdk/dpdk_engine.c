@@ -1848,8 +1848,11 @@ static inline void housekeeping(worker *w, uint64_t now, uint64_t flush_c, uint6
     if (now - w->last_flush < flush_c)
         return;
     flush_cpu(w, now);
-    if (now - w->last_nic >= nic_c)
+    if (now - w->last_nic >= nic_c) {
         read_nic(w, now, 0);
+        /* idle: a memif peer's leaving or coming is handled now (see "memif: the peer leaving") */
+        pk_dpdk_port_poll_idle(w->port, w->cfg.queue, pk_read(&w->c, PK_pkts_rx) + pk_read(&w->c, PK_pkts_tx));
+    }
 }
 
 /* A generator whose frames come back: receive until they have all had time to
