@@ -212,3 +212,19 @@ def test_udp_receiver_takes_clients_in_turn_and_every_frame_they_sent(eal, tmp_p
     assert s["error"] is None and min(sent) > 3000
     assert s["pkts_rx"] == sum(sent)
     no_leaks()
+
+
+def test_tcp_client_and_server_in_one_process_over_memif(eal, tmp_path):
+    """Both ends of a memif pair in this process (the handshake needs the control thread while
+    the server already polls; neither may wait for the other): a short run, every connection
+    answered, and both close (the client first) with nothing left open."""
+    from _dpdk_tests import run_pair  # noqa: E402 (after the importorskip)
+    from perfkit.spec import DpdkHttpClient, DpdkHttpServer
+    sock = str(tmp_path / "pair.sock")
+    common = dict(clients=((CLI_IP, 1),))
+    c, s, _ = run_pair(DpdkHttpServer(port=f"net_memif0,role=server,socket={sock}", ip=SRV_IP, duration=30, **common),
+                       DpdkHttpClient(port=f"net_memif1,role=client,socket={sock}", ip=CLI_IP, server=SRV_IP,
+                                      cps=1000, duration=0.5, **common))
+    assert c["sock_open"] >= 200 and c["sock_error"] == s["sock_error"] == 0
+    assert c["http_2xx"] == s["http_get"] == c["sock_open"]
+    no_leaks()
