@@ -278,9 +278,9 @@ static void tx_flush_mode(pk_tcp_engine *e, int drop)
 
 static void tx_flush(pk_tcp_engine *e) { tx_flush_mode(e, 0); }
 
-/* The end of a run: what is queued goes out, unless the link is down (a memif peer
- * that has left: its PMD can crash transmitting to a peer that is disconnecting);
- * what stays is freed and counted. */
+/* The end of a run: what is queued goes out, unless the link is down (a memif peer that
+ * has left: nothing takes it); what stays is freed and counted. (A memif peer leaving while we
+ * poll is handled by the port layer: its departure waits until we do not poll.) */
 static void end_flush(pk_tcp_engine *e)
 {
     struct rte_eth_link link;
@@ -1916,6 +1916,8 @@ static void worker_loop(pk_tcp_engine *e)
             pk_set(&e->c, PK_cpu_busy_ns, (uint64_t)((double)busy * 1e9 / hz));
             pk_set(&e->c, PK_cpu_stall_ns, (uint64_t)((double)stall * 1e9 / hz));
             pk_set(&e->c, PK_cpu_wall_ns, (uint64_t)((double)(t1 - wall0) * 1e9 / hz));
+            /* idle: a memif peer's leaving or coming is handled now (dpdk_engine.c) */
+            pk_dpdk_port_poll_idle(e->port, e->cfg.queue, pk_read(&e->c, PK_pkts_rx) + pk_read(&e->c, PK_pkts_tx));
         }
     }
     end_flush(e);
@@ -1955,6 +1957,7 @@ static void *worker_main(void *arg)
         rte_mempool_cache_flush(cache, e->pool);
     rte_thread_unregister();
 out:
+    pk_dpdk_port_poll_end(e->port);   /* its last burst is done: memif control may run */
     __atomic_store_n(&e->running, 0, __ATOMIC_RELEASE);
     return NULL;
 }
@@ -2082,8 +2085,10 @@ int pk_tcp_start(pk_tcp_engine *e, char *err, size_t errlen)
      * another queue had already made the PMD count) */
     read_nic(e, 1);
     e->running = 1;
+    pk_dpdk_port_poll_begin(e->port);   /* a connected memif port: its control waits (dpdk_engine.c) */
     int rc = pthread_create(&e->thread, NULL, worker_main, e);
     if (rc != 0) {
+        pk_dpdk_port_poll_end(e->port);
         e->running = 0;
         set_err(err, errlen, "tcp worker: pthread_create: %s", strerror(rc));
         return -1;
