@@ -172,6 +172,58 @@ def push_draining(raw, frames, timeout=20.0):
         assert time.monotonic() < deadline, "the ring stayed full"
 
 
+def fuzz_server(spec, raw_port, make_frames):
+    """A DPDK TCP server built from spec and running, fed make_frames(its MAC) from raw_port
+    (the other end of its ring), what it sends drained: its counters, checked alive (still
+    running, no error, every frame taken, every socket opened accounted for)."""
+    from perfkit import _dpdk
+    from perfkit.engines import dpdk_tcp
+    srv = dpdk_tcp.build(spec)
+    raw = _dpdk.Port(raw_port)
+    try:
+        srv.start()
+        frames = make_frames(srv.port_list[0].mac)
+        push_draining(raw, frames)
+        time.sleep(0.3)
+        while raw.recv(64):
+            pass
+        c = counters(srv, 0)
+        assert srv.running() and srv.error() is None
+        assert c["pkts_rx"] == len(frames)
+        assert c["sock_open"] == c["sock_close"] + c["sock_error"] + c["sock_current"]
+    finally:
+        srv.stop()
+        wait_done(srv, 20)
+        srv.close()
+        raw.close()
+    return c
+
+
+def fuzz_client(make_spec, raw_port, make_frames):
+    """A DPDK TCP client built from make_spec(raw_port's MAC: its gateway), fed
+    make_frames(its MAC) from raw_port while it runs to its end: its counters, checked (no
+    error, every frame taken, no socket left open, every one accounted for)."""
+    from perfkit import _dpdk
+    from perfkit.engines import dpdk_tcp
+    raw = _dpdk.Port(raw_port)
+    try:
+        cli = dpdk_tcp.build(make_spec(raw.mac))
+        try:
+            frames = make_frames(cli.port_list[0].mac)
+            cli.start()             # after building them: the client runs 1 s (a loaded machine builds slowly)
+            push_draining(raw, frames)
+            wait_done(cli, 20)
+            c = counters(cli, 0)
+            assert cli.error() is None
+            assert c["pkts_rx"] == len(frames) and c["sock_current"] == 0
+            assert c["sock_open"] == c["sock_close"] + c["sock_error"]
+        finally:
+            cli.close()
+    finally:
+        raw.close()
+    return c
+
+
 # A generator on a memif client in a process of its own: python -P -c MEMIF_CLIENT SOCK RATE
 # SECONDS FLOWS [LINGER]; prints what it sent as a JSON line. LINGER s before it closes: memif
 # drops what is still in the ring when this side leaves, a server that reads late wants it.

@@ -1,8 +1,11 @@
-"""What the lab tests share: a two-host lab (or a skip where root or the lab is missing)
-and what runs inside a lab host through lab.call: the kernel's UDP counters, an
-interface's MAC and an ICMP echo from a raw socket. No DPDK here."""
+"""What the lab tests share: a two-host lab (or a skip where root or the lab is missing),
+one whose h2 sends with checksum offload off, nginx in h2, and what runs inside a lab host
+through lab.call: the kernel's UDP counters, an interface's MAC and an ICMP echo from a raw
+socket. No DPDK here."""
+import contextlib
 import os
 import struct
+import subprocess
 import time
 
 import pytest
@@ -24,6 +27,34 @@ def lab_up_or_skip(lab_mod, **kw):
         return lab_mod.Lab(**{"hosts": 2, **kw}).up()
     except Exception as exc:  # noqa: BLE001 (a lab that cannot be made here is a skip)
         pytest.skip(f"no lab here: {exc}")
+
+
+def tx_offload(host, state):
+    """ethtool -K on a lab host's veth: its checksum offload "on" or "off" (the CompletedProcess)."""
+    return subprocess.run(["ip", "netns", "exec", host.netns, "ethtool", "-K", host.ifname, "tx", state],
+                          capture_output=True, text=True, timeout=20)
+
+
+@contextlib.contextmanager
+def offload_off_lab(lab_mod):
+    """A two-host lab whose h2 sends with checksum offload off (a DPDK port on h1's veth then
+    gets TCP checksums whole, not the partial sum an offload leaves), or a skip; down after."""
+    lab = lab_up_or_skip(lab_mod)
+    try:
+        p = tx_offload(lab.hosts[1], "off")
+        if p.returncode != 0:
+            pytest.skip(f"ethtool cannot turn checksum offload off: {p.stderr}")
+        yield lab
+    finally:
+        lab.down()
+
+
+def nginx_in_h2(lab, d, family=4):
+    """nginx (tests/_nginx.py, files in d) in the lab's h2 at its address of the family (4 or 6),
+    port 8080; use it as a context manager."""
+    from _nginx import Nginx
+    h2 = lab.hosts[1]
+    return Nginx(d, host=h2.ipv4 if family == 4 else f"[{h2.ipv6}]", netns=h2.netns)
 
 
 @pytest.fixture()

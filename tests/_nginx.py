@@ -19,7 +19,7 @@ pid {d}/nginx.pid;
 worker_rlimit_nofile 16000;
 events {{ worker_connections 12000; }}
 http {{
-    log_format pk '$request_method $uri $status $content_length $http_x_perfkit $https $remote_addr';
+    log_format pk '$request_method $uri $status $content_length $http_x_perfkit $https $remote_addr $body_bytes_sent';
     access_log {d}/access.log pk;
     client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_temp_path {d};
     uwsgi_temp_path {d}; scgi_temp_path {d};
@@ -91,5 +91,6 @@ class Nginx:
         self.stop()
 
     def log(self) -> list[list[str]]:
-        """Access-log lines since start, split: method uri status content_length x_perfkit https remote_addr."""
+        """Access-log lines since start, split: method uri status content_length x_perfkit https remote_addr
+        body_bytes_sent."""
         return [ln.split(" ") for ln in (self.d / "access.log").read_text().splitlines()[self.base:]]

@@ -3,7 +3,10 @@ tests/native/tcp_frame_fuzz.c includes the engine and hands its real handle_fram
 random IPv6 and IPv4 frames, each in a heap block of exactly its length, so a read past
 any frame is a sanitizer report (fatal). Server and client engines of both families;
 most frames carry valid checksums and some hit live sockets in sequence, so parsing goes
-through TCP, HTTP, ICMPv6 echo and Neighbor Discovery, not only the first checks."""
+through TCP, HTTP, ICMPv6 echo and Neighbor Discovery, not only the first checks. A fifth
+of the IPv6 frames carry extension-header chains (perfkit/ip6ext.h's walk: well formed,
+cut, too long, Hop-by-Hop out of place, fragments, segments left), many of them still
+reaching TCP or ICMPv6 behind the chain."""
 import os
 import re
 import shutil
@@ -49,4 +52,6 @@ def test_random_frames_under_asan(driver, seed):
         assert r["frames"] == 30000 and r["seen"] >= r["frames"], (name, r)
         assert r["bad"] > 1000 and r["tcp"] > 1000 and r["icmp"] > 1000 and r["replies"] > 0, (name, r)
         assert r["opened"] > 100 and r["requests"] > 10, (name, r)   # deep: handshakes and HTTP bytes
+    for name in ("ipv6-server", "ipv6-client"):   # ~6000 chains; ~1250 go through to TCP or ICMPv6
+        assert rows[name]["ext"] > 3000 and rows[name]["ext_deep"] > 500, (name, rows[name])
     assert rows["ipv6-client"]["responses"] > 0 and rows["ipv4-client"]["responses"] > 0

@@ -1,13 +1,14 @@
 """perfkit's DPDK TCP against the Linux stack (issue 6): a lab of two namespaces
 joined by a veth; the DPDK port is net_af_packet on h1's end, with its own address
-(.200 of the link); h2 runs curl and nginx. curl and wrk run over IPv6 too (the port at
-::c8 of the lab's /64); the rest of IPv6 is in test_dperf_lab6.py. Needs root (the lab);
-skips otherwise.
+(.200 of the link); h2 runs curl and nginx. curl, wrk and the nginx runs go over IPv6 too
+(the port at ::c8 of the lab's /64); the rest of IPv6 is in test_dperf_lab6.py. Needs root
+(the lab); skips otherwise.
 
 h2's veth sends with checksum offload off: af_packet hands DPDK the frames as the
 kernel left them, and with offload the TCP checksum is still partial (the DPDK side
 checks every checksum and would count them as bad).
 """
+import contextlib
 import ipaddress
 import os
 import subprocess
@@ -23,7 +24,7 @@ _dpdk = pytest.importorskip("perfkit._dpdk", reason="perfkit was built without D
 from perfkit.engines import dpdk, dpdk_tcp  # noqa: E402
 sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helpers are beside us
 from _dpdk_tests import counters as _counters, no_leaks, wait_done  # noqa: E402
-from _labs import lab_module_or_skip, lab_up_or_skip  # noqa: E402
+from _labs import lab_module_or_skip, nginx_in_h2, offload_off_lab  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -33,16 +34,8 @@ def lab():
         dpdk.eal()
     except EngineError as exc:
         pytest.skip(f"DPDK EAL does not start here: {exc}")
-    lab = lab_up_or_skip(lab_mod)
-    try:
-        h2 = lab.hosts[1]
-        p = lab.popen(h2, ["ethtool", "-K", h2.ifname, "tx", "off"], stdout=subprocess.DEVNULL,
-                      stderr=subprocess.PIPE)
-        if p.wait(timeout=20) != 0:
-            pytest.skip(f"ethtool cannot turn checksum offload off: {p.stderr.read().decode()}")
+    with offload_off_lab(lab_mod) as lab:
         yield lab
-    finally:
-        lab.down()
 
 
 def port_of(lab, family=4):
@@ -75,28 +68,46 @@ def finish(h, timeout=30.0):
     wait_done(h, timeout)
 
 
+@contextlib.contextmanager
+def serving_h2(lab, srv, settle=0.3):
+    """srv (a built server) started; yields (run, c): run(argv, timeout=120, text=True) runs
+    argv in h2 to its end, giving (exit code, stdout, stderr). After the block srv is stopped
+    settle s later (the last FIN's ACK), its counters put in c, and closed."""
+    def run(argv, timeout=120, text=True):
+        p = lab.popen(lab.hosts[1], argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=text)
+        out, err = p.communicate(timeout=timeout)
+        return p.returncode, out, err
+    c = {}
+    try:
+        srv.start()
+        yield run, c
+        time.sleep(settle)
+        srv.stop()
+        finish(srv)
+        c.update(counters(srv))
+        assert srv.error() is None
+    finally:
+        srv.close()
+
+
+def serve_while_h2_runs(lab, srv, argv, settle=0.3, timeout=120, text=True):
+    """srv serving while argv runs in h2 (serving_h2): (argv's exit code, stdout, stderr, srv's counters)."""
+    with serving_h2(lab, srv, settle) as (run, c):
+        rc, out, err = run(argv, timeout, text)
+    return rc, out, err, c
+
+
 @pytest.mark.parametrize("family", [4, 6])
 @pytest.mark.parametrize("size", [100, 100_000])
 def test_curl_gets_valid_responses_from_the_perfkit_server(lab, size, family):
     which = port_of(lab, family)
-    h2 = lab.hosts[1]
-    srv = server(lab, family, payload_size=size)
     n = 20
-    try:
-        srv.start()
-        urls = [f"{url(which['ip'])}/{i}" for i in range(n)]
-        # every body to stdout, each followed by its status line and size: all checked below
-        p = lab.popen(h2, ["curl", f"-{family}", "-sS", "--max-time", "10", "-w", "\n%{http_code} %{size_download}\n",
-                           *urls], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        out, err = p.communicate(timeout=120)
-        time.sleep(0.3)             # the last FIN's ACK
-        srv.stop()
-        finish(srv)
-        c = counters(srv)
-        assert srv.error() is None
-    finally:
-        srv.close()
-    assert p.returncode == 0, err.decode()
+    urls = [f"{url(which['ip'])}/{i}" for i in range(n)]
+    # every body to stdout, each followed by its status line and size: all checked below
+    rc, out, err, c = serve_while_h2_runs(lab, server(lab, family, payload_size=size),
+                                          ["curl", f"-{family}", "-sS", "--max-time", "10", "-w",
+                                           "\n%{http_code} %{size_download}\n", *urls], text=False)
+    assert rc == 0, err.decode()
     assert out == (b"x" * size + f"\n200 {size}\n".encode()) * n
     assert c["http_get"] == c["sock_open"] == c["sock_close"] == n     # curl's n connections
     assert c["sock_error"] == c["bad_rx"] == c["tcp_drop"] == c["sock_current"] == 0
@@ -106,66 +117,52 @@ def test_curl_gets_valid_responses_from_the_perfkit_server(lab, size, family):
     no_leaks()
 
 
-class Nginx:
-    def __init__(self, lab, tmp):
-        h2 = lab.hosts[1]
-        self.tmp = tmp
-        (tmp / "html").mkdir()
-        (tmp / "html" / "index.html").write_text("x" * 612)
-        conf = tmp / "nginx.conf"
-        t = str(tmp)
-        conf.write_text(
-            f"daemon off; master_process off; worker_processes 1; pid {t}/nginx.pid;\n"
-            f"error_log {t}/error.log warn;\nevents {{ worker_connections 4096; }}\n"
-            f"http {{ access_log {t}/access.log; client_body_temp_path {t}; proxy_temp_path {t};\n"
-            f"  fastcgi_temp_path {t}; uwsgi_temp_path {t}; scgi_temp_path {t}; keepalive_requests 1000000;\n"
-            f"  server {{ listen {h2.ipv4}:80 backlog=4096; root {t}/html; location / {{ }} }} }}\n")
-        self.proc = lab.popen(h2, ["nginx", "-c", str(conf), "-p", t], stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 10
-        while not (tmp / "nginx.pid").exists():
-            assert self.proc.poll() is None, self.proc.stderr.read().decode()
-            assert time.monotonic() < deadline, "nginx did not start"
-            time.sleep(0.05)
-
-    def log(self):
-        return (self.tmp / "access.log").read_text().splitlines()
-
-    def stop(self):
-        self.proc.kill()
-        self.proc.wait()
-
-
 @pytest.fixture
-def nginx(lab, tmp_path):
+def nginx(lab, tmp_path, family):
+    """nginx in h2 at its address of the test's family."""
     import shutil
     if not shutil.which("nginx"):
         pytest.skip("nginx is not installed")
-    n = Nginx(lab, tmp_path)
-    yield n
-    n.stop()
+    with nginx_in_h2(lab, tmp_path, family) as ngx:
+        yield ngx
 
 
-def client(lab, **kw):
-    which = port_of(lab)
-    h2 = lab.hosts[1]
-    return DpdkHttpClient(**which, clients=((which["ip"], 1),), server=h2.ipv4, http_host="lab",
-                          http_path="/index.html", **kw)
+def client(lab, family, nginx, **kw):
+    which = port_of(lab, family)
+    return DpdkHttpClient(**which, clients=((which["ip"], 1),), server=peer_ip(lab, family), listen=nginx.port,
+                          http_host="lab", http_path=f"/v{family}", **kw)
 
 
-def test_cps_run_against_nginx_every_request_in_its_log(lab, nginx):
-    h = dpdk_tcp.build(client(lab, cps=1000, duration=1.5))
+def run_client(spec, timeout=30.0):
+    """A DPDK client run to its end: its counters and how long it took."""
+    h = dpdk_tcp.build(spec)
     try:
+        t0 = time.monotonic()
         h.start()
-        finish(h)
+        finish(h, timeout)
+        took = time.monotonic() - t0
         c = counters(h)
         assert h.error() is None
     finally:
         h.close()
+    return c, took
+
+
+@pytest.mark.parametrize("family", [4, 6])
+def test_cps_run_against_nginx_every_request_in_its_log(lab, nginx, family):
+    c, took = run_client(client(lab, family, nginx, cps=1000, duration=1.5))
     time.sleep(0.3)
+    nginx.stop()
     log = nginx.log()
-    assert c["sock_error"] == 0 and c["http_err"] == 0 and c["err_read"] == 0
-    assert c["sock_open"] == c["sock_close"] == c["http_2xx"] >= 1000
-    assert len(log) == c["http_2xx"] and all('"GET /index.html HTTP/1.1" 200 612' in ln for ln in log)
+    print(f"nginx IPv{family}: {c['sock_open']} connections in {took:.2f} s ({c['sock_open'] / 1.5:.0f} cps over "
+          f"the 1.5 s launch), http2XX {c['http_2xx']}, nginx log {len(log)}, sock_error {c['sock_error']}, "
+          f"retransmits {c['retrans_syn'] + c['retrans_fin'] + c['retrans_push']}")
+    assert c["sock_error"] == 0 and c["http_err"] == 0 and c["err_read"] == 0 and c["bad_rx"] == 0
+    assert c["sock_open"] == c["sock_close"] == c["http_2xx"] >= 1400
+    # every request from our address, answered whole ("hello from nginx\n")
+    assert len(log) == c["http_2xx"]
+    assert all(ln[:3] == ["GET", f"/v{family}", "200"] and ln[6] == port_of(lab, family)["ip"] and ln[7] == "17"
+               for ln in log)
     assert c["lat_count"] == c["http_2xx"]
     # first-packet RTT (SYN -> Linux's SYN-ACK through af_packet and a veth): above a
     # microsecond, below the retransmission timeout, within ten times a response's time
@@ -175,9 +172,10 @@ def test_cps_run_against_nginx_every_request_in_its_log(lab, nginx):
     no_leaks()
 
 
-def test_keepalive_concurrency_against_nginx(lab, nginx):
+@pytest.mark.parametrize("family", [4, 6])
+def test_keepalive_concurrency_against_nginx(lab, nginx, family):
     cc = 40
-    h = dpdk_tcp.build(client(lab, cps=400, cc=cc, keepalive="20ms", duration=2))
+    h = dpdk_tcp.build(client(lab, family, nginx, cps=400, cc=cc, keepalive="20ms", duration=2))
     seen = []
     try:
         h.start()
@@ -190,34 +188,34 @@ def test_keepalive_concurrency_against_nginx(lab, nginx):
     finally:
         h.close()
     time.sleep(0.3)
+    nginx.stop()
+    log = nginx.log()
     held = seen[len(seen) // 2: 3 * len(seen) // 4]
+    print(f"nginx IPv{family} keep-alive: cc {max(seen)}, {c['http_req']} requests, http2XX {c['http_2xx']}, "
+          f"nginx log {len(log)}, sock_error {c['sock_error']}")
     assert max(seen) == cc and held and set(held) == {cc}
     assert c["sock_open"] == c["sock_close"] == cc and c["sock_error"] == 0
-    assert len(nginx.log()) == c["http_2xx"] == c["http_req"] > cc * 10
+    assert len(log) == c["http_2xx"] == c["http_req"] > cc * 10          # connections reused
     no_leaks()
 
 
-def test_loss_on_the_path_is_retransmitted_and_every_connection_accounted(lab, nginx):
+@pytest.mark.parametrize("family", [4, 6])
+def test_loss_on_the_path_is_retransmitted_and_every_connection_accounted(lab, nginx, family):
     """5% loss both ways (the lab's impairment on the veth): retransmissions are counted,
-    every connection completes or is counted as an error, nothing hangs."""
+    every connection completes or is counted as an error, nothing hangs (on IPv6, ND
+    included: lost solicitations are sent again)."""
     lab.impair(loss="5%")
     try:
-        h = dpdk_tcp.build(client(lab, cps=300, duration=2, retransmit_timeout="100ms", retries=8))
-        try:
-            t0 = time.monotonic()
-            h.start()
-            finish(h, timeout=30)
-            took = time.monotonic() - t0
-            c = counters(h)
-            assert h.error() is None
-        finally:
-            h.close()
+        c, took = run_client(client(lab, family, nginx, cps=300, duration=2, retransmit_timeout="100ms", retries=8))
     finally:
         lab.clear()
     time.sleep(0.3)
+    nginx.stop()
     log = len(nginx.log())
     rt = c["retrans_syn"] + c["retrans_fin"] + c["retrans_push"]
-    assert rt > 0 and c["tcp_drop"] >= 0
+    print(f"IPv{family} with 5% loss: {c['sock_open']} connections, http2XX {c['http_2xx']}, nginx log {log}, "
+          f"retransmits {rt}, sock_error {c['sock_error']}, {took:.1f} s")
+    assert rt > 0
     assert c["sock_open"] == c["sock_close"] + c["sock_error"] and c["sock_current"] == 0
     assert c["http_2xx"] >= 0.9 * c["sock_open"]
     # nginx logs what it answered; a response lost for good is on nginx's log, not in http_2xx
@@ -234,23 +232,13 @@ def test_wrk_against_the_perfkit_server(lab, keepalive, family):
     if not shutil.which("wrk"):
         pytest.skip("wrk is not installed")
     which = port_of(lab, family)
-    h2 = lab.hosts[1]
-    srv = server(lab, family, payload_size=100, keepalive=keepalive)
     conns = 8
-    try:
-        srv.start()
-        args = ["wrk", "-t1", "-c", str(conns), "-d", "1s", f"{url(which['ip'])}/"]
-        if not keepalive:
-            args += ["-H", "Connection: close"]
-        p = lab.popen(h2, args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        out, err = p.communicate(timeout=60)
-        time.sleep(0.5)
-        srv.stop()
-        finish(srv)
-        c = counters(srv)
-    finally:
-        srv.close()
-    assert p.returncode == 0, err
+    args = ["wrk", "-t1", "-c", str(conns), "-d", "1s", f"{url(which['ip'])}/"]
+    if not keepalive:
+        args += ["-H", "Connection: close"]
+    rc, out, err, c = serve_while_h2_runs(lab, server(lab, family, payload_size=100, keepalive=keepalive), args,
+                                          settle=0.5, timeout=60)
+    assert rc == 0, err
     done = int(re.search(r"(\d+) requests in", out).group(1))
     print(f"wrk IPv{family} keepalive={keepalive}: {done} requests, perfkit http_get {c['http_get']}, "
           f"sock_open {c['sock_open']}, sock_error {c['sock_error']}")

@@ -22,8 +22,10 @@ import json, sys, time
 from perfkit.engines import dpdk_tcp
 from perfkit.spec import DpdkHttpServer
 from perfkit.stats import COUNTER_NAMES, merge_counters
-spec = DpdkHttpServer(port=sys.argv[1], payload_size=int(sys.argv[2]), keepalive=sys.argv[3] == "1", duration=60,
-                      **json.loads(sys.argv[4] if len(sys.argv) > 4 else "{}"))
+kw = json.loads(sys.argv[4] if len(sys.argv) > 4 else "{}")
+if "clients" in kw:
+    kw["clients"] = tuple(tuple(c) for c in kw["clients"])
+spec = DpdkHttpServer(port=sys.argv[1], payload_size=int(sys.argv[2]), keepalive=sys.argv[3] == "1", duration=60, **kw)
 h = dpdk_tcp.build(spec)
 h.start()
 print("READY", flush=True)
@@ -32,7 +34,8 @@ h.stop()
 h.join()
 snap = [list(c) for c, _ in h.snapshot()]
 total = dict(zip(COUNTER_NAMES, merge_counters(snap)))
-print(json.dumps({**total, "workers": [dict(zip(COUNTER_NAMES, c)) for c in snap]}), flush=True)
+hwm_kb = int([ln for ln in open("/proc/self/status") if ln.startswith("VmHWM")][0].split()[1])
+print(json.dumps({**total, "workers": [dict(zip(COUNTER_NAMES, c)) for c in snap], "hwm_kb": hwm_kb}), flush=True)
 h.close()
 """
 
@@ -66,31 +69,48 @@ def memif_server(tag, payload, keepalive, extra=None):
             os.unlink(sock)
 
 
+def run_to_end(h, timeout=30.0):
+    """h started and its workers waited for (within timeout s), polling every 20 ms (with 10 ms
+    polling the memif server child died of SIGSEGV in about 1 run of 5: a native crash that
+    timing exposes)."""
+    h.start()
+    deadline = time.monotonic() + timeout
+    while h.running():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    h.join()
+
+
 def tag_args(extra):
     return (extra or {}).get("port_args", "")
 
 
-@pytest.mark.parametrize("payload,client_kw", [
-    (100, dict(cps=1000, duration=1)),
-    (1400, dict(cps=500, cc=50, keepalive="5ms", duration=1)),
+CLI6, SRV6 = "2001:2:0:7::1", "2001:2:0:7::2"
+
+
+@pytest.mark.parametrize("family,payload,client_kw", [
+    (4, 100, dict(cps=1000, duration=1)),
+    (4, 1400, dict(cps=500, cc=50, keepalive="5ms", duration=1)),
+    (6, 300, dict(cps=1000, duration=1)),
+    (6, 1400, dict(cps=500, cc=50, keepalive="5ms", duration=1)),
 ])
-def test_client_and_server_in_two_processes_over_memif(eal, tmp_path, payload, client_kw):
-    with memif_server(payload, payload, "cc" in client_kw) as (sock, finish):
+def test_client_and_server_in_two_processes_over_memif(eal, tmp_path, family, payload, client_kw):
+    addrs = {} if family == 4 else {"ip": SRV6, "clients": [[CLI6, 1]]}
+    with memif_server(f"{family}-{payload}", payload, "cc" in client_kw, {"spec": addrs}) as (sock, finish):
+        if family == 6:
+            client_kw = dict(client_kw, ip=CLI6, clients=((CLI6, 1),), server=SRV6)
         h = dpdk_tcp.build(DpdkHttpClient(port=f"net_memif1,role=client,socket={sock}", **client_kw))
         try:
-            h.start()
-            deadline = time.monotonic() + 30
-            while h.running():
-                assert time.monotonic() < deadline
-                time.sleep(0.02)
-            h.join()
+            run_to_end(h)
             c = dict(zip(COUNTER_NAMES, h.snapshot()[0][0]))
             assert h.error() is None
             s = finish()
         finally:
             h.close()
     n = c["sock_open"]
-    assert n >= 50 and c["sock_error"] == s["sock_error"] == 0
+    print(f"memif IPv{family} {client_kw}: {n} connections, {c['http_req']} requests, "
+          f"sock_error {c['sock_error']}/{s['sock_error']}")
+    assert n >= (50 if "cc" in client_kw else 500) and c["sock_error"] == s["sock_error"] == 0
     assert c["http_2xx"] == c["http_req"] == s["http_get"] and c["http_err"] == 0
     assert c["sock_close"] == s["sock_close"] == s["sock_open"] == n
     for k in ("syn", "fin"):
@@ -153,12 +173,7 @@ def test_two_queues_both_carry_traffic_and_totals_are_the_sums(eal, family):
         h = dpdk_tcp.build(spec)
         try:
             assert h.nworkers == 2 and h.roles == ["dpdk_tcp_client"] * 2
-            h.start()
-            deadline = time.monotonic() + 30
-            while h.running():
-                assert time.monotonic() < deadline
-                time.sleep(0.02)
-            h.join()
+            run_to_end(h)
             assert h.error() is None
             snap = h.snapshot()
         finally:
@@ -221,5 +236,58 @@ def test_dperf_confs_with_two_cpus_run_two_queues_each(tmp_path):
         assert sorted(s["cpu_pct_by_worker"]) == [f"w0_dpdk_tcp_{role}", f"w1_dpdk_tcp_{role}"]
         assert all(v > 0 for v in s["cpu_pct_by_worker"].values())   # busy: each moved packets
     # slow start to 2k/s over 10 s, for 2 s: about 400 connections, each answered
-    assert 300 <= cli["lat_count"] == cli["rtt_count"] == srv["rtt_count"] <= 500
+    # (a first-packet RTT is taken only from a handshake whose first transmission was answered:
+    # on a busy machine a ring can fill while its reader is off its CPU, and a SYN goes again)
+    rows = [json.loads(ln) for ln in p.stdout.splitlines() if '"summary"' not in ln]
+    resent = sum(max(r["retrans_syn"] for r in rows if (r["http_req"] > 0) == client) for client in (True, False))
+    assert 300 <= cli["lat_count"] <= 500
+    for side in (cli, srv):
+        assert cli["lat_count"] - resent <= side["rtt_count"] <= cli["lat_count"]
+    assert resent <= 0.05 * cli["lat_count"]
     assert cli["pkts_tx"] == srv["pkts_rx"] and srv["pkts_tx"] == cli["pkts_rx"] and cli["bytes_rx"] == srv["bytes_tx"]
+
+
+def test_a_million_concurrent_connections_in_under_2_gb(eal):
+    """Issue 6: >= 1,000,000 concurrent connections between two processes over memif, built at
+    200k/s, each making requests while held, then closed at the rate they were opened (a
+    million FINs at once would overflow both transmit queues): every one opened and closed on
+    both sides, no error, counts equal, both processes' peak memory (RSS, DPDK's memory and
+    the socket tables included) under 2 GB together."""
+    n, clients = 1_000_000, (("198.18.0.10", 16),)    # 16 addresses x 64512 ports: room for 1M
+    extra = {"port_args": ",rsize=14", "spec": {"clients": clients}}
+    with memif_server("million", 64, True, extra) as (sock, finish):
+        h = dpdk_tcp.build(DpdkHttpClient(port=f"net_memif1,role=client,socket={sock},rsize=14", clients=clients,
+                                          ip="198.18.0.1", cc=n, cps=200_000, keepalive="4s", duration=40))
+        try:
+            h.start()
+            # held 3 s once all are open (5 s at 200k/s on a quiet machine; longer on a busy one),
+            # then stopped: the client closes them all
+            peak, held_at, deadline = 0, None, time.monotonic() + 90
+            while h.running():
+                assert time.monotonic() < deadline, "the run did not end"
+                peak = max(peak, dict(zip(COUNTER_NAMES, h.snapshot()[0][0]))["sock_current"])
+                if peak == n and held_at is None:
+                    held_at = time.monotonic()
+                if held_at is not None and time.monotonic() > held_at + 3:
+                    h.stop()
+                time.sleep(0.05)
+            h.join()
+            assert h.error() is None
+            c = dict(zip(COUNTER_NAMES, h.snapshot()[0][0]))
+            s = finish()
+        finally:
+            h.close()
+    with open("/proc/self/status") as f:
+        hwm_kb = int([ln for ln in f if ln.startswith("VmHWM")][0].split()[1])
+    assert peak == n
+    assert c["sock_open"] == c["sock_close"] == s["sock_open"] == n and c["sock_current"] == 0
+    assert c["sock_error"] == s["sock_error"] == c["http_err"] == 0
+    # the server's last few may still wait for a final ACK that was dropped (sent again on its timer)
+    assert s["sock_close"] + s["sock_current"] == n and s["sock_current"] <= 0.01 * n
+    assert n < c["http_req"] == c["http_2xx"] == s["http_get"]      # held connections made requests again
+    # a side that loses its CPU for a while (a shared machine) can fill the other's queues: what is
+    # dropped is sent again, and stays rare (0 when both sides keep their CPUs)
+    retrans = sum(side[f"retrans_{k}"] for side in (c, s) for k in ("syn", "fin", "ack", "push"))
+    assert retrans <= 0.01 * (c["pkts_tx"] + s["pkts_tx"]), (retrans, c["drop_tx"], s["drop_tx"])
+    assert c["syn_tx"] - c["retrans_syn"] == n and c["fin_tx"] - c["retrans_fin"] == n
+    assert (hwm_kb + s["hwm_kb"]) * 1024 < 2 * 2**30, (hwm_kb, s["hwm_kb"])

@@ -27,35 +27,19 @@ from perfkit.errors import EngineError
 _dpdk = pytest.importorskip("perfkit._dpdk", reason="perfkit was built without DPDK")
 from perfkit.engines import dpdk  # noqa: E402
 sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
-from _nginx import Nginx, needs_nginx  # noqa: E402
+from _nginx import needs_nginx  # noqa: E402
+from _labs import csum, if_mac, lab_module_or_skip, nginx_in_h2, offload_off_lab, tx_offload  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def lab():
-    if os.geteuid() != 0:
-        pytest.skip("needs root: the lab makes network namespaces")
-    from perfkit import lab as lab_mod
-    if not lab_mod.have_privileges():
-        pytest.skip("needs CAP_NET_ADMIN and CAP_SYS_ADMIN for the lab")
-    try:
-        lab = lab_mod.Lab(hosts=2).up()
-    except Exception as exc:  # noqa: BLE001 (a lab that cannot be made here is a skip)
-        pytest.skip(f"no lab here: {exc}")
-    try:
-        h2 = lab.hosts[1]
-        p = subprocess.run(["ip", "netns", "exec", h2.netns, "ethtool", "-K", h2.ifname, "tx", "off"],
-                           capture_output=True, text=True, timeout=20)
-        if p.returncode != 0:
-            pytest.skip(f"ethtool cannot turn checksum offload off: {p.stderr}")
+    with offload_off_lab(lab_module_or_skip()) as lab:
         yield lab
-    finally:
-        lab.down()
 
 
 @pytest.fixture
 def nginx(lab, tmp_path):
-    h2 = lab.hosts[1]
-    with Nginx(tmp_path, host=h2.ipv4, netns=h2.netns) as ngx:
+    with nginx_in_h2(lab, tmp_path) as ngx:
         yield ngx
 
 
@@ -200,29 +184,16 @@ def test_cps_on_af_xdp_with_the_lab_hosts_checksum_offload_on(lab, tmp_path, v6)
     TCP checksum still partial (the pseudo header's sum only). On a kernel port the client
     takes such a field as done (nothing crossed a wire), so nginx is loaded as it is."""
     h2 = lab.hosts[1]
-    nginx = Nginx(tmp_path, host=f"[{h2.ipv6}]" if v6 else h2.ipv4, netns=h2.netns).__enter__()
-
-    def tx(state):
-        subprocess.run(["ip", "netns", "exec", h2.netns, "ethtool", "-K", h2.ifname, "tx", state],
-                       check=True, capture_output=True, timeout=20)
-    tx("on")
+    nginx = nginx_in_h2(lab, tmp_path, 6 if v6 else 4).__enter__()
+    tx_offload(h2, "on").check_returncode()
     try:
         out = run_client(lab, v6=v6, cps=500, duration=1)
     finally:
-        tx("off")
+        tx_offload(h2, "off").check_returncode()
         nginx.stop()
     c = out["c"]
     assert c["sock_error"] == 0 and c["http_err"] == 0 and c["bad_rx"] == 0
     assert c["sock_open"] == c["sock_close"] == c["http_2xx"] == len(nginx.log()) >= 400
-
-
-def _sum(b):
-    if len(b) % 2:
-        b += b"\0"
-    s = sum(int.from_bytes(b[i:i + 2], "big") for i in range(0, len(b), 2))
-    while s >> 16:
-        s = (s & 0xffff) + (s >> 16)
-    return s
 
 
 def _send_syns(ifname, dst_mac, sip, dip, kinds):
@@ -237,13 +208,13 @@ def _send_syns(ifname, dst_mac, sip, dip, kinds):
         src_mac = s.getsockname()[4]
         for k, kind in enumerate(kinds):
             tcp = struct.pack("!HHIIBBHHH", 41000 + k, 80, 1000, 0, 5 << 4, 0x02, 65535, 0, 0)
-            pseudo = _sum(socket.inet_aton(sip) + socket.inet_aton(dip) + struct.pack("!BBH", 0, 6, len(tcp)))
-            check = {"good": 0xffff ^ _sum(tcp + struct.pack("!H", pseudo)), "partial": pseudo,
+            pseudo = 0xffff ^ csum(socket.inet_aton(sip) + socket.inet_aton(dip) + struct.pack("!BBH", 0, 6, len(tcp)))
+            check = {"good": csum(tcp + struct.pack("!H", pseudo)), "partial": pseudo,
                      "bad": pseudo ^ 0x0100}[kind]
             tcp = tcp[:16] + struct.pack("!H", check) + tcp[18:]
             ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), k, 0, 64, 6, 0, socket.inet_aton(sip),
                              socket.inet_aton(dip))
-            ip = ip[:10] + struct.pack("!H", 0xffff ^ _sum(ip)) + ip[12:]
+            ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
             s.send(bytes.fromhex(dst_mac.replace(":", "")) + src_mac + b"\x08\x00" + ip + tcp)
     finally:
         s.close()
@@ -269,7 +240,7 @@ def test_on_a_kernel_port_only_a_partial_checksum_passes_not_a_wrong_one(lab):
     try:
         srv.start()
         time.sleep(0.3)
-        mac = lab.call(h1, _if_mac, h1.ifname)
+        mac = lab.call(h1, if_mac, h1.ifname)
         lab.call(h2, _send_syns, h2.ifname, mac, h2.ipv4, mine, ["good", "partial", "bad"])
         time.sleep(0.5)
         srv.stop()
@@ -281,14 +252,3 @@ def test_on_a_kernel_port_only_a_partial_checksum_passes_not_a_wrong_one(lab):
         srv.close()
     assert c["syn_rx"] == 2 and c["bad_rx"] == 1
 
-
-def _if_mac(ifname):
-    import fcntl
-    import socket
-    import struct
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)   # in the caller's namespace (sysfs is not)
-    try:
-        info = fcntl.ioctl(s.fileno(), 0x8927, struct.pack("256s", ifname.encode()[:15]))  # SIOCGIFHWADDR
-    finally:
-        s.close()
-    return ":".join(f"{b:02x}" for b in info[18:24])

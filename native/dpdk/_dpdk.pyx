@@ -82,6 +82,12 @@ def tsc_hz():
     return pk_dpdk_tsc_hz()
 
 
+def memif_control_held():
+    """True while EAL's interrupt thread is held for a worker polling a connected memif port
+    (the PMD's disconnect handling waits until no worker polls it)."""
+    return bool(pk_dpdk_ctl_parked())
+
+
 cdef uint32_t _ip4(object addr) except? 0:
     """An IPv4 address in network order, as a uint32 in memory order."""
     cdef uint32_t v = 0
@@ -335,10 +341,11 @@ cdef class DpdkEngine:
             free(cports)
 
     def __dealloc__(self):
-        if self.e != NULL:
+        cdef pk_dpdk_engine *e = self.e
+        if e != NULL:
+            self.e = NULL   # closed before the GIL is let go: another thread sees it closed
             with nogil:
-                pk_dpdk_destroy(self.e)
-            self.e = NULL
+                pk_dpdk_destroy(e)
 
     cdef pk_dpdk_engine *_live(self) except NULL:
         if self.e == NULL:
@@ -382,9 +389,8 @@ cdef class DpdkEngine:
         for i in range(self.n):
             c = array.clone(_array.array("Q"), PK_NCOUNTERS, zero=False)
             h = array.clone(_array.array("Q"), PK_HIST_BUCKETS, zero=False)
-            with nogil:
-                pk_dpdk_snapshot(e, i, <uint64_t *>c.data.as_voidptr,
-                                 <uint64_t *>h.data.as_voidptr)
+            # with the GIL (a copy of a few KB): close() in another thread cannot free e meanwhile
+            pk_dpdk_snapshot(e, i, <uint64_t *>c.data.as_voidptr, <uint64_t *>h.data.as_voidptr)
             out.append((c, h))
         return out
 

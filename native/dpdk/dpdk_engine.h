@@ -199,5 +199,15 @@ uint32_t pk_dpdk_port_ip(const pk_dpdk_port *p);
 /* Take the port for one engine: 0, or -1 when another engine has it. */
 int pk_dpdk_port_claim(pk_dpdk_port *p);
 void pk_dpdk_port_release(pk_dpdk_port *p);
+/* A worker polls the port from its first burst (begin, called before its thread starts) to its
+ * last (end): while it polls a connected memif port, the memif PMD's control handling (which
+ * unmaps the shared rings when the peer leaves) waits (see "memif: the peer leaving"). */
+void pk_dpdk_port_poll_begin(pk_dpdk_port *p);
+void pk_dpdk_port_poll_end(pk_dpdk_port *p);
+/* From a polling worker every ~100 ms, outside its bursts: moved = frames it has received and
+ * sent so far. Idle since the last call: the memif control runs for a moment. */
+void pk_dpdk_port_poll_idle(pk_dpdk_port *p, uint16_t queue, uint64_t moved);
+/* Tests: 1 while EAL's interrupt thread is held still for a polled memif port, else 0. */
+int pk_dpdk_ctl_parked(void);
 
 #endif

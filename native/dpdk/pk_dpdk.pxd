@@ -52,6 +52,7 @@ cdef extern from "dpdk_engine.h":
     int pk_dpdk_eal_state()
     void pk_dpdk_pool_counts(uint32_t *size, uint32_t *avail)
     int pk_dpdk_ports_open()
+    int pk_dpdk_ctl_parked()
     int pk_dpdk_ethdev_count()
     uint64_t pk_dpdk_tsc_hz()
 

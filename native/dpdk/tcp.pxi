@@ -122,13 +122,16 @@ cdef class TcpEngine:
         self.roles.append("dpdk_tcp_server" if role == "server" else "dpdk_tcp_client")
 
     cdef void _destroy(self):
-        cdef int i
+        cdef int i, n = self.n
         cdef pk_tcp_engine *e
-        for i in range(self.n - 1, -1, -1):   # queue 0 last: it holds the port's claim
+        # closed before the GIL is let go: another thread's snapshot() then sees a closed
+        # engine, never one being freed
+        self.n = 0
+        for i in range(n - 1, -1, -1):   # queue 0 last: it holds the port's claim
             e = self.es[i]
+            self.es[i] = NULL
             with nogil:
                 pk_tcp_destroy(e)
-        self.n = 0
 
     def __dealloc__(self):
         self._destroy()
@@ -199,8 +202,8 @@ cdef class TcpEngine:
             e = self.es[i]
             c = array.clone(_array.array("Q"), PK_NCOUNTERS, zero=False)
             h = array.clone(_array.array("Q"), PK_HIST_BUCKETS, zero=False)
-            with nogil:
-                pk_tcp_snapshot(e, <uint64_t *>c.data.as_voidptr, <uint64_t *>h.data.as_voidptr)
+            # with the GIL (a copy of a few KB): close() in another thread cannot free e meanwhile
+            pk_tcp_snapshot(e, <uint64_t *>c.data.as_voidptr, <uint64_t *>h.data.as_voidptr)
             out.append((c, h))
         return out
 

@@ -23,6 +23,7 @@
 
 #include "perfkit/counters.h"
 #include "perfkit/hist.h"
+#include "perfkit/ip6ext.h"
 
 #define ETH_LEN 14
 #define IP_LEN 20
@@ -31,6 +32,7 @@
 #define FCS_LEN 4
 #define TXQ 32768                   /* frames held while the peer's ring is full (a peer descheduled for 10 ms on a shared machine misses 30k frames at 1M connections/s); a power of 2 */
 #define TIMER_BUDGET 1024           /* timer expiries handled per loop */
+#define DRAIN_BATCH 256             /* CLIENT: idle keep-alive connections closed per loop at the end */
 #define ARP_RETRY_NS 200000000ull
 #define ARP_GIVE_UP_NS 3000000000ull
 #define MAX_HDR_BYTES 8192          /* request/response headers longer than this are malformed */
@@ -304,9 +306,9 @@ static void tx_flush_mode(pk_tcp_engine *e, int drop)
 
 static void tx_flush(pk_tcp_engine *e) { tx_flush_mode(e, 0); }
 
-/* The end of a run: what is queued goes out, unless the link is down (a memif peer
- * that has left: its PMD can crash transmitting to a peer that is disconnecting);
- * what stays is freed and counted. */
+/* The end of a run: what is queued goes out, unless the link is down (a memif peer that
+ * has left: nothing takes it); what stays is freed and counted. (A memif peer leaving while we
+ * poll is handled by the port layer: its departure waits until we do not poll.) */
 static void end_flush(pk_tcp_engine *e)
 {
     struct rte_eth_link link;
@@ -1438,13 +1440,14 @@ static void send_ns(pk_tcp_engine *e)
     tx_icmp6(e, mac, e->cfg.ip6, dst, b, 32);
 }
 
-/* ICMPv6: echo requests to our addresses are answered in place (returns 1); Neighbor
- * Solicitations for them get an Advertisement; the gateway's Advertisement gives the
- * client its MAC. Every message is checked: checksum, lengths, ND's hop limit 255,
+/* ICMPv6 (the plen bytes at ic, after any extension headers): echo requests to our
+ * addresses are answered in place (returns 1; the reply carries no extension headers);
+ * Neighbor Solicitations for them get an Advertisement; the gateway's Advertisement gives
+ * the client its MAC. Every message is checked: checksum, lengths, ND's hop limit 255,
  * options inside the message (RFC 4861 7.1). */
-static int handle_icmp6(pk_tcp_engine *e, struct rte_mbuf *m, uint8_t *d, uint32_t l2, uint8_t *ip, uint32_t plen)
+static int handle_icmp6(pk_tcp_engine *e, struct rte_mbuf *m, uint8_t *d, uint32_t l2, uint8_t *ip, uint8_t *ic,
+                        uint32_t plen)
 {
-    uint8_t *ic = ip + IP6_LEN;
     if (plen < 8 || fold(sum16(ic, plen, sum16(ip + 8, 32, ph6_tail(plen, 58)))) != 0xffff) {
         cnt(e, PK_bad_rx);
         return 0;
@@ -1454,6 +1457,12 @@ static int handle_icmp6(pk_tcp_engine *e, struct rte_mbuf *m, uint8_t *d, uint32
     if (type == 128) {              /* echo request */
         if (ic[1] != 0 || !my_addr6(e, ip + 24))
             return 0;
+        if (ic != ip + IP6_LEN) {   /* drop the extension headers: the message moves up */
+            memmove(ip + IP6_LEN, ic, plen);
+            ic = ip + IP6_LEN;
+            wr16(ip + 4, (uint16_t)plen);
+            ip[6] = 58;
+        }
         uint8_t t[16];
         memcpy(d, d + 6, 6);
         memcpy(d + 6, e->mac, 6);
@@ -1516,7 +1525,9 @@ static int handle_icmp6(pk_tcp_engine *e, struct rte_mbuf *m, uint8_t *d, uint32
     return 0;
 }
 
-/* An IPv6 frame: the fixed header only (extension headers are not read: other_rx). */
+/* An IPv6 frame: the fixed header, extension headers (perfkit/ip6ext.h: a fragment, a
+ * Routing header with segments left or a discard option counts in other_rx and is
+ * dropped; a cut or overlong chain in bad_rx), then ICMPv6 or TCP. */
 static int handle_ip6(pk_tcp_engine *e, struct rte_mbuf *m, uint8_t *d, uint32_t len, uint32_t l2, uint64_t now)
 {
     if (!e->cfg.ipv6) {
@@ -1533,17 +1544,25 @@ static int handle_ip6(pk_tcp_engine *e, struct rte_mbuf *m, uint8_t *d, uint32_t
         cnt(e, PK_bad_rx);
         return 0;
     }
-    if (ip[6] == 58)
-        return handle_icmp6(e, m, d, l2, ip, plen);
-    if (ip[6] == 17) {
+    uint8_t nh;
+    uint32_t xlen;                  /* extension headers' bytes: the upper layer has plen - xlen */
+    int walk = pk_ip6_walk(ip, plen, &nh, &xlen);
+    if (walk != PK_IP6_UPPER) {
+        cnt(e, walk == PK_IP6_BAD ? PK_bad_rx : PK_other_rx);
+        return 0;
+    }
+    plen -= xlen;
+    if (nh == 58)
+        return handle_icmp6(e, m, d, l2, ip, ip + IP6_LEN + xlen, plen);
+    if (nh == 17) {
         cnt(e, PK_udp_rx);
         return 0;
     }
-    if (ip[6] != 6) {
+    if (nh != 6) {
         cnt(e, PK_other_rx);
         return 0;
     }
-    const uint8_t *l4 = ip + IP6_LEN;
+    const uint8_t *l4 = ip + IP6_LEN + xlen;
     uint32_t doff = plen >= TCP_LEN ? (uint32_t)(l4[12] >> 4) * 4 : 0;
     if (plen < TCP_LEN || doff < TCP_LEN || doff > plen ||
         !tcp_csum_ok(e, l4, plen, sum16(ip + 8, 32, ph6_tail(plen, 6)))) {
@@ -1606,8 +1625,12 @@ static int handle_frame(pk_tcp_engine *e, struct rte_mbuf *m, uint64_t now)
     uint32_t ihl = (uint32_t)(ip[0] & 15) * 4;
     uint32_t tot = rd16(ip + 2);
     if ((ip[0] >> 4) != 4 || ihl < IP_LEN || l2 + ihl > len || tot < ihl || l2 + tot > len ||
-        fold(sum16(ip, ihl, 0)) != 0xffff || (rd16(ip + 6) & 0x3fff) != 0) {
+        fold(sum16(ip, ihl, 0)) != 0xffff) {
         cnt(e, PK_bad_rx);
+        return 0;
+    }
+    if ((rd16(ip + 6) & 0x3fff) != 0) {
+        cnt(e, PK_other_rx);        /* a fragment: well formed, not reassembled (as over IPv6) */
         return 0;
     }
     uint32_t dst;
@@ -1818,6 +1841,8 @@ static void run_timers(pk_tcp_engine *e, uint64_t now)
             uint32_t idx = e->head[l] - 1;
             if (e->socks[idx].deadline > now)
                 break;
+            if (e->ntx >= TXQ / 2)
+                break;              /* requests and retransmissions wait for room to send */
             if (l == TL_RTO)
                 on_rto(e, idx, now);
             else
@@ -1837,7 +1862,8 @@ static void launch(pk_tcp_engine *e, uint64_t now, uint64_t t_start)
     if (target < 1 && el > 0)
         target = 1;                 /* the first connection at once */
     uint32_t budget = e->cfg.launch_num;
-    while (budget-- && (double)e->launched < target) {
+    /* behind (the worker lost its CPU): catch up only as the transmit queue has room */
+    while (budget-- && (double)e->launched < target && e->ntx < TXQ / 2) {
         if (e->cfg.flood) {         /* a SYN from the next tuple; nothing is kept */
             tuple4 t;
             sock_tuple(e, e->cursor, &t);
@@ -1906,7 +1932,8 @@ static void worker_loop(pk_tcp_engine *e)
     uint64_t to_c = (uint64_t)((double)e->cfg.duration_ns * hz / 1e9);
     int client = e->cfg.role == PK_TCP_CLIENT;
     uint64_t last_arp = 0, arp_until = t0 + (uint64_t)((double)(ARP_GIVE_UP_NS + e->cfg.wait_ns) * hz / 1e9);
-    uint64_t launch_at = 0, launch_end = 0, drain_end = 0;
+    uint64_t launch_at = 0, launch_end = 0, drain_end = 0, drain_at = 0;
+    double closed = 0;              /* CLIENT: idle keep-alive connections closed by the drain */
     uint64_t arp_c = (uint64_t)((double)ARP_RETRY_NS * hz / 1e9);
     uint64_t drain_c = e->rto_c * (e->cfg.retries + 2) + hz;
     if (!client)
@@ -1952,11 +1979,19 @@ static void worker_loop(pk_tcp_engine *e)
                 if (e->launching || !e->draining) {
                     e->launching = 0;
                     e->draining = 1;
-                    drain_end = now + (e->cfg.flood ? drain_c / 8 : drain_c);
-                    /* idle keep-alive connections close now */
-                    for (int k = 0; e->head[TL_KA] && k < 1 << 30; k++)
-                        on_ka(e, e->head[TL_KA] - 1, now);
+                    drain_at = now;
+                    closed = 0;
+                    /* time to close the idle keep-alive connections at the connection rate,
+                     * four times over: a peer that loses its CPU slows the closing down */
+                    drain_end = now + (e->cfg.flood ? drain_c / 8 : drain_c) +
+                                (e->cfg.cps > 0 ? (uint64_t)(4.0 * (double)e->current / e->cfg.cps * hz) : 0);
                 }
+                /* idle keep-alive connections close now, at the rate they were opened (which
+                 * the path carried) and as the transmit queue has room: a million FINs at once
+                 * would overflow both sides' queues and come back as retransmissions */
+                double due = e->cfg.cps > 0 ? e->cfg.cps * (double)(now - drain_at) / hz + DRAIN_BATCH : 1e18;
+                for (int k = 0; e->head[TL_KA] && k < DRAIN_BATCH && e->ntx < TXQ / 2 && closed < due; k++, closed++)
+                    on_ka(e, e->head[TL_KA] - 1, now);
                 /* a flood keeps no sockets: it stays a moment to answer the last SYN-ACKs */
                 if ((e->current == 0 && !e->cfg.flood) || now >= drain_end)
                     break;
@@ -1978,6 +2013,8 @@ static void worker_loop(pk_tcp_engine *e)
             pk_set(&e->c, PK_cpu_busy_ns, (uint64_t)((double)busy * 1e9 / hz));
             pk_set(&e->c, PK_cpu_stall_ns, (uint64_t)((double)stall * 1e9 / hz));
             pk_set(&e->c, PK_cpu_wall_ns, (uint64_t)((double)(t1 - wall0) * 1e9 / hz));
+            /* idle: a memif peer's leaving or coming is handled now (dpdk_engine.c) */
+            pk_dpdk_port_poll_idle(e->port, e->cfg.queue, pk_read(&e->c, PK_pkts_rx) + pk_read(&e->c, PK_pkts_tx));
             next = rte_rdtsc();     /* the NIC read stays out of the next pass */
         }
     }
@@ -2020,6 +2057,7 @@ static void *worker_main(void *arg)
         rte_mempool_cache_flush(cache, e->pool);
     rte_thread_unregister();
 out:
+    pk_dpdk_port_poll_end(e->port);   /* its last burst is done: memif control may run */
     __atomic_store_n(&e->running, 0, __ATOMIC_RELEASE);
     return NULL;
 }
@@ -2165,8 +2203,10 @@ int pk_tcp_start(pk_tcp_engine *e, char *err, size_t errlen)
      * another queue had already made the PMD count) */
     read_nic(e, 1);
     e->running = 1;
+    pk_dpdk_port_poll_begin(e->port);   /* a connected memif port: its control waits (dpdk_engine.c) */
     int rc = pthread_create(&e->thread, NULL, worker_main, e);
     if (rc != 0) {
+        pk_dpdk_port_poll_end(e->port);
         e->running = 0;
         set_err(err, errlen, "tcp worker: pthread_create: %s", strerror(rc));
         return -1;

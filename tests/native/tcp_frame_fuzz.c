@@ -39,6 +39,8 @@ typedef struct fz {
     pk_tcp_engine *e;
     int v6, server;
     uint64_t frames, replies;
+    uint64_t ext, ext_deep;         /* IPv6 frames with extension headers; those counted as TCP or ICMPv6 */
+    int last_ext;                   /* the frame make_frame() built last has some */
 } fz;
 
 /* The address of the side a frame comes from (the peer) or goes to (the engine), with a
@@ -81,7 +83,7 @@ static uint32_t put_http(uint8_t *p, uint32_t room, int server)
     return n;
 }
 
-/* One frame into f (room 2048); returns its length. */
+/* One frame into f (room 4096); returns its length. */
 static uint32_t make_frame(fz *z, uint8_t *f)
 {
     pk_tcp_engine *e = z->e;
@@ -111,8 +113,63 @@ static uint32_t make_frame(fz *z, uint8_t *f)
     addr(z, 1, dst);
     int alen = z->v6 ? 16 : 4;
 
+    /* IPv6 extension headers now and then (perfkit/ip6ext.h walks them): Hop-by-Hop (first or
+     * not), Destination Options with options mostly well formed, Routing with segments left
+     * or none, Fragment, an unknown type; chains up to 11 long and past 1024 bytes at times.
+     * The last one's Next Header is set once the upper layer is known. */
+    uint32_t xlen = 0, xlast = 0;
+    uint8_t xfirst = 0;
+    uint8_t *x = ip + ipl;
+    z->last_ext = z->v6 && chance(20);
+    if (z->last_ext) {
+        static const uint8_t kinds[] = { 0, 60, 60, 60, 43, 43, 44 };
+        int k = 1 + (int)(rnd() % (chance(10) ? 11 : 3));
+        for (int i = 0; i < k && xlen < 1100; i++) {
+            uint8_t kind = chance(97) ? kinds[rnd() % 7] : (uint8_t)rnd();
+            if (i == 0)
+                xfirst = kind;
+            else
+                x[xlast] = kind;
+            uint8_t *h = x + xlen;
+            uint32_t hl = 8;
+            if (kind == 44) {
+                wr16(h + 2, (uint16_t)(chance(50) ? rnd() % 2 : rnd()));
+                wr32(h + 4, rnd());
+            } else if (kind == 43) {
+                h[1] = (uint8_t)(chance(80) ? 0 : rnd() % 3);
+                hl = 8 + 8u * h[1];
+                h[2] = (uint8_t)(rnd() % 5);
+                h[3] = (uint8_t)(chance(70) ? 0 : rnd() % 3);
+                for (uint32_t j = 4; j < hl; j++)
+                    h[j] = (uint8_t)rnd();
+            } else {                /* options */
+                h[1] = (uint8_t)(chance(95) ? rnd() % 4 : 120 + rnd() % 10);
+                hl = 8 + 8u * h[1];
+                for (uint32_t j = 2; j < hl;) {
+                    uint32_t left = hl - j;
+                    int pick = (int)(rnd() % 100);
+                    if (pick < 30 || left < 2) {
+                        h[j++] = chance(95) ? 0 : (uint8_t)rnd();          /* Pad1 */
+                        continue;
+                    }
+                    uint8_t t = pick < 60 ? 1 : pick < 80 ? 5 : pick < 95 ? (uint8_t)(rnd() & 0x3f) : (uint8_t)rnd();
+                    uint8_t ol = (uint8_t)(chance(95) ? rnd() % (left - 1) : rnd());
+                    if (ol > left - 2 && chance(90))
+                        ol = (uint8_t)(left - 2);
+                    h[j] = t;
+                    h[j + 1] = ol;
+                    for (uint32_t q = j + 2; q < hl && q < j + 2u + ol; q++)
+                        h[q] = (uint8_t)rnd();
+                    j += 2u + ol;
+                }
+            }
+            xlast = xlen;
+            xlen += hl;
+        }
+    }
+
     /* the layer-4 body */
-    uint8_t *l4 = ip + ipl;
+    uint8_t *l4 = ip + ipl + xlen;
     uint32_t blen = 0;
     uint8_t proto = 6;
     int r = (int)(rnd() % 100);
@@ -214,12 +271,14 @@ static uint32_t make_frame(fz *z, uint8_t *f)
     }
 
     /* the IP header; lengths mostly right */
-    uint32_t plen = chance(92) ? blen : rnd() % 2048;
+    if (xlen)
+        x[xlast] = proto;
+    uint32_t plen = chance(92) ? xlen + blen : rnd() % 2048;
     if (z->v6) {
         ip[0] = (uint8_t)(chance(97) ? 0x60 : rnd());
         ip[1] = ip[2] = ip[3] = 0;
         wr16(ip + 4, (uint16_t)plen);
-        ip[6] = proto;
+        ip[6] = xlen ? xfirst : proto;
         ip[7] = chance(80) ? 255 : (uint8_t)rnd();
     } else {
         ip[0] = (uint8_t)(chance(97) ? 0x45 : rnd());
@@ -251,7 +310,7 @@ static uint32_t make_frame(fz *z, uint8_t *f)
             memcpy(l4 + at, &c, 2);
         }
     }
-    n += ipl + blen;
+    n += ipl + xlen + blen;
     if (chance(10))
         n = rnd() % (n + 1);        /* cut anywhere */
     return n;
@@ -279,7 +338,13 @@ static int fuzz(fz *z, uint64_t iters)
         mb.nb_segs = 1;
         pk_add(&e->c, PK_pkts_rx, 1);
         z->frames++;
-        if (handle_frame(e, &mb, now)) {
+        uint64_t deep = pk_read(&e->c, PK_tcp_rx) + pk_read(&e->c, PK_icmp_rx);
+        int rep = handle_frame(e, &mb, now);
+        if (z->last_ext) {
+            z->ext++;
+            z->ext_deep += pk_read(&e->c, PK_tcp_rx) + pk_read(&e->c, PK_icmp_rx) != deep;
+        }
+        if (rep) {
             z->replies++;
             if (mb.data_len > len) {
                 fprintf(stderr, "a reply in place grew past its frame\n");
@@ -299,10 +364,12 @@ static int fuzz(fz *z, uint64_t iters)
     uint64_t seen = pk_read(c, PK_tcp_rx) + pk_read(c, PK_icmp_rx) + pk_read(c, PK_arp_rx) +
                     pk_read(c, PK_udp_rx) + pk_read(c, PK_other_rx) + pk_read(c, PK_bad_rx);
     printf("%s%s frames %" PRIu64 " bad %" PRIu64 " tcp %" PRIu64 " icmp %" PRIu64 " replies %" PRIu64
-           " opened %" PRIu64 " requests %" PRIu64 " responses %" PRIu64 " http_err %" PRIu64 " seen %" PRIu64 "\n",
+           " opened %" PRIu64 " requests %" PRIu64 " responses %" PRIu64 " http_err %" PRIu64 " seen %" PRIu64
+           " ext %" PRIu64 " ext_deep %" PRIu64 "\n",
            z->v6 ? "ipv6" : "ipv4", z->server ? "-server" : "-client", z->frames, pk_read(c, PK_bad_rx),
            pk_read(c, PK_tcp_rx), pk_read(c, PK_icmp_rx), z->replies, pk_read(c, PK_sock_open),
-           pk_read(c, PK_http_get) + pk_read(c, PK_http_post), pk_read(c, PK_http_resp), pk_read(c, PK_http_err), seen);
+           pk_read(c, PK_http_get) + pk_read(c, PK_http_post), pk_read(c, PK_http_resp), pk_read(c, PK_http_err), seen,
+           z->ext, z->ext_deep);
     /* every frame lands in exactly one class (a TCP frame whose options are bad counts twice:
      * tcp and bad; so seen may pass frames by those, never fall short) */
     if (seen < z->frames || pk_read(c, PK_sock_open) != pk_read(c, PK_sock_close) + pk_read(c, PK_sock_error) +
