@@ -67,7 +67,6 @@ typedef struct worker {
 
     struct http_state *http;     /* HTTP roles: connection slots, epoll */
     int http_post, http_head;    /* HTTP client: the request's method */
-    int msg_lowat;               /* TCP ping/pong: SO_RCVLOWAT in force (0: not used) */
 
     char err[256];
 } worker;
@@ -481,34 +480,6 @@ static void run_udp_ping(worker *w)
     }
 }
 
-/* A TCP ping or pong reading a message bigger than one segment asks to be woken once
- * it has all of it (SO_RCVLOWAT = the bytes still due) instead of once per arriving
- * segment or GSO packet: a 64 KiB message is two or more of them on loopback (MSS
- * 65483) and over veth (45 segments per GSO packet). Never more than is still due, so
- * the reader cannot wait for bytes that will not come; the kernel caps it and still
- * wakes the reader at EOF, under memory pressure or a nearly closed window. Not with
- * busy_poll (it spins anyway) nor SCTP (message-based). Set only when it changes. */
-static void want_bytes(worker *w, int fd, size_t due)
-{
-    if (w->msg_lowat == 0)
-        return;
-    int v = due > (1u << 20) ? (1 << 20) : (int)due;
-    if (v != w->msg_lowat && setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof(v)) == 0)
-        w->msg_lowat = v;
-}
-
-static void msg_lowat_init(worker *w, int fd)
-{
-    if ((w->cfg.role != PK_TCP_PING && w->cfg.role != PK_TCP_PONG) || w->cfg.proto != IPPROTO_TCP ||
-        w->cfg.busy_poll)
-        return;
-    int seg = 0;
-    socklen_t len = sizeof(seg);
-    if (getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &seg, &len) != 0 || seg <= 0 || w->cfg.size <= (uint32_t)seg)
-        return;  /* a message in one segment wakes the reader once anyway */
-    w->msg_lowat = 1;  /* the kernel's default; want_bytes raises it per message */
-}
-
 /* Write or read exactly len bytes on a blocking socket with 100 ms timeouts.
  * Returns len, or less on EOF/error/stop. */
 static size_t xfer_all(worker *w, int fd, uint8_t *buf, size_t len, int writing)
@@ -516,8 +487,6 @@ static size_t xfer_all(worker *w, int fd, uint8_t *buf, size_t len, int writing)
     size_t done = 0;
     const uint64_t since = w->cfg.busy_poll ? pk_now_ns() : 0;
     while (done < len) {
-        if (!writing)
-            want_bytes(w, fd, len - done);
         ssize_t r = writing ? send(fd, buf + done, len - done, MSG_NOSIGNAL)
                             : recv(fd, buf + done, len - done, wait_flag(w, since, 0));
         if (r > 0) {
@@ -567,7 +536,6 @@ static int tcp_connect(worker *w)
         return -1;
     }
     io_timeouts(fd);
-    msg_lowat_init(w, fd);
     pk_add(&w->c, PK_sock_open, 1);
     pk_set(&w->c, PK_sock_current, 1);
     w->conn_fd = fd;
@@ -618,7 +586,6 @@ static int tcp_accept(worker *w)
             set_nodelay(w, fd);
             set_rcvlowat(w, fd);
             io_timeouts(fd);
-            msg_lowat_init(w, fd);
             pk_add(&w->c, PK_sock_open, 1);
             pk_set(&w->c, PK_sock_current, 1);
             w->conn_fd = fd;
