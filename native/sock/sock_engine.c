@@ -551,11 +551,12 @@ static int tcp_connect(worker *w)
  * receive buffer; the kernel also wakes it at EOF, under memory pressure or a nearly
  * closed window, and recv() returns what it has after its timeout. The price: while fewer
  * than this many bytes wait unread, Linux acks every second segment at once, from the
- * softirq, so over veth the sender's CPU alone ran receive, acks and Nagle: 1 KiB writes
- * got 0.44-0.93x qperf's rate. So the mark is at most one segment (TCP_MAXSEG) unless each
- * message is bigger: over veth (1448 B) the receiver then wakes per segment and acks from
- * its own CPU (1 KiB: 0.94-1.01x qperf); loopback's segments (32-64 KiB) and writes of
- * 16 KiB or more keep 16 KiB. */
+ * softirq, so over veth (1448 B segments) the sender's CPU alone ran receive, acks and
+ * Nagle. So the mark is set only where a segment (loopback: 32-64 KiB) or each message
+ * is at least 16 KiB; below that the receiver wakes per arrival and acks from its own CPU.
+ * On a quiet machine, 1 KiB writes over veth (bench/RESULTS-qperf.md): 63-85 MB/s with a
+ * one-segment mark, 101-125 without, qperf 85-119; 64 KiB writes keep the mark (2.27 GB/s
+ * median with it, 1.94 without). */
 static void set_rcvlowat(const worker *w, int fd)
 {
     if (w->cfg.role != PK_TCP_RECV || w->cfg.proto != IPPROTO_TCP)
@@ -571,8 +572,8 @@ static void set_rcvlowat(const worker *w, int fd)
         seg = 0;
     if (seg < (int)w->cfg.size)
         seg = (int)w->cfg.size;
-    if (seg > 0 && seg < lowat)
-        lowat = seg;
+    if (seg < TCP_RCV_LOWAT)
+        return;
     if (lowat > 1)
         setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat));
 }
