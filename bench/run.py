@@ -464,6 +464,9 @@ class Row:
     status: str                  # pass, FAIL, info, skipped, error
 
 
+VS_TESTS = ("tcp_bw", "tcp_lat", "udp_bw", "udp_lat")   # vs_qperf's qperf tests, in report order
+
+
 @dataclass
 class Bench:
     reps: int
@@ -476,6 +479,7 @@ class Bench:
     iperf3_max_rx_pps: float | None = None
     vs_duration: float = 2.0     # vs_qperf: seconds per run
     vs_paths: tuple = ("loopback", "veth")
+    vs_tests: tuple = VS_TESTS   # vs_qperf: which qperf tests
     vs_client: str = "api"       # vs_qperf: perfkit test from Python (api) or as a command (cli)
     vs_rows: list[Row] = field(default_factory=list)
     vs_details: list[str] = field(default_factory=list)
@@ -1030,6 +1034,9 @@ def bench_vs_qperf(b: Bench) -> None:
                 # alternate per test and size, with cli per `perfkit test` invocation
                 first, second = ("perfkit", "qperf") if rep % 2 == 0 else ("qperf", "perfkit")
                 for tests, size_args, sizes in VS_BLOCKS:
+                    tests = tuple(t for t in tests if t in b.vs_tests)
+                    if not tests:
+                        continue
                     points = [(t, s) for t in tests for s in sizes]
                     groups = [points] if b.vs_client == "cli" else [[pt] for pt in points]
                     for group in groups:
@@ -1068,8 +1075,7 @@ def _size_str(size: int) -> str:
 
 def _vs_rows(b: Bench, path: str, res: dict) -> None:
     lines = []
-    order = ("tcp_bw", "tcp_lat", "udp_bw", "udp_lat")
-    for (test, size), r in sorted(res.items(), key=lambda kv: (order.index(kv[0][0]), kv[0][1])):
+    for (test, size), r in sorted(res.items(), key=lambda kv: (VS_TESTS.index(kv[0][0]), kv[0][1])):
         lat = test.endswith("_lat")
         pk = [_pk_value(test, s) for s in r["pk"]]
         qp = [(q or {}).get("value") for q in r["qp"]]
@@ -1865,6 +1871,8 @@ def main(argv=None) -> int:
     p.add_argument("--vs-duration", type=int, default=2, help="vs_qperf: whole seconds per run (default 2)")
     p.add_argument("--vs-paths", nargs="+", choices=VS_PATHS, default=list(VS_PATHS),
                    help="vs_qperf: over loopback, over a lab veth pair (root), or both (default)")
+    p.add_argument("--vs-tests", nargs="+", choices=VS_TESTS, default=list(VS_TESTS),
+                   help="vs_qperf: only these tests (default: all four)")
     p.add_argument("--perfkit-client", choices=("api", "cli"), default="api",
                    help="run perfkit's near end from Python in a fork of this script (api, default: perfkit is "
                         "imported once) or as `perfkit local|test ... --json` commands (cli); vs_qperf with cli "
@@ -1899,7 +1907,7 @@ def main(argv=None) -> int:
     if env["busy"]:
         print(f"WARNING: {env['busy']}", flush=True)
     b = Bench(reps=a.reps, duration=a.duration, ports=Ports(a.base_port), tools=tools, loss_rate=a.loss_rate,
-              vs_duration=a.vs_duration, vs_paths=tuple(a.vs_paths), vs_client=a.perfkit_client)
+              vs_duration=a.vs_duration, vs_paths=tuple(a.vs_paths), vs_tests=tuple(a.vs_tests), vs_client=a.perfkit_client)
     t0 = time.monotonic()
     interrupted = False
     try:
