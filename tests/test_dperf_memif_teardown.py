@@ -22,16 +22,8 @@ from perfkit.stats import COUNTER_NAMES  # noqa: E402
 SRV_IP, CLI_IP = "198.18.0.2", "198.18.0.1"
 CLIENTS = 60     # before the fix about 6 in 100 of them killed the server: this many, ~97%
 
-# A TCP server on a memif server port, every thread on one CPU (the PMD's control thread then
-# runs only by preempting the worker: mid-burst, as often as not); serves until stdin closes.
-SERVER = r"""
-import json, os, sys
-os.sched_setaffinity(0, {int(sys.argv[2])})
-from perfkit.engines import dpdk, dpdk_tcp
-from perfkit.spec import DpdkHttpServer
-from perfkit.stats import COUNTER_NAMES
-dpdk.configure(mbufs=8191, memory_mb=128)
-h = dpdk_tcp.build(DpdkHttpServer(port=sys.argv[1], ip="198.18.0.2", clients=(("198.18.0.1", 1),), duration=120))
+# The end of each child script below: h runs until stdin closes, then says what it received.
+SERVE_UNTIL_STDIN_CLOSES = r"""
 h.start()
 print("READY", flush=True)
 sys.stdin.readline()
@@ -42,6 +34,49 @@ print(json.dumps({"pkts_rx": c["pkts_rx"], "error": h.error()}), flush=True)
 h.close()
 """
 
+# A TCP server on a memif server port, every thread on one CPU (the PMD's control thread then
+# runs only by preempting the worker: mid-burst, as often as not); serves until stdin closes.
+SERVER = r"""
+import json, os, sys
+os.sched_setaffinity(0, {int(sys.argv[2])})
+from perfkit.engines import dpdk, dpdk_tcp
+from perfkit.spec import DpdkHttpServer
+from perfkit.stats import COUNTER_NAMES
+dpdk.configure(mbufs=8191, memory_mb=128)
+h = dpdk_tcp.build(DpdkHttpServer(port=sys.argv[1], ip="198.18.0.2", clients=(("198.18.0.1", 1),), duration=120))
+""" + SERVE_UNTIL_STDIN_CLOSES
+
+
+def start_child(script: str, what: str, *args: str) -> subprocess.Popen:
+    """A child process running script with args; skip if it does not say READY."""
+    child = subprocess.Popen([sys.executable, "-P", "-c", script, *args],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = child.stdout.readline()
+    if "READY" not in line:
+        child.kill()
+        child.wait()
+        pytest.skip(f"the {what} did not start: {line}{child.stderr.read()[-500:]}")
+    return child
+
+
+def end_child(child: subprocess.Popen) -> dict:
+    """Close the child's stdin; it must exit 0 and report its JSON line."""
+    out, err = child.communicate("done\n", timeout=30)
+    assert child.returncode == 0, err[-2000:]
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def connect_client(port_args: str, alive=lambda: True, timeout: float = 5.0):
+    """A memif client port in this process, once its link is up (None if not in time)."""
+    p = _dpdk.Port(f"net_memif1,role=client,{port_args}", ip=CLI_IP)
+    t = time.monotonic()
+    while not p.link_up and time.monotonic() - t < timeout and alive():
+        time.sleep(0.002)
+    if p.link_up:
+        return p
+    p.close()
+    return None
+
 
 def test_server_survives_clients_that_leave_while_it_receives(eal, tmp_path):
     """One server process; memif clients in turn (a generator at full rate into a 16384-slot ring)
@@ -51,25 +86,16 @@ def test_server_survives_clients_that_leave_while_it_receives(eal, tmp_path):
     sock = str(tmp_path / "srv.sock")
     cpu = sorted(os.sched_getaffinity(0))[0]
     port_args = f"socket={sock},rsize=14"
-    child = subprocess.Popen([sys.executable, "-P", "-c", SERVER, f"net_memif0,role=server,{port_args}", str(cpu)],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = start_child(SERVER, "memif server", f"net_memif0,role=server,{port_args}", str(cpu))
     sent = connected = 0
     try:
-        line = child.stdout.readline()
-        if "READY" not in line:
-            pytest.skip(f"the memif server did not start: {line}{child.stderr.read()[-500:]}")
         deadline = time.monotonic() + 30
         for k in range(CLIENTS):
             if time.monotonic() > deadline:
                 break
-            p = _dpdk.Port(f"net_memif1,role=client,{port_args}", ip=CLI_IP)
-            t = time.monotonic()
-            while not p.link_up and time.monotonic() - t < 5 and child.poll() is None:
-                time.sleep(0.002)
-            if not p.link_up:
-                p.close()
+            p = connect_client(port_args, alive=lambda: child.poll() is None)
             assert child.poll() is None, f"the server died (status {child.returncode}) after {k} clients"
-            assert p.link_up, f"client {k} did not connect in 5 s"
+            assert p is not None, f"client {k} did not connect in 5 s"
             connected += 1
             h = _dpdk.DpdkEngine([p], [{"role": "dpdk_send", "port": 0, "flows": 1, "rate": 0.0, "duration": 5.0,
                                         "dst_ip": SRV_IP, "dst_mac": "02:00:00:00:00:02"}], own_ports=True)
@@ -81,13 +107,11 @@ def test_server_survives_clients_that_leave_while_it_receives(eal, tmp_path):
             sent += 1
         time.sleep(0.3)
         assert child.poll() is None, f"the server died (status {child.returncode})"
-        out, err = child.communicate("done\n", timeout=30)
+        s = end_child(child)
     finally:
         if child.poll() is None:
             child.kill()
             child.wait()
-    assert child.returncode == 0, err[-2000:]
-    s = json.loads(out.strip().splitlines()[-1])
     assert connected >= 20 and s["error"] is None and s["pkts_rx"] > 0
     no_leaks()
 
@@ -160,15 +184,7 @@ from perfkit import _dpdk
 from perfkit.stats import COUNTER_NAMES
 p = _dpdk.Port(sys.argv[1], ip="198.18.0.2")
 h = _dpdk.DpdkEngine([p], [{"role": "dpdk_recv", "port": 0, "flows": 1, "duration": 60.0}], own_ports=True)
-h.start()
-print("READY", flush=True)
-sys.stdin.readline()
-h.stop()
-h.join()
-c = dict(zip(COUNTER_NAMES, h.snapshot()[0][0]))
-print(json.dumps({"pkts_rx": c["pkts_rx"], "error": h.error()}), flush=True)
-h.close()
-"""
+""" + SERVE_UNTIL_STDIN_CLOSES
 
 
 def test_udp_receiver_takes_clients_in_turn_and_every_frame_they_sent(eal, tmp_path):
@@ -176,21 +192,12 @@ def test_udp_receiver_takes_clients_in_turn_and_every_frame_they_sent(eal, tmp_p
     (the last one's leaving is handled while the receiver is idle), and every frame a client put
     in the ring before it left is received (the rings stay mapped until then)."""
     sock = str(tmp_path / "rx.sock")
-    child = subprocess.Popen([sys.executable, "-P", "-c", RECEIVER, f"net_memif0,role=server,socket={sock}"],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = start_child(RECEIVER, "memif receiver", f"net_memif0,role=server,socket={sock}")
     sent = []
     try:
-        line = child.stdout.readline()
-        if "READY" not in line:
-            pytest.skip(f"the memif receiver did not start: {line}{child.stderr.read()[-500:]}")
         for k in range(3):
-            p = _dpdk.Port(f"net_memif1,role=client,socket={sock}", ip=CLI_IP)
-            t = time.monotonic()
-            while not p.link_up and time.monotonic() - t < 5:
-                time.sleep(0.005)
-            if not p.link_up:
-                p.close()
-            assert p.link_up, f"client {k} did not connect in 5 s"
+            p = connect_client(f"socket={sock}")
+            assert p is not None, f"client {k} did not connect in 5 s"
             h = _dpdk.DpdkEngine([p], [{"role": "dpdk_send", "port": 0, "flows": 1, "rate": 20000.0, "duration": 0.2,
                                         "dst_ip": SRV_IP, "dst_mac": "02:00:00:00:00:02"}], own_ports=True)
             try:
@@ -202,13 +209,11 @@ def test_udp_receiver_takes_clients_in_turn_and_every_frame_they_sent(eal, tmp_p
             finally:
                 h.close()   # at once: what is still in the ring is the receiver's to read
             sent.append(c["pkts_tx"])
-        out, err = child.communicate("done\n", timeout=30)
+        s = end_child(child)
     finally:
         if child.poll() is None:
             child.kill()
             child.wait()
-    assert child.returncode == 0, err[-2000:]
-    s = json.loads(out.strip().splitlines()[-1])
     assert s["error"] is None and min(sent) > 3000
     assert s["pkts_rx"] == sum(sent)
     no_leaks()
