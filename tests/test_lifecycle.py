@@ -225,3 +225,38 @@ def test_final_row_is_recorded_even_right_after_a_regular_row(monkeypatch):
     assert run.summary["pkts_tx"] == 1056
     assert run.rows[-1]["pkts_tx"] == 1056, \
         f"last row says {run.rows[-1]['pkts_tx']} packets sent, the summary {run.summary['pkts_tx']}"
+
+
+@pytest.mark.parametrize("test", TESTS)
+def test_close_from_another_thread_while_snapshots_are_read(test):
+    """A thread reading snapshot() in a loop while another closes the engine: from the moment
+    close() is called the reader gets "the engine is closed", never a copy of an engine being
+    freed (close() marks it closed before it lets the GIL go to stop and free the workers,
+    which takes up to their 100 ms socket timeouts)."""
+    from perfkit.engines import get as get_engine
+    for _ in range(10):
+        h = get_engine("socket").build(LocalTest(test, duration=5))
+        h.start()
+        last_ok, seen = [0.0], []
+
+        def read():
+            try:
+                while True:
+                    t = time.monotonic()
+                    h.snapshot()
+                    last_ok[0] = t
+            except EngineError as exc:
+                seen.append(str(exc))
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        time.sleep(0.005)
+        t_close = time.monotonic()
+        h.close()
+        reader.join(5)
+        assert not reader.is_alive() and seen == ["the engine is closed"]
+        # one snapshot may start as close() waits for the GIL (switch interval 5 ms), none later
+        assert last_ok[0] < t_close + 0.02, f"a snapshot {last_ok[0] - t_close:.3f} s after close()"
+        with pytest.raises(EngineError, match="closed"):
+            h.snapshot()
+        h.close()   # twice: nothing happens

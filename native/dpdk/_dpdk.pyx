@@ -410,8 +410,7 @@ cdef class DpdkEngine:
         out = []
         for i in range(self.n):
             h = array.clone(_array.array("Q"), PK_HIST_BUCKETS, zero=True)
-            with nogil:
-                pk_dpdk_probe_hist(e, i, <uint64_t *>h.data.as_voidptr)
+            pk_dpdk_probe_hist(e, i, <uint64_t *>h.data.as_voidptr)   # with the GIL, as snapshot()
             out.append(h)
         return out
 
@@ -526,10 +525,11 @@ cdef class DpdkEngine:
 
     def close(self):
         """Stop and join the workers, free the engine; with own_ports close the ports."""
-        if self.e != NULL:
+        cdef pk_dpdk_engine *e = self.e
+        self.e = NULL   # before the GIL is let go: snapshot() in another thread sees it closed
+        if e != NULL:
             with nogil:
-                pk_dpdk_destroy(self.e)
-            self.e = NULL
+                pk_dpdk_destroy(e)
         if self.own_ports:
             ports, self.ports = self.ports, []
             for p in reversed(ports):

@@ -109,10 +109,11 @@ cdef class SockEngine:
             free(cfgs)
 
     def __dealloc__(self):
-        if self.e != NULL:
-            with nogil:
-                pk_sock_destroy(self.e)
+        cdef pk_sock_engine *e = self.e
+        if e != NULL:
             self.e = NULL
+            with nogil:
+                pk_sock_destroy(e)
 
     cdef pk_sock_engine *_live(self) except NULL:
         if self.e == NULL:
@@ -159,9 +160,9 @@ cdef class SockEngine:
         for i in range(self.n):
             c = array.clone(_array.array("Q"), PK_NCOUNTERS, zero=False)
             h = array.clone(_array.array("Q"), PK_HIST_BUCKETS, zero=False)
-            with nogil:
-                pk_sock_snapshot(e, i, <unsigned long long *>c.data.as_voidptr,
-                                 <unsigned long long *>h.data.as_voidptr)
+            # with the GIL (a copy of a few KB): close() in another thread cannot free e meanwhile
+            pk_sock_snapshot(e, i, <unsigned long long *>c.data.as_voidptr,
+                             <unsigned long long *>h.data.as_voidptr)
             out.append((c, h))
         return out
 
@@ -192,7 +193,10 @@ cdef class SockEngine:
             raise EngineError(f"worker {worker}: not a udp_recv worker, or already settled")
 
     def close(self):
-        if self.e != NULL:
+        cdef pk_sock_engine *e = self.e
+        # closed before the GIL is let go: another thread's snapshot() then sees a closed
+        # engine, never one being freed (as the DPDK engines)
+        self.e = NULL
+        if e != NULL:
             with nogil:
-                pk_sock_destroy(self.e)
-            self.e = NULL
+                pk_sock_destroy(e)
