@@ -411,16 +411,7 @@ def _local(a) -> int:
         interrupted = True
     except EngineError:
         pass  # a worker failed: the rows so far and the error are reported below
-    if a.json:
-        printer.summary(run.summary)
-    else:
-        print(summary_text(run.summary))
-    if a.save:
-        run.save(a.save)
-    if run.error:
-        print(f"perfkit: error: {run.error}", file=sys.stderr)
-        return 1
-    return 130 if interrupted else 0
+    return _run_done(a, run, printer, interrupted, summary_text(run.summary))
 
 
 def _lab(a) -> int:
@@ -494,7 +485,8 @@ def _dpdk_run(a, spec, header: str):
     return run, printer, interrupted
 
 
-def _dpdk_done(a, run, printer, interrupted, text: str) -> int:
+def _run_done(a, run, printer, interrupted, text: str) -> int:
+    """The end of a run on the command line: its summary, --save, the exit status."""
     if a.json:
         printer.summary(run.summary)
     else:
@@ -584,7 +576,7 @@ def _flows(a) -> int:
                  f"  max {f(s['probe_lat_max_us'])} ({s['probe_rx']} of {s['probe_tx']} probes)")
     for w in s.get("warnings", ()):   # e.g. ARP for the destination unanswered: what to check
         print(f"perfkit: warning: {w}", file=sys.stderr)
-    return _dpdk_done(a, run, printer, interrupted, text)
+    return _run_done(a, run, printer, interrupted, text)
 
 
 def _reflect_text(run) -> str:
@@ -645,7 +637,7 @@ def _reflect(a) -> int:
     run, printer, interrupted = _dpdk_run(
         a, spec, f"perfkit reflect: {spec.mode} {where} for {spec.duration:g} s (dpdk engine)")
     text = _forward_text(run) if spec.mode == "forward" else _reflect_text(run)
-    return _dpdk_done(a, run, printer, interrupted, text)
+    return _run_done(a, run, printer, interrupted, text)
 
 
 def _engines(a) -> int:

@@ -59,6 +59,16 @@ def _int_in(value, field: str, lo: int, hi: int) -> int:
     return value
 
 
+def _rate_limit(value, size: int, what: str):
+    """A rate limit (a Rate), above 0 and at most MAX_RATE_PPS messages of size per second."""
+    rate = parse_rate(value, "rate")
+    if not rate.value > 0:
+        raise ValueError(f"rate: must be above 0, not {value!r} (leave it out for no limit)")
+    if rate.messages_per_second(size) > MAX_RATE_PPS:
+        raise ValueError(f"rate: {value!r} is above {MAX_RATE_PPS:.0e} {what}/s (leave it out for no limit)")
+    return rate
+
+
 class _Serial:
     """to_dict()/from_dict() for every spec, for saved runs and the control protocol:
     plain JSON values (a Rate as {value, unit}, bytes as latin-1 text, size lists as
@@ -116,13 +126,7 @@ class _SocketTest(_Serial):
             raise ValueError(f"size: {size} bytes is out of range 1..{MAX_SIZE[proto]} for {self.test}")
         put("size", size)
         if self.rate is not None:
-            rate = parse_rate(self.rate, "rate")
-            if not rate.value > 0:
-                raise ValueError(f"rate: must be above 0, not {self.rate!r} (leave it out for no limit)")
-            if rate.messages_per_second(size) > MAX_RATE_PPS:
-                raise ValueError(f"rate: {self.rate!r} is above {MAX_RATE_PPS:.0e} packets/s "
-                                 "(leave it out for no limit)")
-            put("rate", rate)
+            put("rate", _rate_limit(self.rate, size, "packets"))
         put("flows", _int_in(self.flows, "flows", 1, MAX_FLOWS))
         if self.flows != 1 and self.test != "udp_bw":
             raise ValueError(f"flows: only udp_bw takes several flows, not {self.test}")
@@ -455,13 +459,7 @@ class DpdkFlows(_DpdkSpec):
             put("sizes", parse_sizes(self.sizes))
             put("size", round(self.mean_size))
         if self.rate is not None:
-            rate = parse_rate(self.rate, "rate")
-            if not rate.value > 0:
-                raise ValueError(f"rate: must be above 0, not {self.rate!r} (leave it out for no limit)")
-            if rate.messages_per_second(size) > MAX_RATE_PPS:
-                raise ValueError(f"rate: {self.rate!r} is above {MAX_RATE_PPS:.0e} frames/s "
-                                 "(leave it out for no limit)")
-            put("rate", rate)
+            put("rate", _rate_limit(self.rate, size, "frames"))
         put("flows", _int_in(self.flows, "flows", 1, DPDK_MAX_FLOWS))
         duration = parse_duration(self.duration, "duration")
         if not 0 < duration <= MAX_DURATION_S:
