@@ -561,19 +561,16 @@ static void set_rcvlowat(const worker *w, int fd)
 {
     if (w->cfg.role != PK_TCP_RECV || w->cfg.proto != IPPROTO_TCP)
         return;
-    int rcvbuf = 0;
-    socklen_t len = sizeof(rcvbuf);
+    int seg = 0, rcvbuf = 0;
+    socklen_t len = sizeof(seg);
+    if (getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &seg, &len) != 0)
+        seg = 0;
+    if (seg < TCP_RCV_LOWAT && (int)w->cfg.size < TCP_RCV_LOWAT)
+        return; /* small segments and messages: woken per arrival */
+    len = sizeof(rcvbuf);
     if (getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &len) != 0)
         return;
     int lowat = rcvbuf / 4 < TCP_RCV_LOWAT ? rcvbuf / 4 : TCP_RCV_LOWAT;
-    int seg = 0;
-    len = sizeof(seg);
-    if (getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &seg, &len) != 0)
-        seg = 0;
-    if (seg < (int)w->cfg.size)
-        seg = (int)w->cfg.size;
-    if (seg < TCP_RCV_LOWAT)
-        return;
     if (lowat > 1)
         setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat));
 }
