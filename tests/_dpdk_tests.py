@@ -4,6 +4,7 @@ perfkit._dpdk (the test file skips first where perfkit has no DPDK)."""
 import contextlib
 import json
 import select
+import threading
 import time
 
 import pytest
@@ -39,6 +40,27 @@ def no_leaks():
     """Every port closed and every mbuf back in the pool."""
     res = dpdk.resources()
     assert res["ports_open"] == 0 and res["mbufs_free"] == res["mbufs"], res
+
+
+def close_while_another_thread_joins(h):
+    """Start h, wait in join() in a thread and close() from this one: close() stops the
+    workers and waits for that join before it frees them (joined once, nothing freed under
+    the joiner); both return quickly and a later join() says the engine is closed."""
+    h.start()
+    joined, closed = [], []
+    joiner = threading.Thread(target=lambda: joined.append(h.join()), daemon=True)
+    joiner.start()
+    time.sleep(0.05)
+    # close() in a thread too: a broken one hangs there, and the test fails instead
+    closer = threading.Thread(target=lambda: closed.append(h.close()), daemon=True)
+    closer.start()
+    closer.join(2)
+    joiner.join(2)
+    assert closed == [None], "close() did not return within 2 s"
+    assert joined == [None], "join() did not return within 2 s of close()"
+    with pytest.raises(EngineError, match="closed"):
+        h.join()
+    no_leaks()
 
 
 def stop_when_received(h, n, timeout=3.0):

@@ -29,6 +29,7 @@ _dpdk = pytest.importorskip(
 from perfkit.engines import dpdk  # noqa: E402
 sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
 from _dpdk_tests import eal, counters, wait_done, csum, mac_bytes, pull  # noqa: E402,F401 (eal: a fixture)
+from _dpdk_tests import close_while_another_thread_joins  # noqa: E402
 from _dpdk_tests import kernel_counts, pings_answered, stop_when_received  # noqa: E402
 from _labs import lab_module_or_skip, lab_up_or_skip, if_mac  # noqa: E402
 
@@ -284,6 +285,11 @@ def test_stop_ends_a_long_run_early_with_final_counters(eal):
     assert time.monotonic() - t < 2
     s = run.summary
     assert 0 < s["pkts_tx"] == s["pkts_rx"] + s["lost"] and s["lost"] == 0
+
+
+def test_close_from_another_thread_while_join_waits(eal):
+    close_while_another_thread_joins(dpdk.build(DpdkFlows(port="ring:j:0", peer="ring:j:1",
+                                                          rate="100kpps", duration="60s")))
 
 
 def test_net_null_tx_only(eal):

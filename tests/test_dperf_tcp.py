@@ -24,7 +24,8 @@ from perfkit.engines import dpdk_tcp  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helper is beside us
 from _dpdk_tests import (counters as _counters, csum, eal, fuzz_client, fuzz_server, mac_bytes,  # noqa: E402,F401
-                         no_leaks, pull, run_pair as _run_pair, serving, wait_done as _wait_done)
+                         no_leaks, pull, run_pair as _run_pair, serving, wait_done as _wait_done,
+                         close_while_another_thread_joins)
 
 CLI, SRV = "198.18.0.1", "198.18.0.2"
 
@@ -156,6 +157,10 @@ def test_keepalive_concurrency_holds_its_target(eal):
     assert c["sock_open"] == c["sock_close"] == s["sock_open"] == s["sock_close"] == cc
     assert c["sock_error"] == s["sock_error"] == 0 and s["sock_current"] == 0
     no_leaks()
+
+
+def test_close_from_another_thread_while_join_waits(eal):
+    close_while_another_thread_joins(dpdk_tcp.build(DpdkHttpServer(port="ring:tj:1", duration=30)))
 
 
 def test_fast_close_ends_with_rst(eal):

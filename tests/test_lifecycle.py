@@ -260,3 +260,28 @@ def test_close_from_another_thread_while_snapshots_are_read(test):
         with pytest.raises(EngineError, match="closed"):
             h.snapshot()
         h.close()   # twice: nothing happens
+
+
+@pytest.mark.parametrize("test", TESTS)
+def test_close_from_another_thread_while_join_waits(test):
+    """One thread in join() (the GIL let go, waiting for the workers) while another closes
+    the engine: close() stops the workers and waits for that join before it frees them, so
+    the workers are joined once and nothing is freed under the joiner. Both return within
+    the workers' 100 ms socket timeouts; a later join() says the engine is closed."""
+    from perfkit.engines import get as get_engine
+    for _ in range(5):
+        h = get_engine("socket").build(LocalTest(test, duration=5))
+        h.start()
+        joined, closed = [], []
+        joiner = threading.Thread(target=lambda: joined.append(h.join()), daemon=True)
+        joiner.start()
+        time.sleep(0.05)
+        # close() in a thread too: a broken one hangs there, and the test fails instead
+        closer = threading.Thread(target=lambda: closed.append(h.close()), daemon=True)
+        closer.start()
+        closer.join(1)
+        joiner.join(1)
+        assert closed == [None], "close() did not return within 1 s"
+        assert joined == [None], "join() did not return within 1 s of close()"
+        with pytest.raises(EngineError, match="closed"):
+            h.join()

@@ -9,6 +9,7 @@ builds all of this from a validated spec; this module checks little itself.
 from cpython cimport array
 import array as _array
 import ipaddress
+import threading
 
 from perfkit.errors import EngineError
 
@@ -266,6 +267,7 @@ cdef class DpdkEngine:
     cdef readonly list roles
     cdef list links
     cdef list dst_ips
+    cdef object _join_lock
 
     def __cinit__(self, list ports, list workers, bint own_ports=False):
         cdef char err[512]
@@ -273,6 +275,7 @@ cdef class DpdkEngine:
         cdef pk_dpdk_worker_cfg *cfgs
         cdef pk_dpdk_port **cports
         self.e = NULL
+        self._join_lock = threading.Lock()
         self.ports = list(ports)
         self.own_ports = own_ports
         self.n = len(workers)
@@ -340,12 +343,15 @@ cdef class DpdkEngine:
             free(cfgs)
             free(cports)
 
-    def __dealloc__(self):
+    cdef void _destroy(self):
         cdef pk_dpdk_engine *e = self.e
+        self.e = NULL   # closed before the GIL is let go: snapshot() in another thread sees it closed
         if e != NULL:
-            self.e = NULL   # closed before the GIL is let go: another thread sees it closed
             with nogil:
                 pk_dpdk_destroy(e)
+
+    def __dealloc__(self):
+        self._destroy()
 
     cdef pk_dpdk_engine *_live(self) except NULL:
         if self.e == NULL:
@@ -372,9 +378,11 @@ cdef class DpdkEngine:
 
     def join(self):
         """Wait for every worker; they are time-bounded. Releases the GIL."""
-        cdef pk_dpdk_engine *e = self._live()
-        with nogil:
-            pk_dpdk_join(e)
+        cdef pk_dpdk_engine *e
+        with self._join_lock:   # close() in another thread waits for this join, then frees
+            e = self._live()
+            with nogil:
+                pk_dpdk_join(e)
 
     def error(self):
         cdef const char *msg = pk_dpdk_error(self._live())
@@ -524,12 +532,11 @@ cdef class DpdkEngine:
         return list(self.ports)
 
     def close(self):
-        """Stop and join the workers, free the engine; with own_ports close the ports."""
-        cdef pk_dpdk_engine *e = self.e
-        self.e = NULL   # before the GIL is let go: snapshot() in another thread sees it closed
-        if e != NULL:
-            with nogil:
-                pk_dpdk_destroy(e)
+        """Stop and join the workers, free the engine (safe from any thread); with
+        own_ports close the ports."""
+        self.stop()   # a join() in another thread returns soon
+        with self._join_lock:
+            self._destroy()
         if self.own_ports:
             ports, self.ports = self.ports, []
             for p in reversed(ports):

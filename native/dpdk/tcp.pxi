@@ -29,9 +29,11 @@ cdef class TcpEngine:
     cdef bint own_ports
     cdef readonly list roles
     cdef list msgs
+    cdef object _join_lock
 
     def __cinit__(self, Port port, c, bint own_ports=False):
         self.n = 0
+        self._join_lock = threading.Lock()
         self.ports = [port]
         self.own_ports = own_ports
         self.msgs = []
@@ -172,13 +174,14 @@ cdef class TcpEngine:
     def join(self):
         cdef int i
         cdef pk_tcp_engine *e
-        self._live()
-        for i in range(self.n):
-            e = self.es[i]
-            with nogil:
-                pk_tcp_join(e)
-        for i in range(self.n):   # every queue has ended: the port's NIC counters, read last
-            pk_tcp_nic_last(self.es[i])
+        with self._join_lock:   # close() in another thread waits for this join, then frees
+            self._live()
+            for i in range(self.n):
+                e = self.es[i]
+                with nogil:
+                    pk_tcp_join(e)
+            for i in range(self.n):   # every queue has ended: the port's NIC counters, read last
+                pk_tcp_nic_last(self.es[i])
 
     def error(self):
         cdef const char *msg
@@ -212,7 +215,11 @@ cdef class TcpEngine:
         return list(self.ports)
 
     def close(self):
-        self._destroy()
+        """Stop and join the workers, free them (safe from any thread); with own_ports
+        close the port."""
+        self.stop()   # a join() in another thread returns soon
+        with self._join_lock:
+            self._destroy()
         if self.own_ports:
             ports, self.ports = self.ports, []
             for p in reversed(ports):

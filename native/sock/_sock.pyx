@@ -8,6 +8,7 @@ from cpython cimport array
 import array as _array
 import ipaddress
 import socket
+import threading
 
 from perfkit.errors import EngineError
 
@@ -52,12 +53,14 @@ cdef class SockEngine:
     cdef pk_sock_engine *e
     cdef int n
     cdef readonly list roles
+    cdef object _join_lock
 
     def __cinit__(self, list workers):
         cdef char err[512]
         cdef int i
         cdef pk_sock_worker_cfg *cfgs
         self.e = NULL
+        self._join_lock = threading.Lock()
         self.n = len(workers)
         if not 0 < self.n <= PK_SOCK_MAX_WORKERS:
             raise ValueError(f"workers: between 1 and {PK_SOCK_MAX_WORKERS}, not {self.n}")
@@ -108,12 +111,17 @@ cdef class SockEngine:
         finally:
             free(cfgs)
 
-    def __dealloc__(self):
+    cdef void _destroy(self):
         cdef pk_sock_engine *e = self.e
+        # closed before the GIL is let go: another thread's snapshot() then sees a closed
+        # engine, never one being freed
+        self.e = NULL
         if e != NULL:
-            self.e = NULL
             with nogil:
                 pk_sock_destroy(e)
+
+    def __dealloc__(self):
+        self._destroy()
 
     cdef pk_sock_engine *_live(self) except NULL:
         if self.e == NULL:
@@ -143,9 +151,11 @@ cdef class SockEngine:
 
     def join(self):
         """Wait for every worker; they are time-bounded. Releases the GIL."""
-        cdef pk_sock_engine *e = self._live()
-        with nogil:
-            pk_sock_join(e)
+        cdef pk_sock_engine *e
+        with self._join_lock:   # close() in another thread waits for this join, then frees
+            e = self._live()
+            with nogil:
+                pk_sock_join(e)
 
     def error(self):
         cdef const char *msg = pk_sock_error(self._live())
@@ -193,10 +203,7 @@ cdef class SockEngine:
             raise EngineError(f"worker {worker}: not a udp_recv worker, or already settled")
 
     def close(self):
-        cdef pk_sock_engine *e = self.e
-        # closed before the GIL is let go: another thread's snapshot() then sees a closed
-        # engine, never one being freed (as the DPDK engines)
-        self.e = NULL
-        if e != NULL:
-            with nogil:
-                pk_sock_destroy(e)
+        """Stop and join the workers, free the engine (safe from any thread)."""
+        self.stop()   # a join() in another thread returns soon
+        with self._join_lock:
+            self._destroy()
