@@ -4,7 +4,6 @@ perfkit._dpdk (the test file skips first where perfkit has no DPDK)."""
 import contextlib
 import json
 import select
-import threading
 import time
 
 import pytest
@@ -12,6 +11,7 @@ import pytest
 from perfkit.stats import COUNTER_NAMES
 from perfkit.engines import dpdk
 from perfkit.errors import EngineError
+import _labs
 from _labs import csum, ping, udp_stats  # noqa: F401 (csum: the test files take it from here too)
 
 
@@ -43,23 +43,8 @@ def no_leaks():
 
 
 def close_while_another_thread_joins(h):
-    """Start h, wait in join() in a thread and close() from this one: close() stops the
-    workers and waits for that join before it frees them (joined once, nothing freed under
-    the joiner); both return quickly and a later join() says the engine is closed."""
-    h.start()
-    joined, closed = [], []
-    joiner = threading.Thread(target=lambda: joined.append(h.join()), daemon=True)
-    joiner.start()
-    time.sleep(0.05)
-    # close() in a thread too: a broken one hangs there, and the test fails instead
-    closer = threading.Thread(target=lambda: closed.append(h.close()), daemon=True)
-    closer.start()
-    closer.join(2)
-    joiner.join(2)
-    assert closed == [None], "close() did not return within 2 s"
-    assert joined == [None], "join() did not return within 2 s of close()"
-    with pytest.raises(EngineError, match="closed"):
-        h.join()
+    """The close-while-joining check (from _labs.py), then every port and mbuf is back."""
+    _labs.close_while_another_thread_joins(h, within=2.0)
     no_leaks()
 
 

@@ -1,11 +1,12 @@
 """What the lab tests share: a two-host lab (or a skip where root or the lab is missing),
 one whose h2 sends with checksum offload off, nginx in h2, and what runs inside a lab host
 through lab.call: the kernel's UDP counters, an interface's MAC and an ICMP echo from a raw
-socket. No DPDK here."""
+socket; and the close-while-joining check every engine passes. No DPDK here."""
 import contextlib
 import os
 import struct
 import subprocess
+import threading
 import time
 
 import pytest
@@ -120,3 +121,24 @@ def ping(addr, count, ident=0x4242):
     finally:
         s.close()
     return answered
+
+
+def close_while_another_thread_joins(h, within=2.0):
+    """Start engine h, wait in join() in a thread and close() from another: close() stops the
+    workers and waits for that join before it frees them (joined once, nothing freed under
+    the joiner); both return within `within` s and a later join() says the engine is closed."""
+    from perfkit.errors import EngineError
+    h.start()
+    joined, closed = [], []
+    joiner = threading.Thread(target=lambda: joined.append(h.join()), daemon=True)
+    joiner.start()
+    time.sleep(0.05)
+    # close() in a thread too: a broken one hangs there, and the test fails instead
+    closer = threading.Thread(target=lambda: closed.append(h.close()), daemon=True)
+    closer.start()
+    closer.join(within)
+    joiner.join(within)
+    assert closed == [None], f"close() did not return within {within:g} s"
+    assert joined == [None], f"join() did not return within {within:g} s of close()"
+    with pytest.raises(EngineError, match="closed"):
+        h.join()

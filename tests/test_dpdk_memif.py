@@ -5,10 +5,12 @@ Sent = received + lost, exactly.
 import json
 import os
 import select
+import socket
 import subprocess
 import sys
 from pathlib import Path
 import tempfile
+import threading
 import time
 
 import pytest
@@ -100,7 +102,7 @@ def test_reflector_process_returns_every_frame_over_memif(eal, sock, cores, size
     finally:
         server.terminate()   # SIGTERM: the reflector ends at once (it would end at 15 s)
         out, err = server.communicate(timeout=30)
-    assert run.error is None
+    assert run.error is None, (run.error, "the reflector's stderr:", err[-3000:])
     assert run.roles == ["dpdk_send"] * cores
     assert abs(s["pkts_tx"] - 20_000) <= cores - 1 and s["bytes_tx"] == s["pkts_tx"] * size  # its frames
     assert s["lat_count"] + s["lost"] == s["pkts_tx"] and s["lost"] == 0, s   # every frame came back
@@ -116,4 +118,93 @@ def test_a_memif_client_without_a_server_says_what_to_check(eal, sock):
             dpdk.build(spec)
     finally:
         dpdk.MEMIF_WAIT_S = old
+    assert dpdk.resources()["ports_open"] == 0
+
+
+def _memif_addr(name):
+    """memif's abstract socket address (DPDK 22.11): a NUL, then the name."""
+    return b"\0" + name.encode()
+
+
+class StallFirstProxy:
+    """A memif socket in front of a real server: the first connection is accepted and never
+    answered (a handshake that stalls); later ones are relayed to the server message by
+    message, with the file descriptors they pass (the shared memory, the ring eventfds)."""
+
+    def __init__(self, name, server_name):
+        self.server_addr = _memif_addr(server_name)
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.listener.bind(_memif_addr(name))
+        self.listener.listen(4)
+        self.accepted, self.relayed, self.held = 0, 0, []
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        pairs = []
+        while not self.done.is_set():
+            socks = [self.listener] + [s for pair in pairs for s in pair]
+            ready, _, _ = select.select(socks, [], [], 0.05)
+            for s in ready:
+                if s is self.listener:
+                    conn, _ = self.listener.accept()
+                    self.accepted += 1
+                    if self.accepted == 1:
+                        self.held.append(conn)
+                        continue
+                    up = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                    up.connect(self.server_addr)
+                    pairs.append((conn, up))
+                    continue
+                pair = next(p for p in pairs if s in p)
+                other = pair[1] if s is pair[0] else pair[0]
+                data, anc, _, _ = s.recvmsg(4096, socket.CMSG_SPACE(16 * 4))
+                if not data:
+                    pairs.remove(pair)
+                    for end in pair:
+                        end.close()
+                    continue
+                fds = []
+                for level, kind, payload in anc:
+                    if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                        fds += list(memoryview(payload).cast("i"))
+                other.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, bytes(memoryview(b"".join(
+                    fd.to_bytes(4, sys.byteorder, signed=True) for fd in fds))))] if fds else [])
+                for fd in fds:
+                    os.close(fd)
+                self.relayed += 1
+        for end in [self.listener, *self.held, *(s for pair in pairs for s in pair)]:
+            end.close()
+
+    def close(self):
+        self.done.set()
+        self.thread.join(5)
+
+
+def test_a_memif_client_whose_handshake_stalls_connects_again(eal, sock):
+    # the reflector serves on one name, the client connects to a proxy's: the proxy holds the
+    # first connection silent, so only the client's reconnect (after MEMIF_RECONNECT_S) brings
+    # the link up, through the proxy to the reflector; then every frame comes back
+    server = _py(["-m", "perfkit", "reflect", "--port", f"net_memif0,role=server,socket={sock}",
+                  "--mode", "reverse", "--ip", B_IP, "--duration", "15s", "--interval", "0.1s", "--json"])
+    proxy = StallFirstProxy(sock + ".proxy", sock)
+    try:
+        ready, _, _ = select.select([server.stdout], [], [], 30)
+        assert ready, "the reflector printed no row in 30 s"
+        assert server.stdout.readline().startswith("{"), server.poll()
+        spec = DpdkFlows(port=f"net_memif0,role=client,socket={sock}.proxy", mode="reverse", ip=A_IP,
+                         peer_ip=B_IP, rate="20kpps", flows=5, size=256, duration="0.5s")
+        t0 = time.monotonic()
+        run = perfkit.Run(spec, engine="dpdk").run()
+        took = time.monotonic() - t0
+    finally:
+        server.terminate()
+        out, err = server.communicate(timeout=30)
+        proxy.close()
+    assert run.error is None, (run.error, "the reflector's stderr:", err[-3000:])
+    assert proxy.accepted == 2 and proxy.relayed > 5, (proxy.accepted, proxy.relayed)
+    assert dpdk.MEMIF_RECONNECT_S < took < dpdk.MEMIF_WAIT_S + 3, took
+    s = run.summary
+    assert s["pkts_tx"] == 10_000 and s["lat_count"] == s["pkts_tx"] and s["lost"] == 0, s
     assert dpdk.resources()["ports_open"] == 0

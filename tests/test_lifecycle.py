@@ -7,6 +7,7 @@ import gc
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 
@@ -14,6 +15,9 @@ import pytest
 
 import perfkit
 from perfkit import EngineError, LocalTest
+
+sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helper is beside us
+from _labs import close_while_another_thread_joins  # noqa: E402
 
 TESTS = ["udp_bw", "udp_lat", "tcp_bw", "tcp_lat"]
 
@@ -270,18 +274,4 @@ def test_close_from_another_thread_while_join_waits(test):
     the workers' 100 ms socket timeouts; a later join() says the engine is closed."""
     from perfkit.engines import get as get_engine
     for _ in range(5):
-        h = get_engine("socket").build(LocalTest(test, duration=5))
-        h.start()
-        joined, closed = [], []
-        joiner = threading.Thread(target=lambda: joined.append(h.join()), daemon=True)
-        joiner.start()
-        time.sleep(0.05)
-        # close() in a thread too: a broken one hangs there, and the test fails instead
-        closer = threading.Thread(target=lambda: closed.append(h.close()), daemon=True)
-        closer.start()
-        closer.join(1)
-        joiner.join(1)
-        assert closed == [None], "close() did not return within 1 s"
-        assert joined == [None], "join() did not return within 1 s of close()"
-        with pytest.raises(EngineError, match="closed"):
-            h.join()
+        close_while_another_thread_joins(get_engine("socket").build(LocalTest(test, duration=5)), within=1.0)

@@ -160,6 +160,17 @@ cdef class Port:
         rc = pk_dpdk_port_link(self._live())
         return None if rc < 0 else bool(rc)
 
+    def reconnect(self):
+        """memif, no engine on it: drop the control connection and connect again."""
+        cdef pk_dpdk_port *p = self._live()
+        cdef char err[512]
+        cdef int rc
+        err[0] = 0
+        with nogil:
+            rc = pk_dpdk_port_reconnect(p, err, sizeof(err))
+        if rc != 0:
+            raise EngineError(err.decode(errors="replace"))
+
     @property
     def queues(self):
         return pk_dpdk_port_queues(self._live())

@@ -1052,6 +1052,34 @@ int pk_dpdk_port_link(const pk_dpdk_port *p)
     return link.link_status == RTE_ETH_LINK_UP;
 }
 int pk_dpdk_port_rss(const pk_dpdk_port *p) { return p->rss; }
+
+/* A memif client whose link is still down: stop the port (memif_disconnect drops its control
+ * connection) and start it (memif_connect_client opens a new one), with the interrupt thread
+ * held so that no memif handler runs on the channel being dropped. A handshake that stalled
+ * (the server saw a connection and never finished it) starts over instead of waiting forever. */
+int pk_dpdk_port_reconnect(pk_dpdk_port *p, char *err, size_t errlen)
+{
+    if (!p->memif || pk_dpdk_port_busy(p)) {
+        set_err(err, errlen, "port %s: only an idle memif port reconnects", p->name);
+        return -1;
+    }
+    pthread_mutex_lock(&ports_lock);
+    ctl_quiet_begin();
+    int home, rc = -1;
+    if (netns_enter(p->netns, &home, p->name, err, errlen) == 0) {
+        if (p->started)
+            rte_eth_dev_stop(p->pid);
+        rc = rte_eth_dev_start(p->pid);
+        p->started = rc == 0;
+        netns_leave(home);
+        if (rc != 0)
+            set_err(err, errlen, "port %s: start failed on reconnect: %s (a memif client connects at start: "
+                    "is the role=server side running on the same socket?)", p->name, rte_strerror(rc < 0 ? -rc : rc));
+    }
+    ctl_quiet_end();
+    pthread_mutex_unlock(&ports_lock);
+    return rc == 0 ? 0 : -1;
+}
 const char *pk_dpdk_port_name(const pk_dpdk_port *p) { return p->name; }
 void pk_dpdk_port_mac(const pk_dpdk_port *p, uint8_t mac[6]) { memcpy(mac, p->mac, 6); }
 void pk_dpdk_port_set_ip(pk_dpdk_port *p, uint32_t ip) { p->ip = ip; }

@@ -63,6 +63,7 @@ cdef extern from "dpdk_engine.h":
     int pk_dpdk_port_queues(const pk_dpdk_port *p)
     int pk_dpdk_port_rss(const pk_dpdk_port *p)
     int pk_dpdk_port_link(const pk_dpdk_port *p)
+    int pk_dpdk_port_reconnect(pk_dpdk_port *p, char *err, size_t errlen) nogil
     void pk_dpdk_port_close(pk_dpdk_port *p) nogil
     int pk_dpdk_port_id(const pk_dpdk_port *p)
     const char *pk_dpdk_port_name(const pk_dpdk_port *p)

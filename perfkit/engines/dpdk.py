@@ -225,22 +225,30 @@ def _split(total: int, parts: int, k: int) -> tuple[int, int]:
     return first, total * (k + 1) // parts - first
 
 
-MEMIF_WAIT_S = 5.0
+MEMIF_WAIT_S = 5.0        # a generator's memif link must be up this soon (it takes ~10 ms here)
+MEMIF_RECONNECT_S = 1.0   # a memif client still down this long connects again
 
 
 def _wait_memif(ports) -> None:
     """A generator on a memif client waits (bounded) for the server to connect, rather
-    than start sending into a link that is down."""
+    than start sending into a link that is down. A client whose handshake has not finished
+    within MEMIF_RECONNECT_S connects again: a handshake that stalled starts over."""
     import time
     deadline = time.monotonic() + MEMIF_WAIT_S
     for p in ports:
         if not p.dev.startswith("net_memif"):
             continue
+        client = "role=client" in p.dev
+        retry_at = time.monotonic() + MEMIF_RECONNECT_S
         while not p.link_up:
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if now > deadline:
                 raise EngineError(f"port {p.dev}: the memif link did not come up in {MEMIF_WAIT_S:g} s: "
                                   "is the other side (role=server / role=client) running on the same "
                                   "socket file?")
+            if client and now > retry_at:
+                p.reconnect()
+                retry_at = now + MEMIF_RECONNECT_S
             time.sleep(0.01)
 
 
