@@ -1,9 +1,14 @@
-"""What the DPDK test files share: the EAL fixture, counter reads, waiting for workers and
-the Internet checksum for frames built by hand (from _labs.py). Import it after the importorskip of
-perfkit._dpdk (the test file skips first where perfkit has no DPDK)."""
+"""What the DPDK test files share: the EAL fixture, counter reads, waiting for workers,
+the Internet checksum for frames built by hand (from _labs.py) and a memif proxy that
+stalls a handshake. Import it after the importorskip of perfkit._dpdk (the test file skips
+first where perfkit has no DPDK)."""
 import contextlib
 import json
+import os
 import select
+import socket
+import sys
+import threading
 import time
 
 import pytest
@@ -259,3 +264,64 @@ if linger:
     time.sleep(linger)
 h.close()
 """
+
+
+def _memif_addr(name):
+    """memif's abstract socket address (DPDK 22.11): a NUL, then the name."""
+    return b"\0" + name.encode()
+
+
+class StallFirstProxy:
+    """A memif socket in front of a real server: the first connection is accepted and never
+    answered (a handshake that stalls); later ones are relayed to the server message by
+    message, with the file descriptors they pass (the shared memory, the ring eventfds)."""
+
+    def __init__(self, name, server_name):
+        self.server_addr = _memif_addr(server_name)
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.listener.bind(_memif_addr(name))
+        self.listener.listen(4)
+        self.accepted, self.relayed, self.held = 0, 0, []
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        pairs = []
+        while not self.done.is_set():
+            socks = [self.listener] + [s for pair in pairs for s in pair]
+            ready, _, _ = select.select(socks, [], [], 0.05)
+            for s in ready:
+                if s is self.listener:
+                    conn, _ = self.listener.accept()
+                    self.accepted += 1
+                    if self.accepted == 1:
+                        self.held.append(conn)
+                        continue
+                    up = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                    up.connect(self.server_addr)
+                    pairs.append((conn, up))
+                    continue
+                pair = next(p for p in pairs if s in p)
+                other = pair[1] if s is pair[0] else pair[0]
+                data, anc, _, _ = s.recvmsg(4096, socket.CMSG_SPACE(16 * 4))
+                if not data:
+                    pairs.remove(pair)
+                    for end in pair:
+                        end.close()
+                    continue
+                fds = []
+                for level, kind, payload in anc:
+                    if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                        fds += list(memoryview(payload).cast("i"))
+                other.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, bytes(memoryview(b"".join(
+                    fd.to_bytes(4, sys.byteorder, signed=True) for fd in fds))))] if fds else [])
+                for fd in fds:
+                    os.close(fd)
+                self.relayed += 1
+        for end in [self.listener, *self.held, *(s for pair in pairs for s in pair)]:
+            end.close()
+
+    def close(self):
+        self.done.set()
+        self.thread.join(5)

@@ -1804,12 +1804,12 @@ static void on_rto(pk_tcp_engine *e, uint32_t idx, uint64_t now)
         return;
     }
     s->retries++;
-    if (s->state == S_SYN_SENT) {
-        cnt(e, PK_retrans_syn);
-        sock_tx(e, idx, s->iss, TH_SYN, 0, 0);
-    } else if (s->state == S_SYN_RCVD) {
-        cnt(e, PK_retrans_syn);
-        sock_tx(e, idx, s->iss, TH_SYN | TH_ACK, 0, 0);
+    /* a retransmit counts once the port's queue took it (syn_tx / fin_tx went up); one the
+     * full queue dropped is in drop_tx only, so syn_tx - retrans_syn is the first SYNs sent */
+    if (s->state == S_SYN_SENT || s->state == S_SYN_RCVD) {
+        uint64_t before = pk_read(&e->c, PK_syn_tx);
+        sock_tx(e, idx, s->iss, s->state == S_SYN_SENT ? TH_SYN : TH_SYN | TH_ACK, 0, 0);
+        pk_add(&e->c, PK_retrans_syn, pk_read(&e->c, PK_syn_tx) - before);
     } else if (s->flags & F_SENDING) {
         /* go back to the first unacknowledged byte */
         if (s->nxt == e->msg_len && (s->flags & F_FIN_SENT))
@@ -1819,8 +1819,9 @@ static void on_rto(pk_tcp_engine *e, uint32_t idx, uint64_t now)
         send_data(e, idx, 1);
         pk_add(&e->c, PK_retrans_push, pk_read(&e->c, PK_pkts_tx) - before);
     } else {
-        cnt(e, PK_retrans_fin);
+        uint64_t before = pk_read(&e->c, PK_fin_tx);
         sock_tx(e, idx, s->snd_base, TH_FIN | TH_ACK, 0, 0);
+        pk_add(&e->c, PK_retrans_fin, pk_read(&e->c, PK_fin_tx) - before);
     }
     timer_add(e, idx, TL_RTO, now);
 }

@@ -80,6 +80,8 @@ def build(spec):
     try:
         if port.queues != spec.queues:
             raise ValueError(f"queues: port {spec.port} took {port.queues} queues, not {spec.queues}")
+        if isinstance(spec, DpdkHttpClient):
+            dpdk._wait_memif([port])    # a client opens connections at once: the link first
         for k, w in enumerate(cfgs):
             w["cpu"] = dpdk._cpu(k)
         return _dpdk.TcpEngine(port, cfgs if spec.queues > 1 else cfgs[0], own_ports=True)
