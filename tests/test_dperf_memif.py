@@ -81,6 +81,17 @@ def run_to_end(h, timeout=30.0):
     h.join()
 
 
+def client_to_end(h, finish):
+    """Client h run to its end and closed: (its counters, the server's from finish())."""
+    try:
+        run_to_end(h)
+        c = dict(zip(COUNTER_NAMES, h.snapshot()[0][0]))
+        assert h.error() is None
+        return c, finish()
+    finally:
+        h.close()
+
+
 def tag_args(extra):
     return (extra or {}).get("port_args", "")
 
@@ -99,14 +110,8 @@ def test_client_and_server_in_two_processes_over_memif(eal, tmp_path, family, pa
     with memif_server(f"{family}-{payload}", payload, "cc" in client_kw, {"spec": addrs}) as (sock, finish):
         if family == 6:
             client_kw = dict(client_kw, ip=CLI6, clients=((CLI6, 1),), server=SRV6)
-        h = dpdk_tcp.build(DpdkHttpClient(port=f"net_memif1,role=client,socket={sock}", **client_kw))
-        try:
-            run_to_end(h)
-            c = dict(zip(COUNTER_NAMES, h.snapshot()[0][0]))
-            assert h.error() is None
-            s = finish()
-        finally:
-            h.close()
+        c, s = client_to_end(dpdk_tcp.build(DpdkHttpClient(port=f"net_memif1,role=client,socket={sock}",
+                                                           **client_kw)), finish)
     n = c["sock_open"]
     print(f"memif IPv{family} {client_kw}: {n} connections, {c['http_req']} requests, "
           f"sock_error {c['sock_error']}/{s['sock_error']}")
@@ -144,18 +149,12 @@ def test_a_client_whose_memif_handshake_stalls_connects_again_before_it_starts(e
             h = dpdk_tcp.build(DpdkHttpClient(port=f"net_memif1,role=client,socket={sock}.proxy", cps=500,
                                               duration=1))
             took = time.monotonic() - t0
-            try:
-                assert h.port_list[0].link_up
-                run_to_end(h)
-                c = dict(zip(COUNTER_NAMES, h.snapshot()[0][0]))
-                assert h.error() is None
-                s = finish()
-            finally:
-                h.close()
+            up = h.port_list[0].link_up
+            c, s = client_to_end(h, finish)
         finally:
             proxy.close()
     assert proxy.accepted == 2 and proxy.relayed > 5, (proxy.accepted, proxy.relayed)
-    assert dpdk.MEMIF_RECONNECT_S < took < dpdk.MEMIF_WAIT_S, took
+    assert up and dpdk.MEMIF_RECONNECT_S < took < dpdk.MEMIF_WAIT_S, (up, took)
     assert c["sock_open"] >= 450 and c["retrans_syn"] == 0 and c["sock_error"] == s["sock_error"] == 0, c
     assert c["http_2xx"] == c["http_req"] == s["http_get"]
 
