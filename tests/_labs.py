@@ -30,10 +30,12 @@ def lab_up_or_skip(lab_mod, **kw):
         pytest.skip(f"no lab here: {exc}")
 
 
-def tx_offload(host, state):
-    """ethtool -K on a lab host's veth: its checksum offload "on" or "off" (the CompletedProcess)."""
-    return subprocess.run(["ip", "netns", "exec", host.netns, "ethtool", "-K", host.ifname, "tx", state],
-                          capture_output=True, text=True, timeout=20)
+def ethtool_or_skip(host, *features):
+    """ethtool -K on a lab host's veth (e.g. "tx", "off"), or a skip with ethtool's reason."""
+    p = subprocess.run(["ip", "netns", "exec", host.netns, "ethtool", "-K", host.ifname, *features],
+                       capture_output=True, text=True, timeout=20)
+    if p.returncode != 0:
+        pytest.skip(f"ethtool cannot set {' '.join(features)} on {host.ifname}: {p.stderr.strip()}")
 
 
 @contextlib.contextmanager
@@ -42,9 +44,7 @@ def offload_off_lab(lab_mod):
     gets TCP checksums whole, not the partial sum an offload leaves), or a skip; down after."""
     lab = lab_up_or_skip(lab_mod)
     try:
-        p = tx_offload(lab.hosts[1], "off")
-        if p.returncode != 0:
-            pytest.skip(f"ethtool cannot turn checksum offload off: {p.stderr}")
+        ethtool_or_skip(lab.hosts[1], "tx", "off")
         yield lab
     finally:
         lab.down()

@@ -67,7 +67,7 @@ _dpdk = pytest.importorskip(
 from perfkit.engines import dpdk  # noqa: E402
 sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
 from _dpdk_tests import eal, wait_done, MEMIF_CLIENT  # noqa: E402,F401 (eal: a fixture)
-from _labs import lab_module_or_skip, lab_up_or_skip, udp_stats  # noqa: E402
+from _labs import ethtool_or_skip, lab_module_or_skip, lab_up_or_skip, udp_stats  # noqa: E402
 
 
 def _frame(dst, src, n, tag):
@@ -363,9 +363,6 @@ def test_the_kernel_pings_and_sends_udp_through_a_forwarder_on_two_veths(eal, tw
     # a1 gets an address in b2's subnet, then the kernels ARP, ping and send UDP across it.
     import ipaddress
     import subprocess
-    import shutil
-    if offload == "off" and shutil.which("ethtool") is None:
-        pytest.skip("needs ethtool (the sender's checksum offload goes off)")
     (a1, a2), (b1, b2) = two_labs[0].hosts, two_labs[1].hosts
     x = str(ipaddress.ip_network(f"{b2.ipv4}/24", strict=False).network_address + 100)
     subprocess.run(["ip", "-n", a1.netns, "addr", "add", f"{x}/24", "dev", a1.ifname], check=True)
@@ -374,8 +371,7 @@ def test_the_kernel_pings_and_sends_udp_through_a_forwarder_on_two_veths(eal, tw
     # so; the forwarder finishes it (before it did, all 2000 arrived with bad checksums in
     # b2's InCsumErrors). off: a1 writes whole checksums itself.
     if offload == "off":
-        subprocess.run(["ip", "netns", "exec", a1.netns, "ethtool", "-K", a1.ifname, "tx", "off"], check=True,
-                       capture_output=True)
+        ethtool_or_skip(a1, "tx", "off")
     ports = [_dpdk.Port(f"net_af_packet0,iface={a2.ifname},qdisc_bypass=0,framecnt=4096", netns=a2.netns_path),
              _dpdk.Port(f"net_af_packet1,iface={b1.ifname},qdisc_bypass=0,framecnt=4096", netns=b1.netns_path)]
     h = _dpdk.DpdkEngine(ports, [
@@ -448,17 +444,13 @@ def test_kernel_tcp_crosses_the_forwarder_with_its_checksums_finished(eal, two_l
     # forwarder finishes each segment's sum) but not TSO/GSO: a 64 KB super-segment does not
     # fit an af_packet frame (with them on, 378 KB of 2 MB arrived, then the connection stalled)
     import ipaddress
-    import shutil
     import subprocess
     import threading
-    if shutil.which("ethtool") is None:
-        pytest.skip("needs ethtool (TSO/GSO go off)")
     (a1, a2), (b1, b2) = two_labs[0].hosts, two_labs[1].hosts
     x = str(ipaddress.ip_network(f"{b2.ipv4}/24", strict=False).network_address + 100)
     subprocess.run(["ip", "-n", a1.netns, "addr", "add", f"{x}/24", "dev", a1.ifname], check=True)
     for host in (a1, b2):
-        subprocess.run(["ip", "netns", "exec", host.netns, "ethtool", "-K", host.ifname, "tso", "off", "gso", "off"],
-                       check=True, capture_output=True)
+        ethtool_or_skip(host, "tso", "off", "gso", "off")
     ports = [_dpdk.Port(f"net_af_packet0,iface={a2.ifname},qdisc_bypass=0,framecnt=4096", netns=a2.netns_path),
              _dpdk.Port(f"net_af_packet1,iface={b1.ifname},qdisc_bypass=0,framecnt=4096", netns=b1.netns_path)]
     h = _dpdk.DpdkEngine(ports, [

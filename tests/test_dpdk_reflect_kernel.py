@@ -17,7 +17,7 @@ _dpdk = pytest.importorskip(
 from perfkit.engines import dpdk  # noqa: E402
 sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
 from _dpdk_tests import eal, counters, wait_done  # noqa: E402,F401 (eal: a fixture)
-from _labs import lab, udp_stats, csum  # noqa: E402,F401 (lab: a fixture)
+from _labs import lab, udp_stats, csum, ethtool_or_skip  # noqa: E402,F401 (lab: a fixture)
 
 
 def _echo(dst, port, n):
@@ -56,8 +56,7 @@ def test_the_reflector_returns_kernel_sent_udp(eal, lab, offload):
     h1, h2 = lab.hosts
     mine = str(ipaddress.ip_network(f"{h1.ipv4}/24", strict=False).network_address + 200)
     if offload == "off":
-        subprocess.run(["ip", "netns", "exec", h2.netns, "ethtool", "-K", h2.ifname, "tx", "off"], check=True,
-                       capture_output=True)
+        ethtool_or_skip(h2, "tx", "off")
     refl = dpdk.build(DpdkReflect(port=f"net_af_packet0,iface={h1.ifname}", netns=h1.netns_path, ip=mine,
                                   duration="20s"))
     try:

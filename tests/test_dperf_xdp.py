@@ -28,7 +28,7 @@ _dpdk = pytest.importorskip("perfkit._dpdk", reason="perfkit was built without D
 from perfkit.engines import dpdk  # noqa: E402
 sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
 from _nginx import needs_nginx  # noqa: E402
-from _labs import csum, if_mac, lab_module_or_skip, nginx_in_h2, offload_off_lab, tx_offload  # noqa: E402
+from _labs import csum, if_mac, lab_module_or_skip, nginx_in_h2, offload_off_lab, ethtool_or_skip  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -185,11 +185,11 @@ def test_cps_on_af_xdp_with_the_lab_hosts_checksum_offload_on(lab, tmp_path, v6)
     takes such a field as done (nothing crossed a wire), so nginx is loaded as it is."""
     h2 = lab.hosts[1]
     nginx = nginx_in_h2(lab, tmp_path, 6 if v6 else 4).__enter__()
-    tx_offload(h2, "on").check_returncode()
+    ethtool_or_skip(h2, "tx", "on")
     try:
         out = run_client(lab, v6=v6, cps=500, duration=1)
     finally:
-        tx_offload(h2, "off").check_returncode()
+        ethtool_or_skip(h2, "tx", "off")
         nginx.stop()
     c = out["c"]
     assert c["sock_error"] == 0 and c["http_err"] == 0 and c["bad_rx"] == 0
