@@ -26,6 +26,7 @@ import datetime
 import json
 import os
 import platform
+import random
 import re
 import shutil
 import signal
@@ -533,9 +534,25 @@ def worker_cpu(results: list[dict | None]) -> str:
     return ", ".join(f"{n} {statistics.median(v):.0f}%" for n, v in byw.items()) or "n/a"
 
 
-def ratio_row(name, metric, pk, peer, tool, fmt, target: float | None, higher_better: bool) -> Row:
-    """Row with ratio = median(perfkit) / median(peer); target None means info only."""
+def ratio_interval(pk_runs, peer_runs, resamples: int = 2000) -> tuple[float, float] | None:
+    """95% bootstrap interval of median(perfkit) / median(peer): each tool's runs resampled
+    with replacement, independently (fixed seed, so a report can be recomputed)."""
+    pk_runs = [v for v in pk_runs if v is not None]
+    peer_runs = [v for v in peer_runs if v]
+    if len(pk_runs) < 3 or len(peer_runs) < 3:
+        return None
+    rng = random.Random(0)
+    ratios = sorted(statistics.median(rng.choices(pk_runs, k=len(pk_runs)))
+                    / statistics.median(rng.choices(peer_runs, k=len(peer_runs))) for _ in range(resamples))
+    return ratios[int(0.025 * resamples)], ratios[int(0.975 * resamples) - 1]
+
+
+def ratio_row(name, metric, pk, peer, tool, fmt, target: float | None, higher_better: bool,
+              runs: tuple[list, list] | None = None) -> Row:
+    """Row with ratio = median(perfkit) / median(peer); target None means info only. With
+    runs (each tool's values) the ratio also shows its 95% bootstrap interval."""
     ratio = pk / peer if pk is not None and peer else None
+    interval = ratio_interval(*runs) if runs and ratio is not None else None
     if tool is None:
         status = "skipped"
     elif ratio is None:
@@ -547,7 +564,8 @@ def ratio_row(name, metric, pk, peer, tool, fmt, target: float | None, higher_be
         status = "pass" if ok else "FAIL"
     tgt = "info" if target is None else (f">= {target:g}" if higher_better else f"<= {target:g}")
     return Row(name, metric, fmt(pk), f"{fmt(peer)} ({tool})" if tool else "—",
-               f"{ratio:.2f}" if ratio is not None else "—", tgt, status)
+               "—" if ratio is None else f"{ratio:.2f}" + (f" ({interval[0]:.2f}-{interval[1]:.2f})" if interval else ""),
+               tgt, status)
 
 
 def fmt_pps(v):
@@ -1081,7 +1099,7 @@ def _vs_rows(b: Bench, path: str, res: dict) -> None:
         qp = [(q or {}).get("value") for q in r["qp"]]
         metric = "mean RTT/2" if lat else "rx payload bit/s"
         row = ratio_row(f"{test} {_size_str(size)} ({path})", metric, med(pk), med(qp), "qperf",
-                        fmt_us if lat else fmt_bps, 1.0, not lat)
+                        fmt_us if lat else fmt_bps, 1.0, not lat, runs=(pk, qp))
         b.vs_rows.append(row)
         for i in range(max(len(r["pk"]), len(r["qp"]))):
             s = r["pk"][i] if i < len(r["pk"]) else None
@@ -1842,7 +1860,9 @@ def write_results(path: Path, b: Bench, env: dict, versions: dict, argv: list[st
                f"`perfkit serve` / `perfkit test` against qperf's server / client, every qperf test at three "
                f"sizes, {b.reps} alternating reps of {b.vs_duration:g} s. Bandwidth: payload bits/s received "
                "(qperf udp_bw: recv_bw); latency: mean RTT / 2 on both sides (qperf's `latency`, perfkit's "
-               "`latency_us`). Targets: bandwidth >= 1.0x qperf, latency <= 1.0x qperf.", "",
+               "`latency_us`). Targets: bandwidth >= 1.0x qperf, latency <= 1.0x qperf. In brackets: the "
+               "ratio's 95% bootstrap interval (each tool's runs resampled); where it spans 1.0 the runs "
+               "do not tell the two tools apart.", "",
                *table(b.vs_rows)]
         md += [""]
     if b.http_rows:

@@ -1,0 +1,42 @@
+"""bench/run.py's ratio interval: the bootstrap bounds of median(perfkit) / median(peer)."""
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+_spec = importlib.util.spec_from_file_location("bench_run", Path(__file__).parent.parent / "bench" / "run.py")
+bench = sys.modules["bench_run"] = importlib.util.module_from_spec(_spec)   # dataclasses look it up
+_spec.loader.exec_module(bench)
+
+
+def test_runs_that_overlap_give_an_interval_around_one():
+    pk = [25.1, 24.6, 26.1, 25.4, 25.3, 26.1, 24.9, 25.8, 25.0]
+    qp = [25.4, 24.6, 27.5, 25.3, 26.4, 25.6, 24.8, 25.9, 25.2]
+    lo, hi = bench.ratio_interval(pk, qp)
+    assert lo < 1.0 < hi and hi - lo < 0.1
+
+
+def test_runs_apart_give_an_interval_that_excludes_one():
+    lo, hi = bench.ratio_interval([1.20, 1.25, 1.22, 1.19, 1.24], [1.00, 1.02, 0.99, 1.01, 1.03])
+    assert 1.1 < lo <= hi < 1.3
+
+
+def test_too_few_runs_or_failed_runs_give_no_interval():
+    assert bench.ratio_interval([1.0, None, 1.1], [1.0, 1.0, 1.0]) is None
+    assert bench.ratio_interval([1.0, 1.1], [1.0, 1.0]) is None
+
+
+def test_a_row_shows_the_ratio_with_its_interval():
+    row = bench.ratio_row("udp_lat 64 B", "mean RTT/2", 25.0, 25.5, "qperf", bench.fmt_us, 1.0, False,
+                          runs=([25.0, 24.0, 26.0], [25.5, 25.0, 26.5]))
+    assert row.status == "pass"
+    assert row.ratio.startswith("0.98 (") and row.ratio.endswith(")"), row.ratio
+    lo, hi = (float(x) for x in row.ratio[6:-1].split("-"))
+    assert lo <= 0.98 <= hi
+    assert bench.ratio_row("x", "m", 1.0, 2.0, "qperf", bench.fmt_us, 1.0, False).ratio == "0.50"
+
+
+@pytest.mark.parametrize("bad", [[], [None, None, None]])
+def test_no_runs_no_interval(bad):
+    assert bench.ratio_interval(bad, [1.0, 1.0, 1.0]) is None
