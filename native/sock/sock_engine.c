@@ -357,17 +357,17 @@ static void run_udp_recv(worker *w)
     }
 }
 
-/* One datagram at a time (batch 1, a latency test's far end): recvmsg/sendmsg
- * as qperf's recvfrom/sendto, without the mmsg bookkeeping per round trip. */
+/* One datagram at a time (batch 1, a latency test's far end): recvfrom/sendto as
+ * qperf's, no msghdr or iovec for the kernel to copy in per round trip. */
 static void run_udp_reflect_one(worker *w)
 {
     const int fd = w->fds[0];
-    struct msghdr *m = &w->msgs[0].msg_hdr;
+    uint8_t *buf = w->bufs;
+    struct sockaddr *from = (struct sockaddr *)&w->names[0];
     uint64_t last_rx = 0, done_at = 0;
     for (;;) {
-        m->msg_namelen = sizeof(struct sockaddr_storage);
-        w->iov[0].iov_len = w->buf_len;
-        ssize_t r = recvmsg(fd, m, wait_flag(w, last_rx, 0));
+        socklen_t fromlen = sizeof(w->names[0]);
+        ssize_t r = recvfrom(fd, buf, w->buf_len, wait_flag(w, last_rx, 0), from, &fromlen);
         uint64_t now = pk_now_ns();
         account_cpu(w, now, 0);
         if (r < 0) {
@@ -379,8 +379,7 @@ static void run_udp_reflect_one(worker *w)
         pk_add(&w->c, PK_pkts_rx, 1);
         pk_add(&w->c, PK_udp_rx, 1);
         pk_add(&w->c, PK_bytes_rx, (uint64_t)r);
-        w->iov[0].iov_len = (size_t)r;
-        if (sendmsg(fd, m, 0) == r) {
+        if (sendto(fd, buf, (size_t)r, 0, from, fromlen) == r) {
             pk_add(&w->c, PK_pkts_tx, 1);
             pk_add(&w->c, PK_bytes_tx, (uint64_t)r);
         } else {
