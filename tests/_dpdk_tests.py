@@ -274,22 +274,31 @@ def _memif_addr(name):
 class StallFirstProxy:
     """A memif socket in front of a real server: the first connection is accepted and never
     answered (a handshake that stalls); later ones are relayed to the server message by
-    message, with the file descriptors they pass (the shared memory, the ring eventfds)."""
+    message, with the file descriptors they pass (the shared memory, the ring eventfds).
+    relisten_after=S: once the first is held, nothing listens on the name for S seconds (a
+    server that refuses connections while it still holds an old one)."""
 
-    def __init__(self, name, server_name):
-        self.server_addr = _memif_addr(server_name)
-        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.listener.bind(_memif_addr(name))
-        self.listener.listen(4)
+    def __init__(self, name, server_name, relisten_after=0.0):
+        self.name, self.server_addr = name, _memif_addr(server_name)
+        self.relisten_after, self.relisten_at = relisten_after, None
+        self.listener = self._listen()
         self.accepted, self.relayed, self.held = 0, 0, []
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
+    def _listen(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        s.bind(_memif_addr(self.name))
+        s.listen(4)
+        return s
+
     def _serve(self):
         pairs = []
         while not self.done.is_set():
-            socks = [self.listener] + [s for pair in pairs for s in pair]
+            if self.listener is None and time.monotonic() >= self.relisten_at:
+                self.listener = self._listen()
+            socks = [s for pair in pairs for s in pair] + ([self.listener] if self.listener else [])
             ready, _, _ = select.select(socks, [], [], 0.05)
             for s in ready:
                 if s is self.listener:
@@ -297,29 +306,40 @@ class StallFirstProxy:
                     self.accepted += 1
                     if self.accepted == 1:
                         self.held.append(conn)
+                        if self.relisten_after:
+                            self.listener.close()
+                            self.listener, self.relisten_at = None, time.monotonic() + self.relisten_after
                         continue
                     up = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-                    up.connect(self.server_addr)
+                    try:
+                        up.connect(self.server_addr)
+                    except OSError:   # the server refused: so does the proxy
+                        up.close()
+                        conn.close()
+                        continue
                     pairs.append((conn, up))
                     continue
                 pair = next(p for p in pairs if s in p)
                 other = pair[1] if s is pair[0] else pair[0]
-                data, anc, _, _ = s.recvmsg(4096, socket.CMSG_SPACE(16 * 4))
+                fds = []
+                try:
+                    data, anc, _, _ = s.recvmsg(4096, socket.CMSG_SPACE(16 * 4))
+                    for level, kind, payload in anc:
+                        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                            fds += list(memoryview(payload).cast("i"))
+                    if data:
+                        other.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, bytes(memoryview(b"".join(
+                            fd.to_bytes(4, sys.byteorder, signed=True) for fd in fds))))] if fds else [])
+                        self.relayed += 1
+                except OSError:   # one end gone (a connection its client closed while it waited)
+                    data = b""
+                for fd in fds:
+                    os.close(fd)
                 if not data:
                     pairs.remove(pair)
                     for end in pair:
                         end.close()
-                    continue
-                fds = []
-                for level, kind, payload in anc:
-                    if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                        fds += list(memoryview(payload).cast("i"))
-                other.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, bytes(memoryview(b"".join(
-                    fd.to_bytes(4, sys.byteorder, signed=True) for fd in fds))))] if fds else [])
-                for fd in fds:
-                    os.close(fd)
-                self.relayed += 1
-        for end in [self.listener, *self.held, *(s for pair in pairs for s in pair)]:
+        for end in [*([self.listener] if self.listener else []), *self.held, *(s for pair in pairs for s in pair)]:
             end.close()
 
     def close(self):

@@ -145,3 +145,31 @@ def test_a_memif_client_whose_handshake_stalls_connects_again(eal, sock):
     s = run.summary
     assert s["pkts_tx"] == 10_000 and s["lat_count"] == s["pkts_tx"] and s["lost"] == 0, s
     assert dpdk.resources()["ports_open"] == 0
+def test_a_memif_client_whose_reconnect_is_refused_tries_again(eal, sock):
+    # the proxy holds the first connection silent, then listens again only 1.5 s later: the
+    # reconnect at MEMIF_RECONNECT_S is refused (DPDK's start fails) and is tried again until
+    # it connects. Seen in CI with a busy reflector: "start failed on reconnect", the run lost
+    server = _py(["-m", "perfkit", "reflect", "--port", f"net_memif0,role=server,socket={sock}",
+                  "--mode", "reverse", "--ip", B_IP, "--duration", "15s", "--interval", "0.1s", "--json"])
+    proxy = StallFirstProxy(sock + ".proxy", sock, relisten_after=1.5)
+    try:
+        ready, _, _ = select.select([server.stdout], [], [], 30)
+        assert ready, "the reflector printed no row in 30 s"
+        assert server.stdout.readline().startswith("{"), server.poll()
+        spec = DpdkFlows(port=f"net_memif0,role=client,socket={sock}.proxy", mode="reverse", ip=A_IP,
+                         peer_ip=B_IP, rate="20kpps", flows=5, size=256, duration="0.5s")
+        t0 = time.monotonic()
+        run = perfkit.Run(spec, engine="dpdk").run()
+        took = time.monotonic() - t0
+    finally:
+        server.terminate()
+        out, err = server.communicate(timeout=30)
+        proxy.close()
+    assert run.error is None, (run.error, "the reflector's stderr:", err[-3000:])
+    assert proxy.accepted == 2 and proxy.relayed > 5, (proxy.accepted, proxy.relayed)
+    assert 1.5 < took < dpdk.MEMIF_WAIT_S + 3, took
+    s = run.summary
+    assert s["pkts_tx"] == 10_000 and s["lat_count"] == s["pkts_tx"] and s["lost"] == 0, s
+    assert dpdk.resources()["ports_open"] == 0
+
+

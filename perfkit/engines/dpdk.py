@@ -227,28 +227,33 @@ def _split(total: int, parts: int, k: int) -> tuple[int, int]:
 
 MEMIF_WAIT_S = 5.0        # a generator's memif link must be up this soon (it takes ~10 ms here)
 MEMIF_RECONNECT_S = 1.0   # a memif client still down this long connects again
+MEMIF_REFUSED_S = 0.25    # ... and, refused (the server still holds the old connection), tries again this soon
 
 
 def _wait_memif(ports) -> None:
     """A generator on a memif client waits (bounded) for the server to connect, rather
     than start sending into a link that is down. A client whose handshake has not finished
-    within MEMIF_RECONNECT_S connects again: a handshake that stalled starts over."""
+    within MEMIF_RECONNECT_S connects again: a handshake that stalled starts over. A
+    reconnect the server refuses is tried again until the wait ends."""
     import time
     deadline = time.monotonic() + MEMIF_WAIT_S
     for p in ports:
         if not p.dev.startswith("net_memif"):
             continue
         client = "role=client" in p.dev
-        retry_at = time.monotonic() + MEMIF_RECONNECT_S
+        retry_at, refused = time.monotonic() + MEMIF_RECONNECT_S, None
         while not p.link_up:
             now = time.monotonic()
             if now > deadline:
                 raise EngineError(f"port {p.dev}: the memif link did not come up in {MEMIF_WAIT_S:g} s: "
                                   "is the other side (role=server / role=client) running on the same "
-                                  "socket file?")
+                                  "socket file?" + (f" (last reconnect: {refused})" if refused else ""))
             if client and now > retry_at:
-                p.reconnect()
-                retry_at = now + MEMIF_RECONNECT_S
+                try:
+                    p.reconnect()
+                    retry_at, refused = now + MEMIF_RECONNECT_S, None
+                except EngineError as exc:
+                    retry_at, refused = now + MEMIF_REFUSED_S, exc
             time.sleep(0.01)
 
 
