@@ -134,7 +134,8 @@ int pk_dpdk_port_rss(const pk_dpdk_port *p);
 /* 1 link up, 0 down (memif: until the peer has connected), -1 unknown. */
 int pk_dpdk_port_link(const pk_dpdk_port *p);
 /* memif, link down and no engine on it: drop the control connection and connect again
- * (stop + start). 0, or -1 + err (start failed: nothing listens on the socket). */
+ * (stop + start). 0, or -1 + err (start failed: nothing listens on the socket, or the server
+ * refused: it still holds the old connection; the caller may try again). */
 int pk_dpdk_port_reconnect(pk_dpdk_port *p, char *err, size_t errlen);
 /* Drain, stop, close and hot-unplug. Never while an engine uses the port. */
 void pk_dpdk_port_close(pk_dpdk_port *p);
