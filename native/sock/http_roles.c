@@ -233,7 +233,7 @@ static ssize_t u_send(http_user *u, const void *p, size_t n, uint32_t *want)
         return -2;
     }
 #endif
-    ssize_t r = send(u->fd, p, n, MSG_NOSIGNAL);
+    ssize_t r = sys_send(u->fd, p, n, MSG_NOSIGNAL);
     if (r > 0)
         return r;
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -264,7 +264,7 @@ static ssize_t u_recv(http_user *u, void *p, size_t n)
         return -2;
     }
 #endif
-    ssize_t r = recv(u->fd, p, n, 0);
+    ssize_t r = sys_recv(u->fd, p, n, 0);
     if (r >= 0)
         return r;
     return errno == EAGAIN || errno == EWOULDBLOCK ? -1 : -2;
@@ -741,7 +741,7 @@ static void run_http_server(worker *w)
             int close_it = 0;
             if (u->resp.state == PK_HTTP_DONE)
                 u->resp.len = 0;
-            ssize_t r = recv(u->fd, buf + u->resp.len, sizeof(u->resp.buf) - u->resp.len, 0);
+            ssize_t r = sys_recv(u->fd, buf + u->resp.len, sizeof(u->resp.buf) - u->resp.len, 0);
             if (r <= 0) {
                 close_it = r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
             } else if (u->resp.state == PK_HTTP_DONE) {
@@ -760,7 +760,7 @@ static void run_http_server(worker *w)
                     pk_add(&w->c, PK_http_req, 1);
                     pk_add(&w->c, memcmp(buf, "POST ", 5) == 0 ? PK_http_post : PK_http_get, 1);
                     int wants_close = pk_http__has(buf, buf + q, "connection: close");
-                    ssize_t s = send(u->fd, resp, resp_len, MSG_NOSIGNAL);
+                    ssize_t s = sys_send(u->fd, resp, resp_len, MSG_NOSIGNAL);
                     if (s != (ssize_t)resp_len) { /* a slow reader of a big response: give up on it */
                         pk_add(&w->c, PK_sock_error, 1);
                         close_it = 1;
