@@ -44,7 +44,24 @@ typedef pk_flow_state flow_state;  /* perfkit/seqwin.h */
  * each of glibc's socket calls is a cancellation point that sets and clears the thread's
  * cancellation type around the call, two atomic compare-exchanges: 5% of a 64 B tcp_bw
  * sender's CPU (`perf record`, __pthread_{en,dis}able_asynccancel), where single-threaded
- * qperf skips them. No worker is ever cancelled, so nothing is lost. */
+ * qperf skips them. No worker is ever cancelled, so nothing is lost. Under AddressSanitizer
+ * the glibc calls stay: its interceptors check every buffer the kernel reads or writes. */
+#if defined(__SANITIZE_ADDRESS__)
+#define PK_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PK_ASAN 1
+#endif
+#endif
+
+#ifdef PK_ASAN
+#define sys_send send
+#define sys_recv recv
+#define sys_sendto sendto
+#define sys_recvfrom recvfrom
+#define sys_sendmmsg sendmmsg
+#define sys_recvmmsg(fd, msgs, n, flags) recvmmsg(fd, msgs, n, flags, NULL)
+#else
 static inline ssize_t sys_send(int fd, const void *buf, size_t len, int flags)
 {
     return (ssize_t)syscall(SYS_sendto, fd, buf, len, flags, NULL, 0);
@@ -76,6 +93,7 @@ static inline int sys_recvmmsg(int fd, struct mmsghdr *msgs, unsigned n, int fla
 {
     return (int)syscall(SYS_recvmmsg, fd, msgs, n, flags, NULL);
 }
+#endif
 
 typedef struct worker {
     /* the counters first: one cache-line-aligned block, this worker writes it */
