@@ -142,22 +142,31 @@ def test_names_and_bad_values():
         b.close()
 
 
+TIMING_ATTEMPTS = 3  # a stalled host makes any delay line late, never early: lateness
+                     # bounds need one quiet attempt; order and never-early hold in each
+
+
 def test_delay_keeps_order_and_is_never_early(pair):
-    p = pair()
-    p.line.set_config(0, 5 * MS)
-    p.line.start()
-    sent = {}
-    for i in range(2000):
-        sent[i] = time.time_ns()
-        p.peer().send(frame(i))
-    got = p.recv_all(2000)
-    assert [seq(f) for f, _ in got] == list(range(2000))
-    waits = [(t - sent[seq(f)]) / MS for f, t in got]
-    assert min(waits) >= 5.0                       # held at least the delay, from when it was sent
-    c = p.line.counters(0)
-    assert (c["rx"], c["tx"], c["dropped"], c["queued"]) == (2000, 2000, 0, 0)
-    assert c["late_ns_sum"] / c["tx"] < 200_000    # sent on time (mean lateness under 0.2 ms)
-    assert p.line.stats()["heap_max"] == 0         # a fixed delay never leaves FIFO order
+    for attempt in range(TIMING_ATTEMPTS):
+        p = pair()
+        p.line.set_config(0, 5 * MS)
+        p.line.start()
+        sent = {}
+        for i in range(2000):
+            sent[i] = time.time_ns()
+            p.peer().send(frame(i))
+        got = p.recv_all(2000)
+        assert [seq(f) for f, _ in got] == list(range(2000))
+        waits = [(t - sent[seq(f)]) / MS for f, t in got]
+        assert min(waits) >= 5.0                   # held at least the delay, from when it was sent
+        c = p.line.counters(0)
+        assert (c["rx"], c["tx"], c["dropped"], c["queued"]) == (2000, 2000, 0, 0)
+        assert p.line.stats()["heap_max"] == 0     # a fixed delay never leaves FIFO order
+        mean_late_ns = c["late_ns_sum"] / c["tx"]
+        print(f"attempt {attempt + 1}: mean lateness {mean_late_ns / 1e3:.1f} us")
+        if mean_late_ns < 200_000:
+            break
+    assert mean_late_ns < 200_000                  # sent on time (mean lateness under 0.2 ms)
 
 
 def test_jitter_spreads_and_reorders(pair):
@@ -425,23 +434,27 @@ def test_delay_accuracy(lab):
     lb = lab(delay="10ms")
     h1, h2 = lb.hosts
     e = SockEngine([{"role": "udp_reflect", "local": (h2.ipv4, 0), "size": 64, "batch": 1,
-                     "duration": 6.0, "netns": h2.netns_path}])
+                     "duration": 4.0 * TIMING_ATTEMPTS, "netns": h2.netns_path}])
     e.start()
     try:
         port = e.bound_port(0)
-        before = _line(lb)
-        rtts = sorted(lb.call(h1, _timed_pings, h2.ipv4, port, 150, 0.002, timeout=30))
+        for attempt in range(TIMING_ATTEMPTS):
+            before = _line(lb)
+            rtts = sorted(lb.call(h1, _timed_pings, h2.ipv4, port, 150, 0.002, timeout=30))
+            after = _line(lb)
+            assert len(rtts) >= 140
+            p50 = rtts[len(rtts) // 2] / 1e6
+            sent = after["sent"] - before["sent"]
+            late = (after["late_ns_sum"] - before["late_ns_sum"]) / max(1, sent) / 1e3
+            print(f"attempt {attempt + 1}, delay 10ms each way: {len(rtts)} round trips, p50 {p50:.3f} ms, "
+                  f"min {rtts[0] / 1e6:.3f}, p90 {rtts[len(rtts) * 9 // 10] / 1e6:.3f}; "
+                  f"the delay line sent {late:.1f} us late on average")
+            assert rtts[0] / 1e6 >= 20.0            # never early
+            if abs(p50 - 20.0) <= 0.3 and late < 100:
+                break
     finally:
         e.stop()
         e.join()
         e.close()
-    after = _line(lb)
-    assert len(rtts) >= 140
-    p50 = rtts[len(rtts) // 2] / 1e6
-    sent = after["sent"] - before["sent"]
-    late = (after["late_ns_sum"] - before["late_ns_sum"]) / max(1, sent) / 1e3
-    print(f"delay 10ms each way: {len(rtts)} round trips, p50 {p50:.3f} ms, min {rtts[0] / 1e6:.3f}, "
-          f"p90 {rtts[len(rtts) * 9 // 10] / 1e6:.3f}; the delay line sent {late:.1f} us late on average")
-    assert rtts[0] / 1e6 >= 20.0                    # never early
     assert abs(p50 - 20.0) <= 0.3
     assert late < 100                               # the delay line's own error, in us
