@@ -106,6 +106,18 @@ def seq(f: bytes) -> int:
     return struct.unpack_from(">I", f, 14)[0]
 
 
+def send_numbered(p, n: int, pause_every: int = 0) -> dict:
+    """Send frames 0..n-1 into tap 0 (a 1 ms pause after every pause_every frames);
+    returns each frame's send time (time.time_ns())."""
+    sent = {}
+    for i in range(n):
+        sent[i] = time.time_ns()
+        p.peer().send(frame(i))
+        if pause_every and i % pause_every == pause_every - 1:
+            time.sleep(0.001)
+    return sent
+
+
 def stamped(i: int, at_ns: int, size: int = 64) -> bytes:
     """frame(i) with the lab's outer 802.1ad tag holding the time at_ns."""
     f = frame(i, size)
@@ -151,10 +163,7 @@ def test_delay_keeps_order_and_is_never_early(pair):
         p = pair()
         p.line.set_config(0, 5 * MS)
         p.line.start()
-        sent = {}
-        for i in range(2000):
-            sent[i] = time.time_ns()
-            p.peer().send(frame(i))
+        sent = send_numbered(p, 2000)
         got = p.recv_all(2000)
         assert [seq(f) for f, _ in got] == list(range(2000))
         waits = [(t - sent[seq(f)]) / MS for f, t in got]
@@ -173,12 +182,7 @@ def test_jitter_spreads_and_reorders(pair):
     p = pair()
     p.line.set_config(0, 6 * MS, 3 * MS)
     p.line.start()
-    sent = {}
-    for i in range(3000):
-        sent[i] = time.time_ns()
-        p.peer().send(frame(i))
-        if i % 100 == 99:
-            time.sleep(0.001)                       # spread the sends over a few ms
+    sent = send_numbered(p, 3000, pause_every=100)  # spread the sends over a few ms
     got = p.recv_all(3000)
     assert sorted(seq(f) for f, _ in got) == list(range(3000))
     waits = sorted((t - sent[seq(f)]) / MS for f, t in got)
@@ -193,10 +197,7 @@ def test_reorder_share_skips_the_delay(pair):
     p = pair()
     p.line.set_config(0, 50 * MS, 0, 0.25)
     p.line.start()
-    sent = {}
-    for i in range(2000):
-        sent[i] = time.time_ns()
-        p.peer().send(frame(i))
+    sent = send_numbered(p, 2000)
     got = p.recv_all(2000)
     assert len(got) == 2000
     early = [seq(f) for f, t in got if t - sent[seq(f)] < 25 * MS]
