@@ -24,7 +24,8 @@ cdef class DelayLine:
     line over tap fds (non-blocking, IFF_TAP | IFF_NO_PI; the caller keeps and closes
     them). pool: packet buffers (0: the default). stamped: frames carry their diversion
     time in an outer 802.1ad tag (the lab's tc BPF program pushes it; the line strips it).
-    rt_priority: run the packet thread SCHED_FIFO at this priority where allowed (0: no).
+    rt_priority: run the packet thread SCHED_FIFO at this priority where allowed (0: no);
+    where refused, at nice -20 where allowed (stats() rt_priority and nice_boost say which).
     notify_fd gets one byte when the thread ends. Every tap starts undelayed."""
     cdef pk_dl *dl
     cdef readonly int ntaps

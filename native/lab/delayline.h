@@ -98,7 +98,10 @@ enum {
     X(wake_late_ns)    /* running mean of how late a timed sleep wakes up */ \
     X(margin_ns)       /* wakes this long before a packet is due, then spins */ \
     X(cpu_ns)          /* CPU time of the delay-line thread */ \
-    X(rt_priority)     /* its SCHED_FIFO priority, 0: the normal class */
+    X(rt_priority)     /* its SCHED_FIFO priority, 0: the normal class */ \
+    X(nice_boost)      /* SCHED_FIFO refused: how far its nice value was lowered (20: to -20) */ \
+    X(slice_ns)        /* ... and the scheduler slice it asked for (0: the default) */ \
+    X(tid)             /* the thread's id, for top -H, perf -t and /proc/PID/task/TID */
 
 enum {
 #define PK_DL_ENUM(name) PK_DL_STAT_##name,
@@ -119,8 +122,9 @@ typedef struct pk_dl pk_dl;
  * tag (stripped before they go on). rt_priority: run the thread SCHED_FIFO at this
  * priority (1..99; it then wakes on time on a busy machine, as netem's softirq
  * does), 0 = the caller's class; if the kernel refuses, the thread stays in the
- * caller's class (stat rt_priority says which). notify_fd: written one byte when
- * the thread ends, or -1. Every tap starts with no delay. NULL + err on failure. */
+ * caller's class, at nice -20 and a short slice where allowed (stats rt_priority,
+ * nice_boost and slice_ns say which). notify_fd: written one byte when the thread
+ * ends, or -1. Every tap starts with no delay. NULL + err on failure. */
 pk_dl *pk_dl_create(const int *fds, int ntaps, uint32_t mtu, uint32_t pool, int stamped,
                     int rt_priority, int notify_fd, char *err, size_t errlen);
 int pk_dl_ntaps(const pk_dl *dl);
