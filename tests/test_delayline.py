@@ -118,6 +118,15 @@ def send_numbered(p, n: int, pause_every: int = 0) -> dict:
     return sent
 
 
+def sched_class(line) -> str:
+    """How the line's thread runs: SCHED_FIFO, or the normal class (nice -20 and a short
+    slice where allowed). line: a DelayLine or its stats()."""
+    st = line if isinstance(line, dict) else line.stats()
+    if st["rt_priority"]:
+        return f"SCHED_FIFO {st['rt_priority']}"
+    return f"normal class, nice {-st['nice_boost']}, slice {st['slice_ns'] / 1e3:g} us"
+
+
 def stamped(i: int, at_ns: int, size: int = 64) -> bytes:
     """frame(i) with the lab's outer 802.1ad tag holding the time at_ns."""
     f = frame(i, size)
@@ -154,43 +163,107 @@ def test_names_and_bad_values():
         b.close()
 
 
-TIMING_ATTEMPTS = 3  # a stalled host makes any delay line late, never early: lateness
-                     # bounds need one quiet attempt; order and never-early hold in each
+# ----------------------------------------------------------------------------- timing bounds
+
+# A busy host makes any delay line late, never early. Order, never-early and counts are
+# asserted in every attempt; a lateness bound needs one attempt within it, and where none
+# is, the host's share decides: the time the line's thread waited, runnable, for a CPU
+# plus the machine's steal time (HostTime). No packet is later by the host's doing than
+# that; so a miss larger than it is the line's own and fails the test, and misses the
+# host can explain in every attempt skip it with the figures.
+TIMING_ATTEMPTS = 3
+
+
+def _steal_ns() -> int:
+    """The machine's steal time so far (/proc/stat, all CPUs; counted in 1/USER_HZ ticks)."""
+    with open("/proc/stat") as f:
+        return int(f.readline().split()[8]) * 10**9 // os.sysconf("SC_CLK_TCK")
+
+
+class HostTime:
+    """Over a stretch of a test: how long the host kept a delay line's thread from running,
+    the time it waited runnable for a CPU (run_delay, /proc/self/task/TID/schedstat) plus
+    the machine's steal time (the hypervisor ran something else)."""
+
+    def __init__(self, line):
+        deadline = time.monotonic() + 2.0
+        while not line.stats()["tid"] and time.monotonic() < deadline:   # the thread is starting
+            time.sleep(0.001)
+        self.path = f"/proc/self/task/{line.stats()['tid']}/schedstat"
+        self.ns = 0
+
+    def _now(self) -> int:
+        with open(self.path) as f:
+            return int(f.read().split()[1]) + _steal_ns()
+
+    def __enter__(self):
+        self.ns = -self._now()
+        return self
+
+    def __exit__(self, *exc):
+        self.ns += self._now()
+
+
+def within_timing_bounds(attempt) -> None:
+    """Call attempt(k) for k = 1..TIMING_ATTEMPTS until one is within its bounds.
+    attempt asserts what must hold every time and returns (excess_ns, host_ns, figures):
+    how far its worst timing figure is past its bound (<= 0: within), the HostTime over it,
+    and the figures as text."""
+    misses = []
+    for k in range(1, TIMING_ATTEMPTS + 1):
+        excess_ns, host_ns, figures = attempt(k)
+        print(f"attempt {k}: {figures}; the host held the line's thread off the CPU for "
+              f"{host_ns / 1e3:.0f} us")
+        if excess_ns <= 0:
+            return
+        misses.append((excess_ns, host_ns, figures))
+    text = "; ".join(f"{f} ({e / 1e3:.0f} us past the bound, the host took {h / 1e3:.0f} us)"
+                     for e, h, f in misses)
+    if all(e <= h for e, h, _ in misses):
+        pytest.skip(f"the host kept the delay line's thread off the CPU for longer than each "
+                    f"attempt missed its bound by: {text}")
+    pytest.fail(f"late beyond what the host took from the line: {text}")
 
 
 def test_delay_keeps_order_and_is_never_early(pair):
-    for attempt in range(TIMING_ATTEMPTS):
+    def attempt(k):
         p = pair()
         p.line.set_config(0, 5 * MS)
         p.line.start()
-        sent = send_numbered(p, 2000)
-        got = p.recv_all(2000)
+        with HostTime(p.line) as host:
+            sent = send_numbered(p, 2000)
+            got = p.recv_all(2000)
         assert [seq(f) for f, _ in got] == list(range(2000))
         waits = [(t - sent[seq(f)]) / MS for f, t in got]
         assert min(waits) >= 5.0                   # held at least the delay, from when it was sent
         c = p.line.counters(0)
         assert (c["rx"], c["tx"], c["dropped"], c["queued"]) == (2000, 2000, 0, 0)
         assert p.line.stats()["heap_max"] == 0     # a fixed delay never leaves FIFO order
-        mean_late_ns = c["late_ns_sum"] / c["tx"]
-        print(f"attempt {attempt + 1}: mean lateness {mean_late_ns / 1e3:.1f} us")
-        if mean_late_ns < 200_000:
-            break
-    assert mean_late_ns < 200_000                  # sent on time (mean lateness under 0.2 ms)
+        mean_late_ns = c["late_ns_sum"] / c["tx"]  # sent on time: mean lateness under 0.2 ms
+        return (mean_late_ns - 200_000, host.ns,
+                f"mean lateness {mean_late_ns / 1e3:.1f} us ({sched_class(p.line)})")
+    within_timing_bounds(attempt)
 
 
 def test_jitter_spreads_and_reorders(pair):
-    p = pair()
-    p.line.set_config(0, 6 * MS, 3 * MS)
-    p.line.start()
-    sent = send_numbered(p, 3000, pause_every=100)  # spread the sends over a few ms
-    got = p.recv_all(3000)
-    assert sorted(seq(f) for f, _ in got) == list(range(3000))
-    waits = sorted((t - sent[seq(f)]) / MS for f, t in got)
-    assert waits[0] >= 3.0
-    assert 3.0 <= waits[len(waits) // 20] <= 4.0   # 5th percentile near delay - jitter
-    assert 8.0 <= waits[-len(waits) // 20] <= 9.6  # 95th near delay + jitter
-    order = [seq(f) for f, _ in got]
-    assert sum(1 for x, y in zip(order, order[1:]) if y < x) > 100   # jitter reorders, as netem
+    def attempt(k):
+        p = pair()
+        p.line.set_config(0, 6 * MS, 3 * MS)
+        p.line.start()
+        with HostTime(p.line) as host:
+            sent = send_numbered(p, 3000, pause_every=100)  # spread the sends over a few ms
+            got = p.recv_all(3000)
+        assert sorted(seq(f) for f, _ in got) == list(range(3000))
+        waits = sorted((t - sent[seq(f)]) / MS for f, t in got)
+        assert waits[0] >= 3.0
+        assert 3.0 <= waits[len(waits) // 20]          # 5th percentile near delay - jitter ...
+        assert 8.0 <= waits[-len(waits) // 20]         # ... 95th near delay + jitter
+        order = [seq(f) for f, _ in got]
+        assert sum(1 for x, y in zip(order, order[1:]) if y < x) > 100   # jitter reorders, as netem
+        p5, p95 = waits[len(waits) // 20], waits[-len(waits) // 20]
+        return (max(p5 - 4.0, p95 - 9.6) * MS, host.ns,
+                f"5th percentile {p5:.3f} ms (<= 4.0), 95th {p95:.3f} ms (<= 9.6) ({sched_class(p.line)})")
+    within_timing_bounds(attempt)
 
 
 def test_reorder_share_skips_the_delay(pair):
@@ -449,7 +522,7 @@ def test_delay_accuracy(lab):
             late = (after["late_ns_sum"] - before["late_ns_sum"]) / max(1, sent) / 1e3
             print(f"attempt {attempt + 1}, delay 10ms each way: {len(rtts)} round trips, p50 {p50:.3f} ms, "
                   f"min {rtts[0] / 1e6:.3f}, p90 {rtts[len(rtts) * 9 // 10] / 1e6:.3f}; "
-                  f"the delay line sent {late:.1f} us late on average")
+                  f"the delay line sent {late:.1f} us late on average ({sched_class(after['line'])})")
             assert rtts[0] / 1e6 >= 20.0            # never early
             if abs(p50 - 20.0) <= 0.3 and late < 100:
                 break
