@@ -161,6 +161,15 @@ def _search_trials_drawn(cell) -> int:
     }""")
 
 
+def _finished_rate(summary: str) -> tuple[float, float]:
+    """kpps and loss % from a run's status line ('■ finished: 19.9 kpps, 10.2 Mbps, loss 0%, ...').
+    A pacer on a busy host falls a little behind its target (19.9 kpps of 20 in one CI run),
+    never ahead: the tests allow 2% under."""
+    m = re.search(r"finished: ([\d.]+) kpps, [\d.]+ [kM]bps, loss ([\d.]+)%", summary)
+    assert m, summary
+    return float(m.group(1)), float(m.group(2))
+
+
 def _chart_title(cell) -> str:
     return cell.evaluate("""cell => {
         const plots = cell.querySelectorAll('.js-plotly-plot');
@@ -269,7 +278,8 @@ def test_quickstart_runs_in_jupyterlab_and_the_panel_starts_a_live_run(jupyter, 
         # the end: the status line carries the run's summary; the chart is the full static one
         expect(status).to_contain_text("finished", timeout=LIVE_S * 1000)
         summary = status.inner_text()
-        assert re.search(r"finished: 2(\.\d+)? kpps, [\d.]+ [kM]bps, loss [\d.]+%", summary), summary
+        kpps, _ = _finished_rate(summary)
+        assert 0.98 * 2 <= kpps <= 2.01, summary
         page.wait_for_function("cell => { const t = [...cell.querySelectorAll('.js-plotly-plot .gtitle')];"
                                " return t.length && t[t.length - 1].textContent.includes('finished'); }",
                                arg=cell.element_handle(), timeout=30_000)
@@ -329,7 +339,8 @@ def test_dpdk_notebook_runs_and_its_flows_panel_starts_a_live_run(jupyter, brows
         expect(cell.locator(".js-plotly-plot").last).to_contain_text("sequence and port errors/s")
         expect(status).to_contain_text("finished", timeout=LIVE_S * 1000)
         summary = status.inner_text()
-        assert re.search(r"finished: 20(\.\d+)? kpps, [\d.]+ [kM]bps, loss 0%", summary), summary
+        kpps, loss_pct = _finished_rate(summary)
+        assert 0.98 * 20 <= kpps <= 20.1 and loss_pct == 0, summary
         page.wait_for_function("cell => { const t = [...cell.querySelectorAll('.js-plotly-plot .gtitle')];"
                                " return t.length && t[t.length - 1].textContent.includes('finished'); }",
                                arg=cell.element_handle(), timeout=30_000)
