@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import os
+import select
 import signal
 import socket
 import sys
@@ -275,3 +276,36 @@ def test_close_from_another_thread_while_join_waits(test):
     from perfkit.engines import get as get_engine
     for _ in range(5):
         close_while_another_thread_joins(get_engine("socket").build(LocalTest(test, duration=5)), within=1.0)
+
+
+@pytest.mark.parametrize("test", ["tcp_lat", "udp_bw"])
+def test_workers_hold_only_their_own_sockets(test):
+    """Each socket worker has a file table of its own (its socket calls then skip the
+    per-call file reference a shared table costs) that holds only its sockets: a pipe
+    this thread closes during the run is closed at once, its reader sees EOF."""
+    r, w = os.pipe()
+    run = perfkit.Run(LocalTest(test, duration="3s"), interval=0.5).start()
+    try:
+        deadline = time.monotonic() + 2.0
+        private = {}
+        while len(private) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+            for tid in os.listdir("/proc/self/task"):
+                try:
+                    fds = os.listdir(f"/proc/self/task/{tid}/fd")
+                except OSError:
+                    continue
+                if str(w) not in fds:
+                    private[tid] = fds
+        assert len(private) == 2, f"{test}: worker file tables {private}"
+        for tid, fds in private.items():
+            kinds = {os.readlink(f"/proc/self/task/{tid}/fd/{fd}").split(":")[0] for fd in fds
+                     if os.path.exists(f"/proc/self/task/{tid}/fd/{fd}")}
+            assert len(fds) <= 2 and kinds <= {"socket"}, f"worker {tid} holds {fds} ({kinds})"
+        os.close(w)
+        assert select.select([r], [], [], 1.0)[0] and os.read(r, 1) == b"", "the pipe stayed open"
+    finally:
+        run.stop()
+        run.wait(timeout=10)
+        os.close(r)
+    assert run.error is None, run.error
