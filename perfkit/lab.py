@@ -27,7 +27,8 @@ Impairments, two ways to the same result:
             reorder share through at once, flips a bit in the corrupt share (after the
             checksums are final, so the receiver drops it, as with netem) and sends it
             back out of the link; tbf limits the rate. The delay line's packet path is C
-            (perfkit._delayline: one SCHED_FIFO thread, no Python per packet; Python only
+            (perfkit._delayline: one SCHED_FIFO thread where the kernel allows it, else
+            nice -20 with a short slice; no Python per packet; Python only
             configures it and reads its counters), and a packet's delay counts from the
             moment the BPF program diverted it (it carries that time to the delay line in
             an outer 802.1ad tag), as netem counts from enqueue. Measured on a 2-vCPU VM,
@@ -1417,7 +1418,8 @@ def _delay_line_main(name: str, sock_path: str, native: str | None = None) -> No
     ctl.listen(8)
     # every tap undelayed until configured; frames carry their diversion time (_egress_program);
     # the packet thread runs SCHED_FIFO (lowest priority) so that it sends on time on a busy
-    # machine, as netem does from its softirq
+    # machine, as netem does from its softirq (refused, e.g. in a cpu cgroup without a
+    # real-time budget: nice -20 and a short slice; its stats say which)
     line = DelayLine(taps, mtu=st["mtu"], stamped=True, rt_priority=DELAY_LINE_RT_PRIORITY,
                      notify_fd=wake_w)
     line.start()
