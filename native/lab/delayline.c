@@ -451,11 +451,12 @@ static int read_tap(pk_dl *dl, int k)
 /* ------------------------------------------------------------------ the thread */
 
 /* SCHED_FIFO refused (no CAP_SYS_NICE, or a cpu cgroup with no real-time budget under
- * CONFIG_RT_GROUP_SCHED): the next best is the normal class at nice -20 with a short
- * slice. The nice value alone is not enough: the scheduler (EEVDF, Linux 6.6+) lets a
- * busy thread finish its slice before a woken one runs, milliseconds late; a short
- * slice requested through sched_runtime (Linux 6.12+) preempts it at wake-up. Older
- * kernels ignore sched_runtime here. */
+ * CONFIG_RT_GROUP_SCHED): the next best is the normal class at nice -20 (the most CPU
+ * share against the threads that feed and drain the line) with the shortest slice
+ * (sched_runtime, Linux 6.12+: EEVDF lets a thread with a short slice preempt at
+ * wake-up; older kernels ignore it here). Neither helps against load in another cgroup:
+ * in a cgroup with rt_runtime 0 and a busy loop outside it, this line was still sent
+ * milliseconds late in some runs, against microseconds with SCHED_FIFO. */
 struct pk_sched_attr {                    /* struct sched_attr, as sched_setattr(2) */
     uint32_t size, sched_policy;
     uint64_t sched_flags;
