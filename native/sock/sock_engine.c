@@ -838,8 +838,8 @@ static void private_fd_table(worker *w)
         return;
     if (unshare(CLONE_FILES) != 0)
         return;                          /* the shared table still works, a little slower */
-    int keep[PK_SOCK_MAX_FLOWS + 1], n = 0;
-    for (int k = 0; k < w->nfds && n < PK_SOCK_MAX_FLOWS; k++)
+    int keep[PK_SOCK_MAX_FLOWS], n = 0;   /* nfds <= flows <= PK_SOCK_MAX_FLOWS (setup_worker) */
+    for (int k = 0; k < w->nfds; k++)
         if (w->fds[k] >= 0)
             keep[n++] = w->fds[k];
     qsort(keep, (size_t)n, sizeof(int), cmp_int);
