@@ -25,7 +25,8 @@ cdef class DelayLine:
     them). pool: packet buffers (0: the default). stamped: frames carry their diversion
     time in an outer 802.1ad tag (the lab's tc BPF program pushes it; the line strips it).
     rt_priority: run the packet thread SCHED_FIFO at this priority where allowed (0: no);
-    where refused, at nice -20 where allowed (stats() rt_priority and nice_boost say which).
+    where refused, at nice -20 and a short slice where allowed (stats() rt_priority,
+    nice_boost and slice_ns say which; tid is the thread's id).
     notify_fd gets one byte when the thread ends. Every tap starts undelayed."""
     cdef pk_dl *dl
     cdef readonly int ntaps
