@@ -108,6 +108,8 @@ def test_client_reports_an_unanswered_neighbor_solicitation(eal):
         wait_done(cli, timeout=10)
         err = cli.error()
         assert err.startswith("no Neighbor Advertisement (IPv6 ND) from 2001:2:0:7::2 on port ") and "prefix" in err
+        asked = re.search(r"\((\d+) requests in ([\d.]+) s, 0 of them with the link down; 0 frames received", err)
+        assert asked and 3.0 <= float(asked[2]) < 3.5 and 14 <= int(asked[1]) <= 17, err   # every 200 ms for 3 s
         ns = [f for f in raw.recv(64) if f[12:14] == b"\x86\xdd"]
     finally:
         cli.close()

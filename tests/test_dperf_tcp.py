@@ -9,6 +9,7 @@ crash. Against the Linux stack (curl, nginx) see test_dperf_lab.py.
 import functools
 import ipaddress
 import os
+import re
 import struct
 import sys
 import time
@@ -202,7 +203,10 @@ def test_client_reports_an_unanswered_arp(eal):
     try:
         cli.start()
         wait_done(cli, timeout=10)
-        assert "no ARP reply from 198.18.0.2 on port" in cli.error()
+        err = cli.error()
+        assert "no ARP reply from 198.18.0.2 on port" in err
+        asked = re.search(r"\((\d+) requests in ([\d.]+) s, 0 of them with the link down; 0 frames received", err)
+        assert asked and 3.0 <= float(asked[2]) < 3.5 and 14 <= int(asked[1]) <= 17, err   # every 200 ms for 3 s
     finally:
         cli.close()
     no_leaks()

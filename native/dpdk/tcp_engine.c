@@ -34,7 +34,8 @@
 #define TIMER_BUDGET 1024           /* timer expiries handled per loop */
 #define DRAIN_BATCH 256             /* CLIENT: idle keep-alive connections closed per loop at the end */
 #define ARP_RETRY_NS 200000000ull
-#define ARP_GIVE_UP_NS 3000000000ull
+#define ARP_GIVE_UP_NS 3000000000ull   /* of asking with the link up */
+#define LINK_GIVE_UP_NS 10000000000ull /* of asking in all, the link down part of it */
 #define MAX_HDR_BYTES 8192          /* request/response headers longer than this are malformed */
 #define NIC_EVERY_NS 100000000ull
 #define RCV_WINDOW 65535
@@ -135,7 +136,7 @@ struct pk_tcp_engine {
     pthread_t thread;
     int started, running, stop;
     int kernel;                  /* the port takes frames from a Linux stack (tcp_csum_ok) */
-    char err[256];
+    char err[512];
 };
 
 static void set_err(char *err, size_t len, const char *fmt, ...)
@@ -1933,6 +1934,9 @@ static void worker_loop(pk_tcp_engine *e)
     uint64_t to_c = (uint64_t)((double)e->cfg.duration_ns * hz / 1e9);
     int client = e->cfg.role == PK_TCP_CLIENT;
     uint64_t last_arp = 0, arp_until = t0 + (uint64_t)((double)(ARP_GIVE_UP_NS + e->cfg.wait_ns) * hz / 1e9);
+    const uint64_t arp_give_up_c = (uint64_t)((double)ARP_GIVE_UP_NS * hz / 1e9);
+    const uint64_t arp_last_c = t0 + (uint64_t)((double)(LINK_GIVE_UP_NS + e->cfg.wait_ns) * hz / 1e9);
+    uint32_t arp_asked = 0, arp_link_down = 0;  /* requests sent; of them, with the link down */
     uint64_t launch_at = 0, launch_end = 0, drain_end = 0, drain_at = 0;
     double closed = 0;              /* CLIENT: idle keep-alive connections closed by the drain */
     uint64_t arp_c = (uint64_t)((double)ARP_RETRY_NS * hz / 1e9);
@@ -1958,12 +1962,24 @@ static void worker_loop(pk_tcp_engine *e)
                     if (e->cfg.ipv6)
                         inet_ntop(AF_INET6, e->cfg.gateway_ip6, a, sizeof(a));
                     snprintf(e->err, sizeof(e->err), "no %s from %s on port %s: is the gateway (or the "
-                             "server) up and on this link, with the address in its %s?",
+                             "server) up and on this link, with the address in its %s? (%u requests in "
+                             "%.1f s, %u of them with the link down; %llu frames received; this worker "
+                             "lost its CPU for %.0f ms)",
                              e->cfg.ipv6 ? "Neighbor Advertisement (IPv6 ND)" : "ARP reply", a,
-                             pk_dpdk_port_name(e->port), e->cfg.ipv6 ? "prefix" : "subnet");
+                             pk_dpdk_port_name(e->port), e->cfg.ipv6 ? "prefix" : "subnet", arp_asked,
+                             (double)(now - t0) / hz, arp_link_down,
+                             (unsigned long long)pk_read(&e->c, PK_pkts_rx), (double)stall * 1e3 / hz);
                     break;
                 }
                 if (now - last_arp >= arp_c) {
+                    /* a link that is down (a memif peer reconnecting) does not use up the time
+                     * to answer: the wait starts over while it is, up to LINK_GIVE_UP_NS */
+                    if (pk_dpdk_port_link(e->port) == 0) {
+                        arp_link_down++;
+                        if (now + arp_give_up_c > arp_until)
+                            arp_until = now + arp_give_up_c < arp_last_c ? now + arp_give_up_c : arp_last_c;
+                    }
+                    arp_asked++;
                     if (e->cfg.ipv6)
                         send_ns(e);
                     else
