@@ -20,8 +20,11 @@ ATTEMPTS = 3
 INTERVAL = 0.25
 
 
-def _paced(target_pps: float, duration: float = 1.0, **kw):
-    """Run udp_bw at a target; return (best error, the attempts' figures)."""
+def _paced(target_pps: float, duration: float = 1.0, excuse=None, **kw):
+    """Run udp_bw at a target until an attempt is within TOL; return the attempts' figures.
+    excuse: called when every attempt missed by falling behind; it may skip the test when
+    the machine could not have kept up just then (the pacer itself is checked to never run
+    ahead in every attempt)."""
     tries = []
     for _ in range(ATTEMPTS):
         run = perfkit.run(LocalTest("udp_bw", duration=duration, **kw), interval=INTERVAL)
@@ -39,6 +42,8 @@ def _paced(target_pps: float, duration: float = 1.0, **kw):
                       "duration_s": round(s["duration_s"], 4), "rows": [round(x) for x in inner]})
         if abs(err) <= TOL and row_err <= 2.5 * TOL:
             return tries
+    if excuse is not None and all(t["err_pct"] < 0 for t in tries):
+        excuse(tries)
     pytest.fail(f"target {target_pps:g} pps: no attempt within {100 * TOL:g}% "
                 f"(rows within {250 * TOL:g}%): {tries}")
 
@@ -68,11 +73,22 @@ def test_near_the_maximum():
     """70% of the unlimited rate measured here and now (same size, batch, machine load):
     the lower of two unlimited runs, as one run can be a lucky one (1.04 Mpps once, and
     then 640 kpps paced at 727k in the next seconds)."""
-    top = min(perfkit.run(LocalTest("udp_bw", size=64, duration=1.0), interval=INTERVAL).summary["tx_pps"]
-              for _ in range(2))
+    def unlimited():
+        return min(perfkit.run(LocalTest("udp_bw", size=64, duration=1.0), interval=INTERVAL).summary["tx_pps"]
+                   for _ in range(2))
+    top = unlimited()
     assert top > 20_000, f"the unlimited sender managed only {top:.0f} pps"
     target = round(0.7 * top)
-    tries = _paced(float(target), rate=f"{target}pps", size=64)
+
+    def excuse(tries):
+        """Every attempt fell behind: if the unlimited sender, measured again now, no longer
+        has the room a pacer needs (its rate within TOL of the target), the machine got
+        busier between the measurements; otherwise the pacer is at fault."""
+        now = unlimited()
+        if now * (1 - TOL) < target:
+            pytest.skip(f"the unlimited sender managed {top:.0f} pps, then {now:.0f} pps after the "
+                        f"paced attempts at {target} pps fell behind (a busier machine): {tries}")
+    tries = _paced(float(target), rate=f"{target}pps", size=64, excuse=excuse)
     print(f"unlimited {top:.0f} pps, paced at {target} pps:", tries)
 
 

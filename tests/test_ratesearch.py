@@ -230,7 +230,10 @@ def test_dpdk_search_finds_a_lab_links_rate_limit(dpdk):
     so only the way out is shaped (a reflector behind a full qdisc keeps frames in its
     af_packet TX ring until its next send: they would come back in the next trial);
     framecnt=4096 rings (DPDK's default 512: 50 ms at this rate) ride out the scheduling
-    stalls of a busy machine, which otherwise lose frames well below the link's rate."""
+    stalls of a busy machine, which otherwise lose frames well below the link's rate.
+    A failed trial runs twice more: CI once lost 868 and 720 of 6500 frames at 6.5 kpps in
+    two trials in a row (a likely cause: the pacer sends what fell due while its thread was
+    descheduled at once, and a burst past tbf's queue, ~1140 frames, loses frames at any rate)."""
     import ipaddress
     from perfkit.spec import DpdkReflect
     lab = lab_up_or_skip(lab_module_or_skip(), rate="5mbit")
@@ -242,19 +245,19 @@ def test_dpdk_search_finds_a_lab_links_rate_limit(dpdk):
         net = ipaddress.ip_network(f"{h1.ipv4}/24", strict=False)
         a, b = str(net.network_address + 200), str(net.network_address + 201)
         refl = perfkit.Run(DpdkReflect(port=f"net_af_packet1,iface={h2.ifname},qdisc_bypass=1,framecnt=4096", netns=h2.netns_path,
-                                       ip=b, mode="reverse", duration="40s"), engine="dpdk").start()
+                                       ip=b, mode="reverse", duration="60s"), engine="dpdk").start()
         try:
             res = search(DpdkFlows(port=f"net_af_packet0,iface={h1.ifname},qdisc_bypass=0,framecnt=4096",
                                    netns=h1.netns_path, ip=a, peer_ip=b, mode="reverse", size=64),
-                         "zero-loss", high="20kpps", low="2kpps", resolution=res_pps, max_trials=12, trial=trial,
-                         settle="0.5s", retries=1)
+                         "zero-loss", high="20kpps", low="2kpps", resolution=res_pps, max_trials=16, trial=trial,
+                         settle="0.5s", retries=2)
         finally:
             refl.stop()
             refl.wait(timeout=10)
     finally:
         lab.down()
     assert res.error is None, res.error
-    check_consistent(res, 12, high=20e3)
+    check_consistent(res, 16, high=20e3)
     assert not res.trials["passed"][0]
     assert res.found_pps is not None
     shown = res.trials.select("offered_pps", "sent", "received", "lost", "passed", "reason").rows()
