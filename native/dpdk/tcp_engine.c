@@ -1937,6 +1937,7 @@ static void worker_loop(pk_tcp_engine *e)
     const uint64_t arp_give_up_c = (uint64_t)((double)ARP_GIVE_UP_NS * hz / 1e9);
     const uint64_t arp_last_c = t0 + (uint64_t)((double)(LINK_GIVE_UP_NS + e->cfg.wait_ns) * hz / 1e9);
     uint32_t arp_asked = 0, arp_link_down = 0;  /* requests sent; of them, with the link down */
+    uint64_t ctl_wait = 0;          /* cycles spent stepping out for the memif control */
     uint64_t launch_at = 0, launch_end = 0, drain_end = 0, drain_at = 0;
     double closed = 0;              /* CLIENT: idle keep-alive connections closed by the drain */
     uint64_t arp_c = (uint64_t)((double)ARP_RETRY_NS * hz / 1e9);
@@ -1964,11 +1965,12 @@ static void worker_loop(pk_tcp_engine *e)
                     snprintf(e->err, sizeof(e->err), "no %s from %s on port %s: is the gateway (or the "
                              "server) up and on this link, with the address in its %s? (%u requests in "
                              "%.1f s, %u of them with the link down; %llu frames received; this worker "
-                             "lost its CPU for %.0f ms)",
+                             "lost its CPU for %.0f ms and stepped out for the memif control for %.0f ms)",
                              e->cfg.ipv6 ? "Neighbor Advertisement (IPv6 ND)" : "ARP reply", a,
                              pk_dpdk_port_name(e->port), e->cfg.ipv6 ? "prefix" : "subnet", arp_asked,
                              (double)(now - t0) / hz, arp_link_down,
-                             (unsigned long long)pk_read(&e->c, PK_pkts_rx), (double)stall * 1e3 / hz);
+                             (unsigned long long)pk_read(&e->c, PK_pkts_rx), (double)stall * 1e3 / hz,
+                             (double)ctl_wait * 1e3 / hz);
                     break;
                 }
                 if (now - last_arp >= arp_c) {
@@ -2033,6 +2035,7 @@ static void worker_loop(pk_tcp_engine *e)
             /* idle: a memif peer's leaving or coming is handled now (dpdk_engine.c) */
             pk_dpdk_port_poll_idle(e->port, e->cfg.queue, pk_read(&e->c, PK_pkts_rx) + pk_read(&e->c, PK_pkts_tx));
             next = rte_rdtsc();     /* the NIC read stays out of the next pass */
+            ctl_wait += next - t1;
         }
     }
     end_flush(e);
