@@ -2033,9 +2033,10 @@ static void worker_loop(pk_tcp_engine *e)
             pk_set(&e->c, PK_cpu_stall_ns, (uint64_t)((double)stall * 1e9 / hz));
             pk_set(&e->c, PK_cpu_wall_ns, (uint64_t)((double)(t1 - wall0) * 1e9 / hz));
             /* idle: a memif peer's leaving or coming is handled now (dpdk_engine.c) */
+            uint64_t idle_at = rte_rdtsc();
             pk_dpdk_port_poll_idle(e->port, e->cfg.queue, pk_read(&e->c, PK_pkts_rx) + pk_read(&e->c, PK_pkts_tx));
             next = rte_rdtsc();     /* the NIC read stays out of the next pass */
-            ctl_wait += next - t1;
+            ctl_wait += next - idle_at;
         }
     }
     end_flush(e);
