@@ -49,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     loc.add_argument("--gso", default=None,
                      help="udp_bw: datagrams per UDP GSO send, 0 = off (default: 8 on loopback, off in a lab)")
     loc.add_argument("--busy-poll", action="store_true", help="latency tests: spin instead of sleeping")
+    _affinity_options(loc, "the sending end", "the receiving end")
     loc.add_argument("--interval", default="1s", help="row interval (default 1s)")
     loc.add_argument("--engine", default=DEFAULT_ENGINE, help="engine (see perfkit engines)")
     loc.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
@@ -95,6 +96,7 @@ def _parser() -> argparse.ArgumentParser:
     tst.add_argument("--port", default=DEFAULT_PORT, type=int, help=f"server control port (default {DEFAULT_PORT})")
     tst.add_argument("--token", help="the server's shared secret (default: $PERFKIT_TOKEN)")
     tst.add_argument("--busy-poll", action="store_true", help="latency tests: spin, then block")
+    _affinity_options(tst, "this host's worker", "the server's worker")
     tst.add_argument("--interval", default="1s", help="row interval with --json (default 1s)")
     tst.add_argument("--json", action="store_true", help="JSON lines: rows, then a summary per test")
 
@@ -335,6 +337,21 @@ def _conf_text(both: dict) -> str:
     return "\n".join(lines)
 
 
+def _affinity_options(parser, loc: str, rem: str) -> None:
+    """qperf's CPU affinity options, with its short names."""
+    parser.add_argument("-lca", "--loc-cpu-affinity", metavar="CPU",
+                        help=f"pin {loc} to this CPU, as qperf -lca (default: any)")
+    parser.add_argument("-rca", "--rem-cpu-affinity", metavar="CPU",
+                        help=f"pin {rem} to this CPU, as qperf -rca (default: any)")
+    parser.add_argument("-ca", "--cpu-affinity", metavar="CPU", help="both of the above, as qperf -ca")
+
+
+def _affinity(a) -> dict:
+    """-ca sets both ends; -lca and -rca override it for their end."""
+    pick = lambda own: own if own is not None else a.cpu_affinity  # noqa: E731
+    return {"loc_cpu_affinity": pick(a.loc_cpu_affinity), "rem_cpu_affinity": pick(a.rem_cpu_affinity)}
+
+
 def _test(a) -> int:
     from perfkit import remote
     from perfkit.spec import check_target
@@ -344,7 +361,7 @@ def _test(a) -> int:
     unknown = [t for t in data_tests if t not in REMOTE_TESTS]
     if unknown:
         raise ValueError(f"test: {unknown[0]!r} is not one of {', '.join(REMOTE_TESTS)}, conf, quit")
-    fields = {"size": a.msg_size, "rate": a.rate, "flows": a.flows, "busy_poll": a.busy_poll}
+    fields = {"size": a.msg_size, "rate": a.rate, "flows": a.flows, "busy_poll": a.busy_poll, **_affinity(a)}
     sweep = dict(o.split(":", 1) if ":" in o else (o, "") for o in a.oo)
     interval = parse_duration(a.interval, "interval")
     printer = JsonPrinter() if a.json else None
@@ -393,7 +410,7 @@ def _local(a) -> int:
     from perfkit.units import parse_duration
     spec = LocalTest(test=a.test, size=a.size, rate=a.rate, flows=a.flows, duration=a.duration or "10s",
                      host=a.host, port=a.port, batch=a.batch, gso=a.gso,
-                     busy_poll=a.busy_poll, lab=_the_lab(a.lab))
+                     busy_poll=a.busy_poll, lab=_the_lab(a.lab), **_affinity(a))
     if a.search is not None:
         return _search(a, spec, a.engine)
     interval = parse_duration(a.interval, "interval")

@@ -183,9 +183,11 @@ class Server:
                     self._stop.set()
                     return
                 elif op == "prepare" and engine is None:
-                    engine = self._prepare(msg, local_ip)
-                    send_msg(conn, "ready", port=engine.bound_port(0))
-                    self.log(f"perfkit serve: {msg.get('test')} for {peer[0]} on port {engine.bound_port(0)}")
+                    engine, cpu = self._prepare(msg, local_ip)
+                    # cpu: where the worker is pinned; a client that asked for it sees it was done
+                    send_msg(conn, "ready", port=engine.bound_port(0), cpu=cpu)
+                    self.log(f"perfkit serve: {msg.get('test')} for {peer[0]} on port {engine.bound_port(0)}"
+                             + (f", CPU {cpu}" if cpu is not None else ""))
                 elif op == "counters" and engine is not None:
                     send_msg(conn, "counters", workers=_snap_out(engine.snapshot()))
                 elif op == "finish" and engine is not None:
@@ -225,20 +227,22 @@ class Server:
 
     def _prepare(self, msg: dict, local_ip: str):
         from perfkit._sock import SockEngine
-        from perfkit.spec import RemoteTest
+        from perfkit.spec import RemoteTest, check_cpu_here
         # the same validation as the client's, on what arrived
         spec = RemoteTest(host="127.0.0.1", test=msg.get("test", ""), size=msg.get("size"),
                           flows=msg.get("flows", 1), duration=msg.get("duration", 10),
-                          batch=msg.get("batch", 32), busy_poll=msg.get("busy_poll", False))
+                          batch=msg.get("batch", 32), busy_poll=msg.get("busy_poll", False),
+                          rem_cpu_affinity=msg.get("cpu"))
+        cpu = check_cpu_here(spec.rem_cpu_affinity, "rem_cpu_affinity")
         role, proto = SERVER_ROLE[spec.test]
         if proto == "sctp" and (why := _sctp_available()):
             raise ValueError(f"test: {spec.test} cannot run on the server: {why}")
         worker = {"role": role, "local": (local_ip, 0), "size": spec.size, "flows": spec.flows,
                   "batch": spec.batch if role == "udp_recv" else 1, "busy_poll": spec.busy_poll,
-                  "duration": spec.duration + SERVER_MARGIN_S, "proto": proto}
+                  "duration": spec.duration + SERVER_MARGIN_S, "proto": proto, "cpu": cpu}
         engine = SockEngine([worker])
         engine.start()
-        return engine
+        return engine, cpu
 
 
 def serve(bind: str = "127.0.0.1", port: int = DEFAULT_PORT, token: str | None = None,
@@ -280,20 +284,26 @@ class RemoteHandle:
 
     def __init__(self, spec):
         from perfkit._sock import SockEngine
+        from perfkit.spec import check_cpu_here
         if spec.test.startswith("sctp") and (why := _sctp_available()):
             raise ValueError(f"test: {spec.test} cannot run here: {why}")
         self.ctl = Control(spec.host, spec.port, spec.token)
         try:
+            loc_cpu = check_cpu_here(spec.loc_cpu_affinity, "loc_cpu_affinity")
             ready = self.ctl.request("prepare", test=spec.test, size=spec.size, flows=spec.flows,
                                      duration=spec.duration, batch=spec.batch,
-                                     busy_poll=spec.busy_poll)
+                                     busy_poll=spec.busy_poll, cpu=spec.rem_cpu_affinity)
+            if ready.get("cpu") != spec.rem_cpu_affinity:   # a server from before -rca ignores it
+                raise EngineError(f"rem_cpu_affinity: the server did not pin its worker to CPU "
+                                  f"{spec.rem_cpu_affinity} (perfkit {self.ctl.remote_env.get('perfkit')} "
+                                  "there is older than -rca)")
             role = CLIENT_ROLE[spec.test]
             local_ip = self.ctl.sock.getsockname()[0]
             self.local = SockEngine([{
                 "role": role, "local": (local_ip, 0), "remote": (spec.host, int(ready["port"])),
                 "size": spec.size, "flows": spec.flows, "batch": spec.batch, "gso": spec.gso,
                 "rate": spec.messages_per_second, "duration": spec.duration,
-                "busy_poll": spec.busy_poll, "proto": SERVER_ROLE[spec.test][1]}])
+                "busy_poll": spec.busy_poll, "proto": SERVER_ROLE[spec.test][1], "cpu": loc_cpu}])
         except BaseException:
             self.ctl.close()
             raise

@@ -6,6 +6,7 @@ value raises ValueError naming the field and what is allowed.
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import ClassVar
@@ -29,6 +30,7 @@ MAX_GSO = 64
 AUTO_GSO = 8
 MAX_DURATION_S = 24 * 3600
 MAX_RATE_PPS = 1e9  # far above any kernel-socket rate; keeps the pacer's arithmetic exact
+MAX_CPU = 1023      # CPU_SETSIZE - 1: the C engines pin threads with a cpu_set_t
 
 LAB_NAME = re.compile(r"[a-z0-9]{1,8}")
 
@@ -57,6 +59,27 @@ def _int_in(value, field: str, lo: int, hi: int) -> int:
     if not lo <= value <= hi:
         raise ValueError(f"{field}: {value} is out of range {lo}..{hi}")
     return value
+
+
+def cpu_list(cpus) -> str:
+    """CPU numbers as taskset and EAL write them: 0,1,3."""
+    return ",".join(str(c) for c in sorted(cpus))
+
+
+def check_cpu(value, field: str) -> int | None:
+    """A CPU to pin a worker thread to, as qperf's -lca/-rca take it: None or "any" =
+    not pinned. Whether this host has it is checked when the worker starts
+    (check_cpu_here): a run saved elsewhere still loads."""
+    if value is None or (isinstance(value, str) and value.strip().lower() == "any"):
+        return None
+    return _int_in(value, field, 0, MAX_CPU)
+
+
+def check_cpu_here(cpu: int | None, field: str) -> int | None:
+    """cpu, if this process may run on it (or None); else ValueError naming the ones it may."""
+    if cpu is not None and cpu not in (allowed := os.sched_getaffinity(0)):
+        raise ValueError(f"{field}: CPU {cpu} is not one this process may run on ({cpu_list(allowed)})")
+    return cpu
 
 
 def _rate_limit(value, size: int, what: str):
@@ -115,6 +138,8 @@ class _SocketTest(_Serial):
     batch: int = 32
     gso: int | None = None
     busy_poll: bool = False
+    loc_cpu_affinity: int | str | None = None
+    rem_cpu_affinity: int | str | None = None
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
@@ -147,6 +172,8 @@ class _SocketTest(_Serial):
             # bool("false") is True: take only real booleans
             raise ValueError(f"busy_poll: {self.busy_poll!r} is not true or false")
         put("busy_poll", bool(self.busy_poll))
+        put("loc_cpu_affinity", check_cpu(self.loc_cpu_affinity, "loc_cpu_affinity"))
+        put("rem_cpu_affinity", check_cpu(self.rem_cpu_affinity, "rem_cpu_affinity"))
 
     def _auto_gso(self) -> int:
         """gso left out: off (a path off this host may not take UDP GSO)."""
@@ -176,6 +203,9 @@ class LocalTest(_SocketTest):
               alone); 0 = off, plain sendmmsg with one datagram per message;
               None = 8 on loopback (fewer if 8 would pass 65507 B), off on a lab path
     busy_poll latency tests: spin on the socket instead of sleeping (50 us, then block)
+    loc_cpu_affinity  pin the sending (pinging) end's thread to this CPU, as qperf's -lca;
+              None or "any" = where the scheduler puts it
+    rem_cpu_affinity  the same for the receiving (answering) end, as qperf's -rca
     lab       run the two ends in the first two hosts of this lab (perfkit.lab): the
               receiving end in h2, the sender in h1, over the lab's link; host then
               only picks the family (an IPv6 host: the lab's IPv6 addresses)
@@ -203,7 +233,8 @@ class RemoteTest(_SocketTest):
     The fields are LocalTest's (size defaults are qperf's: tcp_bw 64K), plus: port is the server's control port (default
     19800), token the shared secret a server off loopback asks for (PERFKIT_TOKEN
     by default; never saved with the run). Tests: qperf's udp_bw udp_lat tcp_bw
-    tcp_lat sctp_bw sctp_lat (SCTP where the kernel has it)."""
+    tcp_lat sctp_bw sctp_lat (SCTP where the kernel has it). rem_cpu_affinity pins the
+    server's worker; the server checks that it has that CPU."""
     TESTS: ClassVar[tuple[str, ...]] = REMOTE_TESTS
     port: int = 19800
     token: str | None = field(default=None, repr=False, compare=False)

@@ -1,6 +1,8 @@
 """perfkit serve / perfkit test over loopback: the control protocol, both ends'
-counters, tokens, bad messages, several clients at once, sweeps."""
+counters, tokens, bad messages, several clients at once, sweeps; qperf's CPU affinity
+options (-lca/-rca), remote and local."""
 import json
+import os
 import socket
 import struct
 import subprocess
@@ -11,7 +13,7 @@ import time
 import pytest
 
 import perfkit
-from perfkit import RemoteTest
+from perfkit import LocalTest, RemoteTest
 from perfkit.remote import (MAX_MESSAGE, PROTOCOL, Control, Server, parse_sweep, recv_msg,
                             send_msg, _sctp_available)
 
@@ -140,6 +142,86 @@ def test_a_bad_prepare_is_checked_on_the_server(server):
         recv_msg(sock)
         send_msg(sock, "prepare", test="udp_bw", size=70000, duration=1)
         assert recv_msg(sock)["error"].startswith("size: 70000 bytes is out of range")
+
+
+def _worker_cpus_while(run) -> dict[int, tuple[str, tuple[int, ...]]]:
+    """Until run ends: every socket-engine worker thread of this process (named
+    pk-sock/N by the engine) by TID, with the CPUs it may run on."""
+    seen = {}
+    while not run.wait(0.05):
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{tid}/comm") as f:
+                    name = f.read().strip()
+                if name.startswith("pk-sock/"):
+                    seen[int(tid)] = (name, tuple(sorted(os.sched_getaffinity(int(tid)))))
+            except (FileNotFoundError, ProcessLookupError):  # the thread ended meanwhile
+                pass
+    return seen
+
+
+two_cpus = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to pin the ends apart")
+
+
+@two_cpus
+@pytest.mark.parametrize("test", ["tcp_lat", "udp_bw"])
+def test_cpu_affinity_pins_the_server_and_client_workers(server, test):
+    rem, loc = sorted(os.sched_getaffinity(0))[:2]
+    run = perfkit.Run(RemoteTest(test=test, port=server.port, rate="20kpps", duration=1,
+                                 loc_cpu_affinity=loc, rem_cpu_affinity=rem)).start()
+    seen = _worker_cpus_while(run)
+    assert run.summary["pkts_rx"] > 1000
+    # the server's worker starts (at prepare) before the client's: the lower TID
+    assert [cpus for _, (_, cpus) in sorted(seen.items())] == [(rem,), (loc,)], seen
+
+
+@two_cpus
+def test_cpu_affinity_of_a_local_test_pins_sender_and_receiver():
+    rem, loc = sorted(os.sched_getaffinity(0))[:2]
+    run = perfkit.Run(LocalTest(test="udp_lat", duration=1, loc_cpu_affinity=loc,
+                                rem_cpu_affinity=rem)).start()
+    seen = _worker_cpus_while(run)
+    assert run.summary["lat_count"] > 100
+    # worker 0 is the receiving end, worker 1 the sender
+    assert sorted(seen.values()) == [("pk-sock/0", (rem,)), ("pk-sock/1", (loc,))], seen
+
+
+def test_unpinned_workers_may_run_anywhere(server):
+    run = perfkit.Run(RemoteTest(test="tcp_lat", port=server.port, duration=0.5)).start()
+    seen = _worker_cpus_while(run)
+    allowed = tuple(sorted(os.sched_getaffinity(0)))
+    assert len(seen) == 2 and all(cpus == allowed for _, cpus in seen.values()), seen
+
+
+def test_a_cpu_the_server_lacks_is_refused_by_the_server(server):
+    lacking = max(os.sched_getaffinity(0)) + 1
+    allowed = ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
+    with pytest.raises(perfkit.EngineError) as e:
+        perfkit.run(RemoteTest(test="tcp_lat", port=server.port, duration=1, rem_cpu_affinity=lacking))
+    assert str(e.value) == (f"server: rem_cpu_affinity: CPU {lacking} is not one this process "
+                            f"may run on ({allowed})")
+
+
+def test_cli_cpu_affinity_short_options_as_qperf():
+    cpu = str(min(os.sched_getaffinity(0)))
+    srv = subprocess.Popen([sys.executable, "-P", "-m", "perfkit", "serve", "--port", "19897", "--once"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        time.sleep(0.5)
+        out = subprocess.run([sys.executable, "-P", "-m", "perfkit", "test", "127.0.0.1", "--port", "19897",
+                              "tcp_lat", "-t", "0.5", "-ca", cpu, "-rca", "any"],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert "latency" in out.stdout
+    finally:
+        srv.wait(timeout=30)
+    log = srv.stdout.read()
+    assert "tcp_lat for 127.0.0.1" in log and "CPU" not in log  # -rca any overrides -ca: the server is unpinned
+    bad = subprocess.run([sys.executable, "-P", "-m", "perfkit", "local", "tcp_lat", "-t", "5", "-lca", "1023"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.stderr.startswith("perfkit: loc_cpu_affinity: CPU 1023 is not one this process may run on ("), bad.stderr
+    assert bad.stderr.count("\n") == 1
 
 
 def test_sctp_runs_or_says_why_not(server):

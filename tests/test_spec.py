@@ -121,6 +121,10 @@ BAD = [
     (dict(host="::"), "host", "loopback"),
     (dict(busy_poll="false"), "busy_poll", "true or false"),
     (dict(gso=-1), "gso", "0.."),
+    (dict(loc_cpu_affinity=-1), "loc_cpu_affinity", "0..1023"),
+    (dict(loc_cpu_affinity="cpu0"), "loc_cpu_affinity", "whole number"),
+    (dict(rem_cpu_affinity=1024), "rem_cpu_affinity", "0..1023"),
+    (dict(rem_cpu_affinity=True), "rem_cpu_affinity", "whole number"),
     (dict(gso=10_000), "gso", "0.."),
 ]
 
@@ -250,3 +254,22 @@ def test_a_pci_port_is_refused_with_why(dev):
     from perfkit.spec import check_dpdk_port
     with pytest.raises(ValueError, match=r"is a PCI device: perfkit does not drive NICs"):
         check_dpdk_port(dev)
+
+
+def test_cpu_affinity_any_is_unpinned_and_numbers_are_kept():
+    assert LocalTest().loc_cpu_affinity is None and LocalTest().rem_cpu_affinity is None
+    spec = LocalTest(loc_cpu_affinity="any", rem_cpu_affinity="0")
+    assert spec.loc_cpu_affinity is None and spec.rem_cpu_affinity == 0
+
+
+def test_a_cpu_this_host_lacks_still_loads_and_fails_at_start_naming_the_field():
+    """A run saved on a bigger machine loads here; running it again says which CPUs there are."""
+    import os
+    from perfkit.engines.socket import workers_for
+    lacking = max(os.sched_getaffinity(0)) + 1
+    spec = from_dict(LocalTest(test="tcp_lat", rem_cpu_affinity=lacking).to_dict())
+    assert spec.rem_cpu_affinity == lacking
+    with pytest.raises(ValueError) as e:
+        workers_for(spec)
+    allowed = ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
+    assert str(e.value) == f"rem_cpu_affinity: CPU {lacking} is not one this process may run on ({allowed})"

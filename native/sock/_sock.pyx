@@ -85,7 +85,7 @@ cdef class SockEngine:
                 cfgs[i].rate = w.get("rate", 0.0)
                 cfgs[i].duration_ns = <unsigned long long>(w.get("duration", 0.0) * 1e9)
                 cfgs[i].busy_poll = 1 if w.get("busy_poll", False) else 0
-                cfgs[i].cpu = w.get("cpu", -1)
+                cfgs[i].cpu = -1 if w.get("cpu") is None else w["cpu"]
                 cfgs[i].proto = {"tcp": socket.IPPROTO_TCP, "sctp": 132}[w.get("proto", "tcp")]
                 netns = (w.get("netns") or "").encode()
                 if len(netns) >= sizeof(cfgs[i].netns):

@@ -867,12 +867,9 @@ static void *worker_main(void *arg)
     }
     private_fd_table(w);
     prctl(PR_SET_TIMERSLACK, 1UL);   /* precise sleeps for pacing */
-    if (w->cfg.cpu >= 0) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(w->cfg.cpu, &set);
-        pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-    }
+    char name[16];   /* top -H and /proc/PID/task/TID/comm show which worker is which */
+    snprintf(name, sizeof(name), "pk-sock/%d", (int)(w - w->engine->w));
+    pthread_setname_np(pthread_self(), name);
     w->wall0 = pk_now_ns();
     w->cpu0 = pk_thread_cpu_ns();
     w->cpu_at = w->wall0;
@@ -973,6 +970,17 @@ static int setup_worker(pk_sock_engine *e, int i, char *err, size_t errlen)
     if (c->gso > PK_SOCK_MAX_GSO || (c->gso > 1 && (c->role != PK_UDP_SEND || (uint64_t)c->gso * c->size > 65507))) {
         set_err(err, errlen, "worker %d: gso %u: at most %d datagrams of at most 65507 bytes together, udp_send only",
                 i, c->gso, PK_SOCK_MAX_GSO);
+        return -1;
+    }
+    if (c->cpu >= 0) {   /* pinned from its first instruction: pk_sock_start sets it on the thread's attributes */
+        cpu_set_t allowed;
+        if (c->cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof(allowed), &allowed) != 0 ||
+            !CPU_ISSET(c->cpu, &allowed)) {
+            set_err(err, errlen, "worker %d: CPU %d is not one this process may run on", i, c->cpu);
+            return -1;
+        }
+    } else if (c->cpu != -1) {
+        set_err(err, errlen, "worker %d: cpu %d: -1 (any) or a CPU number", i, c->cpu);
         return -1;
     }
     if (c->peer >= 0 && (c->peer >= i || e->w[c->peer].bound_port <= 0)) {
@@ -1110,10 +1118,22 @@ int pk_sock_start(pk_sock_engine *e, char *err, size_t errlen)
     for (int i = 0; i < e->n; i++) {
         worker *w = &e->w[i];
         w->running = 1;
-        int rc = pthread_create(&w->thread, NULL, worker_main, w);
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        int rc = 0;
+        if (w->cfg.cpu >= 0) {
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            CPU_SET(w->cfg.cpu, &set);
+            rc = pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
+        }
+        if (rc == 0)
+            rc = pthread_create(&w->thread, &attr, worker_main, w);
+        pthread_attr_destroy(&attr);
         if (rc != 0) {
             w->running = 0;
-            set_err(err, errlen, "worker %d: pthread_create: %s", i, strerror(rc));
+            set_err(err, errlen, "worker %d: start a thread%s: %s", i,
+                    w->cfg.cpu >= 0 ? " pinned to its CPU" : "", strerror(rc));
             pk_sock_stop(e);
             pk_sock_join(e);
             return -1;

@@ -30,16 +30,12 @@ import os
 from dataclasses import asdict, dataclass
 
 from perfkit.errors import EngineError
-from perfkit.spec import DpdkFlows, DpdkReflect, size_pattern
+from perfkit.spec import DpdkFlows, DpdkReflect, cpu_list, size_pattern
 
 NAME = "dpdk"
 
 LOG_LEVELS = {"emergency": 1, "alert": 2, "critical": 3, "error": 4, "warning": 5,
               "notice": 6, "info": 7, "debug": 8}
-
-
-def _cpu_list(cpus) -> str:
-    return ",".join(str(c) for c in sorted(cpus))
 
 
 @dataclass(frozen=True)
@@ -84,7 +80,7 @@ class EalOptions:
             bad = [c for c in cpus if c not in allowed]
             if not cpus or bad:
                 raise ValueError(f"worker_cpus: {bad or 'none'} not among the CPUs this process may use "
-                                 f"({_cpu_list(allowed)})")
+                                 f"({cpu_list(allowed)})")
             put("worker_cpus", cpus)
         mbufs = self.mbufs
         if isinstance(mbufs, bool) or not isinstance(mbufs, int) or not 1023 <= mbufs <= 1 << 20:
@@ -118,7 +114,7 @@ class EalOptions:
             mem = ["--no-huge", "-m", str(self.memory_mb), "--no-shconf"]
         # one EAL lcore, spread over every CPU the caller may use: EAL sets the
         # caller's affinity to that set, i.e. leaves it as it is (and C restores it anyway)
-        here = _cpu_list(os.sched_getaffinity(0))
+        here = cpu_list(os.sched_getaffinity(0))
         plugins = ["-d", self.pmd_dir] if self.pmd_dir else []
         return ["perfkit", *mem, *plugins, "--no-pci", "--no-telemetry", f"--lcores=0@({here})",
                 # the global level, and every log type's (EAL's own stay at info otherwise)

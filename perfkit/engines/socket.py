@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import resource
 
-from perfkit.spec import HttpLoad, HttpServe, LocalTest, RemoteTest, SocketReflect
+from perfkit.spec import HttpLoad, HttpServe, LocalTest, RemoteTest, SocketReflect, check_cpu_here
 
 NAME = "socket"
 
@@ -78,8 +78,9 @@ def workers_for(spec: LocalTest) -> list[dict]:
     server, client = _ends(spec)
     common = {"size": spec.size, "duration": spec.duration}
     here = server["local"]
-    sender = {**common, **client, "remote": here, "peer": 0, "rate": spec.messages_per_second}
-    common = {**common, **server}
+    sender = {**common, **client, "remote": here, "peer": 0, "rate": spec.messages_per_second,
+              "cpu": check_cpu_here(spec.loc_cpu_affinity, "loc_cpu_affinity")}
+    common = {**common, **server, "cpu": check_cpu_here(spec.rem_cpu_affinity, "rem_cpu_affinity")}
     if spec.test == "udp_bw":
         return [{**common, "role": "udp_recv", "flows": spec.flows, "batch": spec.batch},
                 {**sender, "role": "udp_send", "flows": spec.flows, "batch": spec.batch,
