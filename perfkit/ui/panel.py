@@ -141,6 +141,7 @@ UNITS = {
     "cps": "connections/s (1000, 2k, 1.5m)", "cc": "connections (0, 10k); 0: none",
     "keepalive_requests": "requests; 0: until the end", "launch_num": "connections per launch",
     "http_host": "Host header", "http_path": "/PATH", "threads": "client threads",
+    "loc_cpu_affinity": "CPU number; empty: any", "rem_cpu_affinity": "CPU number; empty: any",
 }
 UNITS_BY_SPEC = {
     "DpdkFlows": {"size": "Ethernet frame bytes, FCS counted", "port": "ring:NAME:0|1 or a vdev",
