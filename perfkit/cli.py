@@ -88,7 +88,7 @@ def _parser() -> argparse.ArgumentParser:
                      help=f"{' '.join(REMOTE_TESTS)}, conf (both hosts), quit (stop the server)")
     tst.add_argument("-t", "--time", default="10s", help="time per test (default 10s)")
     tst.add_argument("-m", "--msg-size", help="message size: 64, 1K, 64K; UDP up to 65507, TCP up to 1M, "
-                     "SCTP up to 64K (default: tcp_bw, sctp_bw 64K as qperf; udp_bw 64; *_lat 1)")
+                     "SCTP up to 64K (default as qperf: tcp_bw, sctp_bw 64K; udp_bw 32K; *_lat 1)")
     tst.add_argument("-r", "--rate", help="target rate: 1.5Mpps, 100Mbps (default: unlimited)")
     tst.add_argument("-f", "--flows", default=1, help="UDP flows (source ports), udp_bw only")
     tst.add_argument("--oo", action="append", default=[], metavar="OPT:FROM:TO:STEP",

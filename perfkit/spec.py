@@ -16,10 +16,10 @@ from perfkit.units import Rate, parse_duration, parse_rate, parse_size
 # qperf's test names; each runs both ends in one process.
 LOCAL_TESTS = ("udp_bw", "udp_lat", "tcp_bw", "tcp_lat")
 REMOTE_TESTS = LOCAL_TESTS + ("sctp_bw", "sctp_lat")
-DEFAULT_SIZE = {"udp_bw": 64, "udp_lat": 1, "tcp_bw": 64 << 10, "tcp_lat": 1,
-                "sctp_bw": 64 << 10, "sctp_lat": 1}   # qperf's: perfkit test's defaults
-# perfkit local tcp_bw writes 128 KiB per send by default, as iperf3 does
-LOCAL_DEFAULT_SIZE = {**DEFAULT_SIZE, "tcp_bw": 128 << 10}
+DEFAULT_SIZE = {"udp_bw": 32 << 10, "udp_lat": 1, "tcp_bw": 64 << 10, "tcp_lat": 1,
+                "sctp_bw": 64 << 10, "sctp_lat": 1}   # qperf's (qperf -vvu): perfkit test's defaults
+# perfkit local: udp_bw sends 64 B datagrams (packets/s), tcp_bw writes 128 KiB as iperf3 does
+LOCAL_DEFAULT_SIZE = {**DEFAULT_SIZE, "udp_bw": 64, "tcp_bw": 128 << 10}
 # TCP messages up to 1 MiB, as qperf and iperf3 take (the engine's buffers are made once, at start)
 MAX_SIZE = {"udp": 65507, "tcp": 1 << 20, "sctp": 64 << 10}
 MAX_FLOWS = 1024

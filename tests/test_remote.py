@@ -58,7 +58,8 @@ def test_latency_tests_count_round_trips(server, test):
 
 
 def test_rows_show_the_far_end_while_running(server):
-    run = perfkit.run(RemoteTest(test="udp_bw", port=server.port, rate="20kpps", duration=1.5), interval=0.5)
+    run = perfkit.run(RemoteTest(test="udp_bw", port=server.port, size=64, rate="20kpps", duration=1.5),
+                      interval=0.5)
     first = run.rows[0]
     assert first["pkts_rx_per_s"] > 10_000  # the receiver is the remote worker
 
@@ -167,7 +168,7 @@ two_cpus = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs tw
 @pytest.mark.parametrize("test", ["tcp_lat", "udp_bw"])
 def test_cpu_affinity_pins_the_server_and_client_workers(server, test):
     rem, loc = sorted(os.sched_getaffinity(0))[:2]
-    run = perfkit.Run(RemoteTest(test=test, port=server.port, rate="20kpps", duration=1,
+    run = perfkit.Run(RemoteTest(test=test, port=server.port, size=64, rate="20kpps", duration=1,
                                  loc_cpu_affinity=loc, rem_cpu_affinity=rem)).start()
     seen = _worker_cpus_while(run)
     assert run.summary["pkts_rx"] > 1000

@@ -57,6 +57,8 @@ def test_size_limits_accept(test, size):
 def test_remote_defaults_stay_qperfs():
     from perfkit.spec import RemoteTest
     assert RemoteTest("tcp_bw").size == 65536          # qperf's tcp_bw default
+    assert RemoteTest("udp_bw").size == 32768          # qperf's udp_bw default (qperf -vvu udp_bw)
+    assert LocalTest("udp_bw").size == 64              # perfkit local: packets/s
     assert RemoteTest("tcp_bw", size="1M").size == 1 << 20
     with pytest.raises(ValueError, match=r"^size: .*1\.\.65536 for sctp_bw"):
         RemoteTest("sctp_bw", size="128K")
