@@ -482,6 +482,7 @@ class Bench:
     vs_paths: tuple = ("loopback", "veth")
     vs_tests: tuple = VS_TESTS   # vs_qperf: which qperf tests
     vs_client: str = "api"       # vs_qperf: perfkit test from Python (api) or as a command (cli)
+    vs_pin: tuple | None = None  # vs_qperf: (client CPU, server CPU) for both tools (-lca/-rca), or unpinned
     vs_rows: list[Row] = field(default_factory=list)
     vs_details: list[str] = field(default_factory=list)
     http_rows: list[Row] = field(default_factory=list)
@@ -826,6 +827,10 @@ class TwoHosts:
             self.pk_port, self.qp_port = 19800, QPERF_LAB_PORT   # the lab's own namespace: free
             self.token = os.urandom(8).hex()
         self.servers: list = []
+        self.pin = None   # (client CPU, server CPU): both tools' -lca/-rca, or None
+
+    def pin_args(self) -> list:
+        return [] if self.pin is None else ["-lca", str(self.pin[0]), "-rca", str(self.pin[1])]
 
     def close(self) -> None:
         for srv in self.servers:
@@ -941,7 +946,7 @@ def run_qperf_two_hosts(th: TwoHosts, qsrv, duration: float, test: str, size: in
     CPU its client and server processes used (% of one CPU over the test time)."""
     before = _qperf_server_cpu(qsrv)
     cmd = ["qperf", th.host, "--listen_port", th.qp_port, "-t", f"{duration:.0f}", "-m", size,
-           "-uu", "-v", "-vvu", test]
+           "-uu", "-v", "-vvu", *th.pin_args(), test]
     out, cli_cpu = th.client(cmd, timeout=duration + 25)
     after = _qperf_server_cpu(qsrv)
     f = _qperf_fields(out)
@@ -965,7 +970,7 @@ def run_qperf_two_hosts(th: TwoHosts, qsrv, duration: float, test: str, size: in
 def run_perfkit_two_hosts(th: TwoHosts, duration: float, tests, size_args: list) -> dict:
     """One `perfkit test HOST TESTS... --json` invocation: {(test, size): summary}."""
     cmd = [*perfkit_cmd(), "test", th.host, *tests, *size_args, "-t", f"{duration:g}", "--port", th.pk_port,
-           "--json"]
+           "--json", *th.pin_args()]
     if th.token:
         cmd += ["--token", th.token]
     try:
@@ -979,7 +984,7 @@ def run_perfkit_two_hosts(th: TwoHosts, duration: float, tests, size_args: list)
     return {(s["test"], int(s["size"])): s for s in sums}
 
 
-def _perfkit_test_api(host: str, test: str, size: int, seconds: float, port: int, token) -> dict:
+def _perfkit_test_api(host: str, test: str, size: int, seconds: float, port: int, token, pin=None) -> dict:
     """`perfkit test` from Python (perfkit.test: the same remote.plan + Run as the command
     line), one test at one size; its summary. In lab.call's fork: a session of its own,
     as each qperf process has (with autogroup scheduling the CPU share follows the session)."""
@@ -988,7 +993,9 @@ def _perfkit_test_api(host: str, test: str, size: int, seconds: float, port: int
         os.setsid()   # in lab.call's fork (in_fork did it already)
     except OSError:
         pass
-    rows = perfkit.test(host, test, time=seconds, size=size, port=port, token=token).to_dicts()
+    loc, rem = pin or (None, None)
+    rows = perfkit.test(host, test, time=seconds, size=size, port=port, token=token,
+                        loc_cpu_affinity=loc, rem_cpu_affinity=rem).to_dicts()
     return rows[0]
 
 
@@ -998,11 +1005,11 @@ def run_perfkit_api(th: TwoHosts, duration: float, test: str, size: int) -> dict
     from perfkit.errors import EngineError
     try:
         if th.lab is None:
-            s = in_fork(_perfkit_test_api, th.host, test, size, duration, th.pk_port, th.token,
+            s = in_fork(_perfkit_test_api, th.host, test, size, duration, th.pk_port, th.token, th.pin,
                         timeout=duration + 60)
         else:
             s = th.lab.call(th.h1, _perfkit_test_api, th.host, test, size, duration, th.pk_port, th.token,
-                            timeout=duration + 60)
+                            th.pin, timeout=duration + 60)
     except (EngineError, ValueError, TimeoutError) as exc:
         raise BenchError(f"perfkit test {test} -m {size}: {exc}") from None
     if s.get("error"):
@@ -1029,10 +1036,13 @@ def bench_vs_qperf(b: Bench) -> None:
             if not have_privileges():
                 b.vs_rows.append(Row("all (veth)", "—", "—", "— (a lab needs root)", "—", "—", "skipped"))
                 continue
-        print(f"vs_qperf over {path}: perfkit test vs qperf, {d:g} s per run, {b.reps} alternating reps", flush=True)
+        pinned = f", client on CPU {b.vs_pin[0]} and server on CPU {b.vs_pin[1]}" if b.vs_pin else ""
+        print(f"vs_qperf over {path}: perfkit test vs qperf, {d:g} s per run, {b.reps} alternating reps{pinned}",
+              flush=True)
         res: dict = {}
         try:
             th = TwoHosts(path, b.ports)
+            th.pin = b.vs_pin
         except Exception as exc:   # the lab could not be made (perfkit.lab.LabError, OSError)
             b.errors += 1
             print(f"  {path}: ERROR {type(exc).__name__}: {exc}", flush=True)
@@ -1858,7 +1868,9 @@ def write_results(path: Path, b: Bench, env: dict, versions: dict, argv: list[st
     if b.vs_rows:
         md += ["## perfkit test vs qperf: two hosts, loopback and veth (vs_qperf)", "",
                f"`perfkit serve` / `perfkit test` against qperf's server / client, every qperf test at three "
-               f"sizes, {b.reps} alternating reps of {b.vs_duration:g} s. Bandwidth: payload bits/s received "
+               f"sizes, {b.reps} alternating reps of {b.vs_duration:g} s"
+               + (f", both tools' client worker pinned to CPU {b.vs_pin[0]} and server worker to CPU {b.vs_pin[1]} "
+                  "(-lca/-rca)" if b.vs_pin else "") + ". Bandwidth: payload bits/s received "
                "(qperf udp_bw: recv_bw); latency: mean RTT / 2 on both sides (qperf's `latency`, perfkit's "
                "`latency_us`). Targets: bandwidth >= 1.0x qperf, latency <= 1.0x qperf. In brackets: the "
                "ratio's 95% bootstrap interval (each tool's runs resampled); where it spans 1.0 the runs "
@@ -1897,6 +1909,9 @@ def main(argv=None) -> int:
                    help="run perfkit's near end from Python in a fork of this script (api, default: perfkit is "
                         "imported once) or as `perfkit local|test ... --json` commands (cli); vs_qperf with cli "
                         "runs one command per size group")
+    p.add_argument("--vs-pin", metavar="CLIENT,SERVER",
+                   help="vs_qperf: pin both tools' client and server workers to these CPUs (qperf's and "
+                        "perfkit's -lca/-rca; default: unpinned, where the scheduler puts them)")
     p.add_argument("--only", nargs="+", choices=(*GROUPS, "dpdk"), metavar="NAME",
                    help=f"run only these comparisons: {', '.join(GROUPS)}; dpdk = {' '.join(DPDK_GROUPS)}")
     p.add_argument("--loss-rate", type=int, metavar="PPS",
@@ -1909,6 +1924,15 @@ def main(argv=None) -> int:
         a.only = [*a.only, *DPDK_GROUPS]
     if a.reps < 1 or not 1 <= a.duration <= 120 or not 1 <= a.vs_duration <= 120:
         p.error("--reps must be >= 1 and --duration, --vs-duration between 1 and 120 s")
+    vs_pin = None
+    if a.vs_pin is not None:
+        try:
+            vs_pin = tuple(int(c) for c in a.vs_pin.split(","))
+        except ValueError:
+            vs_pin = ()
+        if len(vs_pin) != 2 or not set(vs_pin) <= os.sched_getaffinity(0):
+            p.error(f"--vs-pin: {a.vs_pin!r} is not two CPUs this process may use, CLIENT,SERVER "
+                    f"({','.join(map(str, sorted(os.sched_getaffinity(0))))})")
 
     global PERFKIT_CLIENT
     PERFKIT_CLIENT = a.perfkit_client
@@ -1927,7 +1951,8 @@ def main(argv=None) -> int:
     if env["busy"]:
         print(f"WARNING: {env['busy']}", flush=True)
     b = Bench(reps=a.reps, duration=a.duration, ports=Ports(a.base_port), tools=tools, loss_rate=a.loss_rate,
-              vs_duration=a.vs_duration, vs_paths=tuple(a.vs_paths), vs_tests=tuple(a.vs_tests), vs_client=a.perfkit_client)
+              vs_duration=a.vs_duration, vs_paths=tuple(a.vs_paths), vs_tests=tuple(a.vs_tests), vs_client=a.perfkit_client,
+              vs_pin=vs_pin)
     t0 = time.monotonic()
     interrupted = False
     try:

@@ -40,3 +40,21 @@ def test_a_row_shows_the_ratio_with_its_interval():
 @pytest.mark.parametrize("bad", [[], [None, None, None]])
 def test_no_runs_no_interval(bad):
     assert bench.ratio_interval(bad, [1.0, 1.0, 1.0]) is None
+
+
+def test_vs_pin_takes_two_cpus_of_this_process_or_says_which_there_are(capsys):
+    import os
+    lacking = max(os.sched_getaffinity(0)) + 1
+    for bad in (f"0,{lacking}", "0", "a,b", "0,1,0"):
+        with pytest.raises(SystemExit) as e:
+            bench.main(["--only", "vs_qperf", "--vs-pin", bad])
+        assert e.value.code == 2
+        err = capsys.readouterr().err
+        assert f"--vs-pin: {bad!r} is not two CPUs this process may use" in err, err
+
+
+def test_pinned_two_hosts_give_both_tools_qperfs_affinity_options():
+    th = bench.TwoHosts("loopback", bench.Ports(47900))
+    assert th.pin_args() == []
+    th.pin = (0, 1)
+    assert th.pin_args() == ["-lca", "0", "-rca", "1"]
