@@ -829,8 +829,13 @@ class TwoHosts:
         self.servers: list = []
         self.pin = None   # (client CPU, server CPU): both tools' -lca/-rca, or None
 
-    def pin_args(self) -> list:
-        return [] if self.pin is None else ["-lca", str(self.pin[0]), "-rca", str(self.pin[1])]
+    def pin_args(self, qperf: bool = False) -> list:
+        """-lca/-rca for perfkit, or for qperf 0.4.11, which pins to the number it is given
+        minus one (its -lca 1 is CPU 0; 0 means any), though its help says CPUs count from 0."""
+        if self.pin is None:
+            return []
+        loc, rem = (c + 1 for c in self.pin) if qperf else self.pin
+        return ["-lca", str(loc), "-rca", str(rem)]
 
     def close(self) -> None:
         for srv in self.servers:
@@ -946,7 +951,7 @@ def run_qperf_two_hosts(th: TwoHosts, qsrv, duration: float, test: str, size: in
     CPU its client and server processes used (% of one CPU over the test time)."""
     before = _qperf_server_cpu(qsrv)
     cmd = ["qperf", th.host, "--listen_port", th.qp_port, "-t", f"{duration:.0f}", "-m", size,
-           "-uu", "-v", "-vvu", *th.pin_args(), test]
+           "-uu", "-v", "-vvu", *th.pin_args(qperf=True), test]
     out, cli_cpu = th.client(cmd, timeout=duration + 25)
     after = _qperf_server_cpu(qsrv)
     f = _qperf_fields(out)
@@ -1017,6 +1022,38 @@ def run_perfkit_api(th: TwoHosts, duration: float, test: str, size: int) -> dict
     return s
 
 
+def check_qperf_pins(th: TwoHosts, port: int) -> None:
+    """That the -lca/-rca th gives qperf put its client and its server's child (the one
+    that runs the test) on the CPUs perfkit's go to: once, on loopback, before the runs."""
+    srv = subprocess.Popen(["qperf", "--listen_port", str(port)], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, start_new_session=True)
+    cli = None
+    try:
+        time.sleep(0.5)
+        cli = subprocess.Popen(["qperf", HOST, "--listen_port", str(port), "-t", "2", *th.pin_args(qperf=True),
+                                "tcp_lat"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(1.0)
+        children = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                if ppid == srv.pid:
+                    children.append(sorted(os.sched_getaffinity(int(pid))))
+            except (OSError, ValueError, IndexError):
+                pass
+        client = sorted(os.sched_getaffinity(cli.pid))
+        cli.wait(timeout=30)
+    finally:
+        for proc in (cli, srv):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    if client != [th.pin[0]] or children != [[th.pin[1]]]:
+        raise BenchError(f"qperf {' '.join(th.pin_args(qperf=True))} put its client on CPUs {client} and its "
+                         f"server's test on {children}, not on {th.pin[0]} and {th.pin[1]}")
+
+
 def _pk_value(test: str, s: dict | None):
     if not s:
         return None
@@ -1043,6 +1080,8 @@ def bench_vs_qperf(b: Bench) -> None:
         try:
             th = TwoHosts(path, b.ports)
             th.pin = b.vs_pin
+            if th.pin and path == b.vs_paths[0]:
+                check_qperf_pins(th, b.ports.take())
         except Exception as exc:   # the lab could not be made (perfkit.lab.LabError, OSError)
             b.errors += 1
             print(f"  {path}: ERROR {type(exc).__name__}: {exc}", flush=True)

@@ -58,3 +58,16 @@ def test_pinned_two_hosts_give_both_tools_qperfs_affinity_options():
     assert th.pin_args() == []
     th.pin = (0, 1)
     assert th.pin_args() == ["-lca", "0", "-rca", "1"]
+    assert th.pin_args(qperf=True) == ["-lca", "1", "-rca", "2"]   # qperf 0.4.11 counts from 1 (0: any)
+
+
+@pytest.mark.skipif(not __import__("shutil").which("qperf"), reason="qperf is not installed (CI installs it)")
+@pytest.mark.skipif(len(__import__("os").sched_getaffinity(0)) < 2, reason="needs two CPUs to pin apart")
+def test_qperf_puts_its_ends_where_the_bench_pins_perfkits():
+    import os
+    th = bench.TwoHosts("loopback", bench.Ports(47900))
+    th.pin = tuple(sorted(os.sched_getaffinity(0))[:2][::-1])   # client on the second CPU, server on the first
+    bench.check_qperf_pins(th, th.qp_port)
+    th.pin = (th.pin[0], max(os.sched_getaffinity(0)) + 1)       # qperf cannot pin there: the check says so
+    with pytest.raises(bench.BenchError, match="put its client on CPUs"):
+        bench.check_qperf_pins(th, th.qp_port)
