@@ -17,9 +17,12 @@ runs the same checks on the unlimited pair.
   solicitations, MLD reports) are taken out, each counted by the kernel too.
 - TCP: in one run, alternating perfkit / qperf / iperf3 on the same veth pair, perfkit's
   tcp_bw is within 10 % of both. Medians over alternating rounds of short runs (order
-  rotated every round) for a fixed time. tcp_lat (latency_us = mean round trip / 2, as
-  qperf's `latency`) is measured and printed but judged in bench/: on this VM it is
-  bimodal and moved from 0.44x to 1.15x of qperf between runs.
+  rotated every round) for a fixed time.
+- tcp_lat (latency_us = mean round trip / 2, as qperf's `latency`) is within 15 % of
+  qperf's with both tools' ends pinned the same way (client on one CPU, server on
+  another: -lca/-rca), lower quartiles of alternating runs. Unpinned, where the scheduler puts the two ends decides the figure
+  (one CPU: a context switch per message; two: a cross-CPU wake-up) and it moved from
+  0.44x to 1.15x of qperf between runs; that comparison is printed, not judged.
 
 Every process runs inside the lab's namespaces (lab.popen), bounded by coreutils
 `timeout`, and is killed by its own process group; the lab goes down even on failure.
@@ -59,6 +62,9 @@ CMP_S = 1                # seconds per run in the tool comparison (iperf3 takes 
 CMP_BUDGET_S = 70        # the tool comparison: alternating rounds for this long (a fixed
 MIN_ROUNDS, MAX_ROUNDS = 5, 20   # rule, blind to the results), at least / at most this many
 BW_TOLERANCE = 0.10      # tcp_bw: perfkit within 10 % of qperf and of iperf3
+LAT_TOLERANCE = 0.15     # tcp_lat, both tools pinned: perfkit within 15 % of qperf
+LAT_BUDGET_S = 40        # the pinned tcp_lat comparison: alternating rounds for this long,
+LAT_MIN_ROUNDS = 7       # at least this many
 
 
 # ----------------------------------------------------------------- processes in the lab
@@ -290,7 +296,8 @@ def _iperf3(lab, h1, h2) -> dict:
     return doc["end"]
 
 
-def _perfkit_in_host(host: str, tests: tuple[str, ...], seconds: float, token: str) -> dict:
+def _perfkit_in_host(host: str, tests: tuple[str, ...], seconds: float, token: str,
+                     fields: dict | None = None) -> dict:
     """Inside h1 (lab.call, a fork of this process: no fresh interpreter to start): what
     `perfkit test` runs (a RemoteTest, then Run), from Python. {test: summary}. In a
     session of its own, as each qperf and iperf3 process is (lab.popen): with autogroup
@@ -298,7 +305,8 @@ def _perfkit_in_host(host: str, tests: tuple[str, ...], seconds: float, token: s
     import perfkit
     from perfkit import RemoteTest
     os.setsid()
-    return {t: perfkit.run(RemoteTest(host=host, test=t, duration=seconds, token=token)).summary for t in tests}
+    return {t: perfkit.run(RemoteTest(host=host, test=t, duration=seconds, token=token, **(fields or {}))).summary
+            for t in tests}
 
 
 def test_tcp_bw_agrees_with_qperf_and_iperf3(lab_pair):
@@ -358,7 +366,62 @@ def test_tcp_bw_agrees_with_qperf_and_iperf3(lab_pair):
         assert med["pk_bw"] <= parse_rate(LINK_RATE, "rate").value, report
     assert abs(ratios["tcp_bw / qperf"] - 1) <= BW_TOLERANCE, report
     assert abs(ratios["tcp_bw / iperf3"] - 1) <= BW_TOLERANCE, report
-    # tcp_lat against qperf is printed above but judged in bench/ (python3 bench/run.py
-    # --only vs_qperf), not here: on this 2-vCPU VM round trips are bimodal (~8 us with busy
-    # CPUs, 25-30 us when they idle between messages), so a 70 s comparison landed anywhere
-    # from 0.44x to 1.15x of qperf between runs. A test must not pass or fail on that.
+    # unpinned tcp_lat against qperf is printed above, not judged: on this 2-vCPU VM round
+    # trips are bimodal (~8 us with busy CPUs, 25-30 us when they idle between messages), so a
+    # 70 s comparison landed anywhere from 0.44x to 1.15x of qperf between runs. The next
+    # test pins both tools the same way and judges that.
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs: each end pinned to its own")
+def test_tcp_lat_agrees_with_qperf_when_both_pin_their_ends(lab_pair):
+    """tcp_lat (mean RTT/2, 1-byte messages), perfkit against qperf, both with the client on
+    one CPU and the server on another: perfkit's -lca/-rca (loc_cpu_affinity,
+    rem_cpu_affinity), qperf 0.4.11's -lca/-rca with the numbers plus one (it pins to the
+    number minus one; tests/test_bench_ratio.py checks where its processes land). 1-s runs
+    take turns, the first swapping every round, for LAT_BUDGET_S: the lower quartile of
+    perfkit's runs is within 15 % of qperf's. The quartile, not the median: on this shared VM
+    the host takes CPU time in bursts (steal of 100-500 ms around a 1-s run in some rounds,
+    a tool's run 20-35 % slower there), and that only ever adds time, so the quieter
+    runs of each tool are the ones that tell the tools apart."""
+    if not shutil.which("qperf"):
+        pytest.skip("qperf not installed (apt-get install -y qperf)")
+    lab, h1, h2 = lab_pair
+    client_cpu, server_cpu = sorted(os.sched_getaffinity(0))[:2]
+    pin = {"loc_cpu_affinity": client_cpu, "rem_cpu_affinity": server_cpu}
+    qsrv = _server(lab, h2, ["qperf", "--listen_port", str(QPERF_PORT)], lifetime=300)
+
+    def perfkit_lat() -> float:
+        s = lab.call(h1, _perfkit_in_host, h2.ipv4, ("tcp_lat",), CMP_S, TOKEN, pin, timeout=CMP_S + 60)["tcp_lat"]
+        assert s["size"] == 1
+        return s["latency_us"]
+
+    def qperf_lat() -> float:
+        out = _client(lab, h1, ["qperf", h2.ipv4, "--listen_port", str(QPERF_PORT), "-t", str(CMP_S), "-uu",
+                                "-vvu", "-lca", str(client_cpu + 1), "-rca", str(server_cpu + 1), "tcp_lat"],
+                      timeout=CMP_S + 30)
+        sec = _qperf_sections(out).get("tcp_lat", {})
+        if "latency" not in sec or sec.get("msg_size") != 1:
+            pytest.fail(f"qperf: cannot read its output: {out.strip()[-600:]}")
+        return sec["latency"] / 1000
+
+    rows = []
+    try:
+        _wait_listening(lab, h2, QPERF_PORT, qsrv, timeout=10)
+        t0 = time.monotonic()
+        while len(rows) < LAT_MIN_ROUNDS or (len(rows) < MAX_ROUNDS and time.monotonic() - t0 < LAT_BUDGET_S):
+            if len(rows) % 2 == 0:
+                pk, qp = perfkit_lat(), qperf_lat()
+            else:
+                qp, pk = qperf_lat(), perfkit_lat()
+            rows.append((pk, qp, round(os.getloadavg()[0], 1)))
+    finally:
+        _stop(qsrv)
+    pk_q1, qp_q1 = (statistics.quantiles([r[k] for r in rows], n=4)[0] for k in (0, 1))
+    pk_med, qp_med = statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows)
+    report = "\n".join(
+        [f"pinned (client CPU {client_cpu}, server CPU {server_cpu}), {len(rows)} rounds of tcp_lat: lower "
+         f"quartiles perfkit {pk_q1:.2f} us, qperf {qp_q1:.2f} us, ratio {pk_q1 / qp_q1:.3f}; medians perfkit "
+         f"{pk_med:.2f} us, qperf {qp_med:.2f} us, ratio {pk_med / qp_med:.3f}"]
+        + [f"  round {i + 1}: perfkit {pk:.2f} qperf {qp:.2f} us; load {load}" for i, (pk, qp, load) in enumerate(rows)])
+    print(report)
+    assert abs(pk_q1 / qp_q1 - 1) <= LAT_TOLERANCE, report
