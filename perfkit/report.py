@@ -108,6 +108,9 @@ def summary_text(s: dict, point: dict | None = None) -> str:
     if "loc_cpus_used" in s:  # a remote test: qperf -v's figures
         put("loc_cpus_used", f"{s['loc_cpus_used']:.0f} % cpus")
         put("rem_cpus_used", f"{s['rem_cpus_used']:.0f} % cpus")
+        for name in ("send_cost", "recv_cost"):
+            if s.get(f"{name}_ms_per_gb") is not None:
+                put(name, f"{s[f'{name}_ms_per_gb']:.3g} ms/GB")
     else:
         workers = ", ".join(f"{k} {v:.0f}%" for k, v in s["cpu_pct_by_worker"].items())
         put("cpu", f"{s['cpu_pct']:.0f}% of one core ({workers})")

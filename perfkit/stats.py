@@ -243,6 +243,11 @@ def summarize(test: str, totals: list[int], hist: Histogram, workers: list[list[
         pct = [(r, 100.0 * w[busy] / w[wall] if w[wall] else 0.0) for w, r in zip(workers, roles)]
         out["loc_cpus_used"] = sum(p for r, p in pct if not r.startswith("remote_"))
         out["rem_cpus_used"] = sum(p for r, p in pct if r.startswith("remote_"))
+        # and, for the bandwidth tests, CPU time per GB (10^9 bytes) sent and received
+        cost = lambda end, nbytes: (sum(w[busy] for w, r in zip(workers, roles) if r.endswith(end)) / 1e6  # noqa: E731
+                                    / (nbytes / 1e9) if test.endswith("_bw") and nbytes else None)
+        out["send_cost_ms_per_gb"] = cost("_send", t["bytes_tx"])
+        out["recv_cost_ms_per_gb"] = cost("_recv", t["bytes_rx"])
     out["cpu_pct_by_worker"] = {f"w{i}_{r}": (100.0 * w[busy] / w[wall] if w[wall] else 0.0)
                                 for i, (w, r) in enumerate(zip(workers, roles))}
     return out

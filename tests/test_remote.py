@@ -13,6 +13,7 @@ import time
 import pytest
 
 import perfkit
+from perfkit.report import summary_text
 from perfkit import LocalTest, RemoteTest
 from perfkit.remote import (MAX_MESSAGE, PROTOCOL, Control, Server, parse_sweep, recv_msg,
                             send_msg, _sctp_available)
@@ -43,6 +44,13 @@ def test_udp_bw_both_ends_add_up(server):
 def test_tcp_bw_every_byte_arrives(server):
     s = perfkit.run(RemoteTest(test="tcp_bw", port=server.port, duration=1)).summary
     assert s["bytes_tx"] > 0 and s["bytes_rx"] == s["bytes_tx"]
+    # qperf -v's cost: each end's CPU time per GB moved, the same figure as its CPU share
+    # (the sender's over its active time, the server's over its own lifetime: a bound)
+    assert s["send_cost_ms_per_gb"] == pytest.approx(
+        s["loc_cpus_used"] / 100 * s["duration_s"] * 1e3 / (s["bytes_tx"] / 1e9), rel=0.05)
+    assert 0 < s["recv_cost_ms_per_gb"]
+    text = summary_text(s)
+    assert f"send_cost     =  {s['send_cost_ms_per_gb']:.3g} ms/GB" in text and "recv_cost     =  " in text
 
 
 @pytest.mark.parametrize("test", ["udp_lat", "tcp_lat"])
@@ -53,6 +61,7 @@ def test_latency_tests_count_round_trips(server, test):
     assert s["pkts_rx"] == 2 * s["lat_count"]  # each request at the server, each reply here
     assert s["msg_rate"] == pytest.approx(2 * s["lat_count"] / s["duration_s"])  # qperf: both directions
     assert 0 < s["lat_p50_us"] < 5_000 and s["latency_us"] == pytest.approx(s["lat_mean_us"] / 2)
+    assert s["send_cost_ms_per_gb"] is None and "send_cost" not in summary_text(s)  # bw tests only
     # live rows carry the server's counters too, not only at the end
     assert run.frame["pkts_rx"].to_list()[0] > 0
 
