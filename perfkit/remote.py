@@ -287,9 +287,9 @@ class RemoteHandle:
         from perfkit.spec import check_cpu_here
         if spec.test.startswith("sctp") and (why := _sctp_available()):
             raise ValueError(f"test: {spec.test} cannot run here: {why}")
+        loc_cpu = check_cpu_here(spec.loc_cpu_affinity, "loc_cpu_affinity")
         self.ctl = Control(spec.host, spec.port, spec.token)
         try:
-            loc_cpu = check_cpu_here(spec.loc_cpu_affinity, "loc_cpu_affinity")
             ready = self.ctl.request("prepare", test=spec.test, size=spec.size, flows=spec.flows,
                                      duration=spec.duration, batch=spec.batch,
                                      busy_poll=spec.busy_poll, cpu=spec.rem_cpu_affinity)

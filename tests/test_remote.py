@@ -214,18 +214,19 @@ def test_a_cpu_the_server_lacks_is_refused_by_the_server(server):
 
 def test_cli_cpu_affinity_short_options_as_qperf():
     cpu = str(min(os.sched_getaffinity(0)))
-    srv = subprocess.Popen([sys.executable, "-P", "-m", "perfkit", "serve", "--port", "19897", "--once"],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    srv = subprocess.Popen([sys.executable, "-P", "-m", "perfkit", "serve", "--port", "0", "--once"],
+                           stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(0.5)
-        out = subprocess.run([sys.executable, "-P", "-m", "perfkit", "test", "127.0.0.1", "--port", "19897",
+        port = srv.stderr.readline().rsplit("port", 1)[1].split()[0]   # it listens from here on
+        out = subprocess.run([sys.executable, "-P", "-m", "perfkit", "test", "127.0.0.1", "--port", port,
                               "tcp_lat", "-t", "0.5", "-ca", cpu, "-rca", "any"],
                              capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
         assert "latency" in out.stdout
+        assert srv.wait(timeout=30) == 0   # --once: done after its one client
     finally:
-        srv.wait(timeout=30)
-    log = srv.stdout.read()
+        srv.kill()
+    log = srv.stderr.read()
     assert "tcp_lat for 127.0.0.1" in log and "CPU" not in log  # -rca any overrides -ca: the server is unpinned
     bad = subprocess.run([sys.executable, "-P", "-m", "perfkit", "local", "tcp_lat", "-t", "5", "-lca", "1023"],
                          capture_output=True, text=True, timeout=60)
