@@ -41,6 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     loc.add_argument("-r", "--rate", help="target rate: 1.5Mpps, 100Mbps (default: unlimited)")
     loc.add_argument("-f", "--flows", default=1, help="UDP flows (source ports), udp_bw only")
     loc.add_argument("-t", "--duration", help="how long to send: 10s, 2m (default 10s; a --search trial: 1s)")
+    _count_option(loc)
     loc.add_argument("--host", default="127.0.0.1", help="loopback or lab address (default 127.0.0.1)")
     loc.add_argument("--lab", nargs="?", const="", metavar="NAME",
                      help="run the ends in hosts h1 (sender) and h2 of a lab (default: the one that is up)")
@@ -91,8 +92,12 @@ def _parser() -> argparse.ArgumentParser:
                      "SCTP up to 64K (default as qperf: tcp_bw, sctp_bw 64K; udp_bw 32K; *_lat 1)")
     tst.add_argument("-r", "--rate", help="target rate: 1.5Mpps, 100Mbps (default: unlimited)")
     tst.add_argument("-f", "--flows", default=1, help="UDP flows (source ports), udp_bw only")
+    _count_option(tst)
+    tst.add_argument("-ub", "--use-bits-per-sec", action="store_true",
+                     help="bandwidth in bits/s (Gb/sec), as qperf -ub")
     tst.add_argument("--oo", action="append", default=[], metavar="OPT:FROM:TO:STEP",
-                     help="sweep an option, as qperf: msg_size:1:64K:*2, rate:100kpps:1Mpps:+100kpps")
+                     help="sweep an option, as qperf: msg_size:1:64K:*2, rate:100kpps:1Mpps:+100kpps, "
+                          "no_msgs:1000:100000:*10")
     tst.add_argument("--port", default=DEFAULT_PORT, type=int, help=f"server control port (default {DEFAULT_PORT})")
     tst.add_argument("--token", help="the server's shared secret (default: $PERFKIT_TOKEN)")
     tst.add_argument("--busy-poll", action="store_true", help="latency tests: spin, then block")
@@ -337,6 +342,12 @@ def _conf_text(both: dict) -> str:
     return "\n".join(lines)
 
 
+def _count_option(parser) -> None:
+    parser.add_argument("-n", "--no-msgs", metavar="N",
+                        help="end after N messages (latency tests: round trips), as qperf -n; "
+                             "the time limit still holds (default: no count)")
+
+
 def _affinity_options(parser, loc: str, rem: str) -> None:
     """qperf's CPU affinity options, with its short names."""
     parser.add_argument("-lca", "--loc-cpu-affinity", metavar="CPU",
@@ -361,7 +372,8 @@ def _test(a) -> int:
     unknown = [t for t in data_tests if t not in REMOTE_TESTS]
     if unknown:
         raise ValueError(f"test: {unknown[0]!r} is not one of {', '.join(REMOTE_TESTS)}, conf, quit")
-    fields = {"size": a.msg_size, "rate": a.rate, "flows": a.flows, "busy_poll": a.busy_poll, **_affinity(a)}
+    fields = {"size": a.msg_size, "rate": a.rate, "flows": a.flows, "busy_poll": a.busy_poll,
+              "messages": a.no_msgs, **_affinity(a)}
     sweep = dict(o.split(":", 1) if ":" in o else (o, "") for o in a.oo)
     interval = parse_duration(a.interval, "interval")
     printer = JsonPrinter() if a.json else None
@@ -387,7 +399,7 @@ def _test(a) -> int:
                 if a.json:
                     printer.summary({"test": name, **point, **run.summary})
                 else:
-                    print(summary_text(run.summary, point), flush=True)
+                    print(summary_text(run.summary, point, bits=a.use_bits_per_sec), flush=True)
                 if run.error:
                     print(f"perfkit: error: {run.error}", file=sys.stderr)
                     return 1
@@ -410,8 +422,10 @@ def _local(a) -> int:
     from perfkit.units import parse_duration
     spec = LocalTest(test=a.test, size=a.size, rate=a.rate, flows=a.flows, duration=a.duration or "10s",
                      host=a.host, port=a.port, batch=a.batch, gso=a.gso,
-                     busy_poll=a.busy_poll, lab=_the_lab(a.lab), **_affinity(a))
+                     busy_poll=a.busy_poll, lab=_the_lab(a.lab), messages=a.no_msgs, **_affinity(a))
     if a.search is not None:
+        if spec.messages is not None:
+            raise ValueError("no_msgs: -n does not go with --search (each trial runs for its time)")
         return _search(a, spec, a.engine)
     interval = parse_duration(a.interval, "interval")
     printer = JsonPrinter() if a.json else LinePrinter()
@@ -419,7 +433,8 @@ def _local(a) -> int:
     run.start()  # a bad engine or a failed start raises here: one line, nothing ran
     if not a.json:
         print(f"perfkit local {spec.test}: {spec.size} B, {spec.rate or 'unlimited'}, "
-              f"{spec.flows} flow(s), {spec.duration:g} s on "
+              f"{spec.flows} flow(s), {spec.duration:g} s"
+              f"{f' or {spec.messages:,} messages' if spec.messages else ''} on "
               f"{'lab ' + spec.lab + ' (h1 -> h2)' if spec.lab else spec.host} ({a.engine} engine)", flush=True)
     interrupted = False
     try:

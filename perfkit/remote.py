@@ -302,7 +302,7 @@ class RemoteHandle:
             self.local = SockEngine([{
                 "role": role, "local": (local_ip, 0), "remote": (spec.host, int(ready["port"])),
                 "size": spec.size, "flows": spec.flows, "batch": spec.batch, "gso": spec.gso,
-                "rate": spec.messages_per_second, "duration": spec.duration,
+                "rate": spec.messages_per_second, "duration": spec.duration, "count": spec.messages,
                 "busy_poll": spec.busy_poll, "proto": SERVER_ROLE[spec.test][1], "cpu": loc_cpu}])
         except BaseException:
             self.ctl.close()
@@ -380,7 +380,7 @@ def quit_server(host: str, port: int = DEFAULT_PORT, token: str | None = None) -
 # --------------------------------------------------------------------------- sweeps
 
 # qperf's option names -> RemoteTest fields, with the unit parser of each
-SWEEPABLE = {"msg_size": "size", "time": "duration", "rate": "rate", "flows": "flows"}
+SWEEPABLE = {"msg_size": "size", "time": "duration", "rate": "rate", "flows": "flows", "no_msgs": "messages"}
 MAX_POINTS = 1000
 
 
@@ -395,6 +395,7 @@ def parse_sweep(text: str) -> tuple[str, list]:
     if opt not in SWEEPABLE:
         raise ValueError(f"sweep: {opt!r} is not one of {', '.join(SWEEPABLE)}")
     parse = {"msg_size": lambda v: parse_size(v, "sweep"), "flows": lambda v: parse_size(v, "sweep"),
+             "no_msgs": lambda v: parse_size(v, "sweep"),
              "time": lambda v: parse_duration(v, "sweep"),
              "rate": lambda v: parse_rate(v, "sweep").value}[opt]
     start, stop = parse(lo), parse(hi)

@@ -60,10 +60,15 @@ def row_line(row: dict) -> str:
     return "  ".join(parts)
 
 
-def summary_text(s: dict, point: dict | None = None) -> str:
-    """A qperf-style summary, then what qperf does not show."""
+def summary_text(s: dict, point: dict | None = None, bits: bool = False) -> str:
+    """A qperf-style summary, then what qperf does not show. bits: bandwidth in
+    bits/s, as qperf -ub (21.7 Gb/sec)."""
     test = s["test"]
     lines = [f"{test}:"]
+
+    def bw(nbytes):
+        per_s = nbytes / s["duration_s"] if s["duration_s"] else 0
+        return _si(8 * per_s, "b/sec") if bits else _si(per_s, "B/sec")
 
     def put(name, value):
         lines.append(f"    {name:<13} =  {value}")
@@ -86,14 +91,14 @@ def summary_text(s: dict, point: dict | None = None) -> str:
             put("url", f"{u['url']}: {_count(u['requests'])} sent, {_count(u['responses'])} answered, "
                        f"{_count(u['failed'])} failed")
     elif test == "udp_bw":
-        put("send_bw", _si(s["bytes_tx"] / s["duration_s"] if s["duration_s"] else 0, "B/sec"))
-        put("recv_bw", _si(s["bytes_rx"] / s["duration_s"] if s["duration_s"] else 0, "B/sec"))
+        put("send_bw", bw(s["bytes_tx"]))
+        put("recv_bw", bw(s["bytes_rx"]))
         put("msg_rate", _si(s["msg_rate"], "/sec"))
         lost = s["lost"]
         put("loss", f"{s['loss_pct'] or 0:.3g} % ({_count(lost)} of {_count(s['pkts_tx'])} sent)"
             + (f", {_count(s['dup'])} dup, {_count(s['reorder'])} reordered" if s["dup"] or s["reorder"] else ""))
     elif test == "tcp_bw":
-        put("bw", _si(s["bytes_rx"] / s["duration_s"] if s["duration_s"] else 0, "B/sec"))
+        put("bw", bw(s["bytes_rx"]))
         put("msg_rate", _si(s["msg_rate"], "/sec"))
     else:  # latency tests: qperf's latency is half the mean round trip
         put("latency", _time_us(s["latency_us"]))
@@ -103,6 +108,10 @@ def summary_text(s: dict, point: dict | None = None) -> str:
         put("lat", f"{what} p50 {_time_us(s['lat_p50_us'])}  p99 {_time_us(s['lat_p99_us'])}  "
                    f"p99.9 {_time_us(s['lat_p999_us'])}  max {_time_us(s['lat_max_us'])}  "
                    f"jitter {_time_us(s['jitter_us'])}")
+    if s.get("messages"):  # qperf's -n: say if the time limit came first
+        sent = s.get("msgs_sent", 0)
+        put("messages", f"{_count(sent)} sent" + ("" if sent >= s["messages"] else
+            f" of the {_count(s['messages'])} asked: the time limit came first"))
     if s.get("drop_tx"):
         put("drop_tx", _count(s["drop_tx"]))
     if "loc_cpus_used" in s:  # a remote test: qperf -v's figures

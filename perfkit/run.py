@@ -194,6 +194,8 @@ class Run:
             extra = getattr(self._handle, "summary_extra", None)  # engine-specific fields
             if extra is not None:
                 self.summary.update(extra())
+            if getattr(self.spec, "messages", None):  # qperf's -n: the count asked for
+                self.summary["messages"] = self.spec.messages
             if hasattr(self.spec, "users"):  # nGrinder's Vuser
                 self.summary["vusers"] = self.spec.users
             if hasattr(self._handle, "http_urls") and hasattr(self.spec, "urls"):  # HTTP: counts per URL

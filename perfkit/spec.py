@@ -50,6 +50,9 @@ def check_target(host: str, field: str = "host") -> str:
     return str(ip)
 
 
+MAX_MESSAGES = 1 << 48   # a receiver takes a sequence number past this for a corrupt datagram
+
+
 def _int_in(value, field: str, lo: int, hi: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         try:
@@ -140,6 +143,7 @@ class _SocketTest(_Serial):
     busy_poll: bool = False
     loc_cpu_affinity: int | str | None = None
     rem_cpu_affinity: int | str | None = None
+    messages: int | None = None
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
@@ -174,6 +178,8 @@ class _SocketTest(_Serial):
         put("busy_poll", bool(self.busy_poll))
         put("loc_cpu_affinity", check_cpu(self.loc_cpu_affinity, "loc_cpu_affinity"))
         put("rem_cpu_affinity", check_cpu(self.rem_cpu_affinity, "rem_cpu_affinity"))
+        if self.messages is not None:
+            put("messages", _int_in(self.messages, "messages", 1, MAX_MESSAGES))
 
     def _auto_gso(self) -> int:
         """gso left out: off (a path off this host may not take UDP GSO)."""
@@ -206,6 +212,8 @@ class LocalTest(_SocketTest):
     loc_cpu_affinity  pin the sending (pinging) end's thread to this CPU, as qperf's -lca;
               None or "any" = where the scheduler puts it
     rem_cpu_affinity  the same for the receiving (answering) end, as qperf's -rca
+    messages  end once the sender has sent this many messages (latency tests: round
+              trips), as qperf's -n; duration still bounds the test. None = no count
     lab       run the two ends in the first two hosts of this lab (perfkit.lab): the
               receiving end in h2, the sender in h1, over the lab's link; host then
               only picks the family (an IPv6 host: the lab's IPv6 addresses)

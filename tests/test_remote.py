@@ -1,6 +1,6 @@
 """perfkit serve / perfkit test over loopback: the control protocol, both ends'
 counters, tokens, bad messages, several clients at once, sweeps; qperf's CPU affinity
-options (-lca/-rca), remote and local."""
+options (-lca/-rca) and message count (-n), remote and local; -ub."""
 import json
 import os
 import socket
@@ -235,6 +235,68 @@ def test_cli_cpu_affinity_short_options_as_qperf():
     assert bad.stderr.count("\n") == 1
 
 
+# qperf's -n: a count of messages ends the test; the time limit still holds
+
+def _assert_count_met(s, n, size):
+    """Exactly n messages sent, every one accounted for at the far end."""
+    assert s["messages"] == n and s["msgs_sent"] == n, s
+    test = s["test"]
+    if test == "tcp_bw":
+        assert s["bytes_tx"] == s["bytes_rx"] == n * size
+    elif test == "udp_bw":
+        assert s["pkts_tx"] == n and s["pkts_rx"] - s["dup"] + s["lost"] == n
+    elif test == "tcp_lat":
+        assert s["lat_count"] == n
+    else:  # udp_lat: a round trip that never came back is lost, not skipped
+        assert s["lat_count"] + s["lost"] == n
+    assert f"messages      =  {n:,} sent\n" in summary_text(s) + "\n"
+
+
+@pytest.mark.parametrize("test", ["udp_bw", "tcp_bw", "udp_lat", "tcp_lat"])
+def test_no_msgs_ends_a_remote_test_after_that_many_messages(server, test):
+    t0 = time.monotonic()
+    s = perfkit.run(RemoteTest(test=test, port=server.port, size=1000, messages=3001, duration=20)).summary
+    assert time.monotonic() - t0 < 10   # the count, not the 20 s, ended it
+    _assert_count_met(s, 3001, 1000)
+
+
+@pytest.mark.parametrize("test", ["udp_bw", "tcp_bw", "udp_lat", "tcp_lat"])
+def test_no_msgs_ends_a_local_test_after_that_many_messages(test):
+    # udp_bw on loopback sends 8-datagram GSO messages in batches of 32: 1001 is neither
+    t0 = time.monotonic()
+    s = perfkit.run(LocalTest(test=test, size=64, messages=1001, duration=20)).summary
+    assert time.monotonic() - t0 < 10
+    _assert_count_met(s, 1001, 64)
+
+
+def test_no_msgs_the_time_limit_still_holds(server):
+    t0 = time.monotonic()
+    s = perfkit.run(RemoteTest(test="tcp_lat", port=server.port, messages=10 ** 9, duration=0.5)).summary
+    assert time.monotonic() - t0 < 5
+    assert 0 < s["msgs_sent"] < 10 ** 9
+    assert (f"messages      =  {s['msgs_sent']:,} sent of the 1,000,000,000 asked: the time limit came first"
+            in summary_text(s))
+
+
+def test_cli_no_msgs_and_bits_per_second_as_qperf(server):
+    out = subprocess.run([sys.executable, "-P", "-m", "perfkit", "test", "127.0.0.1", "--port", str(server.port),
+                          "tcp_bw", "udp_bw", "-n", "2000", "-ub", "-t", "20", "--json"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    sums = [json.loads(line)["summary"] for line in out.stdout.splitlines() if line.startswith('{"summary"')]
+    assert [(s["test"], s["msgs_sent"], s["messages"]) for s in sums] == [("tcp_bw", 2000, 2000),
+                                                                           ("udp_bw", 2000, 2000)]
+    out = subprocess.run([sys.executable, "-P", "-m", "perfkit", "test", "127.0.0.1", "--port", str(server.port),
+                          "tcp_bw", "-n", "2000", "-ub"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    bw = out.stdout.split("bw            =  ")[1].split("\n")[0]
+    assert bw.endswith("b/sec") and not bw.endswith("B/sec"), out.stdout   # qperf -ub: 21.7 Gb/sec
+    assert "messages      =  2,000 sent" in out.stdout
+    bad = subprocess.run([sys.executable, "-P", "-m", "perfkit", "local", "udp_bw", "-n", "10", "--search", "loss<=0"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.startswith("perfkit: no_msgs: -n does not go with --search"), bad.stderr
+
+
 def test_sctp_runs_or_says_why_not(server):
     why = _sctp_available()
     if why:
@@ -250,6 +312,7 @@ def test_sweeps_parse_like_qperf():
     assert parse_sweep("msg_size:64:256:+64") == ("msg_size", [64, 128, 192, 256])
     assert parse_sweep("time:1s:3s:+1s") == ("time", [1.0, 2.0, 3.0])
     assert parse_sweep("rate:100kpps:400kpps:*2")[1] == [100e3, 200e3, 400e3]
+    assert parse_sweep("no_msgs:10:1000:*10") == ("no_msgs", [10, 100, 1000])
     for bad, msg in [("msg_size:1:64K", "OPT:FROM:TO:STEP"), ("mtu:1:2:*2", "not one of"),
                      ("msg_size:64:1:*2", "FROM <= TO"), ("msg_size:1:64:*1", "more than 1"),
                      ("msg_size:1:64:*x", "number N"), ("msg_size:1:64:/2", "not \\*N or \\+N")]:

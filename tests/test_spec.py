@@ -128,6 +128,10 @@ BAD = [
     (dict(rem_cpu_affinity=1024), "rem_cpu_affinity", "0..1023"),
     (dict(rem_cpu_affinity=True), "rem_cpu_affinity", "whole number"),
     (dict(gso=10_000), "gso", "0.."),
+    (dict(messages=0), "messages", "1..281474976710656"),
+    (dict(messages=2 ** 48 + 1), "messages", "1..281474976710656"),
+    (dict(messages="many"), "messages", "whole number"),
+    (dict(messages=True), "messages", "whole number"),
 ]
 
 

@@ -46,6 +46,7 @@ cdef class SockEngine:
     """Workers as dicts: role, local=(host, port), remote=(host, port),
     peer (index of an earlier worker whose bound port is the target),
     size, flows, batch, gso, rate (messages/s, 0 = unlimited), duration (s),
+    count (senders: messages, or round trips, before they stop; 0/None = no limit),
     busy_poll, cpu, proto (tcp|sctp), netns; HTTP roles: users, keepalive,
     think, ramp, connect_timeout, response_timeout (s), blob (request or response bytes;
     a client's blob may hold several requests back to back), url_random, tls, user_base (netns: a
@@ -84,6 +85,7 @@ cdef class SockEngine:
                 cfgs[i].gso = w.get("gso", 0)
                 cfgs[i].rate = w.get("rate", 0.0)
                 cfgs[i].duration_ns = <unsigned long long>(w.get("duration", 0.0) * 1e9)
+                cfgs[i].count = w.get("count") or 0
                 cfgs[i].busy_poll = 1 if w.get("busy_poll", False) else 0
                 cfgs[i].cpu = -1 if w.get("cpu") is None else w["cpu"]
                 cfgs[i].proto = {"tcp": socket.IPPROTO_TCP, "sctp": 132}[w.get("proto", "tcp")]

@@ -31,6 +31,7 @@ cdef extern from "sock_engine.h":
         uint32_t gso
         double rate
         uint64_t duration_ns
+        uint64_t count
         int busy_poll
         int cpu
         int proto

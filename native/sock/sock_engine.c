@@ -284,10 +284,20 @@ static void fill_header(uint8_t *buf, uint32_t size, uint32_t flow, uint64_t seq
     memcpy(buf, &h, sizeof(h));
 }
 
-/* How many messages the pacer allows now; 0 means wait (and *wake says until when). */
+/* A sender is done at stop, at the end of its duration, or once it has sent
+ * cfg.count messages (qperf's -n). */
+static inline int sender_done(const worker *w, uint64_t now, uint64_t sent)
+{
+    return stopping(w) || now >= w->wall0 + w->cfg.duration_ns || (w->cfg.count && sent >= w->cfg.count);
+}
+
+/* How many messages the pacer allows now (never past cfg.count); 0 means wait
+ * (and *wake says until when). Call only while !sender_done(). */
 static inline uint64_t pace(const worker *w, uint64_t now, uint64_t sent, uint64_t *wake)
 {
-    const uint64_t most = (uint64_t)w->cfg.batch * (w->cfg.gso > 1 ? w->cfg.gso : 1);
+    uint64_t most = (uint64_t)w->cfg.batch * (w->cfg.gso > 1 ? w->cfg.gso : 1);
+    if (w->cfg.count && w->cfg.count - sent < most)
+        most = w->cfg.count - sent;
     if (w->cfg.rate <= 0)
         return most;
     double elapsed = (double)(now - w->wall0);
@@ -331,7 +341,7 @@ static void run_udp_send(worker *w)
     uint32_t flow = 0;
     for (;;) {
         uint64_t now = pk_now_ns(), wake = 0;
-        if (stopping(w) || now >= w->wall0 + w->cfg.duration_ns)
+        if (sender_done(w, now, sent))
             break;
         account_cpu(w, now, 0);
         uint64_t n = pace(w, now, sent, &wake);
@@ -500,7 +510,7 @@ static void run_udp_ping(worker *w)
     uint64_t seq = 0, last_lat = 0, wake = 0;
     for (;;) {
         uint64_t now = pk_now_ns();
-        if (stopping(w) || now >= w->wall0 + w->cfg.duration_ns)
+        if (sender_done(w, now, seq))
             break;
         account_cpu(w, now, 0);
         if (pace(w, now, seq, &wake) == 0) {
@@ -685,7 +695,7 @@ static void run_tcp_send(worker *w)
     uint64_t sent = 0, wake = 0;
     for (;;) {
         uint64_t now = pk_now_ns();
-        if (stopping(w) || now >= w->wall0 + w->cfg.duration_ns)
+        if (sender_done(w, now, sent))
             break;
         account_cpu(w, now, 0);
         uint64_t n = pace(w, now, sent, &wake);
@@ -764,7 +774,7 @@ static void run_tcp_ping(worker *w)
     uint64_t n = 0, last_lat = 0, wake = 0;
     for (;;) {
         uint64_t now = pk_now_ns();
-        if (stopping(w) || now >= w->wall0 + w->cfg.duration_ns)
+        if (sender_done(w, now, n))
             break;
         account_cpu(w, now, 0);
         if (pace(w, now, n, &wake) == 0) {

@@ -5,7 +5,7 @@
  * never touches Python. The caller (perfkit._sock, Cython) creates the
  * engine, starts it, samples the counters while it runs, and joins it.
  *
- * Every worker stops by itself: senders at their duration, receivers once
+ * Every worker stops by itself: senders at their duration (or message count), receivers once
  * their peer sender is done and the socket has been quiet for a moment, and
  * everyone at a hard deadline of duration + PK_SOCK_DRAIN_NS.
  */
@@ -50,6 +50,7 @@ typedef struct pk_sock_worker_cfg {
     uint32_t gso;           /* UDP_SEND: datagrams per UDP GSO send (UDP_SEGMENT); 0/1 = off */
     double rate;            /* messages per second; 0 = as fast as possible */
     uint64_t duration_ns;   /* how long senders send */
+    uint64_t count;         /* senders: stop after this many messages (round trips); 0 = no limit */
     int busy_poll;          /* ping roles: spin on the socket instead of sleeping */
     int cpu;                /* pin the thread to this CPU, -1 = do not pin */
     int proto;              /* stream roles: IPPROTO_TCP (0 = TCP) or IPPROTO_SCTP */

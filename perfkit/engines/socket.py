@@ -79,6 +79,7 @@ def workers_for(spec: LocalTest) -> list[dict]:
     common = {"size": spec.size, "duration": spec.duration}
     here = server["local"]
     sender = {**common, **client, "remote": here, "peer": 0, "rate": spec.messages_per_second,
+              "count": spec.messages,
               "cpu": check_cpu_here(spec.loc_cpu_affinity, "loc_cpu_affinity")}
     common = {**common, **server, "cpu": check_cpu_here(spec.rem_cpu_affinity, "rem_cpu_affinity")}
     if spec.test == "udp_bw":

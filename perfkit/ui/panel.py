@@ -142,6 +142,7 @@ UNITS = {
     "keepalive_requests": "requests; 0: until the end", "launch_num": "connections per launch",
     "http_host": "Host header", "http_path": "/PATH", "threads": "client threads",
     "loc_cpu_affinity": "CPU number; empty: any", "rem_cpu_affinity": "CPU number; empty: any",
+    "messages": "messages (latency: round trips); empty: until the duration ends",
 }
 UNITS_BY_SPEC = {
     "DpdkFlows": {"size": "Ethernet frame bytes, FCS counted", "port": "ring:NAME:0|1 or a vdev",
