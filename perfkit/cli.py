@@ -50,7 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     loc.add_argument("--gso", default=None,
                      help="udp_bw: datagrams per UDP GSO send, 0 = off (default: 8 on loopback, off in a lab)")
     loc.add_argument("--busy-poll", action="store_true", help="latency tests: spin instead of sleeping")
-    _affinity_options(loc, "the sending end", "the receiving end")
+    _ends_options(loc, "the sending end", "the receiving end")
     loc.add_argument("--interval", default="1s", help="row interval (default 1s)")
     loc.add_argument("--engine", default=DEFAULT_ENGINE, help="engine (see perfkit engines)")
     loc.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
@@ -101,7 +101,7 @@ def _parser() -> argparse.ArgumentParser:
     tst.add_argument("--port", default=DEFAULT_PORT, type=int, help=f"server control port (default {DEFAULT_PORT})")
     tst.add_argument("--token", help="the server's shared secret (default: $PERFKIT_TOKEN)")
     tst.add_argument("--busy-poll", action="store_true", help="latency tests: spin, then block")
-    _affinity_options(tst, "this host's worker", "the server's worker")
+    _ends_options(tst, "this host's worker", "the server's worker")
     tst.add_argument("--interval", default="1s", help="row interval with --json (default 1s)")
     tst.add_argument("--json", action="store_true", help="JSON lines: rows, then a summary per test")
 
@@ -348,8 +348,8 @@ def _count_option(parser) -> None:
                              "the time limit still holds (default: no count)")
 
 
-def _affinity_options(parser, loc: str, rem: str) -> None:
-    """qperf's CPU affinity options, with its short names."""
+def _ends_options(parser, loc: str, rem: str) -> None:
+    """qperf's options for each end (CPU affinity, socket buffers), with its short names."""
     parser.add_argument("-lca", "--loc-cpu-affinity", metavar="CPU",
                         help=f"pin {loc} to this CPU, as qperf -lca (default: any)")
     parser.add_argument("-rca", "--rem-cpu-affinity", metavar="CPU",
@@ -357,10 +357,22 @@ def _affinity_options(parser, loc: str, rem: str) -> None:
     parser.add_argument("-ca", "--cpu-affinity", metavar="CPU", help="both of the above, as qperf -ca")
 
 
-def _affinity(a) -> dict:
-    """-ca sets both ends; -lca and -rca override it for their end."""
-    pick = lambda own: own if own is not None else a.cpu_affinity  # noqa: E731
-    return {"loc_cpu_affinity": pick(a.loc_cpu_affinity), "rem_cpu_affinity": pick(a.rem_cpu_affinity)}
+    parser.add_argument("-lsb", "--loc-sock-buf-size", metavar="SIZE",
+                        help=f"socket buffers of {loc}'s socket, as qperf -lsb: 64K (default: 8 MiB, "
+                             "a TCP sender the kernel's autotuning)")
+    parser.add_argument("-rsb", "--rem-sock-buf-size", metavar="SIZE",
+                        help=f"socket buffers of {rem}'s socket, as qperf -rsb (default 8 MiB)")
+    parser.add_argument("-sb", "--sock-buf-size", metavar="SIZE", help="both of the above, as qperf -sb")
+
+
+def _ends(a) -> dict:
+    """-ca and -sb set both ends; -lca/-rca and -lsb/-rsb override them for their end."""
+    def pick(own, both):
+        return own if own is not None else both
+    return {"loc_cpu_affinity": pick(a.loc_cpu_affinity, a.cpu_affinity),
+            "rem_cpu_affinity": pick(a.rem_cpu_affinity, a.cpu_affinity),
+            "loc_sock_buf_size": pick(a.loc_sock_buf_size, a.sock_buf_size),
+            "rem_sock_buf_size": pick(a.rem_sock_buf_size, a.sock_buf_size)}
 
 
 def _test(a) -> int:
@@ -373,7 +385,7 @@ def _test(a) -> int:
     if unknown:
         raise ValueError(f"test: {unknown[0]!r} is not one of {', '.join(REMOTE_TESTS)}, conf, quit")
     fields = {"size": a.msg_size, "rate": a.rate, "flows": a.flows, "busy_poll": a.busy_poll,
-              "messages": a.no_msgs, **_affinity(a)}
+              "messages": a.no_msgs, **_ends(a)}
     sweep = dict(o.split(":", 1) if ":" in o else (o, "") for o in a.oo)
     interval = parse_duration(a.interval, "interval")
     printer = JsonPrinter() if a.json else None
@@ -422,7 +434,7 @@ def _local(a) -> int:
     from perfkit.units import parse_duration
     spec = LocalTest(test=a.test, size=a.size, rate=a.rate, flows=a.flows, duration=a.duration or "10s",
                      host=a.host, port=a.port, batch=a.batch, gso=a.gso,
-                     busy_poll=a.busy_poll, lab=_the_lab(a.lab), messages=a.no_msgs, **_affinity(a))
+                     busy_poll=a.busy_poll, lab=_the_lab(a.lab), messages=a.no_msgs, **_ends(a))
     if a.search is not None:
         if spec.messages is not None:
             raise ValueError("no_msgs: -n does not go with --search (each trial runs for its time)")

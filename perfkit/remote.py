@@ -183,9 +183,10 @@ class Server:
                     self._stop.set()
                     return
                 elif op == "prepare" and engine is None:
-                    engine, cpu = self._prepare(msg, local_ip)
-                    # cpu: where the worker is pinned; a client that asked for it sees it was done
-                    send_msg(conn, "ready", port=engine.bound_port(0), cpu=cpu)
+                    engine, spec = self._prepare(msg, local_ip)
+                    cpu = spec.rem_cpu_affinity
+                    # cpu, sock_buf: what the worker got; a client that asked for them sees it was done
+                    send_msg(conn, "ready", port=engine.bound_port(0), cpu=cpu, sock_buf=spec.rem_sock_buf_size)
                     self.log(f"perfkit serve: {msg.get('test')} for {peer[0]} on port {engine.bound_port(0)}"
                              + (f", CPU {cpu}" if cpu is not None else ""))
                 elif op == "counters" and engine is not None:
@@ -232,17 +233,18 @@ class Server:
         spec = RemoteTest(host="127.0.0.1", test=msg.get("test", ""), size=msg.get("size"),
                           flows=msg.get("flows", 1), duration=msg.get("duration", 10),
                           batch=msg.get("batch", 32), busy_poll=msg.get("busy_poll", False),
-                          rem_cpu_affinity=msg.get("cpu"))
+                          rem_cpu_affinity=msg.get("cpu"), rem_sock_buf_size=msg.get("sock_buf"))
         cpu = check_cpu_here(spec.rem_cpu_affinity, "rem_cpu_affinity")
         role, proto = SERVER_ROLE[spec.test]
         if proto == "sctp" and (why := _sctp_available()):
             raise ValueError(f"test: {spec.test} cannot run on the server: {why}")
         worker = {"role": role, "local": (local_ip, 0), "size": spec.size, "flows": spec.flows,
                   "batch": spec.batch if role == "udp_recv" else 1, "busy_poll": spec.busy_poll,
-                  "duration": spec.duration + SERVER_MARGIN_S, "proto": proto, "cpu": cpu}
+                  "duration": spec.duration + SERVER_MARGIN_S, "proto": proto, "cpu": cpu,
+                  "sock_buf": spec.rem_sock_buf_size}
         engine = SockEngine([worker])
         engine.start()
-        return engine, cpu
+        return engine, spec
 
 
 def serve(bind: str = "127.0.0.1", port: int = DEFAULT_PORT, token: str | None = None,
@@ -292,18 +294,23 @@ class RemoteHandle:
         try:
             ready = self.ctl.request("prepare", test=spec.test, size=spec.size, flows=spec.flows,
                                      duration=spec.duration, batch=spec.batch,
-                                     busy_poll=spec.busy_poll, cpu=spec.rem_cpu_affinity)
+                                     busy_poll=spec.busy_poll, cpu=spec.rem_cpu_affinity,
+                                     sock_buf=spec.rem_sock_buf_size)
             if ready.get("cpu") != spec.rem_cpu_affinity:   # a server from before -rca ignores it
                 raise EngineError(f"rem_cpu_affinity: the server did not pin its worker to CPU "
                                   f"{spec.rem_cpu_affinity} (perfkit {self.ctl.remote_env.get('perfkit')} "
                                   "there is older than -rca)")
+            if ready.get("sock_buf") != spec.rem_sock_buf_size:   # likewise before -rsb
+                raise EngineError(f"rem_sock_buf_size: the server did not set its socket buffers "
+                                  f"(perfkit {self.ctl.remote_env.get('perfkit')} there is older than -rsb)")
             role = CLIENT_ROLE[spec.test]
             local_ip = self.ctl.sock.getsockname()[0]
             self.local = SockEngine([{
                 "role": role, "local": (local_ip, 0), "remote": (spec.host, int(ready["port"])),
                 "size": spec.size, "flows": spec.flows, "batch": spec.batch, "gso": spec.gso,
                 "rate": spec.messages_per_second, "duration": spec.duration, "count": spec.messages,
-                "busy_poll": spec.busy_poll, "proto": SERVER_ROLE[spec.test][1], "cpu": loc_cpu}])
+                "busy_poll": spec.busy_poll, "proto": SERVER_ROLE[spec.test][1], "cpu": loc_cpu,
+                "sock_buf": spec.loc_sock_buf_size}])
         except BaseException:
             self.ctl.close()
             raise

@@ -78,6 +78,19 @@ def check_cpu(value, field: str) -> int | None:
     return _int_in(value, field, 0, MAX_CPU)
 
 
+MIN_SOCK_BUF, MAX_SOCK_BUF = 4096, 1 << 30   # below 4 KiB the kernel raises it to its own minimum
+
+
+def check_sock_buf(value, field: str) -> int | None:
+    """Socket buffer bytes, as qperf's -sb takes them (64K); None = perfkit's default."""
+    if value is None:
+        return None
+    size = parse_size(value, field)
+    if not MIN_SOCK_BUF <= size <= MAX_SOCK_BUF:
+        raise ValueError(f"{field}: {size} bytes is out of range {MIN_SOCK_BUF}..{MAX_SOCK_BUF} (4K..1G)")
+    return size
+
+
 def check_cpu_here(cpu: int | None, field: str) -> int | None:
     """cpu, if this process may run on it (or None); else ValueError naming the ones it may."""
     if cpu is not None and cpu not in (allowed := os.sched_getaffinity(0)):
@@ -144,6 +157,8 @@ class _SocketTest(_Serial):
     loc_cpu_affinity: int | str | None = None
     rem_cpu_affinity: int | str | None = None
     messages: int | None = None
+    loc_sock_buf_size: int | str | None = None
+    rem_sock_buf_size: int | str | None = None
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
@@ -180,6 +195,8 @@ class _SocketTest(_Serial):
         put("rem_cpu_affinity", check_cpu(self.rem_cpu_affinity, "rem_cpu_affinity"))
         if self.messages is not None:
             put("messages", _int_in(self.messages, "messages", 1, MAX_MESSAGES))
+        for end in ("loc_sock_buf_size", "rem_sock_buf_size"):
+            put(end, check_sock_buf(getattr(self, end), end))
 
     def _auto_gso(self) -> int:
         """gso left out: off (a path off this host may not take UDP GSO)."""
@@ -214,6 +231,11 @@ class LocalTest(_SocketTest):
     rem_cpu_affinity  the same for the receiving (answering) end, as qperf's -rca
     messages  end once the sender has sent this many messages (latency tests: round
               trips), as qperf's -n; duration still bounds the test. None = no count
+    loc_sock_buf_size  SO_SNDBUF and SO_RCVBUF bytes of the sending (pinging) end's
+              socket, as qperf's -lsb; None = the kernel's autotuning on a TCP sender,
+              8 MiB on UDP sockets
+    rem_sock_buf_size  the same for the receiving (answering) end, as qperf's -rsb;
+              None = 8 MiB
     lab       run the two ends in the first two hosts of this lab (perfkit.lab): the
               receiving end in h2, the sender in h1, over the lab's link; host then
               only picks the family (an IPv6 host: the lab's IPv6 addresses)

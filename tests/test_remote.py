@@ -1,8 +1,10 @@
 """perfkit serve / perfkit test over loopback: the control protocol, both ends'
 counters, tokens, bad messages, several clients at once, sweeps; qperf's CPU affinity
-options (-lca/-rca) and message count (-n), remote and local; -ub."""
+options (-lca/-rca), socket buffers (-lsb/-rsb) and message count (-n), remote and
+local; -ub."""
 import json
 import os
+import re
 import socket
 import struct
 import subprocess
@@ -295,6 +297,52 @@ def test_cli_no_msgs_and_bits_per_second_as_qperf(server):
     bad = subprocess.run([sys.executable, "-P", "-m", "perfkit", "local", "udp_bw", "-n", "10", "--search", "loss<=0"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr.startswith("perfkit: no_msgs: -n does not go with --search"), bad.stderr
+
+
+# qperf's -sb/-lsb/-rsb: each end's socket buffers, as the kernel reports them (ss -m)
+
+def _buffers_while(run, proto):
+    """(rb, tb) of every socket `ss -m` lists (proto t or u) while run goes on: the
+    kernel's sk_rcvbuf and sk_sndbuf, twice what SO_RCVBUF/SO_SNDBUF set."""
+    seen = set()
+    while not run.wait(0.1):
+        out = subprocess.run(["ss", f"-{proto}amnH"], capture_output=True, text=True, timeout=10).stdout
+        seen |= {(int(m[1]), int(m[2])) for m in re.finditer(r"\brb(\d+),t\d+,tb(\d+)", out)}
+    return seen
+
+
+LOC_BUF, REM_BUF = 40 * 1024, 56 * 1024   # sizes no other socket here has
+
+
+@pytest.mark.parametrize("test", ["tcp_bw", "udp_bw", "tcp_lat"])
+def test_sock_buf_size_sets_each_ends_buffers_remote(server, test):
+    run = perfkit.Run(RemoteTest(test=test, port=server.port, size=1024, rate="2kpps", duration=1.5,
+                                 loc_sock_buf_size="40K", rem_sock_buf_size=REM_BUF)).start()
+    seen = _buffers_while(run, test[0])
+    assert run.summary["pkts_rx"] > 1000 and run.error is None
+    assert (2 * LOC_BUF, 2 * LOC_BUF) in seen and (2 * REM_BUF, 2 * REM_BUF) in seen, seen
+
+
+def test_sock_buf_size_sets_each_ends_buffers_local():
+    run = perfkit.Run(LocalTest(test="tcp_lat", size=64, rate="2kpps", duration=1.5,
+                                loc_sock_buf_size=LOC_BUF, rem_sock_buf_size=REM_BUF)).start()
+    seen = _buffers_while(run, "t")
+    assert run.summary["lat_count"] > 1000
+    assert (2 * LOC_BUF, 2 * LOC_BUF) in seen and (2 * REM_BUF, 2 * REM_BUF) in seen, seen
+    # unset: neither size appears (the default is 8 MiB, or the kernel's)
+    run = perfkit.Run(LocalTest(test="tcp_lat", size=64, rate="2kpps", duration=0.5)).start()
+    seen = _buffers_while(run, "t")
+    assert not {(2 * LOC_BUF, 2 * LOC_BUF), (2 * REM_BUF, 2 * REM_BUF)} & seen, seen
+
+
+def test_cli_sock_buf_options_as_qperf():
+    from perfkit.cli import _parser, _ends
+    a = _parser().parse_args(["test", "127.0.0.1", "tcp_bw", "-sb", "64K", "-rsb", "1M"])
+    assert _ends(a)["loc_sock_buf_size"] == "64K" and _ends(a)["rem_sock_buf_size"] == "1M"
+    bad = subprocess.run([sys.executable, "-P", "-m", "perfkit", "local", "tcp_bw", "-t", "1", "-lsb", "1K"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr == ("perfkit: loc_sock_buf_size: 1024 bytes is out of range "
+                                                  "4096..1073741824 (4K..1G)\n"), bad.stderr
 
 
 def test_sctp_runs_or_says_why_not(server):

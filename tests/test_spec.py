@@ -132,6 +132,9 @@ BAD = [
     (dict(messages=2 ** 48 + 1), "messages", "1..281474976710656"),
     (dict(messages="many"), "messages", "whole number"),
     (dict(messages=True), "messages", "whole number"),
+    (dict(loc_sock_buf_size="2K"), "loc_sock_buf_size", "4096..1073741824"),
+    (dict(rem_sock_buf_size="2G"), "rem_sock_buf_size", "4096..1073741824"),
+    (dict(rem_sock_buf_size="big"), "rem_sock_buf_size", "size"),
 ]
 
 

@@ -723,7 +723,7 @@ static void run_http_server(worker *w)
                     }
                     int one = 1;
                     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-                    big_buffers(fd); /* a whole response fits the send buffer */
+                    set_buffers(fd, 0); /* big: a whole response fits the send buffer */
                     slot->fd = fd;
                     slot->resp.len = 0;
                     slot->resp.state = PK_HTTP_HEADER;

@@ -35,6 +35,7 @@ cdef extern from "sock_engine.h":
         int busy_poll
         int cpu
         int proto
+        uint32_t sock_buf
         char netns[108]
         uint32_t users
         int keepalive

@@ -183,10 +183,12 @@ static int local_port(int fd)
     return ntohs(((struct sockaddr_in *)&ss)->sin_port);
 }
 
-/* Big socket buffers: SO_*BUFFORCE works as root, else the sysctl max applies. */
-static void big_buffers(int fd)
+/* Socket buffers of bytes each way (qperf's -sb; the kernel doubles it for its
+ * bookkeeping), or 0: big ones, SOCK_BUF_BYTES. SO_*BUFFORCE works as root, else
+ * the sysctl max applies. */
+static void set_buffers(int fd, uint32_t bytes)
 {
-    int sz = SOCK_BUF_BYTES;
+    int sz = bytes ? (int)bytes : SOCK_BUF_BYTES;
     if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz)) != 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
     if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)) != 0)
@@ -201,7 +203,8 @@ static void io_timeouts(int fd)
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
-static int open_bound(const pk_sock_addr *local, int type, int proto, char *err, size_t errlen)
+static int open_bound(const pk_sock_addr *local, int type, int proto, uint32_t sock_buf,
+                      char *err, size_t errlen)
 {
     int fd = socket(local->family, type | SOCK_CLOEXEC, type == SOCK_STREAM ? proto : 0);
     if (fd < 0) {
@@ -220,7 +223,7 @@ static int open_bound(const pk_sock_addr *local, int type, int proto, char *err,
         close(fd);
         return -1;
     }
-    big_buffers(fd);
+    set_buffers(fd, sock_buf);
     io_timeouts(fd);
     return fd;
 }
@@ -598,6 +601,8 @@ static int tcp_connect(worker *w)
         return -1;
     }
     set_nodelay(w, fd);
+    if (w->cfg.sock_buf)   /* else the kernel's autotuning; before connect: the window scale goes in the SYN */
+        set_buffers(fd, w->cfg.sock_buf);
     uint16_t port = w->cfg.peer >= 0 ? (uint16_t)w->engine->w[w->cfg.peer].bound_port : w->cfg.remote.port;
     struct sockaddr_storage ss;
     socklen_t len = to_sockaddr(&w->cfg.remote, port, &ss);
@@ -899,7 +904,7 @@ static int make_sockets(worker *w, int i, uint16_t rport, char *err, size_t errl
     const pk_sock_worker_cfg *c = &w->cfg;
     int udp = c->role <= PK_UDP_PING;
     for (int k = 0; k < w->nfds; k++) {
-        w->fds[k] = open_bound(&c->local, udp ? SOCK_DGRAM : SOCK_STREAM, c->proto, err, errlen);
+        w->fds[k] = open_bound(&c->local, udp ? SOCK_DGRAM : SOCK_STREAM, c->proto, c->sock_buf, err, errlen);
         if (w->fds[k] < 0)
             return -1;
         if (c->gso > 1) {

@@ -79,9 +79,10 @@ def workers_for(spec: LocalTest) -> list[dict]:
     common = {"size": spec.size, "duration": spec.duration}
     here = server["local"]
     sender = {**common, **client, "remote": here, "peer": 0, "rate": spec.messages_per_second,
-              "count": spec.messages,
+              "count": spec.messages, "sock_buf": spec.loc_sock_buf_size,
               "cpu": check_cpu_here(spec.loc_cpu_affinity, "loc_cpu_affinity")}
-    common = {**common, **server, "cpu": check_cpu_here(spec.rem_cpu_affinity, "rem_cpu_affinity")}
+    common = {**common, **server, "cpu": check_cpu_here(spec.rem_cpu_affinity, "rem_cpu_affinity"),
+              "sock_buf": spec.rem_sock_buf_size}
     if spec.test == "udp_bw":
         return [{**common, "role": "udp_recv", "flows": spec.flows, "batch": spec.batch},
                 {**sender, "role": "udp_send", "flows": spec.flows, "batch": spec.batch,

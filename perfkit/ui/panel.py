@@ -143,6 +143,8 @@ UNITS = {
     "http_host": "Host header", "http_path": "/PATH", "threads": "client threads",
     "loc_cpu_affinity": "CPU number; empty: any", "rem_cpu_affinity": "CPU number; empty: any",
     "messages": "messages (latency: round trips); empty: until the duration ends",
+    "loc_sock_buf_size": "bytes (64K); empty: perfkit's default",
+    "rem_sock_buf_size": "bytes (64K); empty: perfkit's default",
 }
 UNITS_BY_SPEC = {
     "DpdkFlows": {"size": "Ethernet frame bytes, FCS counted", "port": "ring:NAME:0|1 or a vdev",
