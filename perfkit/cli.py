@@ -93,6 +93,8 @@ def _parser() -> argparse.ArgumentParser:
     tst.add_argument("-r", "--rate", help="target rate: 1.5Mpps, 100Mbps (default: unlimited)")
     tst.add_argument("-f", "--flows", default=1, help="UDP flows (source ports), udp_bw only")
     _count_option(tst)
+    tst.add_argument("-f1", "--flip", action="store_true",
+                     help="the server sends (pings) and this host receives (answers), as qperf -f1")
     tst.add_argument("-ub", "--use-bits-per-sec", action="store_true",
                      help="bandwidth in bits/s (Gb/sec), as qperf -ub")
     tst.add_argument("--oo", action="append", default=[], metavar="OPT:FROM:TO:STEP",
@@ -385,7 +387,7 @@ def _test(a) -> int:
     if unknown:
         raise ValueError(f"test: {unknown[0]!r} is not one of {', '.join(REMOTE_TESTS)}, conf, quit")
     fields = {"size": a.msg_size, "rate": a.rate, "flows": a.flows, "busy_poll": a.busy_poll,
-              "messages": a.no_msgs, **_ends(a)}
+              "messages": a.no_msgs, "flip": a.flip, **_ends(a)}
     sweep = dict(o.split(":", 1) if ":" in o else (o, "") for o in a.oo)
     interval = parse_duration(a.interval, "interval")
     printer = JsonPrinter() if a.json else None

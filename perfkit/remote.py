@@ -26,6 +26,7 @@ import socket
 import struct
 import sys
 import threading
+import time
 
 from perfkit.errors import EngineError
 
@@ -40,6 +41,25 @@ SERVER_ROLE = {"udp_bw": ("udp_recv", "tcp"), "udp_lat": ("udp_reflect", "tcp"),
 CLIENT_ROLE = {"udp_bw": "udp_send", "udp_lat": "udp_ping", "tcp_bw": "tcp_send",
                "tcp_lat": "tcp_ping", "sctp_bw": "tcp_send", "sctp_lat": "tcp_ping"}
 SERVER_MARGIN_S = 4.0  # the far end outlives the test by this, for start-up and draining
+FLIP_POLL_S = 0.1      # flipped UDP tests: how often the client asks whether the server's sender is done
+
+
+def end_worker(spec, sends: bool, local_ip: str, cpu, sock_buf, remote=None) -> dict:
+    """The worker of one end of a remote test, on either host: the sending (pinging) end,
+    or the receiving (answering) end, which outlives the test by SERVER_MARGIN_S. Flipped
+    (qperf's -f1), the server sends; a stream's server end still accepts, the client connects."""
+    recv_role, proto = SERVER_ROLE[spec.test]
+    if sends:
+        w = {"role": CLIENT_ROLE[spec.test], "duration": spec.duration, "rate": spec.messages_per_second,
+             "count": spec.messages, "batch": spec.batch, "gso": spec.gso}
+    else:
+        w = {"role": recv_role, "duration": spec.duration + SERVER_MARGIN_S,
+             "batch": spec.batch if recv_role == "udp_recv" else 1}
+    w.update({"local": (local_ip, 0), "size": spec.size, "flows": spec.flows, "busy_poll": spec.busy_poll,
+              "proto": proto, "cpu": cpu, "sock_buf": sock_buf, "flip": spec.flip})
+    if remote is not None:
+        w["remote"] = remote
+    return w
 
 
 class ProtocolError(Exception):
@@ -162,7 +182,7 @@ class Server:
     # one client
     def _session(self, conn: socket.socket, peer) -> None:
         conn.settimeout(CONTROL_TIMEOUT_S)
-        engine = None
+        engine = spec = None
         try:
             hello = recv_msg(conn)
             if hello["op"] != "hello":
@@ -183,21 +203,33 @@ class Server:
                     self._stop.set()
                     return
                 elif op == "prepare" and engine is None:
-                    engine, spec = self._prepare(msg, local_ip)
+                    engine, spec = self._prepare(msg, local_ip, peer[0])
                     cpu = spec.rem_cpu_affinity
-                    # cpu, sock_buf: what the worker got; a client that asked for them sees it was done
-                    send_msg(conn, "ready", port=engine.bound_port(0), cpu=cpu, sock_buf=spec.rem_sock_buf_size)
-                    self.log(f"perfkit serve: {msg.get('test')} for {peer[0]} on port {engine.bound_port(0)}"
-                             + (f", CPU {cpu}" if cpu is not None else ""))
+                    # cpu, sock_buf, flip: what the worker got; a client that asked for them sees it was done
+                    send_msg(conn, "ready", port=engine.bound_port(0), cpu=cpu, sock_buf=spec.rem_sock_buf_size,
+                             flip=spec.flip)
+                    self.log(f"perfkit serve: {msg.get('test')}{' flipped' if spec.flip else ''} for {peer[0]} "
+                             f"on port {engine.bound_port(0)}" + (f", CPU {cpu}" if cpu is not None else ""))
+                elif op == "start" and engine is not None and spec.flip:   # flipped: the client is ready
+                    engine.start()
+                    send_msg(conn, "started")
+                elif op == "running" and engine is not None:
+                    send_msg(conn, "running", running=engine.running() > 0)
                 elif op == "counters" and engine is not None:
                     send_msg(conn, "counters", workers=_snap_out(engine.snapshot()))
+                elif op == "stop" and engine is not None:
+                    engine.stop()
+                    send_msg(conn, "stopping")
                 elif op == "finish" and engine is not None:
                     sent = msg.get("sent") or []
                     if engine.roles[0] == "udp_recv" and sent:
                         engine.set_remote_sent(0, [int(x) for x in sent])
                     engine.stop()
                     engine.join()
-                    send_msg(conn, "result", workers=_snap_out(engine.snapshot()), error=engine.error())
+                    # flipped udp_bw: what this end sent per flow, for the client's loss count
+                    sent = engine.flow_sent(0) if engine.roles[0] == "udp_send" else []
+                    send_msg(conn, "result", workers=_snap_out(engine.snapshot()), error=engine.error(),
+                             sent=sent)
                     engine.close()
                     engine = None
                 else:
@@ -226,25 +258,34 @@ class Server:
         except OSError:
             pass
 
-    def _prepare(self, msg: dict, local_ip: str):
+    def _prepare(self, msg: dict, local_ip: str, peer_ip: str):
+        """This end's engine, started, or, flipped, made and left for the client's start."""
         from perfkit._sock import SockEngine
-        from perfkit.spec import RemoteTest, check_cpu_here
+        from perfkit.spec import RemoteTest, check_cpu_here, check_target
         # the same validation as the client's, on what arrived
         spec = RemoteTest(host="127.0.0.1", test=msg.get("test", ""), size=msg.get("size"),
                           flows=msg.get("flows", 1), duration=msg.get("duration", 10),
                           batch=msg.get("batch", 32), busy_poll=msg.get("busy_poll", False),
-                          rem_cpu_affinity=msg.get("cpu"), rem_sock_buf_size=msg.get("sock_buf"))
+                          rem_cpu_affinity=msg.get("cpu"), rem_sock_buf_size=msg.get("sock_buf"),
+                          flip=msg.get("flip", False), rate=msg.get("rate"), messages=msg.get("messages"))
         cpu = check_cpu_here(spec.rem_cpu_affinity, "rem_cpu_affinity")
-        role, proto = SERVER_ROLE[spec.test]
-        if proto == "sctp" and (why := _sctp_available()):
+        if SERVER_ROLE[spec.test][1] == "sctp" and (why := _sctp_available()):
             raise ValueError(f"test: {spec.test} cannot run on the server: {why}")
-        worker = {"role": role, "local": (local_ip, 0), "size": spec.size, "flows": spec.flows,
-                  "batch": spec.batch if role == "udp_recv" else 1, "busy_poll": spec.busy_poll,
-                  "duration": spec.duration + SERVER_MARGIN_S, "proto": proto, "cpu": cpu,
-                  "sock_buf": spec.rem_sock_buf_size}
-        engine = SockEngine([worker])
-        engine.start()
+        remote = None
+        if spec.flip and spec.test.startswith("udp"):
+            # datagrams go to the client's address on the control connection, nowhere else
+            remote = (check_target(peer_ip, "client"), _int_field(msg, "port"))
+        engine = SockEngine([end_worker(spec, spec.flip, local_ip, cpu, spec.rem_sock_buf_size, remote)])
+        if not spec.flip:
+            engine.start()
         return engine, spec
+
+
+def _int_field(msg: dict, name: str) -> int:
+    v = msg.get(name)
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 < v < 65536:
+        raise ValueError(f"{name}: {v!r} is not a port number")
+    return v
 
 
 def serve(bind: str = "127.0.0.1", port: int = DEFAULT_PORT, token: str | None = None,
@@ -281,8 +322,8 @@ class Control:
 
 
 class RemoteHandle:
-    """An engine handle for perfkit.Run whose far end is a perfkit server: the
-    local C worker sends, the server's worker receives; snapshots hold both."""
+    """An engine handle for perfkit.Run whose far end is a perfkit server: the local C
+    worker sends and the server's receives (flipped, the other way); snapshots hold both."""
 
     def __init__(self, spec):
         from perfkit._sock import SockEngine
@@ -290,44 +331,74 @@ class RemoteHandle:
         if spec.test.startswith("sctp") and (why := _sctp_available()):
             raise ValueError(f"test: {spec.test} cannot run here: {why}")
         loc_cpu = check_cpu_here(spec.loc_cpu_affinity, "loc_cpu_affinity")
+        self.flip = spec.flip
         self.ctl = Control(spec.host, spec.port, spec.token)
+        self.local = None
         try:
+            local_ip = self.ctl.sock.getsockname()[0]
+            udp_flip = spec.flip and spec.test.startswith("udp")
+            if udp_flip:   # bound first: the server sends to its port
+                self.local = SockEngine([end_worker(spec, False, local_ip, loc_cpu, spec.loc_sock_buf_size)])
             ready = self.ctl.request("prepare", test=spec.test, size=spec.size, flows=spec.flows,
                                      duration=spec.duration, batch=spec.batch,
                                      busy_poll=spec.busy_poll, cpu=spec.rem_cpu_affinity,
-                                     sock_buf=spec.rem_sock_buf_size)
+                                     sock_buf=spec.rem_sock_buf_size, flip=spec.flip,
+                                     rate=spec.messages_per_second or None, messages=spec.messages,
+                                     port=self.local.bound_port(0) if udp_flip else None)
+            older = f"(perfkit {self.ctl.remote_env.get('perfkit')} there is older than"
             if ready.get("cpu") != spec.rem_cpu_affinity:   # a server from before -rca ignores it
                 raise EngineError(f"rem_cpu_affinity: the server did not pin its worker to CPU "
-                                  f"{spec.rem_cpu_affinity} (perfkit {self.ctl.remote_env.get('perfkit')} "
-                                  "there is older than -rca)")
+                                  f"{spec.rem_cpu_affinity} {older} -rca)")
             if ready.get("sock_buf") != spec.rem_sock_buf_size:   # likewise before -rsb
-                raise EngineError(f"rem_sock_buf_size: the server did not set its socket buffers "
-                                  f"(perfkit {self.ctl.remote_env.get('perfkit')} there is older than -rsb)")
-            role = CLIENT_ROLE[spec.test]
-            local_ip = self.ctl.sock.getsockname()[0]
-            self.local = SockEngine([{
-                "role": role, "local": (local_ip, 0), "remote": (spec.host, int(ready["port"])),
-                "size": spec.size, "flows": spec.flows, "batch": spec.batch, "gso": spec.gso,
-                "rate": spec.messages_per_second, "duration": spec.duration, "count": spec.messages,
-                "busy_poll": spec.busy_poll, "proto": SERVER_ROLE[spec.test][1], "cpu": loc_cpu,
-                "sock_buf": spec.loc_sock_buf_size}])
+                raise EngineError(f"rem_sock_buf_size: the server did not set its socket buffers {older} -rsb)")
+            if bool(ready.get("flip")) != spec.flip:   # and before -f1
+                raise EngineError(f"flip: the server does not send {older} -f1)")
+            if not udp_flip:
+                self.local = SockEngine([end_worker(spec, not spec.flip, local_ip, loc_cpu, spec.loc_sock_buf_size,
+                                                    remote=(spec.host, int(ready["port"])))])
         except BaseException:
+            if self.local is not None:
+                self.local.close()
             self.ctl.close()
             raise
         from perfkit.stats import COUNTERS, Histogram
-        self.roles = [role, "remote_" + SERVER_ROLE[spec.test][0]]
+        recv_role = SERVER_ROLE[spec.test][0]
+        self.roles = ([recv_role, "remote_" + CLIENT_ROLE[spec.test]] if spec.flip
+                      else [CLIENT_ROLE[spec.test], "remote_" + recv_role])
         self._last_remote = [([0] * len(COUNTERS), [0] * len(Histogram.LOWER))]
         self._final = None
         self._error = None
+        self._sender_done = False
+        self._asked_at = 0.0
 
     def start(self):
         self.local.start()
+        if self.flip:   # this end is ready: the server's sender may go
+            self.ctl.request("start")
 
     def stop(self):
+        if self.flip and not self._sender_done:   # the sender is the server's
+            try:
+                self.ctl.request("stop")
+            except EngineError as exc:
+                self._error = self._error or str(exc)
         self.local.stop()
 
     def running(self):
-        return self.local.running()
+        """Flipped, a UDP receiver here cannot tell when the server's sender is done (a TCP
+        one sees EOF): ask the server every FLIP_POLL_S, and once it is, drain and end."""
+        if not self.local.running():
+            return False
+        if self.flip and not self._sender_done and time.monotonic() - self._asked_at >= FLIP_POLL_S:
+            self._asked_at = time.monotonic()
+            try:
+                self._sender_done = not self.ctl.request("running")["running"]
+            except EngineError as exc:   # the server is gone: nothing more will arrive
+                self._error = self._error or str(exc)
+                self._sender_done = True
+            if self._sender_done:
+                self.local.stop()
+        return self.local.running() > 0
 
     def _remote_snap(self):
         if self._final is not None:
@@ -347,15 +418,22 @@ class RemoteHandle:
         return list(local) + list(remote)
 
     def join(self):
-        self.local.join()
+        if not self.flip:
+            self.local.join()
         sent = self.local.flow_sent(0) if self.roles[0] == "udp_send" else []
         try:
             reply = self.ctl.request("finish", sent=sent)
             self._final = _snap_in(reply["workers"])
             if reply.get("error"):
                 self._error = self._error or f"server: {reply['error']}"
+            if self.flip and self.roles[0] == "udp_recv" and reply.get("sent"):
+                # loss settles against what the server's sender sent, as the server's does
+                self.local.set_remote_sent(0, [int(x) for x in reply["sent"]])
         except EngineError as exc:
             self._error = self._error or str(exc)
+        finally:
+            if self.flip:
+                self.local.join()
 
     def error(self):
         return self.local.error() or self._error

@@ -187,10 +187,7 @@ class _SocketTest(_Serial):
         if self.gso * self.size > MAX_SIZE["udp"]:
             raise ValueError(f"gso: {self.gso} datagrams of {self.size} B exceed one UDP send "
                              f"({MAX_SIZE['udp']} B): use at most {MAX_SIZE['udp'] // self.size}")
-        if not (isinstance(self.busy_poll, bool) or (isinstance(self.busy_poll, int) and self.busy_poll in (0, 1))):
-            # bool("false") is True: take only real booleans
-            raise ValueError(f"busy_poll: {self.busy_poll!r} is not true or false")
-        put("busy_poll", bool(self.busy_poll))
+        put("busy_poll", _bool(self.busy_poll, "busy_poll"))
         put("loc_cpu_affinity", check_cpu(self.loc_cpu_affinity, "loc_cpu_affinity"))
         put("rem_cpu_affinity", check_cpu(self.rem_cpu_affinity, "rem_cpu_affinity"))
         if self.messages is not None:
@@ -264,10 +261,17 @@ class RemoteTest(_SocketTest):
     19800), token the shared secret a server off loopback asks for (PERFKIT_TOKEN
     by default; never saved with the run). Tests: qperf's udp_bw udp_lat tcp_bw
     tcp_lat sctp_bw sctp_lat (SCTP where the kernel has it). rem_cpu_affinity pins the
-    server's worker; the server checks that it has that CPU."""
+    server's worker; the server checks that it has that CPU. flip (qperf's -f1): the
+    server sends (pings) and this host receives (answers); the loc_/rem_ fields still
+    mean this host's and the server's worker, and this host still connects."""
     TESTS: ClassVar[tuple[str, ...]] = REMOTE_TESTS
     port: int = 19800
     token: str | None = field(default=None, repr=False, compare=False)
+    flip: bool = False
+
+    def __post_init__(self):
+        super().__post_init__()
+        object.__setattr__(self, "flip", _bool(self.flip, "flip"))
 
     def to_dict(self) -> dict:
         d = super().to_dict()
@@ -1040,6 +1044,7 @@ def _client_ranges(value, field: str, version: int = 4) -> tuple:
 
 
 def _bool(value, field: str) -> bool:
+    # bool("false") is True: take only real booleans (and 0, 1)
     if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
         return bool(value)
     raise ValueError(f"{field}: {value!r} is not true or false")

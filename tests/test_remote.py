@@ -1,7 +1,7 @@
 """perfkit serve / perfkit test over loopback: the control protocol, both ends'
 counters, tokens, bad messages, several clients at once, sweeps; qperf's CPU affinity
 options (-lca/-rca), socket buffers (-lsb/-rsb) and message count (-n), remote and
-local; -ub."""
+local; -ub; -f1 (the server sends)."""
 import json
 import os
 import re
@@ -297,6 +297,50 @@ def test_cli_no_msgs_and_bits_per_second_as_qperf(server):
     bad = subprocess.run([sys.executable, "-P", "-m", "perfkit", "local", "udp_bw", "-n", "10", "--search", "loss<=0"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr.startswith("perfkit: no_msgs: -n does not go with --search"), bad.stderr
+
+
+# qperf's -f1: the server sends (pings), this host receives (answers)
+
+@pytest.mark.parametrize("test", ["udp_bw", "tcp_bw", "udp_lat", "tcp_lat"])
+def test_flip_the_server_sends_and_every_message_is_counted(server, test):
+    t0 = time.monotonic()
+    run = perfkit.run(RemoteTest(test=test, port=server.port, size=1000, messages=3001, duration=20, flip=True))
+    assert time.monotonic() - t0 < 10 and run.error is None
+    recv_role = {"udp_bw": "udp_recv", "tcp_bw": "tcp_recv", "udp_lat": "udp_reflect", "tcp_lat": "tcp_pong"}[test]
+    send_role = {"udp_bw": "udp_send", "tcp_bw": "tcp_send", "udp_lat": "udp_ping", "tcp_lat": "tcp_ping"}[test]
+    assert run.roles == [recv_role, "remote_" + send_role]
+    _assert_count_met(run.summary, 3001, 1000)   # what the server sent, all accounted for here
+    assert run.summary["loc_cpus_used"] > 0 and run.summary["rem_cpus_used"] > 0
+
+
+def test_flip_stop_ends_the_servers_sender_and_loss_still_adds_up(server):
+    run = perfkit.Run(RemoteTest(test="udp_bw", port=server.port, size=64, rate="20kpps", duration=20,
+                                 flip=True)).start()
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    run.stop()
+    assert run.wait(5), "a stopped flipped test must end"
+    s = run.summary
+    assert time.monotonic() - t0 < 5 and 5000 < s["msgs_sent"] < 20 * 20_000
+    assert s["pkts_rx"] - s["dup"] + s["lost"] == s["pkts_tx"] == s["msgs_sent"]
+
+
+def test_flip_sends_only_to_the_client_and_checks_the_port(server):
+    ctl = Control("127.0.0.1", server.port)
+    try:
+        with pytest.raises(perfkit.EngineError, match=r"^server: port: 0 is not a port number"):
+            ctl.request("prepare", test="udp_bw", flip=True, port=0, duration=1)
+    finally:
+        ctl.close()
+
+
+def test_cli_flip_as_qperf(server):
+    out = subprocess.run([sys.executable, "-P", "-m", "perfkit", "test", "127.0.0.1", "--port", str(server.port),
+                          "tcp_bw", "-f1", "-t", "0.5", "--json"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    (s,) = [json.loads(line)["summary"] for line in out.stdout.splitlines() if line.startswith('{"summary"')]
+    assert list(s["cpu_pct_by_worker"]) == ["w0_tcp_recv", "w1_remote_tcp_send"]
+    assert s["bytes_rx"] == s["bytes_tx"] > 0
 
 
 # qperf's -sb/-lsb/-rsb: each end's socket buffers, as the kernel reports them (ss -m)

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from perfkit import spec as specmod
-from perfkit.spec import LAB_NETS, LocalTest, check_target, from_dict
+from perfkit.spec import LAB_NETS, LocalTest, RemoteTest, check_target, from_dict
 from perfkit.units import Rate
 
 
@@ -282,3 +282,9 @@ def test_a_cpu_this_host_lacks_still_loads_and_fails_at_start_naming_the_field()
         workers_for(spec)
     allowed = ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
     assert str(e.value) == f"rem_cpu_affinity: CPU {lacking} is not one this process may run on ({allowed})"
+
+
+def test_flip_takes_only_true_or_false():
+    assert RemoteTest(test="tcp_bw", flip=1).flip is True and RemoteTest(test="tcp_bw").flip is False
+    with pytest.raises(ValueError, match="^flip: 'yes' is not true or false$"):
+        RemoteTest(test="tcp_bw", flip="yes")

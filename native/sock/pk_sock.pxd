@@ -36,6 +36,7 @@ cdef extern from "sock_engine.h":
         int cpu
         int proto
         uint32_t sock_buf
+        int flip
         char netns[108]
         uint32_t users
         int keepalive

@@ -203,8 +203,7 @@ static void io_timeouts(int fd)
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
-static int open_bound(const pk_sock_addr *local, int type, int proto, uint32_t sock_buf,
-                      char *err, size_t errlen)
+static int open_bound(const pk_sock_addr *local, int type, int proto, char *err, size_t errlen)
 {
     int fd = socket(local->family, type | SOCK_CLOEXEC, type == SOCK_STREAM ? proto : 0);
     if (fd < 0) {
@@ -223,9 +222,25 @@ static int open_bound(const pk_sock_addr *local, int type, int proto, uint32_t s
         close(fd);
         return -1;
     }
-    set_buffers(fd, sock_buf);
     io_timeouts(fd);
     return fd;
+}
+
+/* A worker's buffers: cfg.sock_buf when given; else 8 MiB, but a TCP sender or pinger
+ * keeps the kernel's autotuning, as qperf's and iperf3's do. Set before connect or
+ * listen: the window scale goes in the SYN. */
+static void worker_buffers(const worker *w, int fd)
+{
+    if (w->cfg.sock_buf || !(w->cfg.role == PK_TCP_SEND || w->cfg.role == PK_TCP_PING))
+        set_buffers(fd, w->cfg.sock_buf);
+}
+
+/* Does this stream worker connect (else it accepts one connection on its bound socket)?
+ * Senders and pingers connect; flipped (qperf's -f1: the server sends), the other way. */
+static int dials(const worker *w)
+{
+    int sends = w->cfg.role == PK_TCP_SEND || w->cfg.role == PK_TCP_PING || w->cfg.role == PK_HTTP_CLIENT;
+    return sends != (w->cfg.flip != 0);
 }
 
 static int stopping(const worker *w)
@@ -593,6 +608,8 @@ static void set_nodelay(const worker *w, int fd)
     setsockopt(fd, w->cfg.proto == IPPROTO_SCTP ? IPPROTO_SCTP : IPPROTO_TCP, 1, &one, sizeof(one));
 }
 
+static void set_rcvlowat(const worker *w, int fd);
+
 static int tcp_connect(worker *w)
 {
     int fd = socket(w->cfg.remote.family, SOCK_STREAM | SOCK_CLOEXEC, w->cfg.proto);
@@ -601,8 +618,7 @@ static int tcp_connect(worker *w)
         return -1;
     }
     set_nodelay(w, fd);
-    if (w->cfg.sock_buf)   /* else the kernel's autotuning; before connect: the window scale goes in the SYN */
-        set_buffers(fd, w->cfg.sock_buf);
+    worker_buffers(w, fd);
     uint16_t port = w->cfg.peer >= 0 ? (uint16_t)w->engine->w[w->cfg.peer].bound_port : w->cfg.remote.port;
     struct sockaddr_storage ss;
     socklen_t len = to_sockaddr(&w->cfg.remote, port, &ss);
@@ -614,6 +630,7 @@ static int tcp_connect(worker *w)
         close(fd);
         return -1;
     }
+    set_rcvlowat(w, fd);
     io_timeouts(fd);
     pk_add(&w->c, PK_sock_open, 1);
     pk_set(&w->c, PK_sock_current, 1);
@@ -679,6 +696,12 @@ static int tcp_accept(worker *w)
     }
 }
 
+/* The worker's one connection, made the way dials() says. */
+static int stream_open(worker *w)
+{
+    return dials(w) ? tcp_connect(w) : tcp_accept(w);
+}
+
 static void tcp_close(worker *w)
 {
     if (w->conn_fd < 0)
@@ -691,7 +714,7 @@ static void tcp_close(worker *w)
 
 static void run_tcp_send(worker *w)
 {
-    int fd = tcp_connect(w);
+    int fd = stream_open(w);
     if (fd < 0)
         return;
     const uint32_t size = w->cfg.size;
@@ -740,7 +763,7 @@ static void run_tcp_send(worker *w)
 
 static void run_tcp_recv(worker *w)
 {
-    int fd = tcp_accept(w);
+    int fd = stream_open(w);
     if (fd < 0)
         return;
     const uint32_t size = w->cfg.size;
@@ -771,7 +794,7 @@ static void run_tcp_recv(worker *w)
 
 static void run_tcp_ping(worker *w)
 {
-    int fd = tcp_connect(w);
+    int fd = stream_open(w);
     if (fd < 0)
         return;
     const uint32_t size = w->cfg.size;
@@ -805,7 +828,7 @@ static void run_tcp_ping(worker *w)
 
 static void run_tcp_pong(worker *w)
 {
-    int fd = tcp_accept(w);
+    int fd = stream_open(w);
     if (fd < 0)
         return;
     const uint32_t size = w->cfg.size;
@@ -904,9 +927,10 @@ static int make_sockets(worker *w, int i, uint16_t rport, char *err, size_t errl
     const pk_sock_worker_cfg *c = &w->cfg;
     int udp = c->role <= PK_UDP_PING;
     for (int k = 0; k < w->nfds; k++) {
-        w->fds[k] = open_bound(&c->local, udp ? SOCK_DGRAM : SOCK_STREAM, c->proto, c->sock_buf, err, errlen);
+        w->fds[k] = open_bound(&c->local, udp ? SOCK_DGRAM : SOCK_STREAM, c->proto, err, errlen);
         if (w->fds[k] < 0)
             return -1;
+        worker_buffers(w, w->fds[k]);
         if (c->gso > 1) {
             int seg = (int)c->size;
             if (setsockopt(w->fds[k], SOL_UDP, UDP_SEGMENT, &seg, sizeof(seg)) != 0) {
@@ -1018,7 +1042,7 @@ static int setup_worker(pk_sock_engine *e, int i, char *err, size_t errlen)
             return -1;
         }
     }
-    if (c->role == PK_TCP_SEND || c->role == PK_TCP_PING || c->role == PK_HTTP_CLIENT) {
+    if (!udp && dials(w)) {
         /* connected in the thread */
     } else if (open_sockets(w, i, rport, err, errlen) != 0) {
         return -1;

@@ -54,8 +54,10 @@ typedef struct pk_sock_worker_cfg {
     int busy_poll;          /* ping roles: spin on the socket instead of sleeping */
     int cpu;                /* pin the thread to this CPU, -1 = do not pin */
     int proto;              /* stream roles: IPPROTO_TCP (0 = TCP) or IPPROTO_SCTP */
-    uint32_t sock_buf;      /* SO_SNDBUF/SO_RCVBUF bytes (qperf's -sb); 0 = 8 MiB on bound sockets
-                               (UDP, listeners), the kernel's autotuning on a connecting TCP end */
+    uint32_t sock_buf;      /* SO_SNDBUF/SO_RCVBUF bytes (qperf's -sb); 0 = 8 MiB, but the
+                               kernel's autotuning on a TCP sender or pinger */
+    int flip;               /* stream roles: accept where the role connects and connect where it
+                               accepts (qperf's -f1: the server sends, the client receives) */
     char netns[108];        /* network namespace file (/run/netns/NAME) to work in; "" = ours */
     /* HTTP roles */
     uint32_t users;         /* client: virtual users (connections); server: connections at once */
