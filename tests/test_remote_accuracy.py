@@ -208,14 +208,18 @@ def _delta(a: dict, b: dict) -> dict:
     return {k: b[k] - a.get(k, 0) for k in b}
 
 
-def test_udp_counts_equal_the_kernels_counters(lab_pair):
-    """udp_bw, 64 B at 50 kpps for 2 s, h1 -> h2 over a lossless veth pair: perfkit's
-    pkts_tx and pkts_rx are what the kernel counted, exactly."""
+@pytest.mark.parametrize("flip", [False, True], ids=["h1_sends", "flipped_h2_sends"])
+def test_udp_counts_equal_the_kernels_counters(lab_pair, flip):
+    """udp_bw, 64 B at 50 kpps for 2 s over a lossless veth pair, h1 -> h2 (flipped, -f1:
+    the server in h2 sends to h1): perfkit's pkts_tx and pkts_rx are what the kernel
+    counted, exactly."""
     lab, h1, h2 = lab_pair
     a1, a2 = _quiet_counters(lab, h1, h2)
-    s = _perfkit(lab, h1, h2, ["udp_bw", "-m", "64", "-r", "50kpps", "-t", str(RUN_S)], 1)["udp_bw"]
+    s = _perfkit(lab, h1, h2, ["udp_bw", "-m", "64", "-r", "50kpps", "-t", str(RUN_S)] + ["-f1"] * flip,
+                 1)["udp_bw"]
     b1, b2 = _quiet_counters(lab, h1, h2)
     d1, d2 = _delta(a1, b1), _delta(a2, b2)
+    snd, rcv = (d2, d1) if flip else (d1, d2)   # the sending and the receiving namespace
     tx, rx = s["pkts_tx"], s["pkts_rx"]
     info = f"perfkit {json.dumps({k: s[k] for k in ('pkts_tx', 'pkts_rx', 'lost', 'dup', 'drop_tx')})}; " \
            f"h1 {json.dumps({k: v for k, v in d1.items() if v})}; h2 {json.dumps({k: v for k, v in d2.items() if v})}"
@@ -229,31 +233,32 @@ def test_udp_counts_equal_the_kernels_counters(lab_pair):
 
     # UDP, per namespace: exact. Udp OutDatagrams counts each datagram sent; Udp
     # InDatagrams each one a socket read (the kernel counts it in recvmsg).
-    assert d1["Udp.OutDatagrams"] == tx, info
-    assert d2["Udp.InDatagrams"] == rx, info
-    assert d1["Udp.SndbufErrors"] == 0 and d2["Udp.RcvbufErrors"] == 0, info
-    assert d2["Udp.InErrors"] == 0 and d2["Udp.NoPorts"] == 0, info
-    assert d1["Udp.InDatagrams"] == 0 and d2["Udp.OutDatagrams"] == 0, info   # nothing else used UDP
+    assert snd["Udp.OutDatagrams"] == tx, info
+    assert rcv["Udp.InDatagrams"] == rx, info
+    assert snd["Udp.SndbufErrors"] == 0 and rcv["Udp.RcvbufErrors"] == 0, info
+    assert rcv["Udp.InErrors"] == 0 and rcv["Udp.NoPorts"] == 0, info
+    assert snd["Udp.InDatagrams"] == 0 and rcv["Udp.OutDatagrams"] == 0, info   # nothing else used UDP
 
-    # The wire: every frame h1's veth sent arrived on h2's, none dropped.
-    assert d1["if_tx_packets"] == d2["if_rx_packets"], info
-    assert d1["if_tx_drop"] == d2["if_rx_drop"] == 0, info
+    # The wire: every frame the sender's veth sent arrived on the receiver's, none dropped.
+    assert snd["if_tx_packets"] == rcv["if_rx_packets"], info
+    assert snd["if_tx_drop"] == rcv["if_rx_drop"] == 0, info
 
     # Interface packets minus what was not perfkit's datagrams: exact. The rest is the
     # control connection's TCP segments (each one a frame on the veth, which has no GRO:
-    # h2's Tcp InSegs counts exactly the TCP frames h1 sent) and IPv6 housekeeping.
-    tcp_h1_to_h2 = d2["Tcp.InSegs"]
-    assert tcp_h1_to_h2 > 0, info                   # the control connection was there
-    other_h1 = d1["Icmp.OutMsgs"] + d1["Ip6OutRequests"]
-    other_h2 = d2["Icmp.InMsgs"] + d2["Ip6InReceives"]
-    assert d1["if_tx_packets"] - tcp_h1_to_h2 - other_h1 == tx, info
-    assert d2["if_rx_packets"] - tcp_h1_to_h2 - other_h2 == rx, info
-    # The same from h1's side alone, as a bound: the frames beyond perfkit's datagrams
-    # are at most the TCP segments h1 sent (Tcp OutSegs counts a TSO frame as several).
-    extra = d1["if_tx_packets"] - tx - other_h1
-    assert 0 < extra <= d1["Tcp.OutSegs"] + d1["Tcp.RetransSegs"], info
+    # the receiver's Tcp InSegs counts exactly the TCP frames the sender's side sent) and
+    # IPv6 housekeeping.
+    tcp_across = rcv["Tcp.InSegs"]
+    assert tcp_across > 0, info                     # the control connection was there
+    other_snd = snd["Icmp.OutMsgs"] + snd["Ip6OutRequests"]
+    other_rcv = rcv["Icmp.InMsgs"] + rcv["Ip6InReceives"]
+    assert snd["if_tx_packets"] - tcp_across - other_snd == tx, info
+    assert rcv["if_rx_packets"] - tcp_across - other_rcv == rx, info
+    # The same from the sender's side alone, as a bound: the frames beyond perfkit's
+    # datagrams are at most the TCP segments it sent (Tcp OutSegs counts a TSO frame as several).
+    extra = snd["if_tx_packets"] - tx - other_snd
+    assert 0 < extra <= snd["Tcp.OutSegs"] + snd["Tcp.RetransSegs"], info
     # and the IP layer saw the same frames (IPv4: UDP + TCP + ICMP; then IPv6)
-    assert d1["Ip.OutRequests"] == tx + tcp_h1_to_h2 + d1["Icmp.OutMsgs"], info
+    assert snd["Ip.OutRequests"] == tx + tcp_across + snd["Icmp.OutMsgs"], info
 
 
 # ----------------------------------------------------------------- against qperf, iperf3
