@@ -93,6 +93,8 @@ def _parser() -> argparse.ArgumentParser:
     tst.add_argument("-r", "--rate", help="target rate: 1.5Mpps, 100Mbps (default: unlimited)")
     tst.add_argument("-f", "--flows", default=1, help="UDP flows (source ports), udp_bw only")
     _count_option(tst)
+    tst.add_argument("-ws", "--wait-server", default="5s", metavar="TIME",
+                     help="keep trying a server that is not listening yet this long, as qperf -ws (default 5s)")
     tst.add_argument("-f1", "--flip", action="store_true",
                      help="the server sends (pings) and this host receives (answers), as qperf -f1")
     tst.add_argument("-ub", "--use-bits-per-sec", action="store_true",
@@ -379,7 +381,7 @@ def _ends(a) -> dict:
 
 def _test(a) -> int:
     from perfkit import remote
-    from perfkit.spec import check_target
+    from perfkit.spec import check_target, check_wait_server
     from perfkit.units import parse_duration
     host = check_target(a.host)
     data_tests = [t for t in a.tests if t not in ("conf", "quit")]
@@ -387,9 +389,10 @@ def _test(a) -> int:
     if unknown:
         raise ValueError(f"test: {unknown[0]!r} is not one of {', '.join(REMOTE_TESTS)}, conf, quit")
     fields = {"size": a.msg_size, "rate": a.rate, "flows": a.flows, "busy_poll": a.busy_poll,
-              "messages": a.no_msgs, "flip": a.flip, **_ends(a)}
+              "messages": a.no_msgs, "flip": a.flip, "wait_server": a.wait_server, **_ends(a)}
     sweep = dict(o.split(":", 1) if ":" in o else (o, "") for o in a.oo)
     interval = parse_duration(a.interval, "interval")
+    wait = check_wait_server(a.wait_server)
     printer = JsonPrinter() if a.json else None
     todo = {t: [] for t in data_tests}  # every spec is checked here, before anything runs
     for t, point, spec in remote.plan(host, *data_tests, time=a.time, sweep=sweep, port=a.port,
@@ -397,10 +400,10 @@ def _test(a) -> int:
         todo[t].append((point, spec))
     for name in a.tests:
         if name == "conf":
-            both = remote.conf(host, a.port, a.token)
+            both = remote.conf(host, a.port, a.token, wait)
             print(json.dumps({"conf": both}) if a.json else _conf_text(both), flush=True)
         elif name == "quit":
-            remote.quit_server(host, a.port, a.token)
+            remote.quit_server(host, a.port, a.token, wait)
             print(json.dumps({"quit": host}) if a.json else "quit:\n    server stopped", flush=True)
         else:
             for point, spec in todo[name]:

@@ -41,6 +41,8 @@ SERVER_ROLE = {"udp_bw": ("udp_recv", "tcp"), "udp_lat": ("udp_reflect", "tcp"),
 CLIENT_ROLE = {"udp_bw": "udp_send", "udp_lat": "udp_ping", "tcp_bw": "tcp_send",
                "tcp_lat": "tcp_ping", "sctp_bw": "tcp_send", "sctp_lat": "tcp_ping"}
 SERVER_MARGIN_S = 4.0  # the far end outlives the test by this, for start-up and draining
+WAIT_SERVER_S = 5.0          # qperf's -ws default: how long a client keeps trying to reach the server
+WAIT_SERVER_RETRY_S = 0.1
 FLIP_POLL_S = 0.1      # flipped UDP tests: how often the client asks whether the server's sender is done
 
 
@@ -299,12 +301,22 @@ def serve(bind: str = "127.0.0.1", port: int = DEFAULT_PORT, token: str | None =
 class Control:
     """The client's end of a control connection."""
 
-    def __init__(self, host: str, port: int = DEFAULT_PORT, token: str | None = None):
+    def __init__(self, host: str, port: int = DEFAULT_PORT, token: str | None = None,
+                 wait_server: float = WAIT_SERVER_S):
         token = token if token is not None else os.environ.get("PERFKIT_TOKEN") or None
-        try:
-            self.sock = socket.create_connection((host, port), timeout=CONTROL_TIMEOUT_S)
-        except OSError as exc:
-            raise EngineError(f"cannot reach perfkit serve at {host} port {port}: {exc.strerror or exc}") from None
+        deadline = time.monotonic() + wait_server
+        while True:   # as qperf -ws: a server not listening yet is tried again until the deadline
+            try:
+                self.sock = socket.create_connection(
+                    (host, port), timeout=min(CONTROL_TIMEOUT_S, max(deadline - time.monotonic(), 1.0)))
+                break
+            except OSError as exc:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    waited = f" (tried for {wait_server:g} s)" if wait_server > 0 else ""
+                    raise EngineError(f"cannot reach perfkit serve at {host} port {port}: "
+                                      f"{exc.strerror or exc}{waited}") from None
+                time.sleep(min(WAIT_SERVER_RETRY_S, left))   # the last try falls on the deadline
         self.remote_env = self.request("hello", token=token)["env"]
 
     def request(self, op: str, **fields) -> dict:
@@ -332,7 +344,7 @@ class RemoteHandle:
             raise ValueError(f"test: {spec.test} cannot run here: {why}")
         loc_cpu = check_cpu_here(spec.loc_cpu_affinity, "loc_cpu_affinity")
         self.flip = spec.flip
-        self.ctl = Control(spec.host, spec.port, spec.token)
+        self.ctl = Control(spec.host, spec.port, spec.token, spec.wait_server)
         self.local = None
         try:
             local_ip = self.ctl.sock.getsockname()[0]
@@ -385,8 +397,8 @@ class RemoteHandle:
         self.local.stop()
 
     def running(self):
-        """Flipped, a UDP receiver here cannot tell when the server's sender is done (a TCP
-        one sees EOF): ask the server every FLIP_POLL_S, and once it is, drain and end."""
+        """Flipped, the sender is the server's: ask it every FLIP_POLL_S whether it is done
+        (a UDP receiver here could not tell; a TCP one also sees EOF), then drain and end."""
         if not self.local.running():
             return False
         if self.flip and not self._sender_done and time.monotonic() - self._asked_at >= FLIP_POLL_S:
@@ -443,19 +455,21 @@ class RemoteHandle:
         self.ctl.close()
 
 
-def conf(host: str, port: int = DEFAULT_PORT, token: str | None = None) -> dict:
+def conf(host: str, port: int = DEFAULT_PORT, token: str | None = None,
+         wait_server: float = WAIT_SERVER_S) -> dict:
     """{"local": env, "remote": env}: host, CPU, OS, kernel, perfkit version of both ends."""
     from perfkit.run import environment
-    ctl = Control(host, port, token)
+    ctl = Control(host, port, token, wait_server)
     try:
         return {"local": environment("socket"), "remote": ctl.request("conf")["env"]}
     finally:
         ctl.close()
 
 
-def quit_server(host: str, port: int = DEFAULT_PORT, token: str | None = None) -> None:
+def quit_server(host: str, port: int = DEFAULT_PORT, token: str | None = None,
+                wait_server: float = WAIT_SERVER_S) -> None:
     """Ask the server to stop."""
-    ctl = Control(host, port, token)
+    ctl = Control(host, port, token, wait_server)
     try:
         ctl.request("quit")
     finally:

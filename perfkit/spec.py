@@ -78,6 +78,17 @@ def check_cpu(value, field: str) -> int | None:
     return _int_in(value, field, 0, MAX_CPU)
 
 
+MAX_WAIT_SERVER_S = 3600.0
+
+
+def check_wait_server(value) -> float:
+    """Seconds a client keeps trying to reach a server (qperf's -ws): 0 to 1h."""
+    wait = parse_duration(value, "wait_server")
+    if not 0 <= wait <= MAX_WAIT_SERVER_S:
+        raise ValueError(f"wait_server: {value!r} is out of range (0 to 1h)")
+    return wait
+
+
 MIN_SOCK_BUF, MAX_SOCK_BUF = 4096, 1 << 30   # below 4 KiB the kernel raises it to its own minimum
 
 
@@ -263,15 +274,19 @@ class RemoteTest(_SocketTest):
     tcp_lat sctp_bw sctp_lat (SCTP where the kernel has it). rem_cpu_affinity pins the
     server's worker; the server checks that it has that CPU. flip (qperf's -f1): the
     server sends (pings) and this host receives (answers); the loc_/rem_ fields still
-    mean this host's and the server's worker, and this host still connects."""
+    mean this host's and the server's worker, and this host still connects. wait_server
+    (qperf's -ws, default 5 s as its): how long to keep trying a server that is not
+    listening yet."""
     TESTS: ClassVar[tuple[str, ...]] = REMOTE_TESTS
     port: int = 19800
     token: str | None = field(default=None, repr=False, compare=False)
     flip: bool = False
+    wait_server: float | str = 5.0
 
     def __post_init__(self):
         super().__post_init__()
         object.__setattr__(self, "flip", _bool(self.flip, "flip"))
+        object.__setattr__(self, "wait_server", check_wait_server(self.wait_server))
 
     def to_dict(self) -> dict:
         d = super().to_dict()

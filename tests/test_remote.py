@@ -1,7 +1,7 @@
 """perfkit serve / perfkit test over loopback: the control protocol, both ends'
 counters, tokens, bad messages, several clients at once, sweeps; qperf's CPU affinity
 options (-lca/-rca), socket buffers (-lsb/-rsb) and message count (-n), remote and
-local; -ub; -f1 (the server sends)."""
+local; -ub; -f1 (the server sends); -ws (wait for the server)."""
 import json
 import os
 import re
@@ -321,7 +321,8 @@ def test_flip_stop_ends_the_servers_sender_and_loss_still_adds_up(server):
     run.stop()
     assert run.wait(5), "a stopped flipped test must end"
     s = run.summary
-    assert time.monotonic() - t0 < 5 and 5000 < s["msgs_sent"] < 20 * 20_000
+    assert time.monotonic() - t0 < 5
+    assert 5000 < s["msgs_sent"] < 40_000   # the server paced at 20 kpps for about 0.5 s (unpaced: 300k/s+)
     assert s["pkts_rx"] - s["dup"] + s["lost"] == s["pkts_tx"] == s["msgs_sent"]
 
 
@@ -341,6 +342,61 @@ def test_cli_flip_as_qperf(server):
     (s,) = [json.loads(line)["summary"] for line in out.stdout.splitlines() if line.startswith('{"summary"')]
     assert list(s["cpu_pct_by_worker"]) == ["w0_tcp_recv", "w1_remote_tcp_send"]
     assert s["bytes_rx"] == s["bytes_tx"] > 0
+
+
+# qperf's -ws: a server that is not listening yet is tried again
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_wait_server_keeps_trying_a_server_that_starts_late():
+    port, started = _free_port(), []
+
+    def late():
+        time.sleep(1.0)
+        srv = Server("127.0.0.1", port, log=lambda line: None)
+        started.append(srv)
+        srv.serve_forever()
+
+    t = threading.Thread(target=late, daemon=True)
+    t.start()
+    t0 = time.monotonic()
+    try:
+        run = perfkit.run(RemoteTest(test="tcp_lat", port=port, duration=0.3, wait_server="10s"))
+        assert run.error is None and run.summary["lat_count"] > 100
+        assert time.monotonic() - t0 >= 1.0          # it waited for the server
+    finally:
+        deadline = time.monotonic() + 3
+        while not started and time.monotonic() < deadline:   # a failed run: the server still comes
+            time.sleep(0.05)
+        if started:
+            started[0].stop()
+        t.join(timeout=10)
+        assert not t.is_alive()
+
+
+@pytest.mark.parametrize("wait, said", [(0, ""), (0.5, " (tried for 0.5 s)")])
+def test_wait_server_gives_up_at_its_time_with_a_clear_error(wait, said):
+    port = _free_port()                          # nobody listens there
+    t0 = time.monotonic()
+    with pytest.raises(perfkit.EngineError) as e:
+        perfkit.run(RemoteTest(test="tcp_lat", port=port, duration=0.3, wait_server=wait))
+    took = time.monotonic() - t0
+    assert str(e.value) == f"cannot reach perfkit serve at 127.0.0.1 port {port}: Connection refused{said}"
+    assert wait <= took < wait + 2
+
+
+def test_cli_wait_server_as_qperf():
+    port = _free_port()
+    out = subprocess.run([sys.executable, "-P", "-m", "perfkit", "test", "127.0.0.1", "--port", str(port),
+                          "conf", "-ws", "0.3"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and "(tried for 0.3 s)" in out.stderr, out.stderr
+    bad = subprocess.run([sys.executable, "-P", "-m", "perfkit", "test", "127.0.0.1", "conf", "-ws", "2h"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr == "perfkit: wait_server: '2h' is out of range (0 to 1h)\n"
 
 
 # qperf's -sb/-lsb/-rsb: each end's socket buffers, as the kernel reports them (ss -m)

@@ -532,7 +532,7 @@ def test_remote_test_from_the_panel_against_a_perfkit_server():
 
 def test_a_run_that_cannot_start_says_why_in_the_panel_and_start_comes_back():
     port = _free_port()                          # nobody listens there
-    panel = perfkit.ui.Panel("RemoteTest", test="tcp_bw", port=port, duration="1s")
+    panel = perfkit.ui.Panel("RemoteTest", test="tcp_bw", port=port, duration="1s", wait_server=0)
     run = _start_at_once(panel)
     assert panel.wait(30) is run
     assert run.error and "could not start" in run.error and "cannot reach perfkit serve" in run.error
