@@ -240,7 +240,7 @@ class LocalTest(_SocketTest):
     messages  end once the sender has sent this many messages (latency tests: round
               trips), as qperf's -n; duration still bounds the test. None = no count
     loc_sock_buf_size  SO_SNDBUF and SO_RCVBUF bytes of the sending (pinging) end's
-              socket, as qperf's -lsb; None = the kernel's autotuning on a TCP sender,
+              socket, as qperf's -lsb; None = the kernel's autotuning on a TCP sender or pinger,
               8 MiB on UDP sockets
     rem_sock_buf_size  the same for the receiving (answering) end, as qperf's -rsb;
               None = 8 MiB
