@@ -99,6 +99,10 @@ def _parser() -> argparse.ArgumentParser:
                      help="the server sends (pings) and this host receives (answers), as qperf -f1")
     tst.add_argument("-ub", "--use-bits-per-sec", action="store_true",
                      help="bandwidth in bits/s (Gb/sec), as qperf -ub")
+    tst.add_argument("-uu", "--unify-units", action="store_true",
+                     help="whole numbers in base units (bytes/sec, ns), as qperf -uu")
+    tst.add_argument("-e", "--precision", default=3, metavar="DIGITS",
+                     help="significant digits in the summary, as qperf -e (default 3)")
     tst.add_argument("--oo", action="append", default=[], metavar="OPT:FROM:TO:STEP",
                      help="sweep an option, as qperf: msg_size:1:64K:*2, rate:100kpps:1Mpps:+100kpps, "
                           "no_msgs:1000:100000:*10")
@@ -381,7 +385,7 @@ def _ends(a) -> dict:
 
 def _test(a) -> int:
     from perfkit import remote
-    from perfkit.spec import check_target, check_wait_server
+    from perfkit.spec import _int_in, check_target, check_wait_server
     from perfkit.units import parse_duration
     host = check_target(a.host)
     data_tests = [t for t in a.tests if t not in ("conf", "quit")]
@@ -393,6 +397,7 @@ def _test(a) -> int:
     sweep = dict(o.split(":", 1) if ":" in o else (o, "") for o in a.oo)
     interval = parse_duration(a.interval, "interval")
     wait = check_wait_server(a.wait_server)
+    digits = _int_in(a.precision, "precision", 1, 15)
     printer = JsonPrinter() if a.json else None
     todo = {t: [] for t in data_tests}  # every spec is checked here, before anything runs
     for t, point, spec in remote.plan(host, *data_tests, time=a.time, sweep=sweep, port=a.port,
@@ -416,7 +421,8 @@ def _test(a) -> int:
                 if a.json:
                     printer.summary({"test": name, **point, **run.summary})
                 else:
-                    print(summary_text(run.summary, point, bits=a.use_bits_per_sec), flush=True)
+                    print(summary_text(run.summary, point, bits=a.use_bits_per_sec, digits=digits,
+                                       unify=a.unify_units), flush=True)
                 if run.error:
                     print(f"perfkit: error: {run.error}", file=sys.stderr)
                     return 1

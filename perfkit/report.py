@@ -5,23 +5,27 @@ import json
 import sys
 
 
-def _si(value: float, unit: str = "") -> str:
-    """qperf's style: three significant digits and a decimal prefix (32.8 MB/sec, 510 K/sec)."""
-    value = float(f"{value:.3g}")  # round first: 999,999 is 1 M, not "1e+03 K"
+def _si(value: float, unit: str = "", digits: int = 3) -> str:
+    """qperf's style: three significant digits (its -e sets more) and a decimal prefix
+    (32.8 MB/sec, 510 K/sec)."""
+    value = float(f"{value:.{digits}g}")  # round first: 999,999 is 1 M, not "1e+03 K"
     for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K")):
         if abs(value) >= scale:
-            return f"{value / scale:.3g} {prefix}{unit}"
-    return f"{value:.3g} {unit}".rstrip()
+            return f"{value / scale:.{digits}g} {prefix}{unit}"
+    return f"{value:.{digits}g} {unit}".rstrip()
 
 
-def _time_us(us: float | None) -> str:
+def _time_us(us: float | None, digits: int = 3) -> str:
     if us is None:
         return "-"
     if us >= 1e6:
-        return f"{us / 1e6:.3g} sec"
+        return f"{us / 1e6:.{digits}g} sec"
     if us >= 1e3:
-        return f"{us / 1e3:.3g} ms"
-    return f"{us:.3g} us"
+        return f"{us / 1e3:.{digits}g} ms"
+    return f"{us:.{digits}g} us"
+
+
+UNIFIED = {"B/sec": "bytes/sec", "b/sec": "bits/sec", "/sec": "/sec"}   # qperf -uu's units
 
 
 def _count(n) -> str:
@@ -60,15 +64,23 @@ def row_line(row: dict) -> str:
     return "  ".join(parts)
 
 
-def summary_text(s: dict, point: dict | None = None, bits: bool = False) -> str:
-    """A qperf-style summary, then what qperf does not show. bits: bandwidth in
-    bits/s, as qperf -ub (21.7 Gb/sec)."""
+def summary_text(s: dict, point: dict | None = None, bits: bool = False, digits: int = 3,
+                 unify: bool = False) -> str:
+    """A qperf-style summary, then what qperf does not show. As qperf's options: bits,
+    bandwidth in bits/s (-ub: 21.7 Gb/sec); digits, significant digits (-e); unify, whole
+    numbers in base units (-uu: 21700000000 bits/sec, 13672 ns)."""
     test = s["test"]
     lines = [f"{test}:"]
 
+    def rate(value, unit):
+        return f"{round(value)} {UNIFIED[unit]}" if unify else _si(value, unit, digits)
+
+    def dur(us):
+        return f"{round(us * 1e3)} ns" if unify and us is not None else _time_us(us, digits)
+
     def bw(nbytes):
         per_s = nbytes / s["duration_s"] if s["duration_s"] else 0
-        return _si(8 * per_s, "b/sec") if bits else _si(per_s, "B/sec")
+        return rate(8 * per_s, "b/sec") if bits else rate(per_s, "B/sec")
 
     def put(name, value):
         lines.append(f"    {name:<13} =  {value}")
@@ -93,21 +105,21 @@ def summary_text(s: dict, point: dict | None = None, bits: bool = False) -> str:
     elif test == "udp_bw":
         put("send_bw", bw(s["bytes_tx"]))
         put("recv_bw", bw(s["bytes_rx"]))
-        put("msg_rate", _si(s["msg_rate"], "/sec"))
+        put("msg_rate", rate(s["msg_rate"], "/sec"))
         lost = s["lost"]
         put("loss", f"{s['loss_pct'] or 0:.3g} % ({_count(lost)} of {_count(s['pkts_tx'])} sent)"
             + (f", {_count(s['dup'])} dup, {_count(s['reorder'])} reordered" if s["dup"] or s["reorder"] else ""))
     elif test == "tcp_bw":
         put("bw", bw(s["bytes_rx"]))
-        put("msg_rate", _si(s["msg_rate"], "/sec"))
+        put("msg_rate", rate(s["msg_rate"], "/sec"))
     else:  # latency tests: qperf's latency is half the mean round trip
-        put("latency", _time_us(s["latency_us"]))
-        put("msg_rate", _si(s["msg_rate"], "/sec"))
+        put("latency", dur(s["latency_us"]))
+        put("msg_rate", rate(s["msg_rate"], "/sec"))
     if s.get("lat_count"):
         what = {"udp_bw": "one-way", "http": "response time"}.get(test, "round trip")
-        put("lat", f"{what} p50 {_time_us(s['lat_p50_us'])}  p99 {_time_us(s['lat_p99_us'])}  "
-                   f"p99.9 {_time_us(s['lat_p999_us'])}  max {_time_us(s['lat_max_us'])}  "
-                   f"jitter {_time_us(s['jitter_us'])}")
+        put("lat", f"{what} p50 {dur(s['lat_p50_us'])}  p99 {dur(s['lat_p99_us'])}  "
+                   f"p99.9 {dur(s['lat_p999_us'])}  max {dur(s['lat_max_us'])}  "
+                   f"jitter {dur(s['jitter_us'])}")
     if s.get("messages"):  # qperf's -n: say if the time limit came first
         sent = s.get("msgs_sent", 0)
         put("messages", f"{_count(sent)} sent" + ("" if sent >= s["messages"] else
@@ -118,8 +130,9 @@ def summary_text(s: dict, point: dict | None = None, bits: bool = False) -> str:
         put("loc_cpus_used", f"{s['loc_cpus_used']:.0f} % cpus")
         put("rem_cpus_used", f"{s['rem_cpus_used']:.0f} % cpus")
         for name in ("send_cost", "recv_cost"):
-            if s.get(f"{name}_ms_per_gb") is not None:
-                put(name, f"{s[f'{name}_ms_per_gb']:.3g} ms/GB")
+            ms = s.get(f"{name}_ms_per_gb")
+            if ms is not None:
+                put(name, f"{round(ms * 1e6)} ns/GB" if unify else f"{ms:.{digits}g} ms/GB")
     else:
         workers = ", ".join(f"{k} {v:.0f}%" for k, v in s["cpu_pct_by_worker"].items())
         put("cpu", f"{s['cpu_pct']:.0f}% of one core ({workers})")

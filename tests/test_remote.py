@@ -1,7 +1,7 @@
 """perfkit serve / perfkit test over loopback: the control protocol, both ends'
 counters, tokens, bad messages, several clients at once, sweeps; qperf's CPU affinity
 options (-lca/-rca), socket buffers (-lsb/-rsb) and message count (-n), remote and
-local; -ub; -f1 (the server sends); -ws (wait for the server)."""
+local; -ub, -uu, -e; -f1 (the server sends); -ws (wait for the server)."""
 import json
 import os
 import re
@@ -297,6 +297,22 @@ def test_cli_no_msgs_and_bits_per_second_as_qperf(server):
     bad = subprocess.run([sys.executable, "-P", "-m", "perfkit", "local", "udp_bw", "-n", "10", "--search", "loss<=0"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr.startswith("perfkit: no_msgs: -n does not go with --search"), bad.stderr
+
+
+def test_precision_and_unified_units_as_qperf(server):
+    # -uu: whole numbers in base units; -e: significant digits; both from the run's own figures
+    s = perfkit.run(RemoteTest(test="tcp_bw", port=server.port, duration=0.5)).summary
+    text = summary_text(s, bits=True, unify=True)
+    assert f"bw            =  {round(8 * s['bytes_rx'] / s['duration_s'])} bits/sec\n" in text, text
+    assert f"send_cost     =  {round(s['send_cost_ms_per_gb'] * 1e6)} ns/GB\n" in text, text
+    s = perfkit.run(RemoteTest(test="tcp_lat", port=server.port, duration=0.5)).summary
+    assert s["latency_us"] < 1000   # loopback: printed in us
+    assert f"latency       =  {round(s['latency_us'] * 1e3)} ns\n" in summary_text(s, unify=True)
+    five = re.search(r"latency       =  ([\d.]+) us", summary_text(s, digits=5))[1]
+    assert float(five) == float(f"{s['latency_us']:.5g}") and len(five.replace(".", "").lstrip("0")) <= 5
+    bad = subprocess.run([sys.executable, "-P", "-m", "perfkit", "test", "127.0.0.1", "tcp_lat", "-e", "16"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr == "perfkit: precision: 16 is out of range 1..15\n", bad.stderr
 
 
 # qperf's -f1: the server sends (pings), this host receives (answers)
