@@ -1031,7 +1031,12 @@ class Lab:
 
     def call(self, host, fn, *args, timeout: float = 60.0, **kwargs):
         """fn(*args, **kwargs) in a forked child inside host's namespace; its pickled result
-        (or exception) comes back. The child is killed after timeout seconds."""
+        (or exception) comes back. The child is killed after timeout seconds.
+
+        The child is a fork of this process and has none of its other threads: once this
+        process has used polars' thread pool, polars work in the child that needs the pool
+        (concatenating or pickling a frame) waits forever. Seen in a notebook: a frame from
+        pl.concat in fn hung in pickling. Return plain data (lists, dicts) and build frames here."""
         path = self.host(host).netns_path
         r, w = os.pipe()
         pid = os.fork()
