@@ -366,8 +366,8 @@ def _ends_options(parser, loc: str, rem: str) -> None:
 
 
     parser.add_argument("-lsb", "--loc-sock-buf-size", metavar="SIZE",
-                        help=f"socket buffers of {loc}'s socket, as qperf -lsb: 64K (default: 8 MiB, "
-                             "a TCP sender the kernel's autotuning)")
+                        help=f"socket buffers of {loc}'s socket, as qperf -lsb: 64K (default: 8 MiB; "
+                             "a TCP sender or pinger: the kernel's autotuning)")
     parser.add_argument("-rsb", "--rem-sock-buf-size", metavar="SIZE",
                         help=f"socket buffers of {rem}'s socket, as qperf -rsb (default 8 MiB)")
     parser.add_argument("-sb", "--sock-buf-size", metavar="SIZE", help="both of the above, as qperf -sb")

@@ -309,6 +309,7 @@ class Control:
             try:
                 self.sock = socket.create_connection(
                     (host, port), timeout=min(CONTROL_TIMEOUT_S, max(deadline - time.monotonic(), 1.0)))
+                self.sock.settimeout(CONTROL_TIMEOUT_S)   # the connect's own timeout is not the requests'
                 break
             except OSError as exc:
                 left = deadline - time.monotonic()
