@@ -405,6 +405,17 @@ def test_wait_server_gives_up_at_its_time_with_a_clear_error(wait, said):
     assert wait <= took < wait + 2
 
 
+def test_control_requests_keep_their_own_timeout_whatever_the_wait(server):
+    # the connect may time out sooner (what is left of -ws); a request to a busy server may not
+    from perfkit.remote import CONTROL_TIMEOUT_S
+    for wait in (0, 0.5, 5):
+        ctl = Control("127.0.0.1", server.port, wait_server=wait)
+        try:
+            assert ctl.sock.gettimeout() == CONTROL_TIMEOUT_S
+        finally:
+            ctl.close()
+
+
 def test_cli_wait_server_as_qperf():
     port = _free_port()
     out = subprocess.run([sys.executable, "-P", "-m", "perfkit", "test", "127.0.0.1", "--port", str(port),
