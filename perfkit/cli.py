@@ -392,11 +392,11 @@ def _test(a) -> int:
     unknown = [t for t in data_tests if t not in REMOTE_TESTS]
     if unknown:
         raise ValueError(f"test: {unknown[0]!r} is not one of {', '.join(REMOTE_TESTS)}, conf, quit")
+    wait = check_wait_server(a.wait_server)   # conf and quit use it too
     fields = {"size": a.msg_size, "rate": a.rate, "flows": a.flows, "busy_poll": a.busy_poll,
-              "messages": a.no_msgs, "flip": a.flip, "wait_server": a.wait_server, **_ends(a)}
+              "messages": a.no_msgs, "flip": a.flip, "wait_server": wait, **_ends(a)}
     sweep = dict(o.split(":", 1) if ":" in o else (o, "") for o in a.oo)
     interval = parse_duration(a.interval, "interval")
-    wait = check_wait_server(a.wait_server)
     digits = _int_in(a.precision, "precision", 1, 15)
     printer = JsonPrinter() if a.json else None
     todo = {t: [] for t in data_tests}  # every spec is checked here, before anything runs

@@ -29,6 +29,7 @@ import threading
 import time
 
 from perfkit.errors import EngineError
+from perfkit.spec import WAIT_SERVER_S
 
 PROTOCOL = 1
 DEFAULT_PORT = 19800
@@ -41,8 +42,7 @@ SERVER_ROLE = {"udp_bw": ("udp_recv", "tcp"), "udp_lat": ("udp_reflect", "tcp"),
 CLIENT_ROLE = {"udp_bw": "udp_send", "udp_lat": "udp_ping", "tcp_bw": "tcp_send",
                "tcp_lat": "tcp_ping", "sctp_bw": "tcp_send", "sctp_lat": "tcp_ping"}
 SERVER_MARGIN_S = 4.0  # the far end outlives the test by this, for start-up and draining
-WAIT_SERVER_S = 5.0          # qperf's -ws default: how long a client keeps trying to reach the server
-WAIT_SERVER_RETRY_S = 0.1
+WAIT_SERVER_RETRY_S = 0.1    # a server not listening yet (-ws) is tried this often
 FLIP_POLL_S = 0.1      # flipped UDP tests: how often the client asks whether the server's sender is done
 
 

@@ -78,7 +78,7 @@ def check_cpu(value, field: str) -> int | None:
     return _int_in(value, field, 0, MAX_CPU)
 
 
-MAX_WAIT_SERVER_S = 3600.0
+WAIT_SERVER_S, MAX_WAIT_SERVER_S = 5.0, 3600.0   # qperf's -ws default, and a bound
 
 
 def check_wait_server(value) -> float:
@@ -281,7 +281,7 @@ class RemoteTest(_SocketTest):
     port: int = 19800
     token: str | None = field(default=None, repr=False, compare=False)
     flip: bool = False
-    wait_server: float | str = 5.0
+    wait_server: float | str = WAIT_SERVER_S
 
     def __post_init__(self):
         super().__post_init__()
