@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 
 
 def _si(value: float, unit: str = "", digits: int = 3) -> str:
@@ -147,6 +148,18 @@ def _clean(v):
     return v
 
 
+_WRITE_LOCK = threading.Lock()
+
+
+def _write_line(out, line: str) -> None:
+    """One whole line, flushed. Runs going on at once (perfkit dperf: a server and a client)
+    print from their own sampler threads to one stream: print()'s two writes, the text and
+    then its newline, let another thread's line in between."""
+    with _WRITE_LOCK:
+        out.write(line + "\n")
+        out.flush()
+
+
 class LinePrinter:
     """Subscriber: one human line per row (line: row_line or http_row_line)."""
 
@@ -155,7 +168,7 @@ class LinePrinter:
         self.line = line or row_line
 
     def __call__(self, row: dict) -> None:
-        print(self.line(row), file=self.out, flush=True)
+        _write_line(self.out, self.line(row))
 
 
 class JsonPrinter:
@@ -165,7 +178,7 @@ class JsonPrinter:
         self.out = out or sys.stdout
 
     def __call__(self, row: dict) -> None:
-        print(json.dumps({k: _clean(v) for k, v in row.items()}), file=self.out, flush=True)
+        _write_line(self.out, json.dumps({k: _clean(v) for k, v in row.items()}))
 
     def summary(self, s: dict) -> None:
-        print(json.dumps({"summary": {k: _clean(v) for k, v in s.items()}}), file=self.out, flush=True)
+        _write_line(self.out, json.dumps({"summary": {k: _clean(v) for k, v in s.items()}}))

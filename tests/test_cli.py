@@ -248,3 +248,36 @@ def test_json_printer_writes_nan_as_null():
     jp.summary({"test": "udp_bw", "x": float("nan")})
     lines = [json.loads(ln) for ln in buf.getvalue().splitlines()]
     assert lines == [{"a": None, "b": 1.5}, {"summary": {"test": "udp_bw", "x": None}}]
+
+
+def test_json_printers_of_runs_at_once_keep_each_line_whole():
+    # perfkit dperf runs a server and a client at once, each run's sampler thread printing to the
+    # same stdout: a CI run once read two rows on one line. A slow stream widens the window.
+    import threading
+
+    class SlowOut:
+        def __init__(self):
+            self.parts = []
+
+        def write(self, s):
+            time.sleep(0.0002)   # lets the other thread in between two writes
+            self.parts.append(s)
+
+        def flush(self):
+            pass
+
+    out = SlowOut()
+    printers = [report.JsonPrinter(out), report.JsonPrinter(out)]
+
+    def emit(jp, who):
+        for i in range(200):
+            jp({"who": who, "i": i})
+        jp.summary({"who": who})
+
+    threads = [threading.Thread(target=emit, args=(jp, k)) for k, jp in enumerate(printers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    lines = "".join(out.parts).splitlines()
+    assert len(lines) == 402 and all(json.loads(ln) for ln in lines)
