@@ -98,7 +98,8 @@ def summary_text(s: dict, point: dict | None = None, bits: bool = False, digits:
                          f"4xx {_count(s['http_4xx'])}  5xx {_count(s['http_5xx'])}")
         put("errors", f"connect {_count(s['err_connect'])}  timeout {_count(s['err_timeout'])}  "
                       f"reset {_count(s['err_reset'])}  read {_count(s['err_read'])}"
-                      + (f"  tls {_count(s['err_tls'])}" if s.get("err_tls") else ""))
+                      + (f"  tls {_count(s['err_tls'])}" if s.get("err_tls") else "")
+                      + (f"  cut off by the stop {_count(s['http_cut'])}" if s.get("http_cut") else ""))
         put("connections", _count(s["sock_open"]))
         for u in s.get("per_url") or [] if len(s.get("per_url") or []) > 1 else []:
             put("url", f"{u['url']}: {_count(u['requests'])} sent, {_count(u['responses'])} answered, "

@@ -234,7 +234,7 @@ def summarize(test: str, totals: list[int], hist: Histogram, workers: list[list[
         out["mean_test_time_ms"] = out["lat_mean_us"] / 1000 if out["lat_mean_us"] is not None else None
         out["error_rate_pct"] = 100.0 * t["http_err"] / t["http_req"] if t["http_req"] else None
         for k in ("http_2xx", "http_3xx", "http_4xx", "http_5xx", "http_err", "err_connect", "err_timeout",
-                  "err_reset", "err_read", "sock_open", "err_tls"):
+                  "err_reset", "err_read", "sock_open", "err_tls", "http_cut"):
             out[k] = t[k]
     if t["rtt_count"]:  # first-packet RTT (DPDK TCP)
         out["rtt_count"] = t["rtt_count"]

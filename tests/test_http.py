@@ -16,6 +16,7 @@ import pytest
 import perfkit
 from perfkit._sock import SockEngine
 from perfkit.engines.socket import http_workers
+from perfkit.report import summary_text
 from perfkit.spec import HttpLoad, HttpServe
 from perfkit.stats import INDEX
 
@@ -40,8 +41,8 @@ def test_client_and_server_counts_agree(perfkit_server, keepalive):
     assert run.error is None
     assert s["responses"] > 500 and s["http_2xx"] == s["responses"]
     assert s["http_err"] == 0 and s["err_connect"] == s["err_timeout"] == s["err_read"] == 0
-    # every request the server answered reached the client, but those in flight at the end
-    assert s["responses"] <= srv["http_req"] <= s["requests"] <= s["responses"] + 20
+    # the requests out at the end were answered before the client closed: every one counted
+    assert s["responses"] == srv["http_req"] == s["requests"] and s["http_cut"] == 0
     assert s["bytes_rx"] >= s["responses"] * 200
     if keepalive:
         assert s["sock_open"] == 20
@@ -86,10 +87,68 @@ def test_error_rate_is_what_the_server_answers():
     answered = _Every4th500.count
     assert s["responses"] > 40
     assert s["http_5xx"] + s["http_2xx"] == s["responses"]
-    # exactly the server's share, but for the requests still in flight at the end
-    assert abs(s["http_5xx"] - answered // 4) <= 4
+    # exactly the server's share: the requests out at the end were answered too
+    assert s["responses"] == s["requests"] == answered and s["http_5xx"] == answered // 4
     assert s["error_rate_pct"] == pytest.approx(100 * s["http_err"] / s["requests"])
     assert s["http_err"] == s["http_5xx"]
+
+
+class _Slow(http.server.BaseHTTPRequestHandler):
+    """Answers each request after `delay` seconds; counts what it answered."""
+    protocol_version = "HTTP/1.1"
+    delay = 0.3
+    answered = 0
+    lock = threading.Lock()
+
+    def do_GET(self):
+        time.sleep(self.delay)
+        body = b"late"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        self.wfile.flush()
+        with self.lock:
+            type(self).answered += 1
+
+    def log_message(self, *a):
+        pass
+
+
+@pytest.fixture
+def slow_server():
+    _Slow.answered = 0
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Slow)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield srv.server_port
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_requests_out_at_the_end_get_their_answers(slow_server):
+    # 4 users, answers after 0.3 s, 0.5 s of load: the second round goes out at 0.3 s
+    # and is answered at 0.6 s, after the end; the run waits for it
+    t0 = time.monotonic()
+    s = perfkit.run(HttpLoad(url=f"http://127.0.0.1:{slow_server}/", users=4, duration=0.5)).summary
+    took = time.monotonic() - t0
+    assert s["requests"] == s["responses"] == _Slow.answered == 8, s
+    assert s["http_cut"] == 0 and s["http_err"] == 0 and took < 5
+
+
+def test_a_stop_cuts_off_the_requests_out_and_counts_them(slow_server):
+    _Slow.delay = 2.0
+    try:
+        run = perfkit.Run(HttpLoad(url=f"http://127.0.0.1:{slow_server}/", users=4, duration=10)).start()
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        run.stop()
+        assert run.wait(5) and time.monotonic() - t0 < 2  # a stop does not wait for answers
+    finally:
+        _Slow.delay = 0.3
+    s = run.summary
+    assert s["requests"] == s["http_cut"] == 4 and s["responses"] == 0 and s["http_err"] == 0
+    assert "cut off by the stop 4" in summary_text(s)
 
 
 def test_a_stalled_server_gives_timeouts_not_a_hang():
@@ -163,9 +222,8 @@ def test_counts_equal_nginx_access_log(tmp_path, keepalive):
     lines = (tmp_path / "access.log").read_text().splitlines()[before:]
     ok = [ln for ln in lines if '" 200 ' in ln]
     assert s["responses"] > 100 and s["http_err"] == 0
-    # nginx logged every response perfkit got; requests cut off at the end are logged as 499
-    assert len(ok) >= s["responses"]
-    assert len(lines) <= s["requests"]
+    # nginx logged every request perfkit sent, and perfkit got every answer
+    assert len(ok) == len(lines) == s["responses"] == s["requests"] and s["http_cut"] == 0
 
 
 def test_cli_http_json_and_bad_url(perfkit_server):

@@ -54,7 +54,8 @@ def test_counts_per_url_equal_nginx_access_log(tmp_path, order):
     # every request nginx saw is the template's: method, header, body length
     assert {(m, cl, x) for m, _, _, cl, x, *_ in log} == {("POST", "300", f"tmpl-{order}")}
     logged = collections.Counter(uri for _, uri, *_ in log)
-    for p in paths:  # exactly: nginx logs requests cut off at the end too (499)
+    assert s["responses"] == s["requests"] and s["http_cut"] == 0  # the ones out at the end were answered
+    for p in paths:  # exactly
         assert logged[p.split("?")[0]] == per[f"http://127.0.0.1:{ngx.port}{p}"]["requests"], (p, logged, per)
     counts = [per[u]["requests"] for u in urls]
     if order == "cycle":  # in turn: no URL more than one ahead of another

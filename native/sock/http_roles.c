@@ -9,6 +9,9 @@
  * (close). Open loop (cfg.rate > 0): requests are due at fixed intended times;
  * a due request takes any idle user, and its response time counts from the
  * intended time, not the actual send (coordinated omission corrected, as wrk2).
+ * At the end of its time no new request starts and the ones out get their
+ * answers (up to the engine's drain deadline), so every request counted was
+ * answered, failed, or, after a stop, is counted as cut off (http_cut).
  *
  * HTTPS (cfg.tls, built with OpenSSL): the handshake runs non-blocking in the
  * same loop (U_HANDSHAKE) after the TCP connect; every user keeps one SSL object
@@ -70,6 +73,8 @@ typedef struct http_state {
     uint64_t *per_url;      /* 3 per template: sent, answered, failed (this worker writes) */
     void *ssl_ctx;          /* HTTPS: one SSL_CTX per worker */
     int spread_src;         /* bind users to 127.0.0.1 + (user_base + index) / HTTP_USERS_PER_SRC */
+    int draining;           /* the time is up: answers still come in, no request starts */
+    uint32_t ninflight;     /* users with a request out */
 } http_state;
 
 int pk_sock_have_tls(void)
@@ -300,6 +305,7 @@ static void user_fail(worker *w, http_user *u, enum pk_counter_id why, uint64_t 
     if (u->inflight) {
         url_count(w->http, u->req, 2);
         u->inflight = 0;
+        w->http->ninflight--;
     }
     pk_add(&w->c, why, 1);
     pk_add(&w->c, PK_http_err, 1);
@@ -364,6 +370,7 @@ static void user_send(worker *w, http_state *h, http_user *u, uint64_t now)
         pk_add(&w->c, memcmp(w->bufs + h->req_off[u->req], "POST ", 5) == 0 ? PK_http_post : PK_http_get, 1);
         url_count(h, u->req, 0);
         u->inflight = 1;
+        h->ninflight++;
         if (u->state != U_CONNECTING) /* (a new connection keeps its connect timeout) */
             u->due = now + w->cfg.response_timeout_ns;
     }
@@ -398,6 +405,10 @@ static void user_send(worker *w, http_state *h, http_user *u, uint64_t now)
 /* Start a request on user u whose response time starts at t_start. */
 static void user_request(worker *w, http_state *h, http_user *u, uint64_t t_start, uint64_t now)
 {
+    if (h->draining) { /* the time is up: no new request */
+        u->state = u->fd >= 0 ? U_IDLE : U_OFF;
+        return;
+    }
     u->t_start = t_start;
     u->sent = 0;
     if (u->fd < 0) {
@@ -415,6 +426,7 @@ static void user_done(worker *w, http_state *h, http_user *u, uint64_t now, uint
 {
     int s = u->resp.status;
     u->inflight = 0;
+    h->ninflight--;
     url_count(h, u->req, 1);
     if (s >= 400)
         url_count(h, u->req, 2);
@@ -496,7 +508,10 @@ static void user_handshake(worker *w, http_state *h, http_user *u, uint64_t now)
     if (r == 1) {
         u->tls_up = 1;
         user_watch(h, u, EPOLLIN);
-        user_send(w, h, u, now);
+        if (h->draining)
+            u->state = U_IDLE; /* the time is up: no new request */
+        else
+            user_send(w, h, u, now);
         return;
     }
     int e = SSL_get_error(u->ssl, r);
@@ -629,17 +644,21 @@ static void run_http_client(worker *w)
     uint32_t started = 0;
     for (;;) {
         uint64_t now = pk_now_ns();
-        if (stopping(w) || now >= end)
+        if (stopping(w) || now >= w->engine->hard_end)
+            break;
+        if (now >= end)
+            h->draining = 1;
+        if (h->draining && h->ninflight == 0)
             break;
         account_cpu(w, now, 0);
         /* ramp-up: user i starts at i/users of the ramp time */
-        for (int k = 0; k < HTTP_RAMP_BATCH && started < h->nusers &&
+        for (int k = 0; k < HTTP_RAMP_BATCH && !h->draining && started < h->nusers &&
                         (w->cfg.ramp_ns == 0 || now - w->wall0 >= w->cfg.ramp_ns * started / h->nusers); k++) {
             http_user *u = &h->users[started++];
             if (w->cfg.rate <= 0)
                 user_request(w, h, u, now, now);
         }
-        if (w->cfg.rate > 0)
+        if (w->cfg.rate > 0 && !h->draining)
             dispatch_due(w, h, now, &intended_n);
         if (now - last_sweep >= HTTP_SWEEP_NS) {
             users_sweep(w, h, now, started);
@@ -650,10 +669,17 @@ static void run_http_client(worker *w)
         for (int i = 0; i < n; i++)
             user_event(w, h, evs[i].data.ptr, evs[i].events, now, &last_lat);
     }
-    /* requests still out at the end are neither answered nor errors: close them */
-    for (uint32_t i = 0; i < h->nusers; i++)
-        if (h->users[i].fd >= 0)
-            user_close(w, &h->users[i]);
+    /* requests still out after a stop or the drain deadline are cut off */
+    for (uint32_t i = 0; i < h->nusers; i++) {
+        http_user *u = &h->users[i];
+        if (u->inflight) {
+            u->inflight = 0;
+            h->ninflight--;
+            pk_add(&w->c, PK_http_cut, 1);
+        }
+        if (u->fd >= 0)
+            user_close(w, u);
+    }
     __atomic_store_n(&w->done_sending, 1, __ATOMIC_RELEASE);
 }
 

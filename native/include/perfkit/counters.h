@@ -79,6 +79,7 @@
     X(cpu_wall_ns,  SUM,   "ns",   "worker wall time")                        \
     /* HTTPS client */                                                        \
     X(err_tls,      SUM,   "conn", "TLS handshakes failed")                   \
+    X(http_cut,     SUM,   "req",  "HTTP requests still out when stopped")    \
     /* latency probes beside a load (DPDK engine): their own samples */      \
     X(probe_tx,     SUM,   "pkt",  "latency probes sent")                     \
     X(probe_rx,     SUM,   "pkt",  "latency probes received (with a sample)") \
