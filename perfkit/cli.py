@@ -95,6 +95,9 @@ def _parser() -> argparse.ArgumentParser:
     _count_option(tst)
     tst.add_argument("-ws", "--wait-server", default="5s", metavar="TIME",
                      help="keep trying a server that is not listening yet this long, as qperf -ws (default 5s)")
+    tst.add_argument("-ip", "--ip-port", default=0, metavar="PORT",
+                     help="the data port, as qperf -ip: where the server listens or receives (flipped UDP: "
+                          "where this host receives); default any free port")
     tst.add_argument("-f1", "--flip", action="store_true",
                      help="the server sends (pings) and this host receives (answers), as qperf -f1")
     tst.add_argument("-ub", "--use-bits-per-sec", action="store_true",
@@ -394,7 +397,7 @@ def _test(a) -> int:
         raise ValueError(f"test: {unknown[0]!r} is not one of {', '.join(REMOTE_TESTS)}, conf, quit")
     wait = check_wait_server(a.wait_server)   # conf and quit use it too
     fields = {"size": a.msg_size, "rate": a.rate, "flows": a.flows, "busy_poll": a.busy_poll,
-              "messages": a.no_msgs, "flip": a.flip, "wait_server": wait, **_ends(a)}
+              "messages": a.no_msgs, "flip": a.flip, "wait_server": wait, "ip_port": a.ip_port, **_ends(a)}
     sweep = dict(o.split(":", 1) if ":" in o else (o, "") for o in a.oo)
     interval = parse_duration(a.interval, "interval")
     digits = _int_in(a.precision, "precision", 1, 15)

@@ -46,10 +46,11 @@ WAIT_SERVER_RETRY_S = 0.1    # a server not listening yet (-ws) is tried this of
 FLIP_POLL_S = 0.1      # flipped UDP tests: how often the client asks whether the server's sender is done
 
 
-def end_worker(spec, sends: bool, local_ip: str, cpu, sock_buf, remote=None) -> dict:
+def end_worker(spec, sends: bool, local_ip: str, cpu, sock_buf, remote=None, port: int = 0) -> dict:
     """The worker of one end of a remote test, on either host: the sending (pinging) end,
     or the receiving (answering) end, which outlives the test by SERVER_MARGIN_S. Flipped
-    (qperf's -f1), the server sends; a stream's server end still accepts, the client connects."""
+    (qperf's -f1), the server sends; a stream's server end still accepts, the client connects.
+    port: where this end's socket binds (the data port, qperf's -ip), 0 = any."""
     recv_role, proto = SERVER_ROLE[spec.test]
     if sends:
         w = {"role": CLIENT_ROLE[spec.test], "duration": spec.duration, "rate": spec.messages_per_second,
@@ -57,7 +58,7 @@ def end_worker(spec, sends: bool, local_ip: str, cpu, sock_buf, remote=None) -> 
     else:
         w = {"role": recv_role, "duration": spec.duration + SERVER_MARGIN_S,
              "batch": spec.batch if recv_role == "udp_recv" else 1}
-    w.update({"local": (local_ip, 0), "size": spec.size, "flows": spec.flows, "busy_poll": spec.busy_poll,
+    w.update({"local": (local_ip, port), "size": spec.size, "flows": spec.flows, "busy_poll": spec.busy_poll,
               "proto": proto, "cpu": cpu, "sock_buf": sock_buf, "flip": spec.flip})
     if remote is not None:
         w["remote"] = remote
@@ -209,7 +210,7 @@ class Server:
                     cpu = spec.rem_cpu_affinity
                     # cpu, sock_buf, flip: what the worker got; a client that asked for them sees it was done
                     send_msg(conn, "ready", port=engine.bound_port(0), cpu=cpu, sock_buf=spec.rem_sock_buf_size,
-                             flip=spec.flip)
+                             flip=spec.flip, ip_port=spec.ip_port)
                     self.log(f"perfkit serve: {msg.get('test')}{' flipped' if spec.flip else ''} for {peer[0]} "
                              f"on port {engine.bound_port(0)}" + (f", CPU {cpu}" if cpu is not None else ""))
                 elif op == "start" and engine is not None and spec.flip:   # flipped: the client is ready
@@ -269,15 +270,16 @@ class Server:
                           flows=msg.get("flows", 1), duration=msg.get("duration", 10),
                           batch=msg.get("batch", 32), busy_poll=msg.get("busy_poll", False),
                           rem_cpu_affinity=msg.get("cpu"), rem_sock_buf_size=msg.get("sock_buf"),
-                          flip=msg.get("flip", False), rate=msg.get("rate"), messages=msg.get("messages"))
+                          flip=msg.get("flip", False), rate=msg.get("rate"), messages=msg.get("messages"),
+                          ip_port=msg.get("ip_port", 0))
         cpu = check_cpu_here(spec.rem_cpu_affinity, "rem_cpu_affinity")
         if SERVER_ROLE[spec.test][1] == "sctp" and (why := _sctp_available()):
             raise ValueError(f"test: {spec.test} cannot run on the server: {why}")
-        remote = None
+        remote, port = None, spec.ip_port
         if spec.flip and spec.test.startswith("udp"):
             # datagrams go to the client's address on the control connection, nowhere else
-            remote = (check_target(peer_ip, "client"), _int_field(msg, "port"))
-        engine = SockEngine([end_worker(spec, spec.flip, local_ip, cpu, spec.rem_sock_buf_size, remote)])
+            remote, port = (check_target(peer_ip, "client"), _int_field(msg, "port")), 0
+        engine = SockEngine([end_worker(spec, spec.flip, local_ip, cpu, spec.rem_sock_buf_size, remote, port)])
         if not spec.flip:
             engine.start()
         return engine, spec
@@ -351,13 +353,14 @@ class RemoteHandle:
             local_ip = self.ctl.sock.getsockname()[0]
             udp_flip = spec.flip and spec.test.startswith("udp")
             if udp_flip:   # bound first: the server sends to its port
-                self.local = SockEngine([end_worker(spec, False, local_ip, loc_cpu, spec.loc_sock_buf_size)])
+                self.local = SockEngine([end_worker(spec, False, local_ip, loc_cpu, spec.loc_sock_buf_size,
+                                                    port=spec.ip_port)])
             ready = self.ctl.request("prepare", test=spec.test, size=spec.size, flows=spec.flows,
                                      duration=spec.duration, batch=spec.batch,
                                      busy_poll=spec.busy_poll, cpu=spec.rem_cpu_affinity,
                                      sock_buf=spec.rem_sock_buf_size, flip=spec.flip,
                                      rate=spec.messages_per_second or None, messages=spec.messages,
-                                     port=self.local.bound_port(0) if udp_flip else None)
+                                     port=self.local.bound_port(0) if udp_flip else None, ip_port=spec.ip_port)
             older = f"(perfkit {self.ctl.remote_env.get('perfkit')} there is older than"
             if ready.get("cpu") != spec.rem_cpu_affinity:   # a server from before -rca ignores it
                 raise EngineError(f"rem_cpu_affinity: the server did not pin its worker to CPU "
@@ -366,6 +369,8 @@ class RemoteHandle:
                 raise EngineError(f"rem_sock_buf_size: the server did not set its socket buffers {older} -rsb)")
             if bool(ready.get("flip")) != spec.flip:   # and before -f1
                 raise EngineError(f"flip: the server does not send {older} -f1)")
+            if ready.get("ip_port", 0) != spec.ip_port:   # and before -ip
+                raise EngineError(f"ip_port: the server did not take data port {spec.ip_port} {older} -ip)")
             if not udp_flip:
                 self.local = SockEngine([end_worker(spec, not spec.flip, local_ip, loc_cpu, spec.loc_sock_buf_size,
                                                     remote=(spec.host, int(ready["port"])))])

@@ -276,16 +276,19 @@ class RemoteTest(_SocketTest):
     server sends (pings) and this host receives (answers); the loc_/rem_ fields still
     mean this host's and the server's worker, and this host still connects. wait_server
     (qperf's -ws, default 5 s as its): how long to keep trying a server that is not
-    listening yet."""
+    listening yet. ip_port (qperf's -ip): the data port, where the server listens (TCP,
+    SCTP) or receives (UDP); flipped UDP, where this host receives; 0 = any free port."""
     TESTS: ClassVar[tuple[str, ...]] = REMOTE_TESTS
     port: int = 19800
     token: str | None = field(default=None, repr=False, compare=False)
     flip: bool = False
     wait_server: float | str = WAIT_SERVER_S
+    ip_port: int = 0
 
     def __post_init__(self):
         super().__post_init__()
         object.__setattr__(self, "flip", _bool(self.flip, "flip"))
+        object.__setattr__(self, "ip_port", _int_in(self.ip_port, "ip_port", 0, 65535))
         object.__setattr__(self, "wait_server", check_wait_server(self.wait_server))
 
     def to_dict(self) -> dict:

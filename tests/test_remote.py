@@ -1,7 +1,7 @@
 """perfkit serve / perfkit test over loopback: the control protocol, both ends'
 counters, tokens, bad messages, several clients at once, sweeps; qperf's CPU affinity
 options (-lca/-rca), socket buffers (-lsb/-rsb) and message count (-n), remote and
-local; -ub, -uu, -e; -f1 (the server sends); -ws (wait for the server)."""
+local; -ub, -uu, -e; -f1 (the server sends); -ws (wait for the server); -ip (the data port)."""
 import json
 import os
 import re
@@ -23,7 +23,9 @@ from perfkit.remote import (MAX_MESSAGE, PROTOCOL, Control, Server, parse_sweep,
 
 @pytest.fixture
 def server():
-    srv = Server("127.0.0.1", 0, log=lambda line: None)
+    lines = []
+    srv = Server("127.0.0.1", 0, log=lines.append)
+    srv.lines = lines   # what it logged
     t = threading.Thread(target=srv.serve_forever, daemon=True)
     t.start()
     yield srv
@@ -470,6 +472,56 @@ def test_cli_sock_buf_options_as_qperf():
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr == ("perfkit: loc_sock_buf_size: 1024 bytes is out of range "
                                                   "4096..1073741824 (4K..1G)\n"), bad.stderr
+
+
+# qperf's -ip: the data port
+
+def _free_port_of(kind) -> int:
+    with socket.socket(type=kind) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _data_sockets_on(run, proto, port):
+    """Local ends of the sockets `ss` lists (proto t or u) on port while run goes on."""
+    seen = set()
+    while not run.wait(0.1):
+        out = subprocess.run(["ss", f"-{proto}anH", f"( sport = :{port} )"], capture_output=True, text=True,
+                             timeout=10).stdout
+        seen |= {ln.split()[0] for ln in out.splitlines()}   # the state: LISTEN, ESTAB, UNCONN
+    return seen
+
+
+@pytest.mark.parametrize("test,flip", [("tcp_bw", False), ("udp_bw", False), ("tcp_lat", False),
+                                       ("tcp_bw", True), ("udp_bw", True)])
+def test_ip_port_is_where_the_data_goes(server, test, flip):
+    port = _free_port_of(socket.SOCK_DGRAM if test.startswith("udp") else socket.SOCK_STREAM)
+    run = perfkit.Run(RemoteTest(test=test, port=server.port, size=1000, rate="2kpps", duration=1,
+                                 flip=flip, ip_port=port)).start()
+    seen = _data_sockets_on(run, test[0], port)
+    assert run.error is None and run.summary["pkts_rx"] > 1000
+    # the server's listener and its connection (TCP), or the receiving socket (UDP; flipped: this host's)
+    assert seen == ({"LISTEN", "ESTAB"} if test.startswith("tcp") else {"UNCONN"}), seen
+
+
+def test_ip_port_in_use_is_a_clear_error(server):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        with pytest.raises(perfkit.EngineError, match=rf"^server: engine: .*port {port}.*Address already in use"):
+            perfkit.run(RemoteTest(test="tcp_bw", port=server.port, duration=0.5, ip_port=port))
+    with pytest.raises(ValueError, match=r"ip_port: 70000 is out of range 0\.\.65535"):
+        RemoteTest(test="tcp_bw", ip_port=70000)
+
+
+def test_cli_ip_port_as_qperf(server):
+    port = _free_port_of(socket.SOCK_STREAM)
+    out = subprocess.run([sys.executable, "-P", "-m", "perfkit", "test", "127.0.0.1", "--port", str(server.port),
+                          "tcp_lat", "-ip", str(port), "-t", "0.5", "--json"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert any(f"on port {port}" in line for line in server.lines), server.lines
 
 
 def test_sctp_runs_or_says_why_not(server):
