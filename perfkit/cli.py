@@ -360,7 +360,8 @@ def _count_option(parser) -> None:
 
 
 def _ends_options(parser, loc: str, rem: str) -> None:
-    """qperf's options for each end (CPU affinity, socket buffers), with its short names."""
+    """qperf's options for each end (CPU affinity, socket buffers, reading the data), with its
+    short names."""
     parser.add_argument("-lca", "--loc-cpu-affinity", metavar="CPU",
                         help=f"pin {loc} to this CPU, as qperf -lca (default: any)")
     parser.add_argument("-rca", "--rem-cpu-affinity", metavar="CPU",
@@ -374,6 +375,9 @@ def _ends_options(parser, loc: str, rem: str) -> None:
     parser.add_argument("-rsb", "--rem-sock-buf-size", metavar="SIZE",
                         help=f"socket buffers of {rem}'s socket, as qperf -rsb (default 8 MiB)")
     parser.add_argument("-sb", "--sock-buf-size", metavar="SIZE", help="both of the above, as qperf -sb")
+    parser.add_argument("-ar", "--access-recv", nargs="?", const="1", default="0", choices=("0", "1"),
+                        metavar="0|1", help="1: both ends read every byte they receive, as an application "
+                        "would, as qperf -ar (default 0: the data is not looked at)")
 
 
 def _ends(a) -> dict:
@@ -383,7 +387,8 @@ def _ends(a) -> dict:
     return {"loc_cpu_affinity": pick(a.loc_cpu_affinity, a.cpu_affinity),
             "rem_cpu_affinity": pick(a.rem_cpu_affinity, a.cpu_affinity),
             "loc_sock_buf_size": pick(a.loc_sock_buf_size, a.sock_buf_size),
-            "rem_sock_buf_size": pick(a.rem_sock_buf_size, a.sock_buf_size)}
+            "rem_sock_buf_size": pick(a.rem_sock_buf_size, a.sock_buf_size),
+            "access_recv": a.access_recv == "1"}
 
 
 def _test(a) -> int:

@@ -59,7 +59,8 @@ def end_worker(spec, sends: bool, local_ip: str, cpu, sock_buf, remote=None, por
         w = {"role": recv_role, "duration": spec.duration + SERVER_MARGIN_S,
              "batch": spec.batch if recv_role == "udp_recv" else 1}
     w.update({"local": (local_ip, port), "size": spec.size, "flows": spec.flows, "busy_poll": spec.busy_poll,
-              "proto": proto, "cpu": cpu, "sock_buf": sock_buf, "flip": spec.flip})
+              "proto": proto, "cpu": cpu, "sock_buf": sock_buf, "flip": spec.flip,
+              "access_recv": spec.access_recv})
     if remote is not None:
         w["remote"] = remote
     return w
@@ -210,7 +211,7 @@ class Server:
                     cpu = spec.rem_cpu_affinity
                     # cpu, sock_buf, flip: what the worker got; a client that asked for them sees it was done
                     send_msg(conn, "ready", port=engine.bound_port(0), cpu=cpu, sock_buf=spec.rem_sock_buf_size,
-                             flip=spec.flip, ip_port=spec.ip_port)
+                             flip=spec.flip, ip_port=spec.ip_port, access_recv=spec.access_recv)
                     self.log(f"perfkit serve: {msg.get('test')}{' flipped' if spec.flip else ''} for {peer[0]} "
                              f"on port {engine.bound_port(0)}" + (f", CPU {cpu}" if cpu is not None else ""))
                 elif op == "start" and engine is not None and spec.flip:   # flipped: the client is ready
@@ -271,7 +272,7 @@ class Server:
                           batch=msg.get("batch", 32), busy_poll=msg.get("busy_poll", False),
                           rem_cpu_affinity=msg.get("cpu"), rem_sock_buf_size=msg.get("sock_buf"),
                           flip=msg.get("flip", False), rate=msg.get("rate"), messages=msg.get("messages"),
-                          ip_port=msg.get("ip_port", 0))
+                          ip_port=msg.get("ip_port", 0), access_recv=msg.get("access_recv", False))
         cpu = check_cpu_here(spec.rem_cpu_affinity, "rem_cpu_affinity")
         if SERVER_ROLE[spec.test][1] == "sctp" and (why := _sctp_available()):
             raise ValueError(f"test: {spec.test} cannot run on the server: {why}")
@@ -360,7 +361,8 @@ class RemoteHandle:
                                      busy_poll=spec.busy_poll, cpu=spec.rem_cpu_affinity,
                                      sock_buf=spec.rem_sock_buf_size, flip=spec.flip,
                                      rate=spec.messages_per_second or None, messages=spec.messages,
-                                     port=self.local.bound_port(0) if udp_flip else None, ip_port=spec.ip_port)
+                                     port=self.local.bound_port(0) if udp_flip else None, ip_port=spec.ip_port,
+                                     access_recv=spec.access_recv)
             older = f"(perfkit {self.ctl.remote_env.get('perfkit')} there is older than"
             if ready.get("cpu") != spec.rem_cpu_affinity:   # a server from before -rca ignores it
                 raise EngineError(f"rem_cpu_affinity: the server did not pin its worker to CPU "
@@ -371,6 +373,8 @@ class RemoteHandle:
                 raise EngineError(f"flip: the server does not send {older} -f1)")
             if ready.get("ip_port", 0) != spec.ip_port:   # and before -ip
                 raise EngineError(f"ip_port: the server did not take data port {spec.ip_port} {older} -ip)")
+            if ready.get("access_recv", False) != spec.access_recv:   # and before -ar
+                raise EngineError(f"access_recv: the server does not read what it receives {older} -ar)")
             if not udp_flip:
                 self.local = SockEngine([end_worker(spec, not spec.flip, local_ip, loc_cpu, spec.loc_sock_buf_size,
                                                     remote=(spec.host, int(ready["port"])))])

@@ -170,6 +170,7 @@ class _SocketTest(_Serial):
     messages: int | None = None
     loc_sock_buf_size: int | str | None = None
     rem_sock_buf_size: int | str | None = None
+    access_recv: bool = False
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
@@ -205,6 +206,7 @@ class _SocketTest(_Serial):
             put("messages", _int_in(self.messages, "messages", 1, MAX_MESSAGES))
         for end in ("loc_sock_buf_size", "rem_sock_buf_size"):
             put(end, check_sock_buf(getattr(self, end), end))
+        put("access_recv", _bool(self.access_recv, "access_recv"))
 
     def _auto_gso(self) -> int:
         """gso left out: off (a path off this host may not take UDP GSO)."""
@@ -244,6 +246,8 @@ class LocalTest(_SocketTest):
               8 MiB on UDP sockets
     rem_sock_buf_size  the same for the receiving (answering) end, as qperf's -rsb;
               None = 8 MiB
+    access_recv  read every byte received, at both ends, as an application would (qperf's
+              -ar); the summary's bytes_read counts them. False = the data is not looked at
     lab       run the two ends in the first two hosts of this lab (perfkit.lab): the
               receiving end in h2, the sender in h1, over the lab's link; host then
               only picks the family (an IPv6 host: the lab's IPv6 addresses)

@@ -208,7 +208,7 @@ def summarize(test: str, totals: list[int], hist: Histogram, workers: list[list[
         "pkts_tx": t["pkts_tx"], "pkts_rx": t["pkts_rx"],
         # what the sending (pinging) ends sent: a latency test's far end sends too
         "msgs_sent": sum(w[INDEX["pkts_tx"]] for w in senders),
-        "bytes_tx": t["bytes_tx"], "bytes_rx": t["bytes_rx"],
+        "bytes_tx": t["bytes_tx"], "bytes_rx": t["bytes_rx"], "bytes_read": t["bytes_read"],
         "drop_tx": t["drop_tx"], "lost": t["seq_lost"], "dup": t["seq_dup"],
         "reorder": t["seq_reorder"],
         "loss_pct": loss_pct(t["pkts_rx"], t["seq_dup"], t["seq_lost"]),

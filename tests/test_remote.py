@@ -1,7 +1,7 @@
 """perfkit serve / perfkit test over loopback: the control protocol, both ends'
 counters, tokens, bad messages, several clients at once, sweeps; qperf's CPU affinity
 options (-lca/-rca), socket buffers (-lsb/-rsb) and message count (-n), remote and
-local; -ub, -uu, -e; -f1 (the server sends); -ws (wait for the server); -ip (the data port)."""
+local; -ub, -uu, -e; -f1 (the server sends); -ws (wait for the server); -ip (the data port); -ar (read the data)."""
 import json
 import os
 import re
@@ -522,6 +522,43 @@ def test_cli_ip_port_as_qperf(server):
                          timeout=60)
     assert out.returncode == 0, out.stderr
     assert any(f"on port {port}" in line for line in server.lines), server.lines
+
+
+# qperf's -ar: the ends read what they receive
+
+@pytest.mark.parametrize("test,flip", [("tcp_bw", False), ("udp_bw", False), ("tcp_lat", False),
+                                       ("udp_lat", False), ("tcp_bw", True), ("udp_bw", True)])
+def test_access_recv_reads_every_byte_received_remote(server, test, flip):
+    s = perfkit.run(RemoteTest(test=test, port=server.port, size=3000, messages=501, duration=20, flip=flip,
+                               access_recv=True)).summary
+    _assert_count_met(s, 501, 3000)
+    assert s["bytes_read"] == s["bytes_rx"] > 0   # both ends' receives, every byte
+    plain = perfkit.run(RemoteTest(test=test, port=server.port, size=3000, messages=501, duration=20,
+                                   flip=flip)).summary
+    assert plain["bytes_read"] == 0 and plain["bytes_rx"] > 0
+
+
+@pytest.mark.parametrize("test", ["tcp_bw", "udp_bw", "tcp_lat", "udp_lat"])
+def test_access_recv_reads_every_byte_received_local(test):
+    s = perfkit.run(LocalTest(test=test, size=3000, messages=501, duration=20, access_recv=True)).summary
+    _assert_count_met(s, 501, 3000)
+    assert s["bytes_read"] == s["bytes_rx"] > 0
+    assert perfkit.run(LocalTest(test=test, size=3000, messages=501, duration=20)).summary["bytes_read"] == 0
+
+
+def test_cli_access_recv_as_qperf(server):
+    out = subprocess.run([sys.executable, "-P", "-m", "perfkit", "test", "127.0.0.1", "--port", str(server.port),
+                          "udp_bw", "-ar", "1", "-n", "1000", "-r", "20kpps", "--json"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    (s,) = [json.loads(line)["summary"] for line in out.stdout.splitlines() if line.startswith('{"summary"')]
+    assert s["bytes_read"] == s["bytes_rx"] == s["pkts_rx"] * 32 * 1024 > 0   # qperf's udp_bw size, 32K
+    from perfkit.cli import _parser, _ends
+    assert _ends(_parser().parse_args(["local", "tcp_bw", "-ar"]))["access_recv"] is True
+    assert _ends(_parser().parse_args(["local", "tcp_bw"]))["access_recv"] is False
+    bad = subprocess.run([sys.executable, "-P", "-m", "perfkit", "local", "tcp_bw", "-ar", "2"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "invalid choice: '2'" in bad.stderr
 
 
 def test_sctp_runs_or_says_why_not(server):

@@ -48,7 +48,8 @@ cdef class SockEngine:
     size, flows, batch, gso, rate (messages/s, 0 = unlimited), duration (s),
     count (senders: messages, or round trips, before they stop; 0/None = no limit),
     busy_poll, cpu, proto (tcp|sctp), sock_buf (bytes; 0/None = the default),
-    flip (stream roles: a sender accepts, a receiver connects), netns; HTTP roles: users, keepalive,
+    flip (stream roles: a sender accepts, a receiver connects), access_recv (read every byte
+    received), netns; HTTP roles: users, keepalive,
     think, ramp, connect_timeout, response_timeout (s), blob (request or response bytes;
     a client's blob may hold several requests back to back), url_random, tls, user_base (netns: a
     /run/netns/NAME path to work in)."""
@@ -92,6 +93,7 @@ cdef class SockEngine:
                 cfgs[i].proto = {"tcp": socket.IPPROTO_TCP, "sctp": 132}[w.get("proto", "tcp")]
                 cfgs[i].sock_buf = w.get("sock_buf") or 0
                 cfgs[i].flip = 1 if w.get("flip") else 0
+                cfgs[i].access_recv = 1 if w.get("access_recv") else 0
                 netns = (w.get("netns") or "").encode()
                 if len(netns) >= sizeof(cfgs[i].netns):
                     raise ValueError(f"netns: path longer than {sizeof(cfgs[i].netns) - 1} bytes: {w['netns']!r}")

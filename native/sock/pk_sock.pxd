@@ -37,6 +37,7 @@ cdef extern from "sock_engine.h":
         int proto
         uint32_t sock_buf
         int flip
+        int access_recv
         char netns[108]
         uint32_t users
         int keepalive

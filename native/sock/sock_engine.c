@@ -129,6 +129,7 @@ typedef struct worker {
 
     uint64_t lat_min;
     uint64_t cpu0, wall0, cpu_at;
+    uint64_t read_sum;           /* access_recv: what reading the data added up to (kept, so it is read) */
 
     struct http_state *http;     /* HTTP roles: connection slots, epoll */
     int http_post, http_head;    /* HTTP client: the request's method */
@@ -294,6 +295,22 @@ static int receiver_finished(const worker *w, uint64_t now, uint64_t last_rx, ui
 
 /* ------------------------------------------------------------------ roles */
 
+/* access_recv (qperf's -ar): read every received byte, as an application would, a word at
+ * a time (memcpy: any alignment) into a sum the worker keeps; counted in bytes_read. */
+static void read_data(worker *w, const uint8_t *p, size_t n)
+{
+    uint64_t sum = 0, v;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&v, p + i, 8);
+        sum += v;
+    }
+    for (; i < n; i++)
+        sum += p[i];
+    w->read_sum += sum;
+    pk_add(&w->c, PK_bytes_read, n);
+}
+
 static void fill_header(uint8_t *buf, uint32_t size, uint32_t flow, uint64_t seq, uint64_t now)
 {
     if (size < PK_WIRE_HDR_LEN)
@@ -416,6 +433,8 @@ static void run_udp_recv(worker *w)
         for (int i = 0; i < r; i++) {
             uint32_t len = w->msgs[i].msg_len;
             bytes += len;
+            if (w->cfg.access_recv)
+                read_data(w, w->bufs + (size_t)i * w->buf_len, len);
             if (!track)
                 continue;
             pk_wire_hdr h;
@@ -467,6 +486,8 @@ static void run_udp_reflect_one(worker *w)
         pk_add(&w->c, PK_pkts_rx, 1);
         pk_add(&w->c, PK_udp_rx, 1);
         pk_add(&w->c, PK_bytes_rx, (uint64_t)r);
+        if (w->cfg.access_recv)
+            read_data(w, buf, (size_t)r);
         if (sys_sendto(fd, buf, (size_t)r, 0, from, fromlen) == r) {
             pk_add(&w->c, PK_pkts_tx, 1);
             pk_add(&w->c, PK_bytes_tx, (uint64_t)r);
@@ -502,6 +523,8 @@ static void run_udp_reflect(worker *w)
         for (int i = 0; i < r; i++) {
             w->iov[i].iov_len = w->msgs[i].msg_len;
             bytes += w->msgs[i].msg_len;
+            if (w->cfg.access_recv)
+                read_data(w, w->iov[i].iov_base, w->msgs[i].msg_len);
         }
         pk_add(&w->c, PK_pkts_rx, (uint64_t)r);
         pk_add(&w->c, PK_udp_rx, (uint64_t)r);
@@ -558,6 +581,8 @@ static void run_udp_ping(worker *w)
             }
             pk_add(&w->c, PK_pkts_rx, 1);
             pk_add(&w->c, PK_bytes_rx, (uint64_t)r);
+            if (w->cfg.access_recv)
+                read_data(w, in, (size_t)r);
             pk_wire_hdr h;
             if (tagged && (!pk_wire_parse(in, (uint64_t)r, &h) || h.seq != seq)) {
                 pk_add(&w->c, PK_seq_dup, 1);
@@ -776,6 +801,8 @@ static void run_tcp_recv(worker *w)
             uint64_t before = bytes / size;
             bytes += (uint64_t)r;
             pk_add(&w->c, PK_bytes_rx, (uint64_t)r);
+            if (w->cfg.access_recv)
+                read_data(w, w->bufs, (size_t)r);
             if (bytes / size != before)
                 pk_add(&w->c, PK_pkts_rx, bytes / size - before);
             continue;
@@ -816,7 +843,10 @@ static void run_tcp_ping(worker *w)
         pk_add(&w->c, PK_bytes_tx, size);
         if (xfer_all(w, fd, in, size, 0) != size)
             break;
-        record_latency(w, pk_now_ns() - t_send, &last_lat);
+        uint64_t t_recv = pk_now_ns();   /* (before reading the data, as the UDP ping's) */
+        if (w->cfg.access_recv)
+            read_data(w, in, size);
+        record_latency(w, t_recv - t_send, &last_lat);
         pk_add(&w->c, PK_pkts_rx, 1);
         pk_add(&w->c, PK_bytes_rx, size);
         n++;
@@ -840,6 +870,8 @@ static void run_tcp_pong(worker *w)
             break; /* EOF, error or hard deadline */
         pk_add(&w->c, PK_pkts_rx, 1);
         pk_add(&w->c, PK_bytes_rx, size);
+        if (w->cfg.access_recv)
+            read_data(w, w->bufs, size);
         if (xfer_all(w, fd, w->bufs, size, 1) != size)
             break;
         pk_add(&w->c, PK_pkts_tx, 1);

@@ -58,6 +58,8 @@ typedef struct pk_sock_worker_cfg {
                                kernel's autotuning on a TCP sender or pinger */
     int flip;               /* stream roles: accept where the role connects and connect where it
                                accepts (qperf's -f1: the server sends, the client receives) */
+    int access_recv;        /* socket roles: read every byte received (qperf's -ar), as an
+                               application would; counted in bytes_read */
     char netns[108];        /* network namespace file (/run/netns/NAME) to work in; "" = ours */
     /* HTTP roles */
     uint32_t users;         /* client: virtual users (connections); server: connections at once */

@@ -76,7 +76,7 @@ def workers_for(spec: LocalTest) -> list[dict]:
     """The worker list for a local test: the receiving end first, then the sender
     that targets it (peer 0)."""
     server, client = _ends(spec)
-    common = {"size": spec.size, "duration": spec.duration}
+    common = {"size": spec.size, "duration": spec.duration, "access_recv": spec.access_recv}
     here = server["local"]
     sender = {**common, **client, "remote": here, "peer": 0, "rate": spec.messages_per_second,
               "count": spec.messages, "sock_buf": spec.loc_sock_buf_size,

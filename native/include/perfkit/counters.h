@@ -80,6 +80,8 @@
     /* HTTPS client */                                                        \
     X(err_tls,      SUM,   "conn", "TLS handshakes failed")                   \
     X(http_cut,     SUM,   "req",  "HTTP requests still out when stopped")    \
+    /* socket receivers asked to read what arrives (qperf's -ar) */           \
+    X(bytes_read,   SUM,   "byte", "received bytes read by the receiver")     \
     /* latency probes beside a load (DPDK engine): their own samples */      \
     X(probe_tx,     SUM,   "pkt",  "latency probes sent")                     \
     X(probe_rx,     SUM,   "pkt",  "latency probes received (with a sample)") \
