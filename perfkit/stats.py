@@ -168,12 +168,15 @@ def make_row(t: float, dt: float, prev: list[int], cur: list[int], prev_hist: Hi
     row["loss_pct"] = loss_pct(d["pkts_rx"], d["seq_dup"], d["seq_lost"])
     interval_hist = cur_hist - prev_hist
     row.update(latency_fields(interval_hist, d["lat_count"], d["lat_sum_ns"], d["jitter_sum_ns"]))
-    row["cpu_pct"] = 100.0 * d["cpu_busy_ns"] / (dt * 1e9) if dt > 0 else 0.0
-    row["rtt_mean_us"] = d["rtt_sum_ns"] / d["rtt_count"] / 1e3 if d["rtt_count"] else None
+    # each worker's busy time over its own wall time: workers add to both now and then, so
+    # over a short interval (the last row's) busy / dt would count time from before it
     busy, wall = INDEX["cpu_busy_ns"], INDEX["cpu_wall_ns"]
-    for w, (p, c) in enumerate(zip(prev_workers, cur_workers)):
-        dwall = c[wall] - p[wall]
-        row[f"cpu_pct_w{w}"] = 100.0 * (c[busy] - p[busy]) / dwall if dwall > 0 else 0.0
+    per_worker = [100.0 * (c[busy] - p[busy]) / (c[wall] - p[wall]) if c[wall] > p[wall] else 0.0
+                  for p, c in zip(prev_workers, cur_workers)]
+    row["cpu_pct"] = sum(per_worker)
+    row["rtt_mean_us"] = d["rtt_sum_ns"] / d["rtt_count"] / 1e3 if d["rtt_count"] else None
+    for w, pct in enumerate(per_worker):
+        row[f"cpu_pct_w{w}"] = pct
     return row
 
 

@@ -305,6 +305,25 @@ def test_make_row_loss_cpu_and_latency_for_the_interval():
     assert row["jitter_us"] == pytest.approx(0.05)
 
 
+def test_make_row_cpu_is_each_workers_busy_over_its_own_wall_time():
+    # a short last interval: the worker last added 10 ms busy over 10 ms of its wall time,
+    # and the row spans 2 ms of the sampler's; busy / dt would say 500 %
+    prev_w = [block(cpu_busy_ns=990_000_000, cpu_wall_ns=1_000_000_000)]
+    cur_w = [block(cpu_busy_ns=1_000_000_000, cpu_wall_ns=1_010_000_000)]
+    row = make_row(1.002, 0.002, merge_counters(prev_w), merge_counters(cur_w), Histogram(), Histogram(),
+                   prev_w, cur_w)
+    assert row["cpu_pct"] == row["cpu_pct_w0"] == pytest.approx(100.0)
+
+
+def test_rows_of_a_real_run_never_show_more_cpu_than_its_workers_have():
+    import perfkit
+    # 1 s at rows of 1 s: the last row spans the few ms until the workers end, and the workers
+    # refresh their CPU counters every 10 ms (busy / dt showed 731 % there, perfkit local tcp_bw -t 1)
+    for _ in range(3):
+        for row in perfkit.run(perfkit.LocalTest("tcp_bw", duration=1)).rows:
+            assert 0 <= row["cpu_pct"] <= 100 * 2 + 1, row   # each of 2 workers: at most all its time
+
+
 def test_make_row_without_traffic_or_time():
     z = [0] * N
     row = make_row(0.0, 0.0, z, z, Histogram(), Histogram(), [z], [z])
