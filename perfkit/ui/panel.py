@@ -168,7 +168,9 @@ HINTS = {
                    "token": "the shared secret a server off loopback asks for; never saved with the run",
                    "test": "qperf's tests; sctp_* where the kernel has SCTP",
                    "flip": "the server sends (pings) and this host receives (answers), as qperf -f1",
-                   "wait_server": "keep trying a server that is not listening yet this long, as qperf -ws"},
+                   "wait_server": "keep trying a server that is not listening yet this long, as qperf -ws",
+                   "ip_port": "the data port: where the server listens or receives (flipped UDP: this host); "
+                              "0 = any, as qperf -ip"},
     "DpdkReflect": {"port": "the port to answer on: ring:NAME:1 (the far end of a pair) or a vdev",
                     "burst": "frames per rx/tx burst"},
     "DpdkFlows": {"ramp_time": "how long the ramp from rate to ramp_to takes (default: the whole duration)"},
@@ -189,6 +191,7 @@ _TCP_TEXT = {"listen_num": "1..65536 - listen", "retransmit_timeout": "1ms..60s"
 RANGES = {
     "_SocketTest": {"flows": (1, _spec.MAX_FLOWS), "port": _PORT, "batch": (1, _spec.MAX_BATCH),
                     "gso": (0, _spec.MAX_GSO)},
+    "RemoteTest": {"ip_port": _PORT},
     "DpdkFlows": {"size": (_spec.DPDK_MIN_SIZE, _spec.DPDK_MAX_SIZE),
                   "sport": (1, 65535), "dport": (1, 65535), "burst": (1, _spec.DPDK_MAX_BURST)},
     "DpdkHttpServer": _TCP_RANGES,
