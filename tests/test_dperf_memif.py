@@ -18,7 +18,8 @@ sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the he
 from _dpdk_tests import eal, StallFirstProxy  # noqa: E402,F401 (eal: a fixture)
 
 SERVER = r"""
-import json, sys, time
+import faulthandler, json, sys, time
+faulthandler.enable()         # a native crash says so on stderr (the test shows it)
 from perfkit.engines import dpdk_tcp
 from perfkit.spec import DpdkHttpServer
 from perfkit.stats import COUNTER_NAMES, merge_counters
@@ -60,7 +61,15 @@ def memif_server(tag, payload, keepalive, extra=None):
         line = child.stdout.readline()
         if "READY" not in line:
             pytest.skip(f"the memif server did not start: {line}{child.stderr.read()[-500:]}")
-        yield sock, finish
+        try:
+            yield sock, finish
+        except BaseException as exc:  # the server's side of it: alive, or how it ended
+            if child.poll() is None:
+                exc.add_note("the memif server child was still running")
+            else:
+                exc.add_note(f"the memif server child had exited ({child.returncode}): "
+                             f"{child.stderr.read()[-3000:]}")
+            raise
     finally:
         if child.poll() is None:
             child.kill()
