@@ -483,6 +483,7 @@ class Bench:
     vs_tests: tuple = VS_TESTS   # vs_qperf: which qperf tests
     vs_client: str = "api"       # vs_qperf: perfkit test from Python (api) or as a command (cli)
     vs_pin: tuple | None = None  # vs_qperf: (client CPU, server CPU) for both tools (-lca/-rca), or unpinned
+    vs_access_recv: bool = False  # vs_qperf: both tools' receivers read the data (-ar 1)
     vs_rows: list[Row] = field(default_factory=list)
     vs_details: list[str] = field(default_factory=list)
     http_rows: list[Row] = field(default_factory=list)
@@ -828,14 +829,16 @@ class TwoHosts:
             self.token = os.urandom(8).hex()
         self.servers: list = []
         self.pin = None   # (client CPU, server CPU): both tools' -lca/-rca, or None
+        self.access_recv = False   # both tools' -ar 1: the receiving ends read the data
 
     def pin_args(self, qperf: bool = False) -> list:
         """-lca/-rca for perfkit, or for qperf 0.4.11, which pins to the number it is given
         minus one (its -lca 1 is CPU 0; 0 means any), though its help says CPUs count from 0."""
+        ar = ["-ar", "1"] if self.access_recv else []
         if self.pin is None:
-            return []
+            return ar
         loc, rem = (c + 1 for c in self.pin) if qperf else self.pin
-        return ["-lca", str(loc), "-rca", str(rem)]
+        return ["-lca", str(loc), "-rca", str(rem), *ar]
 
     def close(self) -> None:
         for srv in self.servers:
@@ -989,7 +992,8 @@ def run_perfkit_two_hosts(th: TwoHosts, duration: float, tests, size_args: list)
     return {(s["test"], int(s["size"])): s for s in sums}
 
 
-def _perfkit_test_api(host: str, test: str, size: int, seconds: float, port: int, token, pin=None) -> dict:
+def _perfkit_test_api(host: str, test: str, size: int, seconds: float, port: int, token, pin=None,
+                      access_recv=False) -> dict:
     """`perfkit test` from Python (perfkit.test: the same remote.plan + Run as the command
     line), one test at one size; its summary. In lab.call's fork: a session of its own,
     as each qperf process has (with autogroup scheduling the CPU share follows the session)."""
@@ -1000,7 +1004,7 @@ def _perfkit_test_api(host: str, test: str, size: int, seconds: float, port: int
         pass
     loc, rem = pin or (None, None)
     rows = perfkit.test(host, test, time=seconds, size=size, port=port, token=token,
-                        loc_cpu_affinity=loc, rem_cpu_affinity=rem).to_dicts()
+                        loc_cpu_affinity=loc, rem_cpu_affinity=rem, access_recv=access_recv).to_dicts()
     return rows[0]
 
 
@@ -1011,10 +1015,10 @@ def run_perfkit_api(th: TwoHosts, duration: float, test: str, size: int) -> dict
     try:
         if th.lab is None:
             s = in_fork(_perfkit_test_api, th.host, test, size, duration, th.pk_port, th.token, th.pin,
-                        timeout=duration + 60)
+                        th.access_recv, timeout=duration + 60)
         else:
             s = th.lab.call(th.h1, _perfkit_test_api, th.host, test, size, duration, th.pk_port, th.token,
-                            th.pin, timeout=duration + 60)
+                            th.pin, th.access_recv, timeout=duration + 60)
     except (EngineError, ValueError, TimeoutError) as exc:
         raise BenchError(f"perfkit test {test} -m {size}: {exc}") from None
     if s.get("error"):
@@ -1090,6 +1094,7 @@ def bench_vs_qperf(b: Bench) -> None:
         try:
             th = TwoHosts(path, b.ports)
             th.pin = b.vs_pin
+            th.access_recv = b.vs_access_recv
         except Exception as exc:   # the lab could not be made (perfkit.lab.LabError, OSError)
             b.errors += 1
             print(f"  {path}: ERROR {type(exc).__name__}: {exc}", flush=True)
@@ -1917,7 +1922,9 @@ def write_results(path: Path, b: Bench, env: dict, versions: dict, argv: list[st
                f"`perfkit serve` / `perfkit test` against qperf's server / client, every qperf test at three "
                f"sizes, {b.reps} alternating reps of {b.vs_duration:g} s"
                + (f", both tools' client worker pinned to CPU {b.vs_pin[0]} and server worker to CPU {b.vs_pin[1]} "
-                  "(-lca/-rca)" if b.vs_pin else "") + ". Bandwidth: payload bits/s received "
+                  "(-lca/-rca)" if b.vs_pin else "")
+               + (", both tools reading what they receive (-ar 1)" if b.vs_access_recv else "")
+               + ". Bandwidth: payload bits/s received "
                "(qperf udp_bw: recv_bw); latency: mean RTT / 2 on both sides (qperf's `latency`, perfkit's "
                "`latency_us`). Targets: bandwidth >= 1.0x qperf, latency <= 1.0x qperf. In brackets: the "
                "ratio's 95% bootstrap interval (each tool's runs resampled); where it spans 1.0 the runs "
@@ -1959,6 +1966,8 @@ def main(argv=None) -> int:
     p.add_argument("--vs-pin", metavar="CLIENT,SERVER",
                    help="vs_qperf: pin both tools' client and server workers to these CPUs (qperf's and "
                         "perfkit's -lca/-rca; default: unpinned, where the scheduler puts them)")
+    p.add_argument("--vs-access-recv", action="store_true",
+                   help="vs_qperf: both tools' receiving ends read every byte they receive (-ar 1)")
     p.add_argument("--only", nargs="+", choices=(*GROUPS, "dpdk"), metavar="NAME",
                    help=f"run only these comparisons: {', '.join(GROUPS)}; dpdk = {' '.join(DPDK_GROUPS)}")
     p.add_argument("--loss-rate", type=int, metavar="PPS",
@@ -1999,7 +2008,7 @@ def main(argv=None) -> int:
         print(f"WARNING: {env['busy']}", flush=True)
     b = Bench(reps=a.reps, duration=a.duration, ports=Ports(a.base_port), tools=tools, loss_rate=a.loss_rate,
               vs_duration=a.vs_duration, vs_paths=tuple(a.vs_paths), vs_tests=tuple(a.vs_tests), vs_client=a.perfkit_client,
-              vs_pin=vs_pin)
+              vs_pin=vs_pin, vs_access_recv=a.vs_access_recv)
     t0 = time.monotonic()
     interrupted = False
     try:

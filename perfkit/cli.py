@@ -375,9 +375,9 @@ def _ends_options(parser, loc: str, rem: str) -> None:
     parser.add_argument("-rsb", "--rem-sock-buf-size", metavar="SIZE",
                         help=f"socket buffers of {rem}'s socket, as qperf -rsb (default 8 MiB)")
     parser.add_argument("-sb", "--sock-buf-size", metavar="SIZE", help="both of the above, as qperf -sb")
-    parser.add_argument("-ar", "--access-recv", nargs="?", const="1", default="0", choices=("0", "1"),
+    parser.add_argument("-ar", "-ar1", "--access-recv", nargs="?", const="1", default="0", choices=("0", "1"),
                         metavar="0|1", help="1: both ends read every byte they receive, as an application "
-                        "would, as qperf -ar (default 0: the data is not looked at)")
+                        "would, as qperf -ar (-ar1 and -ar alone: 1; default 0: the data is not looked at)")
 
 
 def _ends(a) -> dict:

@@ -555,6 +555,7 @@ def test_cli_access_recv_as_qperf(server):
     assert s["bytes_read"] == s["bytes_rx"] == s["pkts_rx"] * 32 * 1024 > 0   # qperf's udp_bw size, 32K
     from perfkit.cli import _parser, _ends
     assert _ends(_parser().parse_args(["local", "tcp_bw", "-ar"]))["access_recv"] is True
+    assert _ends(_parser().parse_args(["test", "127.0.0.1", "tcp_bw", "-ar1"]))["access_recv"] is True
     assert _ends(_parser().parse_args(["local", "tcp_bw"]))["access_recv"] is False
     bad = subprocess.run([sys.executable, "-P", "-m", "perfkit", "local", "tcp_bw", "-ar", "2"],
                          capture_output=True, text=True, timeout=60)
