@@ -95,6 +95,12 @@ def _parser() -> argparse.ArgumentParser:
     _count_option(tst)
     tst.add_argument("-ws", "--wait-server", default="5s", metavar="TIME",
                      help="keep trying a server that is not listening yet this long, as qperf -ws (default 5s)")
+    tst.add_argument("-to", "--timeout", metavar="TIME",
+                     help="both of the below, as qperf -to (default 30s; qperf's is 5s)")
+    tst.add_argument("-lto", "--loc-timeout", metavar="TIME",
+                     help="wait this long for the server's answer to a control request, as qperf -lto")
+    tst.add_argument("-rto", "--rem-timeout", metavar="TIME",
+                     help="the server waits this long for this host's next control message, as qperf -rto")
     tst.add_argument("-ip", "--ip-port", default=0, metavar="PORT",
                      help="the data port, as qperf -ip: where the server listens or receives (flipped UDP: "
                           "where this host receives); default any free port")
@@ -393,7 +399,7 @@ def _ends(a) -> dict:
 
 def _test(a) -> int:
     from perfkit import remote
-    from perfkit.spec import _int_in, check_target, check_wait_server
+    from perfkit.spec import CONTROL_TIMEOUT_S, _int_in, check_target, check_timeout, check_wait_server
     from perfkit.units import parse_duration
     host = check_target(a.host)
     data_tests = [t for t in a.tests if t not in ("conf", "quit")]
@@ -401,8 +407,12 @@ def _test(a) -> int:
     if unknown:
         raise ValueError(f"test: {unknown[0]!r} is not one of {', '.join(REMOTE_TESTS)}, conf, quit")
     wait = check_wait_server(a.wait_server)   # conf and quit use it too
+    timeouts = {end: check_timeout(own if own is not None else a.timeout if a.timeout is not None
+                                   else CONTROL_TIMEOUT_S, end)
+                for end, own in (("loc_timeout", a.loc_timeout), ("rem_timeout", a.rem_timeout))}
     fields = {"size": a.msg_size, "rate": a.rate, "flows": a.flows, "busy_poll": a.busy_poll,
-              "messages": a.no_msgs, "flip": a.flip, "wait_server": wait, "ip_port": a.ip_port, **_ends(a)}
+              "messages": a.no_msgs, "flip": a.flip, "wait_server": wait, "ip_port": a.ip_port,
+              **timeouts, **_ends(a)}
     sweep = dict(o.split(":", 1) if ":" in o else (o, "") for o in a.oo)
     interval = parse_duration(a.interval, "interval")
     digits = _int_in(a.precision, "precision", 1, 15)
@@ -413,10 +423,10 @@ def _test(a) -> int:
         todo[t].append((point, spec))
     for name in a.tests:
         if name == "conf":
-            both = remote.conf(host, a.port, a.token, wait)
+            both = remote.conf(host, a.port, a.token, wait, timeouts["loc_timeout"])
             print(json.dumps({"conf": both}) if a.json else _conf_text(both), flush=True)
         elif name == "quit":
-            remote.quit_server(host, a.port, a.token, wait)
+            remote.quit_server(host, a.port, a.token, wait, timeouts["loc_timeout"])
             print(json.dumps({"quit": host}) if a.json else "quit:\n    server stopped", flush=True)
         else:
             for point, spec in todo[name]:

@@ -7,7 +7,12 @@ JSON messages (4-byte big-endian length, then a JSON object with "v" and "op"):
     hello {token}                      ->   hello {env}            (or error, then close)
     conf                               ->   conf {env}
     prepare {test, size, flows, ...}   ->   ready {port}           (its end of the test runs)
+    start                              ->   started                (flipped: the server's sender goes)
     counters                           ->   counters {workers}     (every interval, for live rows)
+    running                            ->   running {running}      (flipped: is the sender done?
+                                                                     and, at least every timeout/3,
+                                                                     so the server keeps waiting)
+    stop                               ->   stopping               (flipped: a stop here)
     finish {sent}                      ->   result {workers, error}
     quit                               ->   bye                    (the server stops)
 
@@ -29,12 +34,11 @@ import threading
 import time
 
 from perfkit.errors import EngineError
-from perfkit.spec import WAIT_SERVER_S
+from perfkit.spec import CONTROL_TIMEOUT_S, WAIT_SERVER_S
 
 PROTOCOL = 1
 DEFAULT_PORT = 19800
 MAX_MESSAGE = 1 << 20
-CONTROL_TIMEOUT_S = 30.0
 # the far end of each test: (role, protocol)
 SERVER_ROLE = {"udp_bw": ("udp_recv", "tcp"), "udp_lat": ("udp_reflect", "tcp"),
                "tcp_bw": ("tcp_recv", "tcp"), "tcp_lat": ("tcp_pong", "tcp"),
@@ -208,10 +212,12 @@ class Server:
                     return
                 elif op == "prepare" and engine is None:
                     engine, spec = self._prepare(msg, local_ip, peer[0])
+                    conn.settimeout(spec.rem_timeout)   # the client's -rto, until it is done
                     cpu = spec.rem_cpu_affinity
                     # cpu, sock_buf, flip: what the worker got; a client that asked for them sees it was done
                     send_msg(conn, "ready", port=engine.bound_port(0), cpu=cpu, sock_buf=spec.rem_sock_buf_size,
-                             flip=spec.flip, ip_port=spec.ip_port, access_recv=spec.access_recv)
+                             flip=spec.flip, ip_port=spec.ip_port, access_recv=spec.access_recv,
+                             timeout=spec.rem_timeout)
                     self.log(f"perfkit serve: {msg.get('test')}{' flipped' if spec.flip else ''} for {peer[0]} "
                              f"on port {engine.bound_port(0)}" + (f", CPU {cpu}" if cpu is not None else ""))
                 elif op == "start" and engine is not None and spec.flip:   # flipped: the client is ready
@@ -236,6 +242,7 @@ class Server:
                              sent=sent)
                     engine.close()
                     engine = None
+                    conn.settimeout(CONTROL_TIMEOUT_S)
                 else:
                     raise ProtocolError(f"unexpected {op!r} here")
         except ProtocolError as exc:
@@ -272,7 +279,8 @@ class Server:
                           batch=msg.get("batch", 32), busy_poll=msg.get("busy_poll", False),
                           rem_cpu_affinity=msg.get("cpu"), rem_sock_buf_size=msg.get("sock_buf"),
                           flip=msg.get("flip", False), rate=msg.get("rate"), messages=msg.get("messages"),
-                          ip_port=msg.get("ip_port", 0), access_recv=msg.get("access_recv", False))
+                          ip_port=msg.get("ip_port", 0), access_recv=msg.get("access_recv", False),
+                          rem_timeout=msg.get("timeout", CONTROL_TIMEOUT_S))
         cpu = check_cpu_here(spec.rem_cpu_affinity, "rem_cpu_affinity")
         if SERVER_ROLE[spec.test][1] == "sctp" and (why := _sctp_available()):
             raise ValueError(f"test: {spec.test} cannot run on the server: {why}")
@@ -305,14 +313,16 @@ class Control:
     """The client's end of a control connection."""
 
     def __init__(self, host: str, port: int = DEFAULT_PORT, token: str | None = None,
-                 wait_server: float = WAIT_SERVER_S):
+                 wait_server: float = WAIT_SERVER_S, timeout: float = CONTROL_TIMEOUT_S):
         token = token if token is not None else os.environ.get("PERFKIT_TOKEN") or None
+        self.timeout = timeout
+        self.last_request = time.monotonic()
         deadline = time.monotonic() + wait_server
         while True:   # as qperf -ws: a server not listening yet is tried again until the deadline
             try:
                 self.sock = socket.create_connection(
                     (host, port), timeout=min(CONTROL_TIMEOUT_S, max(deadline - time.monotonic(), 1.0)))
-                self.sock.settimeout(CONTROL_TIMEOUT_S)   # the connect's own timeout is not the requests'
+                self.sock.settimeout(timeout)   # the connect's own timeout is not the requests'
                 break
             except OSError as exc:
                 left = deadline - time.monotonic()
@@ -324,9 +334,13 @@ class Control:
         self.remote_env = self.request("hello", token=token)["env"]
 
     def request(self, op: str, **fields) -> dict:
+        self.last_request = time.monotonic()
         try:
             send_msg(self.sock, op, **fields)
             reply = recv_msg(self.sock)
+        except TimeoutError:
+            raise EngineError(f"control connection: no answer to {op} from the server in {self.timeout:g} s "
+                              "(loc_timeout, -lto)") from None
         except (OSError, ConnectionError, ProtocolError) as exc:
             raise EngineError(f"control connection: {exc}") from None
         if reply["op"] == "error":
@@ -348,7 +362,8 @@ class RemoteHandle:
             raise ValueError(f"test: {spec.test} cannot run here: {why}")
         loc_cpu = check_cpu_here(spec.loc_cpu_affinity, "loc_cpu_affinity")
         self.flip = spec.flip
-        self.ctl = Control(spec.host, spec.port, spec.token, spec.wait_server)
+        self.ctl = Control(spec.host, spec.port, spec.token, spec.wait_server, spec.loc_timeout)
+        self.keepalive_s = spec.rem_timeout / 3   # a message at least this often: the server waits rem_timeout
         self.local = None
         try:
             local_ip = self.ctl.sock.getsockname()[0]
@@ -362,7 +377,7 @@ class RemoteHandle:
                                      sock_buf=spec.rem_sock_buf_size, flip=spec.flip,
                                      rate=spec.messages_per_second or None, messages=spec.messages,
                                      port=self.local.bound_port(0) if udp_flip else None, ip_port=spec.ip_port,
-                                     access_recv=spec.access_recv)
+                                     access_recv=spec.access_recv, timeout=spec.rem_timeout)
             older = f"(perfkit {self.ctl.remote_env.get('perfkit')} there is older than"
             if ready.get("cpu") != spec.rem_cpu_affinity:   # a server from before -rca ignores it
                 raise EngineError(f"rem_cpu_affinity: the server did not pin its worker to CPU "
@@ -375,6 +390,8 @@ class RemoteHandle:
                 raise EngineError(f"ip_port: the server did not take data port {spec.ip_port} {older} -ip)")
             if ready.get("access_recv", False) != spec.access_recv:   # and before -ar
                 raise EngineError(f"access_recv: the server does not read what it receives {older} -ar)")
+            if ready.get("timeout", CONTROL_TIMEOUT_S) != spec.rem_timeout:   # and before -rto
+                raise EngineError(f"rem_timeout: the server does not wait {spec.rem_timeout:g} s {older} -rto)")
             if not udp_flip:
                 self.local = SockEngine([end_worker(spec, not spec.flip, local_ip, loc_cpu, spec.loc_sock_buf_size,
                                                     remote=(spec.host, int(ready["port"])))])
@@ -408,16 +425,21 @@ class RemoteHandle:
 
     def running(self):
         """Flipped, the sender is the server's: ask it every FLIP_POLL_S whether it is done
-        (a UDP receiver here could not tell; a TCP one also sees EOF), then drain and end."""
+        (a UDP receiver here could not tell; a TCP one also sees EOF), then drain and end.
+        Either way a message goes at least every keepalive_s: the server gives up on a
+        client silent for rem_timeout (rows, which ask for its counters, may be further apart)."""
         if not self.local.running():
             return False
-        if self.flip and not self._sender_done and time.monotonic() - self._asked_at >= FLIP_POLL_S:
-            self._asked_at = time.monotonic()
+        now = time.monotonic()
+        flip_due = self.flip and not self._sender_done and now - self._asked_at >= FLIP_POLL_S
+        if flip_due or now - self.ctl.last_request >= self.keepalive_s:
+            self._asked_at = now
             try:
-                self._sender_done = not self.ctl.request("running")["running"]
+                sending = self.ctl.request("running")["running"]
+                self._sender_done = self._sender_done or (self.flip and not sending)
             except EngineError as exc:   # the server is gone: nothing more will arrive
                 self._error = self._error or str(exc)
-                self._sender_done = True
+                self._sender_done = self.flip
             if self._sender_done:
                 self.local.stop()
         return self.local.running() > 0
@@ -466,10 +488,10 @@ class RemoteHandle:
 
 
 def conf(host: str, port: int = DEFAULT_PORT, token: str | None = None,
-         wait_server: float = WAIT_SERVER_S) -> dict:
+         wait_server: float = WAIT_SERVER_S, timeout: float = CONTROL_TIMEOUT_S) -> dict:
     """{"local": env, "remote": env}: host, CPU, OS, kernel, perfkit version of both ends."""
     from perfkit.run import environment
-    ctl = Control(host, port, token, wait_server)
+    ctl = Control(host, port, token, wait_server, timeout)
     try:
         return {"local": environment("socket"), "remote": ctl.request("conf")["env"]}
     finally:
@@ -477,9 +499,9 @@ def conf(host: str, port: int = DEFAULT_PORT, token: str | None = None,
 
 
 def quit_server(host: str, port: int = DEFAULT_PORT, token: str | None = None,
-                wait_server: float = WAIT_SERVER_S) -> None:
+                wait_server: float = WAIT_SERVER_S, timeout: float = CONTROL_TIMEOUT_S) -> None:
     """Ask the server to stop."""
-    ctl = Control(host, port, token, wait_server)
+    ctl = Control(host, port, token, wait_server, timeout)
     try:
         ctl.request("quit")
     finally:

@@ -89,6 +89,19 @@ def check_wait_server(value) -> float:
     return wait
 
 
+# a control request's answer, and a server's wait for its client's next message, are
+# awaited this long (qperf's -to, whose default is 5 s)
+CONTROL_TIMEOUT_S, MIN_TIMEOUT_S, MAX_TIMEOUT_S = 30.0, 0.5, 3600.0
+
+
+def check_timeout(value, field: str) -> float:
+    """Seconds to wait for the other end's control message (qperf's -to/-lto/-rto): 0.5 s to 1h."""
+    t = parse_duration(value, field)
+    if not MIN_TIMEOUT_S <= t <= MAX_TIMEOUT_S:
+        raise ValueError(f"{field}: {value!r} is out of range (0.5s to 1h)")
+    return t
+
+
 MIN_SOCK_BUF, MAX_SOCK_BUF = 4096, 1 << 30   # below 4 KiB the kernel raises it to its own minimum
 
 
@@ -281,18 +294,25 @@ class RemoteTest(_SocketTest):
     mean this host's and the server's worker, and this host still connects. wait_server
     (qperf's -ws, default 5 s as its): how long to keep trying a server that is not
     listening yet. ip_port (qperf's -ip): the data port, where the server listens (TCP,
-    SCTP) or receives (UDP); flipped UDP, where this host receives; 0 = any free port."""
+    SCTP) or receives (UDP); flipped UDP, where this host receives; 0 = any free port.
+    loc_timeout (qperf's -lto): how long this host waits for the server's answer to a
+    control request; rem_timeout (-rto): how long the server waits for this host's next
+    control message once the test is prepared (this host keeps it waiting less); both 30 s."""
     TESTS: ClassVar[tuple[str, ...]] = REMOTE_TESTS
     port: int = 19800
     token: str | None = field(default=None, repr=False, compare=False)
     flip: bool = False
     wait_server: float | str = WAIT_SERVER_S
     ip_port: int = 0
+    loc_timeout: float | str = CONTROL_TIMEOUT_S
+    rem_timeout: float | str = CONTROL_TIMEOUT_S
 
     def __post_init__(self):
         super().__post_init__()
         object.__setattr__(self, "flip", _bool(self.flip, "flip"))
         object.__setattr__(self, "ip_port", _int_in(self.ip_port, "ip_port", 0, 65535))
+        for end in ("loc_timeout", "rem_timeout"):
+            object.__setattr__(self, end, check_timeout(getattr(self, end), end))
         object.__setattr__(self, "wait_server", check_wait_server(self.wait_server))
 
     def to_dict(self) -> dict:

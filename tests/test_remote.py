@@ -1,7 +1,7 @@
 """perfkit serve / perfkit test over loopback: the control protocol, both ends'
 counters, tokens, bad messages, several clients at once, sweeps; qperf's CPU affinity
 options (-lca/-rca), socket buffers (-lsb/-rsb) and message count (-n), remote and
-local; -ub, -uu, -e; -f1 (the server sends); -ws (wait for the server); -ip (the data port); -ar (read the data)."""
+local; -ub, -uu, -e; -f1 (the server sends); -ws (wait for the server); -ip (the data port); -ar (read the data); -to/-lto/-rto (timeouts)."""
 import json
 import os
 import re
@@ -522,6 +522,78 @@ def test_cli_ip_port_as_qperf(server):
                          timeout=60)
     assert out.returncode == 0, out.stderr
     assert any(f"on port {port}" in line for line in server.lines), server.lines
+
+
+# qperf's -to/-lto/-rto: how long each end waits for the other's control message
+
+@pytest.fixture
+def silent_server():
+    """A control server that says hello, then never answers: its port."""
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(8)
+    conns = []
+
+    def serve():
+        while True:
+            try:
+                c, _ = lsock.accept()
+            except OSError:
+                return
+            conns.append(c)
+            recv_msg(c)
+            send_msg(c, "hello", env={})
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield lsock.getsockname()[1]
+    lsock.close()
+    for c in conns:
+        c.close()
+
+
+def test_loc_timeout_bounds_the_wait_for_the_servers_answer(silent_server):
+    t0 = time.monotonic()
+    with pytest.raises(perfkit.EngineError, match=r"^control connection: no answer to prepare from the server "
+                                                  r"in 0\.7 s \(loc_timeout, -lto\)$"):
+        perfkit.run(RemoteTest(test="tcp_bw", port=silent_server, duration=1, loc_timeout=0.7))
+    assert 0.7 <= time.monotonic() - t0 < 3
+
+
+def test_rem_timeout_the_server_drops_a_silent_client(server):
+    ctl = Control("127.0.0.1", server.port)
+    try:
+        assert ctl.request("prepare", test="tcp_bw", duration=10, timeout=0.6)["timeout"] == 0.6
+        t0 = time.monotonic()
+        ctl.sock.settimeout(5)
+        assert ctl.sock.recv(1) == b""   # the server closed the connection
+        assert 0.5 <= time.monotonic() - t0 < 3
+    finally:
+        ctl.close()
+    assert any(line.endswith(": timed out") for line in server.lines), server.lines
+
+
+@pytest.mark.parametrize("flip", [False, True])
+def test_rem_timeout_shorter_than_the_rows_the_client_keeps_the_server_waiting(server, flip):
+    # rows 2 s apart, the server's wait 0.6 s: the client says something in between
+    run = perfkit.Run(RemoteTest(test="udp_bw", port=server.port, size=64, rate="10kpps", duration=2.5,
+                                 rem_timeout=0.6, flip=flip), interval=2).run()
+    s = run.summary
+    assert run.error is None and s["pkts_tx"] > 20_000
+    assert s["pkts_rx"] - s["dup"] + s["lost"] == s["pkts_tx"]
+    assert not any("timed out" in line for line in server.lines), server.lines
+
+
+def test_cli_timeouts_as_qperf(silent_server):
+    def perfkit_test(*args):
+        return subprocess.run([sys.executable, "-P", "-m", "perfkit", "test", "127.0.0.1", "--port",
+                               str(silent_server), "tcp_bw", "-t", "1", *args], capture_output=True, text=True,
+                              timeout=60)
+    out = perfkit_test("-to", "0.6")
+    assert out.returncode == 1 and "no answer to prepare from the server in 0.6 s" in out.stderr, out.stderr
+    out = perfkit_test("-to", "5", "-lto", "0.8")
+    assert out.returncode == 1 and "no answer to prepare from the server in 0.8 s" in out.stderr, out.stderr
+    out = perfkit_test("-rto", "0.1")
+    assert out.returncode == 2 and out.stderr == "perfkit: rem_timeout: '0.1' is out of range (0.5s to 1h)\n"
 
 
 # qperf's -ar: the ends read what they receive

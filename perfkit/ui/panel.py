@@ -170,7 +170,9 @@ HINTS = {
                    "flip": "the server sends (pings) and this host receives (answers), as qperf -f1",
                    "wait_server": "keep trying a server that is not listening yet this long, as qperf -ws",
                    "ip_port": "the data port: where the server listens or receives (flipped UDP: this host); "
-                              "0 = any, as qperf -ip"},
+                              "0 = any, as qperf -ip",
+                   "loc_timeout": "wait this long for the server's answer to a control request, as qperf -lto",
+                   "rem_timeout": "the server waits this long for this host's next control message, as qperf -rto"},
     "DpdkReflect": {"port": "the port to answer on: ring:NAME:1 (the far end of a pair) or a vdev",
                     "burst": "frames per rx/tx burst"},
     "DpdkFlows": {"ramp_time": "how long the ramp from rate to ramp_to takes (default: the whole duration)"},
