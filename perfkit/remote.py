@@ -317,6 +317,7 @@ class Control:
         token = token if token is not None else os.environ.get("PERFKIT_TOKEN") or None
         self.timeout = timeout
         self.last_request = time.monotonic()
+        self.broken = None   # why the connection was given up: a late answer would answer the wrong request
         deadline = time.monotonic() + wait_server
         while True:   # as qperf -ws: a server not listening yet is tried again until the deadline
             try:
@@ -334,15 +335,17 @@ class Control:
         self.remote_env = self.request("hello", token=token)["env"]
 
     def request(self, op: str, **fields) -> dict:
+        if self.broken:
+            raise EngineError(f"control connection: closed after {self.broken}")
         self.last_request = time.monotonic()
         try:
             send_msg(self.sock, op, **fields)
             reply = recv_msg(self.sock)
-        except TimeoutError:
-            raise EngineError(f"control connection: no answer to {op} from the server in {self.timeout:g} s "
-                              "(loc_timeout, -lto)") from None
         except (OSError, ConnectionError, ProtocolError) as exc:
-            raise EngineError(f"control connection: {exc}") from None
+            self.broken = (f"no answer to {op} from the server in {self.timeout:g} s (loc_timeout, -lto)"
+                           if isinstance(exc, TimeoutError) else str(exc))
+            self.sock.close()
+            raise EngineError(f"control connection: {self.broken}") from None
         if reply["op"] == "error":
             raise EngineError(f"server: {reply.get('error')}")
         return reply

@@ -559,6 +559,18 @@ def test_loc_timeout_bounds_the_wait_for_the_servers_answer(silent_server):
     assert 0.7 <= time.monotonic() - t0 < 3
 
 
+def test_a_request_that_timed_out_closes_the_control_connection(silent_server):
+    # its answer may still come, and would be taken for the next request's
+    ctl = Control("127.0.0.1", silent_server, timeout=0.6)
+    with pytest.raises(perfkit.EngineError, match="no answer to conf from the server in 0.6 s"):
+        ctl.request("conf")
+    t0 = time.monotonic()
+    with pytest.raises(perfkit.EngineError, match=r"^control connection: closed after no answer to conf"):
+        ctl.request("counters")
+    assert time.monotonic() - t0 < 0.1 and ctl.sock.fileno() == -1
+    ctl.close()
+
+
 def test_rem_timeout_the_server_drops_a_silent_client(server):
     ctl = Control("127.0.0.1", server.port)
     try:
