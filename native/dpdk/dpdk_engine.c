@@ -5,6 +5,9 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <execinfo.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <linux/if_packet.h>
 #include <net/if.h>
 #include <sys/socket.h>
@@ -178,6 +181,39 @@ static int make_pool(uint32_t nb_mbufs, char *err, size_t errlen)
     return 0;
 }
 
+/* A native crash (a PMD under a worker, EAL's interrupt thread) names its thread and stack on
+ * stderr, then goes on to the handler that was there before (Python's faulthandler shows only
+ * Python threads' stacks) or the default action. */
+static struct sigaction crash_prev_segv, crash_prev_bus;
+
+static void crash_report(int sig, siginfo_t *si, void *uc)
+{
+    (void)uc;
+    char name[17] = "?", line[200];
+    prctl(PR_GET_NAME, name, 0, 0, 0);
+    int n = snprintf(line, sizeof(line), "perfkit: native crash: signal %d at address %p in thread '%s'; "
+                     "its stack:\n", sig, si ? si->si_addr : NULL, name);
+    if (n > 0 && write(2, line, (size_t)n) < 0)
+        n = 0;
+    void *frames[48];
+    backtrace_symbols_fd(frames, backtrace(frames, 48), 2);
+    sigaction(sig, sig == SIGBUS ? &crash_prev_bus : &crash_prev_segv, NULL);
+    raise(sig);   /* pending until this returns, then the previous handler's */
+}
+
+static void crash_report_install(void)
+{
+    void *warm[2];
+    backtrace(warm, 2);   /* loads libgcc now, not in the handler */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = crash_report;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &crash_prev_segv);
+    sigaction(SIGBUS, &sa, &crash_prev_bus);
+}
+
 int pk_dpdk_eal_init(int argc, const char *const *argv, uint32_t nb_mbufs, char *err, size_t errlen)
 {
     if (eal_state == 1)
@@ -218,6 +254,7 @@ int pk_dpdk_eal_init(int argc, const char *const *argv, uint32_t nb_mbufs, char 
         return -1;
     }
     eal_state = 1;
+    crash_report_install();
     tsc_mono_pair(&cal_tsc, &cal_ns);
     return make_pool(nb_mbufs, err, errlen);
 }
