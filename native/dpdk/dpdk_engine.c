@@ -193,8 +193,8 @@ static void crash_report(int sig, siginfo_t *si, void *uc)
     prctl(PR_GET_NAME, name, 0, 0, 0);
     int n = snprintf(line, sizeof(line), "perfkit: native crash: signal %d at address %p in thread '%s'; "
                      "its stack:\n", sig, si ? si->si_addr : NULL, name);
-    if (n > 0 && write(2, line, (size_t)n) < 0)
-        n = 0;
+    if (n > 0)
+        n = (int)write(2, line, (size_t)n);   /* (stderr gone: the stack goes nowhere either) */
     void *frames[48];
     backtrace_symbols_fd(frames, backtrace(frames, 48), 2);
     sigaction(sig, sig == SIGBUS ? &crash_prev_bus : &crash_prev_segv, NULL);

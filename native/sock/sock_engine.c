@@ -297,8 +297,10 @@ static int receiver_finished(const worker *w, uint64_t now, uint64_t last_rx, ui
 
 /* access_recv (qperf's -ar): read every received byte, as an application would, a word at
  * a time (memcpy: any alignment) into a sum the worker keeps; counted in bytes_read. */
-static void read_data(worker *w, const uint8_t *p, size_t n)
+static inline void read_data(worker *w, const uint8_t *p, size_t n)
 {
+    if (!w->cfg.access_recv)
+        return;
     uint64_t sum = 0, v;
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -433,8 +435,7 @@ static void run_udp_recv(worker *w)
         for (int i = 0; i < r; i++) {
             uint32_t len = w->msgs[i].msg_len;
             bytes += len;
-            if (w->cfg.access_recv)
-                read_data(w, w->bufs + (size_t)i * w->buf_len, len);
+            read_data(w, w->bufs + (size_t)i * w->buf_len, len);
             if (!track)
                 continue;
             pk_wire_hdr h;
@@ -486,8 +487,7 @@ static void run_udp_reflect_one(worker *w)
         pk_add(&w->c, PK_pkts_rx, 1);
         pk_add(&w->c, PK_udp_rx, 1);
         pk_add(&w->c, PK_bytes_rx, (uint64_t)r);
-        if (w->cfg.access_recv)
-            read_data(w, buf, (size_t)r);
+        read_data(w, buf, (size_t)r);
         if (sys_sendto(fd, buf, (size_t)r, 0, from, fromlen) == r) {
             pk_add(&w->c, PK_pkts_tx, 1);
             pk_add(&w->c, PK_bytes_tx, (uint64_t)r);
@@ -523,8 +523,7 @@ static void run_udp_reflect(worker *w)
         for (int i = 0; i < r; i++) {
             w->iov[i].iov_len = w->msgs[i].msg_len;
             bytes += w->msgs[i].msg_len;
-            if (w->cfg.access_recv)
-                read_data(w, w->iov[i].iov_base, w->msgs[i].msg_len);
+            read_data(w, w->iov[i].iov_base, w->msgs[i].msg_len);
         }
         pk_add(&w->c, PK_pkts_rx, (uint64_t)r);
         pk_add(&w->c, PK_udp_rx, (uint64_t)r);
@@ -581,8 +580,7 @@ static void run_udp_ping(worker *w)
             }
             pk_add(&w->c, PK_pkts_rx, 1);
             pk_add(&w->c, PK_bytes_rx, (uint64_t)r);
-            if (w->cfg.access_recv)
-                read_data(w, in, (size_t)r);
+            read_data(w, in, (size_t)r);
             pk_wire_hdr h;
             if (tagged && (!pk_wire_parse(in, (uint64_t)r, &h) || h.seq != seq)) {
                 pk_add(&w->c, PK_seq_dup, 1);
@@ -801,8 +799,7 @@ static void run_tcp_recv(worker *w)
             uint64_t before = bytes / size;
             bytes += (uint64_t)r;
             pk_add(&w->c, PK_bytes_rx, (uint64_t)r);
-            if (w->cfg.access_recv)
-                read_data(w, w->bufs, (size_t)r);
+            read_data(w, w->bufs, (size_t)r);
             if (bytes / size != before)
                 pk_add(&w->c, PK_pkts_rx, bytes / size - before);
             continue;
@@ -844,8 +841,7 @@ static void run_tcp_ping(worker *w)
         if (xfer_all(w, fd, in, size, 0) != size)
             break;
         uint64_t t_recv = pk_now_ns();   /* (before reading the data, as the UDP ping's) */
-        if (w->cfg.access_recv)
-            read_data(w, in, size);
+        read_data(w, in, size);
         record_latency(w, t_recv - t_send, &last_lat);
         pk_add(&w->c, PK_pkts_rx, 1);
         pk_add(&w->c, PK_bytes_rx, size);
@@ -870,8 +866,7 @@ static void run_tcp_pong(worker *w)
             break; /* EOF, error or hard deadline */
         pk_add(&w->c, PK_pkts_rx, 1);
         pk_add(&w->c, PK_bytes_rx, size);
-        if (w->cfg.access_recv)
-            read_data(w, w->bufs, size);
+        read_data(w, w->bufs, size);
         if (xfer_all(w, fd, w->bufs, size, 1) != size)
             break;
         pk_add(&w->c, PK_pkts_tx, 1);
