@@ -16,7 +16,7 @@ import sys
 from perfkit.engines import DEFAULT as DEFAULT_ENGINE
 from perfkit.engines import engines as list_engines
 from perfkit.errors import EngineError
-from perfkit.report import JsonPrinter, LinePrinter, summary_text
+from perfkit.report import VERBOSE, JsonPrinter, LinePrinter, summary_text, used_params
 from perfkit.run import Run
 from perfkit.remote import DEFAULT_PORT
 from perfkit.spec import LOCAL_TESTS, REMOTE_TESTS, LocalTest
@@ -31,7 +31,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
+    from perfkit import __version__
     p = _Parser(prog="perfkit", description="Network performance tests, native engines.")
+    p.add_argument("-V", "--version", action="version", version=f"perfkit {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     loc = sub.add_parser("local", help="run both ends of a test in this process, over loopback")
@@ -79,7 +81,8 @@ def _parser() -> argparse.ArgumentParser:
 
     srv = sub.add_parser("serve", help="the far end of every test, for perfkit test clients")
     srv.add_argument("--bind", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    srv.add_argument("--port", default=DEFAULT_PORT, type=int, help=f"control port (default {DEFAULT_PORT})")
+    srv.add_argument("-lp", "--port", default=DEFAULT_PORT, type=int,
+                     help=f"control port, as qperf -lp (default {DEFAULT_PORT})")
     srv.add_argument("--token", help="shared secret, required off loopback (default: $PERFKIT_TOKEN)")
     srv.add_argument("--once", action="store_true", help="exit after the first client")
 
@@ -112,10 +115,15 @@ def _parser() -> argparse.ArgumentParser:
                      help="whole numbers in base units (bytes/sec, ns), as qperf -uu")
     tst.add_argument("-e", "--precision", default=3, metavar="DIGITS",
                      help="significant digits in the summary, as qperf -e (default 3)")
-    tst.add_argument("--oo", action="append", default=[], metavar="OPT:FROM:TO:STEP",
+    tst.add_argument("-un", "--unify-nodes", action="store_true",
+                     help="a bandwidth test's two ends named loc_ and rem_ (this host, the server) "
+                          "rather than send_ and recv_, as qperf -un")
+    _verbose_options(tst)
+    tst.add_argument("-oo", "--oo", action="append", default=[], metavar="OPT:FROM:TO:STEP",
                      help="sweep an option, as qperf: msg_size:1:64K:*2, rate:100kpps:1Mpps:+100kpps, "
                           "no_msgs:1000:100000:*10")
-    tst.add_argument("--port", default=DEFAULT_PORT, type=int, help=f"server control port (default {DEFAULT_PORT})")
+    tst.add_argument("-lp", "--port", default=DEFAULT_PORT, type=int,
+                     help=f"server control port, as qperf -lp (default {DEFAULT_PORT})")
     tst.add_argument("--token", help="the server's shared secret (default: $PERFKIT_TOKEN)")
     tst.add_argument("--busy-poll", action="store_true", help="latency tests: spin, then block")
     _ends_options(tst, "this host's worker", "the server's worker")
@@ -359,6 +367,31 @@ def _conf_text(both: dict) -> str:
     return "\n".join(lines)
 
 
+VERBOSE_HELP = {"conf": "configuration (the socket tests have none beyond the conf test, as in qperf)",
+                "stat": "statistics: -vs the message rate (shown anyway), -vvs each end's bytes and messages",
+                "time": "timing: -vt CPU use and cost (shown anyway), -vvt each end's user and kernel "
+                        "shares, real and CPU time",
+                "used": "parameters used: -vu the time, -vvu every parameter set"}
+
+
+def _verbose_options(parser) -> None:
+    """qperf's -v family: -v turns on -vc -vs -vt -vu; -vv their -vv forms."""
+    parser.add_argument("-v", "--verbose", action="store_true", help="all four below, as qperf -v")
+    parser.add_argument("-vv", "--verbose-more", action="store_true", help="all four -vv forms, as qperf -vv")
+    for kind in VERBOSE:
+        parser.add_argument(f"-v{kind[0]}", f"--verbose-{kind}", action="store_true",
+                            help=f"{VERBOSE_HELP[kind]}, as qperf -v{kind[0]}")
+        parser.add_argument(f"-vv{kind[0]}", f"--verbose-more-{kind}", action="store_true",
+                            help=f"as qperf -vv{kind[0]}")
+
+
+def _verbose(a) -> dict:
+    """{kind: 0, 1 or 2} from the -v family."""
+    return {kind: 2 if a.verbose_more or getattr(a, f"verbose_more_{kind}")
+            else 1 if a.verbose or getattr(a, f"verbose_{kind}") else 0
+            for kind in VERBOSE}
+
+
 def _count_option(parser) -> None:
     parser.add_argument("-n", "--no-msgs", metavar="N",
                         help="end after N messages (latency tests: round trips), as qperf -n; "
@@ -417,6 +450,7 @@ def _test(a) -> int:
     interval = parse_duration(a.interval, "interval")
     digits = _int_in(a.precision, "precision", 1, 15)
     printer = JsonPrinter() if a.json else None
+    verbose = _verbose(a)
     todo = {t: [] for t in data_tests}  # every spec is checked here, before anything runs
     for t, point, spec in remote.plan(host, *data_tests, time=a.time, sweep=sweep, port=a.port,
                                       token=a.token, **fields):
@@ -439,8 +473,10 @@ def _test(a) -> int:
                 if a.json:
                     printer.summary({"test": name, **point, **run.summary})
                 else:
+                    used = {k: v for k, v in used_params(spec).items() if k not in point}
                     print(summary_text(run.summary, point, bits=a.use_bits_per_sec, digits=digits,
-                                       unify=a.unify_units), flush=True)
+                                       unify=a.unify_units, verbose=verbose, unify_nodes=a.unify_nodes,
+                                       used=used), flush=True)
                 if run.error:
                     print(f"perfkit: error: {run.error}", file=sys.stderr)
                     return 1

@@ -198,7 +198,8 @@ class Server:
             if self.token and not hmac.compare_digest(str(hello.get("token") or ""), self.token):
                 raise ProtocolError("refused: wrong or missing token (--token or PERFKIT_TOKEN)")
             from perfkit.run import environment
-            send_msg(conn, "hello", env=environment("socket"))
+            from perfkit.stats import COUNTER_NAMES
+            send_msg(conn, "hello", env=environment("socket"), counters=list(COUNTER_NAMES))
             local_ip = conn.getsockname()[0]
             while True:
                 msg = recv_msg(conn)
@@ -332,7 +333,9 @@ class Control:
                     raise EngineError(f"cannot reach perfkit serve at {host} port {port}: "
                                       f"{exc.strerror or exc}{waited}") from None
                 time.sleep(min(WAIT_SERVER_RETRY_S, left))   # the last try falls on the deadline
-        self.remote_env = self.request("hello", token=token)["env"]
+        hello = self.request("hello", token=token)
+        self.remote_env = hello["env"]
+        self.remote_counters = hello.get("counters")   # the order its counters come in
 
     def request(self, op: str, **fields) -> dict:
         if self.broken:
@@ -370,6 +373,10 @@ class RemoteHandle:
         self.local = None
         try:
             local_ip = self.ctl.sock.getsockname()[0]
+            from perfkit.stats import COUNTER_NAMES
+            if self.ctl.remote_counters != list(COUNTER_NAMES):   # its counters would be read as others
+                raise EngineError(f"the server's perfkit ({self.ctl.remote_env.get('perfkit')}) counts other "
+                                  "things than this one: run the same perfkit build on both hosts")
             udp_flip = spec.flip and spec.test.startswith("udp")
             if udp_flip:   # bound first: the server sends to its port
                 self.local = SockEngine([end_worker(spec, False, local_ip, loc_cpu, spec.loc_sock_buf_size,

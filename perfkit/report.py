@@ -65,13 +65,21 @@ def row_line(row: dict) -> str:
     return "  ".join(parts)
 
 
+VERBOSE = ("conf", "stat", "time", "used")   # qperf's -vc -vs -vt -vu (and -vvc ... -vvu)
+
+
 def summary_text(s: dict, point: dict | None = None, bits: bool = False, digits: int = 3,
-                 unify: bool = False) -> str:
+                 unify: bool = False, verbose: dict | None = None, unify_nodes: bool = False,
+                 used: dict | None = None) -> str:
     """A qperf-style summary, then what qperf does not show. As qperf's options: bits,
     bandwidth in bits/s (-ub: 21.7 Gb/sec); digits, significant digits (-e); unify, whole
-    numbers in base units (-uu: 21700000000 bits/sec, 13672 ns)."""
+    numbers in base units (-uu: 21700000000 bits/sec, 13672 ns); verbose, {kind: level}
+    for kind in VERBOSE, level 1 as -vs, 2 as -vvs; unify_nodes (-un), a bandwidth test's
+    two ends named loc_/rem_ rather than send_/recv_; used, {name: (level, text)}: the
+    parameters the test ran with, shown at that -vu level."""
     test = s["test"]
-    lines = [f"{test}:"]
+    level = {kind: 0 for kind in VERBOSE} | (verbose or {})
+    pairs: list[tuple[str, str]] = []
 
     def rate(value, unit):
         return f"{round(value)} {UNIFIED[unit]}" if unify else _si(value, unit, digits)
@@ -84,10 +92,10 @@ def summary_text(s: dict, point: dict | None = None, bits: bool = False, digits:
         return rate(8 * per_s, "b/sec") if bits else rate(per_s, "B/sec")
 
     def put(name, value):
-        lines.append(f"    {name:<13} =  {value}")
+        pairs.append((name, value))
 
     for name, value in (point or {}).items():  # a sweep point, as qperf prints msg_size
-        put(name, f"{value} bytes" if name == "msg_size" else value)
+        put(name, _size_text(int(value)) if name == "msg_size" else value)
 
     if test == "http":  # nGrinder's summary, then perfkit's
         put("Vuser", s.get("vusers"))
@@ -128,19 +136,92 @@ def summary_text(s: dict, point: dict | None = None, bits: bool = False, digits:
             f" of the {_count(s['messages'])} asked: the time limit came first"))
     if s.get("drop_tx"):
         put("drop_tx", _count(s["drop_tx"]))
+    for name, (at, text) in (used or {}).items():  # -vu, -vvu: what the test ran with
+        if level["used"] >= at:
+            put(name, text)
     if "loc_cpus_used" in s:  # a remote test: qperf -v's figures
-        put("loc_cpus_used", f"{s['loc_cpus_used']:.0f} % cpus")
-        put("rem_cpus_used", f"{s['rem_cpus_used']:.0f} % cpus")
         for name in ("send_cost", "recv_cost"):
             ms = s.get(f"{name}_ms_per_gb")
             if ms is not None:
                 put(name, f"{round(ms * 1e6)} ns/GB" if unify else f"{ms:.{digits}g} ms/GB")
+        for label, name, value in end_lines(s, level, unify_nodes):
+            if name == "pct":
+                put(label, f"{value:.0f} % cpus")
+            elif name == "bytes":
+                put(label, f"{value} bytes" if unify else _si(value, "B", digits))
+            elif name == "s":
+                put(label, dur(value * 1e6))
+            else:
+                put(label, _count(value))
     else:
         workers = ", ".join(f"{k} {v:.0f}%" for k, v in s["cpu_pct_by_worker"].items())
         put("cpu", f"{s['cpu_pct']:.0f}% of one core ({workers})")
     if s.get("error"):
         put("error", s["error"])
-    return "\n".join(lines)
+    width = max([13] + [len(name) for name, _ in pairs])   # aligned as qperf aligns them
+    return "\n".join([f"{test}:"] + [f"    {name:<{width}} =  {value}" for name, value in pairs])
+
+
+def _size_text(n: int) -> str:
+    """qperf's way: 1 bytes, 64 KiB (65,536)."""
+    for shift, unit in ((20, "MiB"), (10, "KiB")):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.3g} {unit} ({n:,})"
+    return f"{n} bytes"
+
+
+def used_params(spec) -> dict:
+    """{name: (level, text)} of what a test ran with, for -vu (the time) and -vvu
+    (everything set), named as qperf names them and in its order (by name)."""
+    used = {"msg_size": (2, _size_text(spec.size)),
+            "time": (1, _time_us(spec.duration * 1e6))}
+
+    def both(name, loc, rem, text):  # one line where the ends agree, as qperf's -ca
+        if loc == rem and loc is not None:
+            used[name] = (2, text(loc))
+        else:
+            used.update({f"{end}_{name}": (2, text(v)) for end, v in (("loc", loc), ("rem", rem))
+                         if v is not None})
+    both("affinity", spec.loc_cpu_affinity, spec.rem_cpu_affinity, str)
+    both("sock_buf_size", spec.loc_sock_buf_size, spec.rem_sock_buf_size, _size_text)
+    both("timeout", spec.loc_timeout, spec.rem_timeout, lambda v: _time_us(v * 1e6))
+    for name, value, text in (("port", spec.ip_port, lambda v: f"{v:,}"),
+                              ("no_msgs", spec.messages, lambda v: f"{v:,}"),
+                              ("rate", spec.rate, str),
+                              ("flows", spec.flows if spec.flows > 1 else None, str),
+                              ("flip", spec.flip or None, lambda v: "1"),
+                              ("access_recv", spec.access_recv or None, lambda v: "1"),
+                              ("busy_poll", spec.busy_poll or None, lambda v: "1")):
+        if value:
+            used[name] = (2, text(value))
+    return dict(sorted(used.items()))
+
+
+def end_lines(s: dict, level: dict, unify_nodes: bool = False):
+    """(label, unit, value) of each end's figures, as qperf names them: CPU use always
+    (qperf's -vt), user/kernel split and times with -vvt, bytes and messages with -vvs.
+    A bandwidth test's ends are send_ and recv_ and show what they did (the sender's
+    send_bytes); with -un, or in a latency test, loc_ and rem_ with all four."""
+    bw = s["test"].endswith("_bw") and "sender" in s
+    ends = ("loc", "rem")
+    if bw:  # the sender first, as qperf lists them
+        ends = (s["sender"], "rem" if s["sender"] == "loc" else "loc")
+    out = []
+    for i, end in enumerate(ends):
+        role = ("send", "recv")[i] if bw else None
+        prefix = end if unify_nodes or not bw else role
+        out.append((f"{prefix}_cpus_used", "pct", s[f"{end}_cpus_used"]))
+        if level["time"] >= 2:
+            out += [(f"{prefix}_cpus_user", "pct", s[f"{end}_cpus_user"]),
+                    (f"{prefix}_cpus_kernel", "pct", s[f"{end}_cpus_kernel"]),
+                    (f"{prefix}_real_time", "s", s[f"{end}_real_time_s"]),
+                    (f"{prefix}_cpu_time", "s", s[f"{end}_cpu_time_s"])]
+        if level["stat"] >= 2:
+            ways = (role,) if bw else ("send", "recv")
+            stat_prefix = f"{end}_" if unify_nodes or not bw else ""
+            out += [(f"{stat_prefix}{way}_bytes", "bytes", s[f"{end}_{way}_bytes"]) for way in ways]
+            out += [(f"{stat_prefix}{way}_msgs", "count", s[f"{end}_{way}_msgs"]) for way in ways]
+    return out
 
 
 def _clean(v):

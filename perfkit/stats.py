@@ -195,6 +195,31 @@ def row_schema(nworkers: int) -> dict:
     return schema
 
 
+def end_fields(workers: list[list[int]], roles: list[str]) -> dict:
+    """qperf's figures for each end of a test with a far end (loc_: this host's workers,
+    rem_: the server's): CPU use in % of one core and its user/kernel split (the kernel
+    part takes in the softirq work done on the thread's time: qperf's cpus_intr is
+    machine-wide, a thread has none of its own), the time and CPU time, what each end
+    sent and received, and which end sent (a bandwidth test's sender)."""
+    busy, user, wall = INDEX["cpu_busy_ns"], INDEX["cpu_user_ns"], INDEX["cpu_wall_ns"]
+    out: dict = {}
+    for end, remote in (("loc", False), ("rem", True)):
+        mine = [(w, r) for w, r in zip(workers, roles) if r.startswith("remote_") == remote]
+        used = sum(100.0 * w[busy] / w[wall] for w, _ in mine if w[wall])
+        in_user = sum(100.0 * min(w[user], w[busy]) / w[wall] for w, _ in mine if w[wall])
+        out[f"{end}_cpus_used"] = used
+        out[f"{end}_cpus_user"] = in_user
+        out[f"{end}_cpus_kernel"] = used - in_user
+        out[f"{end}_real_time_s"] = max((w[wall] for w, _ in mine), default=0) / 1e9
+        out[f"{end}_cpu_time_s"] = sum(w[busy] for w, _ in mine) / 1e9
+        for name, counter in (("send_bytes", "bytes_tx"), ("send_msgs", "pkts_tx"),
+                              ("recv_bytes", "bytes_rx"), ("recv_msgs", "pkts_rx")):
+            out[f"{end}_{name}"] = sum(w[INDEX[counter]] for w, _ in mine)
+        if any(r.endswith("_send") for _, r in mine):
+            out["sender"] = end
+    return out
+
+
 def summarize(test: str, totals: list[int], hist: Histogram, workers: list[list[int]],
               roles: list[str], size: int) -> dict:
     """Whole-run figures: rates over the senders' active time, loss, latency, CPU."""
@@ -245,9 +270,7 @@ def summarize(test: str, totals: list[int], hist: Histogram, workers: list[list[
         out["rtt_max_us"] = t["rtt_max_ns"] / 1e3
     out["cpu_pct"] = sum(100.0 * w[busy] / w[wall] for w in workers if w[wall])
     if any(r.startswith("remote_") for r in roles):  # qperf's -v figures, % of one core
-        pct = [(r, 100.0 * w[busy] / w[wall] if w[wall] else 0.0) for w, r in zip(workers, roles)]
-        out["loc_cpus_used"] = sum(p for r, p in pct if not r.startswith("remote_"))
-        out["rem_cpus_used"] = sum(p for r, p in pct if r.startswith("remote_"))
+        out.update(end_fields(workers, roles))
         # and, for the bandwidth tests, CPU time per GB (10^9 bytes) sent and received
         cost = lambda end, nbytes: (sum(w[busy] for w, r in zip(workers, roles) if r.endswith(end)) / 1e6  # noqa: E731
                                     / (nbytes / 1e9) if test.endswith("_bw") and nbytes else None)

@@ -16,9 +16,15 @@ import pytest
 
 import perfkit
 from perfkit.report import summary_text
+from perfkit.stats import COUNTER_NAMES
 from perfkit import LocalTest, RemoteTest
 from perfkit.remote import (MAX_MESSAGE, PROTOCOL, Control, Server, parse_sweep, recv_msg,
                             send_msg, _sctp_available)
+
+
+def summary_fields(text: str) -> dict:
+    """{name: value} of a qperf-style summary's `    name  =  value` lines (one test's)."""
+    return dict(re.findall(r"^    (\w+) *=  (.*)$", text, re.M))
 
 
 @pytest.fixture
@@ -54,7 +60,8 @@ def test_tcp_bw_every_byte_arrives(server):
         s["loc_cpus_used"] / 100 * s["duration_s"] * 1e3 / (s["bytes_tx"] / 1e9), rel=0.05)
     assert 0 < s["recv_cost_ms_per_gb"]
     text = summary_text(s)
-    assert f"send_cost     =  {s['send_cost_ms_per_gb']:.3g} ms/GB" in text and "recv_cost     =  " in text
+    fields = summary_fields(text)
+    assert fields["send_cost"] == f"{s['send_cost_ms_per_gb']:.3g} ms/GB" and "recv_cost" in fields, text
 
 
 @pytest.mark.parametrize("test", ["udp_lat", "tcp_lat"])
@@ -253,7 +260,7 @@ def _assert_count_met(s, n, size):
         assert s["lat_count"] == n
     else:  # udp_lat: a round trip that never came back is lost, not skipped
         assert s["lat_count"] + s["lost"] == n
-    assert f"messages      =  {n:,} sent\n" in summary_text(s) + "\n"
+    assert summary_fields(summary_text(s))["messages"] == f"{n:,} sent"
 
 
 @pytest.mark.parametrize("test", ["udp_bw", "tcp_bw", "udp_lat", "tcp_lat"])
@@ -278,8 +285,8 @@ def test_no_msgs_the_time_limit_still_holds(server):
     s = perfkit.run(RemoteTest(test="tcp_lat", port=server.port, messages=10 ** 9, duration=0.5)).summary
     assert time.monotonic() - t0 < 5
     assert 0 < s["msgs_sent"] < 10 ** 9
-    assert (f"messages      =  {s['msgs_sent']:,} sent of the 1,000,000,000 asked: the time limit came first"
-            in summary_text(s))
+    assert (summary_fields(summary_text(s))["messages"]
+            == f"{s['msgs_sent']:,} sent of the 1,000,000,000 asked: the time limit came first")
 
 
 def test_cli_no_msgs_and_bits_per_second_as_qperf(server):
@@ -293,9 +300,9 @@ def test_cli_no_msgs_and_bits_per_second_as_qperf(server):
     out = subprocess.run([sys.executable, "-P", "-m", "perfkit", "test", "127.0.0.1", "--port", str(server.port),
                           "tcp_bw", "-n", "2000", "-ub"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    bw = out.stdout.split("bw            =  ")[1].split("\n")[0]
-    assert bw.endswith("b/sec") and not bw.endswith("B/sec"), out.stdout   # qperf -ub: 21.7 Gb/sec
-    assert "messages      =  2,000 sent" in out.stdout
+    fields = summary_fields(out.stdout)
+    assert fields["bw"].endswith("b/sec") and not fields["bw"].endswith("B/sec"), out.stdout   # -ub: 21.7 Gb/sec
+    assert fields["messages"] == "2,000 sent"
     bad = subprocess.run([sys.executable, "-P", "-m", "perfkit", "local", "udp_bw", "-n", "10", "--search", "loss<=0"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr.startswith("perfkit: no_msgs: -n does not go with --search"), bad.stderr
@@ -305,12 +312,13 @@ def test_precision_and_unified_units_as_qperf(server):
     # -uu: whole numbers in base units; -e: significant digits; both from the run's own figures
     s = perfkit.run(RemoteTest(test="tcp_bw", port=server.port, duration=0.5)).summary
     text = summary_text(s, bits=True, unify=True)
-    assert f"bw            =  {round(8 * s['bytes_rx'] / s['duration_s'])} bits/sec\n" in text, text
-    assert f"send_cost     =  {round(s['send_cost_ms_per_gb'] * 1e6)} ns/GB\n" in text, text
+    fields = summary_fields(text)
+    assert fields["bw"] == f"{round(8 * s['bytes_rx'] / s['duration_s'])} bits/sec", text
+    assert fields["send_cost"] == f"{round(s['send_cost_ms_per_gb'] * 1e6)} ns/GB", text
     s = perfkit.run(RemoteTest(test="tcp_lat", port=server.port, duration=0.5)).summary
     assert s["latency_us"] < 1000   # loopback: printed in us
-    assert f"latency       =  {round(s['latency_us'] * 1e3)} ns\n" in summary_text(s, unify=True)
-    five = re.search(r"latency       =  ([\d.]+) us", summary_text(s, digits=5))[1]
+    assert summary_fields(summary_text(s, unify=True))["latency"] == f"{round(s['latency_us'] * 1e3)} ns"
+    five = re.fullmatch(r"([\d.]+) us", summary_fields(summary_text(s, digits=5))["latency"])[1]
     assert float(five) == float(f"{s['latency_us']:.5g}") and len(five.replace(".", "").lstrip("0")) <= 5
     bad = subprocess.run([sys.executable, "-P", "-m", "perfkit", "test", "127.0.0.1", "tcp_lat", "-e", "16"],
                          capture_output=True, text=True, timeout=60)
@@ -547,7 +555,7 @@ def silent_server():
                 return
             conns.append(c)
             recv_msg(c)
-            send_msg(c, "hello", env={})
+            send_msg(c, "hello", env={}, counters=list(COUNTER_NAMES))
 
     threading.Thread(target=serve, daemon=True).start()
     yield lsock.getsockname()[1]
@@ -708,3 +716,129 @@ def test_cli_bad_test_name_is_one_line_and_exit_2():
 def test_only_loopback_or_lab_targets():
     with pytest.raises(ValueError, match="^host: 192.0.2.1 is not allowed"):
         RemoteTest(host="192.0.2.1", test="tcp_bw")
+
+
+# ---------------------------------------------------------------- qperf's -v family, -un
+def _test_cli(server, *args):
+    out = subprocess.run([sys.executable, "-P", "-m", "perfkit", "test", "127.0.0.1", "--port", str(server.port),
+                          *args], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def _blocks(stdout: str) -> list[dict]:
+    """Each test's summary fields, in order."""
+    return [summary_fields(block) for block in re.split(r"^\w+:$", stdout, flags=re.M)[1:]]
+
+
+def test_each_ends_figures_add_up(server):
+    # -vvs and -vvt from a run's own counters: what each end sent and received, its CPU
+    # use split into user and kernel time, and that time over its real time
+    s = perfkit.run(RemoteTest(test="tcp_lat", port=server.port, duration=0.5)).summary
+    n = s["lat_count"]
+    # each pong answers a ping: one of each can be out at the end
+    assert s["loc_send_msgs"] >= s["rem_recv_msgs"] >= s["rem_send_msgs"] >= s["loc_recv_msgs"] == n > 100, s
+    assert s["loc_send_msgs"] - n <= 1, s
+    assert s["loc_send_bytes"] == s["loc_send_msgs"] and s["rem_recv_bytes"] == s["rem_recv_msgs"]   # 1-byte messages
+    s = perfkit.run(RemoteTest(test="tcp_bw", port=server.port, duration=0.5)).summary
+    assert s["sender"] == "loc" and s["loc_send_bytes"] == s["bytes_tx"] == s["rem_recv_bytes"] == s["bytes_rx"]
+    assert s["loc_send_msgs"] == s["pkts_tx"] and s["rem_recv_msgs"] == s["pkts_rx"] and s["loc_recv_bytes"] == 0
+    for end in ("loc", "rem"):
+        assert s[f"{end}_cpus_user"] + s[f"{end}_cpus_kernel"] == pytest.approx(s[f"{end}_cpus_used"])
+        assert s[f"{end}_cpu_time_s"] == pytest.approx(s[f"{end}_cpus_used"] / 100 * s[f"{end}_real_time_s"],
+                                                       rel=0.02)
+        assert 0.45 < s[f"{end}_real_time_s"] < 2.5
+    # a TCP sender lives in the kernel (copies, the stack): the split is not the other way round
+    assert s["loc_cpus_kernel"] > 5 * s["loc_cpus_user"], s
+
+
+def test_the_user_share_is_the_receivers_reading(server):
+    # -ar 1: the receiver reads every word it gets, in user space; its user share rises
+    # from about 1 % to 20-30 % of a core on this machine, the sender's does not move
+    plain = perfkit.run(RemoteTest(test="tcp_bw", port=server.port, duration=1)).summary
+    read = perfkit.run(RemoteTest(test="tcp_bw", port=server.port, duration=1, access_recv=True)).summary
+    assert read["rem_cpus_user"] > 10 and read["rem_cpus_user"] > 3 * plain["rem_cpus_user"], (plain, read)
+    assert read["loc_cpus_user"] < 10
+
+
+def test_cli_verbose_as_qperf(server):
+    out = _test_cli(server, "tcp_bw", "tcp_lat", "-t", "0.5", "-m", "1K")
+    bw, lat = _blocks(out)
+    # qperf's names: a bandwidth test's ends are its sender and receiver, a latency test's loc_ and rem_
+    assert list(bw) == ["bw", "msg_rate", "send_cost", "recv_cost", "send_cpus_used", "recv_cpus_used"], out
+    assert list(lat) == ["latency", "msg_rate", "lat", "loc_cpus_used", "rem_cpus_used"], out
+    out = _test_cli(server, "tcp_bw", "tcp_lat", "-t", "0.5", "-m", "1K", "-vv")
+    bw, lat = _blocks(out)
+    per_end = ["cpus_used", "cpus_user", "cpus_kernel", "real_time", "cpu_time"]
+    assert list(bw) == (["bw", "msg_rate", "msg_size", "time", "timeout", "send_cost", "recv_cost"]
+                        + [f"send_{k}" for k in per_end] + ["send_bytes", "send_msgs"]
+                        + [f"recv_{k}" for k in per_end] + ["recv_bytes", "recv_msgs"]), out
+    assert list(lat) == (["latency", "msg_rate", "lat", "msg_size", "time", "timeout"]
+                         + [f"{end}_{k}" for end in ("loc", "rem") for k in
+                            per_end + ["send_bytes", "recv_bytes", "send_msgs", "recv_msgs"]]), out
+    assert bw["msg_size"] == "1 KiB (1,024)" and bw["time"] == "500 ms" and bw["timeout"] == "30 sec", out
+    assert re.fullmatch(r"[\d.]+ [KMG]B", lat["loc_send_bytes"]) and int(lat["rem_recv_msgs"].replace(",", "")) > 100, out
+    assert re.fullmatch(r"\d+ % cpus", bw["send_cpus_kernel"]) and re.fullmatch(r"[\d.]+ (ms|sec)", bw["send_cpu_time"])
+    # one kind at a time: -vu the time only, -vvs the bytes and messages only
+    bw, = _blocks(_test_cli(server, "tcp_bw", "-t", "0.5", "-vu"))
+    assert "time" in bw and "msg_size" not in bw and "send_cpus_user" not in bw and "send_bytes" not in bw
+    bw, = _blocks(_test_cli(server, "tcp_bw", "-t", "0.5", "-vvs"))
+    assert "send_bytes" in bw and "time" not in bw and "send_cpus_user" not in bw
+
+
+def test_cli_unify_nodes_and_the_parameters_used(server):
+    # -un: loc_ and rem_, the sender's send_ and the receiver's recv_ figures; flipped, the
+    # server sends. -vvu: each parameter set, sorted, in qperf's units
+    port = _free_port()
+    out = _test_cli(server, "tcp_bw", "-t", "0.5", "-f1", "-un", "-vvs", "-vvu", "-ca", "0", "-sb", "256K",
+                    "-ip", str(port), "-n", "500", "-lto", "20")
+    bw, = _blocks(out)
+    assert [k for k in bw if k.startswith(("loc_", "rem_"))] == [
+        "loc_timeout", "rem_timeout", "rem_cpus_used", "rem_send_bytes", "rem_send_msgs",
+        "loc_cpus_used", "loc_recv_bytes", "loc_recv_msgs"], out
+    assert bw["rem_send_msgs"] == bw["loc_recv_msgs"] == "500" and bw["messages"] == "500 sent", out
+    used = ["affinity", "flip", "loc_timeout", "msg_size", "no_msgs", "port", "rem_timeout", "sock_buf_size", "time"]
+    assert [k for k in bw if k in used] == used, out
+    assert (bw["affinity"], bw["flip"], bw["no_msgs"], bw["port"], bw["sock_buf_size"], bw["loc_timeout"],
+            bw["rem_timeout"]) == ("0", "1", "500", f"{port:,}", "256 KiB (262,144)", "20 sec", "30 sec"), out
+    out = _test_cli(server, "udp_bw", "-t", "0.5", "-vvs", "-r", "2kpps", "-f", "2")   # without -un: send_, recv_
+    bw, = _blocks(out)
+    assert [k for k in bw if k.endswith(("_bytes", "_msgs"))] == ["send_bytes", "send_msgs", "recv_bytes",
+                                                                  "recv_msgs"], out
+    out = _test_cli(server, "udp_bw", "-t", "0.5", "-vvu", "-r", "2kpps", "-f", "2")
+    bw, = _blocks(out)
+    assert (bw["rate"], bw["flows"]) == ("2 kpps", "2"), out
+
+
+def test_cli_version_and_qperf_spellings(server):
+    out = subprocess.run([sys.executable, "-P", "-m", "perfkit", "-V"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout == f"perfkit {perfkit.__version__}\n", out
+    # -lp for the control port, -oo for a sweep, as qperf spells them
+    out = subprocess.run([sys.executable, "-P", "-m", "perfkit", "test", "127.0.0.1", "-lp", str(server.port),
+                          "tcp_lat", "-t", "0.2", "-oo", "msg_size:1:2K:*32"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert [b["msg_size"] for b in _blocks(out.stdout)] == ["1 bytes", "32 bytes", "1 KiB (1,024)"], out.stdout
+
+
+def test_a_server_counting_other_things_is_refused():
+    # its counters come as a list in its order: another build's would be read as others
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def other_build():
+        conn, _ = listener.accept()
+        with conn:
+            recv_msg(conn)
+            send_msg(conn, "hello", env={"perfkit": "0.0.9"}, counters=["pkts_tx", "bytes_tx"])
+            try:
+                recv_msg(conn)   # the client closes instead of preparing
+            except (ConnectionError, OSError, ValueError):
+                pass
+    t = threading.Thread(target=other_build, daemon=True)
+    t.start()
+    with pytest.raises(perfkit.EngineError, match=r"the server's perfkit \(0\.0\.9\) counts other things than "
+                                                   r"this one: run the same perfkit build on both hosts"):
+        perfkit.run(RemoteTest(test="tcp_lat", port=port, duration=0.5))
+    t.join(timeout=5)
+    listener.close()

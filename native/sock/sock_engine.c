@@ -128,7 +128,7 @@ typedef struct worker {
     flow_state *flows;           /* UDP_RECV */
 
     uint64_t lat_min;
-    uint64_t cpu0, wall0, cpu_at;
+    uint64_t cpu0, user0, wall0, cpu_at;
     uint64_t read_sum;           /* access_recv: what reading the data added up to (kept, so it is read) */
 
     struct http_state *http;     /* HTTP roles: connection slots, epoll */
@@ -256,6 +256,7 @@ static inline void account_cpu(worker *w, uint64_t now, int force)
         return;
     w->cpu_at = now;
     pk_set(&w->c, PK_cpu_busy_ns, pk_thread_cpu_ns() - w->cpu0);
+    pk_set(&w->c, PK_cpu_user_ns, pk_thread_user_ns() - w->user0);
     pk_set(&w->c, PK_cpu_wall_ns, now - w->wall0);
 }
 
@@ -937,6 +938,7 @@ static void *worker_main(void *arg)
     pthread_setname_np(pthread_self(), name);
     w->wall0 = pk_now_ns();
     w->cpu0 = pk_thread_cpu_ns();
+    w->user0 = pk_thread_user_ns();
     w->cpu_at = w->wall0;
     ROLE_FNS[w->cfg.role](w);
     __atomic_store_n(&w->done_sending, 1, __ATOMIC_RELEASE);

@@ -77,6 +77,9 @@
     /* the engine's own CPU use */                                            \
     X(cpu_busy_ns,  SUM,   "ns",   "worker CPU time")                         \
     X(cpu_wall_ns,  SUM,   "ns",   "worker wall time")                        \
+    /* of cpu_busy_ns, the time in user mode (socket engine; the kernel splits \
+     * a thread's run time by where its ticks fell) */                          \
+    X(cpu_user_ns,  SUM,   "ns",   "worker CPU time in user mode")            \
     /* HTTPS client */                                                        \
     X(err_tls,      SUM,   "conn", "TLS handshakes failed")                   \
     X(http_cut,     SUM,   "req",  "HTTP requests still out when stopped")    \
