@@ -862,6 +862,18 @@ void pk_dpdk_port_poll_idle(pk_dpdk_port *p, uint16_t queue, uint64_t moved)
     pthread_mutex_unlock(&ctl_lock);
 }
 
+/* A memif port's handshake runs in EAL's interrupt thread, and it is let run while a port is
+ * down: it maps the peer's regions, then sets the port connected. A burst takes its ring's
+ * address (region address + offset) before it looks at that flag: a burst that started in
+ * between read the flag set and a ring at its offset from address 0 (SIGSEGV at 0x4084, queue
+ * 1's ring flags, in eth_memif_rx: the two-queue dperf test's server, its two workers and the
+ * interrupt thread sharing 2 CPUs). So nothing bursts on a memif port that is down; once it is
+ * seen up, its rings are mapped, and they stay so while it is polled (see above). */
+int pk_dpdk_port_burst_ok(pk_dpdk_port *p)
+{
+    return !p->memif || link_up(p->pid);
+}
+
 int pk_dpdk_ctl_parked(void)
 {
     pthread_mutex_lock(&ctl_lock);
@@ -1140,6 +1152,8 @@ int pk_dpdk_port_send(pk_dpdk_port *p, const uint8_t *buf, const uint32_t *lens,
 {
     if (pk_dpdk_port_busy(p) || n < 0)
         return -1;
+    if (!pk_dpdk_port_burst_ok(p))
+        return 0;
     struct rte_mbuf *m[64];
     int sent = 0;
     size_t off = 0;
@@ -1173,6 +1187,8 @@ int pk_dpdk_port_recv(pk_dpdk_port *p, uint8_t *buf, size_t cap, uint32_t *lens,
 {
     if (pk_dpdk_port_busy(p) || max <= 0)
         return -1;
+    if (!pk_dpdk_port_burst_ok(p))
+        return 0;
     struct rte_mbuf *m[64];
     uint16_t n = rte_eth_rx_burst(p->pid, 0, m, (uint16_t)(max < 64 ? max : 64));
     size_t off = 0;
@@ -1209,6 +1225,8 @@ typedef struct worker {
     pk_dpdk_port *out;
     uint16_t out_pid;
     struct worker *guest;
+    int ports_ok;                /* pk_dpdk_port_burst_ok said yes for port and out since the
+                                  * last poll_idle */
     int hosted;
     pthread_t thread;
     int started;
@@ -1583,9 +1601,18 @@ static int handle_frame(worker *w, struct rte_mbuf *m, uint64_t now_ns, rx_acc *
 }
 
 /* One rx burst: count, parse, answer, reflect. Returns frames received. */
+/* May w burst on its port and out port? (a memif port: up; see pk_dpdk_port_burst_ok) */
+static inline int ports_ready(worker *w)
+{
+    return w->ports_ok || (w->ports_ok = pk_dpdk_port_burst_ok(w->port) &&
+                                         (!w->out || pk_dpdk_port_burst_ok(w->out)));
+}
+
 static uint32_t rx_service(worker *w)
 {
     struct rte_mbuf *rx[PK_DPDK_MAX_BURST], *refl[PK_DPDK_MAX_BURST], *rep[PK_DPDK_MAX_BURST];
+    if (!ports_ready(w))
+        return 0;
     uint16_t n = rte_eth_rx_burst(w->pid, w->queue, rx, (uint16_t)w->cfg.burst);
     if (n == 0)
         return 0;
@@ -1850,7 +1877,7 @@ static void send_arp_request(worker *w)
     memcpy(arp + 8, w->port->mac, 6);
     memcpy(arp + 14, &w->port->ip, 4);
     memcpy(arp + 24, &w->cfg.dst_ip, 4);
-    if (rte_eth_tx_burst(w->pid, w->queue, &m, 1) == 0)
+    if (!ports_ready(w) || rte_eth_tx_burst(w->pid, w->queue, &m, 1) == 0)
         rte_pktmbuf_free(m);
 }
 
@@ -1917,6 +1944,9 @@ static inline void housekeeping(worker *w, uint64_t now, uint64_t flush_c, uint6
         read_nic(w, now, 0);
         /* idle: a memif peer's leaving or coming is handled now (see "memif: the peer leaving") */
         pk_dpdk_port_poll_idle(w->port, w->cfg.queue, pk_read(&w->c, PK_pkts_rx) + pk_read(&w->c, PK_pkts_tx));
+        w->ports_ok = 0;         /* the memif control may have run: look at the links again */
+        if (w->guest)
+            w->guest->ports_ok = 0;
     }
 }
 
@@ -2068,7 +2098,7 @@ static void run_gen(worker *w)
             if (k)
                 built += gen_build(w, (uint32_t)k, pk_now_ns());
         }
-        if (w->npend) {
+        if (w->npend && ports_ready(w)) {
             uint16_t sent = rte_eth_tx_burst(w->pid, w->queue, w->pend, (uint16_t)w->npend);
             if (sent) {
                 uint64_t b = 0, probes = 0;
@@ -2170,6 +2200,8 @@ static void run_rx(worker *w)
 static uint32_t fwd_service(worker *w)
 {
     struct rte_mbuf *m[PK_DPDK_MAX_BURST];
+    if (!ports_ready(w))
+        return 0;
     const uint16_t n = rte_eth_rx_burst(w->pid, w->queue, m, (uint16_t)w->cfg.burst);
     if (n == 0)
         return 0;

@@ -211,6 +211,10 @@ void pk_dpdk_port_poll_end(pk_dpdk_port *p);
 /* From a polling worker every ~100 ms, outside its bursts: moved = frames it has received and
  * sent so far. Idle since the last call: the memif control runs for a moment. */
 void pk_dpdk_port_poll_idle(pk_dpdk_port *p, uint16_t queue, uint64_t moved);
+/* May a worker burst on p? Not on a memif port that is down (its handshake may be under way).
+ * Once it says yes, a worker may go on bursting without asking until it next calls
+ * pk_dpdk_port_poll_idle: the control that would change the port waits till then. */
+int pk_dpdk_port_burst_ok(pk_dpdk_port *p);
 /* Tests: 1 while EAL's interrupt thread is held still for a polled memif port, else 0. */
 int pk_dpdk_ctl_parked(void);
 

@@ -90,6 +90,7 @@ struct pk_tcp_engine {
     pk_hist hist;                   /* CLIENT: response times; SERVER: none */
     pk_tcp_cfg cfg;
     pk_dpdk_port *port;
+    int port_ok;                    /* pk_dpdk_port_burst_ok said yes since the last poll_idle */
     uint16_t pid;
     uint8_t mac[6];
     struct rte_mempool *pool;
@@ -275,11 +276,17 @@ static inline void record_rtt(pk_tcp_engine *e, uint64_t tsc)
 /* Hand the queue to the port. What it does not take stays queued for the next
  * loop (a ring or memif peer that is a moment late); with drop, it is freed and
  * counted (the end of a run, or a queue still full). */
+/* Is the port ready for a burst? (a memif port: up; see pk_dpdk_port_burst_ok) */
+static inline int port_ready(pk_tcp_engine *e)
+{
+    return e->port_ok || (e->port_ok = pk_dpdk_port_burst_ok(e->port));
+}
+
 static void tx_flush_mode(pk_tcp_engine *e, int drop)
 {
     uint64_t bytes = 0;
     uint32_t done = 0;
-    for (int tries = 0; e->ntx && tries < 8; tries++) {
+    for (int tries = 0; e->ntx && tries < 8 && port_ready(e); tries++) {
         uint32_t n = TXQ - e->txh < e->ntx ? TXQ - e->txh : e->ntx;   /* the contiguous part */
         uint32_t k = rte_eth_tx_burst(e->pid, e->cfg.queue, e->tx + e->txh, (uint16_t)n);
         /* counted as the port takes them (the mbufs are its now: lengths first) */
@@ -1759,6 +1766,8 @@ static void tcp_in(pk_tcp_engine *e, seg *gp, const uint8_t *d, const uint8_t *l
 static uint16_t rx_burst(pk_tcp_engine *e, uint64_t now)
 {
     struct rte_mbuf *m[256];
+    if (!port_ready(e))
+        return 0;
     uint16_t n = rte_eth_rx_burst(e->pid, e->cfg.queue, m, (uint16_t)e->cfg.burst);
     if (!n)
         return 0;
@@ -2035,6 +2044,7 @@ static void worker_loop(pk_tcp_engine *e)
             /* idle: a memif peer's leaving or coming is handled now (dpdk_engine.c) */
             uint64_t idle_at = rte_rdtsc();
             pk_dpdk_port_poll_idle(e->port, e->cfg.queue, pk_read(&e->c, PK_pkts_rx) + pk_read(&e->c, PK_pkts_tx));
+            e->port_ok = 0;         /* the memif control may have run: look at the link again */
             next = rte_rdtsc();     /* the NIC read stays out of the next pass */
             ctl_wait += next - idle_at;
         }
