@@ -24,10 +24,12 @@ import argparse
 import atexit
 import datetime
 import json
+import math
 import os
 import platform
 import random
 import re
+import select
 import shutil
 import signal
 import socket
@@ -229,7 +231,6 @@ def in_fork(fn, *args, timeout: float):
     perfkit is imported once, here, instead of once per run: an editable install
     re-checks (and on a busy shared tree, rebuilds) its native code on every import."""
     import pickle
-    import select
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:   # child: never returns into this script
@@ -486,6 +487,7 @@ class Bench:
     vs_access_recv: bool = False  # vs_qperf: both tools' receivers read the data (-ar 1)
     vs_rows: list[Row] = field(default_factory=list)
     vs_details: list[str] = field(default_factory=list)
+    vs_paired: list[list[str]] = field(default_factory=list)   # vs_qperf: the reps' pairs, per row
     http_rows: list[Row] = field(default_factory=list)
     http_details: list[str] = field(default_factory=list)
     dpdk_rows: list[Row] = field(default_factory=list)
@@ -547,6 +549,20 @@ def ratio_interval(pk_runs, peer_runs, resamples: int = 2000) -> tuple[float, fl
     ratios = sorted(statistics.median(rng.choices(pk_runs, k=len(pk_runs)))
                     / statistics.median(rng.choices(peer_runs, k=len(peer_runs))) for _ in range(resamples))
     return ratios[int(0.025 * resamples)], ratios[int(0.975 * resamples) - 1]
+
+
+def paired_tally(pk_runs, peer_runs, higher_better: bool) -> tuple[int, int, float, float] | None:
+    """The reps in which both tools measured, taken as pairs (they ran back to back, so a
+    slow spell of the machine hits both): in how many perfkit was ahead, of how many pairs
+    that differ, the median of the per-rep ratios perfkit / peer, and the two-sided sign
+    test's p (the chance of a split at least this uneven were neither tool ahead)."""
+    pairs = [(a, b) for a, b in zip(pk_runs, peer_runs) if a is not None and b]
+    if len(pairs) < 3:
+        return None
+    ahead = sum(a > b if higher_better else a < b for a, b in pairs)
+    n = sum(a != b for a, b in pairs)
+    tail = sum(math.comb(n, i) for i in range(min(ahead, n - ahead) + 1)) / 2 ** n
+    return ahead, n, statistics.median(a / b for a, b in pairs), min(1.0, 2 * tail)
 
 
 def ratio_row(name, metric, pk, peer, tool, fmt, target: float | None, higher_better: bool,
@@ -877,20 +893,23 @@ class TwoHosts:
         try:
             kw = dict(stdin=subprocess.DEVNULL, stdout=out, stderr=err, text=True, start_new_session=True)
             p = subprocess.Popen(cmd, **kw) if self.lab is None else self.lab.popen(self.h1, cmd, **kw)
-            deadline = time.monotonic() + timeout
-            while True:
-                pid, status, ru = os.wait4(p.pid, os.WNOHANG)
-                if pid:
-                    break
-                if time.monotonic() > deadline:
-                    try:
-                        os.killpg(p.pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-                    os.wait4(p.pid, 0)
-                    p.returncode = -9
-                    raise BenchError(f"{' '.join(cmd)}: no result within {timeout:g} s")
-                time.sleep(0.01)
+            # Sleep until it exits: a parent that polled (wait4 every 10 ms) made qperf's
+            # tcp_lat 6% faster here (10 of 10 rounds), a boost perfkit's runs, waited for
+            # in select(), did not get.
+            pidfd = os.pidfd_open(p.pid)
+            try:
+                exited = select.select([pidfd], [], [], timeout)[0]
+            finally:
+                os.close(pidfd)
+            if not exited:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                os.wait4(p.pid, 0)
+                p.returncode = -9
+                raise BenchError(f"{' '.join(cmd)}: no result within {timeout:g} s")
+            _, status, ru = os.wait4(p.pid, 0)
             p.returncode = os.waitstatus_to_exitcode(status)
             out.seek(0)
             err.seek(0)
@@ -1163,6 +1182,10 @@ def _vs_rows(b: Bench, path: str, res: dict) -> None:
         row = ratio_row(f"{test} {_size_str(size)} ({path})", metric, med(pk), med(qp), "qperf",
                         fmt_us if lat else fmt_bps, 1.0, not lat, runs=(pk, qp))
         b.vs_rows.append(row)
+        tally = paired_tally(pk, qp, not lat)
+        if tally:
+            ahead, n, per_rep, p = tally
+            b.vs_paired.append([row.name, f"{ahead} of {n}", f"{per_rep:.2f}", f"{p:.2g}"])
         for i in range(max(len(r["pk"]), len(r["qp"]))):
             s = r["pk"][i] if i < len(r["pk"]) else None
             q = r["qp"][i] if i < len(r["qp"]) else None
@@ -1930,6 +1953,13 @@ def write_results(path: Path, b: Bench, env: dict, versions: dict, argv: list[st
                "ratio's 95% bootstrap interval (each tool's runs resampled); where it spans 1.0 the runs "
                "do not tell the two tools apart.", "",
                *table(b.vs_rows)]
+        if b.vs_paired:
+            md += ["", "The same runs in pairs: each rep ran perfkit and qperf back to back, so a slow spell "
+                   "of the machine hits both. Ahead: the reps in which perfkit did better (of those where "
+                   "the two differ); p: the two-sided sign test's chance of a split at least this uneven "
+                   "were neither tool ahead (below 0.05: one tool is ahead in that row).", "",
+                   "| comparison | perfkit ahead in | median of the per-rep ratios | sign test p |",
+                   "|---|---|---|---|", *("| " + " | ".join(r) + " |" for r in b.vs_paired)]
         md += [""]
     if b.http_rows:
         md += ["## perfkit http vs wrk against nginx (loopback)", "",

@@ -71,3 +71,32 @@ def test_qperf_puts_its_ends_where_the_bench_pins_perfkits():
     th.pin = (th.pin[0], max(os.sched_getaffinity(0)) + 1)       # qperf cannot pin there: the check says so
     with pytest.raises(bench.BenchError, match="put its client on CPUs"):
         bench.check_qperf_pins(th, th.qp_port)
+
+
+def test_paired_reps_count_who_was_ahead_and_how_sure_that_is():
+    # perfkit ahead in every one of 9 bandwidth reps: a sign test p of 2 / 2**9
+    ahead, n, per_rep, p = bench.paired_tally([11, 12, 13, 11, 12, 13, 11, 12, 13],
+                                              [10, 11, 12, 10, 11, 12, 10, 11, 12], True)
+    assert (ahead, n) == (9, 9) and p == pytest.approx(2 / 512) and per_rep > 1.0
+    # the same numbers as latencies: lower is better, so qperf was ahead in every rep
+    ahead, n, per_rep, p = bench.paired_tally([11, 12, 13, 11, 12, 13, 11, 12, 13],
+                                              [10, 11, 12, 10, 11, 12, 10, 11, 12], False)
+    assert (ahead, n) == (0, 9) and p == pytest.approx(2 / 512)
+    # an even split says nothing; a failed run drops its pair, a tie counts for neither
+    ahead, n, per_rep, p = bench.paired_tally([1.1, 0.9, 1.1, 0.9, None, 1.0], [1.0] * 6, True)
+    assert (ahead, n, p) == (2, 4, 1.0) and per_rep == 1.0
+    assert bench.paired_tally([1.0, None, 1.1], [1.0, 1.0, None], True) is None
+
+
+def test_the_bench_waits_for_a_peer_client_without_waking():
+    """A parent polling every 10 ms made qperf's tcp_lat 6% faster on this machine: the
+    bench must sleep until its client exits, and still give its output, CPU and deadline."""
+    import resource
+    th = bench.TwoHosts("loopback", bench.Ports(47900))
+    before = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
+    out, cpu = th.client(["sh", "-c", "echo hello; sleep 1"], timeout=10)
+    wakes = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw - before
+    assert out == "hello\n" and 0 <= cpu < 0.5
+    assert wakes < 10, f"the bench woke {wakes} times while its client ran for 1 s"
+    with pytest.raises(bench.BenchError, match="no result within 0.3 s"):
+        th.client(["sleep", "5"], timeout=0.3)
