@@ -125,6 +125,9 @@ def _parser() -> argparse.ArgumentParser:
     tst.add_argument("-lp", "--port", default=DEFAULT_PORT, type=int,
                      help=f"server control port, as qperf -lp (default {DEFAULT_PORT})")
     tst.add_argument("--token", help="the server's shared secret (default: $PERFKIT_TOKEN)")
+    tst.add_argument("--gso", default=None,
+                     help="udp_bw: datagrams per UDP GSO send, 0 = off, as qperf sends (default: 8 to a "
+                          "loopback server, else off)")
     tst.add_argument("--busy-poll", action="store_true", help="latency tests: spin, then block")
     _ends_options(tst, "this host's worker", "the server's worker")
     tst.add_argument("--interval", default="1s", help="row interval with --json (default 1s)")
@@ -443,7 +446,7 @@ def _test(a) -> int:
     timeouts = {end: check_timeout(own if own is not None else a.timeout if a.timeout is not None
                                    else CONTROL_TIMEOUT_S, end)
                 for end, own in (("loc_timeout", a.loc_timeout), ("rem_timeout", a.rem_timeout))}
-    fields = {"size": a.msg_size, "rate": a.rate, "flows": a.flows, "busy_poll": a.busy_poll,
+    fields = {"size": a.msg_size, "rate": a.rate, "flows": a.flows, "gso": a.gso, "busy_poll": a.busy_poll,
               "messages": a.no_msgs, "flip": a.flip, "wait_server": wait, "ip_port": a.ip_port,
               **timeouts, **_ends(a)}
     sweep = dict(o.split(":", 1) if ":" in o else (o, "") for o in a.oo)

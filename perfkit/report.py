@@ -189,6 +189,7 @@ def used_params(spec) -> dict:
                               ("no_msgs", spec.messages, lambda v: f"{v:,}"),
                               ("rate", spec.rate, str),
                               ("flows", spec.flows if spec.flows > 1 else None, str),
+                              ("gso", getattr(spec, "gso", 0), str),   # datagrams per UDP GSO send
                               ("flip", spec.flip or None, lambda v: "1"),
                               ("access_recv", spec.access_recv or None, lambda v: "1"),
                               ("busy_poll", spec.busy_poll or None, lambda v: "1")):

@@ -842,3 +842,19 @@ def test_a_server_counting_other_things_is_refused():
         perfkit.run(RemoteTest(test="tcp_lat", port=port, duration=0.5))
     t.join(timeout=5)
     listener.close()
+
+
+def test_udp_bw_to_a_loopback_server_sends_with_gso_and_counts_each_datagram(server):
+    """As perfkit local: 8 datagrams per UDP GSO send to a server on this host (the kernel's
+    per-send cost is the ceiling on loopback); each datagram still arrives, and is counted,
+    alone. --gso 0 sends one per send, as qperf does; -vvu says which it was."""
+    for args, gso in (((), "8"), (("--gso", "0"), None)):
+        out = _test_cli(server, "udp_bw", "-t", "0.5", "-m", "64", "-r", "50kpps", "-vvu", "--json", *args)
+        s = json.loads(out.splitlines()[-1])["summary"]
+        assert s["pkts_tx"] > 20_000 and s["bytes_rx"] == 64 * s["pkts_rx"], s
+        assert s["pkts_rx"] - s["dup"] + s["lost"] == s["pkts_tx"], s
+        text = _test_cli(server, "udp_bw", "-t", "0.2", "-m", "64", "-vvu", *args)
+        assert _blocks(text)[0].get("gso") == gso, text
+    bad = subprocess.run([sys.executable, "-P", "-m", "perfkit", "test", "127.0.0.1", "--port", str(server.port),
+                          "--gso", "4", "tcp_lat"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "gso: only udp_bw sends with UDP GSO, not tcp_lat" in bad.stderr, bad.stderr

@@ -232,8 +232,17 @@ def test_gso_default_only_on_loopback_udp_bw(kw, gso):
     assert LocalTest(**kw).gso == gso
 
 
-def test_remote_test_never_picks_gso_itself():
-    assert specmod.RemoteTest(test="udp_bw", host="127.0.0.1").gso == 0
+@pytest.mark.parametrize("kw, gso", [
+    (dict(), 8),                                  # a server on this host: UDP GSO, as perfkit local
+    (dict(host="::1"), 8),
+    (dict(size=16384), 3),
+    (dict(size=None), 0),                         # qperf's 32 KiB default: one datagram per send
+    (dict(gso=0), 0),                             # told: off (qperf's one datagram per send)
+    (dict(host="198.18.0.2"), 0),                 # a lab host: off, its link counts and impairs packets
+    (dict(test="udp_lat"), 0),
+])
+def test_remote_test_picks_gso_only_for_a_loopback_server(kw, gso):
+    assert specmod.RemoteTest(**{"test": "udp_bw", "host": "127.0.0.1", "size": 64, **kw}).gso == gso
 
 
 def test_af_packet_ports_get_perfkits_defaults_unless_given():
