@@ -277,7 +277,8 @@ class Server:
         # the same validation as the client's, on what arrived
         spec = RemoteTest(host="127.0.0.1", test=msg.get("test", ""), size=msg.get("size"),
                           flows=msg.get("flows", 1), duration=msg.get("duration", 10),
-                          batch=msg.get("batch", 32), busy_poll=msg.get("busy_poll", False),
+                          batch=msg.get("batch", 32), gso=msg.get("gso", 0),
+                          busy_poll=msg.get("busy_poll", False),
                           rem_cpu_affinity=msg.get("cpu"), rem_sock_buf_size=msg.get("sock_buf"),
                           flip=msg.get("flip", False), rate=msg.get("rate"), messages=msg.get("messages"),
                           ip_port=msg.get("ip_port", 0), access_recv=msg.get("access_recv", False),
@@ -382,7 +383,7 @@ class RemoteHandle:
                 self.local = SockEngine([end_worker(spec, False, local_ip, loc_cpu, spec.loc_sock_buf_size,
                                                     port=spec.ip_port)])
             ready = self.ctl.request("prepare", test=spec.test, size=spec.size, flows=spec.flows,
-                                     duration=spec.duration, batch=spec.batch,
+                                     duration=spec.duration, batch=spec.batch, gso=spec.gso,
                                      busy_poll=spec.busy_poll, cpu=spec.rem_cpu_affinity,
                                      sock_buf=spec.rem_sock_buf_size, flip=spec.flip,
                                      rate=spec.messages_per_second or None, messages=spec.messages,

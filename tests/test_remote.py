@@ -844,16 +844,27 @@ def test_a_server_counting_other_things_is_refused():
     listener.close()
 
 
+def _udp_sends() -> int:
+    """This namespace's Udp OutDatagrams: one per send, however many datagrams GSO carries."""
+    lines = [ln.split() for ln in open("/proc/net/snmp") if ln.startswith("Udp:")]
+    return int(lines[1][lines[0].index("OutDatagrams")])
+
+
 def test_udp_bw_to_a_loopback_server_sends_with_gso_and_counts_each_datagram(server):
     """As perfkit local: 8 datagrams per UDP GSO send to a server on this host (the kernel's
     per-send cost is the ceiling on loopback); each datagram still arrives, and is counted,
-    alone. --gso 0 sends one per send, as qperf does; -vvu says which it was."""
-    for args, gso in (((), "8"), (("--gso", "0"), None)):
-        out = _test_cli(server, "udp_bw", "-t", "0.5", "-m", "64", "-r", "50kpps", "-vvu", "--json", *args)
+    alone. --gso 0 sends one per send, as qperf does; -vvu says which it was. Flipped (-f1),
+    the server's sender sends as this host asked."""
+    for args, gso in (((), "8"), (("--gso", "0"), None), (("-f1",), "8"), (("-f1", "--gso", "0"), None)):
+        out = _test_cli(server, "udp_bw", "-t", "0.5", "-m", "64", "-r", "50kpps", "--json", *args)
         s = json.loads(out.splitlines()[-1])["summary"]
         assert s["pkts_tx"] > 20_000 and s["bytes_rx"] == 64 * s["pkts_rx"], s
         assert s["pkts_rx"] - s["dup"] + s["lost"] == s["pkts_tx"], s
-        text = _test_cli(server, "udp_bw", "-t", "0.2", "-m", "64", "-vvu", *args)
+        before = _udp_sends()   # unpaced, GSO sends are whole: 8 datagrams each
+        out = _test_cli(server, "udp_bw", "-t", "0.2", "-m", "64", "-vvu", "--json", *args)
+        sends, sent = _udp_sends() - before, json.loads(out.splitlines()[-1])["summary"]["pkts_tx"]
+        assert sends * 4 < sent if gso else sends >= sent, (args, sends, sent)
+        text = _test_cli(server, "udp_bw", "-t", "0.1", "-m", "64", "-vvu", *args)
         assert _blocks(text)[0].get("gso") == gso, text
     bad = subprocess.run([sys.executable, "-P", "-m", "perfkit", "test", "127.0.0.1", "--port", str(server.port),
                           "--gso", "4", "tcp_lat"], capture_output=True, text=True, timeout=60)
