@@ -51,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     loc.add_argument("--batch", default=32, help="datagrams per sendmmsg/recvmmsg; tcp_bw: writes per clock read (default 32)")
     loc.add_argument("--gso", default=None,
                      help="udp_bw: datagrams per UDP GSO send, 0 = off (default: 8 on loopback, off in a lab)")
-    loc.add_argument("--busy-poll", action="store_true", help="latency tests: spin instead of sleeping")
+    _busy_poll_option(loc, "-rca")
     _ends_options(loc, "the sending end", "the receiving end")
     loc.add_argument("--interval", default="1s", help="row interval (default 1s)")
     loc.add_argument("--engine", default=DEFAULT_ENGINE, help="engine (see perfkit engines)")
@@ -128,7 +128,7 @@ def _parser() -> argparse.ArgumentParser:
     tst.add_argument("--gso", default=None,
                      help="udp_bw: datagrams per UDP GSO send, 0 = off, as qperf sends (default: 8 to a "
                           "loopback server, else off)")
-    tst.add_argument("--busy-poll", action="store_true", help="latency tests: spin, then block")
+    _busy_poll_option(tst, "-rca, or -lca with -f1")
     _ends_options(tst, "this host's worker", "the server's worker")
     tst.add_argument("--interval", default="1s", help="row interval with --json (default 1s)")
     tst.add_argument("--json", action="store_true", help="JSON lines: rows, then a summary per test")
@@ -422,6 +422,17 @@ def _ends_options(parser, loc: str, rem: str) -> None:
                         "would, as qperf -ar (-ar1 and -ar alone: 1; default 0: the data is not looked at)")
 
 
+def _busy_poll_option(parser, pinned: str) -> None:
+    parser.add_argument("--busy-poll", nargs="?", const="1", default=None, choices=("0", "1"), metavar="0|1",
+                        help="1: spin on the socket for 50 us before sleeping (latency tests: both ends; "
+                             "bandwidth tests: the receiving end); 0: never (default: a udp_bw receiver "
+                             f"without GSO spins where it is pinned, {pinned})")
+
+
+def _busy_poll(a) -> bool | None:
+    return None if a.busy_poll is None else a.busy_poll == "1"
+
+
 def _ends(a) -> dict:
     """-ca and -sb set both ends; -lca/-rca and -lsb/-rsb override them for their end."""
     def pick(own, both):
@@ -446,7 +457,7 @@ def _test(a) -> int:
     timeouts = {end: check_timeout(own if own is not None else a.timeout if a.timeout is not None
                                    else CONTROL_TIMEOUT_S, end)
                 for end, own in (("loc_timeout", a.loc_timeout), ("rem_timeout", a.rem_timeout))}
-    fields = {"size": a.msg_size, "rate": a.rate, "flows": a.flows, "gso": a.gso, "busy_poll": a.busy_poll,
+    fields = {"size": a.msg_size, "rate": a.rate, "flows": a.flows, "gso": a.gso, "busy_poll": _busy_poll(a),
               "messages": a.no_msgs, "flip": a.flip, "wait_server": wait, "ip_port": a.ip_port,
               **timeouts, **_ends(a)}
     sweep = dict(o.split(":", 1) if ":" in o else (o, "") for o in a.oo)
@@ -502,7 +513,7 @@ def _local(a) -> int:
     from perfkit.units import parse_duration
     spec = LocalTest(test=a.test, size=a.size, rate=a.rate, flows=a.flows, duration=a.duration or "10s",
                      host=a.host, port=a.port, batch=a.batch, gso=a.gso,
-                     busy_poll=a.busy_poll, lab=_the_lab(a.lab), messages=a.no_msgs, **_ends(a))
+                     busy_poll=_busy_poll(a), lab=_the_lab(a.lab), messages=a.no_msgs, **_ends(a))
     if a.search is not None:
         if spec.messages is not None:
             raise ValueError("no_msgs: -n does not go with --search (each trial runs for its time)")

@@ -62,7 +62,8 @@ def end_worker(spec, sends: bool, local_ip: str, cpu, sock_buf, remote=None, por
     else:
         w = {"role": recv_role, "duration": spec.duration + SERVER_MARGIN_S,
              "batch": spec.batch if recv_role == "udp_recv" else 1}
-    w.update({"local": (local_ip, port), "size": spec.size, "flows": spec.flows, "busy_poll": spec.busy_poll,
+    w.update({"local": (local_ip, port), "size": spec.size, "flows": spec.flows,
+              "busy_poll": spec.polls(not sends, cpu),
               "proto": proto, "cpu": cpu, "sock_buf": sock_buf, "flip": spec.flip,
               "access_recv": spec.access_recv})
     if remote is not None:
@@ -278,7 +279,7 @@ class Server:
         spec = RemoteTest(host="127.0.0.1", test=msg.get("test", ""), size=msg.get("size"),
                           flows=msg.get("flows", 1), duration=msg.get("duration", 10),
                           batch=msg.get("batch", 32), gso=msg.get("gso", 0),
-                          busy_poll=msg.get("busy_poll", False),
+                          busy_poll=msg.get("busy_poll"),
                           rem_cpu_affinity=msg.get("cpu"), rem_sock_buf_size=msg.get("sock_buf"),
                           flip=msg.get("flip", False), rate=msg.get("rate"), messages=msg.get("messages"),
                           ip_port=msg.get("ip_port", 0), access_recv=msg.get("access_recv", False),

@@ -183,16 +183,18 @@ def used_params(spec) -> dict:
             used.update({f"{end}_{name}": (2, text(v)) for end, v in (("loc", loc), ("rem", rem))
                          if v is not None})
     both("affinity", spec.loc_cpu_affinity, spec.rem_cpu_affinity, str)
+    receiver_cpu = spec.loc_cpu_affinity if spec.flip else spec.rem_cpu_affinity
     both("sock_buf_size", spec.loc_sock_buf_size, spec.rem_sock_buf_size, _size_text)
     both("timeout", spec.loc_timeout, spec.rem_timeout, lambda v: _time_us(v * 1e6))
     for name, value, text in (("port", spec.ip_port, lambda v: f"{v:,}"),
                               ("no_msgs", spec.messages, lambda v: f"{v:,}"),
                               ("rate", spec.rate, str),
                               ("flows", spec.flows if spec.flows > 1 else None, str),
-                              ("gso", getattr(spec, "gso", 0), str),   # datagrams per UDP GSO send
+                              ("gso", spec.gso, str),   # datagrams per UDP GSO send
                               ("flip", spec.flip or None, lambda v: "1"),
                               ("access_recv", spec.access_recv or None, lambda v: "1"),
-                              ("busy_poll", spec.busy_poll or None, lambda v: "1")):
+                              ("busy_poll", "1" if spec.busy_poll else "receiver (pinned)"
+                               if spec.polls(True, receiver_cpu) else None, str)):
         if value:
             used[name] = (2, text(value))
     return dict(sorted(used.items()))

@@ -37,7 +37,9 @@ def test_panel_has_an_input_for_every_spec_field():
         assert kinds[name] is ipywidgets.Text, name
     for name in ("flows", "port", "batch"):
         assert kinds[name] is ipywidgets.IntText, name
-    assert kinds["busy_poll"] is ipywidgets.Checkbox
+    assert kinds["busy_poll"] is ipywidgets.Dropdown    # auto (None: the spec decides), on, off
+    assert panel.inputs["busy_poll"].value == "auto" and tuple(panel.inputs["busy_poll"].options) == (
+        "auto", "on", "off")
     assert all(panel.labels[n] for n in names)
     # the defaults make a valid spec: Start is enabled, Stop is not
     assert panel.error is None and panel.spec == LocalTest()
@@ -82,9 +84,11 @@ def test_typing_validates_on_every_change_and_valid_input_enables_start():
     panel.inputs["flows"].value = 1
     panel.inputs["size"].value = ""                     # empty: the test's default size
     panel.inputs["rate"].value = "10kpps"
-    panel.inputs["busy_poll"].value = True
+    panel.inputs["busy_poll"].value = "on"
     assert not panel.start_button.disabled
     assert panel.spec == LocalTest("tcp_lat", rate="10kpps", duration="1s", busy_poll=True)
+    panel.inputs["busy_poll"].value = "off"
+    assert panel.spec == LocalTest("tcp_lat", rate="10kpps", duration="1s", busy_poll=False)
 
 
 def test_panel_starts_from_a_spec_instance():
@@ -96,8 +100,8 @@ def test_panel_starts_from_a_spec_instance():
 
 
 # ------------------------------------------------- every spec: the form from its fields
-WIDGET_OF = {"choice": ipywidgets.Dropdown, "combo": ipywidgets.Combobox, "bool": ipywidgets.Checkbox,
-             "int": ipywidgets.IntText, "text": ipywidgets.Text, "secret": ipywidgets.Password,
+WIDGET_OF = {"choice": ipywidgets.Dropdown, "tristate": ipywidgets.Dropdown, "combo": ipywidgets.Combobox,
+             "bool": ipywidgets.Checkbox, "int": ipywidgets.IntText, "text": ipywidgets.Text, "secret": ipywidgets.Password,
              "lines": ipywidgets.Textarea, "area": ipywidgets.Textarea, "ranges": ipywidgets.Text,
              "pair": ipywidgets.Text}
 

@@ -360,13 +360,24 @@ static inline void pace_wait(uint64_t now, uint64_t wake)
     pk_sleep_until_ns(wake > now + PACE_MIN_SLEEP_NS ? wake : now + PACE_MIN_SLEEP_NS);
 }
 
-/* busy_poll: spin (non-blocking) for up to SPIN_NS after waiting began, then
- * block, so a spinning thread never starves its partner on a busy machine. */
+/* busy_poll: spin (non-blocking) for up to SPIN_NS after waiting began (a pinger's send,
+ * a receiver's last arrival), then block, so a spinning thread never starves its partner on
+ * a busy machine. A receiver that sleeps between arrivals costs the sender a wake-up each
+ * time (over loopback and veth the sender's CPU delivers the packet and wakes the reader). */
 static inline int wait_flag(const worker *w, uint64_t waiting_since, int blocking_flag)
 {
     if (w->cfg.busy_poll && pk_now_ns() - waiting_since < SPIN_NS)
         return MSG_DONTWAIT;
     return blocking_flag;
+}
+
+/* After a receiver's poll found nothing: a spinning receiver lets a thread that shares its
+ * CPU (its own sender, pinned to the same one) run first. tcp_bw over loopback, busy_poll,
+ * both ends on CPU 0: 4.2-4.4 GB/s with the yield, 2.6 without, 3.1 sleeping. */
+static inline void spun(const worker *w)
+{
+    if (w->cfg.busy_poll)
+        sched_yield();
 }
 
 /* With UDP GSO one message carries up to cfg.gso datagrams, cut by the kernel
@@ -423,12 +434,13 @@ static void run_udp_recv(worker *w)
     const int track = w->cfg.size >= PK_WIRE_HDR_LEN;
     uint64_t last_rx = 0, done_at = 0;
     for (;;) {
-        int r = sys_recvmmsg(fd, w->msgs, w->cfg.batch, MSG_WAITFORONE);
+        int r = sys_recvmmsg(fd, w->msgs, w->cfg.batch, wait_flag(w, last_rx, MSG_WAITFORONE));
         uint64_t now = pk_now_ns();
         account_cpu(w, now, 0);
         if (r <= 0) {
             if (receiver_finished(w, now, last_rx, &done_at))
                 break;
+            spun(w);
             continue;
         }
         last_rx = now;
@@ -791,12 +803,13 @@ static void run_tcp_recv(worker *w)
     if (fd < 0)
         return;
     const uint32_t size = w->cfg.size;
-    uint64_t bytes = 0;
+    uint64_t bytes = 0, last_rx = 0;
     for (;;) {
-        ssize_t r = sys_recv(fd, w->bufs, w->buf_len, 0);
+        ssize_t r = sys_recv(fd, w->bufs, w->buf_len, wait_flag(w, last_rx, 0));
         uint64_t now = pk_now_ns();
         account_cpu(w, now, 0);
         if (r > 0) {
+            last_rx = now;
             uint64_t before = bytes / size;
             bytes += (uint64_t)r;
             pk_add(&w->c, PK_bytes_rx, (uint64_t)r);
@@ -813,6 +826,7 @@ static void run_tcp_recv(worker *w)
         }
         if (now >= w->engine->hard_end)
             break;
+        spun(w);
     }
     tcp_close(w);
 }

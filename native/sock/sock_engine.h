@@ -51,7 +51,7 @@ typedef struct pk_sock_worker_cfg {
     double rate;            /* messages per second; 0 = as fast as possible */
     uint64_t duration_ns;   /* how long senders send */
     uint64_t count;         /* senders: stop after this many messages (round trips); 0 = no limit */
-    int busy_poll;          /* ping roles: spin on the socket instead of sleeping */
+    int busy_poll;          /* spin on the socket for a moment before sleeping (wait_flag) */
     int cpu;                /* pin the thread to this CPU, -1 = do not pin */
     int proto;              /* stream roles: IPPROTO_TCP (0 = TCP) or IPPROTO_SCTP */
     uint32_t sock_buf;      /* SO_SNDBUF/SO_RCVBUF bytes (qperf's -sb); 0 = 8 MiB, but the

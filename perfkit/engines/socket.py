@@ -81,22 +81,23 @@ def workers_for(spec: LocalTest) -> list[dict]:
     sender = {**common, **client, "remote": here, "peer": 0, "rate": spec.messages_per_second,
               "count": spec.messages, "sock_buf": spec.loc_sock_buf_size,
               "cpu": check_cpu_here(spec.loc_cpu_affinity, "loc_cpu_affinity")}
-    common = {**common, **server, "cpu": check_cpu_here(spec.rem_cpu_affinity, "rem_cpu_affinity"),
-              "sock_buf": spec.rem_sock_buf_size}
+    sender["busy_poll"] = spec.polls(False, sender["cpu"])
+    cpu = check_cpu_here(spec.rem_cpu_affinity, "rem_cpu_affinity")
+    common = {**common, **server, "cpu": cpu, "sock_buf": spec.rem_sock_buf_size,
+              "busy_poll": spec.polls(True, cpu)}
     if spec.test == "udp_bw":
         return [{**common, "role": "udp_recv", "flows": spec.flows, "batch": spec.batch},
                 {**sender, "role": "udp_send", "flows": spec.flows, "batch": spec.batch,
                  "gso": spec.gso}]
     if spec.test == "udp_lat":
-        return [{**common, "role": "udp_reflect", "batch": 1,
-                 "busy_poll": spec.busy_poll},
-                {**sender, "role": "udp_ping", "busy_poll": spec.busy_poll}]
+        return [{**common, "role": "udp_reflect", "batch": 1},
+                {**sender, "role": "udp_ping"}]
     if spec.test == "tcp_bw":
         return [{**common, "role": "tcp_recv"},
                 {**sender, "role": "tcp_send"}]
     if spec.test == "tcp_lat":
-        return [{**common, "role": "tcp_pong", "busy_poll": spec.busy_poll},
-                {**sender, "role": "tcp_ping", "busy_poll": spec.busy_poll}]
+        return [{**common, "role": "tcp_pong"},
+                {**sender, "role": "tcp_ping"}]
     raise ValueError(f"test: the socket engine does not run {spec.test!r}")
 
 

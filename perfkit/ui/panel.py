@@ -105,6 +105,8 @@ def task_fields(task: str) -> list["FieldUI"]:
 # Fields whose values come from a fixed list: a spec's own ClassVar (test: TESTS), else by name.
 CHOICES = {"test": _spec.LOCAL_TESTS, "mode": _spec.DPDK_MODES, "method": _spec.HTTP_METHODS,
            "http_method": _spec.DPERF_HTTP_METHODS, "url_order": ("cycle", "random")}
+# A bool | None field: a drop-down whose "auto" is None (the spec decides).
+TRISTATE = {None: "auto", True: "on", False: "off"}
 # Free text with suggestions (a Combobox): DPDK ports.
 SUGGESTIONS = {
     "DpdkFlows": {"port": ("ring:pk:0", "net_null0", "net_ring0", "net_memif0,role=client"),
@@ -274,7 +276,7 @@ def field_hints(spec_cls) -> dict[str, str]:
 class FieldUI:
     """How one spec field shows in the form."""
     name: str
-    kind: str            # choice | combo | bool | int | text | secret | lines | area | ranges | pair | multi
+    kind: str            # choice | combo | bool | tristate | int | text | secret | lines | area | ranges | pair | multi
     default: object      # the spec's default (None: empty box)
     choices: tuple = ()  # choice: the options; combo: suggestions
     unit: str = ""
@@ -315,6 +317,8 @@ def form_fields(spec_cls, choices: dict | None = None) -> list[FieldUI]:
             kind = "area"
         elif kind_t == "bool":
             kind = "bool"
+        elif kind_t == "bool | None":   # None: the spec decides (busy_poll)
+            kind, default, opts = "tristate", TRISTATE[default], tuple(TRISTATE.values())
         elif kind_t == "int":
             kind = "int"
         else:
@@ -530,7 +534,9 @@ class Panel:
         """One form row: label, input, unit/range/default, help line."""
         layout = w.Layout(width="230px", min_width="230px")
         default = fu.default
-        if fu.kind == "choice":
+        if fu.kind == "tristate":
+            value = TRISTATE.get(value, value)
+        if fu.kind in ("choice", "tristate"):
             opts = list(fu.choices)
             box = w.Dropdown(options=opts, value=value if value in opts else opts[0], layout=layout)
         elif fu.kind == "combo":
@@ -590,6 +596,8 @@ class Panel:
                 box, kind = self.inputs[name], self._kinds[name]
             if kind == "multi":
                 value = (value,) if isinstance(value, str) else tuple(value or ())
+            elif kind == "tristate":
+                value = TRISTATE[value]
             elif kind not in ("choice", "bool", "int"):   # text: what a person would type
                 value = _text_value(value, name)
             box.value = value
@@ -704,6 +712,8 @@ class Panel:
                 v = v.split()
             elif self._kinds[name] == "area":
                 v = v or None
+            elif self._kinds[name] == "tristate":
+                v = {text: value for value, text in TRISTATE.items()}[v]
             elif isinstance(v, str):
                 v = v.strip()
                 if v == "":
