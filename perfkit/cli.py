@@ -426,7 +426,7 @@ def _busy_poll_option(parser, pinned: str) -> None:
     parser.add_argument("--busy-poll", nargs="?", const="1", default=None, choices=("0", "1"), metavar="0|1",
                         help="1: spin on the socket for 50 us before sleeping (latency tests: both ends; "
                              "bandwidth tests: the receiving end); 0: never (default: a udp_bw receiver "
-                             f"without GSO spins where it is pinned, {pinned})")
+                             f"off loopback spins where it is pinned, {pinned})")
 
 
 def _busy_poll(a) -> bool | None:

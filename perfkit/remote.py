@@ -63,7 +63,7 @@ def end_worker(spec, sends: bool, local_ip: str, cpu, sock_buf, remote=None, por
         w = {"role": recv_role, "duration": spec.duration + SERVER_MARGIN_S,
              "batch": spec.batch if recv_role == "udp_recv" else 1}
     w.update({"local": (local_ip, port), "size": spec.size, "flows": spec.flows,
-              "busy_poll": spec.polls(not sends, cpu),
+              "busy_poll": spec.polls(not sends, cpu, local_ip),
               "proto": proto, "cpu": cpu, "sock_buf": sock_buf, "flip": spec.flip,
               "access_recv": spec.access_recv})
     if remote is not None:

@@ -194,7 +194,7 @@ def used_params(spec) -> dict:
                               ("flip", spec.flip or None, lambda v: "1"),
                               ("access_recv", spec.access_recv or None, lambda v: "1"),
                               ("busy_poll", "1" if spec.busy_poll else "receiver (pinned)"
-                               if spec.polls(True, receiver_cpu) else None, str)):
+                               if spec.polls(True, receiver_cpu, spec.host) else None, str)):
         if value:
             used[name] = (2, text(value))
     return dict(sorted(used.items()))

@@ -221,20 +221,21 @@ class _SocketTest(_Serial):
             put(end, check_sock_buf(getattr(self, end), end))
         put("access_recv", _bool(self.access_recv, "access_recv"))
 
-    def polls(self, receives: bool, cpu: int | None) -> bool:
-        """Whether an end spins on its socket for 50 us before it sleeps (after a ping's send,
-        a receiver's last arrival): as busy_poll says, or, busy_poll left out, where the
-        receiving end of a udp_bw without GSO has a CPU of its own (pinned: -rca, or -lca
-        where this host receives). Over loopback and veth the sender's CPU delivers each
-        datagram and wakes a sleeping receiver, an IPI here: over veth, pinned, 64 B, the
-        receiver slept 15k times/s and the sender sent 9-15% more with it polling, at 64 B,
-        1 KiB and 32 KiB alike. Not with GSO (over loopback, 8 datagrams per send: 7-10%
-        less) nor over TCP, where a polling reader made tcp_bw 2.4x over veth at 64 B but
+    def polls(self, receives: bool, cpu: int | None, address: str) -> bool:
+        """Whether an end working on address spins on its socket for 50 us before it sleeps
+        (after a ping's send, a receiver's last arrival): as busy_poll says, or, busy_poll
+        left out, where a udp_bw receiver off loopback (a lab link) has a CPU of its own
+        (pinned: -rca, or -lca where this host receives). Over veth the sender's CPU delivers
+        each datagram and wakes a sleeping receiver, an IPI here: pinned, 64 B, the receiver
+        slept 15k times/s, and with it polling the sender sent 9-15% more at 64 B, 1 KiB and
+        32 KiB. Not over loopback (with GSO, 64 B and 1 KiB: 7-10% less; 32 KiB: less in 5 of
+        6 rounds) nor over TCP, where a polling reader made tcp_bw 2.4x over veth at 64 B but
         a third over loopback, and less at 1 KiB over veth: TCP's window and ACKs follow how
         the reader reads."""
         if self.busy_poll is not None:
             return self.busy_poll
-        return receives and self.test == "udp_bw" and not self.gso and cpu is not None
+        return (receives and self.test == "udp_bw" and cpu is not None
+                and not ipaddress.ip_address(address).is_loopback)
 
     def _auto_gso(self) -> int:
         """gso left out: AUTO_GSO datagrams per udp_bw send to a loopback host (fewer where
@@ -270,7 +271,7 @@ class LocalTest(_SocketTest):
               None = 8 on loopback (fewer if 8 would pass 65507 B), off on a lab path
     busy_poll spin on the socket for 50 us before sleeping: both ends of a latency test
               and a bandwidth test's receiving end; False = never; None = a udp_bw
-              receiver without GSO where it is pinned (rem_cpu_affinity)
+              receiver in a lab (off loopback) where it is pinned (rem_cpu_affinity)
     loc_cpu_affinity  pin the sending (pinging) end's thread to this CPU, as qperf's -lca;
               None or "any" = where the scheduler puts it
     rem_cpu_affinity  the same for the receiving (answering) end, as qperf's -rca

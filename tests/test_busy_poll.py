@@ -1,10 +1,12 @@
 """busy_poll: which ends spin on their socket before they sleep (spec.polls: as told, or,
-left out, a pinned udp_bw receiver without GSO), that they do (the receiving thread's
-voluntary context switches: a polling receiver hardly sleeps), local and remote, and that
--vvu says so."""
+left out, a pinned udp_bw receiver off loopback), that they do (the receiving thread's
+voluntary context switches: a polling receiver hardly sleeps), in a lab and from a server
+as the client tells it, and that -vvu says so."""
 import os
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -13,23 +15,30 @@ from perfkit import LocalTest, RemoteTest
 from perfkit.remote import Server
 from perfkit.report import used_params
 
+sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
+from _labs import lab_module_or_skip, lab_up_or_skip  # noqa: E402
+
 two_cpus = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to pin the ends apart")
 
 
-@pytest.mark.parametrize("spec, receives, cpu, polls", [
-    (LocalTest("udp_bw", gso=0), True, 1, True),          # the auto rule: pinned, no GSO
-    (LocalTest("udp_bw", gso=0), True, None, False),      # not pinned: it might share the sender's CPU
-    (LocalTest("udp_bw", gso=8), True, 1, False),         # GSO: 7-10% less polling, over loopback
-    (LocalTest("udp_bw", gso=0), False, 0, False),        # the sender never polls
-    (LocalTest("tcp_bw"), True, 1, False),                # TCP: the reader's pace sets the window
-    (LocalTest("udp_lat"), True, 1, False),               # latency tests: only when told
-    (LocalTest("udp_bw", gso=0, busy_poll=False), True, 1, False),
-    (LocalTest("tcp_bw", busy_poll=True), True, None, True),
-    (LocalTest("tcp_lat", busy_poll=True), False, None, True),
-    (RemoteTest("udp_bw", host="198.18.0.2"), True, 3, True),   # off loopback GSO is off by default
+LAB = "198.18.0.2"   # a lab host's address: off loopback
+
+
+@pytest.mark.parametrize("spec, receives, cpu, address, polls", [
+    (LocalTest("udp_bw"), True, 1, LAB, True),                 # the auto rule: pinned, in a lab
+    (LocalTest("udp_bw"), True, None, LAB, False),             # not pinned: it might share the sender's CPU
+    (LocalTest("udp_bw", gso=0), True, 1, "127.0.0.1", False),  # loopback: polling made it slower
+    (LocalTest("udp_bw"), True, 1, "::1", False),
+    (LocalTest("udp_bw"), False, 0, LAB, False),               # the sender never polls
+    (LocalTest("tcp_bw"), True, 1, LAB, False),                # TCP: the reader's pace sets the window
+    (LocalTest("udp_lat"), True, 1, LAB, False),               # latency tests: only when told
+    (LocalTest("udp_bw", busy_poll=False), True, 1, LAB, False),
+    (LocalTest("tcp_bw", busy_poll=True), True, None, "127.0.0.1", True),
+    (LocalTest("tcp_lat", busy_poll=True), False, None, "127.0.0.1", True),
+    (RemoteTest("udp_bw", host=LAB), True, 3, "2001:2::2", True),
 ])
-def test_which_ends_poll(spec, receives, cpu, polls):
-    assert spec.polls(receives, cpu) is polls
+def test_which_ends_poll(spec, receives, cpu, address, polls):
+    assert spec.polls(receives, cpu, address) is polls
 
 
 def test_busy_poll_takes_true_false_or_nothing():
@@ -40,13 +49,14 @@ def test_busy_poll_takes_true_false_or_nothing():
 
 
 def test_vvu_says_which_end_polled():
-    def shown(**kw):
-        return used_params(RemoteTest("udp_bw", gso=0, **kw)).get("busy_poll", (None, None))[1]
+    def shown(host=LAB, **kw):
+        return used_params(RemoteTest("udp_bw", host=host, **kw)).get("busy_poll", (None, None))[1]
     assert shown(rem_cpu_affinity=1) == "receiver (pinned)"
     assert shown(loc_cpu_affinity=1) is None                      # this host sends: its pin is the sender's
     assert shown(loc_cpu_affinity=1, flip=True) == "receiver (pinned)"
     assert shown(rem_cpu_affinity=1, busy_poll=False) is None
-    assert shown(busy_poll=True) == "1"
+    assert shown("127.0.0.1", rem_cpu_affinity=1) is None
+    assert shown("127.0.0.1", busy_poll=True) == "1"
     assert shown() is None
 
 
@@ -86,26 +96,43 @@ def server():
     t.join(timeout=10)
 
 
+def _receiver_sleeps(spec, rcv: int) -> float:
+    """The receiving worker's (pinned to rcv; pk-sock/0, local and remote) sleeps per second
+    in a run of spec, which must move every datagram."""
+    run = perfkit.Run(spec).start()
+    per_s = _sleeps_per_s(run)
+    s = run.summary
+    assert run.error is None and s["pkts_rx"] > 10_000
+    assert s["pkts_rx"] + s["lost"] - s["dup"] == s["pkts_tx"]
+    return per_s[("pk-sock/0", (rcv,))]
+
+
 @two_cpus
-@pytest.mark.parametrize("where", ["local", "remote"])
-def test_a_pinned_udp_bw_receiver_polls_instead_of_sleeping(where, request):
-    """Left to decide, the receiver pinned to its own CPU hardly sleeps; told not to poll, it
-    sleeps thousands of times a second, each sleep a wake-up for the sender to pay
-    (seen over loopback: 12-26/s polling, 17.5k/s sleeping)."""
+def test_a_pinned_udp_bw_receiver_in_a_lab_polls_instead_of_sleeping():
+    """Left to decide, the receiver in h2 pinned to its own CPU hardly sleeps; told not to
+    poll, it sleeps thousands of times a second, each sleep a wake-up the sender pays for."""
+    lab_mod = lab_module_or_skip()
     rcv, snd = sorted(os.sched_getaffinity(0))[:2]
-    sleeps = {}
-    for busy_poll in (None, False):
-        kw = dict(test="udp_bw", size=64, gso=0, duration=2, loc_cpu_affinity=snd, rem_cpu_affinity=rcv,
-                  busy_poll=busy_poll)
-        spec = (LocalTest(**kw) if where == "local"
-                else RemoteTest(port=request.getfixturevalue("server").port, **kw))
-        run = perfkit.Run(spec).start()
-        per_s = _sleeps_per_s(run)
-        assert run.error is None and run.summary["pkts_rx"] > 10_000
-        assert run.summary["pkts_rx"] + run.summary["lost"] - run.summary["dup"] == run.summary["pkts_tx"]
-        # the receiver: the one pinned to rcv (local: pk-sock/0; remote: the server's, pk-sock/0 too)
-        sleeps[busy_poll] = per_s[("pk-sock/0", (rcv,))]
+    lab = lab_up_or_skip(lab_mod)
+    try:
+        sleeps = {bp: _receiver_sleeps(LocalTest("udp_bw", size=64, duration=2, lab=lab.name, busy_poll=bp,
+                                                 loc_cpu_affinity=snd, rem_cpu_affinity=rcv), rcv)
+                  for bp in (None, False)}
+    finally:
+        lab.down()
     assert sleeps[False] > 1000 and sleeps[None] * 10 < sleeps[False], sleeps
+
+
+@two_cpus
+def test_the_server_polls_as_told_and_not_by_default_on_loopback(server):
+    """Over loopback the pinned receiver sleeps unless told (seen: 17.5k sleeps/s; 12-26
+    polling); the server's worker follows the client's busy_poll."""
+    rcv, snd = sorted(os.sched_getaffinity(0))[:2]
+    sleeps = {bp: _receiver_sleeps(RemoteTest("udp_bw", port=server.port, size=64, gso=0, duration=2,
+                                              busy_poll=bp, loc_cpu_affinity=snd, rem_cpu_affinity=rcv), rcv)
+              for bp in (None, True, False)}
+    assert sleeps[None] > 1000 and sleeps[False] > 1000, sleeps
+    assert sleeps[True] * 10 < min(sleeps[None], sleeps[False]), sleeps
 
 
 def test_told_to_a_tcp_bw_receiver_polls_too():

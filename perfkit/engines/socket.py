@@ -81,10 +81,10 @@ def workers_for(spec: LocalTest) -> list[dict]:
     sender = {**common, **client, "remote": here, "peer": 0, "rate": spec.messages_per_second,
               "count": spec.messages, "sock_buf": spec.loc_sock_buf_size,
               "cpu": check_cpu_here(spec.loc_cpu_affinity, "loc_cpu_affinity")}
-    sender["busy_poll"] = spec.polls(False, sender["cpu"])
+    sender["busy_poll"] = spec.polls(False, sender["cpu"], client["local"][0])
     cpu = check_cpu_here(spec.rem_cpu_affinity, "rem_cpu_affinity")
     common = {**common, **server, "cpu": cpu, "sock_buf": spec.rem_sock_buf_size,
-              "busy_poll": spec.polls(True, cpu)}
+              "busy_poll": spec.polls(True, cpu, server["local"][0])}
     if spec.test == "udp_bw":
         return [{**common, "role": "udp_recv", "flows": spec.flows, "batch": spec.batch},
                 {**sender, "role": "udp_send", "flows": spec.flows, "batch": spec.batch,
