@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-APT_PACKAGES="build-essential pkg-config python3-dev python3-venv python3-pip libdpdk-dev libssl-dev openssl iproute2 iputils-ping ethtool curl iperf3 qperf sockperf chromium nginx-light wrk"
+APT_PACKAGES="build-essential pkg-config python3-dev python3-venv python3-pip libdpdk-dev libssl-dev openssl iproute2 iputils-ping ethtool curl strace iperf3 qperf sockperf chromium nginx-light wrk"
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "install.sh: Debian packages: $APT_PACKAGES"
     apt-get update -qq

@@ -48,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     loc.add_argument("--lab", nargs="?", const="", metavar="NAME",
                      help="run the ends in hosts h1 (sender) and h2 of a lab (default: the one that is up)")
     loc.add_argument("--port", default=0, help="receiving port (default: any free port)")
-    loc.add_argument("--batch", default=32, help="datagrams per sendmmsg/recvmmsg; tcp_bw: writes per clock read (default 32)")
+    loc.add_argument("--batch", default=32, help="datagrams per sendmmsg/recvmmsg; tcp_bw: writes per sendmmsg, at most 16 KiB of them (default 32)")
     loc.add_argument("--gso", default=None,
                      help="udp_bw: datagrams per UDP GSO send, 0 = off (default: 8 on loopback, off in a lab)")
     _busy_poll_option(loc, "-rca")

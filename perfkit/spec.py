@@ -264,8 +264,8 @@ class LocalTest(_SocketTest):
     duration  how long to send (10s, 2m, ...)
     host      where both ends bind: loopback or a lab address
     port      the receiving end's port; 0 = any free port
-    batch     messages per sendmmsg/recvmmsg (udp_bw); tcp_bw: writes per clock
-              read (and at most 16 KiB)
+    batch     messages per sendmmsg/recvmmsg (udp_bw); tcp_bw: writes per sendmmsg
+              (and at most 16 KiB of them)
     gso       udp_bw: datagrams per UDP GSO send (the kernel cuts them; each arrives
               alone); 0 = off, plain sendmmsg with one datagram per message;
               None = 8 on loopback (fewer if 8 would pass 65507 B), off on a lab path

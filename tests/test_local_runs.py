@@ -1,5 +1,11 @@
 """End to end on loopback: each qperf-style test runs on the socket engine and
 its counters add up."""
+import json
+import re
+import shutil
+import subprocess
+import sys
+
 import pytest
 
 import perfkit
@@ -56,3 +62,30 @@ def test_tcp_bw_slow_stream_is_counted_while_it_runs():
     rx = run.frame["bytes_rx"].to_list()   # cumulative, per row
     # 6.4 KB/s: 16 KiB would take 2.5 s to gather; rows during the run must see data already
     assert any(0 < v < s["bytes_rx"] for v in rx[:4]), rx
+
+
+def test_tcp_bw_batch_cut_short_keeps_whole_messages():
+    """Writes below 16 KiB go out a batch per sendmmsg without waiting; a small send buffer
+    cuts a batch mid-message (1000 B writes into 4 KiB), and the sender finishes that
+    message before the next batch, so the stream still holds whole messages."""
+    run = perfkit.run(LocalTest("tcp_bw", size=1000, loc_sock_buf_size="4K", duration="0.5s"))
+    s = run.summary
+    assert run.error is None and s["pkts_tx"] > 1000
+    assert s["bytes_rx"] == s["bytes_tx"] == s["pkts_tx"] * 1000
+    assert s["pkts_rx"] == s["pkts_tx"]
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed (install.sh installs it as root)")
+def test_tcp_bw_small_writes_go_a_batch_per_call():
+    """64 B writes: 32 (the batch) per sendmmsg, not one send() each, as the kernel saw them."""
+    out = subprocess.run(["strace", "-f", "-c", "-e", "trace=sendmmsg,sendto", sys.executable, "-P", "-m", "perfkit",
+                          "local", "tcp_bw", "-m", "64", "-t", "0.3", "--json"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout.splitlines()[-1])["summary"]
+    calls = {m[1]: int(m[0]) for m in re.findall(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)$",
+                                                   out.stderr, re.M)}
+    messages = summary["pkts_tx"]
+    assert messages > 10_000 and summary["bytes_rx"] == messages * 64
+    assert calls.get("sendto", 0) < messages / 100, calls      # a blocking send only where the buffer was full
+    assert messages / 40 <= calls["sendmmsg"] <= messages / 16, (calls, messages)

@@ -94,7 +94,7 @@ def workers_for(spec: LocalTest) -> list[dict]:
                 {**sender, "role": "udp_ping"}]
     if spec.test == "tcp_bw":
         return [{**common, "role": "tcp_recv"},
-                {**sender, "role": "tcp_send"}]
+                {**sender, "role": "tcp_send", "batch": spec.batch}]
     if spec.test == "tcp_lat":
         return [{**common, "role": "tcp_pong"},
                 {**sender, "role": "tcp_ping"}]
