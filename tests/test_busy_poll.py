@@ -9,7 +9,6 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -17,13 +16,11 @@ import pytest
 
 import perfkit
 from perfkit import LocalTest, RemoteTest
-from perfkit.remote import Server
 from perfkit.report import used_params
 
 sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
 from _labs import lab_module_or_skip, lab_up_or_skip  # noqa: E402
-
-two_cpus = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to pin the ends apart")
+from _sock import serving, two_cpus, worker_threads  # noqa: E402
 
 
 LAB = "198.18.0.2"   # a lab host's address: off loopback
@@ -69,36 +66,18 @@ def _sleeps_per_s(run) -> dict:
     """{(name, CPUs it may run on) of each socket-engine worker thread of this process: its
     voluntary context switches per second}, over a second in the middle of run (which it
     waits for)."""
-    def snapshot():
-        out = {}
-        for tid in os.listdir("/proc/self/task"):
-            try:
-                with open(f"/proc/self/task/{tid}/comm") as f:
-                    name = f.read().strip()
-                if not name.startswith("pk-sock/"):
-                    continue
-                with open(f"/proc/self/task/{tid}/status") as f:
-                    n = next(int(line.split()[1]) for line in f if line.startswith("voluntary_ctxt_switches"))
-                out[tid] = ((name, tuple(sorted(os.sched_getaffinity(int(tid))))), n)
-            except (FileNotFoundError, ProcessLookupError):   # the thread ended meanwhile
-                pass
-        return out
     time.sleep(0.5)
-    t0, before = time.monotonic(), snapshot()
+    t0, before = time.monotonic(), worker_threads("voluntary_ctxt_switches")
     time.sleep(1.0)
-    t1, after = time.monotonic(), snapshot()
+    t1, after = time.monotonic(), worker_threads("voluntary_ctxt_switches")
     run.wait()
-    return {key: (after[tid][1] - n) / (t1 - t0) for tid, (key, n) in before.items() if tid in after}
+    return {(name, cpus): (after[tid][2] - n) / (t1 - t0) for tid, (name, cpus, n) in before.items() if tid in after}
 
 
 @pytest.fixture
 def server():
-    srv = Server("127.0.0.1", 0, log=lambda line: None)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    yield srv
-    srv.stop()
-    t.join(timeout=10)
+    with serving() as srv:
+        yield srv
 
 
 def _receiver_sleeps(spec, rcv: int) -> float:

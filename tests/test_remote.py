@@ -21,6 +21,9 @@ from perfkit import LocalTest, RemoteTest
 from perfkit.remote import (MAX_MESSAGE, PROTOCOL, Control, Server, parse_sweep, recv_msg,
                             send_msg, _sctp_available)
 
+sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helper is beside us
+from _sock import serving, two_cpus, worker_threads  # noqa: E402
+
 
 def summary_fields(text: str) -> dict:
     """{name: value} of a qperf-style summary's `    name  =  value` lines (one test's)."""
@@ -29,15 +32,8 @@ def summary_fields(text: str) -> dict:
 
 @pytest.fixture
 def server():
-    lines = []
-    srv = Server("127.0.0.1", 0, log=lines.append)
-    srv.lines = lines   # what it logged
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    yield srv
-    srv.stop()
-    t.join(timeout=10)
-    assert not t.is_alive()
+    with serving() as srv:
+        yield srv
 
 
 def test_udp_bw_both_ends_add_up(server):
@@ -109,17 +105,11 @@ def test_token_required_off_loopback():
 
 
 def test_wrong_token_is_refused_with_a_clear_message():
-    srv = Server("127.0.0.1", 0, token="s3cret", log=lambda line: None)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    try:
+    with serving(token="s3cret") as srv:
         with pytest.raises(perfkit.EngineError, match="wrong or missing token"):
             Control("127.0.0.1", srv.port, token="nope")
         s = perfkit.run(RemoteTest(test="tcp_lat", port=srv.port, token="s3cret", duration=0.5)).summary
         assert s["lat_count"] > 0
-    finally:
-        srv.stop()
-        t.join(timeout=10)
 
 
 def _raw(server):
@@ -170,18 +160,8 @@ def _worker_cpus_while(run) -> dict[int, tuple[str, tuple[int, ...]]]:
     pk-sock/N by the engine) by TID, with the CPUs it may run on."""
     seen = {}
     while not run.wait(0.05):
-        for tid in os.listdir("/proc/self/task"):
-            try:
-                with open(f"/proc/self/task/{tid}/comm") as f:
-                    name = f.read().strip()
-                if name.startswith("pk-sock/"):
-                    seen[int(tid)] = (name, tuple(sorted(os.sched_getaffinity(int(tid)))))
-            except (FileNotFoundError, ProcessLookupError):  # the thread ended meanwhile
-                pass
+        seen.update(worker_threads())
     return seen
-
-
-two_cpus = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to pin the ends apart")
 
 
 @two_cpus

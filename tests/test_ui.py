@@ -1,8 +1,10 @@
 """The notebook front door: the Panel generated from a spec, the live Dashboard,
 and a real kernel staying responsive while a run is live."""
 import dataclasses
+import os
 import re
 import statistics
+import sys
 import threading
 import time
 
@@ -20,6 +22,9 @@ import perfkit.ui  # noqa: E402
 from perfkit import LocalTest  # noqa: E402
 from perfkit import spec as specs  # noqa: E402
 from perfkit.spec import LOCAL_TESTS, SPECS  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helper is beside us
+from _sock import serving  # noqa: E402
 
 PLOTLY = "application/vnd.plotly.v1+json"
 WIDGET = "application/vnd.jupyter.widget-view+json"
@@ -89,6 +94,11 @@ def test_typing_validates_on_every_change_and_valid_input_enables_start():
     assert panel.spec == LocalTest("tcp_lat", rate="10kpps", duration="1s", busy_poll=True)
     panel.inputs["busy_poll"].value = "off"
     assert panel.spec == LocalTest("tcp_lat", rate="10kpps", duration="1s", busy_poll=False)
+    for value, busy_poll in ((True, True), ("auto", None), ("off", False), (None, None), ("on", True)):
+        assert panel.set(busy_poll=value).spec.busy_poll is busy_poll   # as Python says it, or as the drop-down
+    for bad in ("yes", 2):
+        with pytest.raises(ValueError, match="busy_poll: .*None, True or False"):
+            panel.set(busy_poll=bad)
 
 
 def test_panel_starts_from_a_spec_instance():
@@ -520,18 +530,13 @@ def test_http_load_and_http_serve_from_their_panels_with_the_http_charts():
 
 
 def test_remote_test_from_the_panel_against_a_perfkit_server():
-    from perfkit.remote import Server
-    srv = Server("127.0.0.1", 0, log=lambda line: None)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    try:
+    with serving() as srv:
         panel = perfkit.ui.Panel("RemoteTest", test="tcp_lat", port=srv.port, duration="1s", interval=0.25)
         run = _start_at_once(panel)
         assert panel.wait(60) is run and run.error is None, run.error
         assert run.summary["lat_count"] > 100 and "rem_cpus_used" in run.summary
         assert "latency" in panel.status.value and "finished" in panel.status.value
         assert "p99 µs" in _trace_names(panel.dashboard.static())
-    finally:
-        srv.stop()
 
 
 def test_a_run_that_cannot_start_says_why_in_the_panel_and_start_comes_back():
@@ -783,10 +788,7 @@ def test_a_sweep_from_the_panel_against_perfkit_serve_with_conf_and_quit():
 
 
 def test_stop_ends_a_sweep_and_keeps_the_points_that_finished():
-    from perfkit.remote import Server
-    srv = Server("127.0.0.1", 0, log=lambda line: None)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    try:
+    with serving() as srv:
         panel = perfkit.ui.Panel("RemoteTest", test="tcp_lat", port=srv.port, duration="0.3s", redraw_s=0.1)
         panel.set(task="sweep", sweep="msg_size:1:1K:*2")    # 11 points
         chart = _start_at_once(panel)
@@ -798,8 +800,6 @@ def test_stop_ends_a_sweep_and_keeps_the_points_that_finished():
         frame = panel.wait(30)
         assert 2 <= frame.height < 11 and frame["msg_size"].to_list() == [1, 2, 4, 8, 16, 32, 64][:frame.height]
         assert (frame["lat_count"] > 0).all()
-    finally:
-        srv.stop()
 
 
 def test_serve_here_starts_a_perfkit_server_in_this_kernel_for_the_panel():

@@ -596,8 +596,10 @@ class Panel:
                 box, kind = self.inputs[name], self._kinds[name]
             if kind == "multi":
                 value = (value,) if isinstance(value, str) else tuple(value or ())
-            elif kind == "tristate":
-                value = TRISTATE[value]
+            elif kind == "tristate":   # None/True/False, or the drop-down's auto/on/off
+                value = TRISTATE.get(value, value) if isinstance(value, (bool, str, type(None))) else value
+                if value not in TRISTATE.values():
+                    raise ValueError(f"{name}: {value!r}: None, True or False (auto, on or off)")
             elif kind not in ("choice", "bool", "int"):   # text: what a person would type
                 value = _text_value(value, name)
             box.value = value
