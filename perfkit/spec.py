@@ -28,6 +28,8 @@ MAX_GSO = 64
 # udp_bw on loopback sends this many datagrams per UDP GSO send unless told otherwise:
 # the kernel's per-send cost is the ceiling there (8 doubled 64 B pps here, with no loss)
 AUTO_GSO = 8
+# a pinned tcp_bw reader polls (busy_poll left out) for messages of at least this many bytes
+STREAM_POLL_SIZE = 16 << 10
 MAX_DURATION_S = 24 * 3600
 MAX_RATE_PPS = 1e9  # far above any kernel-socket rate; keeps the pacer's arithmetic exact
 MAX_CPU = 1023      # CPU_SETSIZE - 1: the C engines pin threads with a cpu_set_t
@@ -224,18 +226,24 @@ class _SocketTest(_Serial):
     def polls(self, receives: bool, cpu: int | None, address: str) -> bool:
         """Whether an end working on address spins on its socket for 50 us before it sleeps
         (after a ping's send, a receiver's last arrival): as busy_poll says, or, busy_poll
-        left out, where a udp_bw receiver off loopback (a lab link) has a CPU of its own
-        (pinned: -rca, or -lca where this host receives). Over veth the sender's CPU delivers
-        each datagram and wakes a sleeping receiver, an IPI here: pinned, 64 B, the receiver
-        slept 15k times/s, and with it polling the sender sent 9-15% more at 64 B, 1 KiB and
-        32 KiB. Not over loopback (with GSO, 64 B and 1 KiB: 7-10% less; 32 KiB: less in 5 of
-        6 rounds) nor over TCP, where a polling reader made tcp_bw 2.4x over veth at 64 B but
-        a third over loopback, and less at 1 KiB over veth: TCP's window and ACKs follow how
-        the reader reads."""
+        left out, where a receiving end has a CPU of its own (pinned: -rca, or -lca where
+        this host receives) and it is a udp_bw receiver off loopback (a lab link) or a tcp_bw
+        reader of STREAM_POLL_SIZE messages or more. Over loopback and veth the sender's CPU
+        delivers each packet and wakes a sleeping receiver, an IPI here. udp_bw over veth,
+        pinned, 64 B: the receiver slept 15k times/s, and with it polling the sender sent
+        9-15% more at 64 B, 1 KiB and 32 KiB; not over loopback (with GSO, 64 B and 1 KiB:
+        7-10% less; 32 KiB: less in 5 of 6 rounds). tcp_bw: the wake-up was ~10% of a 64 KiB
+        sender's CPU over loopback, and with its reader polling 64 KiB went faster in 5 of 5
+        rounds over loopback and 4 of 5 over veth, 16 KiB over loopback in 4 of 4. Smaller
+        messages keep a sleeping reader: TCP's window and ACKs follow how the reader reads,
+        and polling made 1 KiB over loopback slower in 3 of 3 rounds (64 B: a third)."""
         if self.busy_poll is not None:
             return self.busy_poll
-        return (receives and self.test == "udp_bw" and cpu is not None
-                and not ipaddress.ip_address(address).is_loopback)
+        if not receives or cpu is None:
+            return False
+        if self.test == "tcp_bw":
+            return self.size >= STREAM_POLL_SIZE
+        return self.test == "udp_bw" and not ipaddress.ip_address(address).is_loopback
 
     def _auto_gso(self) -> int:
         """gso left out: AUTO_GSO datagrams per udp_bw send to a loopback host (fewer where
@@ -270,8 +278,9 @@ class LocalTest(_SocketTest):
               alone); 0 = off, plain sendmmsg with one datagram per message;
               None = 8 on loopback (fewer if 8 would pass 65507 B), off on a lab path
     busy_poll spin on the socket for 50 us before sleeping: both ends of a latency test
-              and a bandwidth test's receiving end; False = never; None = a udp_bw
-              receiver in a lab (off loopback) where it is pinned (rem_cpu_affinity)
+              and a bandwidth test's receiving end; False = never; None = where it
+              is pinned (rem_cpu_affinity), a udp_bw receiver in a lab (off loopback)
+              and a tcp_bw reader of messages of 16 KiB or more
     loc_cpu_affinity  pin the sending (pinging) end's thread to this CPU, as qperf's -lca;
               None or "any" = where the scheduler puts it
     rem_cpu_affinity  the same for the receiving (answering) end, as qperf's -rca

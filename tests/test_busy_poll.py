@@ -32,7 +32,11 @@ LAB = "198.18.0.2"   # a lab host's address: off loopback
     (LocalTest("udp_bw", gso=0), True, 1, "127.0.0.1", False),  # loopback: polling made it slower
     (LocalTest("udp_bw"), True, 1, "::1", False),
     (LocalTest("udp_bw"), False, 0, LAB, False),               # the sender never polls
-    (LocalTest("tcp_bw"), True, 1, LAB, False),                # TCP: the reader's pace sets the window
+    (LocalTest("tcp_bw"), True, 1, LAB, True),                 # pinned, 128 KiB messages
+    (LocalTest("tcp_bw", size="16K"), True, 1, "127.0.0.1", True),   # loopback too
+    (LocalTest("tcp_bw", size="15K"), True, 1, LAB, False),   # small: the reader's pace sets the window
+    (LocalTest("tcp_bw"), True, None, "127.0.0.1", False),     # not pinned
+    (LocalTest("tcp_bw"), False, 1, "127.0.0.1", False),       # the sender never polls
     (LocalTest("udp_lat"), True, 1, LAB, False),               # latency tests: only when told
     (LocalTest("udp_bw", busy_poll=False), True, 1, LAB, False),
     (LocalTest("tcp_bw", busy_poll=True), True, None, "127.0.0.1", True),
@@ -119,21 +123,42 @@ def test_the_server_polls_as_told_and_not_by_default_on_loopback(server):
     assert sleeps[True] * 10 < min(sleeps[None], sleeps[False]), sleeps
 
 
-@pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed (install.sh installs it as root)")
+def _failed_reads(*options) -> tuple[int, int]:
+    """perfkit local tcp_bw with options under strace: the recv calls of the run (both
+    ends' threads) and how many found nothing (EAGAIN: a polling reader's empty polls; a
+    blocking read fails only at its 100 ms timeout). Every byte must arrive."""
+    out = subprocess.run(["strace", "-f", "-c", "-e", "trace=recvfrom", sys.executable, "-P", "-m", "perfkit",
+                          "local", "tcp_bw", "-t", "2", "--json", *options],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout.splitlines()[-1])["summary"]
+    assert summary["bytes_rx"] == summary["bytes_tx"] > 0
+    row = re.search(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(\d+\s+)?recvfrom$", out.stderr, re.M)
+    assert row, out.stderr
+    return int(row[1]), int(row[2] or 0)
+
+
+needs_strace = pytest.mark.skipif(shutil.which("strace") is None,
+                                  reason="strace is not installed (install.sh installs it as root)")
+
+
+@needs_strace
 def test_told_to_a_tcp_bw_receiver_polls_too():
     """busy_poll=True reaches the stream receiver: it reads without waiting and finds
     nothing now and then (recv fails with EAGAIN: seen 308 of 6822 reads in 1 s at 64 B over
     loopback), where by default each read waits for data (none failed of 490)."""
-    def failed_reads(*options):
-        out = subprocess.run(["strace", "-f", "-c", "-e", "trace=recvfrom", sys.executable, "-P", "-m", "perfkit",
-                              "local", "tcp_bw", "-m", "64", "-t", "2", "--json", *options],
-                             capture_output=True, text=True, timeout=120)
-        assert out.returncode == 0, out.stderr
-        summary = json.loads(out.stdout.splitlines()[-1])["summary"]
-        assert summary["bytes_rx"] == summary["bytes_tx"] > 0
-        row = re.search(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(\d+\s+)?recvfrom$", out.stderr, re.M)
-        assert row, out.stderr
-        return int(row[1]), int(row[2] or 0)
-    (calls, blocking), (polls, polling) = failed_reads(), failed_reads("--busy-poll", "1")
+    (calls, blocking), (polls, polling) = _failed_reads("-m", "64"), _failed_reads("-m", "64", "--busy-poll", "1")
     assert calls > 10 and blocking <= 10, (calls, blocking)
     assert polling >= 50, (polls, polling)
+
+
+@needs_strace
+@two_cpus
+def test_a_pinned_tcp_bw_reader_of_big_messages_polls_by_default():
+    """Pinned, 64 KiB messages: the reader polls unless told not to; 1 KiB: it sleeps."""
+    rcv, snd = (str(c) for c in sorted(os.sched_getaffinity(0))[:2])
+    pinned = ("-lca", snd, "-rca", rcv)
+    big, told_not, small = (_failed_reads(*pinned, *more) for more in
+                            (("-m", "64K"), ("-m", "64K", "--busy-poll", "0"), ("-m", "1K")))
+    assert big[1] >= 50, big
+    assert told_not[1] <= 10 and small[1] <= 10, (told_not, small)
