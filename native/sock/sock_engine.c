@@ -782,13 +782,9 @@ static void run_tcp_send(worker *w)
             for (int j = 0; j < m; j++)
                 bytes += w->msgs[j].msg_len;
             k = bytes / size;
-            size_t part = (size_t)(bytes % size);
-            if (part) {   /* a message cut short: finish it, so the stream keeps whole messages */
+            if (k < n) {   /* the buffer filled: finish a write cut short (part of it went), waiting for room */
+                size_t part = (size_t)(bytes % size);
                 r = part + xfer_all(w, fd, w->bufs + part, size - part, 1);
-                if (r == size)
-                    k++;
-            } else if (k < n) {
-                r = xfer_all(w, fd, w->bufs, size, 1);   /* full: wait for room */
                 if (r == size)
                     k++;
             }

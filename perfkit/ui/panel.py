@@ -597,7 +597,8 @@ class Panel:
             if kind == "multi":
                 value = (value,) if isinstance(value, str) else tuple(value or ())
             elif kind == "tristate":   # None/True/False, or the drop-down's auto/on/off
-                value = TRISTATE.get(value, value) if isinstance(value, (bool, str, type(None))) else value
+                if value is None or isinstance(value, bool):
+                    value = TRISTATE[value]
                 if value not in TRISTATE.values():
                     raise ValueError(f"{name}: {value!r}: None, True or False (auto, on or off)")
             elif kind not in ("choice", "bool", "int"):   # text: what a person would type
