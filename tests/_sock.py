@@ -1,7 +1,12 @@
 """What the socket-engine tests share: a perfkit server in a thread of this process, the
 engine's worker threads as the kernel sees them, and the skip for a one-CPU machine."""
 import contextlib
+import json
 import os
+import re
+import shutil
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -9,6 +14,19 @@ import pytest
 from perfkit.remote import Server
 
 two_cpus = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to pin the ends apart")
+needs_strace = pytest.mark.skipif(shutil.which("strace") is None,
+                                  reason="strace is not installed (install.sh installs it as root)")
+
+
+def syscalls_of(syscalls: str, *perfkit_local: str) -> tuple[dict, dict[str, tuple[int, int]]]:
+    """`perfkit local ... --json` under `strace -f -c -e trace=syscalls`: the run's summary,
+    and {syscall: (calls, failed calls)} over all its threads."""
+    out = subprocess.run(["strace", "-f", "-c", "-e", f"trace={syscalls}", sys.executable, "-P", "-m", "perfkit",
+                          "local", *perfkit_local, "--json"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    rows = re.findall(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(\d+\s+)?(\w+)$", out.stderr, re.M)
+    return (json.loads(out.stdout.splitlines()[-1])["summary"],
+            {name: (int(calls), int(failed or 0)) for calls, failed, name in rows})
 
 
 @contextlib.contextmanager

@@ -3,11 +3,7 @@ left out, a pinned udp_bw receiver off loopback), that they do (the receiving th
 voluntary context switches: a polling receiver hardly sleeps; a polling stream reader's
 reads that find nothing, seen by strace), in a lab and from a server as the client tells
 it, and that -vvu says so."""
-import json
 import os
-import re
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,7 +16,7 @@ from perfkit.report import used_params
 
 sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
 from _labs import lab_module_or_skip, lab_up_or_skip  # noqa: E402
-from _sock import serving, two_cpus, worker_threads  # noqa: E402
+from _sock import needs_strace, serving, syscalls_of, two_cpus, worker_threads  # noqa: E402
 
 
 LAB = "198.18.0.2"   # a lab host's address: off loopback
@@ -127,19 +123,10 @@ def _failed_reads(*options) -> tuple[int, int]:
     """perfkit local tcp_bw with options under strace: the recv calls of the run (both
     ends' threads) and how many found nothing (EAGAIN: a polling reader's empty polls; a
     blocking read fails only at its 100 ms timeout). Every byte must arrive."""
-    out = subprocess.run(["strace", "-f", "-c", "-e", "trace=recvfrom", sys.executable, "-P", "-m", "perfkit",
-                          "local", "tcp_bw", "-t", "2", "--json", *options],
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    summary = json.loads(out.stdout.splitlines()[-1])["summary"]
+    summary, calls = syscalls_of("recvfrom", "tcp_bw", "-t", "2", *options)
     assert summary["bytes_rx"] == summary["bytes_tx"] > 0
-    row = re.search(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(\d+\s+)?recvfrom$", out.stderr, re.M)
-    assert row, out.stderr
-    return int(row[1]), int(row[2] or 0)
-
-
-needs_strace = pytest.mark.skipif(shutil.which("strace") is None,
-                                  reason="strace is not installed (install.sh installs it as root)")
+    assert "recvfrom" in calls, calls
+    return calls["recvfrom"]
 
 
 @needs_strace

@@ -1,15 +1,15 @@
 """End to end on loopback: each qperf-style test runs on the socket engine and
 its counters add up."""
-import json
-import re
-import shutil
-import subprocess
+import os
 import sys
 
 import pytest
 
 import perfkit
 from perfkit import LocalTest
+
+sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helper is beside us
+from _sock import needs_strace, syscalls_of  # noqa: E402
 
 
 @pytest.mark.parametrize("test", ["udp_bw", "udp_lat", "tcp_bw", "tcp_lat"])
@@ -75,17 +75,11 @@ def test_tcp_bw_batch_cut_short_keeps_whole_messages():
     assert s["pkts_rx"] == s["pkts_tx"]
 
 
-@pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed (install.sh installs it as root)")
+@needs_strace
 def test_tcp_bw_small_writes_go_a_batch_per_call():
     """64 B writes: 32 (the batch) per sendmmsg, not one send() each, as the kernel saw them."""
-    out = subprocess.run(["strace", "-f", "-c", "-e", "trace=sendmmsg,sendto", sys.executable, "-P", "-m", "perfkit",
-                          "local", "tcp_bw", "-m", "64", "-t", "0.3", "--json"],
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    summary = json.loads(out.stdout.splitlines()[-1])["summary"]
-    calls = {m[1]: int(m[0]) for m in re.findall(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)$",
-                                                   out.stderr, re.M)}
+    summary, calls = syscalls_of("sendmmsg,sendto", "tcp_bw", "-m", "64", "-t", "0.3")
     messages = summary["pkts_tx"]
     assert messages > 10_000 and summary["bytes_rx"] == messages * 64
-    assert calls.get("sendto", 0) < messages / 100, calls      # a blocking send only where the buffer was full
-    assert messages / 40 <= calls["sendmmsg"] <= messages / 16, (calls, messages)
+    assert calls.get("sendto", (0, 0))[0] < messages / 100, calls      # a blocking send only where the buffer was full
+    assert messages / 40 <= calls["sendmmsg"][0] <= messages / 16, (calls, messages)
