@@ -485,6 +485,7 @@ class Bench:
     vs_client: str = "api"       # vs_qperf: perfkit test from Python (api) or as a command (cli)
     vs_pin: tuple | None = None  # vs_qperf: (client CPU, server CPU) for both tools (-lca/-rca), or unpinned
     vs_access_recv: bool = False  # vs_qperf: both tools' receivers read the data (-ar 1)
+    vs_busy_poll: bool | None = None  # vs_qperf: perfkit's --busy-poll 0|1; None: its default
     vs_rows: list[Row] = field(default_factory=list)
     vs_details: list[str] = field(default_factory=list)
     vs_paired: list[list[str]] = field(default_factory=list)   # vs_qperf: the reps' pairs, per row
@@ -846,6 +847,7 @@ class TwoHosts:
         self.servers: list = []
         self.pin = None   # (client CPU, server CPU): both tools' -lca/-rca, or None
         self.access_recv = False   # both tools' -ar 1: the receiving ends read the data
+        self.busy_poll = None      # perfkit's --busy-poll 0|1, or None: its default
 
     def pin_args(self, qperf: bool = False) -> list:
         """-lca/-rca for perfkit, or for qperf 0.4.11, which pins to the number it is given
@@ -998,6 +1000,8 @@ def run_perfkit_two_hosts(th: TwoHosts, duration: float, tests, size_args: list)
     """One `perfkit test HOST TESTS... --json` invocation: {(test, size): summary}."""
     cmd = [*perfkit_cmd(), "test", th.host, *tests, *size_args, "-t", f"{duration:g}", "--port", th.pk_port,
            "--json", *th.pin_args()]
+    if th.busy_poll is not None:
+        cmd += ["--busy-poll", str(int(th.busy_poll))]
     if th.token:
         cmd += ["--token", th.token]
     try:
@@ -1012,7 +1016,7 @@ def run_perfkit_two_hosts(th: TwoHosts, duration: float, tests, size_args: list)
 
 
 def _perfkit_test_api(host: str, test: str, size: int, seconds: float, port: int, token, pin=None,
-                      access_recv=False) -> dict:
+                      access_recv=False, busy_poll=None) -> dict:
     """`perfkit test` from Python (perfkit.test: the same remote.plan + Run as the command
     line), one test at one size; its summary. In lab.call's fork: a session of its own,
     as each qperf process has (with autogroup scheduling the CPU share follows the session)."""
@@ -1023,7 +1027,8 @@ def _perfkit_test_api(host: str, test: str, size: int, seconds: float, port: int
         pass
     loc, rem = pin or (None, None)
     rows = perfkit.test(host, test, time=seconds, size=size, port=port, token=token,
-                        loc_cpu_affinity=loc, rem_cpu_affinity=rem, access_recv=access_recv).to_dicts()
+                        loc_cpu_affinity=loc, rem_cpu_affinity=rem, access_recv=access_recv,
+                        busy_poll=busy_poll).to_dicts()
     return rows[0]
 
 
@@ -1034,10 +1039,10 @@ def run_perfkit_api(th: TwoHosts, duration: float, test: str, size: int) -> dict
     try:
         if th.lab is None:
             s = in_fork(_perfkit_test_api, th.host, test, size, duration, th.pk_port, th.token, th.pin,
-                        th.access_recv, timeout=duration + 60)
+                        th.access_recv, th.busy_poll, timeout=duration + 60)
         else:
             s = th.lab.call(th.h1, _perfkit_test_api, th.host, test, size, duration, th.pk_port, th.token,
-                            th.pin, th.access_recv, timeout=duration + 60)
+                            th.pin, th.access_recv, th.busy_poll, timeout=duration + 60)
     except (EngineError, ValueError, TimeoutError) as exc:
         raise BenchError(f"perfkit test {test} -m {size}: {exc}") from None
     if s.get("error"):
@@ -1114,6 +1119,7 @@ def bench_vs_qperf(b: Bench) -> None:
             th = TwoHosts(path, b.ports)
             th.pin = b.vs_pin
             th.access_recv = b.vs_access_recv
+            th.busy_poll = b.vs_busy_poll
         except Exception as exc:   # the lab could not be made (perfkit.lab.LabError, OSError)
             b.errors += 1
             print(f"  {path}: ERROR {type(exc).__name__}: {exc}", flush=True)
@@ -1947,6 +1953,7 @@ def write_results(path: Path, b: Bench, env: dict, versions: dict, argv: list[st
                + (f", both tools' client worker pinned to CPU {b.vs_pin[0]} and server worker to CPU {b.vs_pin[1]} "
                   "(-lca/-rca)" if b.vs_pin else "")
                + (", both tools reading what they receive (-ar 1)" if b.vs_access_recv else "")
+               + (f", perfkit with --busy-poll {int(b.vs_busy_poll)}" if b.vs_busy_poll is not None else "")
                + ". Bandwidth: payload bits/s received "
                "(qperf udp_bw: recv_bw); latency: mean RTT / 2 on both sides (qperf's `latency`, perfkit's "
                "`latency_us`). Targets: bandwidth >= 1.0x qperf, latency <= 1.0x qperf. In brackets: the "
@@ -1998,6 +2005,9 @@ def main(argv=None) -> int:
                         "perfkit's -lca/-rca; default: unpinned, where the scheduler puts them)")
     p.add_argument("--vs-access-recv", action="store_true",
                    help="vs_qperf: both tools' receiving ends read every byte they receive (-ar 1)")
+    p.add_argument("--vs-busy-poll", choices=("0", "1"),
+                   help="vs_qperf: perfkit's --busy-poll (0: its ends sleep between messages, as qperf's; "
+                        "default: perfkit's own, where pinned ends of a latency test spin)")
     p.add_argument("--only", nargs="+", choices=(*GROUPS, "dpdk"), metavar="NAME",
                    help=f"run only these comparisons: {', '.join(GROUPS)}; dpdk = {' '.join(DPDK_GROUPS)}")
     p.add_argument("--loss-rate", type=int, metavar="PPS",
@@ -2038,7 +2048,8 @@ def main(argv=None) -> int:
         print(f"WARNING: {env['busy']}", flush=True)
     b = Bench(reps=a.reps, duration=a.duration, ports=Ports(a.base_port), tools=tools, loss_rate=a.loss_rate,
               vs_duration=a.vs_duration, vs_paths=tuple(a.vs_paths), vs_tests=tuple(a.vs_tests), vs_client=a.perfkit_client,
-              vs_pin=vs_pin, vs_access_recv=a.vs_access_recv)
+              vs_pin=vs_pin, vs_access_recv=a.vs_access_recv,
+              vs_busy_poll=None if a.vs_busy_poll is None else a.vs_busy_poll == "1")
     t0 = time.monotonic()
     interrupted = False
     try:

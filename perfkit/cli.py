@@ -425,8 +425,9 @@ def _ends_options(parser, loc: str, rem: str) -> None:
 def _busy_poll_option(parser, pinned: str) -> None:
     parser.add_argument("--busy-poll", nargs="?", const="1", default=None, choices=("0", "1"), metavar="0|1",
                         help="1: spin on the socket for 50 us before sleeping (latency tests: both ends; "
-                             f"bandwidth tests: the receiving end); 0: never (default: where it is pinned, {pinned}, "
-                             "a udp_bw receiver off loopback and a tcp_bw reader of 16 KiB or bigger messages spin)")
+                             f"bandwidth tests: the receiving end); 0: never, as qperf (default: where pinned, both ends of a "
+                             f"latency test (-lca, -rca); {pinned}: a udp_bw receiver off loopback and a tcp_bw "
+                             "reader of 16 KiB or bigger messages spin)")
 
 
 def _busy_poll(a) -> bool | None:

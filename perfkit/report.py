@@ -170,6 +170,19 @@ def _size_text(n: int) -> str:
     return f"{n} bytes"
 
 
+def _polling_ends(spec, receiver_cpu) -> str | None:
+    """-vvu's busy_poll: "1" as told, else which ends the auto rule (spec.polls) made spin."""
+    if spec.busy_poll is not None:
+        return "1" if spec.busy_poll else None
+    if spec.test.endswith("_lat"):
+        ends = [end for end, cpu in (("local", spec.loc_cpu_affinity), ("remote", spec.rem_cpu_affinity))
+                if spec.polls(True, cpu, spec.host)]
+        if len(ends) == 2:
+            return "both ends (pinned)"
+        return f"{ends[0]} end (pinned)" if ends else None
+    return "receiver (pinned)" if spec.polls(True, receiver_cpu, spec.host) else None
+
+
 def used_params(spec) -> dict:
     """{name: (level, text)} of what a test ran with, for -vu (the time) and -vvu
     (everything set), named as qperf names them and in its order (by name)."""
@@ -193,8 +206,7 @@ def used_params(spec) -> dict:
                               ("gso", spec.gso, str),   # datagrams per UDP GSO send
                               ("flip", spec.flip or None, lambda v: "1"),
                               ("access_recv", spec.access_recv or None, lambda v: "1"),
-                              ("busy_poll", "1" if spec.busy_poll else "receiver (pinned)"
-                               if spec.polls(True, receiver_cpu, spec.host) else None, str)):
+                              ("busy_poll", _polling_ends(spec, receiver_cpu), str)):
         if value:
             used[name] = (2, text(value))
     return dict(sorted(used.items()))

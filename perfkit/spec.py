@@ -226,20 +226,28 @@ class _SocketTest(_Serial):
     def polls(self, receives: bool, cpu: int | None, address: str) -> bool:
         """Whether an end working on address spins on its socket for 50 us before it sleeps
         (after a ping's send, a receiver's last arrival): as busy_poll says, or, busy_poll
-        left out, where a receiving end has a CPU of its own (pinned: -rca, or -lca where
-        this host receives) and it is a udp_bw receiver off loopback (a lab link) or a tcp_bw
-        reader of STREAM_POLL_SIZE messages or more. Over loopback and veth the sender's CPU
-        delivers each packet and wakes a sleeping receiver, an IPI here. udp_bw over veth,
-        pinned, 64 B: the receiver slept 15k times/s, and with it polling the sender sent
-        9-15% more at 64 B, 1 KiB and 32 KiB; not over loopback (with GSO, 64 B and 1 KiB:
-        7-10% less; 32 KiB: less in 5 of 6 rounds). tcp_bw: the wake-up was ~10% of a 64 KiB
-        sender's CPU over loopback, and with its reader polling 64 KiB went faster in 5 of 5
-        rounds over loopback and 4 of 5 over veth, 16 KiB over loopback in 4 of 4. Smaller
-        messages keep a sleeping reader: TCP's window and ACKs follow how the reader reads,
-        and polling made 1 KiB over loopback slower in 3 of 3 rounds (64 B: a third)."""
+        left out, where the end has a CPU of its own (pinned: -lca, -rca) and it is either
+        end of a latency test, a udp_bw receiver off loopback (a lab link) or a tcp_bw
+        reader of STREAM_POLL_SIZE messages or more.
+        Latency: a sleeping end's wake-up is most of a small round trip on this VM; tcp_lat
+        64 B over loopback, pinned, 5 alternating rounds: 13.5-15.9 us sleeping, 6.4-7.2
+        polling (qperf, which sleeps: 12.6-16.6). --busy-poll 0 measures as qperf does.
+        Bandwidth: over loopback and veth the sender's CPU delivers each packet and wakes a
+        sleeping receiver, an IPI here. udp_bw over veth, pinned, 64 B: the receiver slept
+        15k times/s, and with it polling the sender sent 9-15% more at 64 B, 1 KiB and
+        32 KiB; not over loopback (with GSO, 64 B and 1 KiB: 7-10% less; 32 KiB: less in 5
+        of 6 rounds). tcp_bw: the wake-up was ~10% of a 64 KiB sender's CPU over loopback,
+        and with its reader polling 64 KiB went faster in 5 of 5 rounds over loopback and 4
+        of 5 over veth, 16 KiB over loopback in 4 of 4. Smaller messages keep a sleeping
+        reader: TCP's window and ACKs follow how the reader reads, and polling made 1 KiB
+        over loopback slower in 3 of 3 rounds (64 B: a third)."""
         if self.busy_poll is not None:
             return self.busy_poll
-        if not receives or cpu is None:
+        if cpu is None:
+            return False
+        if self.test.endswith("_lat"):
+            return True
+        if not receives:
             return False
         if self.test == "tcp_bw":
             return self.size >= STREAM_POLL_SIZE
@@ -278,9 +286,10 @@ class LocalTest(_SocketTest):
               alone); 0 = off, plain sendmmsg with one datagram per message;
               None = 8 on loopback (fewer if 8 would pass 65507 B), off on a lab path
     busy_poll spin on the socket for 50 us before sleeping: both ends of a latency test
-              and a bandwidth test's receiving end; False = never; None = where it
-              is pinned (rem_cpu_affinity), a udp_bw receiver in a lab (off loopback)
-              and a tcp_bw reader of messages of 16 KiB or more
+              and a bandwidth test's receiving end; False = never (a latency test then
+              measures as qperf, whose ends sleep); None = where the end is pinned
+              (loc/rem_cpu_affinity): either end of a latency test, a udp_bw receiver
+              in a lab (off loopback), a tcp_bw reader of messages of 16 KiB or more
     loc_cpu_affinity  pin the sending (pinging) end's thread to this CPU, as qperf's -lca;
               None or "any" = where the scheduler puts it
     rem_cpu_affinity  the same for the receiving (answering) end, as qperf's -rca

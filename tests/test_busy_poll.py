@@ -1,5 +1,6 @@
 """busy_poll: which ends spin on their socket before they sleep (spec.polls: as told, or,
-left out, a pinned udp_bw receiver off loopback), that they do (the receiving thread's
+left out, either pinned end of a latency test, a pinned udp_bw receiver off loopback, a
+pinned reader of big tcp_bw messages), that they do (the receiving thread's
 voluntary context switches: a polling receiver hardly sleeps; a polling stream reader's
 reads that find nothing, seen by strace), in a lab and from a server as the client tells
 it, and that -vvu says so."""
@@ -33,7 +34,11 @@ LAB = "198.18.0.2"   # a lab host's address: off loopback
     (LocalTest("tcp_bw", size="15K"), True, 1, LAB, False),   # small: the reader's pace sets the window
     (LocalTest("tcp_bw"), True, None, "127.0.0.1", False),     # not pinned
     (LocalTest("tcp_bw"), False, 1, "127.0.0.1", False),       # the sender never polls
-    (LocalTest("udp_lat"), True, 1, LAB, False),               # latency tests: only when told
+    (LocalTest("udp_lat"), True, 1, LAB, True),                # latency tests: both ends, pinned
+    (LocalTest("tcp_lat"), False, 0, "127.0.0.1", True),       # the pinger too, over loopback too
+    (RemoteTest("sctp_lat"), True, 1, "127.0.0.1", True),
+    (LocalTest("tcp_lat"), False, None, "127.0.0.1", False),   # not pinned: it might share its peer's CPU
+    (LocalTest("udp_lat", busy_poll=False), True, 1, LAB, False),   # as qperf
     (LocalTest("udp_bw", busy_poll=False), True, 1, LAB, False),
     (LocalTest("tcp_bw", busy_poll=True), True, None, "127.0.0.1", True),
     (LocalTest("tcp_lat", busy_poll=True), False, None, "127.0.0.1", True),
@@ -61,17 +66,26 @@ def test_vvu_says_which_end_polled():
     assert shown("127.0.0.1", busy_poll=True) == "1"
     assert shown() is None
 
+    def lat(**kw):
+        return used_params(RemoteTest("tcp_lat", host="127.0.0.1", **kw)).get("busy_poll", (None, None))[1]
+    assert lat(loc_cpu_affinity=0, rem_cpu_affinity=1) == "both ends (pinned)"
+    assert lat(rem_cpu_affinity=1) == "remote end (pinned)"
+    assert lat(loc_cpu_affinity=0) == "local end (pinned)"
+    assert lat(loc_cpu_affinity=0, rem_cpu_affinity=1, busy_poll=False) is None
+    assert lat() is None
+
 
 def _sleeps_per_s(run) -> dict:
-    """{(name, CPUs it may run on) of each socket-engine worker thread of this process: its
-    voluntary context switches per second}, over a second in the middle of run (which it
-    waits for)."""
+    """{TID of each socket-engine worker thread of this process: (name, CPUs it may run on,
+    its voluntary context switches per second)}, over a second in the middle of run (which
+    it waits for)."""
     time.sleep(0.5)
     t0, before = time.monotonic(), worker_threads("voluntary_ctxt_switches")
     time.sleep(1.0)
     t1, after = time.monotonic(), worker_threads("voluntary_ctxt_switches")
     run.wait()
-    return {(name, cpus): (after[tid][2] - n) / (t1 - t0) for tid, (name, cpus, n) in before.items() if tid in after}
+    return {tid: (name, cpus, (after[tid][2] - n) / (t1 - t0)) for tid, (name, cpus, n) in before.items()
+            if tid in after}
 
 
 @pytest.fixture
@@ -88,7 +102,8 @@ def _receiver_sleeps(spec, rcv: int) -> float:
     s = run.summary
     assert run.error is None and s["pkts_rx"] > 10_000
     assert s["pkts_rx"] + s["lost"] - s["dup"] == s["pkts_tx"]
-    return per_s[("pk-sock/0", (rcv,))]
+    (n,) = [n for name, cpus, n in per_s.values() if (name, cpus) == ("pk-sock/0", (rcv,))]
+    return n
 
 
 @two_cpus
@@ -117,6 +132,33 @@ def test_the_server_polls_as_told_and_not_by_default_on_loopback(server):
               for bp in (None, True, False)}
     assert sleeps[None] > 1000 and sleeps[False] > 1000, sleeps
     assert sleeps[True] * 10 < min(sleeps[None], sleeps[False]), sleeps
+
+
+def _ends_sleeps(spec) -> dict:
+    """{worker thread id: sleeps per second} of a latency run of spec (both ends' threads
+    are in this process: two), over a second in its middle; every ping must be answered."""
+    run = perfkit.Run(spec).start()
+    per_s = {tid: n for tid, (_, _, n) in _sleeps_per_s(run).items()}
+    s = run.summary
+    assert run.error is None and s["pkts_rx"] > 1000 and s["lost"] == 0, s
+    assert len(per_s) == 2, per_s
+    return per_s
+
+
+@two_cpus
+@pytest.mark.parametrize("test", ["tcp_lat", "udp_lat"])
+def test_both_pinned_ends_of_a_latency_test_poll_by_default(server, test):
+    """Pinned, the pinger (this host) and the server's answering end spin through each round
+    trip (a ~15-30 us one here): they hardly sleep; told not to, each sleeps once a round trip
+    (seen: ~30k/s each). Unpinned, they sleep."""
+    rem, loc = sorted(os.sched_getaffinity(0))[:2]
+
+    def sleeps(**kw):
+        return _ends_sleeps(RemoteTest(test, port=server.port, size=64, duration=2, **kw))
+    pinned = {"loc_cpu_affinity": loc, "rem_cpu_affinity": rem}
+    polling, told_not, unpinned = sleeps(**pinned), sleeps(**pinned, busy_poll=False), sleeps()
+    assert min(told_not.values()) > 1000 and min(unpinned.values()) > 1000, (told_not, unpinned)
+    assert max(polling.values()) * 10 < min(told_not.values()), (polling, told_not)
 
 
 def _failed_reads(*options) -> tuple[int, int]:
