@@ -224,8 +224,8 @@ class _SocketTest(_Serial):
         put("access_recv", _bool(self.access_recv, "access_recv"))
 
     def polls(self, receives: bool, cpu: int | None, address: str) -> bool:
-        """Whether an end working on address spins on its socket for 50 us before it sleeps
-        (after a ping's send, a receiver's last arrival): as busy_poll says, or, busy_poll
+        """Whether an end working on address spins on its socket before it sleeps (a ping-pong
+        end up to 1 ms after its send, a receiver 50 us after its last arrival): as busy_poll says, or, busy_poll
         left out, where the end has a CPU of its own (pinned: -lca, -rca) and it is either
         end of a latency test, a udp_bw receiver off loopback (a lab link) or a tcp_bw
         reader of STREAM_POLL_SIZE messages or more.
@@ -285,8 +285,8 @@ class LocalTest(_SocketTest):
     gso       udp_bw: datagrams per UDP GSO send (the kernel cuts them; each arrives
               alone); 0 = off, plain sendmmsg with one datagram per message;
               None = 8 on loopback (fewer if 8 would pass 65507 B), off on a lab path
-    busy_poll spin on the socket for 50 us before sleeping: both ends of a latency test
-              and a bandwidth test's receiving end; False = never (a latency test then
+    busy_poll spin on the socket before sleeping: both ends of a latency test (up to 1 ms)
+              and a bandwidth test's receiving end (50 us); False = never (a latency test then
               measures as qperf, whose ends sleep); None = where the end is pinned
               (loc/rem_cpu_affinity): either end of a latency test, a udp_bw receiver
               in a lab (off loopback), a tcp_bw reader of messages of 16 KiB or more

@@ -161,6 +161,24 @@ def test_both_pinned_ends_of_a_latency_test_poll_by_default(server, test):
     assert max(polling.values()) * 10 < min(told_not.values()), (polling, told_not)
 
 
+@two_cpus
+def test_pinned_ping_pong_ends_spin_through_round_trips_longer_than_a_receivers_spin():
+    """udp_lat 32 KiB over a lab's veth: each datagram goes as 23 fragments, round trips of
+    ~140 us here, past the 50 us a receiver spins; a ping-pong end spins up to 1 ms, so the
+    pinned ends still hardly sleep (each would, once a round trip, after 50 us)."""
+    lab_mod = lab_module_or_skip()
+    loc, rem = sorted(os.sched_getaffinity(0))[:2]
+    lab = lab_up_or_skip(lab_mod)
+    try:
+        polling, told_not = (_ends_sleeps(LocalTest("udp_lat", size="32K", duration=2, lab=lab.name, busy_poll=bp,
+                                                     loc_cpu_affinity=loc, rem_cpu_affinity=rem))
+                             for bp in (None, False))
+    finally:
+        lab.down()
+    assert min(told_not.values()) > 1000, told_not
+    assert max(polling.values()) * 10 < min(told_not.values()), (polling, told_not)
+
+
 def _failed_reads(*options) -> tuple[int, int]:
     """perfkit local tcp_bw with options under strace: the recv calls of the run (both
     ends' threads) and how many found nothing (EAGAIN: a polling reader's empty polls; a
