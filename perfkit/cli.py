@@ -426,7 +426,7 @@ def _busy_poll_option(parser, pinned: str) -> None:
     parser.add_argument("--busy-poll", nargs="?", const="1", default=None, choices=("0", "1"), metavar="0|1",
                         help="1: spin on the socket before sleeping (latency tests: both ends, up to 1 ms; "
                              f"bandwidth tests: the receiving end, 50 us); 0: never, as qperf (default: where pinned, both ends of a "
-                             f"latency test (-lca, -rca); {pinned}: a udp_bw receiver off loopback and a tcp_bw "
+                             f"latency test (-lca, -rca: two CPUs); {pinned}: a udp_bw receiver off loopback and a tcp_bw "
                              "reader of 16 KiB or bigger messages spin)")
 
 

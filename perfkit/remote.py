@@ -383,9 +383,12 @@ class RemoteHandle:
             if udp_flip:   # bound first: the server sends to its port
                 self.local = SockEngine([end_worker(spec, False, local_ip, loc_cpu, spec.loc_sock_buf_size,
                                                     port=spec.ip_port)])
+            # a latency test's far end polls as decided here: the server does not know this end's CPU
+            far_polls = (spec.polls(True, spec.rem_cpu_affinity, spec.host) if spec.test.endswith("_lat")
+                         else spec.busy_poll)
             ready = self.ctl.request("prepare", test=spec.test, size=spec.size, flows=spec.flows,
                                      duration=spec.duration, batch=spec.batch, gso=spec.gso,
-                                     busy_poll=spec.busy_poll, cpu=spec.rem_cpu_affinity,
+                                     busy_poll=far_polls, cpu=spec.rem_cpu_affinity,
                                      sock_buf=spec.rem_sock_buf_size, flip=spec.flip,
                                      rate=spec.messages_per_second or None, messages=spec.messages,
                                      port=self.local.bound_port(0) if udp_flip else None, ip_port=spec.ip_port,

@@ -217,6 +217,10 @@ class _SocketTest(_Serial):
         put("busy_poll", None if self.busy_poll is None else _bool(self.busy_poll, "busy_poll"))
         put("loc_cpu_affinity", check_cpu(self.loc_cpu_affinity, "loc_cpu_affinity"))
         put("rem_cpu_affinity", check_cpu(self.rem_cpu_affinity, "rem_cpu_affinity"))
+        if self.busy_poll and self.test.endswith("_lat") and self._ends_share_a_cpu():
+            raise ValueError(f"busy_poll: both ends of {self.test} are pinned to CPU {self.loc_cpu_affinity}, where "
+                             "spinning ends take turns (a round trip of ~1 ms): pin them to two CPUs, or leave "
+                             "busy_poll out")
         if self.messages is not None:
             put("messages", _int_in(self.messages, "messages", 1, MAX_MESSAGES))
         for end in ("loc_sock_buf_size", "rem_sock_buf_size"):
@@ -225,10 +229,11 @@ class _SocketTest(_Serial):
 
     def polls(self, receives: bool, cpu: int | None, address: str) -> bool:
         """Whether an end working on address spins on its socket before it sleeps (a ping-pong
-        end up to 1 ms after its send, a receiver 50 us after its last arrival): as busy_poll says, or, busy_poll
-        left out, where the end has a CPU of its own (pinned: -lca, -rca) and it is either
-        end of a latency test, a udp_bw receiver off loopback (a lab link) or a tcp_bw
-        reader of STREAM_POLL_SIZE messages or more.
+        end up to 1 ms after its send, a receiver 50 us after its last arrival): as busy_poll
+        says, or, busy_poll left out, where the end has a CPU of its own (pinned: -lca, -rca)
+        and it is either end of a latency test (not both pinned to one CPU), a udp_bw
+        receiver off loopback (a lab link) or a tcp_bw reader of STREAM_POLL_SIZE messages
+        or more.
         Latency: a sleeping end's wake-up is most of a small round trip on this VM; tcp_lat
         64 B over loopback, pinned, 5 alternating rounds: 13.5-15.9 us sleeping, 6.4-7.2
         polling (qperf, which sleeps: 12.6-16.6). --busy-poll 0 measures as qperf does.
@@ -246,12 +251,18 @@ class _SocketTest(_Serial):
         if cpu is None:
             return False
         if self.test.endswith("_lat"):
-            return True
+            return not self._ends_share_a_cpu()
         if not receives:
             return False
         if self.test == "tcp_bw":
             return self.size >= STREAM_POLL_SIZE
         return self.test == "udp_bw" and not ipaddress.ip_address(address).is_loopback
+
+    def _ends_share_a_cpu(self) -> bool:
+        """Both ends pinned to one CPU (-ca N): a ping-pong end spinning there would keep its
+        peer off the CPU until its spin ends (tcp_lat 64 B, -ca 0: ~970 us against 11-13
+        sleeping). Every test runs on this machine (loopback or a lab): one number, one CPU."""
+        return self.loc_cpu_affinity is not None and self.loc_cpu_affinity == self.rem_cpu_affinity
 
     def _auto_gso(self) -> int:
         """gso left out: AUTO_GSO datagrams per udp_bw send to a loopback host (fewer where
@@ -288,7 +299,8 @@ class LocalTest(_SocketTest):
     busy_poll spin on the socket before sleeping: both ends of a latency test (up to 1 ms)
               and a bandwidth test's receiving end (50 us); False = never (a latency test then
               measures as qperf, whose ends sleep); None = where the end is pinned
-              (loc/rem_cpu_affinity): either end of a latency test, a udp_bw receiver
+              (loc/rem_cpu_affinity): either end of a latency test (on two CPUs; True with
+              both on one is refused), a udp_bw receiver
               in a lab (off loopback), a tcp_bw reader of messages of 16 KiB or more
     loc_cpu_affinity  pin the sending (pinging) end's thread to this CPU, as qperf's -lca;
               None or "any" = where the scheduler puts it

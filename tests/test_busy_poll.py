@@ -39,6 +39,8 @@ LAB = "198.18.0.2"   # a lab host's address: off loopback
     (RemoteTest("sctp_lat"), True, 1, "127.0.0.1", True),
     (LocalTest("tcp_lat"), False, None, "127.0.0.1", False),   # not pinned: it might share its peer's CPU
     (LocalTest("udp_lat", busy_poll=False), True, 1, LAB, False),   # as qperf
+    (LocalTest("tcp_lat", loc_cpu_affinity=1, rem_cpu_affinity=1), True, 1, "127.0.0.1", False),  # one CPU
+    (LocalTest("tcp_lat", loc_cpu_affinity=0, rem_cpu_affinity=1), False, 0, "127.0.0.1", True),
     (LocalTest("udp_bw", busy_poll=False), True, 1, LAB, False),
     (LocalTest("tcp_bw", busy_poll=True), True, None, "127.0.0.1", True),
     (LocalTest("tcp_lat", busy_poll=True), False, None, "127.0.0.1", True),
@@ -53,6 +55,13 @@ def test_busy_poll_takes_true_false_or_nothing():
     assert LocalTest(busy_poll=1).busy_poll is True
     with pytest.raises(ValueError, match="busy_poll"):
         LocalTest(busy_poll="auto")
+
+
+def test_busy_poll_refuses_a_ping_pong_whose_ends_share_a_cpu():
+    with pytest.raises(ValueError, match="busy_poll: both ends of udp_lat are pinned to CPU 0"):
+        RemoteTest("udp_lat", busy_poll=True, loc_cpu_affinity=0, rem_cpu_affinity=0)
+    assert LocalTest("tcp_bw", busy_poll=True, loc_cpu_affinity=0, rem_cpu_affinity=0).busy_poll  # receivers yield
+    assert LocalTest("tcp_lat", busy_poll=True, loc_cpu_affinity=0, rem_cpu_affinity=1).busy_poll
 
 
 def test_vvu_says_which_end_polled():
@@ -134,15 +143,16 @@ def test_the_server_polls_as_told_and_not_by_default_on_loopback(server):
     assert sleeps[True] * 10 < min(sleeps[None], sleeps[False]), sleeps
 
 
-def _ends_sleeps(spec) -> dict:
+def _ends_sleeps(spec) -> tuple[dict, float]:
     """{worker thread id: sleeps per second} of a latency run of spec (both ends' threads
-    are in this process: two), over a second in its middle; every ping must be answered."""
+    are in this process: two), over a second in its middle, and its latency (mean round
+    trip / 2, us); every ping must be answered."""
     run = perfkit.Run(spec).start()
     per_s = {tid: n for tid, (_, _, n) in _sleeps_per_s(run).items()}
     s = run.summary
     assert run.error is None and s["pkts_rx"] > 1000 and s["lost"] == 0, s
     assert len(per_s) == 2, per_s
-    return per_s
+    return per_s, s["latency_us"]
 
 
 @two_cpus
@@ -150,15 +160,20 @@ def _ends_sleeps(spec) -> dict:
 def test_both_pinned_ends_of_a_latency_test_poll_by_default(server, test):
     """Pinned, the pinger (this host) and the server's answering end spin through each round
     trip (a ~15-30 us one here): they hardly sleep; told not to, each sleeps once a round trip
-    (seen: ~30k/s each). Unpinned, they sleep."""
+    (seen: ~30k/s each). Unpinned, or both pinned to one CPU, they sleep."""
     rem, loc = sorted(os.sched_getaffinity(0))[:2]
 
     def sleeps(**kw):
-        return _ends_sleeps(RemoteTest(test, port=server.port, size=64, duration=2, **kw))
+        return _ends_sleeps(RemoteTest(test, port=server.port, size=64, duration=2, **kw))[0]
     pinned = {"loc_cpu_affinity": loc, "rem_cpu_affinity": rem}
     polling, told_not, unpinned = sleeps(**pinned), sleeps(**pinned, busy_poll=False), sleeps()
     assert min(told_not.values()) > 1000 and min(unpinned.values()) > 1000, (told_not, unpinned)
     assert max(polling.values()) * 10 < min(told_not.values()), (polling, told_not)
+    # on one CPU neither end spins, the server's as well (told so by the client): a spinning end
+    # would hold the CPU its peer needs until its spin ends (seen: ~970 us round trips)
+    one_cpu, latency_us = _ends_sleeps(RemoteTest(test, port=server.port, size=64, duration=2,
+                                                  loc_cpu_affinity=loc, rem_cpu_affinity=loc))
+    assert min(one_cpu.values()) > 1000 and latency_us < 200, (one_cpu, latency_us)
 
 
 @two_cpus
@@ -171,7 +186,7 @@ def test_pinned_ping_pong_ends_spin_through_round_trips_longer_than_a_receivers_
     lab = lab_up_or_skip(lab_mod)
     try:
         polling, told_not = (_ends_sleeps(LocalTest("udp_lat", size="32K", duration=2, lab=lab.name, busy_poll=bp,
-                                                     loc_cpu_affinity=loc, rem_cpu_affinity=rem))
+                                                     loc_cpu_affinity=loc, rem_cpu_affinity=rem))[0]
                              for bp in (None, False))
     finally:
         lab.down()
