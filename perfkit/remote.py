@@ -383,9 +383,9 @@ class RemoteHandle:
             if udp_flip:   # bound first: the server sends to its port
                 self.local = SockEngine([end_worker(spec, False, local_ip, loc_cpu, spec.loc_sock_buf_size,
                                                     port=spec.ip_port)])
-            # a latency test's far end polls as decided here: the server does not know this end's CPU
-            far_polls = (spec.polls(True, spec.rem_cpu_affinity, spec.host) if spec.test.endswith("_lat")
-                         else spec.busy_poll)
+            # whether the far end polls is decided here, where both ends' CPUs are known (a
+            # latency test's two ends on one CPU must not spin): the server answers on spec.host
+            far_polls = spec.polls(not spec.flip, spec.rem_cpu_affinity, spec.host)
             ready = self.ctl.request("prepare", test=spec.test, size=spec.size, flows=spec.flows,
                                      duration=spec.duration, batch=spec.batch, gso=spec.gso,
                                      busy_poll=far_polls, cpu=spec.rem_cpu_affinity,

@@ -120,6 +120,7 @@ typedef struct worker {
     int *fds;                    /* UDP_SEND: one per flow; else fds[0] */
     int nfds;
     int conn_fd;                 /* TCP: the connected socket */
+    uint64_t spin_ns;            /* busy_poll: how long a wait spins (SPIN_NS or LAT_SPIN_NS) */
 
     /* preallocated I/O: nothing is allocated once the thread runs */
     struct mmsghdr *msgs;
@@ -372,10 +373,7 @@ static inline void pace_wait(uint64_t now, uint64_t wake)
  * delivers the packet and wakes the reader); a sleeping ping-pong end, two per round trip. */
 static inline int wait_flag(const worker *w, uint64_t waiting_since, int blocking_flag)
 {
-    const int r = w->cfg.role;
-    const uint64_t spin = r == PK_UDP_PING || r == PK_UDP_REFLECT || r == PK_TCP_PING || r == PK_TCP_PONG
-                          ? LAT_SPIN_NS : SPIN_NS;
-    if (w->cfg.busy_poll && pk_now_ns() - waiting_since < spin)
+    if (w->cfg.busy_poll && pk_now_ns() - waiting_since < w->spin_ns)
         return MSG_DONTWAIT;
     return blocking_flag;
 }
@@ -1058,6 +1056,9 @@ static int setup_worker(pk_sock_engine *e, int i, char *err, size_t errlen)
     }
     int udp = c->role <= PK_UDP_PING;
     int http = c->role == PK_HTTP_CLIENT || c->role == PK_HTTP_SERVER;
+    int ping_pong = c->role == PK_UDP_PING || c->role == PK_UDP_REFLECT || c->role == PK_TCP_PING ||
+                    c->role == PK_TCP_PONG;
+    w->spin_ns = ping_pong ? LAT_SPIN_NS : SPIN_NS;
     if (http && (c->blob_len == 0 || c->blob_len > PK_SOCK_MAX_BLOB || !c->blob ||
                  (c->role == PK_HTTP_CLIENT && (c->users == 0 || c->users > PK_SOCK_MAX_USERS)))) {
         set_err(err, errlen, "worker %d: HTTP needs 1..%u bytes to send and 1..%d users", i,
