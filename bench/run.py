@@ -466,7 +466,7 @@ class Row:
     status: str                  # pass, FAIL, info, skipped, error
 
 
-VS_TESTS = ("tcp_bw", "tcp_lat", "udp_bw", "udp_lat")   # vs_qperf's qperf tests, in report order
+VS_TESTS = ("tcp_bw", "tcp_lat", "udp_bw", "udp_lat", "sctp_bw", "sctp_lat")   # vs_qperf's qperf tests, in report order
 
 
 @dataclass
@@ -794,8 +794,8 @@ def bench_lat(b: Bench, proto: str) -> None:
 # ------------------------------------- perfkit test vs qperf: two hosts, loopback and veth
 
 VS_BLOCKS = (  # one `perfkit test` invocation each: (tests, perfkit size options, sizes)
-    (("tcp_bw", "tcp_lat", "udp_bw", "udp_lat"), ["--oo", "msg_size:64:1K:*16"], (64, 1024)),
-    (("tcp_bw", "tcp_lat"), ["-m", "64K"], (65536,)),
+    (("tcp_bw", "tcp_lat", "udp_bw", "udp_lat", "sctp_bw", "sctp_lat"), ["--oo", "msg_size:64:1K:*16"], (64, 1024)),
+    (("tcp_bw", "tcp_lat", "sctp_bw", "sctp_lat"), ["-m", "64K"], (65536,)),
     (("udp_bw", "udp_lat"), ["-m", "32K"], (32768,)),   # qperf's UDP tests fail at 64 KiB
 )
 VS_PATHS = ("loopback", "veth")
@@ -985,7 +985,7 @@ def run_qperf_two_hosts(th: TwoHosts, qsrv, duration: float, test: str, size: in
            "cpu_server_pct": 100 * (after - before) / duration if None not in (before, after) else None,
            "cpus_loc": f.get("loc_cpus_used", f.get("send_cpus_used")),
            "cpus_rem": f.get("rem_cpus_used", f.get("recv_cpus_used"))}
-    if test == "tcp_bw" and "bw" in f:
+    if test in ("tcp_bw", "sctp_bw") and "bw" in f:
         res["value"] = 8 * f["bw"]
     elif test == "udp_bw" and "recv_bw" in f:
         res.update(value=8 * f["recv_bw"], tx_bps=8 * f.get("send_bw", 0.0))
@@ -1088,11 +1088,27 @@ def _pk_value(test: str, s: dict | None):
     return s.get("latency_us") if test.endswith("_lat") else s.get("rx_bps")
 
 
+def vs_tests_here(tests) -> tuple[tuple, list[Row]]:
+    """The tests of vs_qperf this kernel can run, and a skipped row for each SCTP test
+    where it has no SCTP (neither tool can run one there)."""
+    from perfkit.remote import _sctp_available
+    why = _sctp_available() if any(t.startswith("sctp_") for t in tests) else None
+    if why is None:
+        return tuple(tests), []
+    return (tuple(t for t in tests if not t.startswith("sctp_")),
+            [Row(f"{t} (all sizes and paths)", "—", "—", f"— ({why})", "—", "—", "skipped")
+             for t in tests if t.startswith("sctp_")])
+
+
 def bench_vs_qperf(b: Bench) -> None:
     """perfkit serve / perfkit test against qperf's server / client: every qperf test at
     three sizes, over loopback and over a lab veth pair; alternating, medians, ratios."""
     if not b.have("qperf"):
         b.vs_rows.append(Row("all", "—", "—", "— (qperf missing)", "—", "—", "skipped"))
+        return
+    vs_tests, skipped = vs_tests_here(b.vs_tests)
+    b.vs_rows += skipped
+    if not vs_tests:
         return
     d = b.vs_duration
     if b.vs_pin:   # once, before any path: where qperf does not pin as perfkit does, no row is fair
@@ -1139,7 +1155,7 @@ def bench_vs_qperf(b: Bench) -> None:
                 # alternate per test and size, with cli per `perfkit test` invocation
                 first, second = ("perfkit", "qperf") if rep % 2 == 0 else ("qperf", "perfkit")
                 for tests, size_args, sizes in VS_BLOCKS:
-                    tests = tuple(t for t in tests if t in b.vs_tests)
+                    tests = tuple(t for t in tests if t in vs_tests)
                     if not tests:
                         continue
                     points = [(t, s) for t in tests for s in sizes]

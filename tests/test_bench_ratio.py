@@ -1,4 +1,4 @@
-"""bench/run.py's ratio interval: the bootstrap bounds of median(perfkit) / median(peer)."""
+"""bench/run.py's pure parts: the ratio interval and rows, which vs_qperf tests this kernel runs."""
 import importlib.util
 import sys
 from pathlib import Path
@@ -100,3 +100,17 @@ def test_the_bench_waits_for_a_peer_client_without_waking():
     assert wakes < 10, f"the bench woke {wakes} times while its client ran for 1 s"
     with pytest.raises(bench.BenchError, match="no result within 0.3 s"):
         th.client(["sleep", "5"], timeout=0.3)
+
+
+def test_vs_qperf_skips_the_sctp_rows_with_a_reason_where_the_kernel_has_no_sctp():
+    from perfkit.remote import _sctp_available
+    tests, skipped = bench.vs_tests_here(bench.VS_TESTS)
+    why = _sctp_available()
+    if why is None:
+        assert tests == bench.VS_TESTS and skipped == []
+    else:
+        assert tests == ("tcp_bw", "tcp_lat", "udp_bw", "udp_lat")
+        assert [(r.name, r.status) for r in skipped] == [("sctp_bw (all sizes and paths)", "skipped"),
+                                                          ("sctp_lat (all sizes and paths)", "skipped")]
+        assert all(why in r.peer for r in skipped)
+    assert bench.vs_tests_here(("tcp_lat",)) == (("tcp_lat",), [])
