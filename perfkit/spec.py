@@ -11,6 +11,7 @@ import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import ClassVar
 
+from perfkit.fields import SECONDS, like, opt
 from perfkit.units import Rate, parse_duration, parse_rate, parse_size
 
 # qperf's test names; each runs both ends in one process.
@@ -170,22 +171,67 @@ class _SocketTest(_Serial):
     TESTS: ClassVar[tuple[str, ...]] = LOCAL_TESTS
     DEFAULTS: ClassVar[dict] = DEFAULT_SIZE
 
-    test: str = "udp_bw"
-    size: int | str | None = None
-    rate: Rate | str | float | None = None
-    flows: int = 1
-    duration: float | str = 10.0
-    host: str = "127.0.0.1"
-    port: int = 0
-    batch: int = 32
-    gso: int | None = None
-    busy_poll: bool | None = None
-    loc_cpu_affinity: int | str | None = None
-    rem_cpu_affinity: int | str | None = None
-    messages: int | None = None
-    loc_sock_buf_size: int | str | None = None
-    rem_sock_buf_size: int | str | None = None
-    access_recv: bool = False
+    test: str = opt(
+        "udp_bw", help="udp_bw | udp_lat | tcp_bw | tcp_lat", choices=LOCAL_TESTS)
+    size: int | str | None = opt(
+        None,
+        help=("payload (UDP, 1..65507) or message (TCP, 1..1M) bytes; default per test (udp_bw 64, "
+              "udp_lat 1, tcp_bw 128K as iperf3, tcp_lat 1)"),
+        unit="bytes (64, 1500, 64K)",
+        range_text="1..{udp} (UDP), 1..{tcp} (TCP), 1..{sctp} (SCTP)".format(**MAX_SIZE))
+    rate: Rate | str | float | None = opt(
+        None, help="target rate (1.5Mpps, 100Mbps, ...); None = as fast as possible",
+        unit="pps or bit/s (10kpps, 100Mbps); empty: unlimited")
+    flows: int = opt(
+        1, help="UDP flows (source ports), udp_bw only", unit="flows", lo=1, hi=MAX_FLOWS)
+    duration: float | str = opt(
+        10.0, help="how long to send (10s, 2m, ...)", unit=SECONDS, range_text="above 0, at most 24h")
+    host: str = opt(
+        "127.0.0.1", help="where both ends bind: loopback or a lab address", unit="IP address")
+    port: int = opt(
+        0, help="the receiving end's port; 0 = any free port", unit="port number; 0: any free", lo=0, hi=65535)
+    batch: int = opt(
+        32,
+        help=("messages per sendmmsg/recvmmsg (udp_bw); tcp_bw: writes per sendmmsg (and at most 16 "
+              "KiB of them)"),
+        unit="messages per call", lo=1, hi=MAX_BATCH)
+    gso: int | None = opt(
+        None,
+        help=("udp_bw: datagrams per UDP GSO send (the kernel cuts them; each arrives alone); 0 = "
+              "off, plain sendmmsg with one datagram per message; None = 8 on loopback (fewer if 8 "
+              "would pass 65507 B), off on a lab path"),
+        unit="datagrams per send", lo=0, hi=MAX_GSO)
+    busy_poll: bool | None = opt(
+        None,
+        help=("spin on the socket before sleeping: both ends of a latency test (up to 1 ms) and a "
+              "bandwidth test's receiving end (50 us); False = never (a latency test then measures as"
+              " qperf, whose ends sleep); None = where the end is pinned (loc/rem_cpu_affinity): "
+              "either end of a latency test (on two CPUs; True with both on one is refused), a udp_bw"
+              " receiver in a lab (off loopback), a tcp_bw reader of messages of 16 KiB or more"))
+    loc_cpu_affinity: int | str | None = opt(
+        None,
+        help=('pin the sending (pinging) end\'s thread to this CPU, as qperf\'s -lca; None or "any" = '
+              "where the scheduler puts it"),
+        unit="CPU number; empty: any")
+    rem_cpu_affinity: int | str | None = opt(
+        None, help="the same for the receiving (answering) end, as qperf's -rca", unit="CPU number; empty: any")
+    messages: int | None = opt(
+        None,
+        help=("end once the sender has sent this many messages (latency tests: round trips), as "
+              "qperf's -n; duration still bounds the test. None = no count"),
+        unit="messages (latency: round trips); empty: until the duration ends")
+    loc_sock_buf_size: int | str | None = opt(
+        None,
+        help=("SO_SNDBUF and SO_RCVBUF bytes of the sending (pinging) end's socket, as qperf's -lsb; "
+              "None = the kernel's autotuning on a TCP sender or pinger, 8 MiB on UDP sockets"),
+        unit="bytes (64K); empty: perfkit's default")
+    rem_sock_buf_size: int | str | None = opt(
+        None, help="the same for the receiving (answering) end, as qperf's -rsb; None = 8 MiB",
+        unit="bytes (64K); empty: perfkit's default")
+    access_recv: bool = opt(
+        False,
+        help=("read every byte received, at both ends, as an application would (qperf's -ar); the "
+              "summary's bytes_read counts them. False = the data is not looked at"))
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
@@ -319,7 +365,12 @@ class LocalTest(_SocketTest):
               only picks the family (an IPv6 host: the lab's IPv6 addresses)
     """
     DEFAULTS: ClassVar[dict] = LOCAL_DEFAULT_SIZE
-    lab: str | None = None
+    lab: str | None = opt(
+        None,
+        help=("run the two ends in the first two hosts of this lab (perfkit.lab): the receiving end "
+              "in h2, the sender in h1, over the lab's link; host then only picks the family (an IPv6"
+              " host: the lab's IPv6 addresses)"),
+        unit="lab name")
 
     def __post_init__(self):
         super().__post_init__()
@@ -350,13 +401,27 @@ class RemoteTest(_SocketTest):
     control request; rem_timeout (-rto): how long the server waits for this host's next
     control message once the test is prepared (this host keeps it waiting less); both 30 s."""
     TESTS: ClassVar[tuple[str, ...]] = REMOTE_TESTS
-    port: int = 19800
-    token: str | None = field(default=None, repr=False, compare=False)
-    flip: bool = False
-    wait_server: float | str = WAIT_SERVER_S
-    ip_port: int = 0
-    loc_timeout: float | str = CONTROL_TIMEOUT_S
-    rem_timeout: float | str = CONTROL_TIMEOUT_S
+    # redeclared for their help here (a dataclass field keeps its place in the order)
+    test: str = opt("udp_bw", help="qperf's tests; sctp_* where the kernel has SCTP", choices=REMOTE_TESTS)
+    host: str = like(_SocketTest, "host", help="where perfkit serve runs: loopback or a lab address")
+    port: int = opt(
+        19800, help="the control port of perfkit serve on host", unit="port number", lo=0, hi=65535)
+    token: str | None = opt(
+        None, help="the shared secret a server off loopback asks for; never saved with the run",
+        unit="shared secret; empty: PERFKIT_TOKEN", widget="secret", repr=False, compare=False)
+    flip: bool = opt(
+        False, help="the server sends (pings) and this host receives (answers), as qperf -f1")
+    wait_server: float | str = opt(
+        WAIT_SERVER_S, help="keep trying a server that is not listening yet this long, as qperf -ws")
+    ip_port: int = opt(
+        0,
+        help=("the data port: where the server listens or receives (flipped UDP: this host); 0 = any,"
+              " as qperf -ip"),
+        lo=0, hi=65535)
+    loc_timeout: float | str = opt(
+        CONTROL_TIMEOUT_S, help="wait this long for the server's answer to a control request, as qperf -lto")
+    rem_timeout: float | str = opt(
+        CONTROL_TIMEOUT_S, help="the server waits this long for this host's next control message, as qperf -rto")
 
     def __post_init__(self):
         super().__post_init__()
@@ -568,31 +633,105 @@ class DpdkFlows(_DpdkSpec):
     burst     frames per rx/tx burst
     netns     open the ports inside this network namespace (af_packet, tap: a lab host's)
     """
-    port: str = "ring:pk:0"
-    peer: str | None = None
-    mode: str = "rxonly"
-    size: int | str = 64
-    rate: Rate | str | float | None = None
-    flows: int = 1
-    duration: float | str = 10.0
-    ip: str = "198.18.0.1"
-    peer_ip: str = "198.18.0.2"
-    dst_mac: str | None = None
-    sport: int = 10000
-    dport: int = 9
-    burst: int = 32
-    netns: str | None = None
-    src_ips: int = 1
-    dst_ips: int = 1
-    sports: int | None = None
-    dports: int = 1
-    sizes: tuple | str | None = None
-    ramp_to: Rate | str | float | None = None
-    ramp_time: float | str | None = None
-    cores: int = 1
-    probe_rate: Rate | str | float | None = None
-    probe_size: int = 128
-    bidirectional: bool = False
+    port: str = opt(
+        "ring:pk:0",
+        help=("where the generator sends: ring:NAME:0 or ring:NAME:1 (the ends of an in-process "
+              "pair), or a vdev: net_null0, net_ring0 (a loopback), net_memif0,role=client,..., "
+              "net_af_packet0,iface=IF (with netns)"),
+        unit="ring:NAME:0|1 or a vdev",
+        suggestions=("ring:pk:0", "net_null0", "net_ring0", "net_memif0,role=client"))
+    peer: str | None = opt(
+        None,
+        help=("a second port in this process that receives the frames (mode rxonly) or sends each one"
+              " back (mode reverse); None: the far end is elsewhere"),
+        unit="a second port here; empty: none", suggestions=("ring:pk:1",))
+    mode: str = opt(
+        "rxonly",
+        help=("what the far end does. rxonly: loss and one-way latency measured there; reverse: "
+              "frames come back, loss and round trips measured by the generator"),
+        choices=DPDK_MODES)
+    size: int | str = opt(
+        64,
+        help=("Ethernet frame bytes counting the 4-byte FCS, 64..1518, or jumbo up to 9018 on ring, "
+              "net_ring, net_null and net_memif ports (rates count these bytes)"),
+        unit="Ethernet frame bytes, FCS counted", lo=DPDK_MIN_SIZE, hi=DPDK_MAX_SIZE)
+    rate: Rate | str | float | None = opt(
+        None,
+        help=("target rate (1Mpps, 500Mbps: bits of whole frames, the mean size with sizes); None = "
+              "as fast as the port takes frames"),
+        unit="pps or bit/s (10kpps, 100Mbps); empty: unlimited")
+    flows: int = opt(
+        1,
+        help=("UDP flows, each its own 4-tuple and sequence numbers. Flow f is the f-th tuple of the "
+              "ranges below, source port varying fastest, then destination port, source address, "
+              "destination address; frames go round the flows in turn"),
+        unit="flows", range_text=f"1..{DPDK_MAX_FLOWS}, at most sports x dports x src_ips x dst_ips")
+    duration: float | str = opt(
+        10.0, help="how long to send", unit=SECONDS, range_text="above 0, at most 24h")
+    ip: str = opt(
+        "198.18.0.1", help="the port's own address; peer_ip: the destination (and the peer port's address)",
+        unit="IPv4 address")
+    peer_ip: str = opt(
+        "198.18.0.2", help="the destination (and the peer port's address)", unit="IPv4 address")
+    dst_mac: str | None = opt(
+        None,
+        help=("the destination MAC; None = the peer port's, else ARP for peer_ip (1 s; then "
+              "broadcast)"),
+        unit="aa:bb:cc:dd:ee:ff; empty: the peer port's, or ARP")
+    sport: int = opt(
+        10000, help="UDP ports", unit="UDP port", lo=1, hi=65535)
+    dport: int = opt(
+        9, help="UDP ports", unit="UDP port", lo=1, hi=65535)
+    burst: int = opt(
+        32, help="frames per rx/tx burst", unit="frames per burst", lo=1, hi=DPDK_MAX_BURST)
+    netns: str | None = opt(
+        None, help="open the ports inside this network namespace (af_packet, tap: a lab host's)",
+        unit="/run/netns/NAME")
+    src_ips: int = opt(
+        1, help="source addresses ip .. ip + src_ips - 1 (default 1)", unit="addresses", range_text=f"1..{DPDK_MAX_IPS}")
+    dst_ips: int = opt(
+        1,
+        help=("destination addresses peer_ip .. peer_ip + dst_ips - 1 (default 1; a reverse peer "
+              "reflects for all of them)"),
+        unit="addresses", range_text=f"1..{DPDK_MAX_IPS}")
+    sports: int | None = opt(
+        None, help="source ports sport .. sport + sports - 1 (default: as many as the flows need)",
+        unit="ports; empty: as the flows need", range_text="1..65536 - sport")
+    dports: int = opt(
+        1,
+        help=("destination ports dport .. dport + dports - 1 (default 1; more when the flows need "
+              "more source ports than there are from sport)"),
+        unit="ports", range_text="1..65536 - dport")
+    sizes: tuple | str | None = opt(
+        None,
+        help=("a size mix instead: 'imix' (64:7,570:4,1518:1), '64,570,1518', '64:7,570:4,...', sent "
+              "interleaved as one preallocated pattern; size becomes the mean (rounded)"),
+        unit="imix, 64,570,1518 or 64:7,570:4 (size:weight)")
+    ramp_to: Rate | str | float | None = opt(
+        None,
+        help=("with rate: the rate rises linearly from rate to ramp_to over ramp_time, then stays "
+              "there; paced by the TSC"),
+        unit="pps or bit/s; empty: no ramp")
+    ramp_time: float | str | None = opt(
+        None, help="how long the ramp from rate to ramp_to takes (default: the whole duration)", unit=SECONDS)
+    cores: int = opt(
+        1,
+        help=("lcores (worker threads) per side, each with its own queue of the port(s), mempool "
+              "cache and counters; the flows and the rate are split between them. Receive queues are "
+              "fed by RSS where the PMD has it; a ring pair, net_ring and memif join tx queue q to rx"
+              " queue q"),
+        unit="lcores (worker threads) per side", range_text=f"1..{DPDK_MAX_QUEUES}, at most flows")
+    probe_rate: Rate | str | float | None = opt(
+        None,
+        help=("a low-rate latency probe stream beside the load (100pps; None = none): probe frames "
+              "are flagged in the payload and get their own histogram (summary: probe_lat_p50_us "
+              "...); they count in the frames and the loss"))
+    probe_size: int = opt(
+        128, help="probe frame bytes, FCS counted (70..1518, default 128)")
+    bidirectional: bool = opt(
+        False,
+        help=("with a peer port (mode rxonly): both ports send and receive, each the same flows and "
+              "rate; loss and one-way latency counted at both ends"))
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
@@ -769,18 +908,48 @@ class DpdkReflect(_DpdkSpec):
               source (the next hop's; None = untouched)
     peer_dst_mac  forward: the same for frames leaving peer
     """
-    port: str = "ring:pk:1"
-    mode: str = "reverse"
-    duration: float | str = 10.0
-    ip: str = "198.18.0.2"
-    flows: int = 1024
-    burst: int = 32
-    netns: str | None = None
-    ips: int = 1
-    cores: int = 1
-    peer: str | None = None
-    dst_mac: str | None = None
-    peer_dst_mac: str | None = None
+    port: str = opt(
+        "ring:pk:1", help="the port to answer on: ring:NAME:1 (the far end of a pair) or a vdev",
+        unit="ring:NAME:0|1 or a vdev", suggestions=("ring:pk:1", "net_null0", "net_memif0,role=server"))
+    mode: str = opt(
+        "reverse",
+        help=("rxonly: count, parse, loss/duplicates/reordering and one-way latency per flow (the "
+              "sender's clock: meaningful on this host); reverse: send UDP frames for this port's "
+              "address back with MACs, IPs and ports swapped; forward: every frame received on port "
+              "leaves by peer and every frame received on peer leaves by port, payload untouched "
+              "(testpmd's io forward; its mac forward with dst_mac)"),
+        choices=DPDK_REFLECT_MODES)
+    duration: float | str = opt(
+        10.0, help="how long to run (or until stopped)", unit=SECONDS, range_text="above 0, at most 24h")
+    ip: str = opt(
+        "198.18.0.2",
+        help=("the port's address: ARP and ICMP echo are answered for it (not in forward mode: a "
+              "forwarder has no address, it carries ARP and ping like a wire)"),
+        unit="IPv4 address")
+    flows: int = opt(
+        1024, help="rxonly: flow ids tracked (0 .. flows - 1)", unit="flows", lo=1, hi=DPDK_MAX_FLOWS)
+    burst: int = opt(
+        32, help="frames per rx/tx burst", unit="frames per burst", lo=1, hi=DPDK_MAX_BURST)
+    netns: str | None = opt(
+        None, help="open the ports inside this network namespace (af_packet, tap: a lab host's)",
+        unit="/run/netns/NAME")
+    ips: int = opt(
+        1, help="reverse: reflect UDP for ip .. ip + ips - 1 (a generator's dst_ips)")
+    cores: int = opt(
+        1,
+        help=("lcores, one queue of the port each (the generator's side needs as many). forward: 1 = "
+              "one lcore for both directions; 2N = one lcore per direction and queue, N queues on "
+              "each port"),
+        unit="lcores (worker threads) per side")
+    peer: str | None = opt(
+        None, help="forward: the second port")
+    dst_mac: str | None = opt(
+        None,
+        help=("forward: frames leaving port get this destination MAC and port's own MAC as source "
+              "(the next hop's; None = untouched)"),
+        unit="aa:bb:cc:dd:ee:ff; empty: the peer port's, or ARP")
+    peer_dst_mac: str | None = opt(
+        None, help="forward: the same for frames leaving peer")
 
     MODES: ClassVar[tuple] = DPDK_REFLECT_MODES
 
@@ -843,6 +1012,7 @@ MAX_USERS = 100_000
 MAX_RESPONSE = 1 << 20
 MAX_URLS = 10_000
 HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE")
+URL_ORDERS = ("cycle", "random")   # how HttpLoad's requests pick from a URL list
 
 
 def _parse_url(url: str, field: str = "url") -> tuple[str, int, str]:
@@ -892,22 +1062,57 @@ class HttpLoad(_Serial):
                       in h2 (url http://<h2's address>/): the lab's link, impaired or not,
                       is then the path under test
     """
-    url: str | list = "http://127.0.0.1:8080/"
-    users: int = 10
-    duration: float | str = 10.0
-    rate: Rate | str | float | None = None
-    think: float | str = 0.0
-    ramp: float | str = 0.0
-    keepalive: bool = True
-    method: str = "GET"
-    headers: dict | None = None
-    body: str | bytes | None = None
-    connect_timeout: float | str = 5.0
-    response_timeout: float | str = 10.0
-    url_order: str = "cycle"
-    lab: str | None = None
-    threads: int = 1
-    processes: int = 1
+    url: str | list = opt(
+        "http://127.0.0.1:8080/",
+        help=("http[s]://HOST[:PORT]/PATH; HOST is loopback or a lab address (https: TLS through the "
+              "system OpenSSL, the certificate is not checked). Or a list of URLs on one HOST:PORT: "
+              'each request takes the next one (url_order="cycle") or one at random '
+              '(url_order="random")'),
+        unit="http[s]://HOST[:PORT]/PATH; several: space between")
+    users: int = opt(
+        10, help="virtual users: one connection each (1..100000)", unit="virtual users", lo=1, hi=MAX_USERS)
+    duration: float | str = opt(
+        10.0, help="how long to load (10s, 2m)", unit=SECONDS, range_text="1ms..24h")
+    rate: Rate | str | float | None = opt(
+        None,
+        help=("open loop: requests/s in total (1000, 50k); response times then count from each "
+              "request's intended send time, as wrk2 does. None: closed loop, each user sends again "
+              "when answered"),
+        unit="requests/s (500, 50k); empty: closed loop")
+    think: float | str = opt(
+        0.0, help="closed loop: pause after each response (0, 100ms)", unit=SECONDS, range_text="0..1h")
+    ramp: float | str = opt(
+        0.0, help="users start evenly over this time", unit=SECONDS, range_text="0..24h")
+    keepalive: bool = opt(
+        True, help="reuse connections (False: a new connection per request)")
+    method: str = opt(
+        "GET", help="the request (GET/HEAD/POST/PUT/DELETE; headers as a dict)", choices=HTTP_METHODS)
+    headers: dict | None = opt(
+        None, help="the request (GET/HEAD/POST/PUT/DELETE; headers as a dict)", unit="one 'Name: value' a line")
+    body: str | bytes | None = opt(
+        None, help="the request (GET/HEAD/POST/PUT/DELETE; headers as a dict)", widget="area")
+    connect_timeout: float | str = opt(
+        5.0, help="a connection not made by then is an error", unit=SECONDS, range_text="1ms..10m")
+    response_timeout: float | str = opt(
+        10.0, help="a response not complete by then is an error", unit=SECONDS, range_text="1ms..1h")
+    url_order: str = opt(
+        "cycle", help='"cycle" or "random": how requests pick from a URL list',
+        unit="how requests pick from a URL list", choices=URL_ORDERS)
+    lab: str | None = opt(
+        None,
+        help=("run the client in this lab's first host (h1), e.g. against a server in h2 (url "
+              "http://<h2's address>/): the lab's link, impaired or not, is then the path under test"),
+        unit="lab name")
+    threads: int = opt(
+        1,
+        help=("client threads (each its own epoll loop), the users and the rate split evenly between "
+              "them, as wrk -t"),
+        unit="client threads", range_text="1..64, at most users")
+    processes: int = opt(
+        1,
+        help=("client processes, each running `threads` threads with its own open-file limit: for "
+              "more users than one process may hold open (RLIMIT_NOFILE, whose hard limit only "
+              "CAP_SYS_RESOURCE raises)"))
 
     test = "http"
 
@@ -1014,11 +1219,17 @@ class HttpServe(_Serial):
     duration     how long to serve
     connections  connections served at once
     """
-    host: str = "127.0.0.1"
-    port: int = 8080
-    size: int | str = 100
-    duration: float | str = 60.0
-    connections: int = 10_000
+    host: str = opt(
+        "127.0.0.1", help="where to listen (loopback or a lab address; port 0 = any)", unit="IP address")
+    port: int = opt(
+        8080, help="where to listen (loopback or a lab address; port 0 = any)", unit="port number; 0: any", lo=0,
+        hi=65535)
+    size: int | str = opt(
+        100, help="body bytes (0..1 MiB)", unit="body bytes (100, 4K)", lo=0, hi=MAX_RESPONSE - 256)
+    duration: float | str = opt(
+        60.0, help="how long to serve", unit=SECONDS, range_text="above 0, at most 24h")
+    connections: int = opt(
+        10_000, help="connections served at once", unit="connections", lo=1, hi=MAX_USERS)
 
     test = "http_serve"
 
@@ -1056,12 +1267,20 @@ class SocketReflect(_Serial):
     duration     how long to serve
     netns        listen in this network namespace (/run/netns/NAME: a lab host's)
     """
-    host: str = "127.0.0.1"
-    port: int = 9
-    mode: str = "reverse"
-    flows: int = 1024
-    duration: float | str = 10.0
-    netns: str | None = None
+    host: str = opt(
+        "127.0.0.1", help="where to listen (loopback or a lab host's address, with netns)",
+        unit="IP address to listen on")
+    port: int = opt(
+        9, help="where to listen (loopback or a lab host's address, with netns)",
+        unit="UDP port (9: where DPDK flows send)", lo=1, hi=65535)
+    mode: str = opt(
+        "reverse", help="rxonly or reverse", choices=DPDK_MODES)
+    flows: int = opt(
+        1024, help="rxonly: flow ids tracked (0 .. flows - 1)", unit="flows", lo=1, hi=MAX_FLOWS)
+    duration: float | str = opt(
+        10.0, help="how long to serve", unit=SECONDS, range_text="above 0, at most 24h")
+    netns: str | None = opt(
+        None, help="listen in this network namespace (/run/netns/NAME: a lab host's)", unit="/run/netns/NAME")
 
     MODES: ClassVar[tuple] = DPDK_MODES
 
@@ -1207,23 +1426,53 @@ class DpdkHttpServer(_IpVersion, _DpdkSpec):
                   arrived on (memif and ring pairs: queue q to q; NICs: RSS)
     """
     ENGINE: ClassVar[str] = "dpdk_tcp"
-    port: str = "ring:pk:1"
-    ip: str = "198.18.0.2"
-    listen: int = 80
-    listen_num: int = 1
-    clients: tuple = (("198.18.0.1", 1),)
-    payload_size: int | str = 64
-    keepalive: bool = False
-    duration: float | str = 10.0
-    mss: int = 1460
-    tos: int = 0
-    vlan: int = 0
-    tcp_rst: bool = True
-    retransmit_timeout: float | str = 1.0
-    retries: int = 3
-    burst: int = 32
-    netns: str | None = None
-    queues: int = 1
+    port: str = opt(
+        "ring:pk:1", help="the DPDK port (as DpdkFlows)", unit="port number",
+        suggestions=("ring:pk:1", "net_memif0,role=server"))
+    ip: str = opt(
+        "198.18.0.2",
+        help=("the server's address (the port's own: ARP and ping answered for it); IPv4 in "
+              "198.18.0.0/15 or IPv6 in 2001:2::/48 (then ND and ping -6), every address the same "
+              "family"),
+        unit="IPv4 address")
+    listen: int = opt(
+        80, help="TCP ports listen .. listen + listen_num - 1", unit="TCP port", lo=1, hi=65535)
+    listen_num: int = opt(
+        1, help="TCP ports listen .. listen + listen_num - 1", unit="TCP ports", range_text="1..65536 - listen")
+    clients: tuple = opt(
+        (("198.18.0.1", 1),),
+        help=('client address ranges served, ((first, count), ...) or "ADDR+COUNT"; sockets are an '
+              "array indexed by (client address, client port, listen port)"),
+        unit="ADDR+COUNT, ... (198.18.0.1+4)", widget="ranges")
+    payload_size: int | str = opt(
+        64, help='body bytes of the one response, "200 OK" with Content-Length, to every request',
+        unit="response body bytes", lo=0, hi=1048576)
+    keepalive: bool = opt(
+        False, help="False: FIN goes with the response (dperf's fast close); True: the client closes")
+    duration: float | str = opt(
+        10.0, help="how long to serve", unit=SECONDS, range_text="above 0, at most 24h")
+    mss: int = opt(
+        1460, help="largest segment sent (the client's MSS option lowers it); IPv6: at most 1440", unit="bytes",
+        lo=536, hi=1460)
+    tos: int = opt(
+        0, help="IPv4 TOS (IPv6 traffic class) of every packet", unit="IPv4 TOS byte", lo=0, hi=255)
+    vlan: int = opt(
+        0, help="802.1Q VLAN id of every frame (0: untagged); frames of other VLANs are not ours")
+    tcp_rst: bool = opt(
+        True, help="answer segments for no connection (and SYNs to other ports) with RST")
+    retransmit_timeout: float | str = opt(
+        1.0, help="stop-and-wait: resend after this, give up after retries", unit=SECONDS, range_text="1ms..60s")
+    retries: int = opt(
+        3, help="stop-and-wait: resend after this, give up after retries", unit="retransmits", lo=0, hi=16)
+    burst: int = opt(
+        32, help="frames per rx/tx burst", unit="frames per burst", lo=1, hi=DPDK_MAX_BURST)
+    netns: str | None = opt(
+        None, help="the DPDK port (as DpdkFlows)", unit="/run/netns/NAME")
+    queues: int = opt(
+        1,
+        help=("workers, one rx/tx queue pair each (dperf's several cpus on a port), each with its own"
+              " socket table: a connection must come back on the queue it arrived on (memif and ring "
+              "pairs: queue q to q; NICs: RSS)"))
 
     test = "dpdk_http_server"
     messages_per_second = 0.0
@@ -1285,38 +1534,86 @@ class DpdkHttpClient(_IpVersion, _DpdkSpec):
                   and cps/queues, cc/queues (its own sockets: nothing shared between them)
     """
     ENGINE: ClassVar[str] = "dpdk_tcp"
-    port: str = "ring:pk:0"
-    ip: str = "198.18.0.1"
-    gateway: str | None = None
-    gateway_mac: str | None = None
-    clients: tuple = (("198.18.0.1", 1),)
-    lport_range: tuple = (1024, 65535)
-    server: str = "198.18.0.2"
-    listen: int = 80
-    listen_num: int = 1
-    duration: float | str = 10.0
-    cps: float | str = 1000
-    cc: int | str = 0
-    keepalive: float | str = 0.0
-    keepalive_requests: int = 0
-    launch_num: int = 4
-    slow_start: float | str = 0.0
-    wait: float | str = 0.0
-    http_host: str = "perfkit"
-    http_path: str = "/"
-    http_method: str = "GET"
-    payload_size: int | str = 0
-    fast_close: bool = False
-    mss: int = 1460
-    tos: int = 0
-    vlan: int = 0
-    tcp_rst: bool = True
-    retransmit_timeout: float | str = 1.0
-    retries: int = 3
-    burst: int = 32
-    netns: str | None = None
-    flood: bool = False
-    queues: int = 1
+    port: str = opt(
+        "ring:pk:0", help="the DPDK port", unit="port number", suggestions=("ring:pk:0", "net_memif0,role=client"))
+    ip: str = opt(
+        "198.18.0.1", help="the port's own address (ARP and ping answered for it); IPv4 or IPv6 (as the server)",
+        unit="IPv4 address")
+    gateway: str | None = opt(
+        None,
+        help=("the next hop whose MAC frames go to (ARP; IPv6: Neighbor Discovery); default: the "
+              "server"),
+        unit="IPv4 address; empty: the server")
+    gateway_mac: str | None = opt(
+        None, help="skip ARP and use this MAC", unit="aa:bb:cc:dd:ee:ff; empty: ARP")
+    clients: tuple = opt(
+        (("198.18.0.1", 1),), help="source address ranges ((first, count), ...); one range here",
+        unit="ADDR+COUNT, ... (198.18.0.1+4)", widget="ranges")
+    lport_range: tuple = opt(
+        (1024, 65535), help="(first, last) client TCP ports", unit="FIRST-LAST (1024-65535)", widget="pair")
+    server: str = opt(
+        "198.18.0.2", help="where connections go", unit="IPv4 address")
+    listen: int = opt(
+        80, help="where connections go", unit="TCP port", lo=1, hi=65535)
+    listen_num: int = opt(
+        1, help="where connections go", unit="TCP ports", range_text="1..65536 - listen")
+    duration: float | str = opt(
+        10.0, help="how long to load", unit=SECONDS, range_text="above 0, at most 24h")
+    cps: float | str = opt(
+        1000, help="new connections per second (target; launched in batches of launch_num)",
+        unit="connections/s (1000, 2k, 1.5m)", range_text="above 0, at most 100M")
+    cc: int | str = opt(
+        0, help="concurrency target: keep this many connections open (keepalive), 0 = none",
+        unit="connections (0, 10k); 0: none", range_text="0..client sockets")
+    keepalive: float | str = opt(
+        0.0, help="seconds between requests on a connection (0: one request per connection)",
+        unit="seconds between requests; 0: one request per connection", range_text="0..1h")
+    keepalive_requests: int = opt(
+        0, help="requests per connection before it closes (0: until the end)", unit="requests; 0: until the end",
+        lo=0, hi=1073741824)
+    launch_num: int = opt(
+        4, help="connections opened together; cps is reached in launches of this many",
+        unit="connections per launch", lo=1, hi=DPDK_MAX_BURST)
+    slow_start: float | str = opt(
+        0.0, help="seconds over which cps rises to its target; wait: seconds before starting", unit=SECONDS,
+        range_text="0..600s")
+    wait: float | str = opt(
+        0.0, help="seconds before starting", unit=SECONDS, range_text="0..600s")
+    http_host: str = opt(
+        "perfkit", help="the request (GET; POST carries payload_size bytes)", unit="Host header")
+    http_path: str = opt(
+        "/", help="the request (GET; POST carries payload_size bytes)", unit="/PATH")
+    http_method: str = opt(
+        "GET", help="the request (GET; POST carries payload_size bytes)", choices=DPERF_HTTP_METHODS)
+    payload_size: int | str = opt(
+        0, help="POST body bytes", unit="POST body bytes", lo=0, hi=1048576)
+    fast_close: bool = opt(
+        False, help="close with RST instead of FIN")
+    mss: int = opt(
+        1460, help="largest segment sent (the client's MSS option lowers it); IPv6: at most 1440", unit="bytes",
+        lo=536, hi=1460)
+    tos: int = opt(
+        0, help="IPv4 TOS (IPv6 traffic class) of every packet", unit="IPv4 TOS byte", lo=0, hi=255)
+    vlan: int = opt(
+        0, help="802.1Q VLAN id of every frame (0: untagged); frames of other VLANs are not ours")
+    tcp_rst: bool = opt(
+        True, help="answer segments for no connection (and SYNs to other ports) with RST")
+    retransmit_timeout: float | str = opt(
+        1.0, help="stop-and-wait: resend after this, give up after retries", unit=SECONDS, range_text="1ms..60s")
+    retries: int = opt(
+        3, help="stop-and-wait: resend after this, give up after retries", unit="retransmits", lo=0, hi=16)
+    burst: int = opt(
+        32, help="frames per rx/tx burst", unit="frames per burst", lo=1, hi=DPDK_MAX_BURST)
+    netns: str | None = opt(
+        None, help="the DPDK port", unit="/run/netns/NAME")
+    flood: bool = opt(
+        False,
+        help=("SYN flood: only the first packet of each connection (a SYN at cps), no sockets kept; "
+              "SYN-ACKs that come back are answered with RST (tcp_rst)"))
+    queues: int = opt(
+        1,
+        help=("workers, one rx/tx queue pair each; worker k takes slice k of lport_range and "
+              "cps/queues, cc/queues (its own sockets: nothing shared between them)"))
 
     test = "dpdk_http_client"
 

@@ -1,0 +1,142 @@
+"""A spec field declared once: its default and, beside it, what the form, the command
+line and the checks need to know about it.
+
+    size: int = opt(64, help="frame bytes", unit="bytes", lo=64, hi=9018)
+
+opt() returns a dataclasses.field whose metadata holds a Meta; meta(), spec_fields() and
+help_text() read it back, and check_declared() applies the range and choices checks it
+declares (a spec's __post_init__ calls it; checks that need more stay in the spec).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import MISSING
+
+KEY = "perfkit"   # the dataclasses metadata key this module owns
+
+SECONDS = "seconds (500ms, 10s, 2m)"   # the unit of every duration field shown as '10s'
+
+
+@dataclasses.dataclass(frozen=True)
+class Meta:
+    """What one field declares besides its default.
+
+    help         one line on what the field does (the panel's hint)
+    unit         what it takes, as shown beside the input ("bytes (64, 1500, 64K)")
+    lo, hi       whole-number bounds, both inclusive: shown as 'lo..hi' and checked
+    range_text   a range that is not two numbers (it depends on another field): shown only
+    choices      the values it takes: a dropdown, and checked
+    suggestions  values offered in a free-text box (DPDK ports): not checked
+    widget       how the form takes it where its type does not say: secret, area, ranges, pair
+    check        False: the spec checks lo/hi or choices itself (another parse or message)
+    flag, short  the command line's option for it (--peer-ip, -m), where it has one
+    """
+    help: str
+    unit: str = ""
+    lo: int | None = None
+    hi: int | None = None
+    range_text: str = ""
+    choices: tuple | None = None
+    suggestions: tuple | None = None
+    widget: str | None = None
+    check: bool = True
+    flag: str | None = None
+    short: str | None = None
+
+    @property
+    def bounds(self) -> tuple[int, int] | None:
+        return None if self.lo is None else (self.lo, self.hi)
+
+    @property
+    def range(self) -> str:
+        """The range as shown: 'lo..hi', or range_text."""
+        return f"{self.lo}..{self.hi}" if self.lo is not None else self.range_text
+
+
+def opt(default=MISSING, *, help: str, unit: str = "", lo: int | None = None, hi: int | None = None,
+        range_text: str = "", choices=None, suggestions=None, widget: str | None = None,
+        check: bool = True, flag: str | None = None, short: str | None = None,
+        repr: bool = True, compare: bool = True) -> dataclasses.Field:
+    """A dataclass field with its metadata (see Meta)."""
+    if not help or not str(help).strip():
+        raise TypeError("opt: every field declares its help")
+    if (lo is None) != (hi is None):
+        raise TypeError("opt: lo and hi go together")
+    m = Meta(str(help), unit, lo, hi, range_text, None if choices is None else tuple(choices),
+             None if suggestions is None else tuple(suggestions), widget, check, flag, short)
+    return dataclasses.field(default=default, repr=repr, compare=compare, metadata={KEY: m})
+
+
+def like(spec_cls, name: str, default=MISSING, **changes) -> dataclasses.Field:
+    """Another spec's field declaration again (a new Field: dataclasses owns each one),
+    with its default or metadata changed where given."""
+    f = _field(spec_cls, name)
+    m = dataclasses.replace(f.metadata[KEY], **changes)
+    return dataclasses.field(default=f.default if default is MISSING else default, repr=f.repr,
+                             compare=f.compare, metadata={KEY: m})
+
+
+def _field(spec_cls, name: str) -> dataclasses.Field:
+    for f in dataclasses.fields(spec_cls):
+        if f.name == name:
+            return f
+    raise KeyError(f"{name}: not a field of {spec_cls.__name__}")
+
+
+def meta(spec_cls, name: str) -> Meta:
+    """The metadata of spec_cls's field name (a class or an instance)."""
+    m = _field(spec_cls, name).metadata.get(KEY)
+    if m is None:
+        raise KeyError(f"{name}: {type(spec_cls).__name__ if not isinstance(spec_cls, type) else spec_cls.__name__} "
+                       "declares it without opt()")
+    return m
+
+
+def spec_fields(spec_cls) -> list[tuple[dataclasses.Field, Meta]]:
+    """Every field of spec_cls, in order, with its metadata (None where it has none)."""
+    return [(f, f.metadata.get(KEY)) for f in dataclasses.fields(spec_cls)]
+
+
+def help_text(spec_cls, name: str | None = None):
+    """A field's help line; without name, {field: help} for every field."""
+    if name is not None:
+        return meta(spec_cls, name).help
+    return {f.name: m.help for f, m in spec_fields(spec_cls) if m is not None}
+
+
+def whole_number(value, name: str, lo: int, hi: int) -> int:
+    """value as an int in lo..hi, else ValueError naming the field (the specs' own message)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            value = int(str(value), 10)
+        except ValueError:
+            raise ValueError(f"{name}: {value!r} is not a whole number") from None
+    if not lo <= value <= hi:
+        raise ValueError(f"{name}: {value} is out of range {lo}..{hi}")
+    return value
+
+
+def check_value(value, name: str, m: Meta):
+    """value checked as m declares (choices, or whole-number lo..hi); returned as the spec keeps it."""
+    if m.choices is not None:
+        if value not in m.choices:
+            raise ValueError(f"{name}: {value!r} is not one of {', '.join(m.choices)}")
+        return value
+    if m.lo is not None:
+        return whole_number(value, name, m.lo, m.hi)
+    return value
+
+
+def check_declared(spec, names=None) -> None:
+    """Apply the range and choices checks spec's fields declare (those with check=True), in
+    field order or in the order of names; None stays None where the default is None. The
+    converted value is put back on the (frozen) spec."""
+    fields = {f.name: (f, m) for f, m in spec_fields(spec)}
+    for name in (fields if names is None else names):
+        f, m = fields[name]
+        if m is None or not m.check or (m.choices is None and m.lo is None):
+            continue
+        value = getattr(spec, name)
+        if value is None and f.default is None:
+            continue
+        object.__setattr__(spec, name, check_value(value, name, m))
