@@ -329,41 +329,7 @@ class _SocketTest(_Serial):
 class LocalTest(_SocketTest):
     """Both ends of a qperf-style test in one process, over loopback (or a lab host).
 
-    test      udp_bw | udp_lat | tcp_bw | tcp_lat
-    size      payload (UDP, 1..65507) or message (TCP, 1..1M) bytes; default per test
-              (udp_bw 64, udp_lat 1, tcp_bw 128K as iperf3, tcp_lat 1)
-    rate      target rate (1.5Mpps, 100Mbps, ...); None = as fast as possible
-    flows     UDP flows (source ports), udp_bw only
-    duration  how long to send (10s, 2m, ...)
-    host      where both ends bind: loopback or a lab address
-    port      the receiving end's port; 0 = any free port
-    batch     messages per sendmmsg/recvmmsg (udp_bw); tcp_bw: writes per sendmmsg
-              (and at most 16 KiB of them)
-    gso       udp_bw: datagrams per UDP GSO send (the kernel cuts them; each arrives
-              alone); 0 = off, plain sendmmsg with one datagram per message;
-              None = 8 on loopback (fewer if 8 would pass 65507 B), off on a lab path
-    busy_poll spin on the socket before sleeping: both ends of a latency test (up to 1 ms)
-              and a bandwidth test's receiving end (50 us); False = never (a latency test then
-              measures as qperf, whose ends sleep); None = where the end is pinned
-              (loc/rem_cpu_affinity): either end of a latency test (on two CPUs; True with
-              both on one is refused), a udp_bw receiver
-              in a lab (off loopback), a tcp_bw reader of messages of 16 KiB or more
-    loc_cpu_affinity  pin the sending (pinging) end's thread to this CPU, as qperf's -lca;
-              None or "any" = where the scheduler puts it
-    rem_cpu_affinity  the same for the receiving (answering) end, as qperf's -rca
-    messages  end once the sender has sent this many messages (latency tests: round
-              trips), as qperf's -n; duration still bounds the test. None = no count
-    loc_sock_buf_size  SO_SNDBUF and SO_RCVBUF bytes of the sending (pinging) end's
-              socket, as qperf's -lsb; None = the kernel's autotuning on a TCP sender or pinger,
-              8 MiB on UDP sockets
-    rem_sock_buf_size  the same for the receiving (answering) end, as qperf's -rsb;
-              None = 8 MiB
-    access_recv  read every byte received, at both ends, as an application would (qperf's
-              -ar); the summary's bytes_read counts them. False = the data is not looked at
-    lab       run the two ends in the first two hosts of this lab (perfkit.lab): the
-              receiving end in h2, the sender in h1, over the lab's link; host then
-              only picks the family (an IPv6 host: the lab's IPv6 addresses)
-    """
+    Each field declares its help, unit and range beside its default (perfkit.fields)."""
     DEFAULTS: ClassVar[dict] = LOCAL_DEFAULT_SIZE
     lab: str | None = opt(
         None,
@@ -387,19 +353,10 @@ class LocalTest(_SocketTest):
 class RemoteTest(_SocketTest):
     """The near end of a test whose far end is `perfkit serve` on host (qperf's model).
 
-    The fields are LocalTest's (size defaults are qperf's: tcp_bw 64K), plus: port is the server's control port (default
-    19800), token the shared secret a server off loopback asks for (PERFKIT_TOKEN
-    by default; never saved with the run). Tests: qperf's udp_bw udp_lat tcp_bw
-    tcp_lat sctp_bw sctp_lat (SCTP where the kernel has it). rem_cpu_affinity pins the
-    server's worker; the server checks that it has that CPU. flip (qperf's -f1): the
-    server sends (pings) and this host receives (answers); the loc_/rem_ fields still
-    mean this host's and the server's worker, and this host still connects. wait_server
-    (qperf's -ws, default 5 s as its): how long to keep trying a server that is not
-    listening yet. ip_port (qperf's -ip): the data port, where the server listens (TCP,
-    SCTP) or receives (UDP); flipped UDP, where this host receives; 0 = any free port.
-    loc_timeout (qperf's -lto): how long this host waits for the server's answer to a
-    control request; rem_timeout (-rto): how long the server waits for this host's next
-    control message once the test is prepared (this host keeps it waiting less); both 30 s."""
+    The fields are LocalTest's (size defaults are qperf's: tcp_bw 64K), plus the server's
+    own. rem_cpu_affinity pins the server's worker; the server checks that it has that CPU.
+    With flip the loc_/rem_ fields still mean this host's and the server's worker, and this
+    host still connects."""
     TESTS: ClassVar[tuple[str, ...]] = REMOTE_TESTS
     # redeclared for their help here (a dataclass field keeps its place in the order)
     test: str = opt("udp_bw", help="qperf's tests; sctp_* where the kernel has SCTP", choices=REMOTE_TESTS)
@@ -591,48 +548,7 @@ class _DpdkSpec(_Serial):
 class DpdkFlows(_DpdkSpec):
     """UDP flows from a DPDK port: perfkit.Run(DpdkFlows(...), engine="dpdk").
 
-    port      where the generator sends: ring:NAME:0 or ring:NAME:1 (the ends of an
-              in-process pair), or a vdev: net_null0, net_ring0 (a loopback),
-              net_memif0,role=client,..., net_af_packet0,iface=IF (with netns)
-    peer      a second port in this process that receives the frames (mode rxonly) or
-              sends each one back (mode reverse); None: the far end is elsewhere
-    mode      what the far end does. rxonly: loss and one-way latency measured there;
-              reverse: frames come back, loss and round trips measured by the generator
-    size      Ethernet frame bytes counting the 4-byte FCS, 64..1518, or jumbo up to 9018 on
-              ring, net_ring, net_null and net_memif ports (rates count these bytes)
-    sizes     a size mix instead: 'imix' (64:7,570:4,1518:1), '64,570,1518', '64:7,570:4,...',
-              sent interleaved as one preallocated pattern; size becomes the mean (rounded)
-    rate      target rate (1Mpps, 500Mbps: bits of whole frames, the mean size with sizes);
-              None = as fast as the port takes frames
-    ramp_to   with rate: the rate rises linearly from rate to ramp_to over ramp_time,
-              then stays there; paced by the TSC
-    ramp_time  how long the ramp takes (default: the whole duration)
-    probe_rate  a low-rate latency probe stream beside the load (100pps; None = none):
-              probe frames are flagged in the payload and get their own histogram
-              (summary: probe_lat_p50_us ...); they count in the frames and the loss
-    probe_size  probe frame bytes, FCS counted (70..1518, default 128)
-    bidirectional  with a peer port (mode rxonly): both ports send and receive, each the
-              same flows and rate; loss and one-way latency counted at both ends
-    cores     lcores (worker threads) per side, each with its own queue of the port(s),
-              mempool cache and counters; the flows and the rate are split between
-              them. Receive queues are fed by RSS where the PMD has it; a ring pair,
-              net_ring and memif join tx queue q to rx queue q
-    flows     UDP flows, each its own 4-tuple and sequence numbers. Flow f is the f-th tuple
-              of the ranges below, source port varying fastest, then destination port,
-              source address, destination address; frames go round the flows in turn
-    src_ips   source addresses ip .. ip + src_ips - 1 (default 1)
-    dst_ips   destination addresses peer_ip .. peer_ip + dst_ips - 1 (default 1; a reverse
-              peer reflects for all of them)
-    sports    source ports sport .. sport + sports - 1 (default: as many as the flows need)
-    dports    destination ports dport .. dport + dports - 1 (default 1; more when the flows
-              need more source ports than there are from sport)
-    duration  how long to send
-    ip        the port's own address; peer_ip: the destination (and the peer port's address)
-    dst_mac   the destination MAC; None = the peer port's, else ARP for peer_ip (1 s; then broadcast)
-    sport, dport  UDP ports
-    burst     frames per rx/tx burst
-    netns     open the ports inside this network namespace (af_packet, tap: a lab host's)
-    """
+    Each field declares its help, unit and range beside its default (perfkit.fields)."""
     port: str = opt(
         "ring:pk:0",
         help=("where the generator sends: ring:NAME:0 or ring:NAME:1 (the ends of an in-process "
@@ -888,26 +804,8 @@ class DpdkFlows(_DpdkSpec):
 
 @dataclass(frozen=True)
 class DpdkReflect(_DpdkSpec):
-    """The far end of DPDK flows on one port: perfkit.Run(DpdkReflect(...), engine="dpdk").
-
-    mode      rxonly: count, parse, loss/duplicates/reordering and one-way latency per flow
-              (the sender's clock: meaningful on this host); reverse: send UDP frames for
-              this port's address back with MACs, IPs and ports swapped; forward: every
-              frame received on port leaves by peer and every frame received on peer leaves
-              by port, payload untouched (testpmd's io forward; its mac forward with dst_mac)
-    duration  how long to run (or until stopped)
-    ip        the port's address: ARP and ICMP echo are answered for it (not in forward
-              mode: a forwarder has no address, it carries ARP and ping like a wire)
-    flows     rxonly: flow ids tracked (0 .. flows - 1)
-    ips       reverse: reflect UDP for ip .. ip + ips - 1 (a generator's dst_ips)
-    cores     lcores, one queue of the port each (the generator's side needs as many).
-              forward: 1 = one lcore for both directions; 2N = one lcore per direction
-              and queue, N queues on each port
-    peer      forward: the second port
-    dst_mac   forward: frames leaving port get this destination MAC and port's own MAC as
-              source (the next hop's; None = untouched)
-    peer_dst_mac  forward: the same for frames leaving peer
-    """
+    """The far end of DPDK flows on one port: perfkit.Run(DpdkReflect(...), engine="dpdk");
+    mode forward carries frames between two ports (testpmd's io forward)."""
     port: str = opt(
         "ring:pk:1", help="the port to answer on: ring:NAME:1 (the far end of a pair) or a vdev",
         unit="ring:NAME:0|1 or a vdev", suggestions=("ring:pk:1", "net_null0", "net_memif0,role=server"))
@@ -1038,30 +936,7 @@ def _parse_url(url: str, field: str = "url") -> tuple[str, int, str]:
 class HttpLoad(_Serial):
     """HTTP load with virtual users against a server (nGrinder, wrk, k6's job).
 
-    url               http[s]://HOST[:PORT]/PATH; HOST is loopback or a lab address (https:
-                      TLS through the system OpenSSL, the certificate is not checked). Or a
-                      list of URLs on one HOST:PORT: each request takes the next one
-                      (url_order="cycle") or one at random (url_order="random")
-    users             virtual users: one connection each (1..100000)
-    duration          how long to load (10s, 2m)
-    rate              open loop: requests/s in total (1000, 50k); response times then
-                      count from each request's intended send time, as wrk2 does.
-                      None: closed loop, each user sends again when answered
-    think             closed loop: pause after each response (0, 100ms)
-    ramp              users start evenly over this time
-    keepalive         reuse connections (False: a new connection per request)
-    method, headers, body   the request (GET/HEAD/POST/PUT/DELETE; headers as a dict)
-    connect_timeout, response_timeout
-    url_order         "cycle" or "random": how requests pick from a URL list
-    threads           client threads (each its own epoll loop), the users and the rate split
-                      evenly between them, as wrk -t
-    processes         client processes, each running `threads` threads with its own
-                      open-file limit: for more users than one process may hold open
-                      (RLIMIT_NOFILE, whose hard limit only CAP_SYS_RESOURCE raises)
-    lab               run the client in this lab's first host (h1), e.g. against a server
-                      in h2 (url http://<h2's address>/): the lab's link, impaired or not,
-                      is then the path under test
-    """
+    Each field declares its help, unit and range beside its default (perfkit.fields)."""
     url: str | list = opt(
         "http://127.0.0.1:8080/",
         help=("http[s]://HOST[:PORT]/PATH; HOST is loopback or a lab address (https: TLS through the "
@@ -1212,13 +1087,7 @@ class HttpLoad(_Serial):
 @dataclass(frozen=True)
 class HttpServe(_Serial):
     """perfkit's own HTTP server: the same response (status 200, size bytes of body)
-    to every request, keep-alive unless the client asks to close. For labs and demos.
-
-    host, port   where to listen (loopback or a lab address; port 0 = any)
-    size         body bytes (0..1 MiB)
-    duration     how long to serve
-    connections  connections served at once
-    """
+    to every request, keep-alive unless the client asks to close. For labs and demos."""
     host: str = opt(
         "127.0.0.1", help="where to listen (loopback or a lab address; port 0 = any)", unit="IP address")
     port: int = opt(
@@ -1259,14 +1128,7 @@ class SocketReflect(_Serial):
     """The far end of UDP flows on kernel sockets (`perfkit reflect --engine socket`):
     a socket bound to host:port that counts what arrives (rxonly: loss, duplicates,
     reordering and one-way latency per flow from perfkit's header) or sends every
-    datagram back to its sender (reverse), e.g. for a DPDK generator in another lab host.
-
-    host, port   where to listen (loopback or a lab host's address, with netns)
-    mode         rxonly or reverse
-    flows        rxonly: flow ids tracked (0 .. flows - 1)
-    duration     how long to serve
-    netns        listen in this network namespace (/run/netns/NAME: a lab host's)
-    """
+    datagram back to its sender (reverse), e.g. for a DPDK generator in another lab host."""
     host: str = opt(
         "127.0.0.1", help="where to listen (loopback or a lab host's address, with netns)",
         unit="IP address to listen on")
@@ -1408,23 +1270,7 @@ class DpdkHttpServer(_IpVersion, _DpdkSpec):
     """An HTTP server on a DPDK port with perfkit's own TCP (dperf's server):
     perfkit.Run(DpdkHttpServer(...), engine="dpdk_tcp").
 
-    port, netns   the DPDK port (as DpdkFlows)
-    ip            the server's address (the port's own: ARP and ping answered for it); IPv4 in
-                  198.18.0.0/15 or IPv6 in 2001:2::/48 (then ND and ping -6), every address the same family
-    listen, listen_num  TCP ports listen .. listen + listen_num - 1
-    clients       client address ranges served, ((first, count), ...) or "ADDR+COUNT";
-                  sockets are an array indexed by (client address, client port, listen port)
-    payload_size  body bytes of the one response, "200 OK" with Content-Length, to every request
-    keepalive     False: FIN goes with the response (dperf's fast close); True: the client closes
-    mss           largest segment sent (the client's MSS option lowers it); IPv6: at most 1440
-    tos           IPv4 TOS (IPv6 traffic class) of every packet
-    vlan          802.1Q VLAN id of every frame (0: untagged); frames of other VLANs are not ours
-    tcp_rst       answer segments for no connection (and SYNs to other ports) with RST
-    retransmit_timeout, retries  stop-and-wait: resend after this, give up after retries
-    queues        workers, one rx/tx queue pair each (dperf's several cpus on a port), each
-                  with its own socket table: a connection must come back on the queue it
-                  arrived on (memif and ring pairs: queue q to q; NICs: RSS)
-    """
+    Each field declares its help, unit and range beside its default (perfkit.fields)."""
     ENGINE: ClassVar[str] = "dpdk_tcp"
     port: str = opt(
         "ring:pk:1", help="the DPDK port (as DpdkFlows)", unit="port number",
@@ -1513,26 +1359,7 @@ class DpdkHttpClient(_IpVersion, _DpdkSpec):
     """HTTP client load on a DPDK port with perfkit's own TCP (dperf's client):
     perfkit.Run(DpdkHttpClient(...), engine="dpdk_tcp").
 
-    port, netns   the DPDK port
-    ip            the port's own address (ARP and ping answered for it); IPv4 or IPv6 (as the server)
-    gateway       the next hop whose MAC frames go to (ARP; IPv6: Neighbor Discovery); default: the server
-    gateway_mac   skip ARP and use this MAC
-    clients       source address ranges ((first, count), ...); one range here
-    lport_range   (first, last) client TCP ports
-    server, listen, listen_num  where connections go
-    cps           new connections per second (target; launched in batches of launch_num)
-    cc            concurrency target: keep this many connections open (keepalive), 0 = none
-    keepalive     seconds between requests on a connection (0: one request per connection)
-    keepalive_requests  requests per connection before it closes (0: until the end)
-    slow_start    seconds over which cps rises to its target; wait: seconds before starting
-    http_host, http_path, http_method  the request (GET; POST carries payload_size bytes)
-    payload_size  POST body bytes
-    fast_close    close with RST instead of FIN
-    flood         SYN flood: only the first packet of each connection (a SYN at cps), no
-                  sockets kept; SYN-ACKs that come back are answered with RST (tcp_rst)
-    queues        workers, one rx/tx queue pair each; worker k takes slice k of lport_range
-                  and cps/queues, cc/queues (its own sockets: nothing shared between them)
-    """
+    Each field declares its help, unit and range beside its default (perfkit.fields)."""
     ENGINE: ClassVar[str] = "dpdk_tcp"
     port: str = opt(
         "ring:pk:0", help="the DPDK port", unit="port number", suggestions=("ring:pk:0", "net_memif0,role=client"))

@@ -1,11 +1,11 @@
 """A control panel generated from a spec dataclass: any of perfkit.spec.SPECS.
 
-Every field of the spec becomes one input, chosen from the field's type and the spec's
-own constants: a dropdown where the values are a fixed list (test, mode, method), a text
-box with suggestions for DPDK ports, a checkbox for booleans, an integer box for plain
+Every field of the spec becomes one input, chosen from the field's type and what the field
+declares (perfkit.fields): a dropdown where it declares choices (test, mode, method), a
+text box with suggestions for DPDK ports, a checkbox for booleans, an integer box for plain
 ints, a password box for the token, and a text box for everything that takes units
 (size 64K, rate 1.5Mpps, duration 10s). Next to each input: its unit, its range and its
-default, and the line of the spec's docstring about it. The spec is built on every
+default, and its help line, all as the field declares them. The spec is built on every
 change; its ValueError is shown under the form, the field's label turns red, and Start
 stays disabled until the input is valid, so nothing native starts on a bad value. An
 engine that is not available here (perfkit.engines()) disables Start the same way.
@@ -32,6 +32,7 @@ import threading
 
 from perfkit import spec as _spec
 from perfkit.engines import get as _get_engine
+from perfkit.fields import SECONDS, help_text, spec_fields
 from perfkit.run import Run
 from perfkit.ui import charts
 from perfkit.ui.dashboard import Dashboard
@@ -102,123 +103,9 @@ def task_fields(task: str) -> list["FieldUI"]:
         ]
     return []
 
-# Fields whose values come from a fixed list: a spec's own ClassVar (test: TESTS), else by name.
-CHOICES = {"test": _spec.LOCAL_TESTS, "mode": _spec.DPDK_MODES, "method": _spec.HTTP_METHODS,
-           "http_method": _spec.DPERF_HTTP_METHODS, "url_order": ("cycle", "random")}
 # A bool | None field: a drop-down whose "auto" is None (the spec decides).
 TRISTATE = {None: "auto", True: "on", False: "off"}
-# Free text with suggestions (a Combobox): DPDK ports.
-SUGGESTIONS = {
-    "DpdkFlows": {"port": ("ring:pk:0", "net_null0", "net_ring0", "net_memif0,role=client"),
-                  "peer": ("ring:pk:1",)},
-    "DpdkReflect": {"port": ("ring:pk:1", "net_null0", "net_memif0,role=server")},
-    "DpdkHttpServer": {"port": ("ring:pk:1", "net_memif0,role=server")},
-    "DpdkHttpClient": {"port": ("ring:pk:0", "net_memif0,role=client")},
-}
-
-_SECONDS = "seconds (500ms, 10s, 2m)"
-# What a field takes, by field name; UNITS_BY_SPEC overrides for one spec.
-UNITS = {
-    "size": "bytes (64, 1500, 64K)",
-    "rate": "pps or bit/s (10kpps, 100Mbps); empty: unlimited",
-    "duration": _SECONDS, "think": _SECONDS, "ramp": _SECONDS,
-    "connect_timeout": _SECONDS, "response_timeout": _SECONDS,
-    "host": "IP address", "ip": "IPv4 address", "peer_ip": "IPv4 address",
-    "dst_mac": "aa:bb:cc:dd:ee:ff; empty: the peer port's, or ARP",
-    "port": "port number", "sport": "UDP port", "dport": "UDP port",
-    "flows": "flows", "batch": "messages per call", "gso": "datagrams per send",
-    "burst": "frames per burst", "users": "virtual users", "connections": "connections",
-    "netns": "/run/netns/NAME", "lab": "lab name", "url": "http://HOST[:PORT]/PATH",
-    "headers": "one 'Name: value' a line", "token": "shared secret; empty: PERFKIT_TOKEN",
-    "sizes": "imix, 64,570,1518 or 64:7,570:4 (size:weight)",
-    "ramp_to": "pps or bit/s; empty: no ramp", "ramp_time": _SECONDS,
-    "cores": "lcores (worker threads) per side", "src_ips": "addresses", "dst_ips": "addresses",
-    "sports": "ports; empty: as the flows need", "dports": "ports",
-    "url_order": "how requests pick from a URL list",
-    "listen": "TCP port", "listen_num": "TCP ports", "clients": "ADDR+COUNT, ... (198.18.0.1+4)",
-    "payload_size": "bytes", "mss": "bytes", "tos": "IPv4 TOS byte", "retries": "retransmits",
-    "retransmit_timeout": _SECONDS, "slow_start": _SECONDS, "wait": _SECONDS,
-    "server": "IPv4 address", "gateway": "IPv4 address; empty: the server",
-    "gateway_mac": "aa:bb:cc:dd:ee:ff; empty: ARP", "lport_range": "FIRST-LAST (1024-65535)",
-    "cps": "connections/s (1000, 2k, 1.5m)", "cc": "connections (0, 10k); 0: none",
-    "keepalive_requests": "requests; 0: until the end", "launch_num": "connections per launch",
-    "http_host": "Host header", "http_path": "/PATH", "threads": "client threads",
-    "loc_cpu_affinity": "CPU number; empty: any", "rem_cpu_affinity": "CPU number; empty: any",
-    "messages": "messages (latency: round trips); empty: until the duration ends",
-    "loc_sock_buf_size": "bytes (64K); empty: perfkit's default",
-    "rem_sock_buf_size": "bytes (64K); empty: perfkit's default",
-}
-UNITS_BY_SPEC = {
-    "DpdkFlows": {"size": "Ethernet frame bytes, FCS counted", "port": "ring:NAME:0|1 or a vdev",
-                  "peer": "a second port here; empty: none"},
-    "DpdkReflect": {"port": "ring:NAME:0|1 or a vdev"},
-    "HttpLoad": {"rate": "requests/s (500, 50k); empty: closed loop",
-                 "url": "http[s]://HOST[:PORT]/PATH; several: space between"},
-    "DpdkHttpClient": {"keepalive": "seconds between requests; 0: one request per connection",
-                       "payload_size": "POST body bytes"},
-    "DpdkHttpServer": {"payload_size": "response body bytes"},
-    "HttpServe": {"size": "body bytes (100, 4K)", "port": "port number; 0: any"},
-    "LocalTest": {"port": "port number; 0: any free"},
-    "SocketReflect": {"port": "UDP port (9: where DPDK flows send)", "host": "IP address to listen on"},
-}
-
-# Help where a spec's docstring does not give it field by field: own lines first, then
-# the docstring of a spec with the same fields.
-HINTS = {
-    "RemoteTest": {"host": "where perfkit serve runs: loopback or a lab address",
-                   "port": "the control port of perfkit serve on host",
-                   "token": "the shared secret a server off loopback asks for; never saved with the run",
-                   "test": "qperf's tests; sctp_* where the kernel has SCTP",
-                   "flip": "the server sends (pings) and this host receives (answers), as qperf -f1",
-                   "wait_server": "keep trying a server that is not listening yet this long, as qperf -ws",
-                   "ip_port": "the data port: where the server listens or receives (flipped UDP: this host); "
-                              "0 = any, as qperf -ip",
-                   "loc_timeout": "wait this long for the server's answer to a control request, as qperf -lto",
-                   "rem_timeout": "the server waits this long for this host's next control message, as qperf -rto"},
-    "DpdkReflect": {"port": "the port to answer on: ring:NAME:1 (the far end of a pair) or a vdev",
-                    "burst": "frames per rx/tx burst"},
-    "DpdkFlows": {"ramp_time": "how long the ramp from rate to ramp_to takes (default: the whole duration)"},
-    "DpdkHttpServer": {"duration": "how long to serve"},
-    "DpdkHttpClient": {"duration": "how long to load",
-                       "launch_num": "connections opened together; cps is reached in launches of this many"},
-    "HttpLoad": {"connect_timeout": "a connection not made by then is an error",
-                 "response_timeout": "a response not complete by then is an error"},
-}
-HINTS_LIKE = {"RemoteTest": (_spec.LocalTest,), "DpdkReflect": (_spec.DpdkFlows,),
-              "DpdkHttpServer": (_spec.DpdkFlows,), "DpdkHttpClient": (_spec.DpdkHttpServer, _spec.DpdkFlows)}
-
-_PORT = (0, 65535)
-_TCP_RANGES = {"listen": (1, 65535), "mss": (536, 1460), "tos": (0, 255), "retries": (0, 16),
-               "burst": (1, _spec.DPDK_MAX_BURST), "payload_size": (0, 1 << 20)}
-_TCP_TEXT = {"listen_num": "1..65536 - listen", "retransmit_timeout": "1ms..60s"}
-# Numeric ranges, from the spec module's constants, by spec (the first class in the MRO wins).
-RANGES = {
-    "_SocketTest": {"flows": (1, _spec.MAX_FLOWS), "port": _PORT, "batch": (1, _spec.MAX_BATCH),
-                    "gso": (0, _spec.MAX_GSO)},
-    "RemoteTest": {"ip_port": _PORT},
-    "DpdkFlows": {"size": (_spec.DPDK_MIN_SIZE, _spec.DPDK_MAX_SIZE),
-                  "sport": (1, 65535), "dport": (1, 65535), "burst": (1, _spec.DPDK_MAX_BURST)},
-    "DpdkHttpServer": _TCP_RANGES,
-    "DpdkHttpClient": {**_TCP_RANGES, "keepalive_requests": (0, 1 << 30), "launch_num": (1, _spec.DPDK_MAX_BURST)},
-    "DpdkReflect": {"flows": (1, _spec.DPDK_MAX_FLOWS), "burst": (1, _spec.DPDK_MAX_BURST)},
-    "HttpLoad": {"users": (1, _spec.MAX_USERS)},
-    "HttpServe": {"port": _PORT, "size": (0, _spec.MAX_RESPONSE - 256), "connections": (1, _spec.MAX_USERS)},
-    "SocketReflect": {"port": (1, 65535), "flows": (1, _spec.MAX_FLOWS)},
-}
-# Ranges that are not two numbers (they depend on another field, or are durations).
-RANGE_TEXT = {
-    "_SocketTest": {"size": "1..{udp} (UDP), 1..{tcp} (TCP), 1..{sctp} (SCTP)".format(**_spec.MAX_SIZE)},
-    "HttpLoad": {"threads": "1..64, at most users", "think": "0..1h", "ramp": "0..24h", "connect_timeout": "1ms..10m",
-                 "response_timeout": "1ms..1h", "duration": "1ms..24h"},
-    "DpdkFlows": {"flows": f"1..{_spec.DPDK_MAX_FLOWS}, at most sports x dports x src_ips x dst_ips",
-                  "cores": f"1..{_spec.DPDK_MAX_QUEUES}, at most flows", "src_ips": f"1..{_spec.DPDK_MAX_IPS}",
-                  "dst_ips": f"1..{_spec.DPDK_MAX_IPS}", "sports": "1..65536 - sport",
-                  "dports": "1..65536 - dport"},
-    "DpdkHttpServer": _TCP_TEXT,
-    "DpdkHttpClient": {**_TCP_TEXT, "cps": "above 0, at most 100M", "cc": "0..client sockets",
-                       "keepalive": "0..1h", "slow_start": "0..600s", "wait": "0..600s"},
-    "*": {"duration": "above 0, at most 24h"},
-}
+_SECONDS = SECONDS
 
 _RED = "#b00020"
 _GREEN = "#1b5e20"
@@ -230,46 +117,9 @@ def _type_name(field: dataclasses.Field) -> str:
     return t if isinstance(t, str) else getattr(t, "__name__", str(t))
 
 
-def _lookup(table: dict, spec_cls, name: str):
-    for cls in spec_cls.__mro__:
-        if name in table.get(cls.__name__, {}):
-            return table[cls.__name__][name]
-    return table.get("*", {}).get(name)
-
-
 def field_hints(spec_cls) -> dict[str, str]:
-    """Per-field help from the spec's docstring ('name   text', continued on deeper-indented
-    lines; 'a, b   text' and 'a, b, c' lines give the text to each name)."""
-    names = {f.name for f in dataclasses.fields(spec_cls)}
-    hints: dict[str, str] = {}
-    current: list[str] = []
-    indent = 0
-    for line in (spec_cls.__doc__ or "").splitlines():
-        m = re.match(r"^(\s*)(\w+(?:,\s*\w+)*)(?:\s+(\S.*))?$", line)
-        keys = [k.strip() for k in m.group(2).split(",")] if m else []
-        if m and keys and all(k in names for k in keys) and (not current or len(m.group(1)) <= indent):
-            current, indent = keys, len(m.group(1))
-            for k in keys:
-                hints[k] = (m.group(3) or "").strip()
-        elif current and line.strip() and len(line) - len(line.lstrip()) > indent:
-            for k in current:
-                hints[k] = (hints[k] + " " + line.strip()).strip()
-        else:
-            current = []
-    # a field named in a hint's own text ("ip ... peer_ip: the destination")
-    for name in names - set(hints):
-        for other, text in list(hints.items()):
-            m = re.search(rf"\b{name}: ([^.;]+)", text)
-            if m:
-                hints[name] = m.group(1).strip()
-                break
-    for name, text in HINTS.get(spec_cls.__name__, {}).items():
-        hints[name] = text
-    for like in HINTS_LIKE.get(spec_cls.__name__, ()):
-        for name, text in field_hints(like).items():
-            if name in names and not hints.get(name):
-                hints[name] = text
-    return hints
+    """Per-field help: each field's own (perfkit.fields.help_text)."""
+    return help_text(spec_cls)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -286,35 +136,24 @@ class FieldUI:
 
 
 def form_fields(spec_cls, choices: dict | None = None) -> list[FieldUI]:
-    """The form for spec_cls, generated from its dataclass fields, its docstring and the
-    spec module's constants (choices, ranges); choices overrides the lists by field name."""
-    hints = field_hints(spec_cls)
+    """The form for spec_cls, generated from its dataclass fields and what each declares
+    (perfkit.fields: help, unit, range, choices, suggestions); choices overrides the lists
+    by field name."""
     out = []
-    for f in dataclasses.fields(spec_cls):
+    for f, m in spec_fields(spec_cls):
         default = f.default if f.default is not dataclasses.MISSING else None
         kind_t = _type_name(f)
         opts = (choices or {}).get(f.name)
-        if opts is None and f.name == "test" and hasattr(spec_cls, "TESTS"):
-            opts = spec_cls.TESTS
-        if opts is None and f.name == "mode" and hasattr(spec_cls, "MODES"):   # DpdkReflect: forward too
-            opts = spec_cls.MODES
         if opts is None:
-            opts = CHOICES.get(f.name)
-        sugg = SUGGESTIONS.get(spec_cls.__name__, {}).get(f.name)
+            opts = m.choices
         if opts is not None:
             kind = "choice"
-        elif sugg is not None:
-            kind, opts = "combo", sugg
-        elif f.name == "clients":
-            kind = "ranges"
-        elif f.name == "lport_range":
-            kind = "pair"
-        elif f.name == "token":
-            kind = "secret"
+        elif m.suggestions is not None:
+            kind, opts = "combo", m.suggestions
+        elif m.widget is not None:
+            kind = m.widget
         elif kind_t.split(" |")[0] == "dict":
             kind = "lines"
-        elif f.name == "body":
-            kind = "area"
         elif kind_t == "bool":
             kind = "bool"
         elif kind_t == "bool | None":   # None: the spec decides (busy_poll)
@@ -323,20 +162,12 @@ def form_fields(spec_cls, choices: dict | None = None) -> list[FieldUI]:
             kind = "int"
         else:
             kind = "text"
-        bounds = _lookup(RANGES, spec_cls, f.name)
-        rng = f"{bounds[0]}..{bounds[1]}" if bounds else (_lookup(RANGE_TEXT, spec_cls, f.name) or "")
-        unit = _lookup(UNITS_BY_SPEC, spec_cls, f.name) or UNITS.get(f.name, "")
-        out.append(FieldUI(f.name, kind, default, tuple(opts or ()), unit, rng, bounds,
-                           hints.get(f.name, "")))
+        out.append(FieldUI(f.name, kind, default, tuple(opts or ()), m.unit, m.range, m.bounds, m.help))
     return out
 
 
-def _is_seconds(name: str) -> bool:
-    return UNITS.get(name) == _SECONDS
-
-
-def _text_value(value, name: str) -> str:
-    """How a value shows in a text box: 10.0 -> '10s' for durations, None -> '',
+def _text_value(value, name: str, seconds: bool = False) -> str:
+    """How a value shows in a text box: 10.0 -> '10s' for durations (seconds), None -> '',
     a Rate -> '1500000pps' (exact), a dict of headers -> 'Name: value' lines."""
     if value is None:
         return ""
@@ -354,7 +185,7 @@ def _text_value(value, name: str) -> str:
         return "\n".join(f"{k}: {v}" for k, v in value.items())
     if isinstance(value, bytes):
         return value.decode("latin-1")
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and _is_seconds(name):
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and seconds:
         return f"{value:g}s"
     if isinstance(value, float):
         return f"{value:g}"
@@ -423,6 +254,7 @@ class Panel:
         self.interval, self.window, self.redraw_s = interval, window, redraw_s
         self.engine = engine
         self.form = form_fields(spec_cls, choices)
+        self._seconds = {fu.name for fu in self.form if fu.unit == SECONDS}   # shown as 10s
         self.fields = dataclasses.fields(spec_cls)
         names = [f.name for f in self.form]
         self.engine_name = engine or getattr(spec_cls, "ENGINE", None) or "socket"
@@ -447,7 +279,7 @@ class Panel:
         for fu in self.form:
             value = getattr(start_from, fu.name) if start_from is not None else fu.default
             self._defaults[fu.name], self._kinds[fu.name] = fu.default, fu.kind
-            box, label, unit, row = self._field_row(w, fu, value)
+            box, label, unit, row = self._field_row(w, fu, value, fu.name in self._seconds)
             self.inputs[fu.name], self.labels[fu.name], self.units[fu.name] = box, label, unit
             rows.append(row)
 
@@ -530,8 +362,8 @@ class Panel:
         _launcher()
 
     # ---------------------------------------------------------------- form
-    def _field_row(self, w, fu: "FieldUI", value):
-        """One form row: label, input, unit/range/default, help line."""
+    def _field_row(self, w, fu: "FieldUI", value, seconds: bool = False):
+        """One form row: label, input, unit/range/default, help line (seconds: durations as 10s)."""
         layout = w.Layout(width="230px", min_width="230px")
         default = fu.default
         if fu.kind == "tristate":
@@ -540,7 +372,7 @@ class Panel:
             opts = list(fu.choices)
             box = w.Dropdown(options=opts, value=value if value in opts else opts[0], layout=layout)
         elif fu.kind == "combo":
-            box = w.Combobox(options=list(fu.choices), value=_text_value(value, fu.name),
+            box = w.Combobox(options=list(fu.choices), value=_text_value(value, fu.name, seconds),
                              ensure_option=False, layout=layout,
                              placeholder="(empty: none)" if default is None else "")
         elif fu.kind == "bool":
@@ -548,20 +380,20 @@ class Panel:
         elif fu.kind == "int":
             box = w.IntText(value=int(value or 0), layout=layout)
         elif fu.kind == "secret":
-            box = w.Password(value=_text_value(value, fu.name), layout=layout,
+            box = w.Password(value=_text_value(value, fu.name, seconds), layout=layout,
                              placeholder="(empty: PERFKIT_TOKEN)")
         elif fu.kind == "multi":
             box = w.SelectMultiple(options=list(fu.choices), value=tuple(value or ()), rows=3, layout=layout)
         elif fu.kind in ("lines", "area"):
-            box = w.Textarea(value=_text_value(value, fu.name), rows=2, layout=layout,
+            box = w.Textarea(value=_text_value(value, fu.name, seconds), rows=2, layout=layout,
                              placeholder="(empty: none)")
         else:
-            box = w.Text(value=_text_value(value, fu.name), layout=layout,
+            box = w.Text(value=_text_value(value, fu.name, seconds), layout=layout,
                          placeholder="(empty: default)" if default is None else "")
         box.tooltip = fu.help
         label = w.HTML(self._label_html(fu.name, False), layout=w.Layout(width="130px", min_width="130px"))
         info = [x for x in (fu.unit, fu.range and f"range {fu.range}",
-                            f"default {_text_value(default, fu.name) or 'none'}"
+                            f"default {_text_value(default, fu.name, seconds) or 'none'}"
                             if fu.kind not in ("secret",) else "") if x]
         unit = w.HTML(f'<span style="color:{_GREY};font-size:90%">{html.escape(" · ".join(info))}</span>',
                       layout=w.Layout(width="300px", min_width="300px"))
@@ -602,7 +434,7 @@ class Panel:
                 if value not in TRISTATE.values():
                     raise ValueError(f"{name}: {value!r}: None, True or False (auto, on or off)")
             elif kind not in ("choice", "bool", "int"):   # text: what a person would type
-                value = _text_value(value, name)
+                value = _text_value(value, name, extra is None and name in self._seconds)
             box.value = value
         return self
 
