@@ -11,7 +11,7 @@ import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import ClassVar
 
-from perfkit.fields import SECONDS, like, opt
+from perfkit.fields import SECONDS, check_declared, like, opt, whole_number
 from perfkit.units import Rate, parse_duration, parse_rate, parse_size
 
 # qperf's test names; each runs both ends in one process.
@@ -56,15 +56,7 @@ def check_target(host: str, field: str = "host") -> str:
 MAX_MESSAGES = 1 << 48   # a receiver takes a sequence number past this for a corrupt datagram
 
 
-def _int_in(value, field: str, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        try:
-            value = int(str(value), 10)
-        except ValueError:
-            raise ValueError(f"{field}: {value!r} is not a whole number") from None
-    if not lo <= value <= hi:
-        raise ValueError(f"{field}: {value} is out of range {lo}..{hi}")
-    return value
+_int_in = whole_number   # value as an int in lo..hi, else ValueError naming the field
 
 
 def cpu_list(cpus) -> str:
@@ -235,8 +227,7 @@ class _SocketTest(_Serial):
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
-        if self.test not in self.TESTS:
-            raise ValueError(f"test: {self.test!r} is not one of {', '.join(self.TESTS)}")
+        check_declared(self)   # test, flows, port, batch, gso (and a subclass's own)
         proto = self.test.split("_")[0]
         size = self.DEFAULTS[self.test] if self.size is None else parse_size(self.size, "size")
         if not 1 <= size <= MAX_SIZE[proto]:
@@ -244,7 +235,6 @@ class _SocketTest(_Serial):
         put("size", size)
         if self.rate is not None:
             put("rate", _rate_limit(self.rate, size, "packets"))
-        put("flows", _int_in(self.flows, "flows", 1, MAX_FLOWS))
         if self.flows != 1 and self.test != "udp_bw":
             raise ValueError(f"flows: only udp_bw takes several flows, not {self.test}")
         duration = parse_duration(self.duration, "duration")
@@ -252,9 +242,8 @@ class _SocketTest(_Serial):
             raise ValueError(f"duration: {self.duration!r} is out of range (above 0, at most 24h)")
         put("duration", duration)
         put("host", check_target(self.host))
-        put("port", _int_in(self.port, "port", 0, 65535))
-        put("batch", _int_in(self.batch, "batch", 1, MAX_BATCH))
-        put("gso", self._auto_gso() if self.gso is None else _int_in(self.gso, "gso", 0, MAX_GSO))
+        if self.gso is None:
+            put("gso", self._auto_gso())
         if self.gso > 1 and self.test != "udp_bw":
             raise ValueError(f"gso: only udp_bw sends with UDP GSO, not {self.test}")
         if self.gso * self.size > MAX_SIZE["udp"]:
@@ -383,7 +372,6 @@ class RemoteTest(_SocketTest):
     def __post_init__(self):
         super().__post_init__()
         object.__setattr__(self, "flip", _bool(self.flip, "flip"))
-        object.__setattr__(self, "ip_port", _int_in(self.ip_port, "ip_port", 0, 65535))
         for end in ("loc_timeout", "rem_timeout"):
             object.__setattr__(self, end, check_timeout(getattr(self, end), end))
         object.__setattr__(self, "wait_server", check_wait_server(self.wait_server))
@@ -570,7 +558,8 @@ class DpdkFlows(_DpdkSpec):
         64,
         help=("Ethernet frame bytes counting the 4-byte FCS, 64..1518, or jumbo up to 9018 on ring, "
               "net_ring, net_null and net_memif ports (rates count these bytes)"),
-        unit="Ethernet frame bytes, FCS counted", lo=DPDK_MIN_SIZE, hi=DPDK_MAX_SIZE)
+        unit="Ethernet frame bytes, FCS counted", lo=DPDK_MIN_SIZE, hi=DPDK_MAX_SIZE,
+        check=False)   # a size with units (1500, 9K): parsed and checked in __post_init__
     rate: Rate | str | float | None = opt(
         None,
         help=("target rate (1Mpps, 500Mbps: bits of whole frames, the mean size with sizes); None = "
@@ -651,6 +640,7 @@ class DpdkFlows(_DpdkSpec):
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
+        check_declared(self)   # mode, sport, dport, burst
         put("netns", _check_netns(self.netns))
         put("port", check_dpdk_port(self.port, "port", self.netns))
         if self.peer is not None:
@@ -662,8 +652,6 @@ class DpdkFlows(_DpdkSpec):
                 raise ValueError(f"peer: {self.port} and {self.peer} would be two separate loopback "
                                  "ports (a net_ring vdev receives what it sends); join two ports with "
                                  "ring:NAME:0 and ring:NAME:1")
-        if self.mode not in DPDK_MODES:
-            raise ValueError(f"mode: {self.mode!r} is not one of {', '.join(DPDK_MODES)}")
         size = parse_size(self.size, "size")
         if not DPDK_MIN_SIZE <= size <= DPDK_MAX_SIZE:
             raise ValueError(f"size: {size} bytes is out of range {DPDK_MIN_SIZE}..{DPDK_MAX_SIZE} "
@@ -721,9 +709,6 @@ class DpdkFlows(_DpdkSpec):
             if not _MAC.fullmatch(str(self.dst_mac)):
                 raise ValueError(f"dst_mac: {self.dst_mac!r} is not a MAC address (aa:bb:cc:dd:ee:ff)")
             put("dst_mac", str(self.dst_mac).lower())
-        put("sport", _int_in(self.sport, "sport", 1, 65535))
-        put("dport", _int_in(self.dport, "dport", 1, 65535))
-        put("burst", _int_in(self.burst, "burst", 1, DPDK_MAX_BURST))
         self._check_ranges(put)
 
     def _check_ramp(self, put):
@@ -853,18 +838,15 @@ class DpdkReflect(_DpdkSpec):
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
+        check_declared(self)   # mode, flows, burst
         put("netns", _check_netns(self.netns))
         put("port", check_dpdk_port(self.port, "port", self.netns))
-        if self.mode not in DPDK_REFLECT_MODES:
-            raise ValueError(f"mode: {self.mode!r} is not one of {', '.join(DPDK_REFLECT_MODES)}")
         self._check_forward(put)
         duration = parse_duration(self.duration, "duration")
         if not 0 < duration <= MAX_DURATION_S:
             raise ValueError(f"duration: {self.duration!r} is out of range (above 0, at most 24h)")
         put("duration", duration)
         put("ip", check_lab_ipv4(self.ip, "ip"))
-        put("flows", _int_in(self.flows, "flows", 1, DPDK_MAX_FLOWS))
-        put("burst", _int_in(self.burst, "burst", 1, DPDK_MAX_BURST))
         put("ips", _int_in(self.ips, "ips", 1, DPDK_MAX_IPS))
         put("cores", _int_in(self.cores, "cores", 1, DPDK_MAX_QUEUES))
         if int(ipaddress.IPv4Address(self.ip)) + self.ips - 1 > int(LAB_NETS[0].broadcast_address):
@@ -972,7 +954,7 @@ class HttpLoad(_Serial):
         10.0, help="a response not complete by then is an error", unit=SECONDS, range_text="1ms..1h")
     url_order: str = opt(
         "cycle", help='"cycle" or "random": how requests pick from a URL list',
-        unit="how requests pick from a URL list", choices=URL_ORDERS)
+        unit="how requests pick from a URL list", choices=URL_ORDERS, check=False)   # its own message
     lab: str | None = opt(
         None,
         help=("run the client in this lab's first host (h1), e.g. against a server in h2 (url "
@@ -993,6 +975,7 @@ class HttpLoad(_Serial):
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
+        check_declared(self)   # users, method
         if isinstance(self.url, (list, tuple)):
             if not 1 <= len(self.url) <= MAX_URLS:
                 raise ValueError(f"url: a list of 1..{MAX_URLS} URLs, not {len(self.url)}")
@@ -1012,9 +995,8 @@ class HttpLoad(_Serial):
             if not HAVE_TLS:
                 raise ValueError("url: https needs perfkit built with OpenSSL (Debian: apt install libssl-dev, "
                                  "then reinstall perfkit)")
-        if self.url_order not in ("cycle", "random"):
+        if self.url_order not in URL_ORDERS:
             raise ValueError(f"url_order: {self.url_order!r} is not 'cycle' or 'random'")
-        put("users", _int_in(self.users, "users", 1, MAX_USERS))
         put("threads", _int_in(self.threads, "threads", 1, min(64, self.users)))
         put("processes", _int_in(self.processes, "processes", 1, min(16, self.users // self.threads)))
         for name, lo, hi in (("duration", 1e-3, MAX_DURATION_S), ("think", 0, 3600), ("ramp", 0, MAX_DURATION_S),
@@ -1029,8 +1011,6 @@ class HttpLoad(_Serial):
             if rate.unit != "pps" or not 0 < rate.value <= MAX_RATE_PPS:
                 raise ValueError(f"rate: {self.rate!r} is not a number of requests/s above 0 (e.g. 5000, 50k)")
             put("rate", rate)
-        if self.method not in HTTP_METHODS:
-            raise ValueError(f"method: {self.method!r} is not one of {', '.join(HTTP_METHODS)}")
         for k, v in (self.headers or {}).items():
             if any(c in str(k) + str(v) for c in "\r\n") or ":" in str(k) or not str(k):
                 raise ValueError(f"headers: {k!r}: {v!r} is not a valid header")
@@ -1094,7 +1074,8 @@ class HttpServe(_Serial):
         8080, help="where to listen (loopback or a lab address; port 0 = any)", unit="port number; 0: any", lo=0,
         hi=65535)
     size: int | str = opt(
-        100, help="body bytes (0..1 MiB)", unit="body bytes (100, 4K)", lo=0, hi=MAX_RESPONSE - 256)
+        100, help="body bytes (0..1 MiB)", unit="body bytes (100, 4K)", lo=0, hi=MAX_RESPONSE - 256,
+        check=False)   # a size with units (4K): parsed and checked in __post_init__
     duration: float | str = opt(
         60.0, help="how long to serve", unit=SECONDS, range_text="above 0, at most 24h")
     connections: int = opt(
@@ -1104,8 +1085,8 @@ class HttpServe(_Serial):
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
+        check_declared(self)   # port, connections
         put("host", check_target(self.host))
-        put("port", _int_in(self.port, "port", 0, 65535))
         size = parse_size(self.size, "size")
         if not 0 <= size <= MAX_RESPONSE - 256:
             raise ValueError(f"size: {size} bytes is out of range 0..{MAX_RESPONSE - 256}")
@@ -1114,7 +1095,6 @@ class HttpServe(_Serial):
         if not 0 < d <= MAX_DURATION_S:
             raise ValueError(f"duration: {self.duration!r} is out of range (above 0, at most 24h)")
         put("duration", d)
-        put("connections", _int_in(self.connections, "connections", 1, MAX_USERS))
 
     messages_per_second = 0.0
 
@@ -1136,7 +1116,8 @@ class SocketReflect(_Serial):
         9, help="where to listen (loopback or a lab host's address, with netns)",
         unit="UDP port (9: where DPDK flows send)", lo=1, hi=65535)
     mode: str = opt(
-        "reverse", help="rxonly or reverse", choices=DPDK_MODES)
+        "reverse", help="rxonly or reverse", choices=DPDK_MODES,
+        check=False)   # its message says why forward is not here
     flows: int = opt(
         1024, help="rxonly: flow ids tracked (0 .. flows - 1)", unit="flows", lo=1, hi=MAX_FLOWS)
     duration: float | str = opt(
@@ -1148,12 +1129,11 @@ class SocketReflect(_Serial):
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
+        check_declared(self)   # port, flows
         put("host", check_target(self.host))
-        put("port", _int_in(self.port, "port", 1, 65535))
         if self.mode not in self.MODES:
             raise ValueError(f"mode: {self.mode!r} is not one of {', '.join(self.MODES)} on the socket engine "
                              "(forward needs two DPDK ports)")
-        put("flows", _int_in(self.flows, "flows", 1, MAX_FLOWS))
         d = parse_duration(self.duration, "duration")
         if not 0 < d <= MAX_DURATION_S:
             raise ValueError(f"duration: {self.duration!r} is out of range (above 0, at most 24h)")
@@ -1226,24 +1206,20 @@ def _bool(value, field: str) -> bool:
 
 def _check_tcp_common(self, put) -> None:
     """Fields DpdkHttpServer and DpdkHttpClient share."""
+    check_declared(self)   # listen, mss, tos, retries, burst (the client's keepalive_requests, launch_num)
     put("netns", _check_netns(self.netns))
     put("port", check_dpdk_port(self.port, "port", self.netns))
     duration = parse_duration(self.duration, "duration")
     if not 0 < duration <= MAX_DURATION_S:
         raise ValueError(f"duration: {self.duration!r} is out of range (above 0, at most 24h)")
     put("duration", duration)
-    put("listen", _int_in(self.listen, "listen", 1, 65535))
     put("listen_num", _int_in(self.listen_num, "listen_num", 1, 65536 - self.listen))
-    put("mss", _int_in(self.mss, "mss", 536, 1460))
-    put("tos", _int_in(self.tos, "tos", 0, 255))
     put("vlan", _int_in(self.vlan, "vlan", 0, 4094))
     put("tcp_rst", _bool(self.tcp_rst, "tcp_rst"))
     rto = parse_duration(self.retransmit_timeout, "retransmit_timeout")
     if not 0.001 <= rto <= 60:
         raise ValueError(f"retransmit_timeout: {self.retransmit_timeout!r} is out of range 1ms..60s")
     put("retransmit_timeout", rto)
-    put("retries", _int_in(self.retries, "retries", 0, 16))
-    put("burst", _int_in(self.burst, "burst", 1, DPDK_MAX_BURST))
     put("payload_size", _int_in(parse_size(self.payload_size, "payload_size"), "payload_size",
                                 0, 1 << 20))
     put("queues", _int_in(self.queues, "queues", 1, DPDK_MAX_QUEUES))
@@ -1292,7 +1268,7 @@ class DpdkHttpServer(_IpVersion, _DpdkSpec):
         unit="ADDR+COUNT, ... (198.18.0.1+4)", widget="ranges")
     payload_size: int | str = opt(
         64, help='body bytes of the one response, "200 OK" with Content-Length, to every request',
-        unit="response body bytes", lo=0, hi=1048576)
+        unit="response body bytes", lo=0, hi=1 << 20, check=False)   # a size with units: _check_tcp_common
     keepalive: bool = opt(
         False, help="False: FIN goes with the response (dperf's fast close); True: the client closes")
     duration: float | str = opt(
@@ -1411,9 +1387,11 @@ class DpdkHttpClient(_IpVersion, _DpdkSpec):
     http_path: str = opt(
         "/", help="the request (GET; POST carries payload_size bytes)", unit="/PATH")
     http_method: str = opt(
-        "GET", help="the request (GET; POST carries payload_size bytes)", choices=DPERF_HTTP_METHODS)
+        "GET", help="the request (GET; POST carries payload_size bytes)", choices=DPERF_HTTP_METHODS,
+        check=False)   # any case (get, post): checked in __post_init__
     payload_size: int | str = opt(
-        0, help="POST body bytes", unit="POST body bytes", lo=0, hi=1048576)
+        0, help="POST body bytes", unit="POST body bytes", lo=0, hi=1 << 20,
+        check=False)   # a size with units: _check_tcp_common
     fast_close: bool = opt(
         False, help="close with RST instead of FIN")
     mss: int = opt(
@@ -1481,10 +1459,8 @@ class DpdkHttpClient(_IpVersion, _DpdkSpec):
         if not 0 <= ka <= 3600:
             raise ValueError(f"keepalive: {self.keepalive!r} is out of range 0..1h")
         put("keepalive", ka)
-        put("keepalive_requests", _int_in(self.keepalive_requests, "keepalive_requests", 0, 1 << 30))
         if self.cc and not self.keepalive:
             raise ValueError("cc: a concurrency target needs keepalive (an interval between requests)")
-        put("launch_num", _int_in(self.launch_num, "launch_num", 1, DPDK_MAX_BURST))
         for name in ("slow_start", "wait"):
             v = parse_duration(getattr(self, name), name)
             if not 0 <= v <= 600:
