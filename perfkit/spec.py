@@ -811,11 +811,8 @@ class DpdkReflect(_DpdkSpec):
         unit="IPv4 address")
     flows: int = opt(
         1024, help="rxonly: flow ids tracked (0 .. flows - 1)", unit="flows", lo=1, hi=DPDK_MAX_FLOWS)
-    burst: int = opt(
-        32, help="frames per rx/tx burst", unit="frames per burst", lo=1, hi=DPDK_MAX_BURST)
-    netns: str | None = opt(
-        None, help="open the ports inside this network namespace (af_packet, tap: a lab host's)",
-        unit="/run/netns/NAME")
+    burst: int = like(DpdkFlows, "burst")
+    netns: str | None = like(DpdkFlows, "netns")
     ips: int = opt(
         1, help="reverse: reflect UDP for ip .. ip + ips - 1 (a generator's dst_ips)")
     cores: int = opt(
@@ -1286,8 +1283,7 @@ class DpdkHttpServer(_IpVersion, _DpdkSpec):
         1.0, help="stop-and-wait: resend after this, give up after retries", unit=SECONDS, range_text="1ms..60s")
     retries: int = opt(
         3, help="stop-and-wait: resend after this, give up after retries", unit="retransmits", lo=0, hi=16)
-    burst: int = opt(
-        32, help="frames per rx/tx burst", unit="frames per burst", lo=1, hi=DPDK_MAX_BURST)
+    burst: int = like(DpdkFlows, "burst")
     netns: str | None = opt(
         None, help="the DPDK port (as DpdkFlows)", unit="/run/netns/NAME")
     queues: int = opt(
@@ -1394,21 +1390,13 @@ class DpdkHttpClient(_IpVersion, _DpdkSpec):
         check=False)   # a size with units: _check_tcp_common
     fast_close: bool = opt(
         False, help="close with RST instead of FIN")
-    mss: int = opt(
-        1460, help="largest segment sent (the client's MSS option lowers it); IPv6: at most 1440", unit="bytes",
-        lo=536, hi=1460)
-    tos: int = opt(
-        0, help="IPv4 TOS (IPv6 traffic class) of every packet", unit="IPv4 TOS byte", lo=0, hi=255)
-    vlan: int = opt(
-        0, help="802.1Q VLAN id of every frame (0: untagged); frames of other VLANs are not ours")
-    tcp_rst: bool = opt(
-        True, help="answer segments for no connection (and SYNs to other ports) with RST")
-    retransmit_timeout: float | str = opt(
-        1.0, help="stop-and-wait: resend after this, give up after retries", unit=SECONDS, range_text="1ms..60s")
-    retries: int = opt(
-        3, help="stop-and-wait: resend after this, give up after retries", unit="retransmits", lo=0, hi=16)
-    burst: int = opt(
-        32, help="frames per rx/tx burst", unit="frames per burst", lo=1, hi=DPDK_MAX_BURST)
+    mss: int = like(DpdkHttpServer, "mss")
+    tos: int = like(DpdkHttpServer, "tos")
+    vlan: int = like(DpdkHttpServer, "vlan")
+    tcp_rst: bool = like(DpdkHttpServer, "tcp_rst")
+    retransmit_timeout: float | str = like(DpdkHttpServer, "retransmit_timeout")
+    retries: int = like(DpdkHttpServer, "retries")
+    burst: int = like(DpdkHttpServer, "burst")
     netns: str | None = opt(
         None, help="the DPDK port", unit="/run/netns/NAME")
     flood: bool = opt(
