@@ -30,27 +30,41 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+def _field_option(parser, spec_cls, name: str, **kw):
+    """The option for a spec field as the field declares it (perfkit.fields): its flag and
+    short option, its help and its default; kw: argparse's own (metavar, type), or the
+    default where the command works it out itself (None)."""
+    import dataclasses
+    from perfkit.fields import meta
+    f = next(f for f in dataclasses.fields(spec_cls) if f.name == name)
+    m = meta(spec_cls, name)
+    flags = [x for x in (m.short, m.flag or "--" + name.replace("_", "-")) if x]
+    kw.setdefault("help", m.cli_help or m.help.replace("%", "%%"))
+    if f.type == "bool" and f.default is False:
+        kw.setdefault("action", "store_true")
+    else:
+        kw.setdefault("default", f.default)
+    return parser.add_argument(*flags, **kw)
+
+
 def _parser() -> argparse.ArgumentParser:
     from perfkit import __version__
+    from perfkit.spec import DpdkFlows, DpdkReflect, HttpLoad, HttpServe, RemoteTest, SocketReflect
     p = _Parser(prog="perfkit", description="Network performance tests, native engines.")
     p.add_argument("-V", "--version", action="version", version=f"perfkit {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     loc = sub.add_parser("local", help="run both ends of a test in this process, over loopback")
     loc.add_argument("test", choices=LOCAL_TESTS, help="qperf's test names")
-    loc.add_argument("-m", "--size", help="payload/message size: 64, 1500, 64K; UDP up to 65507, TCP up "
-                     "to 1M (default: udp_bw 64, tcp_bw 128K, the latency tests 1)")
-    loc.add_argument("-r", "--rate", help="target rate: 1.5Mpps, 100Mbps (default: unlimited)")
-    loc.add_argument("-f", "--flows", default=1, help="UDP flows (source ports), udp_bw only")
+    for name in ("size", "rate", "flows"):
+        _field_option(loc, LocalTest, name)
     loc.add_argument("-t", "--duration", help="how long to send: 10s, 2m (default 10s; a --search trial: 1s)")
     _count_option(loc)
-    loc.add_argument("--host", default="127.0.0.1", help="loopback or lab address (default 127.0.0.1)")
+    _field_option(loc, LocalTest, "host")
     loc.add_argument("--lab", nargs="?", const="", metavar="NAME",
                      help="run the ends in hosts h1 (sender) and h2 of a lab (default: the one that is up)")
-    loc.add_argument("--port", default=0, help="receiving port (default: any free port)")
-    loc.add_argument("--batch", default=32, help="datagrams per sendmmsg/recvmmsg; tcp_bw: writes per sendmmsg, at most 16 KiB of them (default 32)")
-    loc.add_argument("--gso", default=None,
-                     help="udp_bw: datagrams per UDP GSO send, 0 = off (default: 8 on loopback, off in a lab)")
+    for name in ("port", "batch", "gso"):
+        _field_option(loc, LocalTest, name)
     _busy_poll_option(loc, "-rca")
     _ends_options(loc, "the sending end", "the receiving end")
     loc.add_argument("--interval", default="1s", help="row interval (default 1s)")
@@ -93,22 +107,18 @@ def _parser() -> argparse.ArgumentParser:
     tst.add_argument("-t", "--time", default="10s", help="time per test (default 10s)")
     tst.add_argument("-m", "--msg-size", help="message size: 64, 1K, 64K; UDP up to 65507, TCP up to 1M, "
                      "SCTP up to 64K (default as qperf: tcp_bw, sctp_bw 64K; udp_bw 32K; *_lat 1)")
-    tst.add_argument("-r", "--rate", help="target rate: 1.5Mpps, 100Mbps (default: unlimited)")
-    tst.add_argument("-f", "--flows", default=1, help="UDP flows (source ports), udp_bw only")
+    _field_option(tst, RemoteTest, "rate")
+    _field_option(tst, RemoteTest, "flows")
     _count_option(tst)
-    tst.add_argument("-ws", "--wait-server", default="5s", metavar="TIME",
-                     help="keep trying a server that is not listening yet this long, as qperf -ws (default 5s)")
+    _field_option(tst, RemoteTest, "wait_server", metavar="TIME")
     tst.add_argument("-to", "--timeout", metavar="TIME",
                      help="both of the below, as qperf -to (default 30s; qperf's is 5s)")
     tst.add_argument("-lto", "--loc-timeout", metavar="TIME",
                      help="wait this long for the server's answer to a control request, as qperf -lto")
     tst.add_argument("-rto", "--rem-timeout", metavar="TIME",
                      help="the server waits this long for this host's next control message, as qperf -rto")
-    tst.add_argument("-ip", "--ip-port", default=0, metavar="PORT",
-                     help="the data port, as qperf -ip: where the server listens or receives (flipped UDP: "
-                          "where this host receives); default any free port")
-    tst.add_argument("-f1", "--flip", action="store_true",
-                     help="the server sends (pings) and this host receives (answers), as qperf -f1")
+    _field_option(tst, RemoteTest, "ip_port", metavar="PORT")
+    _field_option(tst, RemoteTest, "flip")
     tst.add_argument("-ub", "--use-bits-per-sec", action="store_true",
                      help="bandwidth in bits/s (Gb/sec), as qperf -ub")
     tst.add_argument("-uu", "--unify-units", action="store_true",
@@ -122,9 +132,8 @@ def _parser() -> argparse.ArgumentParser:
     tst.add_argument("-oo", "--oo", action="append", default=[], metavar="OPT:FROM:TO:STEP",
                      help="sweep an option, as qperf: msg_size:1:64K:*2, rate:100kpps:1Mpps:+100kpps, "
                           "no_msgs:1000:100000:*10")
-    tst.add_argument("-lp", "--port", default=DEFAULT_PORT, type=int,
-                     help=f"server control port, as qperf -lp (default {DEFAULT_PORT})")
-    tst.add_argument("--token", help="the server's shared secret (default: $PERFKIT_TOKEN)")
+    _field_option(tst, RemoteTest, "port", type=int)
+    _field_option(tst, RemoteTest, "token")
     tst.add_argument("--gso", default=None,
                      help="udp_bw: datagrams per UDP GSO send, 0 = off, as qperf sends (default: 8 to a "
                           "loopback server, else off)")
@@ -138,51 +147,27 @@ def _parser() -> argparse.ArgumentParser:
                      "sockets on loopback (or --lab), both ends in this process (--size, --rate, --flows, "
                      "--duration, --mode)")
     flw.add_argument("--lab", help="socket engine: send from this lab's h1 to its h2")
-    flw.add_argument("--port", help="DPDK port: ring:NAME:0, net_null0,no-rx=1, net_memif0,..., "
-                     "net_af_packet0,iface=IF (with --netns)")
-    flw.add_argument("--peer", help="a second port in this process that receives (ring:NAME:1, ...)")
-    flw.add_argument("--mode", default="rxonly", help="what the far end does: rxonly or reverse (default rxonly)")
-    flw.add_argument("-m", "--size", default=64, help="Ethernet frame bytes with FCS, 64..1518, jumbo to 9018 "
-                     "(default 64)")
-    flw.add_argument("-r", "--rate", help="target rate: 1Mpps, 500Mbps (default: unlimited)")
-    flw.add_argument("-f", "--flows", default=1, help="UDP flows (source ports, default 1)")
+    _field_option(flw, DpdkFlows, "port", default=None)   # no default port: perfkit flows asks for one
+    for name in ("peer", "mode", "size", "rate", "flows"):
+        _field_option(flw, DpdkFlows, name)
     flw.add_argument("-t", "--duration", help="how long to send (default 10s; a --search trial: 1s)")
-    flw.add_argument("--ip", default="198.18.0.1", help="the port's address (default 198.18.0.1)")
-    flw.add_argument("--peer-ip", default="198.18.0.2", help="destination address (default 198.18.0.2)")
-    flw.add_argument("--dst-mac", help="destination MAC (default: the peer port's, or ARP)")
-    flw.add_argument("--sport", default=10000, help="first UDP source port (default 10000)")
-    flw.add_argument("--dport", default=9, help="UDP destination port (default 9)")
-    flw.add_argument("--burst", default=32, help="frames per burst (default 32)")
-    flw.add_argument("--src-ips", default=1, help="source addresses from --ip (default 1)")
-    flw.add_argument("--dst-ips", default=1, help="destination addresses from --peer-ip (default 1)")
-    flw.add_argument("--sports", help="source ports from --sport (default: as many as --flows needs)")
-    flw.add_argument("--dports", default=1, help="destination ports from --dport (default 1)")
-    flw.add_argument("--sizes", help="a frame size mix instead of --size: imix, 64,570,1518 or 64:7,570:4,1518:1")
-    flw.add_argument("--ramp-to", help="with --rate: the rate rises from --rate to this (1Mpps, 1Gbps)")
-    flw.add_argument("--ramp-time", help="how long the ramp takes (default: --duration)")
-    flw.add_argument("--probe-rate", help="a latency probe stream beside the load: 100pps, 1kpps (default none)")
-    flw.add_argument("--probe-size", default=128, help="probe frame bytes with FCS (default 128)")
-    flw.add_argument("--bidirectional", action="store_true", help="with --peer: both ports send and receive")
+    for name in ("ip", "peer_ip", "dst_mac", "sport", "dport", "burst", "src_ips", "dst_ips", "sports", "dports",
+                 "sizes", "ramp_to", "ramp_time", "probe_rate", "probe_size", "bidirectional"):
+        _field_option(flw, DpdkFlows, name)
     rfl = sub.add_parser("reflect", help="the far end of DPDK flows on one port (rxonly or reverse), or a "
                          "forwarder between two ports (forward)")
     rfl.add_argument("--engine", default="dpdk", help="dpdk (default), or socket: a kernel UDP socket on "
                      "--ip:--udp-port (rxonly or reverse; --netns for a lab host)")
-    rfl.add_argument("--port", help="DPDK port (see perfkit flows)")
-    rfl.add_argument("--udp-port", default=9, help="socket engine: the UDP port to serve (default 9, where "
-                     "perfkit flows sends)")
-    rfl.add_argument("--mode", default="reverse", help="rxonly, reverse or forward (default reverse)")
-    rfl.add_argument("--peer", help="forward: the second port (frames go from --port to --peer and back)")
-    rfl.add_argument("--dst-mac", help="forward: the next hop's MAC for frames leaving --port (default: "
-                     "frames untouched)")
-    rfl.add_argument("--peer-dst-mac", help="forward: the next hop's MAC for frames leaving --peer")
-    rfl.add_argument("-t", "--duration", default="10s", help="how long to run (default 10s; Ctrl-C stops)")
-    rfl.add_argument("--ip", help="the port's address (default 198.18.0.2; socket engine: 127.0.0.1)")
-    rfl.add_argument("-f", "--flows", default=1024, help="rxonly: flow ids tracked (default 1024)")
-    rfl.add_argument("--burst", default=32, help="frames per burst (default 32)")
-    rfl.add_argument("--ips", default=1, help="reverse: reflect for this many addresses from --ip (default 1)")
+    _field_option(rfl, DpdkReflect, "port", default=None)   # no default port: perfkit reflect asks for one
+    _field_option(rfl, SocketReflect, "port")                # --udp-port
+    for name in ("mode", "peer", "dst_mac", "peer_dst_mac", "duration"):
+        _field_option(rfl, DpdkReflect, name)
+    _field_option(rfl, DpdkReflect, "ip", default=None)      # the engine's own: DPDK's or the socket's
+    for name in ("flows", "burst", "ips"):
+        _field_option(rfl, DpdkReflect, name)
     for sp in (flw, rfl):
-        sp.add_argument("--cores", default=1, help="lcores per side, one port queue each (default 1)")
-        sp.add_argument("--netns", help="open the port in this network namespace (/run/netns/NAME)")
+        _field_option(sp, DpdkFlows, "cores")
+        _field_option(sp, DpdkFlows, "netns")
         sp.add_argument("--mem", default=512, help="EAL memory in MB (default 512)")
         sp.add_argument("--hugepages", default="auto", help="auto, on or off (default auto: on where enough are free)")
         sp.add_argument("--cpus", help="pin the datapath workers to these CPUs: 1 or 0,1 (default: not pinned)")
@@ -200,34 +185,23 @@ def _parser() -> argparse.ArgumentParser:
     ht.add_argument("--url-file", metavar="FILE", help="URLs, one a line (# comments): requests go through "
                                                         "them in turn (after URL, if given)")
     ht.add_argument("--random", action="store_true", help="with several URLs: each request picks one at random")
-    ht.add_argument("--lab", help="run the client in this lab's host h1 (perfkit lab up)")
-    ht.add_argument("--threads", default=1, help="client threads, users split between them (default 1; wrk -t)")
-    ht.add_argument("--processes", default=1, help="client processes of --threads threads each, every one with its "
-                                                   "own open-file limit: for more users than one process may open")
-    ht.add_argument("-u", "--users", default=10, help="virtual users, one connection each (default 10)")
-    ht.add_argument("-t", "--duration", default="10s", help="how long (default 10s)")
-    ht.add_argument("-r", "--rate", help="open loop: requests/s in total, latency from intended send times")
-    ht.add_argument("--think", default="0", help="pause after each response (closed loop): 100ms")
-    ht.add_argument("--ramp", default="0", help="start the users evenly over this time")
+    for name in ("lab", "threads", "processes", "users", "duration", "rate", "think", "ramp"):
+        _field_option(ht, HttpLoad, name)
     ka = ht.add_mutually_exclusive_group()
     ka.add_argument("--keepalive", dest="keepalive", action="store_true", default=True,
                     help="reuse connections (default)")
     ka.add_argument("--close", dest="keepalive", action="store_false", help="a new connection per request")
-    ht.add_argument("-X", "--method", default="GET", help="GET HEAD POST PUT DELETE (default GET)")
+    _field_option(ht, HttpLoad, "method")
     ht.add_argument("-H", "--header", action="append", default=[], metavar="'NAME: VALUE'", help="add a header")
-    ht.add_argument("-d", "--data", help="request body")
-    ht.add_argument("--connect-timeout", default="5s")
-    ht.add_argument("--timeout", default="10s", help="response timeout (default 10s)")
+    for name in ("body", "connect_timeout", "response_timeout"):   # -d --data, --timeout
+        _field_option(ht, HttpLoad, name)
     ht.add_argument("--interval", default="1s", help="row interval (default 1s)")
     ht.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
     ht.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet")
 
     hs = sub.add_parser("http-serve", help="perfkit's own HTTP server: a fixed response to every request")
-    hs.add_argument("--host", default="127.0.0.1", help="loopback or a lab address (default 127.0.0.1)")
-    hs.add_argument("--port", default=8080, help="port (default 8080; 0 = any)")
-    hs.add_argument("--size", default="100", help="response body bytes (default 100)")
-    hs.add_argument("-t", "--duration", default="60s", help="how long to serve (default 60s)")
-    hs.add_argument("--connections", default=10000, help="connections served at once (default 10000)")
+    for name in ("host", "port", "size", "duration", "connections"):
+        _field_option(hs, HttpServe, name)
     hs.add_argument("--interval", default="1s", help="row interval (default 1s)")
     hs.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
     _dperf_parser(sub)  # issue 6

@@ -4,8 +4,10 @@ line and the checks need to know about it.
     size: int = opt(64, help="frame bytes", unit="bytes", lo=64, hi=9018)
 
 opt() returns a dataclasses.field whose metadata holds a Meta; meta(), spec_fields() and
-help_text() read it back, and check_declared() applies the range and choices checks it
-declares (a spec's __post_init__ calls it; checks that need more stay in the spec).
+help_text() read it back. The panel (perfkit.ui.panel) builds its form from them, the
+command line (perfkit.cli) its options for spec fields, and check_declared() applies the
+range and choices checks they declare (a spec's __post_init__ calls it; checks that need
+more stay in the spec).
 """
 from __future__ import annotations
 
@@ -29,7 +31,8 @@ class Meta:
     suggestions  values offered in a free-text box (DPDK ports): not checked
     widget       how the form takes it where its type does not say: secret, area, ranges, pair
     check        False: the spec checks lo/hi or choices itself (another parse or message)
-    flag, short  the command line's option for it (--peer-ip, -m), where it has one
+    flag, short  the command line's option for it (--peer-ip, -m; default --NAME with - for _)
+    cli_help     its help on the command line where that says more (other flags, its default)
     """
     help: str
     unit: str = ""
@@ -42,6 +45,7 @@ class Meta:
     check: bool = True
     flag: str | None = None
     short: str | None = None
+    cli_help: str | None = None
 
     @property
     def bounds(self) -> tuple[int, int] | None:
@@ -56,14 +60,14 @@ class Meta:
 def opt(default=MISSING, *, help: str, unit: str = "", lo: int | None = None, hi: int | None = None,
         range_text: str = "", choices=None, suggestions=None, widget: str | None = None,
         check: bool = True, flag: str | None = None, short: str | None = None,
-        repr: bool = True, compare: bool = True) -> dataclasses.Field:
+        cli_help: str | None = None, repr: bool = True, compare: bool = True) -> dataclasses.Field:
     """A dataclass field with its metadata (see Meta)."""
     if not help or not str(help).strip():
         raise TypeError("opt: every field declares its help")
     if (lo is None) != (hi is None):
         raise TypeError("opt: lo and hi go together")
     m = Meta(str(help), unit, lo, hi, range_text, None if choices is None else tuple(choices),
-             None if suggestions is None else tuple(suggestions), widget, check, flag, short)
+             None if suggestions is None else tuple(suggestions), widget, check, flag, short, cli_help)
     return dataclasses.field(default=default, repr=repr, compare=compare, metadata={KEY: m})
 
 

@@ -170,29 +170,41 @@ class _SocketTest(_Serial):
         help=("payload (UDP, 1..65507) or message (TCP, 1..1M) bytes; default per test (udp_bw 64, "
               "udp_lat 1, tcp_bw 128K as iperf3, tcp_lat 1)"),
         unit="bytes (64, 1500, 64K)",
-        range_text="1..{udp} (UDP), 1..{tcp} (TCP), 1..{sctp} (SCTP)".format(**MAX_SIZE))
+        range_text="1..{udp} (UDP), 1..{tcp} (TCP), 1..{sctp} (SCTP)".format(**MAX_SIZE),
+        short="-m",
+        cli_help=("payload/message size: 64, 1500, 64K; UDP up to 65507, TCP up to 1M (default: udp_bw 64, tcp_bw "
+                  "128K, the latency tests 1)"))
     rate: Rate | str | float | None = opt(
         None, help="target rate (1.5Mpps, 100Mbps, ...); None = as fast as possible",
-        unit="pps or bit/s (10kpps, 100Mbps); empty: unlimited")
+        unit="pps or bit/s (10kpps, 100Mbps); empty: unlimited",
+        short="-r",
+        cli_help="target rate: 1.5Mpps, 100Mbps (default: unlimited)")
     flows: int = opt(
-        1, help="UDP flows (source ports), udp_bw only", unit="flows", lo=1, hi=MAX_FLOWS)
+        1, help="UDP flows (source ports), udp_bw only", unit="flows", lo=1, hi=MAX_FLOWS,
+        short="-f",
+        cli_help="UDP flows (source ports), udp_bw only")
     duration: float | str = opt(
         10.0, help="how long to send (10s, 2m, ...)", unit=SECONDS, range_text="above 0, at most 24h")
     host: str = opt(
-        "127.0.0.1", help="where both ends bind: loopback or a lab address", unit="IP address")
+        "127.0.0.1", help="where both ends bind: loopback or a lab address", unit="IP address",
+        cli_help="loopback or lab address (default 127.0.0.1)")
     port: int = opt(
-        0, help="the receiving end's port; 0 = any free port", unit="port number; 0: any free", lo=0, hi=65535)
+        0, help="the receiving end's port; 0 = any free port", unit="port number; 0: any free", lo=0, hi=65535,
+        cli_help="receiving port (default: any free port)")
     batch: int = opt(
         32,
         help=("messages per sendmmsg/recvmmsg (udp_bw); tcp_bw: writes per sendmmsg (and at most 16 "
               "KiB of them)"),
-        unit="messages per call", lo=1, hi=MAX_BATCH)
+        unit="messages per call", lo=1, hi=MAX_BATCH,
+        cli_help=("datagrams per sendmmsg/recvmmsg; tcp_bw: writes per sendmmsg, at most 16 KiB of them (default "
+                  "32)"))
     gso: int | None = opt(
         None,
         help=("udp_bw: datagrams per UDP GSO send (the kernel cuts them; each arrives alone); 0 = "
               "off, plain sendmmsg with one datagram per message; None = 8 on loopback (fewer if 8 "
               "would pass 65507 B), off on a lab path"),
-        unit="datagrams per send", lo=0, hi=MAX_GSO)
+        unit="datagrams per send", lo=0, hi=MAX_GSO,
+        cli_help="udp_bw: datagrams per UDP GSO send, 0 = off (default: 8 on loopback, off in a lab)")
     busy_poll: bool | None = opt(
         None,
         help=("spin on the socket before sleeping: both ends of a latency test (up to 1 ms) and a "
@@ -351,19 +363,29 @@ class RemoteTest(_SocketTest):
     test: str = opt("udp_bw", help="qperf's tests; sctp_* where the kernel has SCTP", choices=REMOTE_TESTS)
     host: str = like(_SocketTest, "host", help="where perfkit serve runs: loopback or a lab address")
     port: int = opt(
-        19800, help="the control port of perfkit serve on host", unit="port number", lo=0, hi=65535)
+        19800, help="the control port of perfkit serve on host", unit="port number", lo=0, hi=65535,
+        short="-lp",
+        cli_help="server control port, as qperf -lp (default 19800)")
     token: str | None = opt(
         None, help="the shared secret a server off loopback asks for; never saved with the run",
-        unit="shared secret; empty: PERFKIT_TOKEN", widget="secret", repr=False, compare=False)
+        unit="shared secret; empty: PERFKIT_TOKEN", widget="secret", repr=False, compare=False,
+        cli_help="the server's shared secret (default: $PERFKIT_TOKEN)")
     flip: bool = opt(
-        False, help="the server sends (pings) and this host receives (answers), as qperf -f1")
+        False, help="the server sends (pings) and this host receives (answers), as qperf -f1",
+        short="-f1",
+        cli_help="the server sends (pings) and this host receives (answers), as qperf -f1")
     wait_server: float | str = opt(
-        WAIT_SERVER_S, help="keep trying a server that is not listening yet this long, as qperf -ws")
+        WAIT_SERVER_S, help="keep trying a server that is not listening yet this long, as qperf -ws",
+        short="-ws",
+        cli_help="keep trying a server that is not listening yet this long, as qperf -ws (default 5s)")
     ip_port: int = opt(
         0,
         help=("the data port: where the server listens or receives (flipped UDP: this host); 0 = any,"
               " as qperf -ip"),
-        lo=0, hi=65535)
+        lo=0, hi=65535,
+        short="-ip",
+        cli_help=("the data port, as qperf -ip: where the server listens or receives (flipped UDP: where this host "
+                  "receives); default any free port"))
     loc_timeout: float | str = opt(
         CONTROL_TIMEOUT_S, help="wait this long for the server's answer to a control request, as qperf -lto")
     rem_timeout: float | str = opt(
@@ -543,100 +565,129 @@ class DpdkFlows(_DpdkSpec):
               "pair), or a vdev: net_null0, net_ring0 (a loopback), net_memif0,role=client,..., "
               "net_af_packet0,iface=IF (with netns)"),
         unit="ring:NAME:0|1 or a vdev",
-        suggestions=("ring:pk:0", "net_null0", "net_ring0", "net_memif0,role=client"))
+        suggestions=("ring:pk:0", "net_null0", "net_ring0", "net_memif0,role=client"),
+        cli_help=("DPDK port: ring:NAME:0, net_null0,no-rx=1, net_memif0,..., net_af_packet0,iface=IF (with "
+                  "--netns)"))
     peer: str | None = opt(
         None,
         help=("a second port in this process that receives the frames (mode rxonly) or sends each one"
               " back (mode reverse); None: the far end is elsewhere"),
-        unit="a second port here; empty: none", suggestions=("ring:pk:1",))
+        unit="a second port here; empty: none", suggestions=("ring:pk:1",),
+        cli_help="a second port in this process that receives (ring:NAME:1, ...)")
     mode: str = opt(
         "rxonly",
         help=("what the far end does. rxonly: loss and one-way latency measured there; reverse: "
               "frames come back, loss and round trips measured by the generator"),
-        choices=DPDK_MODES)
+        choices=DPDK_MODES,
+        cli_help="what the far end does: rxonly or reverse (default rxonly)")
     size: int | str = opt(
         64,
         help=("Ethernet frame bytes counting the 4-byte FCS, 64..1518, or jumbo up to 9018 on ring, "
               "net_ring, net_null and net_memif ports (rates count these bytes)"),
         unit="Ethernet frame bytes, FCS counted", lo=DPDK_MIN_SIZE, hi=DPDK_MAX_SIZE,
-        check=False)   # a size with units (1500, 9K): parsed and checked in __post_init__
+        check=False,  # a size with units (1500, 9K): parsed and checked in __post_init__
+        short="-m",
+        cli_help="Ethernet frame bytes with FCS, 64..1518, jumbo to 9018 (default 64)")
     rate: Rate | str | float | None = opt(
         None,
         help=("target rate (1Mpps, 500Mbps: bits of whole frames, the mean size with sizes); None = "
               "as fast as the port takes frames"),
-        unit="pps or bit/s (10kpps, 100Mbps); empty: unlimited")
+        unit="pps or bit/s (10kpps, 100Mbps); empty: unlimited",
+        short="-r",
+        cli_help="target rate: 1Mpps, 500Mbps (default: unlimited)")
     flows: int = opt(
         1,
         help=("UDP flows, each its own 4-tuple and sequence numbers. Flow f is the f-th tuple of the "
               "ranges below, source port varying fastest, then destination port, source address, "
               "destination address; frames go round the flows in turn"),
-        unit="flows", range_text=f"1..{DPDK_MAX_FLOWS}, at most sports x dports x src_ips x dst_ips")
+        unit="flows", range_text=f"1..{DPDK_MAX_FLOWS}, at most sports x dports x src_ips x dst_ips",
+        short="-f",
+        cli_help="UDP flows (source ports, default 1)")
     duration: float | str = opt(
         10.0, help="how long to send", unit=SECONDS, range_text="above 0, at most 24h")
     ip: str = opt(
         "198.18.0.1", help="the port's own address; peer_ip: the destination (and the peer port's address)",
-        unit="IPv4 address")
+        unit="IPv4 address",
+        cli_help="the port's address (default 198.18.0.1)")
     peer_ip: str = opt(
-        "198.18.0.2", help="the destination (and the peer port's address)", unit="IPv4 address")
+        "198.18.0.2", help="the destination (and the peer port's address)", unit="IPv4 address",
+        cli_help="destination address (default 198.18.0.2)")
     dst_mac: str | None = opt(
         None,
         help=("the destination MAC; None = the peer port's, else ARP for peer_ip (1 s; then "
               "broadcast)"),
-        unit="aa:bb:cc:dd:ee:ff; empty: the peer port's, or ARP")
+        unit="aa:bb:cc:dd:ee:ff; empty: the peer port's, or ARP",
+        cli_help="destination MAC (default: the peer port's, or ARP)")
     sport: int = opt(
-        10000, help="UDP ports", unit="UDP port", lo=1, hi=65535)
+        10000, help="UDP ports", unit="UDP port", lo=1, hi=65535,
+        cli_help="first UDP source port (default 10000)")
     dport: int = opt(
-        9, help="UDP ports", unit="UDP port", lo=1, hi=65535)
+        9, help="UDP ports", unit="UDP port", lo=1, hi=65535,
+        cli_help="UDP destination port (default 9)")
     burst: int = opt(
-        32, help="frames per rx/tx burst", unit="frames per burst", lo=1, hi=DPDK_MAX_BURST)
+        32, help="frames per rx/tx burst", unit="frames per burst", lo=1, hi=DPDK_MAX_BURST,
+        cli_help="frames per burst (default 32)")
     netns: str | None = opt(
         None, help="open the ports inside this network namespace (af_packet, tap: a lab host's)",
-        unit="/run/netns/NAME")
+        unit="/run/netns/NAME",
+        cli_help="open the port in this network namespace (/run/netns/NAME)")
     src_ips: int = opt(
-        1, help="source addresses ip .. ip + src_ips - 1 (default 1)", unit="addresses", range_text=f"1..{DPDK_MAX_IPS}")
+        1, help="source addresses ip .. ip + src_ips - 1 (default 1)", unit="addresses",
+        range_text=f"1..{DPDK_MAX_IPS}",
+        cli_help="source addresses from --ip (default 1)")
     dst_ips: int = opt(
         1,
         help=("destination addresses peer_ip .. peer_ip + dst_ips - 1 (default 1; a reverse peer "
               "reflects for all of them)"),
-        unit="addresses", range_text=f"1..{DPDK_MAX_IPS}")
+        unit="addresses", range_text=f"1..{DPDK_MAX_IPS}",
+        cli_help="destination addresses from --peer-ip (default 1)")
     sports: int | None = opt(
         None, help="source ports sport .. sport + sports - 1 (default: as many as the flows need)",
-        unit="ports; empty: as the flows need", range_text="1..65536 - sport")
+        unit="ports; empty: as the flows need", range_text="1..65536 - sport",
+        cli_help="source ports from --sport (default: as many as --flows needs)")
     dports: int = opt(
         1,
         help=("destination ports dport .. dport + dports - 1 (default 1; more when the flows need "
               "more source ports than there are from sport)"),
-        unit="ports", range_text="1..65536 - dport")
+        unit="ports", range_text="1..65536 - dport",
+        cli_help="destination ports from --dport (default 1)")
     sizes: tuple | str | None = opt(
         None,
         help=("a size mix instead: 'imix' (64:7,570:4,1518:1), '64,570,1518', '64:7,570:4,...', sent "
               "interleaved as one preallocated pattern; size becomes the mean (rounded)"),
-        unit="imix, 64,570,1518 or 64:7,570:4 (size:weight)")
+        unit="imix, 64,570,1518 or 64:7,570:4 (size:weight)",
+        cli_help="a frame size mix instead of --size: imix, 64,570,1518 or 64:7,570:4,1518:1")
     ramp_to: Rate | str | float | None = opt(
         None,
         help=("with rate: the rate rises linearly from rate to ramp_to over ramp_time, then stays "
               "there; paced by the TSC"),
-        unit="pps or bit/s; empty: no ramp")
+        unit="pps or bit/s; empty: no ramp",
+        cli_help="with --rate: the rate rises from --rate to this (1Mpps, 1Gbps)")
     ramp_time: float | str | None = opt(
-        None, help="how long the ramp from rate to ramp_to takes (default: the whole duration)", unit=SECONDS)
+        None, help="how long the ramp from rate to ramp_to takes (default: the whole duration)", unit=SECONDS,
+        cli_help="how long the ramp takes (default: --duration)")
     cores: int = opt(
         1,
         help=("lcores (worker threads) per side, each with its own queue of the port(s), mempool "
               "cache and counters; the flows and the rate are split between them. Receive queues are "
               "fed by RSS where the PMD has it; a ring pair, net_ring and memif join tx queue q to rx"
               " queue q"),
-        unit="lcores (worker threads) per side", range_text=f"1..{DPDK_MAX_QUEUES}, at most flows")
+        unit="lcores (worker threads) per side", range_text=f"1..{DPDK_MAX_QUEUES}, at most flows",
+        cli_help="lcores per side, one port queue each (default 1)")
     probe_rate: Rate | str | float | None = opt(
         None,
         help=("a low-rate latency probe stream beside the load (100pps; None = none): probe frames "
               "are flagged in the payload and get their own histogram (summary: probe_lat_p50_us "
-              "...); they count in the frames and the loss"))
+              "...); they count in the frames and the loss"),
+        cli_help="a latency probe stream beside the load: 100pps, 1kpps (default none)")
     probe_size: int = opt(
-        128, help="probe frame bytes, FCS counted (70..1518, default 128)")
+        128, help="probe frame bytes, FCS counted (70..1518, default 128)",
+        cli_help="probe frame bytes with FCS (default 128)")
     bidirectional: bool = opt(
         False,
         help=("with a peer port (mode rxonly): both ports send and receive, each the same flows and "
-              "rate; loss and one-way latency counted at both ends"))
+              "rate; loss and one-way latency counted at both ends"),
+        cli_help="with --peer: both ports send and receive")
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
@@ -793,7 +844,8 @@ class DpdkReflect(_DpdkSpec):
     mode forward carries frames between two ports (testpmd's io forward)."""
     port: str = opt(
         "ring:pk:1", help="the port to answer on: ring:NAME:1 (the far end of a pair) or a vdev",
-        unit="ring:NAME:0|1 or a vdev", suggestions=("ring:pk:1", "net_null0", "net_memif0,role=server"))
+        unit="ring:NAME:0|1 or a vdev", suggestions=("ring:pk:1", "net_null0", "net_memif0,role=server"),
+        cli_help="DPDK port (see perfkit flows)")
     mode: str = opt(
         "reverse",
         help=("rxonly: count, parse, loss/duplicates/reordering and one-way latency per flow (the "
@@ -801,20 +853,27 @@ class DpdkReflect(_DpdkSpec):
               "address back with MACs, IPs and ports swapped; forward: every frame received on port "
               "leaves by peer and every frame received on peer leaves by port, payload untouched "
               "(testpmd's io forward; its mac forward with dst_mac)"),
-        choices=DPDK_REFLECT_MODES)
+        choices=DPDK_REFLECT_MODES,
+        cli_help="rxonly, reverse or forward (default reverse)")
     duration: float | str = opt(
-        10.0, help="how long to run (or until stopped)", unit=SECONDS, range_text="above 0, at most 24h")
+        10.0, help="how long to run (or until stopped)", unit=SECONDS, range_text="above 0, at most 24h",
+        short="-t",
+        cli_help="how long to run (default 10s; Ctrl-C stops)")
     ip: str = opt(
         "198.18.0.2",
         help=("the port's address: ARP and ICMP echo are answered for it (not in forward mode: a "
               "forwarder has no address, it carries ARP and ping like a wire)"),
-        unit="IPv4 address")
+        unit="IPv4 address",
+        cli_help="the port's address (default 198.18.0.2; socket engine: 127.0.0.1)")
     flows: int = opt(
-        1024, help="rxonly: flow ids tracked (0 .. flows - 1)", unit="flows", lo=1, hi=DPDK_MAX_FLOWS)
+        1024, help="rxonly: flow ids tracked (0 .. flows - 1)", unit="flows", lo=1, hi=DPDK_MAX_FLOWS,
+        short="-f",
+        cli_help="rxonly: flow ids tracked (default 1024)")
     burst: int = like(DpdkFlows, "burst")
     netns: str | None = like(DpdkFlows, "netns")
     ips: int = opt(
-        1, help="reverse: reflect UDP for ip .. ip + ips - 1 (a generator's dst_ips)")
+        1, help="reverse: reflect UDP for ip .. ip + ips - 1 (a generator's dst_ips)",
+        cli_help="reverse: reflect for this many addresses from --ip (default 1)")
     cores: int = opt(
         1,
         help=("lcores, one queue of the port each (the generator's side needs as many). forward: 1 = "
@@ -822,14 +881,17 @@ class DpdkReflect(_DpdkSpec):
               "each port"),
         unit="lcores (worker threads) per side")
     peer: str | None = opt(
-        None, help="forward: the second port")
+        None, help="forward: the second port",
+        cli_help="forward: the second port (frames go from --port to --peer and back)")
     dst_mac: str | None = opt(
         None,
         help=("forward: frames leaving port get this destination MAC and port's own MAC as source "
               "(the next hop's; None = untouched)"),
-        unit="aa:bb:cc:dd:ee:ff; empty: the peer port's, or ARP")
+        unit="aa:bb:cc:dd:ee:ff; empty: the peer port's, or ARP",
+        cli_help="forward: the next hop's MAC for frames leaving --port (default: frames untouched)")
     peer_dst_mac: str | None = opt(
-        None, help="forward: the same for frames leaving peer")
+        None, help="forward: the same for frames leaving peer",
+        cli_help="forward: the next hop's MAC for frames leaving --peer")
 
     MODES: ClassVar[tuple] = DPDK_REFLECT_MODES
 
@@ -924,31 +986,45 @@ class HttpLoad(_Serial):
               '(url_order="random")'),
         unit="http[s]://HOST[:PORT]/PATH; several: space between")
     users: int = opt(
-        10, help="virtual users: one connection each (1..100000)", unit="virtual users", lo=1, hi=MAX_USERS)
+        10, help="virtual users: one connection each (1..100000)", unit="virtual users", lo=1, hi=MAX_USERS,
+        short="-u",
+        cli_help="virtual users, one connection each (default 10)")
     duration: float | str = opt(
-        10.0, help="how long to load (10s, 2m)", unit=SECONDS, range_text="1ms..24h")
+        10.0, help="how long to load (10s, 2m)", unit=SECONDS, range_text="1ms..24h",
+        short="-t",
+        cli_help="how long (default 10s)")
     rate: Rate | str | float | None = opt(
         None,
         help=("open loop: requests/s in total (1000, 50k); response times then count from each "
               "request's intended send time, as wrk2 does. None: closed loop, each user sends again "
               "when answered"),
-        unit="requests/s (500, 50k); empty: closed loop")
+        unit="requests/s (500, 50k); empty: closed loop",
+        short="-r",
+        cli_help="open loop: requests/s in total, latency from intended send times")
     think: float | str = opt(
-        0.0, help="closed loop: pause after each response (0, 100ms)", unit=SECONDS, range_text="0..1h")
+        0.0, help="closed loop: pause after each response (0, 100ms)", unit=SECONDS, range_text="0..1h",
+        cli_help="pause after each response (closed loop): 100ms")
     ramp: float | str = opt(
-        0.0, help="users start evenly over this time", unit=SECONDS, range_text="0..24h")
+        0.0, help="users start evenly over this time", unit=SECONDS, range_text="0..24h",
+        cli_help="start the users evenly over this time")
     keepalive: bool = opt(
         True, help="reuse connections (False: a new connection per request)")
     method: str = opt(
-        "GET", help="the request (GET/HEAD/POST/PUT/DELETE; headers as a dict)", choices=HTTP_METHODS)
+        "GET", help="the request (GET/HEAD/POST/PUT/DELETE; headers as a dict)", choices=HTTP_METHODS,
+        short="-X",
+        cli_help="GET HEAD POST PUT DELETE (default GET)")
     headers: dict | None = opt(
         None, help="the request (GET/HEAD/POST/PUT/DELETE; headers as a dict)", unit="one 'Name: value' a line")
     body: str | bytes | None = opt(
-        None, help="the request (GET/HEAD/POST/PUT/DELETE; headers as a dict)", widget="area")
+        None, help="the request (GET/HEAD/POST/PUT/DELETE; headers as a dict)", widget="area",
+        flag="--data", short="-d",
+        cli_help="request body")
     connect_timeout: float | str = opt(
         5.0, help="a connection not made by then is an error", unit=SECONDS, range_text="1ms..10m")
     response_timeout: float | str = opt(
-        10.0, help="a response not complete by then is an error", unit=SECONDS, range_text="1ms..1h")
+        10.0, help="a response not complete by then is an error", unit=SECONDS, range_text="1ms..1h",
+        flag="--timeout",
+        cli_help="response timeout (default 10s)")
     url_order: str = opt(
         "cycle", help='"cycle" or "random": how requests pick from a URL list',
         unit="how requests pick from a URL list", choices=URL_ORDERS, check=False)   # its own message
@@ -956,17 +1032,21 @@ class HttpLoad(_Serial):
         None,
         help=("run the client in this lab's first host (h1), e.g. against a server in h2 (url "
               "http://<h2's address>/): the lab's link, impaired or not, is then the path under test"),
-        unit="lab name")
+        unit="lab name",
+        cli_help="run the client in this lab's host h1 (perfkit lab up)")
     threads: int = opt(
         1,
         help=("client threads (each its own epoll loop), the users and the rate split evenly between "
               "them, as wrk -t"),
-        unit="client threads", range_text="1..64, at most users")
+        unit="client threads", range_text="1..64, at most users",
+        cli_help="client threads, users split between them (default 1; wrk -t)")
     processes: int = opt(
         1,
         help=("client processes, each running `threads` threads with its own open-file limit: for "
               "more users than one process may hold open (RLIMIT_NOFILE, whose hard limit only "
-              "CAP_SYS_RESOURCE raises)"))
+              "CAP_SYS_RESOURCE raises)"),
+        cli_help=("client processes of --threads threads each, every one with its own open-file limit: for more "
+                  "users than one process may open"))
 
     test = "http"
 
@@ -1066,17 +1146,23 @@ class HttpServe(_Serial):
     """perfkit's own HTTP server: the same response (status 200, size bytes of body)
     to every request, keep-alive unless the client asks to close. For labs and demos."""
     host: str = opt(
-        "127.0.0.1", help="where to listen (loopback or a lab address; port 0 = any)", unit="IP address")
+        "127.0.0.1", help="where to listen (loopback or a lab address; port 0 = any)", unit="IP address",
+        cli_help="loopback or a lab address (default 127.0.0.1)")
     port: int = opt(
         8080, help="where to listen (loopback or a lab address; port 0 = any)", unit="port number; 0: any", lo=0,
-        hi=65535)
+        hi=65535,
+        cli_help="port (default 8080; 0 = any)")
     size: int | str = opt(
         100, help="body bytes (0..1 MiB)", unit="body bytes (100, 4K)", lo=0, hi=MAX_RESPONSE - 256,
-        check=False)   # a size with units (4K): parsed and checked in __post_init__
+        check=False,  # a size with units (4K): parsed and checked in __post_init__
+        cli_help="response body bytes (default 100)")
     duration: float | str = opt(
-        60.0, help="how long to serve", unit=SECONDS, range_text="above 0, at most 24h")
+        60.0, help="how long to serve", unit=SECONDS, range_text="above 0, at most 24h",
+        short="-t",
+        cli_help="how long to serve (default 60s)")
     connections: int = opt(
-        10_000, help="connections served at once", unit="connections", lo=1, hi=MAX_USERS)
+        10_000, help="connections served at once", unit="connections", lo=1, hi=MAX_USERS,
+        cli_help="connections served at once (default 10000)")
 
     test = "http_serve"
 
@@ -1111,7 +1197,9 @@ class SocketReflect(_Serial):
         unit="IP address to listen on")
     port: int = opt(
         9, help="where to listen (loopback or a lab host's address, with netns)",
-        unit="UDP port (9: where DPDK flows send)", lo=1, hi=65535)
+        unit="UDP port (9: where DPDK flows send)", lo=1, hi=65535,
+        flag="--udp-port",
+        cli_help="socket engine: the UDP port to serve (default 9, where perfkit flows sends)")
     mode: str = opt(
         "reverse", help="rxonly or reverse", choices=DPDK_MODES,
         check=False)   # its message says why forward is not here

@@ -124,3 +124,49 @@ def test_opt_declares_a_field_once_and_like_repeats_it_with_changes():
     assert B().n == 7 and meta(B, "n") == Meta("how many here", "things", 1, 9)
     assert meta(A, "n").help == "how many"         # A's own declaration is untouched
     assert meta(A(), "n").range == "1..9"
+
+
+def _subparsers():
+    import argparse
+    from perfkit.cli import _parser
+    p = _parser()
+    return next(a for a in p._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+
+@pytest.mark.parametrize("command, spec, names", [
+    ("local", "LocalTest", ("size", "rate", "flows", "host", "port", "batch", "gso")),
+    ("test", "RemoteTest", ("rate", "flows", "wait_server", "ip_port", "flip", "port", "token")),
+    ("flows", "DpdkFlows", ("peer", "mode", "size", "rate", "flows", "ip", "peer_ip", "dst_mac", "sport", "dport",
+                            "burst", "src_ips", "dst_ips", "sports", "dports", "sizes", "ramp_to", "ramp_time",
+                            "probe_rate", "probe_size", "bidirectional", "cores", "netns")),
+    ("reflect", "DpdkReflect", ("mode", "peer", "dst_mac", "peer_dst_mac", "duration", "flows", "burst", "ips")),
+    ("reflect", "SocketReflect", ("port",)),
+    ("http", "HttpLoad", ("lab", "threads", "processes", "users", "duration", "rate", "think", "ramp", "method",
+                          "body", "connect_timeout", "response_timeout")),
+    ("http-serve", "HttpServe", ("host", "port", "size", "duration", "connections")),
+])
+def test_the_command_lines_options_for_spec_fields_are_the_fields_declarations(command, spec, names):
+    sp = _subparsers()[command]
+    cls = SPECS[spec]
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+    for name in names:
+        m = meta(cls, name)
+        flag = m.flag or "--" + name.replace("_", "-")
+        action = next(a for a in sp._actions if flag in a.option_strings)
+        assert action.option_strings == [x for x in (m.short, flag) if x]
+        assert action.help == (m.cli_help or m.help)
+        assert action.default == defaults[name]
+        assert cls(**{name: action.default}) == cls()   # the command line's default is the spec's
+
+
+def test_the_command_line_keeps_its_spellings():
+    sp = _subparsers()
+    spelled = {"local": ["-m", "--size", "-r", "--rate", "-f", "--flows", "--host", "--port", "--batch", "--gso"],
+               "test": ["-m", "--msg-size", "-ws", "--wait-server", "-ip", "--ip-port", "-f1", "--flip", "-lp"],
+               "flows": ["--port", "--peer-ip", "--src-ips", "--ramp-to", "--probe-size", "--bidirectional"],
+               "reflect": ["--udp-port", "--peer-dst-mac", "-t", "-f", "--ips", "--cores", "--netns"],
+               "http": ["-u", "--users", "-X", "--method", "-d", "--data", "--timeout", "--connect-timeout"],
+               "http-serve": ["--connections", "--size"]}
+    for command, flags in spelled.items():
+        have = {s for a in sp[command]._actions for s in a.option_strings}
+        assert set(flags) <= have, (command, set(flags) - have)
