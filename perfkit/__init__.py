@@ -6,8 +6,6 @@ the command line or plain Python.
     run.frame      # per-second rows (polars)
     run.summary    # whole-run figures
 """
-__version__ = "0.1.0"
-
 from perfkit.engines import engines
 from perfkit.comparison import Comparison, compare
 from perfkit.errors import EngineError
@@ -18,6 +16,8 @@ from perfkit.spec import DpdkFlows, DpdkReflect, HttpLoad, HttpServe, LocalTest,
 from perfkit.stats import COUNTERS, Histogram
 from perfkit.store import Store
 from perfkit.units import Rate, parse_duration, parse_rate, parse_size
+from perfkit.version import __version__
+from perfkit.ui import html as _html  # noqa: F401 (the face that writes run.report() and compare().report())
 
 
 def run(spec, engine: str | None = None, interval: float = 1.0, subscribers=()) -> Run:

@@ -6,10 +6,12 @@ value raises ValueError naming the field and what is allowed.
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import ClassVar
+from urllib.parse import urlsplit
 
 from perfkit.units import Rate, parse_duration, parse_rate, parse_size
 
@@ -394,7 +396,6 @@ def parse_sizes(value, field: str = "sizes") -> tuple[tuple[int, int], ...]:
     """Frame sizes and their weights: 'imix' (64:7,570:4,1518:1), '64,128,256' (equal
     weights), '64:7,570:4,1518:1', or a list of sizes or [size, weight] pairs. Weights
     are reduced by their common divisor; they must add up to at most DPDK_MAX_PATTERN."""
-    import math
     if isinstance(value, str):
         text = value.strip().lower()
         if text == "imix":
@@ -847,7 +848,6 @@ HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE")
 
 def _parse_url(url: str, field: str = "url") -> tuple[str, int, str]:
     """http[s]://HOST[:PORT]/PATH -> (address, port, path); HOST is an IP or localhost."""
-    from urllib.parse import urlsplit
     parts = urlsplit(str(url))
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"{field}: {url!r} is not an http[s]://HOST[:PORT]/PATH URL")
@@ -926,7 +926,7 @@ class HttpLoad(_Serial):
             raise ValueError(f"lab: {self.lab!r} is not a lab name (1-8 lowercase letters or digits)")
         if self.tls:
             try:
-                from perfkit._sock import HAVE_TLS
+                from perfkit._sock import HAVE_TLS  # the native engine: missing from a broken build
             except ImportError:  # the engine says so when it is built
                 HAVE_TLS = True
             if not HAVE_TLS:

@@ -2,7 +2,7 @@
 goes to its own layer or one below, never up, and never to another module's private names.
 
     faces     perfkit (the package), cli, __main__, ui.*
-    analysis  store, comparison, ratesearch, report, serve, sweep, remote (old import path)
+    analysis  store, comparison, ratesearch, report, server, sweep, remote (old import path)
     run       run
     kinds     spec, dperf
     engines   engines.*, procs, lab
@@ -27,7 +27,7 @@ LAYERS = ("base", "engines", "kinds", "run", "analysis", "faces")
 LAYER_OF = {
     "perfkit": "faces", "perfkit.__main__": "faces", "perfkit.cli": "faces", "perfkit.ui": "faces",
     "perfkit.store": "analysis", "perfkit.comparison": "analysis", "perfkit.ratesearch": "analysis",
-    "perfkit.report": "analysis", "perfkit.serve": "analysis", "perfkit.sweep": "analysis",
+    "perfkit.report": "analysis", "perfkit.server": "analysis", "perfkit.sweep": "analysis",
     "perfkit.remote": "analysis",
     "perfkit.run": "run",
     "perfkit.spec": "kinds", "perfkit.dperf": "kinds",
@@ -38,141 +38,44 @@ NATIVE = ("perfkit._sock", "perfkit._dpdk", "perfkit._counters", "perfkit._delay
 
 # What is still wrong, by "importer -> imported[.name]"; each entry says why it stays.
 # Fixed ones must leave: an entry that no longer matches fails the test too.
+ENGINES_READ_SPECS = ("the engines turn specs into workers, so they read the spec classes and spec's checks: "
+                      "this goes when the kinds hand the engines plain worker lists (spec.py, being rewritten)")
+PANEL_PRIVATE = "panel.py is being rewritten alongside: its colours and _launch get public names there"
+LAUNCHER_TAB = ("Launcher (in panel.py) has a tab of perfkit.ui.lab, which builds on panel.py: it ends when "
+                "Launcher moves to a module of its own (panel.py is being rewritten alongside)")
 ALLOWED_UP: dict[str, str] = {
-    "perfkit.comparison -> perfkit.ui.html.html_report": "",
-    "perfkit.dperf -> perfkit.report._time_us": "",
-    "perfkit.engines.dpdk -> perfkit.spec.DpdkFlows": "",
-    "perfkit.engines.dpdk -> perfkit.spec.DpdkReflect": "",
-    "perfkit.engines.dpdk -> perfkit.spec.cpu_list": "",
-    "perfkit.engines.dpdk -> perfkit.spec.size_pattern": "",
-    "perfkit.engines.dpdk_tcp -> perfkit.spec.DpdkHttpClient": "",
-    "perfkit.engines.dpdk_tcp -> perfkit.spec.DpdkHttpServer": "",
-    "perfkit.engines.socket -> perfkit.remote.RemoteHandle": "",
-    "perfkit.engines.socket -> perfkit.spec.HttpLoad": "",
-    "perfkit.engines.socket -> perfkit.spec.HttpServe": "",
-    "perfkit.engines.socket -> perfkit.spec.LocalTest": "",
-    "perfkit.engines.socket -> perfkit.spec.RemoteTest": "",
-    "perfkit.engines.socket -> perfkit.spec.SocketReflect": "",
-    "perfkit.engines.socket -> perfkit.spec.check_cpu_here": "",
-    "perfkit.run -> perfkit.__version__": "",
-    "perfkit.run -> perfkit.ui.html.html_report": "",
+    "perfkit.engines.dpdk -> perfkit.spec.DpdkFlows": ENGINES_READ_SPECS,
+    "perfkit.engines.dpdk -> perfkit.spec.DpdkReflect": ENGINES_READ_SPECS,
+    "perfkit.engines.dpdk -> perfkit.spec.cpu_list": ENGINES_READ_SPECS,
+    "perfkit.engines.dpdk -> perfkit.spec.size_pattern": ENGINES_READ_SPECS,
+    "perfkit.engines.dpdk_tcp -> perfkit.spec.DpdkHttpClient": ENGINES_READ_SPECS,
+    "perfkit.engines.dpdk_tcp -> perfkit.spec.DpdkHttpServer": ENGINES_READ_SPECS,
+    "perfkit.engines.remote -> perfkit.spec.CONTROL_TIMEOUT_S": ENGINES_READ_SPECS,
+    "perfkit.engines.remote -> perfkit.spec.WAIT_SERVER_S": ENGINES_READ_SPECS,
+    "perfkit.engines.remote -> perfkit.spec.check_cpu_here": ENGINES_READ_SPECS,
+    "perfkit.engines.socket -> perfkit.spec.HttpLoad": ENGINES_READ_SPECS,
+    "perfkit.engines.socket -> perfkit.spec.HttpServe": ENGINES_READ_SPECS,
+    "perfkit.engines.socket -> perfkit.spec.LocalTest": ENGINES_READ_SPECS,
+    "perfkit.engines.socket -> perfkit.spec.RemoteTest": ENGINES_READ_SPECS,
+    "perfkit.engines.socket -> perfkit.spec.SocketReflect": ENGINES_READ_SPECS,
+    "perfkit.engines.socket -> perfkit.spec.check_cpu_here": ENGINES_READ_SPECS,
 }
 ALLOWED_PRIVATE: dict[str, str] = {
-    "perfkit.cli -> perfkit.spec._int_in": "",
-    "perfkit.comparison -> perfkit.store._rate_text": "",
-    "perfkit.dperf -> perfkit.report._time_us": "",
-    "perfkit.procs -> perfkit.engines.socket._raise_fd_limit": "",
-    "perfkit.ui.html -> perfkit.store._rate_text": "",
-    "perfkit.ui.lab -> perfkit.ui.panel._GREEN": "",
-    "perfkit.ui.lab -> perfkit.ui.panel._GREY": "",
-    "perfkit.ui.lab -> perfkit.ui.panel._RED": "",
-    "perfkit.ui.lab -> perfkit.ui.panel._launch": "",
-    "perfkit.ui.panel -> perfkit.cli._conf_text": "",
+    "perfkit.cli -> perfkit.spec._int_in": "spec.py is being rewritten alongside: _int_in gets its public name there",
+    "perfkit.ui.lab -> perfkit.ui.panel._GREEN": PANEL_PRIVATE,
+    "perfkit.ui.lab -> perfkit.ui.panel._GREY": PANEL_PRIVATE,
+    "perfkit.ui.lab -> perfkit.ui.panel._RED": PANEL_PRIVATE,
+    "perfkit.ui.lab -> perfkit.ui.panel._launch": PANEL_PRIVATE,
+}
+# modules whose local imports of perfkit's own modules have a reason other than a cycle
+LOCAL_BY_DESIGN = {
+    "perfkit.lab": "the delay-line process loads lab.py from its file, without the perfkit package: "
+                   "its top imports only the standard library",
 }
 ALLOWED_LOCAL: dict[str, str] = {
-    "perfkit.cli -> perfkit.__version__ (needless)": "",
-    "perfkit.cli -> perfkit.dperf (needless)": "",
-    "perfkit.cli -> perfkit.engines.dpdk (needless)": "",
-    "perfkit.cli -> perfkit.lab (needless)": "",
-    "perfkit.cli -> perfkit.ratesearch.parse_criterion (needless)": "",
-    "perfkit.cli -> perfkit.ratesearch.result_text (needless)": "",
-    "perfkit.cli -> perfkit.ratesearch.search (needless)": "",
-    "perfkit.cli -> perfkit.ratesearch.trial_line (needless)": "",
-    "perfkit.cli -> perfkit.remote (needless)": "",
-    "perfkit.cli -> perfkit.remote.Server (needless)": "",
-    "perfkit.cli -> perfkit.report.http_row_line (needless)": "",
-    "perfkit.cli -> perfkit.spec.CONTROL_TIMEOUT_S (needless)": "",
-    "perfkit.cli -> perfkit.spec.DPDK_MODES (needless)": "",
-    "perfkit.cli -> perfkit.spec.DpdkFlows (needless)": "",
-    "perfkit.cli -> perfkit.spec.DpdkReflect (needless)": "",
-    "perfkit.cli -> perfkit.spec.HttpLoad (needless)": "",
-    "perfkit.cli -> perfkit.spec.HttpServe (needless)": "",
-    "perfkit.cli -> perfkit.spec.SocketReflect (needless)": "",
-    "perfkit.cli -> perfkit.spec._int_in (needless)": "",
-    "perfkit.cli -> perfkit.spec.check_target (needless)": "",
-    "perfkit.cli -> perfkit.spec.check_timeout (needless)": "",
-    "perfkit.cli -> perfkit.spec.check_wait_server (needless)": "",
-    "perfkit.cli -> perfkit.units.parse_duration (needless)": "",
-    "perfkit.cli -> perfkit.units.parse_size (needless)": "",
-    "perfkit.comparison -> perfkit.run.Run (cycle)": "",
-    "perfkit.comparison -> perfkit.store._rate_text (cycle)": "",
-    "perfkit.comparison -> perfkit.ui.html.html_report (cycle)": "",
-    "perfkit.comparison -> perfkit.units.format_si (needless)": "",
-    "perfkit.engines.socket -> perfkit.lab.Lab (needless)": "",
-    "perfkit.engines.socket -> perfkit.procs.ProcessHandle (cycle)": "",
-    "perfkit.engines.socket -> perfkit.remote.RemoteHandle (cycle)": "",
-    "perfkit.lab -> perfkit.units.parse_duration (needless)": "",
-    "perfkit.lab -> perfkit.units.parse_rate (needless)": "",
-    "perfkit.lab -> perfkit.units.parse_size (needless)": "",
-    "perfkit.procs -> perfkit.engines.socket._raise_fd_limit (cycle)": "",
-    "perfkit.procs -> perfkit.stats.COUNTERS (needless)": "",
-    "perfkit.procs -> perfkit.stats.Histogram (needless)": "",
-    "perfkit.ratesearch -> perfkit.stats.INDEX (needless)": "",
-    "perfkit.remote -> perfkit.run.Run (cycle)": "",
-    "perfkit.remote -> perfkit.run.environment (cycle)": "",
-    "perfkit.remote -> perfkit.spec.RemoteTest (needless)": "",
-    "perfkit.remote -> perfkit.spec.check_cpu_here (needless)": "",
-    "perfkit.remote -> perfkit.spec.check_target (needless)": "",
-    "perfkit.remote -> perfkit.stats.COUNTERS (needless)": "",
-    "perfkit.remote -> perfkit.stats.COUNTER_NAMES (needless)": "",
-    "perfkit.remote -> perfkit.stats.Histogram (needless)": "",
-    "perfkit.remote -> perfkit.units.parse_duration (needless)": "",
-    "perfkit.remote -> perfkit.units.parse_rate (needless)": "",
-    "perfkit.remote -> perfkit.units.parse_size (needless)": "",
-    "perfkit.run -> perfkit.__version__ (cycle)": "",
-    "perfkit.run -> perfkit.ui.html.html_report (cycle)": "",
-    "perfkit.spec -> perfkit.dperf.load (cycle)": "",
-    "perfkit.store -> perfkit.comparison.compare (cycle)": "",
-    "perfkit.store -> perfkit.run.Run (cycle)": "",
-    "perfkit.store -> perfkit.units.Rate (needless)": "",
-    "perfkit.ui.dashboard -> perfkit.run.Run (needless)": "",
-    "perfkit.ui.html -> perfkit.__version__ (cycle)": "",
-    "perfkit.ui.html -> perfkit.comparison.Comparison (cycle)": "",
-    "perfkit.ui.html -> perfkit.comparison.compare (cycle)": "",
-    "perfkit.ui.html -> perfkit.report.summary_text (needless)": "",
-    "perfkit.ui.html -> perfkit.run.Run (cycle)": "",
-    "perfkit.ui.html -> perfkit.store._rate_text (cycle)": "",
-    "perfkit.ui.html -> perfkit.ui.charts (needless)": "",
-    "perfkit.ui.lab -> perfkit.lab.Lab (needless)": "",
-    "perfkit.ui.lab -> perfkit.lab.status_text (needless)": "",
-    "perfkit.ui.panel -> perfkit.cli._conf_text (needless)": "",
-    "perfkit.ui.panel -> perfkit.engines.dpdk (needless)": "",
-    "perfkit.ui.panel -> perfkit.ratesearch (needless)": "",
-    "perfkit.ui.panel -> perfkit.ratesearch.MAX_TRIALS (needless)": "",
-    "perfkit.ui.panel -> perfkit.ratesearch.MAX_TRIAL_S (needless)": "",
-    "perfkit.ui.panel -> perfkit.remote (needless)": "",
-    "perfkit.ui.panel -> perfkit.remote.SWEEPABLE (needless)": "",
-    "perfkit.ui.panel -> perfkit.remote.Server (needless)": "",
-    "perfkit.ui.panel -> perfkit.ui.charts (needless)": "",
-    "perfkit.ui.panel -> perfkit.ui.lab.LabPanel (cycle)": "",
-    "perfkit.ui.panel -> perfkit.ui.points (needless)": "",
-    "perfkit.ui.points -> perfkit.ui.charts.mimebundle (needless)": "",
-    "perfkit.ui.points -> perfkit.ui.charts.spec_title (needless)": "",
-    "perfkit.ui.points -> perfkit.units.Rate (needless)": "",
-    "perfkit.ui.store -> perfkit.ui.charts (needless)": "",
-    "perfkit.ui.store -> perfkit.ui.html.html_report (needless)": "",
-    "perfkit.ui.store -> perfkit.ui.panel.summary_line (needless)": "",
-}
-ALLOWED_UNCOMMENTED: dict[str, str] = {
-    "perfkit.cli": "",
-    "perfkit.comparison": "",
-    "perfkit.engines.dpdk": "",
-    "perfkit.engines.dpdk_tcp": "",
-    "perfkit.lab": "",
-    "perfkit.procs": "",
-    "perfkit.ratesearch": "",
-    "perfkit.remote": "",
-    "perfkit.run": "",
-    "perfkit.spec": "",
-    "perfkit.stats": "",
-    "perfkit.store": "",
-    "perfkit.ui.charts": "",
-    "perfkit.ui.dashboard": "",
-    "perfkit.ui.html": "",
-    "perfkit.ui.lab": "",
-    "perfkit.ui.panel": "",
-    "perfkit.ui.points": "",
-    "perfkit.ui.store": "",
+    "perfkit.spec -> perfkit.dperf.load (cycle)": ("spec.from_dperf belongs in dperf.py, which reads spec: "
+                                                   "spec.py is being rewritten alongside"),
+    "perfkit.ui.panel -> perfkit.ui.lab.LabPanel (cycle)": LAUNCHER_TAB,
 }
 
 
@@ -290,13 +193,16 @@ def _reaches(g, start: str, goal: str) -> bool:
 
 def cycle_dodges() -> set[str]:
     """Local imports of perfkit's own Python modules: each lies on an import cycle (all
-    imports hoisted, it would close one), or, on none, it has no reason to be local."""
+    imports hoisted, it would close one), or, on none, it has no reason to be local
+    (unless its module is one of LOCAL_BY_DESIGN)."""
     g = _graph()
     out = set()
     for imp in ALL:
         if imp.local and imp.target in FILES and imp.target != imp.importer:
-            why = "cycle" if _reaches(g, imp.target, imp.importer) else "needless"
-            out.add(f"{imp.key} ({why})")
+            if _reaches(g, imp.target, imp.importer):
+                out.add(f"{imp.key} (cycle)")
+            elif imp.importer not in LOCAL_BY_DESIGN:
+                out.add(f"{imp.key} (needless)")
     return out
 
 
@@ -313,7 +219,7 @@ def test_first_local_import_says_why():
         if first is None:
             continue
         here, above = lines[first - 1], lines[first - 2].strip() if first > 1 else ""
-        if "#" not in here and not above.startswith("#") and mod not in ALLOWED_UNCOMMENTED:
+        if "#" not in here and not above.startswith("#"):
             missing.append(f"{path.relative_to(ROOT)}:{first}: {here.strip()}")
     assert not missing, ("the first function-local import of a module says why it is local "
                          "(a comment on its line or the one above):\n  " + "\n  ".join(missing))
