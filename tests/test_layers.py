@@ -223,3 +223,12 @@ def test_first_local_import_says_why():
             missing.append(f"{path.relative_to(ROOT)}:{first}: {here.strip()}")
     assert not missing, ("the first function-local import of a module says why it is local "
                          "(a comment on its line or the one above):\n  " + "\n  ".join(missing))
+
+
+def test_the_package_exports_every_spec():
+    import perfkit
+    from perfkit.spec import SPECS
+    assert len(SPECS) >= 9
+    for name, cls in SPECS.items():
+        assert getattr(perfkit, name) is cls and name in perfkit.__all__
+    assert all(hasattr(perfkit, name) for name in perfkit.__all__)
