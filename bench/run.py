@@ -1091,7 +1091,7 @@ def _pk_value(test: str, s: dict | None):
 def vs_tests_here(tests) -> tuple[tuple, list[Row]]:
     """The tests of vs_qperf this kernel can run, and a skipped row for each SCTP test
     where it has no SCTP (neither tool can run one there)."""
-    from perfkit.remote import _sctp_available
+    from perfkit.engines.remote import sctp_unavailable as _sctp_available
     why = _sctp_available() if any(t.startswith("sctp_") for t in tests) else None
     if why is None:
         return tuple(tests), []

@@ -6,18 +6,20 @@ the command line or plain Python.
     run.frame      # per-second rows (polars)
     run.summary    # whole-run figures
 """
-__version__ = "0.1.0"
-
 from perfkit.engines import engines
 from perfkit.comparison import Comparison, compare
 from perfkit.errors import EngineError
 from perfkit.run import Run, load
 from perfkit.remote import serve, test
 from perfkit.ratesearch import SearchResult, parse_criterion, search
-from perfkit.spec import DpdkFlows, DpdkReflect, HttpLoad, HttpServe, LocalTest, RemoteTest
+from perfkit.spec import SPECS
 from perfkit.stats import COUNTERS, Histogram
 from perfkit.store import Store
 from perfkit.units import Rate, parse_duration, parse_rate, parse_size
+from perfkit.version import __version__
+from perfkit.ui import html as _html  # noqa: F401 (the face that writes run.report() and compare().report())
+
+globals().update(SPECS)   # every kind of test spec.SPECS knows: LocalTest, RemoteTest, ..., DpdkHttpClient
 
 
 def run(spec, engine: str | None = None, interval: float = 1.0, subscribers=()) -> Run:
@@ -25,7 +27,6 @@ def run(spec, engine: str | None = None, interval: float = 1.0, subscribers=()) 
     return Run(spec, engine=engine, interval=interval, subscribers=subscribers).run()
 
 
-__all__ = ["COUNTERS", "Comparison", "DpdkFlows", "DpdkReflect", "EngineError", "Histogram", "HttpLoad",
-           "HttpServe", "LocalTest", "Rate", "RemoteTest", "Run",
-           "SearchResult", "Store", "compare", "engines", "load", "parse_criterion", "parse_duration", "parse_rate", "parse_size", "run", "search", "serve",
-           "test", "__version__"]
+__all__ = ["COUNTERS", "Comparison", "EngineError", "Histogram", "Rate", "Run", "SearchResult", "Store", "compare",
+           "engines", "load", "parse_criterion", "parse_duration", "parse_rate", "parse_size", "run", "search", "serve",
+           "test", "__version__", *SPECS]

@@ -9,17 +9,26 @@ Bad input exits 2 with one line naming the field; an engine failure exits 1.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
+import time
 
+from perfkit import dperf, lab, remote
 from perfkit.engines import DEFAULT as DEFAULT_ENGINE
+from perfkit.engines import dpdk
 from perfkit.engines import engines as list_engines
 from perfkit.errors import EngineError
-from perfkit.report import VERBOSE, JsonPrinter, LinePrinter, summary_text, used_params
+from perfkit.fields import meta
+from perfkit.ratesearch import parse_criterion, result_text, search, trial_line
+from perfkit.report import VERBOSE, JsonPrinter, LinePrinter, conf_text, http_row_line, summary_text, used_params
 from perfkit.run import Run
-from perfkit.remote import DEFAULT_PORT
-from perfkit.spec import LOCAL_TESTS, REMOTE_TESTS, LocalTest
+from perfkit.remote import DEFAULT_PORT, Server
+from perfkit.spec import (CONTROL_TIMEOUT_S, DPDK_MODES, LOCAL_TESTS, REMOTE_TESTS, DpdkFlows, DpdkReflect, HttpLoad,
+                          HttpServe, LocalTest, SocketReflect, _int_in, check_target, check_timeout, check_wait_server)
+from perfkit.units import parse_duration, parse_size
+from perfkit.version import __version__
 
 
 class _Parser(argparse.ArgumentParser):
@@ -34,8 +43,6 @@ def _field_option(parser, spec_cls, name: str, **kw):
     """The option for a spec field as the field declares it (perfkit.fields): its flag and
     short option, its help and its default; kw: argparse's own (metavar, type), or the
     default where the command works it out itself (None)."""
-    import dataclasses
-    from perfkit.fields import meta
     f = next(f for f in dataclasses.fields(spec_cls) if f.name == name)
     m = meta(spec_cls, name)
     flags = [x for x in (m.short, m.flag or "--" + name.replace("_", "-")) if x]
@@ -48,8 +55,6 @@ def _field_option(parser, spec_cls, name: str, **kw):
 
 
 def _parser() -> argparse.ArgumentParser:
-    from perfkit import __version__
-    from perfkit.spec import DpdkFlows, DpdkReflect, HttpLoad, HttpServe, RemoteTest, SocketReflect
     p = _Parser(prog="perfkit", description="Network performance tests, native engines.")
     p.add_argument("-V", "--version", action="version", version=f"perfkit {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
@@ -229,8 +234,6 @@ def _search_args(sp) -> None:
 
 def _search(a, spec, engine: str) -> int:
     """--search: trials printed as they finish (or JSON lines), then the rate found."""
-    import dataclasses
-    from perfkit.ratesearch import parse_criterion, result_text, search, trial_line
     crit = parse_criterion(a.search)
     try:
         max_trials = int(str(a.max_trials), 10)
@@ -261,7 +264,6 @@ def _search(a, spec, engine: str) -> int:
 
 def _run_printed(spec, a, line) -> int:
     """Run spec with one printed row per interval, then its summary; exit status."""
-    from perfkit.units import parse_duration
     printer = JsonPrinter() if a.json else LinePrinter(line=line)
     run = Run(spec, interval=parse_duration(a.interval, "interval"), subscribers=(printer,))
     run.start()
@@ -285,8 +287,6 @@ def _run_printed(spec, a, line) -> int:
 
 
 def _http(a) -> int:
-    from perfkit.report import http_row_line
-    from perfkit.spec import HttpLoad
     headers = {}
     for h in a.header:
         if ":" not in h:
@@ -315,8 +315,6 @@ def _http(a) -> int:
 
 
 def _http_serve(a) -> int:
-    from perfkit.report import http_row_line
-    from perfkit.spec import HttpServe
     spec = HttpServe(host=a.host, port=a.port, size=a.size, duration=a.duration, connections=a.connections)
     if not a.json:
         print(f"perfkit http-serve: {spec.host} port {spec.port}, {spec.size} B responses, "
@@ -325,23 +323,12 @@ def _http_serve(a) -> int:
 
 
 def _serve(a) -> int:
-    from perfkit.remote import Server
     server = Server(a.bind, a.port, a.token, a.once)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         server.stop()
     return 0
-
-
-def _conf_text(both: dict) -> str:
-    lines = ["conf:"]
-    for side in ("local", "remote"):
-        e = both[side]
-        for key, label in (("host", "node"), ("cpu_model", "cpu"), ("os", "os"), ("kernel", "kernel"),
-                           ("perfkit", "perfkit")):
-            lines.append(f"    {side[:3]}_{label:<8}=  {e.get(key)}")
-    return "\n".join(lines)
 
 
 VERBOSE_HELP = {"conf": "configuration (the socket tests have none beyond the conf test, as in qperf)",
@@ -420,9 +407,6 @@ def _ends(a) -> dict:
 
 
 def _test(a) -> int:
-    from perfkit import remote
-    from perfkit.spec import CONTROL_TIMEOUT_S, _int_in, check_target, check_timeout, check_wait_server
-    from perfkit.units import parse_duration
     host = check_target(a.host)
     data_tests = [t for t in a.tests if t not in ("conf", "quit")]
     unknown = [t for t in data_tests if t not in REMOTE_TESTS]
@@ -447,7 +431,7 @@ def _test(a) -> int:
     for name in a.tests:
         if name == "conf":
             both = remote.conf(host, a.port, a.token, wait, timeouts["loc_timeout"])
-            print(json.dumps({"conf": both}) if a.json else _conf_text(both), flush=True)
+            print(json.dumps({"conf": both}) if a.json else conf_text(both), flush=True)
         elif name == "quit":
             remote.quit_server(host, a.port, a.token, wait, timeouts["loc_timeout"])
             print(json.dumps({"quit": host}) if a.json else "quit:\n    server stopped", flush=True)
@@ -476,7 +460,6 @@ def _the_lab(name):
     """--lab NAME, or --lab alone: the one lab that is up."""
     if name is None or name:
         return name
-    from perfkit import lab
     up = sorted(s["name"] for s in lab.status() if s.get("status") == "up")
     if len(up) != 1:
         raise ValueError(f"lab: {len(up)} labs are up ({', '.join(up) or 'none: perfkit lab up'}); "
@@ -485,7 +468,6 @@ def _the_lab(name):
 
 
 def _local(a) -> int:
-    from perfkit.units import parse_duration
     spec = LocalTest(test=a.test, size=a.size, rate=a.rate, flows=a.flows, duration=a.duration or "10s",
                      host=a.host, port=a.port, batch=a.batch, gso=a.gso,
                      busy_poll=_busy_poll(a), lab=_the_lab(a.lab), messages=a.no_msgs, **_ends(a))
@@ -513,7 +495,6 @@ def _local(a) -> int:
 
 
 def _lab(a) -> int:
-    from perfkit import lab
     try:
         if a.lab_command == "up":
             made = lab.Lab(hosts=a.hosts, delay=a.delay, jitter=a.jitter, loss=a.loss,
@@ -549,7 +530,6 @@ def _lab(a) -> int:
 
 def _dpdk_eal(a) -> None:
     """EAL options from the command line (checked before anything starts)."""
-    from perfkit.engines import dpdk
     huge = {"auto": None, "on": True, "off": False}.get(str(a.hugepages).lower(), "bad")
     if huge == "bad":
         raise ValueError(f"hugepages: {a.hugepages!r} is not auto, on or off")
@@ -563,7 +543,6 @@ def _dpdk_eal(a) -> None:
 
 def _dpdk_run(a, spec, header: str):
     """Run a DPDK spec as perfkit local runs a test: rows, then a summary."""
-    from perfkit.units import parse_duration
     if a.engine != "dpdk":
         raise ValueError(f"engine: {a.engine!r}: perfkit {a.command} runs on the dpdk or the socket engine")
     _dpdk_eal(a)
@@ -618,8 +597,6 @@ def _socket_flows(a) -> int:
     if given:
         raise ValueError(f"{given[0].replace('_', '-')}: the socket engine has no such option (dpdk engine only); "
                          "it sends --flows UDP flows of --size at --rate for --duration, --mode rxonly or reverse")
-    from perfkit.spec import DPDK_MODES
-    from perfkit.units import parse_size
     if a.mode not in DPDK_MODES:
         raise ValueError(f"mode: {a.mode!r} is not one of {', '.join(DPDK_MODES)}")
     frame = parse_size(a.size, "size")
@@ -640,7 +617,6 @@ def _socket_flows(a) -> int:
 
 
 def _flows(a) -> int:
-    from perfkit.spec import DpdkFlows
     if a.engine == "socket":
         return _socket_flows(a)
     if a.lab:
@@ -710,7 +686,6 @@ def _forward_text(run) -> str:
 
 
 def _socket_reflect(a) -> int:
-    from perfkit.spec import SocketReflect
     for k, default in (("port", None), ("peer", None), ("dst_mac", None), ("peer_dst_mac", None)):
         if getattr(a, k) != default:
             raise ValueError(f"{k.replace('_', '-')}: a DPDK option; the socket engine serves --ip:--udp-port")
@@ -723,7 +698,6 @@ def _socket_reflect(a) -> int:
 
 
 def _reflect(a) -> int:
-    from perfkit.spec import DpdkReflect
     if a.engine == "socket":
         return _socket_reflect(a)
     if not a.port:
@@ -789,8 +763,6 @@ def _dperf(a) -> int:
     """Each conf is one run; with a server and a client, the server starts first and
     stops once every client has finished. Per-second blocks (dperf's layout) for one
     conf; at the end dperf's totals and perfkit's summary for each."""
-    from perfkit import dperf
-    from perfkit.units import parse_duration
     cfgs = []
     for path in a.conf:
         if not os.path.exists(path):
@@ -829,7 +801,6 @@ def _dperf(a) -> int:
         for r in clients:
             r.wait()
         if clients:
-            import time
             time.sleep(0.3)  # the servers' last ACKs
             for r, c in zip(runs, cfgs):
                 if c.mode == "server":

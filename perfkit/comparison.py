@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from perfkit.store import HTTP_KEY_FIGURES, KEY_FIGURES, LOWER_IS_BETTER
+from perfkit.run import Run, write_report
+from perfkit.stats import HTTP_KEY_FIGURES, KEY_FIGURES, LOWER_IS_BETTER
+from perfkit.units import format_si, rate_text
 
 # one colour per run, in order (plotly's D3 palette)
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
@@ -21,7 +23,6 @@ COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
 
 
 def _as_run(obj):
-    from perfkit.run import Run
     if isinstance(obj, Run):
         if not obj.done:
             raise ValueError(f"runs: {obj!r} has not finished: wait() before comparing it")
@@ -96,15 +97,14 @@ class Comparison:
         missing or the first is 0). Ratios above 1 are better for rates, worse for
         latency, loss and CPU (LOWER_IS_BETTER)."""
         if self._table is None:
-            import polars as pl
-            from perfkit.store import _rate_text
+            import polars as pl  # polars and plotly load when a table or a figure is first asked for
             rows = []
             base = self.runs[0].summary or {}
             for name, run in zip(self.names, self.runs):
                 s = run.summary or {}
                 spec = run.spec.to_dict() if hasattr(run.spec, "to_dict") else {}
                 row = {"name": name, "test": s.get("test") or spec.get("test"), "size": spec.get("size"),
-                       "rate": _rate_text(spec), "duration_s": s.get("duration_s"),
+                       "rate": rate_text(spec), "duration_s": s.get("duration_s"),
                        "host": run.env.get("host"), "engine": run.engine_name, "error": run.error}
                 for k in self.keys:
                     row[k] = _num(s.get(k))
@@ -196,9 +196,9 @@ class Comparison:
 
     # ------------------------------------------------------------------ output
     def report(self, path, title: str | None = None) -> str:
-        """A self-contained HTML page of this comparison (no network needed to open it)."""
-        from perfkit.ui.html import html_report
-        return html_report(self, path, title=title)
+        """A self-contained HTML page of this comparison (no network needed to open it):
+        perfkit.ui.html_report's, which renders it."""
+        return write_report(self, path, title=title)
 
     def _repr_html_(self):
         return self.table._repr_html_()
@@ -227,7 +227,6 @@ def _num(v):
 
 def fmt(key: str, v) -> str:
     """A key figure as text: SI prefixes for rates, 3 digits for the rest, '-' for none."""
-    from perfkit.units import format_si
     if v is None:
         return "-"
     if key in ("rx_pps", "rx_bps", "msg_rate", "tx_pps", "tx_bps", "tps"):

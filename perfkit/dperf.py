@@ -21,8 +21,8 @@ import ipaddress
 import re
 from dataclasses import dataclass, field
 
-from perfkit.report import _time_us
 from perfkit.spec import DPDK_MAX_QUEUES, DpdkHttpClient, DpdkHttpServer
+from perfkit.units import format_time_us
 
 DPERF_DEFAULTS = {"launch_num": 4, "slow_start": 30.0, "wait": 3.0, "duration": 100.0,
                   "listen": (80, 1), "mss": 1460, "tos": 0, "tcp_rst": True,
@@ -571,10 +571,10 @@ def summary_lines(row: dict, summary: dict) -> str:
     lines.append(f"    {'retransmits':<13} =  {rt:,} ({g('retrans_syn'):,} syn, {g('retrans_fin'):,} fin, "
                  f"{g('retrans_push'):,} data)")
     if summary.get("rtt_count"):
-        lines.append(f"    {'first_rtt':<13} =  mean {_time_us(summary['rtt_mean_us'])}  max "
-                     f"{_time_us(summary['rtt_max_us'])} ({summary['rtt_count']:,} handshakes)")
+        lines.append(f"    {'first_rtt':<13} =  mean {format_time_us(summary['rtt_mean_us'])}  max "
+                     f"{format_time_us(summary['rtt_max_us'])} ({summary['rtt_count']:,} handshakes)")
     if summary.get("lat_count"):
-        t = {k: _time_us(summary[f"lat_{k}_us"]) for k in ("p50", "p99", "p999", "max")}
+        t = {k: format_time_us(summary[f"lat_{k}_us"]) for k in ("p50", "p99", "p999", "max")}
         lines.append(f"    {'response':<13} =  p50 {t['p50']}  p99 {t['p99']}  p99.9 {t['p999']}  max {t['max']}")
     if "cpu_pct" in summary:
         lines.append(f"    {'cpu':<13} =  {summary['cpu_pct']:.0f}% of one core")

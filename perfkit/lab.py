@@ -125,6 +125,7 @@ def parse_percent(value, field: str) -> float:
 
 
 def _parse_delay(value, field: str) -> float:
+    # perfkit.units here, not at the top: the delay-line process loads this file without the package
     from perfkit.units import parse_duration
     seconds = parse_duration(value, field)
     if not 0.0 <= seconds <= MAX_DELAY:

@@ -13,15 +13,51 @@ parent that dies takes its children's load with it.
 """
 from __future__ import annotations
 
+import os
 import pickle
+import resource
 import struct
 import subprocess
 import sys
 import threading
 
 from perfkit.errors import EngineError
+from perfkit.stats import COUNTERS, Histogram
 
 _LEN = struct.Struct("!I")
+
+
+def raise_fd_limit(sockets: int, field: str = "flows", split_hint: bool | None = None) -> None:
+    """Make room for this many more sockets: raise the open-file limit (soft, and
+    hard too where we may: CAP_SYS_RESOURCE); else a clear ValueError saying how
+    many fit now, how to raise the hard limit and (HTTP users) how to split them
+    over processes."""
+    try:
+        open_now = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        open_now = 64
+    needed = sockets + open_now + 16  # + epoll, netns, what the engine opens besides
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return
+    if hard == resource.RLIM_INFINITY or hard >= needed:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+        return
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (needed, needed))
+        return
+    except (ValueError, OSError):
+        fit = max(0, hard - open_now - 16)
+        raise ValueError(
+            f"{field}: {sockets} need {needed} open files (a socket each, {open_now} open already) but this "
+            f"process may open at most {hard} (its hard limit, RLIMIT_NOFILE; raising it needs "
+            f"CAP_SYS_RESOURCE): at most {fit} fit now. Raise the hard limit before starting Python or "
+            f"Jupyter: as root `ulimit -Hn {needed}; ulimit -n {needed}` in the shell that starts it, or "
+            f"`prlimit --pid PID --nofile={needed}:{needed}`; for a user a 'nofile' line in "
+            f"/etc/security/limits.conf; systemd LimitNOFILE={needed}; docker --ulimit nofile={needed}"
+            + (f". Or split the users over processes, each with its own limit: processes="
+               f"{-(-sockets // max(1, fit))} (perfkit http --processes {-(-sockets // max(1, fit))})"
+               if (field == "users" if split_hint is None else split_hint) else "")) from None
 
 
 def _send(f, obj) -> None:
@@ -139,7 +175,6 @@ class ProcessHandle:
             if snaps is None:  # a child that died: its last counters stand
                 snaps = self._last.get(k)
                 if snaps is None:
-                    from perfkit.stats import COUNTERS, Histogram
                     snaps = [([0] * len(COUNTERS), [0] * len(Histogram.LOWER))] * len(c.roles)
             self._last[k] = snaps
             out.extend(snaps)
@@ -168,8 +203,7 @@ class ProcessHandle:
 
 def _serve(stdin, stdout) -> None:
     """The child's loop: build one SockEngine, then answer the parent's requests."""
-    from perfkit._sock import SockEngine
-    from perfkit.engines.socket import _raise_fd_limit
+    from perfkit._sock import SockEngine  # the native engine: imported in the child alone
     engine = None
     while True:
         try:
@@ -179,7 +213,7 @@ def _serve(stdin, stdout) -> None:
         try:
             if op == "build":
                 workers, field = args
-                _raise_fd_limit(sum(w.get("users", 0) for w in workers), field, split_hint=False)
+                raise_fd_limit(sum(w.get("users", 0) for w in workers), field, split_hint=False)
                 engine = SockEngine(workers)
                 value = list(engine.roles)
             elif op == "snapshot":
@@ -199,7 +233,6 @@ def _serve(stdin, stdout) -> None:
 
 
 if __name__ == "__main__":
-    import os
     replies = os.fdopen(os.dup(1), "wb")  # the pipe to the parent, ours alone:
     os.dup2(2, 1)                          # anything else printed goes to stderr
     _serve(sys.stdin.buffer, replies)

@@ -43,6 +43,7 @@ from typing import Callable
 from perfkit.errors import EngineError
 from perfkit.run import Run
 from perfkit.spec import DpdkFlows, LocalTest
+from perfkit.stats import INDEX
 from perfkit.units import Rate, format_si, parse_duration, parse_rate
 
 MAX_TRIALS = 64
@@ -229,7 +230,6 @@ def run_trial(spec, pps: float | None, trial_s: float, engine: str | None = None
     if run.error:
         raise EngineError(f"trial at {format_si(pps, 'pps') if pps else 'full speed'}: {run.error}")
     s, workers, roles = run.summary, run.worker_totals or [], run.roles
-    from perfkit.stats import INDEX
     senders = [w for w, r in zip(workers, roles) if r.endswith("_send")]
     sent = sum(w[INDEX["pkts_tx"]] for w in senders)
     active = max((w[INDEX["cpu_wall_ns"]] for w in senders), default=0) / 1e9
@@ -285,7 +285,7 @@ class SearchResult:
 
     @property
     def trials(self):
-        import polars as pl
+        import polars as pl  # polars loads when the trials are first asked for
         schema = {k: getattr(pl, v) for k, v in TRIAL_COLUMNS.items()}
         return pl.DataFrame([{k: r.get(k) for k in TRIAL_COLUMNS} for r in self.rows], schema=schema,
                             orient="row") if self.rows else pl.DataFrame(schema=schema)

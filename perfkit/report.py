@@ -5,6 +5,8 @@ import json
 import sys
 import threading
 
+from perfkit.units import format_time_us
+
 
 def _si(value: float, unit: str = "", digits: int = 3) -> str:
     """qperf's style: three significant digits (its -e sets more) and a decimal prefix
@@ -14,16 +16,6 @@ def _si(value: float, unit: str = "", digits: int = 3) -> str:
         if abs(value) >= scale:
             return f"{value / scale:.{digits}g} {prefix}{unit}"
     return f"{value:.{digits}g} {unit}".rstrip()
-
-
-def _time_us(us: float | None, digits: int = 3) -> str:
-    if us is None:
-        return "-"
-    if us >= 1e6:
-        return f"{us / 1e6:.{digits}g} sec"
-    if us >= 1e3:
-        return f"{us / 1e3:.{digits}g} ms"
-    return f"{us:.{digits}g} us"
 
 
 UNIFIED = {"B/sec": "bytes/sec", "b/sec": "bits/sec", "/sec": "/sec"}   # qperf -uu's units
@@ -39,7 +31,7 @@ def http_row_line(row: dict) -> str:
     """One line per interval of an HTTP load: tps, response times, errors, connections."""
     errs = sum(row[f"{k}_per_s"] for k in ("err_connect", "err_timeout", "err_reset", "err_read", "err_tls")) * row["interval_s"]
     parts = [f"{row['time_s']:6.1f}s", f"tps {_si(row['http_resp_per_s']):>7}",
-             f"rt p50 {_time_us(row['lat_p50_us'])} p99 {_time_us(row['lat_p99_us'])}",
+             f"rt p50 {format_time_us(row['lat_p50_us'])} p99 {format_time_us(row['lat_p99_us'])}",
              f"2xx {_count(row['http_2xx_per_s'] * row['interval_s'])}",
              f"4xx {_count(row['http_4xx_per_s'] * row['interval_s'])}",
              f"5xx {_count(row['http_5xx_per_s'] * row['interval_s'])}",
@@ -60,7 +52,7 @@ def row_line(row: dict) -> str:
              f"dup {_count(row['seq_dup_per_s'] * row['interval_s'])}",
              f"reord {_count(row['seq_reorder_per_s'] * row['interval_s'])}"]
     if row.get("lat_p50_us") is not None:
-        parts.append(f"lat p50 {_time_us(row['lat_p50_us'])} p99 {_time_us(row['lat_p99_us'])}")
+        parts.append(f"lat p50 {format_time_us(row['lat_p50_us'])} p99 {format_time_us(row['lat_p99_us'])}")
     parts.append(f"cpu {row['cpu_pct']:.0f}%")
     return "  ".join(parts)
 
@@ -85,7 +77,7 @@ def summary_text(s: dict, point: dict | None = None, bits: bool = False, digits:
         return f"{round(value)} {UNIFIED[unit]}" if unify else _si(value, unit, digits)
 
     def dur(us):
-        return f"{round(us * 1e3)} ns" if unify and us is not None else _time_us(us, digits)
+        return f"{round(us * 1e3)} ns" if unify and us is not None else format_time_us(us, digits)
 
     def bw(nbytes):
         per_s = nbytes / s["duration_s"] if s["duration_s"] else 0
@@ -100,7 +92,7 @@ def summary_text(s: dict, point: dict | None = None, bits: bool = False, digits:
     if test == "http":  # nGrinder's summary, then perfkit's
         put("Vuser", s.get("vusers"))
         put("TPS", f"{s['tps']:.1f}")
-        put("Mean Test Time", _time_us(s["lat_mean_us"]))
+        put("Mean Test Time", format_time_us(s["lat_mean_us"]))
         put("Error rate", f"{s['error_rate_pct'] or 0:.2f} % ({_count(s['http_err'])} of {_count(s['requests'])})")
         put("responses", f"{_count(s['responses'])}: 2xx {_count(s['http_2xx'])}  3xx {_count(s['http_3xx'])}  "
                          f"4xx {_count(s['http_4xx'])}  5xx {_count(s['http_5xx'])}")
@@ -187,7 +179,7 @@ def used_params(spec) -> dict:
     """{name: (level, text)} of what a test ran with, for -vu (the time) and -vvu
     (everything set), named as qperf names them and in its order (by name)."""
     used = {"msg_size": (2, _size_text(spec.size)),
-            "time": (1, _time_us(spec.duration * 1e6))}
+            "time": (1, format_time_us(spec.duration * 1e6))}
 
     def both(name, loc, rem, text):  # one line where the ends agree, as qperf's -ca
         if loc == rem and loc is not None:
@@ -198,7 +190,7 @@ def used_params(spec) -> dict:
     both("affinity", spec.loc_cpu_affinity, spec.rem_cpu_affinity, str)
     receiver_cpu = spec.loc_cpu_affinity if spec.flip else spec.rem_cpu_affinity
     both("sock_buf_size", spec.loc_sock_buf_size, spec.rem_sock_buf_size, _size_text)
-    both("timeout", spec.loc_timeout, spec.rem_timeout, lambda v: _time_us(v * 1e6))
+    both("timeout", spec.loc_timeout, spec.rem_timeout, lambda v: format_time_us(v * 1e6))
     for name, value, text in (("port", spec.ip_port, lambda v: f"{v:,}"),
                               ("no_msgs", spec.messages, lambda v: f"{v:,}"),
                               ("rate", spec.rate, str),
@@ -279,3 +271,14 @@ class JsonPrinter:
 
     def summary(self, s: dict) -> None:
         _write_line(self.out, json.dumps({"summary": {k: _clean(v) for k, v in s.items()}}))
+
+
+def conf_text(both: dict) -> str:
+    """qperf's conf test: {"local": env, "remote": env} (perfkit.remote.conf) as its lines."""
+    lines = ["conf:"]
+    for side in ("local", "remote"):
+        e = both[side]
+        for key, label in (("host", "node"), ("cpu_model", "cpu"), ("os", "os"), ("kernel", "kernel"),
+                           ("perfkit", "perfkit")):
+            lines.append(f"    {side[:3]}_{label:<8}=  {e.get(key)}")
+    return "\n".join(lines)

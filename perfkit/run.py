@@ -23,13 +23,30 @@ from perfkit.engines import get as get_engine
 from perfkit import spec as _spec
 from perfkit.errors import EngineError
 from perfkit.stats import Histogram, make_row, merge_counters, row_schema, summarize
+from perfkit.version import __version__
 
 POLL_S = 0.02  # how often the sampler checks whether the workers have finished
+
+# What writes HTML reports: a face above this layer (perfkit.ui.html, which perfkit's
+# __init__ imports) sets it; run.report() and Comparison.report() go through it.
+_report_writer: Callable | None = None
+
+
+def set_report_writer(fn: Callable) -> None:
+    """fn(obj, path, title=None) -> path writes the report of a Run or a Comparison."""
+    global _report_writer
+    _report_writer = fn
+
+
+def write_report(obj, path, title: str | None = None) -> str:
+    """The HTML report of obj (a finished Run or a Comparison) at path, by the writer set."""
+    if _report_writer is None:
+        raise RuntimeError("report: no report writer: import perfkit.ui.html (import perfkit does)")
+    return _report_writer(obj, path, title=title)
 
 
 def environment(engine: str) -> dict:
     """Where a run ran: host, kernel, OS, CPU, versions."""
-    from perfkit import __version__
     cpu = ""
     try:
         with open("/proc/cpuinfo") as f:
@@ -43,7 +60,7 @@ def environment(engine: str) -> dict:
             os_name = rel.get("PRETTY_NAME", os_name).strip('"')
     except OSError:
         pass
-    import polars
+    import polars  # polars loads with the first run, not with perfkit
     env = {
         "host": socket.gethostname(), "kernel": platform.release(), "os": os_name,
         "cpu_model": cpu, "cpus": os.cpu_count(), "python": platform.python_version(),
@@ -266,9 +283,9 @@ class Run:
 
     def report(self, path, title: str | None = None) -> str:
         """A self-contained HTML report of the finished run (summary, charts, spec,
-        environment; plotly's JS inlined, no network needed). Returns the path."""
-        from perfkit.ui.html import html_report
-        return html_report(self, path, title=title)
+        environment; plotly's JS inlined, no network needed), by perfkit.ui.html_report.
+        Returns the path."""
+        return write_report(self, path, title=title)
 
     def __repr__(self) -> str:
         state = "done" if self.done else ("running" if self._thread else "new")

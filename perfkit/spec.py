@@ -6,10 +6,12 @@ value raises ValueError naming the field and what is allowed.
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import ClassVar
+from urllib.parse import urlsplit
 
 from perfkit.fields import SECONDS, check_declared, like, opt, whole_number
 from perfkit.units import Rate, parse_duration, parse_rate, parse_size
@@ -426,7 +428,6 @@ def parse_sizes(value, field: str = "sizes") -> tuple[tuple[int, int], ...]:
     """Frame sizes and their weights: 'imix' (64:7,570:4,1518:1), '64,128,256' (equal
     weights), '64:7,570:4,1518:1', or a list of sizes or [size, weight] pairs. Weights
     are reduced by their common divisor; they must add up to at most DPDK_MAX_PATTERN."""
-    import math
     if isinstance(value, str):
         text = value.strip().lower()
         if text == "imix":
@@ -956,7 +957,6 @@ URL_ORDERS = ("cycle", "random")   # how HttpLoad's requests pick from a URL lis
 
 def _parse_url(url: str, field: str = "url") -> tuple[str, int, str]:
     """http[s]://HOST[:PORT]/PATH -> (address, port, path); HOST is an IP or localhost."""
-    from urllib.parse import urlsplit
     parts = urlsplit(str(url))
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"{field}: {url!r} is not an http[s]://HOST[:PORT]/PATH URL")
@@ -1066,7 +1066,7 @@ class HttpLoad(_Serial):
             raise ValueError(f"lab: {self.lab!r} is not a lab name (1-8 lowercase letters or digits)")
         if self.tls:
             try:
-                from perfkit._sock import HAVE_TLS
+                from perfkit._sock import HAVE_TLS  # the native engine: missing from a broken build
             except ImportError:  # the engine says so when it is built
                 HAVE_TLS = True
             if not HAVE_TLS:

@@ -14,6 +14,18 @@ from dataclasses import dataclass
 
 from perfkit import _counters
 
+# The whole-run figures a listing and a comparison show, in this order.
+KEY_FIGURES = ("rx_pps", "rx_bps", "msg_rate", "loss_pct", "latency_us", "lat_p50_us", "lat_p99_us",
+               "lat_max_us", "jitter_us", "cpu_pct",
+               # HTTP load (nGrinder's terms): responses/s, mean response time, error rate, users
+               "tps", "lat_mean_us", "error_rate_pct", "vusers")
+# What a comparison of HTTP runs shows by default, in this order.
+HTTP_KEY_FIGURES = ("tps", "lat_mean_us", "lat_p50_us", "lat_p99_us", "lat_max_us", "error_rate_pct", "vusers",
+                    "rx_bps", "cpu_pct")
+# Where a smaller figure is the better one (for reading ratios).
+LOWER_IS_BETTER = {"loss_pct", "latency_us", "lat_p50_us", "lat_p99_us", "lat_max_us", "jitter_us",
+                   "cpu_pct", "lat_mean_us", "error_rate_pct"}
+
 
 @dataclass(frozen=True)
 class Counter:
@@ -104,7 +116,7 @@ class Histogram:
 
     def frame(self):
         """The non-empty buckets as a polars DataFrame (lower_ns, upper_ns, count)."""
-        import polars as pl
+        import polars as pl  # polars loads with the first frame, not with perfkit
         nz = self.nonzero()
         return pl.DataFrame({"lower_ns": [self.LOWER[i] for i, _ in nz],
                              "upper_ns": [self.upper(i) for i, _ in nz],

@@ -23,22 +23,15 @@ import tempfile
 import threading
 from pathlib import Path
 
+from perfkit.comparison import compare
+from perfkit.run import Run
+from perfkit.stats import HTTP_KEY_FIGURES, KEY_FIGURES, LOWER_IS_BETTER  # noqa: F401 (also imported from here)
+from perfkit.units import rate_text
+
 SUFFIX = ".parquet"
 META_KEY = b"perfkit.store"
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=@-]{0,119}")
 TAG_RE = re.compile(r"[^\s,][^,]{0,63}")
-
-# The whole-run figures a listing and a comparison show, in this order.
-KEY_FIGURES = ("rx_pps", "rx_bps", "msg_rate", "loss_pct", "latency_us", "lat_p50_us", "lat_p99_us",
-               "lat_max_us", "jitter_us", "cpu_pct",
-               # HTTP load (nGrinder's terms): responses/s, mean response time, error rate, users
-               "tps", "lat_mean_us", "error_rate_pct", "vusers")
-# What a comparison of HTTP runs shows by default, in this order.
-HTTP_KEY_FIGURES = ("tps", "lat_mean_us", "lat_p50_us", "lat_p99_us", "lat_max_us", "error_rate_pct", "vusers",
-                    "rx_bps", "cpu_pct")
-# Where a smaller figure is the better one (for reading ratios).
-LOWER_IS_BETTER = {"loss_pct", "latency_us", "lat_p50_us", "lat_p99_us", "lat_max_us", "jitter_us",
-                   "cpu_pct", "lat_mean_us", "error_rate_pct"}
 
 
 def check_name(name) -> str:
@@ -76,19 +69,8 @@ def _parse_time(text):
     return t.astimezone(_dt.timezone.utc)
 
 
-def _rate_text(spec: dict) -> str | None:
-    rate = spec.get("rate")
-    if not rate:
-        return None
-    from perfkit.units import Rate
-    try:
-        return str(Rate(float(rate["value"]), rate["unit"]))
-    except Exception:  # noqa: BLE001 (a listing must not fail on one odd file)
-        return f"{rate.get('value')} {rate.get('unit')}"
-
-
 def _schema():
-    import polars as pl
+    import polars as pl  # polars and pyarrow load with the first listing or load, not with perfkit
     cols = {"name": pl.String, "time": pl.Datetime("us", "UTC"), "test": pl.String,
             "engine": pl.String, "host": pl.String, "kernel": pl.String, "target": pl.String,
             "lab": pl.String, "size": pl.Int64, "rate": pl.String, "duration_s": pl.Float64,
@@ -113,7 +95,7 @@ def run_record(meta: dict, path: str | None = None) -> dict:
         "engine": info.get("engine") or env.get("engine") or summary.get("engine"),
         "host": env.get("host"), "kernel": env.get("kernel"),
         "target": spec.get("host"), "lab": spec.get("lab"),
-        "size": spec.get("size"), "rate": _rate_text(spec),
+        "size": spec.get("size"), "rate": rate_text(spec),
         "duration_s": summary.get("duration_s"),
         "tags": list(store.get("tags") or []), "note": store.get("note"),
         "error": info.get("error") or summary.get("error"),
@@ -263,7 +245,6 @@ class Store:
 
     def load(self, name):
         """The stored run as a finished perfkit.Run (run.name, run.tags, run.note set)."""
-        from perfkit.run import Run
         path = self.file(name)
         if not path.is_file():
             raise KeyError(self._missing(name))
@@ -331,7 +312,6 @@ class Store:
 
     def compare(self, *names, **kwargs):
         """perfkit.compare of the stored runs called names (the first is the baseline)."""
-        from perfkit.comparison import compare
         if len(names) == 1 and isinstance(names[0], (list, tuple)):
             names = tuple(names[0])
         return compare([self.load(n) for n in names], **kwargs)

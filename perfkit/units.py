@@ -107,3 +107,25 @@ def format_si(value: float, unit: str = "", digits: int = 3) -> str:
         if abs(rounded) >= scale:
             return f"{value / scale:.{digits}g} {prefix}{unit}"
     return f"{value:.{digits}g} {unit}".rstrip()
+
+
+def format_time_us(us: float | None, digits: int = 3) -> str:
+    """Microseconds as qperf writes a time: 12.3 us, 4.56 ms, 1.2 sec; '-' for none."""
+    if us is None:
+        return "-"
+    if us >= 1e6:
+        return f"{us / 1e6:.{digits}g} sec"
+    if us >= 1e3:
+        return f"{us / 1e3:.{digits}g} ms"
+    return f"{us:.{digits}g} us"
+
+
+def rate_text(spec: dict) -> str | None:
+    """A spec dict's rate as text (20 kpps), None for no rate."""
+    rate = spec.get("rate")
+    if not rate:
+        return None
+    try:
+        return str(Rate(float(rate["value"]), rate["unit"]))
+    except Exception:  # noqa: BLE001 (a listing must not fail on one odd file)
+        return f"{rate.get('value')} {rate.get('unit')}"

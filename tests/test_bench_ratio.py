@@ -103,7 +103,7 @@ def test_the_bench_waits_for_a_peer_client_without_waking():
 
 
 def test_vs_qperf_skips_the_sctp_rows_with_a_reason_where_the_kernel_has_no_sctp():
-    from perfkit.remote import _sctp_available
+    from perfkit.engines.remote import sctp_unavailable as _sctp_available
     tests, skipped = bench.vs_tests_here(bench.VS_TESTS)
     why = _sctp_available()
     if why is None:

@@ -27,6 +27,7 @@ a latency probe stream beside the load (its own histogram: summary probe_lat_*).
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import asdict, dataclass
 
 from perfkit.errors import EngineError
@@ -154,7 +155,7 @@ def configure(options: EalOptions | None = None, **fields) -> EalOptions:
 def eal() -> list[str]:
     """EAL up (once per process); returns the arguments it started with."""
     global _up_with, _args
-    from perfkit import _dpdk
+    from perfkit import _dpdk  # the DPDK extension is built only where DPDK is installed
     state = _dpdk.eal_state()
     if state == "up" and _dpdk.pool_counts()[0]:
         return list(_args or [])
@@ -231,7 +232,6 @@ def _wait_memif(ports) -> None:
     than start sending into a link that is down. A client whose handshake has not finished
     within MEMIF_RECONNECT_S connects again: a handshake that stalled starts over. A
     reconnect the server refuses is tried again until the wait ends."""
-    import time
     deadline = time.monotonic() + MEMIF_WAIT_S
     for p in ports:
         if not p.dev.startswith("net_memif"):

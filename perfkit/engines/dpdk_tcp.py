@@ -74,7 +74,7 @@ def build(spec):
     handle closes the port."""
     cfgs = workers(spec)
     dpdk.eal()
-    from perfkit import _dpdk
+    from perfkit import _dpdk  # the DPDK extension is built only where DPDK is installed
     port = _dpdk.Port(spec.port, netns=spec.netns, ip=spec.ip if ":" not in spec.ip else None,  # the TCP worker answers ND
                       queues=spec.queues)
     try:

@@ -4,9 +4,9 @@ No root and no DPDK needed; the embedded default.
 """
 from __future__ import annotations
 
-import os
-import resource
-
+from perfkit.engines.remote import RemoteHandle
+from perfkit.lab import Lab
+from perfkit.procs import ProcessHandle, raise_fd_limit
 from perfkit.spec import HttpLoad, HttpServe, LocalTest, RemoteTest, SocketReflect, check_cpu_here
 
 NAME = "socket"
@@ -14,43 +14,10 @@ NAME = "socket"
 
 def status() -> dict:
     try:
-        from perfkit import _sock  # noqa: F401
+        from perfkit import _sock  # noqa: F401 (the native engine: missing from a broken build)
     except ImportError as exc:  # a broken build, not a missing feature
         return {"available": False, "detail": f"perfkit._sock did not import: {exc}"}
     return {"available": True, "detail": "kernel sockets (sendmmsg/recvmmsg, TCP), no root needed"}
-
-
-def _raise_fd_limit(sockets: int, field: str = "flows", split_hint: bool | None = None) -> None:
-    """Make room for this many more sockets: raise the open-file limit (soft, and
-    hard too where we may: CAP_SYS_RESOURCE); else a clear ValueError saying how
-    many fit now, how to raise the hard limit and (HTTP users) how to split them
-    over processes."""
-    try:
-        open_now = len(os.listdir("/proc/self/fd"))
-    except OSError:
-        open_now = 64
-    needed = sockets + open_now + 16  # + epoll, netns, what the engine opens besides
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY or soft >= needed:
-        return
-    if hard == resource.RLIM_INFINITY or hard >= needed:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
-        return
-    try:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (needed, needed))
-        return
-    except (ValueError, OSError):
-        fit = max(0, hard - open_now - 16)
-        raise ValueError(
-            f"{field}: {sockets} need {needed} open files (a socket each, {open_now} open already) but this "
-            f"process may open at most {hard} (its hard limit, RLIMIT_NOFILE; raising it needs "
-            f"CAP_SYS_RESOURCE): at most {fit} fit now. Raise the hard limit before starting Python or "
-            f"Jupyter: as root `ulimit -Hn {needed}; ulimit -n {needed}` in the shell that starts it, or "
-            f"`prlimit --pid PID --nofile={needed}:{needed}`; for a user a 'nofile' line in "
-            f"/etc/security/limits.conf; systemd LimitNOFILE={needed}; docker --ulimit nofile={needed}"
-            + (f". Or split the users over processes, each with its own limit: processes="
-               f"{-(-sockets // max(1, fit))} (perfkit http --processes {-(-sockets // max(1, fit))})"
-               if (field == "users" if split_hint is None else split_hint) else "")) from None
 
 
 def _ends(spec: LocalTest) -> tuple[dict, dict]:
@@ -58,7 +25,6 @@ def _ends(spec: LocalTest) -> tuple[dict, dict]:
     first two hosts of a lab (receiver in h2, sender in h1)."""
     if spec.lab is None:
         return {"local": (spec.host, spec.port)}, {"local": (spec.host, 0)}
-    from perfkit.lab import Lab
     try:
         lab = Lab.attach(spec.lab)
     except ValueError:
@@ -109,7 +75,6 @@ def http_workers(spec) -> list[dict]:
     host, port = spec.target()
     where = {}
     if spec.lab is not None:  # the client works in the lab's first host
-        from perfkit.lab import Lab
         try:
             where["netns"] = Lab.attach(spec.lab).hosts[0].netns_path
         except ValueError:
@@ -134,18 +99,16 @@ def build(spec):
                             "local": (spec.host, spec.port), "size": spec.size, "flows": spec.flows,
                             "batch": 32, "duration": spec.duration, "netns": spec.netns}])
     if isinstance(spec, HttpLoad) and spec.processes > 1:  # each process its own open-file limit
-        from perfkit.procs import ProcessHandle
         workers = http_workers(spec)
         t = spec.threads
         return ProcessHandle([workers[k * t:(k + 1) * t] for k in range(spec.processes)], "users")
     if isinstance(spec, (HttpLoad, HttpServe)):
         from perfkit._sock import SockEngine
-        _raise_fd_limit(getattr(spec, "users", 0) + getattr(spec, "connections", 0),
+        raise_fd_limit(getattr(spec, "users", 0) + getattr(spec, "connections", 0),
                         "users" if isinstance(spec, HttpLoad) else "connections")
         return SockEngine(http_workers(spec))
-    _raise_fd_limit(spec.flows + 64)
+    raise_fd_limit(spec.flows + 64)
     if isinstance(spec, RemoteTest):
-        from perfkit.remote import RemoteHandle
         return RemoteHandle(spec)
     from perfkit._sock import SockEngine
     return SockEngine(workers_for(spec))

@@ -192,7 +192,7 @@ def spec_title(spec) -> str:
 
 def empty_figure(title: str = "", panels=PANELS):
     """A dashboard layout with every trace present and no points."""
-    import plotly.graph_objects as go
+    import plotly.graph_objects as go  # plotly loads when a figure is first drawn
     from plotly.subplots import make_subplots
 
     rows = (len(panels) + COLS - 1) // COLS

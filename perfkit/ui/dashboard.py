@@ -16,6 +16,7 @@ import collections
 import threading
 import time
 
+from perfkit.run import Run
 from perfkit.ui import charts
 
 POLL_S = 0.1  # how often the drawing thread looks for the end of the run
@@ -204,7 +205,7 @@ class Dashboard(LiveChart):
     def _build(self) -> None:
         """Make the live figure here, not in the constructor: the first FigureWidget of a
         process can take seconds (plotly's imports), and Start must return at once."""
-        import plotly.graph_objects as go
+        import plotly.graph_objects as go  # plotly and IPython load when a chart is first drawn
         self._show_live(go.FigureWidget(charts.empty_figure(charts.figure_title(self.run, [], "waiting"),
                                                             self.panels)))
 
@@ -282,7 +283,6 @@ def show(run, **kwargs) -> Dashboard:
     """Display a live Dashboard for run and return it; a run that has not been started
     is started. A spec instead of a run makes a new Run of it (dash.run is that Run)."""
     from IPython.display import display
-    from perfkit.run import Run
     if not isinstance(run, Run):
         run = Run(run)
     dash = Dashboard(run, **kwargs)

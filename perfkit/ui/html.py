@@ -17,6 +17,13 @@ import json
 import os
 from pathlib import Path
 
+from perfkit.comparison import Comparison, compare
+from perfkit.report import summary_text
+from perfkit.run import Run, set_report_writer
+from perfkit.ui import charts
+from perfkit.units import rate_text
+from perfkit.version import __version__
+
 # per-second columns shown in a run's report (the Parquet file has all of them)
 ROW_COLUMNS = ("time_s", "pkts_tx_per_s", "pkts_rx_per_s", "bits_tx_per_s", "bits_rx_per_s", "loss_pct",
                "lat_p50_us", "lat_p99_us", "lat_max_us", "cpu_pct")
@@ -85,10 +92,9 @@ def frame_table(frame, max_rows: int = MAX_ROWS) -> str:
 
 def spec_dict(run) -> dict:
     """The run's spec as a dict for a table, with the rate as text (20 kpps)."""
-    from perfkit.store import _rate_text
     spec = run.spec.to_dict() if hasattr(run.spec, "to_dict") else {"spec": repr(run.spec)}
     if isinstance(spec.get("rate"), dict):
-        spec["rate"] = _rate_text(spec)
+        spec["rate"] = rate_text(spec)
     return spec
 
 
@@ -99,7 +105,7 @@ class _Charts:
         self.inlined = False
 
     def __call__(self, fig) -> str:
-        import plotly.io as pio
+        import plotly.io as pio  # plotly and polars load when a report is made
         part = pio.to_html(fig, full_html=False, include_plotlyjs=not self.inlined,
                            config={"displaylogo": False, "responsive": True}, validate=False,
                            default_width="100%")
@@ -108,7 +114,6 @@ class _Charts:
 
 
 def _run_sections(run, chart, heading_level: int = 2) -> list[str]:
-    from perfkit.ui import charts
     h = f"h{heading_level}"
     out = []
     if run.error:
@@ -116,7 +121,6 @@ def _run_sections(run, chart, heading_level: int = 2) -> list[str]:
     s = run.summary or {}
     out.append(f"<{h}>Summary</{h}>")
     try:
-        from perfkit.report import summary_text
         out.append(f"<pre>{_esc(summary_text(s))}</pre>")
     except Exception:  # noqa: BLE001 (an odd summary still gets its table)
         pass
@@ -143,11 +147,6 @@ def _run_sections(run, chart, heading_level: int = 2) -> list[str]:
 
 def html_text(obj, title: str | None = None) -> str:
     """The report of obj (a finished Run, a Comparison, or a list of runs to compare) as HTML."""
-    from perfkit import __version__
-    from perfkit.comparison import Comparison, compare
-    from perfkit.run import Run
-    from perfkit.ui import charts
-
     if isinstance(obj, (list, tuple)):
         obj = compare(obj)
     chart = _Charts()
@@ -189,3 +188,6 @@ def html_report(obj, path, title: str | None = None) -> str:
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
     return str(path)
+
+
+set_report_writer(html_report)   # run.report() and Comparison.report() write through this

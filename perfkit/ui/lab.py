@@ -17,6 +17,7 @@ from __future__ import annotations
 import html
 import threading
 
+from perfkit.lab import Lab, status_text
 from perfkit.ui.panel import _GREEN, _GREY, _RED, FieldUI, Panel, _launch
 
 _IMPAIR = ("delay", "jitter", "loss", "duplicate", "reorder", "corrupt", "rate")
@@ -42,7 +43,7 @@ class LabPanel:
     """A form for a lab, with up / impair / down / status (see the module doc)."""
 
     def __init__(self, **values):
-        import ipywidgets as w
+        import ipywidgets as w  # the notebook extra: imported when a panel is made
         self.form = lab_fields()
         self.inputs, self.labels = {}, {}
         self._defaults = {fu.name: fu.default for fu in self.form}
@@ -94,7 +95,6 @@ class LabPanel:
 
     def validate(self):
         """Lab's own checks on the form; the Lab (not up) or None (see .error)."""
-        from perfkit.lab import Lab
         try:
             made, error = Lab(**self.values()), None
         except (ValueError, TypeError) as exc:
@@ -179,7 +179,6 @@ class LabPanel:
 
     def status(self) -> str:
         """What the status button does: every perfkit lab on this machine (perfkit lab status)."""
-        from perfkit.lab import status_text
         text = status_text()
         self.info.value = f"<pre>{html.escape(text)}</pre>"
         return text

@@ -26,15 +26,21 @@ from __future__ import annotations
 
 import dataclasses
 import html
+import inspect
 import queue
 import re
 import threading
 
+from perfkit import ratesearch, remote
 from perfkit import spec as _spec
+from perfkit.engines import dpdk
 from perfkit.engines import get as _get_engine
 from perfkit.fields import SECONDS, help_text, spec_fields
+from perfkit.ratesearch import MAX_TRIAL_S, MAX_TRIALS
+from perfkit.remote import SWEEPABLE, Server
+from perfkit.report import conf_text
 from perfkit.run import Run
-from perfkit.ui import charts
+from perfkit.ui import charts, points
 from perfkit.ui.dashboard import Dashboard
 from perfkit.units import Rate, format_si
 
@@ -46,8 +52,6 @@ CRITERIA = ("zero-loss", "pdr:0.1%", "lat:p99<50us", "cpu", "cpu:90%", "pdr:0.1%
 
 def _search_defaults() -> dict:
     """perfkit.search()'s own defaults (one definition)."""
-    import inspect
-    from perfkit import ratesearch
     return {k: v.default for k, v in inspect.signature(ratesearch.search).parameters.items()
             if v.default is not inspect.Parameter.empty}
 
@@ -56,7 +60,6 @@ def task_fields(task: str) -> list["FieldUI"]:
     """The fields a task adds to the form (not spec fields: arguments of search() / test())."""
     if task == "search":
         d = _search_defaults()
-        from perfkit.ratesearch import MAX_TRIALS, MAX_TRIAL_S
         return [
             FieldUI("criterion", "combo", d["criterion"], CRITERIA,
                     "zero-loss, pdr:0.1%, lat:p99<50us, cpu:95%; several: join with ','", "",
@@ -78,7 +81,6 @@ def task_fields(task: str) -> list["FieldUI"]:
                     "run a failed trial again at the same rate up to this many times; the rate passes if one does"),
         ]
     if task == "eal":
-        from perfkit.engines import dpdk
         now = dpdk._up_with or dpdk._options    # what EAL is (or will be) started with
         huge = {None: "auto", True: "on", False: "off"}[now.hugepages]
         cpus = ",".join(str(c) for c in now.worker_cpus) if now.worker_cpus else ""
@@ -93,7 +95,6 @@ def task_fields(task: str) -> list["FieldUI"]:
                     "DPDK's log level on stderr"),
         ]
     if task == "sweep":
-        from perfkit.remote import SWEEPABLE
         return [
             FieldUI("sweep", "text", "msg_size:64:16K:*4", (), "OPT:FROM:TO:STEP, STEP *N (multiply) or +N (add)",
                     f"OPT: {' '.join(SWEEPABLE)}", None,
@@ -240,7 +241,7 @@ class Panel:
     def __init__(self, spec_cls=_spec.LocalTest, *, interval: float = 1.0, window: int = 300,
                  redraw_s: float = 1.0, engine: str | None = None, choices: dict | None = None,
                  **values):
-        import ipywidgets as w
+        import ipywidgets as w  # the notebook extra: imported when a panel is made
 
         start_from = None
         spec_cls = _resolve(spec_cls)
@@ -440,7 +441,6 @@ class Panel:
 
     def eal_options(self):
         """The EAL options of the form (DPDK panels): a perfkit.engines.dpdk.EalOptions."""
-        from perfkit.engines import dpdk
         v = self.task_values("eal")
         huge = {"auto": None, "on": True, "off": False}[v["hugepages"]]
         return dpdk.EalOptions(memory_mb=v["memory_mb"], hugepages=huge, log_level=v["log_level"],
@@ -451,7 +451,6 @@ class Panel:
         what EAL is (or would be) started with; EngineError once EAL is up with others."""
         if not self._dpdk:
             return
-        from perfkit.engines import dpdk
         opts = self.eal_options()
         if opts != (dpdk._up_with or dpdk._options):
             dpdk.configure(opts)
@@ -506,7 +505,6 @@ class Panel:
         """The task's arguments checked by the code that runs them: ratesearch.validate for a
         search (the form's rate is the upper bound), remote.plan for a sweep (every point)."""
         if self.task == "search":
-            from perfkit import ratesearch
             a = self.task_values()
             return ratesearch.validate(dataclasses.replace(spec, rate=None), a["criterion"], high=spec.rate,
                                        low=a["low"], resolution=a["resolution"], max_trials=a["max_trials"],
@@ -516,7 +514,6 @@ class Panel:
         return None
 
     def _sweep_plan(self, spec):
-        from perfkit import remote
         a = self.task_values()
         text = str(a["sweep"]).strip()
         opt = text.split(":", 1)[0]
@@ -661,7 +658,6 @@ class Panel:
 
     def _start_points(self, spec, plan):
         """Start a search or a sweep (the lock is held): its chart now, the work in a thread."""
-        from perfkit.ui import points
         stop = threading.Event()
         if self.task == "search":
             crit = plan.criterion
@@ -686,8 +682,6 @@ class Panel:
     def _search_job(self, spec, plan, chart, stop) -> None:
         """The search's thread: perfkit.search with a progress callback that hands each trial
         to the chart (its own thread draws it) and says it in the status line."""
-        from perfkit import ratesearch
-        from perfkit.ui import points
         chart.start()
         a = self.task_values("search")
 
@@ -714,7 +708,6 @@ class Panel:
 
     def _sweep_job(self, spec, plan, chart, stop) -> None:
         """The sweep's thread: perfkit.test with sweep=, a point to the chart as each finishes."""
-        from perfkit import remote
         chart.start()
         kw = {k: v for k, v in plan.items() if k not in ("host", "tests", "option", "points", "log_x")}
 
@@ -738,10 +731,8 @@ class Panel:
             return
 
         def fetch():
-            from perfkit import remote
-            from perfkit.cli import _conf_text
             try:
-                self.info.value = f"<pre>{html.escape(_conf_text(remote.conf(spec.host, spec.port, spec.token)))}</pre>"
+                self.info.value = f"<pre>{html.escape(conf_text(remote.conf(spec.host, spec.port, spec.token)))}</pre>"
             except Exception as exc:  # noqa: BLE001
                 self.info.value = f'<span style="color:{_RED}">⚠ conf: {html.escape(str(exc))}</span>'
         self.info.value = "… asking the server"
@@ -751,7 +742,6 @@ class Panel:
         """What the serve here button does: a perfkit server (perfkit serve) in this kernel,
         listening on the form's host and port (port 0: any free one, then put in the form),
         with its token; pressed again (stop=True) it stops. Returns the Server."""
-        from perfkit.remote import Server
         if stop:
             if self.server is not None:
                 self.server.stop()
@@ -784,7 +774,6 @@ class Panel:
             return
 
         def ask():
-            from perfkit import remote
             try:
                 remote.quit_server(spec.host, spec.port, spec.token)
                 self.info.value = f"server on {html.escape(spec.host)} port {spec.port} stopped"
@@ -909,7 +898,6 @@ def _prewarm() -> None:
         try:
             import plotly.basewidget  # noqa: F401
             import plotly.io  # noqa: F401
-            from perfkit.ui import charts
             charts.empty_figure("warm-up")   # a plain go.Figure: no widget reaches the frontend
         except Exception:  # noqa: BLE001 (the dashboard reports it when it is built)
             pass
@@ -987,7 +975,7 @@ class Launcher:
         self.panels = {k: Panel(k, **panel_kwargs) for k in kinds}
         self.lab = None
         if lab:
-            from perfkit.ui.lab import LabPanel
+            from perfkit.ui.lab import LabPanel  # perfkit.ui.lab builds on this module: a cycle
             self.lab = LabPanel()
         self.widget = w.Tab(children=[p.widget for p in self.panels.values()]
                             + ([self.lab.widget] if self.lab else []))

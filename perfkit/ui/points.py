@@ -7,11 +7,13 @@ the Dashboard draws a run) and the static figure it leaves at the end are the sa
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 
+from perfkit.ui.charts import mimebundle, spec_title
 from perfkit.ui.dashboard import LiveChart
-from perfkit.units import format_si
+from perfkit.units import Rate, format_si
 
 POLL_S = 0.1
 _PASS, _FAIL, _RX, _LINE = "#2ca02c", "#d62728", "#1f77b4", "#7f7f7f"
@@ -33,7 +35,6 @@ def _metric(row: dict, key: str):
 
 
 def search_title(spec, criterion, rows, state: str, found_pps=None, stopped: str = "") -> str:
-    from perfkit.ui.charts import spec_title
     best = max((r["offered_pps"] for r in rows if r["passed"]), default=None)
     if state == "finished":
         what = (f"found {format_si(found_pps, 'pps')}" if found_pps is not None else "nothing passed")
@@ -50,11 +51,8 @@ def search_figure(spec, criterion=None, rows=None, state: str = "running", found
 
     search_figure(res) draws a finished perfkit.search() result; the panel draws the trials
     so far with (spec, criterion, rows)."""
-    import dataclasses
-
-    import plotly.graph_objects as go
+    import plotly.graph_objects as go  # plotly loads when a figure is first drawn
     from plotly.subplots import make_subplots
-    from perfkit.units import Rate
     if criterion is None:   # a SearchResult: the title shows the upper bound and the trial length
         res = spec
         spec = dataclasses.replace(res.spec, rate=Rate(res.high_pps, "pps") if res.high_pps else None,
@@ -217,7 +215,6 @@ class PointsChart(LiveChart):
         self.redraws += 1
 
     def _finish(self, static) -> None:
-        from perfkit.ui.charts import mimebundle
         self._end_static(static, mimebundle(static, f"<perfkit chart: {len(self.rows)} points>"))
 
     # ------------------------------------------------------------ public

@@ -14,6 +14,9 @@ import html
 from pathlib import Path
 
 from perfkit.store import Store
+from perfkit.ui import charts
+from perfkit.ui.html import html_report
+from perfkit.ui.panel import summary_line
 
 ALL = "(all)"
 _RED, _GREY, _GREEN = "#b00020", "#666", "#1b5e20"
@@ -21,7 +24,6 @@ _RED, _GREY, _GREEN = "#b00020", "#666", "#1b5e20"
 
 def run_label(rec: dict) -> str:
     """One line of the run list: name, start time, test, size, and its headline figure."""
-    from perfkit.ui.panel import summary_line
     t = rec.get("time")
     when = t.strftime("%Y-%m-%d %H:%M:%S") if t is not None else "?"
     what = f"{rec.get('test') or '?'} {rec.get('size') or ''}B".strip()
@@ -39,7 +41,7 @@ class StoreBrowser:
     (default: the store's folder)."""
 
     def __init__(self, store, report_dir=None, rows: int = 10):
-        import ipywidgets as w
+        import ipywidgets as w  # the notebook extra: imported when a browser is made
         self.store = store if isinstance(store, Store) else Store(store)
         self.report_dir = Path(report_dir) if report_dir is not None else self.store.path
         self.comparison = None
@@ -177,7 +179,6 @@ class StoreBrowser:
         names = self.selected
         if not names:
             raise ValueError("select: pick at least one run to compare")
-        from perfkit.ui import charts
         cmp = self.store.compare(*names)
         self.comparison = cmp
         fig = cmp.figure()
@@ -195,7 +196,6 @@ class StoreBrowser:
         names = self.selected
         if not names:
             raise ValueError("select: pick at least one run for a report")
-        from perfkit.ui.html import html_report
         if len(names) == 1:
             obj, stem = self.store.load(names[0]), names[0]
         else:

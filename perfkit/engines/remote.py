@@ -1,0 +1,326 @@
+"""The client of a perfkit server: the control protocol, and RemoteHandle, the engine
+handle of a RemoteTest (its far end runs in `perfkit serve`, perfkit.server.Server).
+
+The two speak over one TCP control connection per client: versioned, length-prefixed
+JSON messages (4-byte big-endian length, then a JSON object with "v" and "op"):
+
+    client                                  server
+    hello {token}                      ->   hello {env}            (or error, then close)
+    conf                               ->   conf {env}
+    prepare {test, size, flows, ...}   ->   ready {port}           (its end of the test runs)
+    start                              ->   started                (flipped: the server's sender goes)
+    counters                           ->   counters {workers}     (every interval, for live rows)
+    running                            ->   running {running}      (flipped: is the sender done?
+                                                                     and, at least every timeout/3,
+                                                                     so the server keeps waiting)
+    stop                               ->   stopping               (flipped: a stop here)
+    finish {sent}                      ->   result {workers, error}
+    quit                               ->   bye                    (the server stops)
+
+A malformed, oversized or out-of-order message gets an error reply and a closed
+connection; the server keeps serving everyone else. Each client's test has its own
+engine, so several clients run at once. The data path is the socket engine's C workers
+on both sides: Python only prepares, samples and settles.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+import time
+
+from perfkit.errors import EngineError
+from perfkit.spec import CONTROL_TIMEOUT_S, WAIT_SERVER_S, check_cpu_here
+from perfkit.stats import COUNTER_NAMES, COUNTERS, Histogram
+
+PROTOCOL = 1
+DEFAULT_PORT = 19800
+MAX_MESSAGE = 1 << 20
+# the far end of each test: (role, protocol)
+SERVER_ROLE = {"udp_bw": ("udp_recv", "tcp"), "udp_lat": ("udp_reflect", "tcp"),
+               "tcp_bw": ("tcp_recv", "tcp"), "tcp_lat": ("tcp_pong", "tcp"),
+               "sctp_bw": ("tcp_recv", "sctp"), "sctp_lat": ("tcp_pong", "sctp")}
+CLIENT_ROLE = {"udp_bw": "udp_send", "udp_lat": "udp_ping", "tcp_bw": "tcp_send",
+               "tcp_lat": "tcp_ping", "sctp_bw": "tcp_send", "sctp_lat": "tcp_ping"}
+SERVER_MARGIN_S = 4.0  # the far end outlives the test by this, for start-up and draining
+WAIT_SERVER_RETRY_S = 0.1    # a server not listening yet (-ws) is tried this often
+FLIP_POLL_S = 0.1      # flipped UDP tests: how often the client asks whether the server's sender is done
+
+
+def end_worker(spec, sends: bool, local_ip: str, cpu, sock_buf, remote=None, port: int = 0) -> dict:
+    """The worker of one end of a remote test, on either host: the sending (pinging) end,
+    or the receiving (answering) end, which outlives the test by SERVER_MARGIN_S. Flipped
+    (qperf's -f1), the server sends; a stream's server end still accepts, the client connects.
+    port: where this end's socket binds (the data port, qperf's -ip), 0 = any."""
+    recv_role, proto = SERVER_ROLE[spec.test]
+    if sends:
+        w = {"role": CLIENT_ROLE[spec.test], "duration": spec.duration, "rate": spec.messages_per_second,
+             "count": spec.messages, "batch": spec.batch, "gso": spec.gso}
+    else:
+        w = {"role": recv_role, "duration": spec.duration + SERVER_MARGIN_S,
+             "batch": spec.batch if recv_role == "udp_recv" else 1}
+    w.update({"local": (local_ip, port), "size": spec.size, "flows": spec.flows,
+              "busy_poll": spec.polls(not sends, cpu, local_ip),
+              "proto": proto, "cpu": cpu, "sock_buf": sock_buf, "flip": spec.flip,
+              "access_recv": spec.access_recv})
+    if remote is not None:
+        w["remote"] = remote
+    return w
+
+
+class ProtocolError(Exception):
+    """The peer broke the control protocol."""
+
+
+def send_msg(sock: socket.socket, op: str, **fields) -> None:
+    data = json.dumps({"v": PROTOCOL, "op": op, **fields}).encode()
+    if len(data) > MAX_MESSAGE:
+        raise ProtocolError(f"{op}: message of {len(data)} bytes is over {MAX_MESSAGE}")
+    sock.sendall(struct.pack("!I", len(data)) + data)
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("the peer closed the control connection")
+        buf += chunk
+    return bytes(buf)
+
+
+def recv_msg(sock: socket.socket) -> dict:
+    """One message; ProtocolError if it is oversized, not JSON, or not ours."""
+    (n,) = struct.unpack("!I", _recv_exact(sock, 4))
+    if n > MAX_MESSAGE:
+        raise ProtocolError(f"message of {n} bytes is over the limit of {MAX_MESSAGE}")
+    try:
+        msg = json.loads(_recv_exact(sock, n))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ProtocolError(f"message is not JSON: {exc}") from None
+    if not isinstance(msg, dict) or not isinstance(msg.get("op"), str):
+        raise ProtocolError("message is not an object with an op")
+    if msg.get("v") != PROTOCOL:
+        raise ProtocolError(f"protocol version {msg.get('v')!r}; this perfkit speaks {PROTOCOL}")
+    return msg
+
+
+def snapshot_out(snaps) -> list:
+    """Engine snapshot -> JSON: counters and the non-empty histogram buckets."""
+    return [{"c": list(c), "h": [[i, v] for i, v in enumerate(h) if v]} for c, h in snaps]
+
+
+def snapshot_in(workers: list) -> list:
+    out = []
+    for w in workers:
+        h = [0] * len(Histogram.LOWER)
+        for i, v in w["h"]:
+            h[int(i)] = int(v)
+        out.append(([int(x) for x in w["c"]], h))
+    return out
+
+
+def sctp_unavailable() -> str | None:
+    """None where the kernel has SCTP, else why not."""
+    try:
+        socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_SCTP).close()
+        return None
+    except OSError as exc:
+        return f"this kernel has no SCTP ({exc.strerror})"
+
+
+class Control:
+    """The client's end of a control connection."""
+
+    def __init__(self, host: str, port: int = DEFAULT_PORT, token: str | None = None,
+                 wait_server: float = WAIT_SERVER_S, timeout: float = CONTROL_TIMEOUT_S):
+        token = token if token is not None else os.environ.get("PERFKIT_TOKEN") or None
+        self.timeout = timeout
+        self.last_request = time.monotonic()
+        self.broken = None   # why the connection was given up: a late answer would answer the wrong request
+        deadline = time.monotonic() + wait_server
+        while True:   # as qperf -ws: a server not listening yet is tried again until the deadline
+            try:
+                self.sock = socket.create_connection(
+                    (host, port), timeout=min(CONTROL_TIMEOUT_S, max(deadline - time.monotonic(), 1.0)))
+                self.sock.settimeout(timeout)   # the connect's own timeout is not the requests'
+                break
+            except OSError as exc:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    waited = f" (tried for {wait_server:g} s)" if wait_server > 0 else ""
+                    raise EngineError(f"cannot reach perfkit serve at {host} port {port}: "
+                                      f"{exc.strerror or exc}{waited}") from None
+                time.sleep(min(WAIT_SERVER_RETRY_S, left))   # the last try falls on the deadline
+        hello = self.request("hello", token=token)
+        self.remote_env = hello["env"]
+        self.remote_counters = hello.get("counters")   # the order its counters come in
+
+    def request(self, op: str, **fields) -> dict:
+        if self.broken:
+            raise EngineError(f"control connection: closed after {self.broken}")
+        self.last_request = time.monotonic()
+        try:
+            send_msg(self.sock, op, **fields)
+            reply = recv_msg(self.sock)
+        except (OSError, ConnectionError, ProtocolError) as exc:
+            self.broken = (f"no answer to {op} from the server in {self.timeout:g} s (loc_timeout, -lto)"
+                           if isinstance(exc, TimeoutError) else str(exc))
+            self.sock.close()
+            raise EngineError(f"control connection: {self.broken}") from None
+        if reply["op"] == "error":
+            raise EngineError(f"server: {reply.get('error')}")
+        return reply
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class RemoteHandle:
+    """An engine handle for perfkit.Run whose far end is a perfkit server: the local C
+    worker sends and the server's receives (flipped, the other way); snapshots hold both."""
+
+    def __init__(self, spec):
+        from perfkit._sock import SockEngine  # the native engine may be missing from a broken build
+        if spec.test.startswith("sctp") and (why := sctp_unavailable()):
+            raise ValueError(f"test: {spec.test} cannot run here: {why}")
+        loc_cpu = check_cpu_here(spec.loc_cpu_affinity, "loc_cpu_affinity")
+        self.flip = spec.flip
+        self.ctl = Control(spec.host, spec.port, spec.token, spec.wait_server, spec.loc_timeout)
+        self.keepalive_s = spec.rem_timeout / 3   # a message at least this often: the server waits rem_timeout
+        self.local = None
+        try:
+            local_ip = self.ctl.sock.getsockname()[0]
+            if self.ctl.remote_counters != list(COUNTER_NAMES):   # its counters would be read as others
+                raise EngineError(f"the server's perfkit ({self.ctl.remote_env.get('perfkit')}) counts other "
+                                  "things than this one: run the same perfkit build on both hosts")
+            udp_flip = spec.flip and spec.test.startswith("udp")
+            if udp_flip:   # bound first: the server sends to its port
+                self.local = SockEngine([end_worker(spec, False, local_ip, loc_cpu, spec.loc_sock_buf_size,
+                                                    port=spec.ip_port)])
+            # whether the far end polls is decided here, where both ends' CPUs are known (a
+            # latency test's two ends on one CPU must not spin): the server answers on spec.host
+            far_polls = spec.polls(not spec.flip, spec.rem_cpu_affinity, spec.host)
+            ready = self.ctl.request("prepare", test=spec.test, size=spec.size, flows=spec.flows,
+                                     duration=spec.duration, batch=spec.batch, gso=spec.gso,
+                                     busy_poll=far_polls, cpu=spec.rem_cpu_affinity,
+                                     sock_buf=spec.rem_sock_buf_size, flip=spec.flip,
+                                     rate=spec.messages_per_second or None, messages=spec.messages,
+                                     port=self.local.bound_port(0) if udp_flip else None, ip_port=spec.ip_port,
+                                     access_recv=spec.access_recv, timeout=spec.rem_timeout)
+            older = f"(perfkit {self.ctl.remote_env.get('perfkit')} there is older than"
+            if ready.get("cpu") != spec.rem_cpu_affinity:   # a server from before -rca ignores it
+                raise EngineError(f"rem_cpu_affinity: the server did not pin its worker to CPU "
+                                  f"{spec.rem_cpu_affinity} {older} -rca)")
+            if ready.get("sock_buf") != spec.rem_sock_buf_size:   # likewise before -rsb
+                raise EngineError(f"rem_sock_buf_size: the server did not set its socket buffers {older} -rsb)")
+            if bool(ready.get("flip")) != spec.flip:   # and before -f1
+                raise EngineError(f"flip: the server does not send {older} -f1)")
+            if ready.get("ip_port", 0) != spec.ip_port:   # and before -ip
+                raise EngineError(f"ip_port: the server did not take data port {spec.ip_port} {older} -ip)")
+            if ready.get("access_recv", False) != spec.access_recv:   # and before -ar
+                raise EngineError(f"access_recv: the server does not read what it receives {older} -ar)")
+            if ready.get("timeout", CONTROL_TIMEOUT_S) != spec.rem_timeout:   # and before -rto
+                raise EngineError(f"rem_timeout: the server does not wait {spec.rem_timeout:g} s {older} -rto)")
+            if not udp_flip:
+                self.local = SockEngine([end_worker(spec, not spec.flip, local_ip, loc_cpu, spec.loc_sock_buf_size,
+                                                    remote=(spec.host, int(ready["port"])))])
+        except BaseException:
+            if self.local is not None:
+                self.local.close()
+            self.ctl.close()
+            raise
+        recv_role = SERVER_ROLE[spec.test][0]
+        self.roles = ([recv_role, "remote_" + CLIENT_ROLE[spec.test]] if spec.flip
+                      else [CLIENT_ROLE[spec.test], "remote_" + recv_role])
+        self._last_remote = [([0] * len(COUNTERS), [0] * len(Histogram.LOWER))]
+        self._final = None
+        self._error = None
+        self._sender_done = False
+        self._asked_at = 0.0
+
+    def start(self):
+        self.local.start()
+        if self.flip:   # this end is ready: the server's sender may go
+            self.ctl.request("start")
+
+    def stop(self):
+        if self.flip and not self._sender_done:   # the sender is the server's
+            try:
+                self.ctl.request("stop")
+            except EngineError as exc:
+                self._error = self._error or str(exc)
+        self.local.stop()
+
+    def running(self):
+        """Flipped, the sender is the server's: ask it every FLIP_POLL_S whether it is done
+        (a UDP receiver here could not tell; a TCP one also sees EOF), then drain and end.
+        Either way a message goes at least every keepalive_s: the server gives up on a
+        client silent for rem_timeout (rows, which ask for its counters, may be further apart)."""
+        if not self.local.running():
+            return False
+        now = time.monotonic()
+        flip_due = self.flip and not self._sender_done and now - self._asked_at >= FLIP_POLL_S
+        if flip_due or now - self.ctl.last_request >= self.keepalive_s:
+            self._asked_at = now
+            try:
+                sending = self.ctl.request("running")["running"]
+                self._sender_done = self._sender_done or (self.flip and not sending)
+            except EngineError as exc:   # the server is gone: nothing more will arrive
+                self._error = self._error or str(exc)
+                self._sender_done = self.flip
+            if self._sender_done:
+                self.local.stop()
+        return self.local.running() > 0
+
+    def _remote_snap(self):
+        if self._final is not None:
+            return self._final
+        try:
+            return snapshot_in(self.ctl.request("counters")["workers"])
+        except EngineError as exc:
+            self._error = self._error or str(exc)
+            return None
+
+    def snapshot(self):
+        local = self.local.snapshot()
+        remote = self._remote_snap()
+        if remote is None:  # the server is gone: its last counters stand
+            remote = self._last_remote
+        self._last_remote = remote
+        return list(local) + list(remote)
+
+    def join(self):
+        if not self.flip:
+            self.local.join()
+        sent = self.local.flow_sent(0) if self.roles[0] == "udp_send" else []
+        try:
+            reply = self.ctl.request("finish", sent=sent)
+            self._final = snapshot_in(reply["workers"])
+            if reply.get("error"):
+                self._error = self._error or f"server: {reply['error']}"
+            if self.flip and self.roles[0] == "udp_recv" and reply.get("sent"):
+                # loss settles against what the server's sender sent, as the server's does
+                self.local.set_remote_sent(0, [int(x) for x in reply["sent"]])
+        except EngineError as exc:
+            self._error = self._error or str(exc)
+        finally:
+            if self.flip:
+                self.local.join()
+
+    def error(self):
+        return self.local.error() or self._error
+
+    def close(self):
+        self.local.close()
+        self.ctl.close()
+
+def quit_server(host: str, port: int = DEFAULT_PORT, token: str | None = None,
+                wait_server: float = WAIT_SERVER_S, timeout: float = CONTROL_TIMEOUT_S) -> None:
+    """Ask the server to stop."""
+    ctl = Control(host, port, token, wait_server, timeout)
+    try:
+        ctl.request("quit")
+    finally:
+        ctl.close()
