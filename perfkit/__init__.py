@@ -9,7 +9,7 @@ the command line or plain Python.
 from perfkit.engines import engines
 from perfkit.comparison import Comparison, compare
 from perfkit.errors import EngineError
-from perfkit.run import Run, load
+from perfkit.run import Run, load, set_report_writer
 from perfkit.remote import serve, test
 from perfkit.ratesearch import SearchResult, parse_criterion, search
 from perfkit.spec import SPECS
@@ -17,9 +17,17 @@ from perfkit.stats import COUNTERS, Histogram
 from perfkit.store import Store
 from perfkit.units import Rate, parse_duration, parse_rate, parse_size
 from perfkit.version import __version__
-from perfkit.ui import html as _html  # noqa: F401 (the face that writes run.report() and compare().report())
 
 globals().update(SPECS)   # every kind of test spec.SPECS knows: LocalTest, RemoteTest, ..., DpdkHttpClient
+
+
+def _write_report(obj, path, title: str | None = None) -> str:
+    """run.report() and compare(...).report(): the UI layer renders them (perfkit.ui.html)."""
+    from perfkit.ui.html import html_report  # the UI loads with the first report, not with perfkit
+    return html_report(obj, path, title=title)
+
+
+set_report_writer(_write_report)
 
 
 def run(spec, engine: str | None = None, interval: float = 1.0, subscribers=()) -> Run:

@@ -27,8 +27,8 @@ from perfkit.version import __version__
 
 POLL_S = 0.02  # how often the sampler checks whether the workers have finished
 
-# What writes HTML reports: a face above this layer (perfkit.ui.html, which perfkit's
-# __init__ imports) sets it; run.report() and Comparison.report() go through it.
+# What writes HTML reports: the face above this layer sets it (perfkit's __init__, with
+# perfkit.ui.html_report); run.report() and Comparison.report() go through it.
 _report_writer: Callable | None = None
 
 
@@ -41,7 +41,7 @@ def set_report_writer(fn: Callable) -> None:
 def write_report(obj, path, title: str | None = None) -> str:
     """The HTML report of obj (a finished Run or a Comparison) at path, by the writer set."""
     if _report_writer is None:
-        raise RuntimeError("report: no report writer: import perfkit.ui.html (import perfkit does)")
+        raise RuntimeError("report: no report writer set (import perfkit sets perfkit.ui.html_report)")
     return _report_writer(obj, path, title=title)
 
 

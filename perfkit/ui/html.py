@@ -19,7 +19,7 @@ from pathlib import Path
 
 from perfkit.comparison import Comparison, compare
 from perfkit.report import summary_text
-from perfkit.run import Run, set_report_writer
+from perfkit.run import Run
 from perfkit.ui import charts
 from perfkit.units import rate_text
 from perfkit.version import __version__
@@ -189,5 +189,3 @@ def html_report(obj, path, title: str | None = None) -> str:
     os.replace(tmp, path)
     return str(path)
 
-
-set_report_writer(html_report)   # run.report() and Comparison.report() write through this
