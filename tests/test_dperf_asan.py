@@ -17,7 +17,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 # the UDP engine's units (native/meson.build): the ports, EAL and pool the driver's engines use
-DPDK_UNITS = ("dpdk_engine.c", "eal.c", "port.c", "port_kdrops.c", "memif.c")
+DPDK_UNITS = ("dpdk_engine.c", "eal.c", "port.c", "port_kdrops.c", "memif.c",
+              "udp_rx.c", "udp_gen.c", "udp_fwd.c", "udp_neigh.c", "udp_icmp.c")
 
 
 @pytest.fixture(scope="module")
