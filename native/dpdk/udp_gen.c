@@ -191,15 +191,27 @@ static void gen_unbuild(worker *w)
     w->npend = 0;
 }
 
-/* A generator whose frames come back: receive until they have all had time to
- * return. With the reflector in this engine: until it has finished and our rx
- * has then been quiet; else quiet QUIET_NS after done_at. Bounded by the hard end. */
+/* Is a worker on port p still running? */
+static inline int port_running(const pk_dpdk_engine *e, const pk_dpdk_port *p)
+{
+    for (int j = 0; j < e->n; j++)
+        if (e->w[j].port == p && __atomic_load_n(&e->w[j].running, __ATOMIC_ACQUIRE))
+            return 1;
+    return 0;
+}
+
+/* A generator that receives after it has sent, until its rx has been quiet QUIET_NS after the
+ * other side is done (bounded by the hard end). Its frames come back (track 1): the other side
+ * is the reflector in this engine, done when every worker on its port has finished; with the
+ * reflector elsewhere, quiet after done_at. Bidirectional (track 2): the generators feeding
+ * its port, done when they have all stopped sending. */
 static void receive_until_quiet(worker *w, uint64_t done_at)
 {
     const timebase *tb = &w->engine->tb;
     const uint64_t quiet = tb_cycles(tb, QUIET_NS), hard = w->engine->hard_end;
-    const worker *peer = w->cfg.peer >= 0 ? &w->engine->w[w->cfg.peer] : NULL;
-    uint64_t last = done_at, peer_done_at = peer ? 0 : done_at;
+    const int back = w->cfg.track == 1;
+    const worker *peer = back && w->cfg.peer >= 0 ? &w->engine->w[w->cfg.peer] : NULL;
+    uint64_t last = done_at, others_at = back && !peer ? done_at : 0;
     uint32_t idle = 0;
     for (;;) {
         uint64_t now = rte_rdtsc();
@@ -212,47 +224,14 @@ static void receive_until_quiet(worker *w, uint64_t done_at)
         }
         if (now >= hard)
             break;
-        if (!peer_done_at) {
-            int busy = 0;
-            for (int j = 0; j < w->engine->n && !busy; j++)
-                busy = w->engine->w[j].port == peer->port &&
-                       __atomic_load_n(&w->engine->w[j].running, __ATOMIC_ACQUIRE);
-            if (busy)
+        if (!others_at) {
+            int any;
+            if (back ? port_running(w->engine, peer->port) : !feeders_done(w, &any))
                 continue;
-            peer_done_at = rte_rdtsc();  /* everything it sent is on its way to us now */
+            others_at = rte_rdtsc();  /* everything they sent is on its way to us now */
             continue;
         }
-        uint64_t since = last > peer_done_at ? last : peer_done_at;
-        if (now > since && now - since >= quiet)
-            break;
-    }
-}
-
-/* A generator that also receives the other side's flows (bidirectional): receive
- * until the generators feeding its port are done and its rx has been quiet. */
-static void receive_until_fed(worker *w, uint64_t done_at)
-{
-    const timebase *tb = &w->engine->tb;
-    const uint64_t quiet = tb_cycles(tb, QUIET_NS), hard = w->engine->hard_end;
-    uint64_t last = done_at, fed_at = 0;
-    uint32_t idle = 0;
-    for (;;) {
-        uint64_t now = rte_rdtsc();
-        if (pkd_rx_service(w)) {
-            last = now;
-            idle = 0;
-        } else if (++idle >= IDLE_YIELD) {
-            idle = 0;
-            sched_yield();
-        }
-        if (now >= hard)
-            break;
-        int any;
-        if (!feeders_done(w, &any))
-            continue;
-        if (!fed_at)
-            fed_at = now;
-        uint64_t since = last > fed_at ? last : fed_at;
+        uint64_t since = last > others_at ? last : others_at;
         if (now > since && now - since >= quiet)
             break;
     }
@@ -376,10 +355,8 @@ void pkd_run_gen(worker *w)
     w->cpu_frozen = 1;    /* the CPU counters cover the sending time */
     gen_unbuild(w);
     __atomic_store_n(&w->done_sending, 1, __ATOMIC_RELEASE);
-    if (w->cfg.track == 1)
+    if (w->cfg.track == 1 || w->cfg.track == 2)
         receive_until_quiet(w, done);
-    else if (w->cfg.track == 2)
-        receive_until_fed(w, done);
 }
 
 /* A generator's frame sizes, template, flow counters and tuple odometer (other roles: nothing). */
