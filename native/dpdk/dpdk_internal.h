@@ -242,6 +242,16 @@ static inline uint64_t words64(uint64_t v) { return words32((uint32_t)v) + words
 static inline uint16_t rd16(const uint8_t *p) { return (uint16_t)((p[0] << 8) | p[1]); }
 static inline void wr16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v >> 8); p[1] = (uint8_t)v; }
 
+/* A frame sent back where it came from: its Ethernet and IPv4 addresses swapped in place
+ * (ip: its IPv4 header; the sums stay the same). */
+static inline void swap_eth_ip4(uint8_t *d, uint8_t *ip)
+{
+    uint8_t t6[6];
+    uint8_t t4[4];
+    memcpy(t6, d, 6); memcpy(d, d + 6, 6); memcpy(d + 6, t6, 6);
+    memcpy(t4, ip + 12, 4); memcpy(ip + 12, ip + 16, 4); memcpy(ip + 16, t4, 4);
+}
+
 /* Counters, once per rx burst. */
 typedef struct rx_acc {
     uint64_t pkts, bytes, udp, tcp, arp, icmp, other, bad, lost, dup, reorder;

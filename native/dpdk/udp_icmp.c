@@ -25,10 +25,7 @@ int pkd_handle_icmp(worker *w, struct rte_mbuf *m, uint8_t *ip, uint32_t ihl, ui
         return ACT_FREE;
     }
     /* echo reply: swap addresses, type 0, checksum +0x0800, drop any padding */
-    uint8_t t6[6];
-    uint8_t t4[4];
-    memcpy(t6, d, 6); memcpy(d, d + 6, 6); memcpy(d + 6, t6, 6);
-    memcpy(t4, ip + 12, 4); memcpy(ip + 12, ip + 16, 4); memcpy(ip + 16, t4, 4);
+    swap_eth_ip4(d, ip);
     memcpy(d + 6, w->port->mac, 6);
     ip[8] = 64;
     ip[10] = ip[11] = 0;

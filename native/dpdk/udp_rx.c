@@ -154,11 +154,8 @@ static int handle_frame(worker *w, struct rte_mbuf *m, uint64_t now_ns, rx_acc *
             track_payload(w, l4 + UDP_LEN, plen, now_ns, a);
         if (w->cfg.role == PK_DPDK_REVERSE && me != 0 &&
             rte_be_to_cpu_32(dst) - rte_be_to_cpu_32(me) < (w->cfg.dst_ips ? w->cfg.dst_ips : 1u)) {
-            uint8_t t6[6];
-            uint8_t t4[4];
             uint8_t t2[2];
-            memcpy(t6, d, 6); memcpy(d, d + 6, 6); memcpy(d + 6, t6, 6);
-            memcpy(t4, ip + 12, 4); memcpy(ip + 12, ip + 16, 4); memcpy(ip + 16, t4, 4);
+            swap_eth_ip4(d, ip);
             memcpy(t2, l4, 2); memcpy(l4, l4 + 2, 2); memcpy(l4 + 2, t2, 2);
             /* swaps keep both checksums: the sums are the same */
             if (w->port->kernel && ulen <= l4room)
