@@ -16,6 +16,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# the UDP engine's units (native/meson.build): the ports, EAL and pool the driver's engines use
+DPDK_UNITS = ("dpdk_engine.c", "eal.c", "port.c", "port_kdrops.c", "memif.c",
+              "udp_rx.c", "udp_gen.c", "udp_fwd.c", "udp_neigh.c", "udp_icmp.c")
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +34,7 @@ def driver(tmp_path_factory):
     exe = tmp_path_factory.mktemp("tff") / "tcp_frame_fuzz"
     subprocess.run([cc, "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
                     "-I", str(ROOT / "native/dpdk"), "-I", str(ROOT / "native/include"), *cflags,
-                    str(ROOT / "tests/native/tcp_frame_fuzz.c"), str(ROOT / "native/dpdk/dpdk_engine.c"),
+                    str(ROOT / "tests/native/tcp_frame_fuzz.c"), *(str(ROOT / "native/dpdk" / f) for f in DPDK_UNITS),
                     "-o", str(exe), *libs, "-lpthread"], check=True, timeout=300)
     return exe
 

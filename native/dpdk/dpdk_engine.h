@@ -16,6 +16,9 @@
  *                        rte_eth_from_rings; the rings go when both ends are closed.
  * Every frame buffer comes from one process-wide mempool made at EAL init, so a
  * closed engine or port can be checked for leaks: the pool is full again.
+ *
+ * The code is cut by concern (EAL, ports, memif, generator, receiver, forwarder, ARP, ICMP,
+ * the engine): dpdk_internal.h lists the units and holds what they share.
  */
 #ifndef PERFKIT_DPDK_ENGINE_H
 #define PERFKIT_DPDK_ENGINE_H
