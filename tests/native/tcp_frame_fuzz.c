@@ -1,9 +1,9 @@
-/* tcp_engine.c's receive path under ASan + UBSan, outside Python (issue 6: every packet
+/* The DPDK TCP engine's receive path under ASan + UBSan, outside Python (issue 6: every packet
  * bounds-checked, IPv6 and IPv4).
  *
- * It includes tcp_engine.c itself and feeds its real handle_frame() frames that are each
- * in a heap block of exactly their length (a fake mbuf points at it), so any read past a
- * frame is an ASan report. Four engines (server and client, IPv6 and IPv4) on net_null
+ * Linked with the engine's units (native/dpdk/tcp_*.c), it feeds their real tcp_handle_frame()
+ * frames that are each in a heap block of exactly their length (a fake mbuf points at it), so
+ * any read past a frame is an ASan report. Four engines (server and client, IPv6 and IPv4) on net_null
  * ports, built by pk_tcp_create as in production but not started: this thread plays the
  * worker. Frames are random but shaped: Ethernet (sometimes 802.1Q), IPv6 or IPv4 with
  * random lengths, TCP with random flags/offsets/options/payload, ICMPv6 echo and Neighbor
@@ -15,7 +15,7 @@
  * prints "frames N bad B tcp T icmp I replies R opened O ..." per engine; exits 3 when the
  * engine's counters do not add up (every frame is counted exactly once as received).
  */
-#include "tcp_engine.c"
+#include "tcp_internal.h"
 
 #include <inttypes.h>
 #include <unistd.h>
@@ -179,7 +179,7 @@ static uint32_t make_frame(fz *z, uint8_t *f)
         uint32_t idx = chance(60) ? hot[rnd() % 16] % e->nsock : rnd() % e->nsock;
         tsock *s = &e->socks[idx];
         tuple4 t;
-        sock_tuple(e, idx, &t);
+        tcp_sock_tuple(e, idx, &t);
         uint16_t lport = z->server ? t.cport : t.sport, rport = z->server ? t.sport : t.cport;
         uint32_t seq = rnd(), ack = rnd();
         uint8_t flags = (uint8_t)(rnd() & 0x3f);
@@ -324,7 +324,7 @@ static int fuzz(fz *z, uint64_t iters)
     for (uint64_t i = 0; i < iters; i++) {
         if (!z->server && i % 16 == 0) {        /* the client opens connections as it runs */
             e->launching = 1;
-            launch(e, now, t0);
+            tcp_launch(e, now, t0);
         }
         uint32_t len = make_frame(z, f);
         uint8_t *heap = malloc(len ? len : 1);  /* exactly the frame: ASan sees any read past it */
@@ -339,7 +339,7 @@ static int fuzz(fz *z, uint64_t iters)
         pk_add(&e->c, PK_pkts_rx, 1);
         z->frames++;
         uint64_t deep = pk_read(&e->c, PK_tcp_rx) + pk_read(&e->c, PK_icmp_rx);
-        int rep = handle_frame(e, &mb, now);
+        int rep = tcp_handle_frame(e, &mb, now);
         if (z->last_ext) {
             z->ext++;
             z->ext_deep += pk_read(&e->c, PK_tcp_rx) + pk_read(&e->c, PK_icmp_rx) != deep;
@@ -353,13 +353,13 @@ static int fuzz(fz *z, uint64_t iters)
         }
         free(heap);
         if (e->ntx > TXQ / 2)
-            tx_flush_mode(e, 1);
+            tcp_tx_flush_mode(e, 1);
         now += e->hz / 20000;                    /* 50 us a frame */
         if (chance(2))
             now += e->rto_c;                     /* retransmissions, give-ups */
-        run_timers(e, now);
+        tcp_run_timers(e, now);
     }
-    tx_flush_mode(e, 1);
+    tcp_tx_flush_mode(e, 1);
     const pk_counter_block *c = &e->c;
     uint64_t seen = pk_read(c, PK_tcp_rx) + pk_read(c, PK_icmp_rx) + pk_read(c, PK_arp_rx) +
                     pk_read(c, PK_udp_rx) + pk_read(c, PK_other_rx) + pk_read(c, PK_bad_rx);

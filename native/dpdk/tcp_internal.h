@@ -1,0 +1,341 @@
+/* What perfkit's DPDK TCP units (tcp_*.c) share: constants, the socket and engine structs,
+ * the hot inline helpers, and each unit's functions for the others. Not for Cython: the
+ * public face is tcp_engine.h. */
+#ifndef PERFKIT_TCP_INTERNAL_H
+#define PERFKIT_TCP_INTERNAL_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "tcp_engine.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include <rte_cycles.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_ip.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+#include <rte_prefetch.h>
+
+#include "perfkit/counters.h"
+#include "perfkit/csum.h"   /* sum16, fold */
+#include "perfkit/hist.h"
+#include "perfkit/ip6ext.h"
+
+#define ETH_LEN 14
+#define IP_LEN 20
+#define IP6_LEN 40
+#define TCP_LEN 20
+#define FCS_LEN 4
+#define TXQ 32768                   /* frames held while the peer's ring is full (a peer descheduled for 10 ms on a shared machine misses 30k frames at 1M connections/s); a power of 2 */
+#define TIMER_BUDGET 1024           /* timer expiries handled per loop */
+#define DRAIN_BATCH 256             /* CLIENT: idle keep-alive connections closed per loop at the end */
+#define ARP_RETRY_NS 200000000ull
+#define ARP_GIVE_UP_NS 3000000000ull   /* of asking with the link up */
+#define LINK_GIVE_UP_NS 10000000000ull /* of asking in all, the link down part of it */
+#define MAX_HDR_BYTES 8192          /* request/response headers longer than this are malformed */
+#define NIC_EVERY_NS 100000000ull
+#define RCV_WINDOW 65535
+#define PREFAULT_MAX (256u << 20)   /* socket tables up to this size are taken at create */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+#define RX_ROUNDS 8                 /* receive bursts a loop pass at most, while they come full */
+#define STASH 32                    /* mbufs taken from the pool at once for transmit */
+#define MSS_DEFAULT(e) ((e)->cfg.ipv6 ? 1220u : 536u)   /* a peer's MSS without the option (RFC 9293, 8200) */
+
+enum { TH_FIN = 0x01, TH_SYN = 0x02, TH_RST = 0x04, TH_PSH = 0x08, TH_ACK = 0x10 };
+enum { S_CLOSED = 0, S_SYN_SENT, S_SYN_RCVD, S_ESTAB };
+enum {                              /* tsock.flags */
+    F_SENDING = 0x01,               /* a message is in flight: una < msg_len */
+    F_WANT_FIN = 0x02,              /* FIN goes with (or right after) the message */
+    F_FIN_SENT = 0x04,
+    F_FIN_ACKED = 0x08,
+    F_FIN_RCVD = 0x10,
+    F_HAVE_CL = 0x20,               /* CLIENT: the response has a Content-Length */
+    F_WAITING = 0x40,               /* CLIENT: request out, response not whole yet */
+    F_CHUNKED = 0x80,               /* CLIENT: the response is chunked */
+};
+enum { TL_NONE = 0, TL_RTO = 1, TL_KA = 2, TL_N = 3 };
+enum { P_VER = 0, P_CODE, P_LINE, P_LSTART, P_NAME, P_CLVAL, P_TENAME, P_TEVAL, P_LF_END, P_BODY,
+       P_CSIZE, P_CEXT, P_CDATA, P_CCRLF, P_TRAILER, P_TLINE, P_TLF, P_DONE };
+#define MAX_CHUNK_LINE 64           /* a chunk-size line longer than this is malformed */
+
+/* One socket: one cache line. Its addresses and ports are its index in the table. */
+typedef struct tsock {
+    uint32_t tnext, tprev;          /* timer list links: index + 1, 0 = none */
+    uint64_t deadline;              /* TSC */
+    uint64_t t0;                    /* TSC: CLIENT request sent (response time), SYN sent (connect);
+                                       SERVER SYN-ACK sent */
+    uint32_t rcv_nxt;
+    uint32_t snd_base;              /* sequence number of the message's first byte (or of our FIN) */
+    uint32_t una, nxt;              /* message bytes acknowledged, sent */
+    uint32_t body_left;             /* CLIENT: response body bytes still to come */
+    uint32_t iss;
+    uint16_t win;                   /* the peer's window (no scaling: we never offer it) */
+    uint16_t mss;
+    uint16_t reqs;                  /* CLIENT: requests sent on this connection */
+    uint16_t hdr_bytes;             /* header bytes seen of the message being received */
+    uint16_t status;                /* CLIENT: response status */
+    uint8_t state, flags, tl, retries, parse, match;
+} __attribute__((aligned(64))) tsock;
+
+_Static_assert(sizeof(tsock) == 64, "a socket is one cache line");
+
+struct pk_tcp_engine {
+    pk_counter_block c;             /* first: cache-line aligned, this worker writes it */
+    pk_hist hist;                   /* CLIENT: response times; SERVER: none */
+    pk_tcp_cfg cfg;
+    pk_dpdk_port *port;
+    int port_ok;                    /* pk_dpdk_port_burst_ok said yes since the last poll_idle */
+    uint16_t pid;
+    uint8_t mac[6];
+    struct rte_mempool *pool;
+
+    tsock *socks;
+    uint32_t nsock;
+    size_t map_len;
+    uint32_t nports_c;              /* CLIENT: lport_hi - lport_lo + 1 */
+    uint32_t slots;                 /* client addresses */
+    uint8_t *msg;                   /* the one request or response */
+    uint64_t *psum;                 /* psum[k]: sum of msg's 16-bit words before byte 2k */
+    uint32_t msg_len;
+    uint32_t head[TL_N], tail[TL_N];
+    uint64_t rto_c, ka_c, hz;
+
+    uint8_t peer_mac[6];
+    int peer_mac_ok;
+    uint32_t l2;                    /* Ethernet header bytes: 14, or 18 with an 802.1Q tag */
+    uint8_t ip6_tmpl[IP6_LEN];      /* IPv6 header template: this role's addresses, the client's last 4 bytes 0 */
+    uint64_t ph6_sum;               /* its addresses summed (pseudo header): a segment adds the client's last 4 */
+    struct rte_mbuf *tx[TXQ];
+    uint32_t txlen[TXQ];
+    uint32_t txh, ntx;              /* a circular queue: first frame, frames queued */
+    uint64_t current;               /* sockets not CLOSED */
+    uint64_t lat_min;
+    uint32_t iss_seed;
+    /* transmit mbufs: taken STASH at a time from this worker's pool cache, the next one's
+     * lines prefetched while this one is written (a pool's mbufs can be cold: the cache
+     * refills from the pool's ring, which hands them out in FIFO order) */
+    struct rte_mempool_cache *mcache;
+    struct rte_mbuf *stash[STASH];
+    uint32_t nstash, stash_i;
+    uint32_t data_at;               /* a pool mbuf's first data byte, from the mbuf's start */
+    uint8_t ip4_tmpl[IP_LEN];       /* the IPv4 header's fixed part (no length, addresses, checksum) */
+    uint64_t ip4_sum;               /* its sum */
+    uint64_t div_l, div_p;          /* n / listen_num, n / nports_c as (M * n) >> 64 (0: divide by 1) */
+
+    /* CLIENT */
+    uint32_t cursor;
+    uint64_t launched;
+    int launching, draining;
+
+    uint64_t nic_base[3], last_nic;
+    pthread_t thread;
+    int started, running, stop;
+    int kernel;                  /* the port takes frames from a Linux stack (tcp_csum_ok) */
+    char err[512];
+};
+
+typedef struct tuple4 {
+    uint32_t cip;                   /* host order */
+    uint16_t cport, sport;          /* the client's port, the server's */
+} tuple4;
+
+typedef struct seg {
+    uint32_t sip, dip;              /* host order */
+    uint16_t sport, dport;
+    uint32_t seq, ack;
+    uint8_t flags;
+    uint16_t win;
+    uint16_t mss;                   /* the MSS option, 0 = none */
+    const uint8_t *data;
+    uint32_t len;
+    const uint8_t *smac;
+    const uint8_t *sa, *da;         /* the addresses in the packet (IPv6: sip, dip are their last 4 bytes) */
+} seg;
+
+/* Each unit's functions for the others (kept inside the extension). */
+#pragma GCC visibility push(hidden)
+
+/* tcp_socket.c */
+int tcp_ip_slot(const pk_tcp_engine *e, uint32_t ip_host, uint32_t *slot);
+void tcp_sock_tuple(const pk_tcp_engine *e, uint32_t idx, tuple4 *t);
+void tcp_sock_free(pk_tcp_engine *e, uint32_t idx, enum pk_counter_id how);
+void tcp_sock_abort(pk_tcp_engine *e, uint32_t idx, enum pk_counter_id why);
+void tcp_timer_del(pk_tcp_engine *e, uint32_t idx);
+void tcp_timer_add(pk_tcp_engine *e, uint32_t idx, int l, uint64_t now);
+void tcp_on_ka(pk_tcp_engine *e, uint32_t idx, uint64_t now);
+void tcp_run_timers(pk_tcp_engine *e, uint64_t now);
+
+/* tcp_output.c */
+void tcp_tx_flush_mode(pk_tcp_engine *e, int drop);
+void tcp_tx_flush(pk_tcp_engine *e);
+void tcp_end_flush(pk_tcp_engine *e);
+void tcp_mbuf_unstash(pk_tcp_engine *e);
+void tcp_tx_seg(pk_tcp_engine *e, uint32_t lip, uint32_t rip, uint16_t lport, uint16_t rport,
+                uint32_t seq, uint32_t ack, uint8_t flags, uint32_t off, uint32_t len);
+void tcp_sock_tx(pk_tcp_engine *e, uint32_t idx, uint32_t seq, uint8_t flags, uint32_t off, uint32_t len);
+int tcp_send_data(pk_tcp_engine *e, uint32_t idx, int at_least_one);
+void tcp_send_fin(pk_tcp_engine *e, uint32_t idx);
+void tcp_start_message(pk_tcp_engine *e, uint32_t idx, uint64_t now);
+void tcp_reply_nosock(pk_tcp_engine *e, const seg *g);
+
+/* tcp_input.c */
+void tcp_in(pk_tcp_engine *e, seg *gp, const uint8_t *d, const uint8_t *l4, uint32_t doff,
+            uint32_t l4len, uint64_t now);
+
+/* tcp_rx.c */
+int tcp_handle_frame(pk_tcp_engine *e, struct rte_mbuf *m, uint64_t now);
+uint16_t tcp_rx_burst(pk_tcp_engine *e, uint64_t now);
+
+/* tcp_neigh.c */
+int tcp_my_addr(const pk_tcp_engine *e, uint32_t ip_net);
+int tcp_handle_arp(pk_tcp_engine *e, uint8_t *d, uint32_t len, uint32_t l2);
+void tcp_send_arp_request(pk_tcp_engine *e);
+int tcp_my_addr6(const pk_tcp_engine *e, const uint8_t *a);
+void tcp_send_ns(pk_tcp_engine *e);
+int tcp_handle_icmp6(pk_tcp_engine *e, struct rte_mbuf *m, uint8_t *d, uint32_t l2, uint8_t *ip, uint8_t *ic,
+                     uint32_t plen);
+
+/* tcp_http.c */
+int tcp_server_scan(pk_tcp_engine *e, tsock *s, const uint8_t *p, uint32_t n);
+int tcp_client_parse(tsock *s, const uint8_t *p, uint32_t n);
+void tcp_client_request(pk_tcp_engine *e, uint32_t idx, uint64_t now);
+void tcp_client_close(pk_tcp_engine *e, uint32_t idx, uint64_t now);
+void tcp_client_response(pk_tcp_engine *e, uint32_t idx, uint64_t now);
+void tcp_launch(pk_tcp_engine *e, uint64_t now, uint64_t t_start);
+
+#pragma GCC visibility pop
+
+static inline uint16_t rd16(const uint8_t *p) { return (uint16_t)((p[0] << 8) | p[1]); }
+
+static inline uint32_t rd32(const uint8_t *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static inline void wr16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v >> 8); p[1] = (uint8_t)v; }
+
+static inline void wr32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16); p[2] = (uint8_t)(v >> 8); p[3] = (uint8_t)v;
+}
+
+/* sequence comparisons modulo 2^32 */
+static inline int seq_lt(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
+
+/* The sum of msg[a, b) from the prefix sums (a even), else directly. */
+static inline uint64_t msg_sum(const pk_tcp_engine *e, uint32_t a, uint32_t b)
+{
+    if (a & 1)
+        return sum16(e->msg + a, b - a, 0);
+    uint64_t s = e->psum[b / 2] - e->psum[a / 2];
+    if (b & 1) {
+        uint16_t x = 0;
+        memcpy(&x, e->msg + b - 1, 1);
+        s += x;
+    }
+    return s;
+}
+
+static inline uint32_t tsc_rand(pk_tcp_engine *e, uint64_t tsc)
+{
+    /* xorshift on the TSC (the pass's, read once): initial sequence numbers differ between connections */
+    uint32_t x = e->iss_seed ^ (uint32_t)tsc;
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    e->iss_seed = x;
+    return x;
+}
+
+/* n / d for a 32-bit n from M = 2^64 / d + 1 (exact for every 32-bit n and d > 1; M = 0
+ * stands for d = 1): a multiply instead of a division per segment. */
+static inline uint64_t div_magic(uint32_t d) { return d > 1 ? UINT64_MAX / d + 1 : 0; }
+
+static inline uint32_t fdiv(uint32_t n, uint64_t M)
+{
+    return M ? (uint32_t)(((unsigned __int128)M * n) >> 64) : n;
+}
+
+static inline void cnt(pk_tcp_engine *e, enum pk_counter_id id) { pk_add(&e->c, id, 1); }
+
+/* First-packet RTT from the TSC: a handshake answered on its first transmission. */
+static inline void record_rtt(pk_tcp_engine *e, uint64_t tsc)
+{
+    uint64_t ns = (uint64_t)((double)tsc * 1e9 / (double)e->hz);
+    pk_add(&e->c, PK_rtt_count, 1);
+    pk_add(&e->c, PK_rtt_sum_ns, ns);
+    if (ns > pk_read(&e->c, PK_rtt_max_ns))
+        pk_set(&e->c, PK_rtt_max_ns, ns);
+}
+
+/* Is the port ready for a burst? (a memif port: up; see pk_dpdk_port_burst_ok) */
+static inline int port_ready(pk_tcp_engine *e)
+{
+    return e->port_ok || (e->port_ok = pk_dpdk_port_burst_ok(e->port));
+}
+
+/* Queue a frame; 0 when the queue stays full and it is dropped (counted). */
+static inline int tx_put(pk_tcp_engine *e, struct rte_mbuf *m)
+{
+    if (e->ntx == TXQ)
+        tcp_tx_flush(e);
+    if (e->ntx == TXQ) {        /* the port takes nothing: this frame is lost */
+        rte_pktmbuf_free(m);
+        cnt(e, PK_drop_tx);
+        return 0;
+    }
+    uint32_t at = (e->txh + e->ntx++) & (TXQ - 1);
+    e->txlen[at] = rte_pktmbuf_pkt_len(m);
+    e->tx[at] = m;
+    return 1;
+}
+
+/* The Ethernet header (with the 802.1Q tag when a VLAN is set); returns its length. */
+static inline uint32_t put_l2(const pk_tcp_engine *e, uint8_t *d, const uint8_t *dst, uint16_t type)
+{
+    memcpy(d, dst, 6);
+    memcpy(d + 6, e->mac, 6);
+    if (e->cfg.vlan) {
+        wr16(d + 12, 0x8100);
+        wr16(d + 14, e->cfg.vlan);
+        wr16(d + 16, type);
+        return 18;
+    }
+    wr16(d + 12, type);
+    return ETH_LEN;
+}
+
+/* The sequence number after everything sent: the seq of a pure ACK or RST. */
+static inline uint32_t snd_next(const tsock *s)
+{
+    return s->snd_base + ((s->flags & F_SENDING) ? s->nxt : 0) + ((s->flags & F_FIN_SENT) ? 1 : 0);
+}
+
+static inline int needs_rto(const tsock *s)
+{
+    return s->state == S_SYN_SENT || s->state == S_SYN_RCVD || (s->flags & F_SENDING) ||
+           ((s->flags & F_FIN_SENT) && !(s->flags & F_FIN_ACKED));
+}
+
+/* The IPv6 pseudo header's upper-layer length and next header, summed (RFC 8200 8.1). */
+static inline uint64_t ph6_tail(uint32_t len, uint8_t nh)
+{
+    uint8_t b[8] = { (uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8), (uint8_t)len, 0, 0, 0, nh };
+    return sum16(b, 8, 0);
+}
+
+#endif
