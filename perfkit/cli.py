@@ -604,17 +604,19 @@ def _frames_text(spec) -> str:
     return f"frames of {mix} (mean {spec.mean_size:.1f} B)"
 
 
-# DpdkFlows options the socket engine has no counterpart for: (attribute, default)
-_DPDK_ONLY_FLOWS = (("port", None), ("peer", None), ("dst_mac", None), ("sizes", None), ("ramp_to", None), ("ramp_time", None),
-                    ("probe_rate", None), ("bidirectional", False), ("src_ips", 1), ("dst_ips", 1),
-                    ("sports", None), ("dports", 1), ("netns", None), ("ip", "198.18.0.1"),
-                    ("peer_ip", "198.18.0.2"), ("sport", 10000), ("dport", 9), ("burst", 32), ("cores", 1))
+# DpdkFlows options the socket engine has no counterpart for (their defaults: the fields')
+_DPDK_ONLY_FLOWS = ("port", "peer", "dst_mac", "sizes", "ramp_to", "ramp_time", "probe_rate", "bidirectional",
+                    "src_ips", "dst_ips", "sports", "dports", "netns", "ip", "peer_ip", "sport", "dport", "burst",
+                    "cores")
 _ETH_IP_UDP_FCS = 14 + 20 + 8 + 4   # a frame's bytes around its UDP payload
 
 
 def _socket_flows(a) -> int:
     """perfkit flows --engine socket: the same flows on kernel sockets, both ends here."""
-    given = [k for k, default in _DPDK_ONLY_FLOWS if getattr(a, k, default) not in (default, str(default))]
+    import dataclasses
+    from perfkit.spec import DpdkFlows
+    defaults = {**{f.name: f.default for f in dataclasses.fields(DpdkFlows)}, "port": None}   # --port has none
+    given = [k for k in _DPDK_ONLY_FLOWS if getattr(a, k, defaults[k]) not in (defaults[k], str(defaults[k]))]
     if given:
         raise ValueError(f"{given[0].replace('_', '-')}: the socket engine has no such option (dpdk engine only); "
                          "it sends --flows UDP flows of --size at --rate for --duration, --mode rxonly or reverse")
