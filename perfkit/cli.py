@@ -58,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     loc.add_argument("test", choices=LOCAL_TESTS, help="qperf's test names")
     for name in ("size", "rate", "flows"):
         _field_option(loc, LocalTest, name)
-    loc.add_argument("-t", "--duration", help="how long to send: 10s, 2m (default 10s; a --search trial: 1s)")
+    _field_option(loc, LocalTest, "duration", default=None)   # None: 10s, or a --search trial's 1s
     _count_option(loc)
     _field_option(loc, LocalTest, "host")
     loc.add_argument("--lab", nargs="?", const="", metavar="NAME",
@@ -104,9 +104,8 @@ def _parser() -> argparse.ArgumentParser:
     tst.add_argument("host", help="the server: loopback or a lab address")
     tst.add_argument("tests", nargs="+", metavar="TEST",
                      help=f"{' '.join(REMOTE_TESTS)}, conf (both hosts), quit (stop the server)")
-    tst.add_argument("-t", "--time", default="10s", help="time per test (default 10s)")
-    tst.add_argument("-m", "--msg-size", help="message size: 64, 1K, 64K; UDP up to 65507, TCP up to 1M, "
-                     "SCTP up to 64K (default as qperf: tcp_bw, sctp_bw 64K; udp_bw 32K; *_lat 1)")
+    for name in ("duration", "size"):   # -t --time, -m --msg-size
+        _field_option(tst, RemoteTest, name)
     _field_option(tst, RemoteTest, "rate")
     _field_option(tst, RemoteTest, "flows")
     _count_option(tst)
@@ -134,9 +133,7 @@ def _parser() -> argparse.ArgumentParser:
                           "no_msgs:1000:100000:*10")
     _field_option(tst, RemoteTest, "port", type=int)
     _field_option(tst, RemoteTest, "token")
-    tst.add_argument("--gso", default=None,
-                     help="udp_bw: datagrams per UDP GSO send, 0 = off, as qperf sends (default: 8 to a "
-                          "loopback server, else off)")
+    _field_option(tst, RemoteTest, "gso")
     _busy_poll_option(tst, "-rca, or -lca with -f1")
     _ends_options(tst, "this host's worker", "the server's worker")
     tst.add_argument("--interval", default="1s", help="row interval with --json (default 1s)")
@@ -150,7 +147,7 @@ def _parser() -> argparse.ArgumentParser:
     _field_option(flw, DpdkFlows, "port", default=None)   # no default port: perfkit flows asks for one
     for name in ("peer", "mode", "size", "rate", "flows"):
         _field_option(flw, DpdkFlows, name)
-    flw.add_argument("-t", "--duration", help="how long to send (default 10s; a --search trial: 1s)")
+    _field_option(flw, DpdkFlows, "duration", default=None)   # None: 10s, or a --search trial's 1s
     for name in ("ip", "peer_ip", "dst_mac", "sport", "dport", "burst", "src_ips", "dst_ips", "sports", "dports",
                  "sizes", "ramp_to", "ramp_time", "probe_rate", "probe_size", "bidirectional"):
         _field_option(flw, DpdkFlows, name)
