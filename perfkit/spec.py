@@ -370,7 +370,8 @@ class RemoteTest(_SocketTest):
     host: str = like(_SocketTest, "host", help="where perfkit serve runs: loopback or a lab address")
     gso: int | None = like(
         _SocketTest, "gso",
-        cli_help="udp_bw: datagrams per UDP GSO send, 0 = off, as qperf sends (default: 8 to a loopback server, else off)")
+        cli_help=("udp_bw: datagrams per UDP GSO send, 0 = off, as qperf sends (default: 8 to a loopback server, "
+                  "else off)"))
     port: int = opt(
         19800, help="the control port of perfkit serve on host", unit="port number", lo=0, hi=65535,
         short="-lp",

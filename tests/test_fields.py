@@ -162,9 +162,12 @@ def test_the_command_lines_options_for_spec_fields_are_the_fields_declarations(c
 
 def test_the_command_line_keeps_its_spellings():
     sp = _subparsers()
-    spelled = {"local": ["-t", "--duration", "-m", "--size", "-r", "--rate", "-f", "--flows", "--host", "--port", "--batch", "--gso"],
-               "test": ["-t", "--time", "-m", "--msg-size", "--gso", "-ws", "--wait-server", "-ip", "--ip-port", "-f1", "--flip", "-lp"],
-               "flows": ["-t", "--duration", "--port", "--peer-ip", "--src-ips", "--ramp-to", "--probe-size", "--bidirectional"],
+    spelled = {"local": ["-t", "--duration", "-m", "--size", "-r", "--rate", "-f", "--flows", "--host", "--port",
+                         "--batch", "--gso"],
+               "test": ["-t", "--time", "-m", "--msg-size", "--gso", "-ws", "--wait-server", "-ip", "--ip-port",
+                        "-f1", "--flip", "-lp"],
+               "flows": ["-t", "--duration", "--port", "--peer-ip", "--src-ips", "--ramp-to", "--probe-size",
+                         "--bidirectional"],
                "reflect": ["--udp-port", "--peer-dst-mac", "-t", "-f", "--ips", "--cores", "--netns"],
                "http": ["-u", "--users", "-X", "--method", "-d", "--data", "--timeout", "--connect-timeout"],
                "http-serve": ["--connections", "--size"]}
