@@ -63,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     loc.add_argument("test", choices=LOCAL_TESTS, help="qperf's test names")
     for name in ("size", "rate", "flows"):
         _field_option(loc, LocalTest, name)
-    loc.add_argument("-t", "--duration", help="how long to send: 10s, 2m (default 10s; a --search trial: 1s)")
+    _field_option(loc, LocalTest, "duration", default=None)   # None: 10s, or a --search trial's 1s
     _count_option(loc)
     _field_option(loc, LocalTest, "host")
     loc.add_argument("--lab", nargs="?", const="", metavar="NAME",
@@ -109,9 +109,8 @@ def _parser() -> argparse.ArgumentParser:
     tst.add_argument("host", help="the server: loopback or a lab address")
     tst.add_argument("tests", nargs="+", metavar="TEST",
                      help=f"{' '.join(REMOTE_TESTS)}, conf (both hosts), quit (stop the server)")
-    tst.add_argument("-t", "--time", default="10s", help="time per test (default 10s)")
-    tst.add_argument("-m", "--msg-size", help="message size: 64, 1K, 64K; UDP up to 65507, TCP up to 1M, "
-                     "SCTP up to 64K (default as qperf: tcp_bw, sctp_bw 64K; udp_bw 32K; *_lat 1)")
+    for name in ("duration", "size"):   # -t --time, -m --msg-size
+        _field_option(tst, RemoteTest, name)
     _field_option(tst, RemoteTest, "rate")
     _field_option(tst, RemoteTest, "flows")
     _count_option(tst)
@@ -139,9 +138,7 @@ def _parser() -> argparse.ArgumentParser:
                           "no_msgs:1000:100000:*10")
     _field_option(tst, RemoteTest, "port", type=int)
     _field_option(tst, RemoteTest, "token")
-    tst.add_argument("--gso", default=None,
-                     help="udp_bw: datagrams per UDP GSO send, 0 = off, as qperf sends (default: 8 to a "
-                          "loopback server, else off)")
+    _field_option(tst, RemoteTest, "gso")
     _busy_poll_option(tst, "-rca, or -lca with -f1")
     _ends_options(tst, "this host's worker", "the server's worker")
     tst.add_argument("--interval", default="1s", help="row interval with --json (default 1s)")
@@ -155,7 +152,7 @@ def _parser() -> argparse.ArgumentParser:
     _field_option(flw, DpdkFlows, "port", default=None)   # no default port: perfkit flows asks for one
     for name in ("peer", "mode", "size", "rate", "flows"):
         _field_option(flw, DpdkFlows, name)
-    flw.add_argument("-t", "--duration", help="how long to send (default 10s; a --search trial: 1s)")
+    _field_option(flw, DpdkFlows, "duration", default=None)   # None: 10s, or a --search trial's 1s
     for name in ("ip", "peer_ip", "dst_mac", "sport", "dport", "burst", "src_ips", "dst_ips", "sports", "dports",
                  "sizes", "ramp_to", "ramp_time", "probe_rate", "probe_size", "bidirectional"):
         _field_option(flw, DpdkFlows, name)
@@ -583,17 +580,19 @@ def _frames_text(spec) -> str:
     return f"frames of {mix} (mean {spec.mean_size:.1f} B)"
 
 
-# DpdkFlows options the socket engine has no counterpart for: (attribute, default)
-_DPDK_ONLY_FLOWS = (("port", None), ("peer", None), ("dst_mac", None), ("sizes", None), ("ramp_to", None), ("ramp_time", None),
-                    ("probe_rate", None), ("bidirectional", False), ("src_ips", 1), ("dst_ips", 1),
-                    ("sports", None), ("dports", 1), ("netns", None), ("ip", "198.18.0.1"),
-                    ("peer_ip", "198.18.0.2"), ("sport", 10000), ("dport", 9), ("burst", 32), ("cores", 1))
+# DpdkFlows options the socket engine has no counterpart for (their defaults: the fields')
+_DPDK_ONLY_FLOWS = ("port", "peer", "dst_mac", "sizes", "ramp_to", "ramp_time", "probe_rate", "bidirectional",
+                    "src_ips", "dst_ips", "sports", "dports", "netns", "ip", "peer_ip", "sport", "dport", "burst",
+                    "cores")
 _ETH_IP_UDP_FCS = 14 + 20 + 8 + 4   # a frame's bytes around its UDP payload
 
 
 def _socket_flows(a) -> int:
     """perfkit flows --engine socket: the same flows on kernel sockets, both ends here."""
-    given = [k for k, default in _DPDK_ONLY_FLOWS if getattr(a, k, default) not in (default, str(default))]
+    import dataclasses
+    from perfkit.spec import DpdkFlows
+    defaults = {**{f.name: f.default for f in dataclasses.fields(DpdkFlows)}, "port": None}   # --port has none
+    given = [k for k in _DPDK_ONLY_FLOWS if getattr(a, k, defaults[k]) not in (defaults[k], str(defaults[k]))]
     if given:
         raise ValueError(f"{given[0].replace('_', '-')}: the socket engine has no such option (dpdk engine only); "
                          "it sends --flows UDP flows of --size at --rate for --duration, --mode rxonly or reverse")

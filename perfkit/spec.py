@@ -186,7 +186,8 @@ class _SocketTest(_Serial):
         short="-f",
         cli_help="UDP flows (source ports), udp_bw only")
     duration: float | str = opt(
-        10.0, help="how long to send (10s, 2m, ...)", unit=SECONDS, range_text="above 0, at most 24h")
+        10.0, help="how long to send (10s, 2m, ...)", unit=SECONDS, range_text="above 0, at most 24h",
+        short="-t", cli_help="how long to send: 10s, 2m (default 10s; a --search trial: 1s)")
     host: str = opt(
         "127.0.0.1", help="where both ends bind: loopback or a lab address", unit="IP address",
         cli_help="loopback or lab address (default 127.0.0.1)")
@@ -363,7 +364,16 @@ class RemoteTest(_SocketTest):
     TESTS: ClassVar[tuple[str, ...]] = REMOTE_TESTS
     # redeclared for their help here (a dataclass field keeps its place in the order)
     test: str = opt("udp_bw", help="qperf's tests; sctp_* where the kernel has SCTP", choices=REMOTE_TESTS)
+    size: int | str | None = like(
+        _SocketTest, "size", flag="--msg-size",
+        cli_help=("message size: 64, 1K, 64K; UDP up to 65507, TCP up to 1M, SCTP up to 64K (default as qperf: "
+                  "tcp_bw, sctp_bw 64K; udp_bw 32K; *_lat 1)"))
+    duration: float | str = like(_SocketTest, "duration", flag="--time", cli_help="time per test (default 10s)")
     host: str = like(_SocketTest, "host", help="where perfkit serve runs: loopback or a lab address")
+    gso: int | None = like(
+        _SocketTest, "gso",
+        cli_help=("udp_bw: datagrams per UDP GSO send, 0 = off, as qperf sends (default: 8 to a loopback server, "
+                  "else off)"))
     port: int = opt(
         19800, help="the control port of perfkit serve on host", unit="port number", lo=0, hi=65535,
         short="-lp",
@@ -605,7 +615,8 @@ class DpdkFlows(_DpdkSpec):
         short="-f",
         cli_help="UDP flows (source ports, default 1)")
     duration: float | str = opt(
-        10.0, help="how long to send", unit=SECONDS, range_text="above 0, at most 24h")
+        10.0, help="how long to send", unit=SECONDS, range_text="above 0, at most 24h",
+        short="-t", cli_help="how long to send (default 10s; a --search trial: 1s)")
     ip: str = opt(
         "198.18.0.1", help="the port's own address; peer_ip: the destination (and the peer port's address)",
         unit="IPv4 address",

@@ -135,7 +135,8 @@ def _subparsers():
 
 @pytest.mark.parametrize("command, spec, names", [
     ("local", "LocalTest", ("size", "rate", "flows", "host", "port", "batch", "gso")),
-    ("test", "RemoteTest", ("rate", "flows", "wait_server", "ip_port", "flip", "port", "token")),
+    ("test", "RemoteTest", ("duration", "size", "rate", "flows", "wait_server", "ip_port", "flip", "port", "token",
+                            "gso")),
     ("flows", "DpdkFlows", ("peer", "mode", "size", "rate", "flows", "ip", "peer_ip", "dst_mac", "sport", "dport",
                             "burst", "src_ips", "dst_ips", "sports", "dports", "sizes", "ramp_to", "ramp_time",
                             "probe_rate", "probe_size", "bidirectional", "cores", "netns")),
@@ -161,12 +162,18 @@ def test_the_command_lines_options_for_spec_fields_are_the_fields_declarations(c
 
 def test_the_command_line_keeps_its_spellings():
     sp = _subparsers()
-    spelled = {"local": ["-m", "--size", "-r", "--rate", "-f", "--flows", "--host", "--port", "--batch", "--gso"],
-               "test": ["-m", "--msg-size", "-ws", "--wait-server", "-ip", "--ip-port", "-f1", "--flip", "-lp"],
-               "flows": ["--port", "--peer-ip", "--src-ips", "--ramp-to", "--probe-size", "--bidirectional"],
+    spelled = {"local": ["-t", "--duration", "-m", "--size", "-r", "--rate", "-f", "--flows", "--host", "--port",
+                         "--batch", "--gso"],
+               "test": ["-t", "--time", "-m", "--msg-size", "--gso", "-ws", "--wait-server", "-ip", "--ip-port",
+                        "-f1", "--flip", "-lp"],
+               "flows": ["-t", "--duration", "--port", "--peer-ip", "--src-ips", "--ramp-to", "--probe-size",
+                         "--bidirectional"],
                "reflect": ["--udp-port", "--peer-dst-mac", "-t", "-f", "--ips", "--cores", "--netns"],
                "http": ["-u", "--users", "-X", "--method", "-d", "--data", "--timeout", "--connect-timeout"],
                "http-serve": ["--connections", "--size"]}
     for command, flags in spelled.items():
         have = {s for a in sp[command]._actions for s in a.option_strings}
         assert set(flags) <= have, (command, set(flags) - have)
+    # where the command works the default out itself (10s, or a --search trial's 1s)
+    for command in ("local", "flows"):
+        assert sp[command].get_default("duration") is None
