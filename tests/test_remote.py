@@ -21,7 +21,6 @@ from perfkit import LocalTest, RemoteTest
 from perfkit.remote import (MAX_MESSAGE, PROTOCOL, Control, Server, parse_sweep, recv_msg,
                             send_msg, _sctp_available)
 
-sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helper is beside us
 from _sock import serving, two_cpus, worker_threads  # noqa: E402
 
 
