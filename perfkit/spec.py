@@ -11,6 +11,7 @@ import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import ClassVar
 
+from perfkit import sandbox
 from perfkit.units import Rate, parse_duration, parse_rate, parse_size
 
 # qperf's test names; each runs both ends in one process.
@@ -49,6 +50,7 @@ def check_target(host: str, field: str = "host") -> str:
     if not (ip.is_loopback or any(ip in net for net in LAB_NETS)):
         raise ValueError(f"{field}: {ip} is not allowed: use loopback (127.0.0.0/8, ::1) "
                          "or a lab host (198.18.0.0/15, 2001:2::/48)")
+    sandbox.check(ip, field)
     return str(ip)
 
 
@@ -490,6 +492,7 @@ def check_lab_ipv4(addr, field: str) -> str:
         raise ValueError(f"{field}: {addr!r} is not an IPv4 address") from None
     if ip not in LAB_NETS[0]:
         raise ValueError(f"{field}: {ip} is not allowed: DPDK ports use lab addresses (198.18.0.0/15)")
+    sandbox.check(ip, field)
     return str(ip)
 
 
@@ -506,6 +509,7 @@ def check_lab_ip(addr, field: str, version: int | None = None) -> str:
     if version is not None and ip.version != version:
         raise ValueError(f"{field}: {ip} is IPv{ip.version} but the port's address is IPv{version}: "
                          "one family per run")
+    sandbox.check(ip, field)
     return str(ip)
 
 
@@ -861,7 +865,7 @@ def _parse_url(url: str, field: str = "url") -> tuple[str, int, str]:
         path += "?" + parts.query
     if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in path):
         raise ValueError(f"{field}: {url!r} has spaces or control characters in its path (percent-encode them)")
-    return check_target(host, field), port, path
+    return sandbox.check(check_target(host, field), field), port, path
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,25 @@
-"""What every test shares: the markers that say what a test needs (each skipped with its
-reason where this machine lacks it) and the fixtures for a DPDK EAL and a lab."""
+"""What every test shares: the network guard, the markers that say what a test needs (each
+skipped with its reason where this machine lacks it) and the fixtures for a DPDK EAL and a lab.
+
+The network guard: the suite sends traffic only to loopback or to namespaces that the code
+itself creates. PERFKIT_SANDBOX=1 is set here for the whole session, so perfkit's own target
+checks (perfkit.sandbox) refuse anything else, in this process and in every child it starts
+(`perfkit` CLI runs, lab hosts); and while tests run, a Python socket in this process refuses
+to connect or send to an Internet address outside that rule before any packet leaves.
+"""
 from __future__ import annotations
 
 import functools
 import importlib
 import os
 import shutil
+import socket
 
 import pytest
+
+os.environ["PERFKIT_SANDBOX"] = "1"   # at import: before any test, and so before any child process
+
+from perfkit import sandbox  # noqa: E402 (after the environment it reads)
 
 
 # ------------------------------------------------------------------- markers
@@ -93,3 +105,56 @@ def lab():
         yield lab
     finally:
         lab.down()
+
+
+# ----------------------------------------------------- the socket backstop
+
+_INET = (socket.AF_INET, socket.AF_INET6)
+
+
+def _guard(sock, address, call: str) -> None:
+    """ConnectionRefusedError (before any packet) for an Internet destination outside the rule."""
+    if address is None or sock.family not in _INET or not isinstance(address, tuple) or not address:
+        return
+    host = address[0]
+    if not sandbox.allowed(host):
+        raise ConnectionRefusedError(
+            f"socket.{call} to {host!r} refused by the test suite's network guard: {sandbox.RULE}")
+
+
+def _connect(orig):
+    def connect(self, address):
+        _guard(self, address, orig.__name__)
+        return orig(self, address)
+    connect.__name__ = orig.__name__
+    return connect
+
+
+def _sendto(orig):
+    def sendto(self, data, *args):   # (data, address) or (data, flags, address)
+        _guard(self, args[-1] if args else None, "sendto")
+        return orig(self, data, *args)
+    return sendto
+
+
+def _sendmsg(orig):
+    def sendmsg(self, buffers, *args):   # (buffers, ancdata, flags, address)
+        _guard(self, args[2] if len(args) > 2 else None, "sendmsg")
+        return orig(self, buffers, *args)
+    return sendmsg
+
+
+@pytest.fixture(scope="session", autouse=True)
+def network_guard():
+    """Python sockets of this process refuse Internet destinations outside the rule while
+    tests run; unix and netlink sockets are not touched."""
+    mp = pytest.MonkeyPatch()
+    cls = socket.socket
+    mp.setattr(cls, "connect", _connect(cls.connect))
+    mp.setattr(cls, "connect_ex", _connect(cls.connect_ex))
+    mp.setattr(cls, "sendto", _sendto(cls.sendto))
+    mp.setattr(cls, "sendmsg", _sendmsg(cls.sendmsg))
+    try:
+        yield
+    finally:
+        mp.undo()
