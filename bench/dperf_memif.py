@@ -35,6 +35,8 @@ import sys
 import time
 from pathlib import Path
 
+os.environ["PERFKIT_SANDBOX"] = "1"   # the network guard (perfkit/sandbox.py), here and in every process started
+
 SERVER = r"""
 import json, sys
 a = json.loads(sys.argv[1])

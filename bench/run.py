@@ -41,6 +41,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+os.environ["PERFKIT_SANDBOX"] = "1"   # the network guard (perfkit/sandbox.py), here and in every process started
 HOST = "127.0.0.1"              # the only address any process here talks to
 HERE = Path(__file__).resolve().parent
 PEER_TOOLS = ("iperf3", "qperf", "sockperf")   # command name = Debian package name

@@ -589,8 +589,6 @@ _ETH_IP_UDP_FCS = 14 + 20 + 8 + 4   # a frame's bytes around its UDP payload
 
 def _socket_flows(a) -> int:
     """perfkit flows --engine socket: the same flows on kernel sockets, both ends here."""
-    import dataclasses
-    from perfkit.spec import DpdkFlows
     defaults = {**{f.name: f.default for f in dataclasses.fields(DpdkFlows)}, "port": None}   # --port has none
     given = [k for k in _DPDK_ONLY_FLOWS if getattr(a, k, defaults[k]) not in (defaults[k], str(defaults[k]))]
     if given:

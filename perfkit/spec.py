@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import ClassVar
 from urllib.parse import urlsplit
 
+from perfkit import sandbox
 from perfkit.fields import SECONDS, check_declared, like, opt, whole_number
 from perfkit.units import Rate, parse_duration, parse_rate, parse_size
 
@@ -52,6 +53,7 @@ def check_target(host: str, field: str = "host") -> str:
     if not (ip.is_loopback or any(ip in net for net in LAB_NETS)):
         raise ValueError(f"{field}: {ip} is not allowed: use loopback (127.0.0.0/8, ::1) "
                          "or a lab host (198.18.0.0/15, 2001:2::/48)")
+    sandbox.check(ip, field)
     return str(ip)
 
 
@@ -533,6 +535,7 @@ def check_lab_ipv4(addr, field: str) -> str:
         raise ValueError(f"{field}: {addr!r} is not an IPv4 address") from None
     if ip not in LAB_NETS[0]:
         raise ValueError(f"{field}: {ip} is not allowed: DPDK ports use lab addresses (198.18.0.0/15)")
+    sandbox.check(ip, field)
     return str(ip)
 
 
@@ -549,6 +552,7 @@ def check_lab_ip(addr, field: str, version: int | None = None) -> str:
     if version is not None and ip.version != version:
         raise ValueError(f"{field}: {ip} is IPv{ip.version} but the port's address is IPv{version}: "
                          "one family per run")
+    sandbox.check(ip, field)
     return str(ip)
 
 
@@ -981,7 +985,7 @@ def _parse_url(url: str, field: str = "url") -> tuple[str, int, str]:
         path += "?" + parts.query
     if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in path):
         raise ValueError(f"{field}: {url!r} has spaces or control characters in its path (percent-encode them)")
-    return check_target(host, field), port, path
+    return sandbox.check(check_target(host, field), field), port, path
 
 
 @dataclass(frozen=True)

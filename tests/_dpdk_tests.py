@@ -1,4 +1,4 @@
-"""What the DPDK test files share: the EAL fixture, counter reads, waiting for workers,
+"""What the DPDK test files share (the EAL fixture is in conftest.py): counter reads, waiting for workers,
 the Internet checksum for frames built by hand (from _labs.py) and a memif proxy that
 stalls a handshake. Import it after the importorskip of perfkit._dpdk (the test file skips
 first where perfkit has no DPDK)."""
@@ -15,17 +15,8 @@ import pytest
 
 from perfkit.stats import COUNTER_NAMES
 from perfkit.engines import dpdk
-from perfkit.errors import EngineError
 import _labs
 from _labs import csum, ping, udp_stats  # noqa: F401 (csum: the test files take it from here too)
-
-
-@pytest.fixture(scope="session")
-def eal():
-    try:
-        return dpdk.eal()
-    except EngineError as exc:
-        pytest.skip(f"DPDK EAL does not start here: {exc}")
 
 
 def counters(handle, worker):

@@ -58,15 +58,6 @@ def nginx_in_h2(lab, d, family=4):
     return Nginx(d, host=h2.ipv4 if family == 4 else f"[{h2.ipv6}]", netns=h2.netns)
 
 
-@pytest.fixture()
-def lab():
-    lab = lab_up_or_skip(lab_module_or_skip())
-    try:
-        yield lab
-    finally:
-        lab.down()
-
-
 def csum(data: bytes) -> int:
     """The Internet checksum (RFC 1071) of data."""
     if len(data) % 2:

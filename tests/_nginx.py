@@ -2,7 +2,6 @@
 (or an address given), optionally with TLS (a certificate the caller made).
 Used by the HTTP tests; the log format names every field a test reads."""
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -10,7 +9,7 @@ import time
 
 import pytest
 
-needs_nginx = pytest.mark.skipif(not shutil.which("nginx"), reason="nginx is not installed (Debian: nginx-light)")
+needs_nginx = pytest.mark.nginx   # conftest.py skips it where nginx is not installed
 
 CONF = """
 worker_processes 1;

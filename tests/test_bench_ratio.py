@@ -61,8 +61,8 @@ def test_pinned_two_hosts_give_both_tools_qperfs_affinity_options():
     assert th.pin_args(qperf=True) == ["-lca", "1", "-rca", "2"]   # qperf 0.4.11 counts from 1 (0: any)
 
 
-@pytest.mark.skipif(not __import__("shutil").which("qperf"), reason="qperf is not installed (CI installs it)")
-@pytest.mark.skipif(len(__import__("os").sched_getaffinity(0)) < 2, reason="needs two CPUs to pin apart")
+@pytest.mark.tools("qperf")
+@pytest.mark.two_cpus
 def test_qperf_puts_its_ends_where_the_bench_pins_perfkits():
     import os
     th = bench.TwoHosts("loopback", bench.Ports(47900))

@@ -5,9 +5,7 @@ voluntary context switches: a polling receiver hardly sleeps; a polling stream r
 reads that find nothing, seen by strace), in a lab and from a server as the client tells
 it, and that -vvu says so."""
 import os
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -15,7 +13,6 @@ import perfkit
 from perfkit import LocalTest, RemoteTest
 from perfkit.report import used_params
 
-sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
 from _labs import lab_module_or_skip, lab_up_or_skip  # noqa: E402
 from _sock import needs_strace, serving, syscalls_of, two_cpus, worker_threads  # noqa: E402
 

@@ -22,9 +22,7 @@ from perfkit import lab as pklab
 dl = pytest.importorskip("perfkit._delayline", reason="perfkit._delayline is not built")
 DelayLine = dl.DelayLine
 
-ROOT = pklab.have_privileges()
-needs_root = pytest.mark.skipif(not ROOT, reason="lab tests need root (CAP_NET_ADMIN and "
-                                                  "CAP_SYS_ADMIN) to create network namespaces")
+needs_root = pytest.mark.root
 MS = 1_000_000
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)   # Linux; Python does not name it
 

@@ -13,7 +13,6 @@ import random
 import struct
 import subprocess
 import sys
-from pathlib import Path
 import time
 
 import pytest
@@ -27,8 +26,7 @@ _dpdk = pytest.importorskip(
     "perfkit._dpdk", reason="perfkit was built without DPDK (Debian: apt install libdpdk-dev "
                             "pkg-config, then reinstall perfkit)")
 from perfkit.engines import dpdk  # noqa: E402
-sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
-from _dpdk_tests import eal, counters, wait_done, csum, mac_bytes, pull  # noqa: E402,F401 (eal: a fixture)
+from _dpdk_tests import counters, wait_done, csum, mac_bytes, pull  # noqa: E402,F401
 from _dpdk_tests import close_while_another_thread_joins  # noqa: E402
 from _dpdk_tests import kernel_counts, pings_answered, stop_when_received  # noqa: E402
 from _labs import lab_module_or_skip, lab_up_or_skip, if_mac  # noqa: E402

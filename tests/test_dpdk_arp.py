@@ -3,7 +3,6 @@ did not answer on which port and what to check", dperf's most common support que
 the run's summary and the CLI say so, naming the address, the port and what to check."""
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -13,8 +12,6 @@ from perfkit.spec import DpdkFlows, DpdkReflect
 _dpdk = pytest.importorskip(
     "perfkit._dpdk", reason="perfkit was built without DPDK (Debian: apt install libdpdk-dev "
                             "pkg-config, then reinstall perfkit)")
-sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
-from _dpdk_tests import eal  # noqa: E402,F401 (eal: a fixture)
 
 
 def test_an_unanswered_arp_names_the_address_the_port_and_what_to_check(eal):

@@ -4,7 +4,6 @@ Real ring pairs in this process: a generator, the forwarder, a receiver, each it
 with every frame accounted for from end to end."""
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -65,8 +64,7 @@ _dpdk = pytest.importorskip(
     "perfkit._dpdk", reason="perfkit was built without DPDK (Debian: apt install libdpdk-dev "
                             "pkg-config, then reinstall perfkit)")
 from perfkit.engines import dpdk  # noqa: E402
-sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
-from _dpdk_tests import eal, wait_done, MEMIF_CLIENT  # noqa: E402,F401 (eal: a fixture)
+from _dpdk_tests import wait_done, MEMIF_CLIENT  # noqa: E402,F401
 from _labs import ethtool_or_skip, lab_module_or_skip, lab_up_or_skip, udp_stats  # noqa: E402
 
 

@@ -14,7 +14,6 @@ while a lab host's kernel sends 5000 datagrams: every datagram was received or m
 af_xdp runs in a child process: its close keeps the xsk socket until the process ends
 (see test_dpdk_kernel.py).
 """
-import os
 import subprocess
 import sys
 import textwrap
@@ -24,8 +23,7 @@ import pytest
 _dpdk = pytest.importorskip(
     "perfkit._dpdk", reason="perfkit was built without DPDK (Debian: apt install libdpdk-dev "
                             "pkg-config, then reinstall perfkit)")
-sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helper is beside us
-from _labs import lab, lab_module_or_skip, lab_up_or_skip  # noqa: E402,F401 (lab: a fixture)
+from _labs import lab_module_or_skip, lab_up_or_skip  # noqa: E402,F401
 from _dpdk_tests import child_line  # noqa: E402
 
 CHILD = textwrap.dedent("""

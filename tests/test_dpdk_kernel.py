@@ -8,7 +8,6 @@ import ipaddress
 import os
 import subprocess
 import sys
-from pathlib import Path
 import textwrap
 
 import pytest
@@ -21,9 +20,8 @@ _dpdk = pytest.importorskip(
     "perfkit._dpdk", reason="perfkit was built without DPDK (Debian: apt install libdpdk-dev "
                             "pkg-config, then reinstall perfkit)")
 from perfkit.engines import dpdk  # noqa: E402
-sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
-from _dpdk_tests import eal, counters, wait_done, kernel_counts, pings_answered, child_line  # noqa: E402,F401
-from _labs import lab, udp_stats, ping, if_mac  # noqa: E402,F401 (lab: a fixture)
+from _dpdk_tests import counters, wait_done, kernel_counts, pings_answered, child_line  # noqa: E402,F401
+from _labs import udp_stats, ping, if_mac  # noqa: E402,F401
 
 
 def _build_or_skip(spec, what):

@@ -2,7 +2,6 @@
 in the summary of the load and of the latency probes, and on the CLI."""
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -11,8 +10,6 @@ from perfkit.spec import DpdkFlows
 
 pytest.importorskip("perfkit._dpdk", reason="perfkit was built without DPDK (Debian: apt install libdpdk-dev "
                                             "pkg-config, then reinstall perfkit)")
-sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
-from _dpdk_tests import eal  # noqa: E402,F401 (eal: a fixture)
 
 
 def test_p9999_of_the_load_and_of_the_probes(eal):

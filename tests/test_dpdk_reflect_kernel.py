@@ -4,8 +4,6 @@ DPDK port on the other's veth, and gets every datagram back, addresses and ports
 swapped, with checksums its kernel accepts."""
 import ipaddress
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -15,9 +13,8 @@ _dpdk = pytest.importorskip(
     "perfkit._dpdk", reason="perfkit was built without DPDK (Debian: apt install libdpdk-dev "
                             "pkg-config, then reinstall perfkit)")
 from perfkit.engines import dpdk  # noqa: E402
-sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
-from _dpdk_tests import eal, counters, wait_done  # noqa: E402,F401 (eal: a fixture)
-from _labs import lab, udp_stats, csum, ethtool_or_skip  # noqa: E402,F401 (lab: a fixture)
+from _dpdk_tests import counters, wait_done  # noqa: E402,F401
+from _labs import udp_stats, csum, ethtool_or_skip  # noqa: E402,F401
 
 
 def _echo(dst, port, n):

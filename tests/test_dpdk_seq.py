@@ -9,7 +9,6 @@ import struct
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -17,8 +16,7 @@ _dpdk = pytest.importorskip(
     "perfkit._dpdk", reason="perfkit was built without DPDK (Debian: apt install libdpdk-dev "
                             "pkg-config, then reinstall perfkit)")
 from perfkit.engines import dpdk  # noqa: E402
-sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
-from _dpdk_tests import eal, counters, wait_done  # noqa: E402,F401 (eal: a fixture)
+from _dpdk_tests import counters, wait_done  # noqa: E402,F401
 
 N = 500
 SWAPS = (20, 60, 100, 140, 180)          # frame i and i+1 change places: one reordered each

@@ -7,7 +7,6 @@ import json
 import struct
 import subprocess
 import sys
-from pathlib import Path
 import time
 
 import pytest
@@ -20,8 +19,7 @@ _dpdk = pytest.importorskip(
     "perfkit._dpdk", reason="perfkit was built without DPDK (Debian: apt install libdpdk-dev "
                             "pkg-config, then reinstall perfkit)")
 from perfkit.engines import dpdk  # noqa: E402
-sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
-from _dpdk_tests import eal, counters, wait_done, csum, pull, stop_when_received  # noqa: E402,F401 (eal: a fixture)
+from _dpdk_tests import counters, wait_done, csum, pull, stop_when_received  # noqa: E402,F401
 from perfkit.stats import COUNTER_NAMES  # noqa: E402
 
 A_IP, B_IP = "198.18.0.1", "198.18.0.2"

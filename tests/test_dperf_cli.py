@@ -47,8 +47,8 @@ def confs(tmp_path):
     return s, c
 
 
+@pytest.mark.dpdk
 def test_server_and_client_confs_in_one_process(confs):
-    pytest.importorskip("perfkit._dpdk", reason="perfkit was built without DPDK")
     s, c = confs
     p = perfkit("dperf", "-c", str(s), "-c", str(c))
     if p.returncode == 1 and "EAL" in p.stderr:
@@ -67,8 +67,8 @@ def test_server_and_client_confs_in_one_process(confs):
     assert "dpdk_http_client:" in cli_part and re.search(r"http\s+=\s+\d+ 2xx", cli_part)
 
 
+@pytest.mark.dpdk
 def test_one_conf_prints_dperf_seconds_blocks(confs, tmp_path):
-    pytest.importorskip("perfkit._dpdk", reason="perfkit was built without DPDK")
     s, _ = confs
     s.write_text(SERVER.replace("30s", "1.2s"))
     p = perfkit("dperf", "-c", str(s), "--interval", "0.5s")

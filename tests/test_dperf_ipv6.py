@@ -4,7 +4,6 @@ dperf configurations with IPv6 addresses. Over memif (two processes) see test_dp
 against the Linux stack test_dperf_lab6.py.
 """
 import ipaddress
-import os
 import random
 import re
 import struct
@@ -20,8 +19,7 @@ from perfkit.spec import DpdkHttpClient, DpdkHttpServer
 _dpdk = pytest.importorskip("perfkit._dpdk", reason="perfkit was built without DPDK")
 from perfkit.engines import dpdk_tcp  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helpers are beside us
-from _dpdk_tests import (counters as _counters, csum, eal, fuzz_client, fuzz_server, mac_bytes,  # noqa: E402,F401
+from _dpdk_tests import (counters as _counters, csum, fuzz_client, fuzz_server, mac_bytes,  # noqa: E402,F401
                          no_leaks, pull, run_pair, serving, wait_done)
 
 CLI, SRV = "2001:2:0:7::1", "2001:2:0:7::2"

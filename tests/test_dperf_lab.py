@@ -10,9 +10,7 @@ checks every checksum and would count them as bad).
 """
 import contextlib
 import ipaddress
-import os
 import subprocess
-import sys
 import time
 
 import pytest
@@ -22,7 +20,6 @@ from perfkit.spec import DpdkHttpClient, DpdkHttpServer
 
 _dpdk = pytest.importorskip("perfkit._dpdk", reason="perfkit was built without DPDK")
 from perfkit.engines import dpdk, dpdk_tcp  # noqa: E402
-sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helpers are beside us
 from _dpdk_tests import counters as _counters, no_leaks, wait_done  # noqa: E402
 from _labs import lab_module_or_skip, nginx_in_h2, offload_off_lab  # noqa: E402
 

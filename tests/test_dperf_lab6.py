@@ -6,7 +6,6 @@ permanent), pings it, and sends it extension headers; a dperf server configurati
 here too (curl and wrk against the perfkit server and the DPDK client against nginx run
 over both families in test_dperf_lab.py). Needs root (the lab); skips otherwise.
 """
-import os
 import re
 import shutil
 import subprocess
@@ -17,7 +16,6 @@ import pytest
 
 pytest.importorskip("perfkit._dpdk", reason="perfkit was built without DPDK")
 
-sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helpers are beside us
 from test_dperf_lab import (lab, no_leaks, port_of, serve_while_h2_runs, server,  # noqa: E402,F401
                             serving_h2)  # (lab: the fixture)
 

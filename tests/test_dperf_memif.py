@@ -14,8 +14,7 @@ from perfkit.spec import DpdkHttpClient
 _dpdk = pytest.importorskip("perfkit._dpdk", reason="perfkit was built without DPDK")
 from perfkit.engines import dpdk_tcp  # noqa: E402
 from perfkit.stats import COUNTER_NAMES  # noqa: E402
-sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helper is beside us
-from _dpdk_tests import eal, StallFirstProxy  # noqa: E402,F401 (eal: a fixture)
+from _dpdk_tests import StallFirstProxy  # noqa: E402,F401
 
 SERVER = r"""
 import faulthandler, json, sys, time

@@ -14,8 +14,7 @@ import time
 import pytest
 
 _dpdk = pytest.importorskip("perfkit._dpdk", reason="perfkit was built without DPDK")
-sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helpers are beside us
-from _dpdk_tests import eal, no_leaks  # noqa: E402,F401 (eal: a fixture)
+from _dpdk_tests import no_leaks  # noqa: E402,F401
 import _memif_teardown  # noqa: E402
 from perfkit.stats import COUNTER_NAMES  # noqa: E402
 

@@ -8,10 +8,8 @@ crash. Against the Linux stack (curl, nginx) see test_dperf_lab.py.
 """
 import functools
 import ipaddress
-import os
 import re
 import struct
-import sys
 import time
 
 import pytest
@@ -23,8 +21,7 @@ _dpdk = pytest.importorskip(
                             "pkg-config, then reinstall perfkit)")
 from perfkit.engines import dpdk_tcp  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helper is beside us
-from _dpdk_tests import (counters as _counters, csum, eal, fuzz_client, fuzz_server, mac_bytes,  # noqa: E402,F401
+from _dpdk_tests import (counters as _counters, csum, fuzz_client, fuzz_server, mac_bytes,  # noqa: E402,F401
                          no_leaks, pull, run_pair as _run_pair, serving, wait_done as _wait_done,
                          close_while_another_thread_joins)
 

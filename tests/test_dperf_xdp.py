@@ -18,7 +18,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
@@ -26,7 +25,6 @@ from perfkit.errors import EngineError
 
 _dpdk = pytest.importorskip("perfkit._dpdk", reason="perfkit was built without DPDK")
 from perfkit.engines import dpdk  # noqa: E402
-sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
 from _nginx import needs_nginx  # noqa: E402
 from _labs import csum, if_mac, lab_module_or_skip, nginx_in_h2, offload_off_lab, ethtool_or_skip  # noqa: E402
 

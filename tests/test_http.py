@@ -198,7 +198,7 @@ http {{
 """
 
 
-@pytest.mark.skipif(not shutil.which("nginx"), reason="nginx is not installed (Debian: nginx-light)")
+@pytest.mark.nginx
 @pytest.mark.parametrize("keepalive", [True, False])
 def test_counts_equal_nginx_access_log(tmp_path, keepalive):
     with socket.socket() as s:

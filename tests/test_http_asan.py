@@ -4,20 +4,16 @@ handshakes and refused connections, against nginx; counts agree with nginx's log
 import collections
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from perfkit._sock import HAVE_TLS
 from perfkit.spec import HttpLoad
 
-sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
-from _nginx import Nginx, free_port, needs_nginx  # noqa: E402
+from _nginx import Nginx, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
-pytestmark = [needs_nginx, pytest.mark.skipif(not HAVE_TLS, reason="perfkit built without OpenSSL (libssl-dev)"),
-              pytest.mark.skipif(not shutil.which("openssl"), reason="no openssl command to make a certificate")]
+pytestmark = [pytest.mark.nginx, pytest.mark.tls]
 
 
 @pytest.fixture(scope="module")

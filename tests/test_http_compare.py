@@ -1,8 +1,6 @@
 """perfkit.compare and the store for HTTP load runs: nGrinder's figures (TPS, mean and
 percentile response time, error rate, users) with ratios, from two real runs."""
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -10,7 +8,6 @@ import perfkit
 from perfkit.comparison import HTTP_KEY_FIGURES, LOWER_IS_BETTER
 from perfkit.spec import HttpLoad
 
-sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
 from _nginx import Nginx, needs_nginx  # noqa: E402
 
 
@@ -71,13 +68,8 @@ def test_mixed_runs_keep_the_socket_figures(tmp_path):
     assert perfkit.compare([u, h], keys=["rx_pps", "tps"]).table["tps"][1] == pytest.approx(h.summary["tps"])
 
 
-def _root():
-    from perfkit.lab import have_privileges
-    return have_privileges()
-
-
 @needs_nginx
-@pytest.mark.skipif(not _root(), reason="a lab needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN)")
+@pytest.mark.root
 def test_direct_vs_delayed_lab_link(tmp_path):
     from perfkit.lab import Lab
     with Lab(hosts=2) as lab:

@@ -4,14 +4,12 @@ import collections
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 import perfkit
 from perfkit.spec import HttpLoad
 
-sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
 from _nginx import Nginx, needs_nginx  # noqa: E402
 
 

@@ -2,25 +2,19 @@
 certificate made here, keep-alive and a connection per request, counts equal to
 nginx's access log; failed handshakes are counted, not hung on."""
 import collections
-import shutil
 import socket
 import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
 import perfkit
-from perfkit._sock import HAVE_TLS
 from perfkit.spec import HttpLoad
 
-sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: the helper is beside us
 from _nginx import Nginx, needs_nginx  # noqa: E402
 
-pytestmark = [pytest.mark.skipif(not HAVE_TLS, reason="perfkit built without OpenSSL (libssl-dev)"),
-              pytest.mark.skipif(not shutil.which("openssl"), reason="no openssl command to make a certificate")]
+pytestmark = pytest.mark.tls
 
 
 @pytest.fixture(scope="module")

@@ -19,8 +19,7 @@ from perfkit import lab as pklab
 from perfkit.lab import Impairment, Lab, parse_percent
 
 ROOT = pklab.have_privileges()
-needs_root = pytest.mark.skipif(not ROOT, reason="perfkit lab needs root (CAP_NET_ADMIN and "
-                                                  "CAP_SYS_ADMIN) to create network namespaces")
+needs_root = pytest.mark.root
 WIRE_UDP4 = 14 + 20 + 8   # Ethernet + IPv4 + UDP headers: what tbf counts besides the payload
 
 

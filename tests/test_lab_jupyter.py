@@ -5,10 +5,10 @@ import asyncio
 
 import pytest
 
-from perfkit.lab import Lab, have_privileges
+from perfkit.lab import Lab
 
 
-@pytest.mark.skipif(not have_privileges(), reason="perfkit lab needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN)")
+@pytest.mark.root
 def test_lab_up_impair_down_inside_a_running_event_loop():
     async def notebook_cell():
         lab = Lab().up()

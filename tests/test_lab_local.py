@@ -9,10 +9,8 @@ import pytest
 import perfkit
 from perfkit import LocalTest
 from perfkit.lab import Lab
-from perfkit.lab import have_privileges
 
-needs_root = pytest.mark.skipif(not have_privileges(),
-                                reason="perfkit lab needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN)")
+needs_root = pytest.mark.root
 
 
 @needs_root

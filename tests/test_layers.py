@@ -32,7 +32,7 @@ LAYER_OF = {
     "perfkit.run": "run",
     "perfkit.spec": "kinds", "perfkit.dperf": "kinds",
     "perfkit.engines": "engines", "perfkit.procs": "engines", "perfkit.lab": "engines",
-    "perfkit.stats": "base", "perfkit.units": "base", "perfkit.fields": "base", "perfkit.errors": "base", "perfkit.version": "base",
+    "perfkit.stats": "base", "perfkit.units": "base", "perfkit.fields": "base", "perfkit.sandbox": "base", "perfkit.errors": "base", "perfkit.version": "base",
 }
 NATIVE = ("perfkit._sock", "perfkit._dpdk", "perfkit._counters", "perfkit._delayline")
 

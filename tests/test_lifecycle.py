@@ -8,7 +8,6 @@ import os
 import select
 import signal
 import socket
-import sys
 import threading
 import time
 
@@ -17,7 +16,6 @@ import pytest
 import perfkit
 from perfkit import EngineError, LocalTest
 
-sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helper is beside us
 from _labs import close_while_another_thread_joins  # noqa: E402
 
 TESTS = ["udp_bw", "udp_lat", "tcp_bw", "tcp_lat"]

@@ -1,14 +1,11 @@
 """End to end on loopback: each qperf-style test runs on the socket engine and
 its counters add up."""
-import os
-import sys
 
 import pytest
 
 import perfkit
 from perfkit import LocalTest
 
-sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helper is beside us
 from _sock import needs_strace, syscalls_of  # noqa: E402
 
 

@@ -6,18 +6,15 @@ Trials are short (0.2-1 s) and searches few: the whole file runs in well under a
 The lab test needs root; the DPDK tests need perfkit built with DPDK.
 """
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
 import perfkit
-from perfkit.errors import EngineError
 from perfkit.ratesearch import Criterion, parse_criterion, search
 from perfkit.spec import DpdkFlows, LocalTest
 
-sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helper is beside us
 from _labs import lab_module_or_skip, lab_up_or_skip  # noqa: E402
 
 
@@ -114,13 +111,8 @@ def test_socket_loopback_search_is_bounded_and_consistent():
 # ------------------------------------------------------------------ DPDK over a ring pair
 
 @pytest.fixture(scope="module")
-def dpdk():
-    pytest.importorskip("perfkit._dpdk", reason="perfkit was built without DPDK")
+def dpdk(eal):
     from perfkit.engines import dpdk as eng
-    try:
-        eng.eal()
-    except EngineError as exc:
-        pytest.skip(f"DPDK EAL does not start here: {exc}")
     return eng
 
 

@@ -22,7 +22,6 @@ from perfkit.remote import (MAX_MESSAGE, PROTOCOL, Control, Server, parse_sweep,
                             send_msg)
 from perfkit.engines.remote import sctp_unavailable as _sctp_available
 
-sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helper is beside us
 from _sock import serving, two_cpus, worker_threads  # noqa: E402
 
 

@@ -35,7 +35,6 @@ import json
 import os
 import re
 import secrets
-import shutil
 import signal
 import statistics
 import subprocess
@@ -45,12 +44,10 @@ import time
 
 import pytest
 
-from perfkit.lab import Lab, have_privileges
+from perfkit.lab import Lab
 from perfkit.units import parse_rate
 
-pytestmark = pytest.mark.skipif(
-    not have_privileges(),
-    reason="needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN) to make the lab's network namespaces")
+pytestmark = pytest.mark.netns
 
 PY = sys.executable
 TOKEN = secrets.token_hex(8)
@@ -317,6 +314,7 @@ def _perfkit_in_host(host: str, tests: tuple[str, ...], seconds: float, token: s
             for t in tests}
 
 
+@pytest.mark.tools("qperf", "iperf3")
 def test_tcp_bw_agrees_with_qperf_and_iperf3(lab_pair):
     """perfkit, qperf and iperf3 take turns on the same veth pair (at LINK_RATE), in rounds of one
     CMP_S-second run each (the order rotates every round, so no tool always follows the
@@ -324,9 +322,6 @@ def test_tcp_bw_agrees_with_qperf_and_iperf3(lab_pair):
     qperf's and of iperf3's medians (tcp_lat is measured and printed, judged in bench/).
     The machine is shared and noisy (single runs swing by 2x under load): many short
     alternating runs and medians keep the comparison fair; the bounds stay as they are."""
-    missing = [t for t in ("qperf", "iperf3") if not shutil.which(t)]
-    if missing:
-        pytest.skip(f"{' and '.join(missing)} not installed (apt-get install -y {' '.join(missing)})")
     lab, h1, h2 = lab_pair
     qsrv = _server(lab, h2, ["qperf", "--listen_port", str(QPERF_PORT)], lifetime=600)
     runs = {
@@ -380,7 +375,8 @@ def test_tcp_bw_agrees_with_qperf_and_iperf3(lab_pair):
     # test pins both tools the same way and judges that.
 
 
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs: each end pinned to its own")
+@pytest.mark.two_cpus
+@pytest.mark.tools("qperf")
 def test_tcp_lat_agrees_with_qperf_when_both_pin_their_ends(lab_pair):
     """tcp_lat (mean RTT/2, 1-byte messages), perfkit against qperf, both with the client on
     one CPU and the server on another: perfkit's -lca/-rca (loc_cpu_affinity,
@@ -397,8 +393,6 @@ def test_tcp_lat_agrees_with_qperf_when_both_pin_their_ends(lab_pair):
     against 26.7 us (1.35), three quietest 19.67 against 19.12 us (1.03). The quartiles and
     medians stay in the report. A ratio out of tolerance after LAT_BUDGET_S gets LAT_MORE_S more
     rounds, once, and is judged on them all."""
-    if not shutil.which("qperf"):
-        pytest.skip("qperf not installed (apt-get install -y qperf)")
     lab, h1, h2 = lab_pair
     client_cpu, server_cpu = sorted(os.sched_getaffinity(0))[:2]
     # like with like: qperf's ends sleep between messages; perfkit's pinned ones would spin

@@ -8,7 +8,6 @@ import struct
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -104,7 +103,6 @@ def test_a_dpdk_generator_against_a_kernel_reflector_in_another_lab_host():
     """DPDK flows (af_packet on h1's veth) in reverse mode, the far end a kernel UDP
     socket in h2 (perfkit reflect --engine socket): every frame comes back."""
     dpdk_mod = pytest.importorskip("perfkit._dpdk", reason="perfkit was built without DPDK")  # noqa: F841
-    sys.path.insert(0, str(Path(__file__).parent))
     from _labs import lab_module_or_skip, lab_up_or_skip
     lab_mod = lab_module_or_skip()
     from perfkit.engines import dpdk

@@ -1,10 +1,8 @@
 """The notebook front door: the Panel generated from a spec, the live Dashboard,
 and a real kernel staying responsive while a run is live."""
 import dataclasses
-import os
 import re
 import statistics
-import sys
 import threading
 import time
 
@@ -23,7 +21,6 @@ from perfkit import LocalTest  # noqa: E402
 from perfkit import spec as specs  # noqa: E402
 from perfkit.spec import LOCAL_TESTS, SPECS  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(__file__))  # --import-mode=importlib: the helper is beside us
 from _sock import serving  # noqa: E402
 
 PLOTLY = "application/vnd.plotly.v1+json"

@@ -30,6 +30,7 @@ import socket
 import struct
 import time
 
+from perfkit import sandbox
 from perfkit.errors import EngineError
 from perfkit.spec import CONTROL_TIMEOUT_S, WAIT_SERVER_S, check_cpu_here
 from perfkit.stats import COUNTER_NAMES, COUNTERS, Histogram
@@ -139,6 +140,7 @@ class Control:
         self.timeout = timeout
         self.last_request = time.monotonic()
         self.broken = None   # why the connection was given up: a late answer would answer the wrong request
+        sandbox.check(host, "host")
         deadline = time.monotonic() + wait_server
         while True:   # as qperf -ws: a server not listening yet is tried again until the deadline
             try:
