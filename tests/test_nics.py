@@ -1,0 +1,183 @@
+"""perfkit nics: network devices from sysfs (a faked tree, and this machine's own)."""
+import json
+import os
+import shutil
+
+import pytest
+
+from perfkit import nics
+
+
+def _write(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text + "\n")
+
+
+def _netdev(sysfs, devdir, name, *, ifindex, iflink=None, operstate="up", speed=None, mac="02:00:00:00:00:01",
+            type_=1, extra=()):
+    base = os.path.join(devdir, "net", name)
+    os.makedirs(base)
+    for k, v in {"ifindex": ifindex, "iflink": iflink if iflink is not None else ifindex,
+                 "operstate": operstate, "address": mac, "type": type_,
+                 "uevent": f"INTERFACE={name}\nIFINDEX={ifindex}"}.items():
+        _write(os.path.join(base, k), str(v))
+    if speed is not None:
+        _write(os.path.join(base, "speed"), str(speed))
+    for sub in extra:
+        os.makedirs(os.path.join(base, sub))
+    os.makedirs(os.path.join(sysfs, "class", "net"), exist_ok=True)
+    os.symlink(os.path.relpath(base, os.path.join(sysfs, "class", "net")), os.path.join(sysfs, "class", "net", name))
+    if os.path.basename(devdir).count(":") == 2:   # a PCI function: the interface's device link
+        os.symlink(os.path.relpath(devdir, base), os.path.join(base, "device"))
+
+
+def _pci(sysfs, addr, *, vendor, device, driver, numa=-1, cls="0x020000"):
+    devdir = os.path.join(sysfs, "devices", "pci0000:00", addr)
+    os.makedirs(devdir)
+    for k, v in {"vendor": vendor, "device": device, "class": cls, "numa_node": numa}.items():
+        _write(os.path.join(devdir, k), str(v))
+    bus = os.path.join(sysfs, "bus", "pci", "devices")
+    os.makedirs(bus, exist_ok=True)
+    os.symlink(os.path.relpath(devdir, bus), os.path.join(bus, addr))
+    if driver:
+        drv = os.path.join(sysfs, "bus", "pci", "drivers", driver)
+        os.makedirs(drv, exist_ok=True)
+        os.symlink(os.path.relpath(drv, devdir), os.path.join(devdir, "driver"))
+    return devdir
+
+
+def fake_sysfs(root, vfio_dev=True):
+    """A host with a NIC on ixgbe (eth1), one on vfio-pci, a mlx5_core one (enp3s0f0), one
+    with no driver, a host bridge (not a network device), a veth and lo. Returns (sysfs, dev)."""
+    sysfs = str(root / "sys")
+    _pci(sysfs, "0000:00:00.0", vendor="0x8086", device="0x1237", driver=None, cls="0x060000")
+    d = _pci(sysfs, "0000:01:00.0", vendor="0x8086", device="0x10fb", driver="ixgbe", numa=0)
+    _netdev(sysfs, d, "eth1", ifindex=2, speed=10000, mac="a0:36:9f:00:00:01")
+    _pci(sysfs, "0000:02:00.0", vendor="0x8086", device="0x1572", driver="vfio-pci", numa=1)
+    d = _pci(sysfs, "0000:03:00.0", vendor="0x15b3", device="0x1017", driver="mlx5_core", numa=0)
+    _netdev(sysfs, d, "enp3s0f0", ifindex=3, operstate="down", speed=-1, mac="b8:59:9f:00:00:02")
+    _pci(sysfs, "0000:04:00.0", vendor="0x8086", device="0x1533", driver=None)
+    virt = os.path.join(sysfs, "devices", "virtual", "net")
+    os.makedirs(virt)
+    _netdev(sysfs, virt, "veth0", ifindex=5, iflink=6, mac="02:00:00:00:00:05")
+    _netdev(sysfs, virt, "lo", ifindex=1, operstate="unknown", mac="00:00:00:00:00:00", type_=772)
+    os.makedirs(os.path.join(sysfs, "kernel", "iommu_groups", "7"))
+    dev = str(root / "dev")
+    os.makedirs(os.path.join(dev, "vfio") if vfio_dev else dev)
+    return sysfs, dev
+
+
+@pytest.fixture
+def fake(tmp_path):
+    return fake_sysfs(tmp_path)
+
+
+def _rows(sysfs):
+    return {n.pci or n.name: n for n in nics.scan(sysfs)}
+
+
+def test_pci_addresses_normalise_to_the_four_digit_domain():
+    assert nics.pci_address("01:00.0") == "0000:01:00.0"
+    assert nics.pci_address("0000:3B:00.1") == "0000:3b:00.1"
+    assert nics.pci_address(" 0001:af:1f.7 ") == "0001:af:1f.7"
+    for bad in ("01:00", "1:00.0", "0000:01:00.8", "eth0", "0000:01:00.0,x=1"):
+        assert nics.pci_address(bad) is None
+
+
+def test_each_row_of_the_faked_host(fake):
+    sysfs, _ = fake
+    rows = _rows(sysfs)
+    assert list(rows) == ["0000:01:00.0", "0000:02:00.0", "0000:03:00.0", "0000:04:00.0", "lo", "veth0"]
+    ixgbe = rows["0000:01:00.0"]
+    assert (ixgbe.name, ixgbe.kind, ixgbe.vendor, ixgbe.device, ixgbe.driver, ixgbe.numa_node) == \
+        ("eth1", "pci", "0x8086", "0x10fb", "ixgbe", 0)
+    assert (ixgbe.link, ixgbe.speed_mbps, ixgbe.mac) == ("up", 10000, "a0:36:9f:00:00:01")
+    assert ixgbe.dpdk == "bind" and ixgbe.bind == "dpdk-devbind.py -b vfio-pci 0000:01:00.0"
+    assert ixgbe.how == ("bound to ixgbe (eth1): bind it with: dpdk-devbind.py -b vfio-pci 0000:01:00.0; "
+                         "binding takes eth1 from the kernel")
+    vfio = rows["0000:02:00.0"]
+    assert (vfio.name, vfio.driver, vfio.numa_node, vfio.link, vfio.dpdk, vfio.bind) == \
+        (None, "vfio-pci", 1, None, "ready", None)
+    mlx = rows["0000:03:00.0"]
+    assert (mlx.name, mlx.driver, mlx.link, mlx.speed_mbps, mlx.dpdk, mlx.bind) == \
+        ("enp3s0f0", "mlx5_core", "down", None, "bifurcated", None)   # speed -1: the kernel does not know
+    assert "bifurcated" in mlx.how and "no binding" in mlx.how
+    none = rows["0000:04:00.0"]
+    assert (none.driver, none.numa_node, none.dpdk) == (None, None, "bind")
+    assert none.how == "no driver: bind it with: dpdk-devbind.py -b vfio-pci 0000:04:00.0"
+    veth, lo = rows["veth0"], rows["lo"]
+    assert (veth.pci, veth.kind, veth.link, veth.dpdk, veth.bind) == (None, "veth", "up", "vdev", None)
+    assert "net_af_packet0,iface=veth0" in veth.how
+    assert (lo.kind, lo.link, lo.dpdk) == ("loopback", "unknown", "vdev")
+
+
+def test_the_environment_says_what_binding_needs(fake, tmp_path):
+    sysfs, dev = fake
+    env = nics.environment(sysfs, dev)
+    assert env["vfio_pci"] is True and env["iommu_groups"] == 1 and env["dev_vfio"] is True
+    assert env["uio_pci_generic"] is False and env["vfio_noiommu"] is False
+    assert env["devbind"] == (shutil.which("dpdk-devbind.py") or shutil.which("dpdk-devbind"))
+    bare = fake_sysfs(tmp_path / "bare", vfio_dev=False)
+    os.rmdir(os.path.join(bare[0], "kernel", "iommu_groups", "7"))
+    env = nics.environment(*bare)
+    assert env["iommu_groups"] == 0 and env["dev_vfio"] is False
+
+
+def test_the_table_has_a_line_per_device_and_the_notes(fake, monkeypatch):
+    monkeypatch.setattr(nics.shutil, "which", lambda name: None)
+    sysfs, dev = fake
+    out = nics.text(nics.report(sysfs, dev)).splitlines()
+    assert out[0].split() == ["DEVICE", "PCI", "KIND", "ID", "DRIVER", "NUMA", "LINK", "DPDK"]
+    assert out[1].split() == ["eth1", "0000:01:00.0", "pci", "8086:10fb", "ixgbe", "0", "up", "10G", "bind:",
+                              "dpdk-devbind.py", "-b", "vfio-pci", "0000:01:00.0"]
+    assert out[2].split() == ["-", "0000:02:00.0", "pci", "8086:1572", "vfio-pci", "1", "-", "ready", "(vfio-pci)"]
+    assert out[3].split() == ["enp3s0f0", "0000:03:00.0", "pci", "15b3:1017", "mlx5_core", "0", "down",
+                              "ready", "(mlx5_core,", "bifurcated)"]
+    assert out[4].split() == ["-", "0000:04:00.0", "pci", "8086:1533", "-", "-", "-", "bind:",
+                              "dpdk-devbind.py", "-b", "vfio-pci", "0000:04:00.0"]
+    assert out[5].split() == ["lo", "-", "loopback", "-", "-", "-", "unknown", "vdev:", "net_af_packet0,iface=lo"]
+    assert out[6].split() == ["veth0", "-", "veth", "-", "-", "-", "up", "vdev:", "net_af_packet0,iface=veth0"]
+    assert out[7] == ""
+    assert out[8] == "dpdk-devbind.py: not installed (Debian: apt install dpdk)"
+    assert out[9] == "vfio-pci: loaded; IOMMU groups: 1; /dev/vfio: present"
+    assert out[10].startswith("perfkit binds nothing itself")
+    # columns line up: every row's PCI column starts where the header's does
+    col = out[0].index("PCI")
+    assert all(line[col:col + 1] in ("0", "-") for line in out[1:7])
+
+
+def test_the_json_is_the_report(fake):
+    sysfs, dev = fake
+    doc = json.loads(nics.to_json(nics.report(sysfs, dev)))
+    assert [n["pci"] or n["name"] for n in doc["nics"]] == list(_rows(sysfs))
+    assert doc["nics"][0]["bind"] == "dpdk-devbind.py -b vfio-pci 0000:01:00.0"
+    assert set(doc["dpdk"]) == {"devbind", "vfio_pci", "uio_pci_generic", "iommu_groups", "vfio_noiommu", "dev_vfio"}
+
+
+def test_a_missing_sysfs_is_no_devices(tmp_path):
+    assert nics.scan(str(tmp_path / "none")) == []
+    assert nics.text(nics.report(str(tmp_path / "none"), str(tmp_path))).splitlines()[0].startswith("DEVICE")
+
+
+def test_this_machines_own_sysfs():
+    rows = nics.scan()
+    lo = [n for n in rows if n.name == "lo"]
+    assert len(lo) == 1 and lo[0].kind == "loopback" and lo[0].pci is None and lo[0].dpdk == "vdev"
+    for n in rows:
+        assert n.dpdk in ("ready", "bifurcated", "bind", "vdev")
+        assert (n.bind is not None) == (n.dpdk == "bind")
+        if n.pci:
+            assert nics.pci_address(n.pci) == n.pci
+    text = nics.text(nics.report())
+    assert "\nlo " in text and "dpdk-devbind.py" in text
+
+
+def test_cli_nics_table_and_json(capsys):
+    from perfkit.cli import main
+    assert main(["nics"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("DEVICE") and "\nlo " in out
+    assert main(["nics", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert any(n["name"] == "lo" for n in doc["nics"])
