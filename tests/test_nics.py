@@ -181,3 +181,59 @@ def test_cli_nics_table_and_json(capsys):
     assert main(["nics", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert any(n["name"] == "lo" for n in doc["nics"])
+
+
+# ------------------------------------------------------------------ PCI ports and bonds in DPDK specs
+
+@pytest.mark.parametrize("dev, port", [
+    ("0000:01:00.0", "0000:01:00.0"),
+    ("01:00.1", "0000:01:00.1"),
+    ("0000:3B:00.0,txq_inline=0", "0000:3b:00.0,txq_inline=0"),
+    ("net_bonding0,mode=4,slave=81:10.0,slave=0000:81:10.1,xmit_policy=l34",
+     "net_bonding0,mode=4,slave=0000:81:10.0,slave=0000:81:10.1,xmit_policy=l34"),
+    ("net_bonding1,mode=1,slave=0000:01:00.0,slave=0000:01:00.1,primary=01:00.1",
+     "net_bonding1,mode=1,slave=0000:01:00.0,slave=0000:01:00.1,primary=0000:01:00.1"),
+    # dperf's own bond syntax: bondMODE:POLICY(PCI,...), POLICY 0..2 = l2, l23, l34
+    ("bond4:2(0000:81:10.0,81:10.1)",
+     "net_bonding_0000_81_10_0,mode=4,xmit_policy=l34,slave=0000:81:10.0,slave=0000:81:10.1"),
+    ("bond0:0(0000:02:00.0)", "net_bonding_0000_02_00_0,mode=0,xmit_policy=l2,slave=0000:02:00.0"),
+])
+def test_pci_ports_and_bonds_are_taken_and_normalised(dev, port):
+    from perfkit.spec import check_dpdk_port
+    assert check_dpdk_port(dev) == port
+    assert check_dpdk_port(port) == port       # checking again changes nothing
+
+
+@pytest.mark.parametrize("dev, why", [
+    ("bond5:2(0000:81:10.0)", r"MODE 0-4, POLICY 0-2"),
+    ("bond4:3(0000:81:10.0)", r"MODE 0-4, POLICY 0-2"),
+    ("bond4:2(eth0,eth1)", r"the bond's members are PCI addresses"),
+    ("net_bonding0,mode=4", r"a bond needs mode=N and a slave=PCI for each member"),
+    ("net_bonding0,slave=01:00.0", r"a bond needs mode=N"),
+    ("net_bonding0,mode=9,slave=01:00.0", r"mode=9: a bonding mode is 0..6"),
+    ("net_bonding0,mode=1,slave=eth0", r"slave=eth0: a bond member is a PCI address"),
+    ("net_bonding0,mode=1,slave=01:00.0,xmit_policy=l5", r"xmit_policy=l5: one of l2, l23, l34"),
+    ("net_bonding0,mode=1,slave=01:00.0,iface=x", r"'iface=x' is not a bonding argument"),
+    ("0000:01:00.0,bad", r"'bad' is not a key=value device argument"),
+    ("0000:01:00.8", r"is not a port: .* a NIC's PCI address \(0000:01:00.0\)"),
+])
+def test_bad_pci_ports_and_bonds_say_why(dev, why):
+    from perfkit.spec import check_dpdk_port
+    with pytest.raises(ValueError, match=why):
+        check_dpdk_port(dev)
+
+
+def test_the_pci_devices_a_port_uses():
+    from perfkit.spec import pci_port_addresses
+    assert pci_port_addresses("0000:01:00.0,txq_inline=0") == ["0000:01:00.0"]
+    assert pci_port_addresses("net_bonding0,mode=4,slave=0000:81:10.0,slave=0000:81:10.1") == \
+        ["0000:81:10.0", "0000:81:10.1"]
+    assert pci_port_addresses("ring:a:0") == [] and pci_port_addresses("net_memif0,role=server") == []
+
+
+def test_specs_take_pci_ports():
+    from perfkit.spec import DpdkFlows, DpdkReflect
+    spec = DpdkFlows(port="01:00.0", peer="bond4:2(02:00.0,02:00.1)", rate="1Mpps")
+    assert spec.port == "0000:01:00.0"
+    assert spec.peer == "net_bonding_0000_02_00_0,mode=4,xmit_policy=l34,slave=0000:02:00.0,slave=0000:02:00.1"
+    assert DpdkReflect(port="0000:01:00.1").port == "0000:01:00.1"
