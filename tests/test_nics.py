@@ -237,3 +237,122 @@ def test_specs_take_pci_ports():
     assert spec.port == "0000:01:00.0"
     assert spec.peer == "net_bonding_0000_02_00_0,mode=4,xmit_policy=l34,slave=0000:02:00.0,slave=0000:02:00.1"
     assert DpdkReflect(port="0000:01:00.1").port == "0000:01:00.1"
+
+
+# ------------------------------------------------------------------ EAL with PCI ports
+
+def test_eal_args_name_each_pci_device_or_say_no_pci():
+    from perfkit.engines import dpdk
+    from perfkit.engines.dpdk import EalOptions, pci_of
+    opts = EalOptions(hugepages=False)
+    none = opts.args()
+    assert "--no-pci" in none and "-a" not in none
+    assert opts.args(()) == none
+    two = opts.args(("0000:01:00.0", "0000:02:00.0"))
+    assert "--no-pci" not in two
+    i = two.index("-a")
+    assert two[i:i + 4] == ["-a", "0000:01:00.0", "-a", "0000:02:00.0"]
+    assert [a for a in two if a not in ("-a", "0000:01:00.0", "0000:02:00.0")] == \
+        [a for a in none if a != "--no-pci"]          # everything else as without PCI
+    assert pci_of(["ring:a:0", "net_memif0,role=server"]) == ()
+    ports = ["0000:02:00.0,txq_inline=0", "net_bonding0,mode=4,slave=0000:01:00.0,slave=0000:02:00.0"]
+    assert dpdk._allow(ports, pci_of(ports)) == ("0000:01:00.0", "0000:02:00.0,txq_inline=0")
+    assert pci_of(["0000:02:00.0,txq_inline=0", "net_bonding0,mode=4,slave=0000:01:00.0,slave=0000:02:00.0"]) == \
+        ("0000:01:00.0", "0000:02:00.0")
+
+
+@pytest.mark.parametrize("addr, line", [
+    ("0000:09:00.0", "0000:09:00.0: no such PCI device on this host"),
+    ("01:00.0", "0000:01:00.0: bound to ixgbe (eth1); bind it with: dpdk-devbind.py -b vfio-pci 0000:01:00.0"),
+    ("0000:04:00.0", "0000:04:00.0: bound to no driver; bind it with: dpdk-devbind.py -b vfio-pci 0000:04:00.0"),
+    ("0000:00:00.0", "0000:00:00.0: not a network device (PCI class 0x060000)"),
+])
+def test_each_pci_problem_is_one_line_before_eal(fake, addr, line):
+    from perfkit.engines import dpdk
+    from perfkit.errors import EngineError
+    sysfs, dev = fake
+    assert nics.dpdk_problem(addr, sysfs, dev) == line
+    with pytest.raises(EngineError) as e:
+        dpdk.check_pci([nics.pci_address(addr)], sysfs, dev)
+    assert str(e.value) == line
+
+
+def test_devices_dpdk_takes_pass_and_vfio_needs_dev_vfio(fake, tmp_path):
+    from perfkit.engines import dpdk
+    from perfkit.errors import EngineError
+    sysfs, dev = fake
+    dpdk.check_pci(["0000:02:00.0", "0000:03:00.0"], sysfs, dev)      # vfio-pci with /dev/vfio; mlx5_core
+    sysfs2, dev2 = fake_sysfs(tmp_path / "novfio", vfio_dev=False)
+    assert nics.dpdk_problem("0000:03:00.0", sysfs2, dev2) is None     # bifurcated: no vfio needed
+    with pytest.raises(EngineError) as e:
+        dpdk.check_pci(["0000:02:00.0"], sysfs2, dev2)
+    assert str(e.value) == (f"0000:02:00.0: bound to vfio-pci but {dev2}/vfio is missing "
+                            "(load vfio-pci with the IOMMU on, or vfio's no-IOMMU mode)")
+    with pytest.raises(EngineError) as e:     # every problem, on one line
+        dpdk.check_pci(["0000:01:00.0", "0000:09:00.0"], sysfs, dev)
+    assert str(e.value) == ("0000:01:00.0: bound to ixgbe (eth1); bind it with: dpdk-devbind.py -b vfio-pci "
+                            "0000:01:00.0; 0000:09:00.0: no such PCI device on this host")
+
+
+def test_eal_checks_the_injected_sysfs_before_it_starts(fake, monkeypatch):
+    """eal() asks sysfs (dpdk.SYSFS, dpdk.DEV) before rte_eal_init; EAL up or not, the line is the same."""
+    pytest.importorskip("perfkit._dpdk", reason="perfkit was built without DPDK")
+    from perfkit.engines import dpdk
+    from perfkit.errors import EngineError
+    sysfs, dev = fake
+    monkeypatch.setattr(dpdk, "SYSFS", sysfs)
+    monkeypatch.setattr(dpdk, "DEV", dev)
+    with pytest.raises(EngineError) as e:
+        dpdk.eal(["0000:01:00.0,txq_inline=0"])
+    assert str(e.value) == "0000:01:00.0: bound to ixgbe (eth1); bind it with: dpdk-devbind.py -b vfio-pci 0000:01:00.0"
+
+
+RUN_WITH_ABSENT_PCI = r"""
+import sys
+import perfkit
+from perfkit import _dpdk
+from perfkit.engines import dpdk
+from perfkit.errors import EngineError
+from perfkit.spec import DpdkFlows
+dpdk.configure(hugepages=False)
+absent = sys.argv[1]
+for _ in range(2):   # before EAL is up, then with EAL up (--no-pci): the same line
+    try:
+        perfkit.Run(DpdkFlows(port=absent, peer="ring:n:1", rate="10kpps", duration="0.3s"), engine="dpdk").start()
+    except EngineError as e:
+        print("ERR", e, flush=True)
+    print("STATE", _dpdk.eal_state(), flush=True)
+    run = perfkit.Run(DpdkFlows(port="ring:n:0", peer="ring:n:1", rate="10kpps", duration="0.3s"),
+                      engine="dpdk").run()
+    print("RUN", run.error, run.summary["pkts_rx"] > 0, flush=True)
+print("ARGS", " ".join(dpdk.detail()["eal_args"]))
+dpdk.SYSFS, dpdk.DEV = sys.argv[2], sys.argv[3]   # a device DPDK could take, but EAL is up without it
+try:
+    dpdk.eal(["0000:02:00.0"])
+except EngineError as e:
+    print("UP", e, flush=True)
+"""
+
+
+def test_a_run_on_an_absent_pci_device_fails_clearly_and_eal_stays_usable(fake):
+    """On this machine (no NIC DPDK may take): the PCI device is absent, the run fails before
+    EAL starts with one line, and a net_ring run in the same process works after it."""
+    pytest.importorskip("perfkit._dpdk", reason="perfkit was built without DPDK")
+    import subprocess
+    import sys
+    absent = "0000:fe:1f.7"
+    assert not os.path.exists(f"/sys/bus/pci/devices/{absent}")
+    sysfs, dev = fake
+    out = subprocess.run([sys.executable, "-P", "-c", RUN_WITH_ABSENT_PCI, "fe:1f.7", sysfs, dev],
+                         capture_output=True, text=True, timeout=120)
+    lines = out.stdout.splitlines()
+    if "RUN" not in out.stdout and "EAL" in out.stderr:
+        pytest.skip(f"DPDK EAL does not start here: {out.stderr[-500:]}")
+    assert out.returncode == 0, out.stdout + out.stderr[-3000:]
+    assert lines[0] == f"ERR {absent}: no such PCI device on this host"
+    assert lines[1] == "STATE down"      # EAL was never tried: nothing poisoned
+    assert lines[2] == "RUN None True"
+    assert lines[3:6] == [f"ERR {absent}: no such PCI device on this host", "STATE up", "RUN None True"]
+    assert "--no-pci" in lines[6].split() and "-a" not in lines[6].split()
+    assert lines[7] == ("UP 0000:02:00.0: DPDK EAL is already up in this process without it (--no-pci): EAL "
+                        "takes its PCI devices when it starts; restart the kernel/process with this spec first")
