@@ -95,7 +95,7 @@ def _pci_of(real: str) -> str | None:
     return None
 
 
-def _kind(sysfs: str, ifname: str, base: str) -> str:
+def _kind(base: str) -> str:
     """What a non-PCI interface is, from what sysfs shows of it."""
     if _int(_read(os.path.join(base, "type"))) == ARPHRD_LOOPBACK:
         return "loopback"
@@ -178,7 +178,7 @@ def scan(sysfs: str = "/sys") -> list[Nic]:
     for name, (base, pci) in ifaces.items():
         if pci and pci in pcis:
             continue
-        kind = _kind(sysfs, name, base)
+        kind = _kind(base)
         driver = _link_name(os.path.join(base, "device", "driver"))
         nic = Nic(name=name, pci=None, kind=kind, driver=driver, link=_read(os.path.join(base, "operstate")),
                   speed_mbps=_speed(base), mac=_read(os.path.join(base, "address")))
