@@ -207,6 +207,7 @@ def _parser() -> argparse.ArgumentParser:
     hs.add_argument("--interval", default="1s", help="row interval (default 1s)")
     hs.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
     _dperf_parser(sub)  # issue 6
+    _nics_parser(sub)
     return p
 
 
@@ -723,7 +724,8 @@ def main(argv=None) -> int:
     else:
         a = parser.parse_args(argv)
     commands = {"local": _local, "engines": _engines, "lab": _lab, "serve": _serve, "test": _test,
-                "http": _http, "http-serve": _http_serve, "flows": _flows, "reflect": _reflect, "dperf": _dperf}
+                "http": _http, "http-serve": _http_serve, "flows": _flows, "reflect": _reflect, "dperf": _dperf,
+                "nics": _nics}
     if a.command not in commands:
         return 2
     try:
@@ -831,6 +833,18 @@ def _dperf(a) -> int:
     if a.save:
         runs[0].save(a.save)
     return status
+
+def _nics_parser(sub) -> None:
+    n = sub.add_parser("nics", help="this host's network devices (sysfs) and whether DPDK can take each")
+    n.add_argument("--json", action="store_true", help="one JSON document instead of the table")
+
+
+def _nics(a) -> int:
+    from perfkit import nics
+    rep = nics.report()
+    print(nics.to_json(rep) if a.json else nics.text(rep))
+    return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -490,25 +490,97 @@ _MAC = re.compile(r"[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}")
 _PCI_ADDR = re.compile(r"([0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
 
 
+_BOND_XMIT = ("l2", "l23", "l34")            # DPDK's bonding xmit_policy values; dperf numbers them 0..2
+_BOND_KEYS = ("mode", "slave", "primary", "xmit_policy", "socket_id", "mac", "lsc_poll_period_ms",
+              "up_delay", "down_delay", "agg_mode")
+_DPERF_BOND = re.compile(r"bond([0-9]+):([0-9]+)\(([^()]*)\)")
+
+
+def _pci_port_address(text: str) -> str | None:
+    """0000:01:00.0 or 01:00.0 -> 0000:01:00.0 (the form DPDK names the port by); None if not one."""
+    text = text.strip()
+    if not _PCI_ADDR.fullmatch(text):
+        return None
+    text = text.lower()
+    return text if text.count(":") == 2 else "0000:" + text
+
+
+def _check_bond(dev: str, field: str) -> str:
+    """A net_bonding vdev (DPDK 22.11's arguments: mode=0..6, slave=PCI per member, ...) or
+    dperf's bondMODE:POLICY(PCI,PCI,...), made the same vdev; member addresses normalised."""
+    m = _DPERF_BOND.fullmatch(dev)
+    if m:
+        mode, policy, members = int(m.group(1)), int(m.group(2)), m.group(3).split(",")
+        if not 0 <= mode <= 4 or not 0 <= policy <= 2:
+            raise ValueError(f"{field}: {dev!r}: dperf's bond is bondMODE:POLICY(PCI,PCI,...), MODE 0-4, POLICY 0-2")
+        addrs = [_pci_port_address(a) for a in members]
+        if not members or None in addrs:
+            raise ValueError(f"{field}: {dev!r}: the bond's members are PCI addresses (0000:81:10.0,0000:81:10.1)")
+        name = "net_bonding_" + addrs[0].replace(":", "_").replace(".", "_")   # unique per first member
+        dev = ",".join([name, f"mode={mode}", f"xmit_policy={_BOND_XMIT[policy]}",
+                        *(f"slave={a}" for a in addrs)])
+    name, *args = dev.split(",")
+    if not _DPDK_NAME.fullmatch(name):
+        raise ValueError(f"{field}: {dev!r}: a bond's name is net_bonding followed by letters, digits or _")
+    out = [name]
+    for a in args:
+        if not _DPDK_ARG.fullmatch(a) or a.split("=", 1)[0] not in _BOND_KEYS:
+            raise ValueError(f"{field}: {dev!r}: {a!r} is not a bonding argument ({', '.join(_BOND_KEYS)}=...)")
+        key, value = a.split("=", 1)
+        if key in ("slave", "primary"):
+            addr = _pci_port_address(value)
+            if addr is None:
+                raise ValueError(f"{field}: {dev!r}: {key}={value}: a bond member is a PCI address (0000:01:00.0)")
+            value = addr
+        elif key == "mode" and value not in tuple("0123456"):
+            raise ValueError(f"{field}: {dev!r}: mode={value}: a bonding mode is 0..6 (4: 802.3ad)")
+        elif key == "xmit_policy" and value not in _BOND_XMIT:
+            raise ValueError(f"{field}: {dev!r}: xmit_policy={value}: one of {', '.join(_BOND_XMIT)}")
+        out.append(f"{key}={value}")
+    keys = [a.split("=", 1)[0] for a in out[1:]]
+    if "mode" not in keys or "slave" not in keys:
+        raise ValueError(f"{field}: {dev!r}: a bond needs mode=N and a slave=PCI for each member")
+    return ",".join(out)
+
+
+def pci_port_addresses(dev: str) -> list[str]:
+    """The PCI devices a checked port string uses: its own address, or a bond's members."""
+    name, *args = str(dev).split(",")
+    if _pci_port_address(name):
+        return [name]
+    if name.startswith("net_bonding"):
+        return [a.split("=", 1)[1] for a in args if a.startswith("slave=")]
+    return []
+
+
 def check_dpdk_port(dev, field: str = "port", netns=None) -> str:
-    """A DPDK port string, checked: ring:NAME:0|1 (an in-process ring pair end) or a
-    vdev of a driver in DPDK_DRIVERS with key=value arguments. Ports that reach a
-    kernel (af_packet, tap) need netns: traffic goes into lab namespaces only."""
+    """A DPDK port string, checked: ring:NAME:0|1 (an in-process ring pair end), a vdev of a
+    driver in DPDK_DRIVERS with key=value arguments, a NIC's PCI address (0000:01:00.0 or
+    01:00.0, with key=value device arguments; EAL is given it with -a), or a bond of PCI
+    ports (net_bonding0,mode=4,slave=PCI,slave=PCI or dperf's bond4:2(PCI,PCI)). PCI
+    addresses come back in DPDK's 0000:01:00.0 form. Ports that reach a kernel (af_packet,
+    tap) need netns: traffic goes into lab namespaces only."""
     dev = str(dev).strip()
     if dev.startswith("ring:"):
         if not _DPDK_RING.fullmatch(dev):
             raise ValueError(f"{field}: {dev!r}: a ring pair end is ring:NAME:0 or ring:NAME:1 "
                              "(NAME: 1-16 of a-z 0-9 _)")
         return dev
-    if _PCI_ADDR.fullmatch(dev.split(",")[0]):
-        raise ValueError(f"{field}: {dev!r} is a PCI device: perfkit does not drive NICs (its traffic stays on "
-                         "loopback and in lab namespaces it makes); use a vdev (net_af_packet0,iface=IF into a "
-                         "lab host, net_memif0, ring:NAME:0)")
+    if dev.startswith(("net_bonding", "bond")):
+        return _check_bond(dev, field)
+    pci = _pci_port_address(dev.split(",")[0])
+    if pci:
+        args = dev.split(",")[1:]
+        for a in args:
+            if not _DPDK_ARG.fullmatch(a):
+                raise ValueError(f"{field}: {dev!r}: {a!r} is not a key=value device argument")
+        return ",".join([pci, *args])
     name, *args = dev.split(",")
     driver = next((d for d in sorted(DPDK_DRIVERS, key=len, reverse=True) if name.startswith(d)), None)
     if driver is None or not _DPDK_NAME.fullmatch(name):
-        raise ValueError(f"{field}: {dev!r} is not a port: use ring:NAME:0|1 or a vdev of "
-                         f"{', '.join(DPDK_DRIVERS)} (net_null0, net_ring0, net_af_packet0,iface=IF, ...)")
+        raise ValueError(f"{field}: {dev!r} is not a port: use ring:NAME:0|1, a vdev of "
+                         f"{', '.join(DPDK_DRIVERS)} (net_null0, net_ring0, net_af_packet0,iface=IF, ...), "
+                         "a NIC's PCI address (0000:01:00.0) or a bond (net_bonding0,mode=4,slave=PCI,...)")
     for a in args:
         if not _DPDK_ARG.fullmatch(a):
             raise ValueError(f"{field}: {dev!r}: {a!r} is not a key=value device argument")

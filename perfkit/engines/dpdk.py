@@ -5,7 +5,8 @@
     perfkit.Run(DpdkReflect(port="ring:b:1", peer="ring:c:0", mode="forward"), engine="dpdk")
 
 EAL starts on first use, once per process, from EalOptions (configure() sets them
-before that): --no-huge unless enough hugepages are free, no PCI, no telemetry,
+before that): --no-huge unless enough hugepages are free, no PCI (-a ADDR for each NIC
+a spec's ports name instead, checked against sysfs first), no telemetry,
 no shared config, one EAL lcore whose CPU set is the calling thread's whole
 affinity (so the caller -- a Jupyter kernel's main thread -- is never pinned; its
 affinity is also saved and restored around rte_eal_init). Datapath workers are
@@ -31,7 +32,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from perfkit.errors import EngineError
-from perfkit.spec import DpdkFlows, DpdkReflect, cpu_list, size_pattern
+from perfkit.spec import DpdkFlows, DpdkReflect, cpu_list, pci_port_addresses, size_pattern
 
 NAME = "dpdk"
 
@@ -102,8 +103,9 @@ class EalOptions:
             return self.hugepages
         return os.geteuid() == 0 and free_hugepages_mb() >= self.memory_mb
 
-    def args(self) -> list[str]:
-        """rte_eal_init's arguments (argv[0] included)."""
+    def args(self, pci=()) -> list[str]:
+        """rte_eal_init's arguments (argv[0] included); pci: the NICs EAL may take (-a
+        each: an address, with device arguments if any), none: --no-pci."""
         if self.use_hugepages():
             if os.geteuid() != 0:
                 raise ValueError("hugepages: DPDK with hugepages needs root here (or hugepages=False)")
@@ -117,7 +119,8 @@ class EalOptions:
         # caller's affinity to that set, i.e. leaves it as it is (and C restores it anyway)
         here = cpu_list(os.sched_getaffinity(0))
         plugins = ["-d", self.pmd_dir] if self.pmd_dir else []
-        return ["perfkit", *mem, *plugins, "--no-pci", "--no-telemetry", f"--lcores=0@({here})",
+        nics = [x for addr in pci for x in ("-a", addr)] or ["--no-pci"]
+        return ["perfkit", *mem, *plugins, *nics, "--no-telemetry", f"--lcores=0@({here})",
                 # the global level, and every log type's (EAL's own stay at info otherwise)
                 f"--log-level={LOG_LEVELS[self.log_level]}", f"--log-level=*:{LOG_LEVELS[self.log_level]}",
                 f"--file-prefix=perfkit{os.getpid()}"]
@@ -137,6 +140,29 @@ def free_hugepages_mb() -> int:
 _options = EalOptions()
 _up_with: EalOptions | None = None
 _args: list[str] | None = None
+_up_pci: tuple[str, ...] = ()
+SYSFS, DEV = "/sys", "/dev"   # where PCI devices and /dev/vfio are looked up (tests fake them)
+
+
+def pci_of(ports) -> tuple[str, ...]:
+    """The PCI devices (sorted, once each) that these port strings use."""
+    return tuple(sorted({a for dev in ports for a in pci_port_addresses(dev)}))
+
+
+def _allow(ports, pci) -> tuple[str, ...]:
+    """EAL's -a values: a PCI port's own string (EAL probes the device at init, so its
+    device arguments go there), a bond member's address."""
+    own = {str(dev).split(",")[0]: str(dev) for dev in ports if str(dev).split(",")[0] in pci}
+    return tuple(own.get(a, a) for a in pci)
+
+
+def check_pci(pci, sysfs: str | None = None, dev: str | None = None) -> None:
+    """Each PCI device is here and on a driver DPDK can use, before EAL starts: a failed
+    rte_eal_init cannot be retried in the process. One line for what is wrong."""
+    from perfkit import nics
+    problems = [p for a in pci if (p := nics.dpdk_problem(a, sysfs or SYSFS, dev or DEV))]
+    if problems:
+        raise EngineError("; ".join(problems))
 
 
 def configure(options: EalOptions | None = None, **fields) -> EalOptions:
@@ -152,11 +178,19 @@ def configure(options: EalOptions | None = None, **fields) -> EalOptions:
     return opts
 
 
-def eal() -> list[str]:
-    """EAL up (once per process); returns the arguments it started with."""
-    global _up_with, _args
+def eal(ports=()) -> list[str]:
+    """EAL up (once per process) for these port strings (their PCI devices get -a, no
+    --no-pci); returns the arguments it started with."""
+    global _up_with, _args, _up_pci
     from perfkit import _dpdk  # the DPDK extension is built only where DPDK is installed
+    pci = pci_of(ports)
     state = _dpdk.eal_state()
+    missing = [a for a in pci if a not in _up_pci]
+    if state == "up" and missing:
+        check_pci(missing)
+        raise EngineError(f"{', '.join(missing)}: DPDK EAL is already up in this process without it "
+                          f"({' '.join(('-a ' + a for a in _up_pci)) or '--no-pci'}): EAL takes its PCI "
+                          "devices when it starts; restart the kernel/process with this spec first")
     if state == "up" and _dpdk.pool_counts()[0]:
         return list(_args or [])
     if state == "up":  # EAL came up but its mbuf pool did not: try the pool again
@@ -166,14 +200,15 @@ def eal() -> list[str]:
         raise EngineError("DPDK EAL failed to initialise earlier in this process: "
                           "restart the kernel/process")
     opts = _options
-    args = opts.args()
+    check_pci(pci)
+    args = opts.args(_allow(ports, pci))
     before = os.sched_getaffinity(0)
     try:
         _dpdk.eal_init(args, opts.mbufs)
     finally:
         if os.sched_getaffinity(0) != before:  # C restores it; never leave the caller pinned
             os.sched_setaffinity(0, before)
-    _up_with, _args = opts, args
+    _up_with, _args, _up_pci = opts, args, pci
     return list(args)
 
 
@@ -309,7 +344,7 @@ def build(spec):
     """Open the spec's ports and make its engine (not started). The handle closes
     the ports when it is closed."""
     port_plan, workers = plan(spec)
-    eal()
+    eal([dev for dev, _ in port_plan])
     from perfkit import _dpdk
     ports: list = []
     try:

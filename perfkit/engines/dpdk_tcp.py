@@ -73,7 +73,7 @@ def build(spec):
     """Open the spec's port and make its TCP worker (not started); closing the
     handle closes the port."""
     cfgs = workers(spec)
-    dpdk.eal()
+    dpdk.eal([spec.port])
     from perfkit import _dpdk  # the DPDK extension is built only where DPDK is installed
     port = _dpdk.Port(spec.port, netns=spec.netns, ip=spec.ip if ":" not in spec.ip else None,  # the TCP worker answers ND
                       queues=spec.queues)
