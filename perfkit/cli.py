@@ -15,7 +15,7 @@ import os
 import sys
 import time
 
-from perfkit import dperf, lab, remote
+from perfkit import dperf, lab, nics, remote
 from perfkit.engines import DEFAULT as DEFAULT_ENGINE
 from perfkit.engines import dpdk
 from perfkit.engines import engines as list_engines
@@ -840,7 +840,6 @@ def _nics_parser(sub) -> None:
 
 
 def _nics(a) -> int:
-    from perfkit import nics
     rep = nics.report()
     print(nics.to_json(rep) if a.json else nics.text(rep))
     return 0

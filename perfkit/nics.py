@@ -24,6 +24,28 @@ import re
 import shutil
 from dataclasses import asdict, dataclass
 
+
+PCI_ADDR = re.compile(r"([0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
+
+
+def pci_address(text: str) -> str | None:
+    """0000:01:00.0 or 01:00.0 -> 0000:01:00.0 (the form DPDK names the port by); None if not one."""
+    text = text.strip()
+    if not PCI_ADDR.fullmatch(text):
+        return None
+    text = text.lower()
+    return text if text.count(":") == 2 else "0000:" + text
+
+
+def pci_port_addresses(dev: str) -> list[str]:
+    """The PCI devices a checked port string uses: its own address, or a bond's members."""
+    name, *args = str(dev).split(",")
+    if pci_address(name):
+        return [name]
+    if name.startswith("net_bonding"):
+        return [a.split("=", 1)[1] for a in args if a.startswith("slave=")]
+    return []
+
 KERNEL_BYPASS = ("vfio-pci", "uio_pci_generic", "igb_uio")   # drivers DPDK's PCI PMDs run on
 BIFURCATED = ("mlx5_core", "mlx4_core")                        # the kernel keeps them; DPDK works beside
 BIND_DRIVER = "vfio-pci"

@@ -14,6 +14,7 @@ from typing import ClassVar
 from urllib.parse import urlsplit
 
 from perfkit import sandbox
+from perfkit.nics import pci_address, pci_port_addresses  # noqa: F401 (spec's public names)
 from perfkit.fields import SECONDS, check_declared, like, opt, whole_number
 from perfkit.units import Rate, parse_duration, parse_rate, parse_size
 
@@ -487,22 +488,12 @@ _DPDK_RING = re.compile(r"ring:[a-z0-9_]{1,16}:[01]")
 _DPDK_NAME = re.compile(r"[A-Za-z0-9_]+")
 _DPDK_ARG = re.compile(r"[A-Za-z0-9_-]+=[A-Za-z0-9_./:@+-]*")
 _MAC = re.compile(r"[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}")
-_PCI_ADDR = re.compile(r"([0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
 
 
 _BOND_XMIT = ("l2", "l23", "l34")            # DPDK's bonding xmit_policy values; dperf numbers them 0..2
 _BOND_KEYS = ("mode", "slave", "primary", "xmit_policy", "socket_id", "mac", "lsc_poll_period_ms",
               "up_delay", "down_delay", "agg_mode")
 _DPERF_BOND = re.compile(r"bond([0-9]+):([0-9]+)\(([^()]*)\)")
-
-
-def _pci_port_address(text: str) -> str | None:
-    """0000:01:00.0 or 01:00.0 -> 0000:01:00.0 (the form DPDK names the port by); None if not one."""
-    text = text.strip()
-    if not _PCI_ADDR.fullmatch(text):
-        return None
-    text = text.lower()
-    return text if text.count(":") == 2 else "0000:" + text
 
 
 def _check_bond(dev: str, field: str) -> str:
@@ -513,7 +504,7 @@ def _check_bond(dev: str, field: str) -> str:
         mode, policy, members = int(m.group(1)), int(m.group(2)), m.group(3).split(",")
         if not 0 <= mode <= 4 or not 0 <= policy <= 2:
             raise ValueError(f"{field}: {dev!r}: dperf's bond is bondMODE:POLICY(PCI,PCI,...), MODE 0-4, POLICY 0-2")
-        addrs = [_pci_port_address(a) for a in members]
+        addrs = [pci_address(a) for a in members]
         if not members or None in addrs:
             raise ValueError(f"{field}: {dev!r}: the bond's members are PCI addresses (0000:81:10.0,0000:81:10.1)")
         name = "net_bonding_" + addrs[0].replace(":", "_").replace(".", "_")   # unique per first member
@@ -528,7 +519,7 @@ def _check_bond(dev: str, field: str) -> str:
             raise ValueError(f"{field}: {dev!r}: {a!r} is not a bonding argument ({', '.join(_BOND_KEYS)}=...)")
         key, value = a.split("=", 1)
         if key in ("slave", "primary"):
-            addr = _pci_port_address(value)
+            addr = pci_address(value)
             if addr is None:
                 raise ValueError(f"{field}: {dev!r}: {key}={value}: a bond member is a PCI address (0000:01:00.0)")
             value = addr
@@ -541,16 +532,6 @@ def _check_bond(dev: str, field: str) -> str:
     if "mode" not in keys or "slave" not in keys:
         raise ValueError(f"{field}: {dev!r}: a bond needs mode=N and a slave=PCI for each member")
     return ",".join(out)
-
-
-def pci_port_addresses(dev: str) -> list[str]:
-    """The PCI devices a checked port string uses: its own address, or a bond's members."""
-    name, *args = str(dev).split(",")
-    if _pci_port_address(name):
-        return [name]
-    if name.startswith("net_bonding"):
-        return [a.split("=", 1)[1] for a in args if a.startswith("slave=")]
-    return []
 
 
 def check_dpdk_port(dev, field: str = "port", netns=None) -> str:
@@ -568,7 +549,7 @@ def check_dpdk_port(dev, field: str = "port", netns=None) -> str:
         return dev
     if dev.startswith(("net_bonding", "bond")):
         return _check_bond(dev, field)
-    pci = _pci_port_address(dev.split(",")[0])
+    pci = pci_address(dev.split(",")[0])
     if pci:
         args = dev.split(",")[1:]
         for a in args:

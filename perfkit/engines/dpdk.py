@@ -32,7 +32,9 @@ import time
 from dataclasses import asdict, dataclass
 
 from perfkit.errors import EngineError
-from perfkit.spec import DpdkFlows, DpdkReflect, cpu_list, pci_port_addresses, size_pattern
+from perfkit import nics
+from perfkit.nics import pci_port_addresses
+from perfkit.spec import DpdkFlows, DpdkReflect, cpu_list, size_pattern
 
 NAME = "dpdk"
 
@@ -119,8 +121,8 @@ class EalOptions:
         # caller's affinity to that set, i.e. leaves it as it is (and C restores it anyway)
         here = cpu_list(os.sched_getaffinity(0))
         plugins = ["-d", self.pmd_dir] if self.pmd_dir else []
-        nics = [x for addr in pci for x in ("-a", addr)] or ["--no-pci"]
-        return ["perfkit", *mem, *plugins, *nics, "--no-telemetry", f"--lcores=0@({here})",
+        pci_args = [x for addr in pci for x in ("-a", addr)] or ["--no-pci"]
+        return ["perfkit", *mem, *plugins, *pci_args, "--no-telemetry", f"--lcores=0@({here})",
                 # the global level, and every log type's (EAL's own stay at info otherwise)
                 f"--log-level={LOG_LEVELS[self.log_level]}", f"--log-level=*:{LOG_LEVELS[self.log_level]}",
                 f"--file-prefix=perfkit{os.getpid()}"]
@@ -159,7 +161,6 @@ def _allow(ports, pci) -> tuple[str, ...]:
 def check_pci(pci, sysfs: str | None = None, dev: str | None = None) -> None:
     """Each PCI device is here and on a driver DPDK can use, before EAL starts: a failed
     rte_eal_init cannot be retried in the process. One line for what is wrong."""
-    from perfkit import nics
     problems = [p for a in pci if (p := nics.dpdk_problem(a, sysfs or SYSFS, dev or DEV))]
     if problems:
         raise EngineError("; ".join(problems))
