@@ -32,12 +32,15 @@ class Counter:
     name: str
     kind: str   # sum | gauge | min | max
     unit: str
+    group: str  # traffic, tcp, sock, http, nic, seq, latency, cpu, probe: who writes it
     label: str
 
 
 COUNTERS: tuple[Counter, ...] = tuple(Counter(*c) for c in _counters.counter_table())
 COUNTER_NAMES: tuple[str, ...] = tuple(c.name for c in COUNTERS)
 INDEX = {name: i for i, name in enumerate(COUNTER_NAMES)}
+# The counter groups, in list order; an engine declares which of them it writes.
+GROUPS: tuple[str, ...] = tuple(dict.fromkeys(c.group for c in COUNTERS))
 PERCENTILES = {"p50": 0.50, "p90": 0.90, "p99": 0.99, "p999": 0.999}
 
 # Derived columns, with their labels, in row order after the counters.

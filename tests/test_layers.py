@@ -33,6 +33,7 @@ LAYER_OF = {
     "perfkit.spec": "kinds", "perfkit.dperf": "kinds",
     "perfkit.engines": "engines", "perfkit.procs": "engines", "perfkit.lab": "engines",
     "perfkit.stats": "base", "perfkit.units": "base", "perfkit.errors": "base", "perfkit.version": "base",
+    "perfkit.fields": "base",
 }
 NATIVE = ("perfkit._sock", "perfkit._dpdk", "perfkit._counters", "perfkit._delayline")
 

@@ -18,7 +18,7 @@ N = len(COUNTERS)
 
 
 def parse_counters_h():
-    """[(name, kind, unit, label)] read straight from the X-macro list in the header."""
+    """[(name, kind, unit, group, label)] read straight from the X-macro list in the header."""
     text = COUNTERS_H.read_text()
     start = text.index("#define PK_COUNTERS(X)")
     body = []
@@ -27,7 +27,7 @@ def parse_counters_h():
         if not line.rstrip().endswith("\\"):
             break
     macro = re.sub(r"/\*.*?\*/", "", "\n".join(body), flags=re.S)
-    return re.findall(r'X\(\s*(\w+)\s*,\s*(\w+)\s*,\s*"([^"]*)"\s*,\s*"([^"]*)"\s*\)', macro)
+    return re.findall(r'X\(\s*(\w+)\s*,\s*(\w+)\s*,\s*"([^"]*)"\s*,\s*(\w+)\s*,\s*"([^"]*)"\s*\)', macro)
 
 
 def block(**values):
@@ -45,7 +45,8 @@ def test_counters_match_the_c_header():
     assert [c.name for c in COUNTERS] == [h[0] for h in from_header]
     assert [c.kind for c in COUNTERS] == [h[1].lower() for h in from_header]
     assert [c.unit for c in COUNTERS] == [h[2] for h in from_header]
-    assert [c.label for c in COUNTERS] == [h[3] for h in from_header]
+    assert [c.group for c in COUNTERS] == [h[3] for h in from_header]
+    assert [c.label for c in COUNTERS] == [h[4] for h in from_header]
 
 
 def test_counter_table_is_where_stats_gets_it():
@@ -388,3 +389,16 @@ def test_summarize_with_nothing_sent():
 
 def test_percentiles_table():
     assert stats.PERCENTILES == {"p50": 0.5, "p90": 0.9, "p99": 0.99, "p999": 0.999}
+
+
+# =================================================================== groups
+def test_groups_cover_every_counter_as_the_header_comments_say():
+    assert set(stats.GROUPS) == {"traffic", "tcp", "sock", "http", "nic", "seq", "latency", "cpu", "probe"}
+    assert all(c.group in stats.GROUPS for c in COUNTERS)
+    by = {g: {c.name for c in COUNTERS if c.group == g} for g in stats.GROUPS}
+    assert sum(len(v) for v in by.values()) == N          # each counter in exactly one group
+    assert {"pkts_tx", "bytes_rx", "drop_tx", "bad_rx"} <= by["traffic"]
+    assert {"syn_tx", "rst_rx", "retrans_push", "tcp_drop"} <= by["tcp"]
+    assert all(n.startswith("http_") or n.startswith("err_") for n in by["http"])
+    assert all(n.startswith(("lat_", "jitter_")) for n in by["latency"])
+    assert by["sock"] == {"sock_open", "sock_close", "sock_current", "sock_error"}
