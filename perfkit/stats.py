@@ -57,6 +57,30 @@ DERIVED = {
 }
 
 
+# Every row column and what it shows: a counter's label and unit, its rate's, a derived one's.
+LABELS: dict[str, str] = {"time_s": "time since the start", "interval_s": "length of this interval"}
+UNITS: dict[str, str] = {"time_s": "s", "interval_s": "s"}
+for _c in COUNTERS:
+    LABELS[_c.name], UNITS[_c.name] = _c.label, _c.unit
+    if _c.kind == "sum":
+        LABELS[f"{_c.name}_per_s"], UNITS[f"{_c.name}_per_s"] = f"{_c.label}/s", f"{_c.unit}/s"
+LABELS.update(DERIVED)
+UNITS.update({"bits_tx_per_s": "bit/s", "bits_rx_per_s": "bit/s", "loss_pct": "%", "cpu_pct": "%",
+              **{k: "µs" for k in DERIVED if k.endswith("_us")}})
+del _c
+
+
+def label_of(column: str) -> str | None:
+    """What a row column shows, from the counter list (cpu_pct_wN: one worker's CPU)."""
+    if column.startswith("cpu_pct_w"):
+        return f"worker {column[len('cpu_pct_w'):]} CPU use, % of one core"
+    return LABELS.get(column)
+
+
+def unit_of(column: str) -> str | None:
+    return "%" if column.startswith("cpu_pct_w") else UNITS.get(column)
+
+
 class Histogram:
     """Latency histogram in the engine's log-linear buckets (nanoseconds)."""
 

@@ -402,3 +402,14 @@ def test_groups_cover_every_counter_as_the_header_comments_say():
     assert all(n.startswith("http_") or n.startswith("err_") for n in by["http"])
     assert all(n.startswith(("lat_", "jitter_")) for n in by["latency"])
     assert by["sock"] == {"sock_open", "sock_close", "sock_current", "sock_error"}
+
+
+def test_every_row_column_has_a_label_and_unit_from_the_counter_list():
+    for col in row_schema(3):
+        assert stats.label_of(col), col
+        assert stats.unit_of(col), col
+    c = next(c for c in COUNTERS if c.name == "pkts_tx")
+    assert stats.label_of("pkts_tx") == c.label and stats.unit_of("pkts_tx") == c.unit
+    assert stats.label_of("pkts_tx_per_s") == f"{c.label}/s" and stats.unit_of("pkts_tx_per_s") == "pkt/s"
+    assert stats.label_of("loss_pct") == DERIVED["loss_pct"] and stats.unit_of("lat_p99_us") == "µs"
+    assert stats.label_of("nonesuch") is None
