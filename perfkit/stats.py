@@ -219,11 +219,46 @@ def make_row(t: float, dt: float, prev: list[int], cur: list[int], prev_hist: Hi
     return row
 
 
-def row_schema(nworkers: int) -> dict:
-    """polars dtypes of a row, in column order."""
+def _counter_columns(c: Counter) -> tuple[str, ...]:
+    return (c.name, f"{c.name}_per_s") if c.kind == "sum" else (c.name,)
+
+
+def dropped_columns(groups) -> frozenset[str]:
+    """The counter columns (totals and rates) of the groups not in `groups`
+    (None: every group, nothing dropped)."""
+    if groups is None:
+        return frozenset()
+    unknown = set(groups) - set(GROUPS)
+    if unknown:
+        raise ValueError(f"counter groups: {', '.join(sorted(unknown))} not in {', '.join(GROUPS)}")
+    return frozenset(col for c in COUNTERS if c.group not in groups for col in _counter_columns(c))
+
+
+def keep_groups(row: dict, groups) -> dict:
+    """row without the counter columns of the groups not in `groups`."""
+    drop = dropped_columns(groups)
+    return {k: v for k, v in row.items() if k not in drop} if drop else row
+
+
+def value(rows, column: str):
+    """A column that may be absent (an engine that does not write its group) as 0:
+    a row dict's value, or a frame's column as a Series of zeros the frame's length."""
+    if isinstance(rows, dict):
+        v = rows.get(column)
+        return 0 if v is None and column not in rows else v
+    if column in rows.columns:
+        return rows[column]
+    import polars as pl
+    return pl.Series(column, [0] * len(rows), dtype=pl.Int64 if column in INDEX else pl.Float64)
+
+
+def row_schema(nworkers: int, groups=None) -> dict:
+    """polars dtypes of a row, in column order: the counters of `groups` (None: all)."""
     import polars as pl
     schema = {"time_s": pl.Float64, "interval_s": pl.Float64}
     for c in COUNTERS:
+        if groups is not None and c.group not in groups:
+            continue
         schema[c.name] = pl.Int64
         if c.kind == "sum":
             schema[f"{c.name}_per_s"] = pl.Float64
