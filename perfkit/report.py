@@ -5,6 +5,7 @@ import json
 import sys
 import threading
 
+from perfkit.stats import value
 from perfkit.units import format_time_us
 
 
@@ -29,28 +30,29 @@ def _count(n) -> str:
 
 def http_row_line(row: dict) -> str:
     """One line per interval of an HTTP load: tps, response times, errors, connections."""
-    errs = sum(row[f"{k}_per_s"] for k in ("err_connect", "err_timeout", "err_reset", "err_read", "err_tls")) * row["interval_s"]
-    parts = [f"{row['time_s']:6.1f}s", f"tps {_si(row['http_resp_per_s']):>7}",
+    errs = sum(value(row, f"{k}_per_s") for k in ("err_connect", "err_timeout", "err_reset", "err_read", "err_tls")) * row["interval_s"]
+    parts = [f"{row['time_s']:6.1f}s", f"tps {_si(value(row, 'http_resp_per_s')):>7}",
              f"rt p50 {format_time_us(row['lat_p50_us'])} p99 {format_time_us(row['lat_p99_us'])}",
-             f"2xx {_count(row['http_2xx_per_s'] * row['interval_s'])}",
-             f"4xx {_count(row['http_4xx_per_s'] * row['interval_s'])}",
-             f"5xx {_count(row['http_5xx_per_s'] * row['interval_s'])}",
-             f"err {_count(errs)}", f"conn {row['sock_current']}",
+             f"2xx {_count(value(row, 'http_2xx_per_s') * row['interval_s'])}",
+             f"4xx {_count(value(row, 'http_4xx_per_s') * row['interval_s'])}",
+             f"5xx {_count(value(row, 'http_5xx_per_s') * row['interval_s'])}",
+             f"err {_count(errs)}", f"conn {value(row, 'sock_current')}",
              f"bitsRx {_si(row['bits_rx_per_s'], 'bps')}", f"cpu {row['cpu_pct']:.0f}%"]
     return "  ".join(parts)
 
 
 def row_line(row: dict) -> str:
     """One dperf-style line per interval."""
+    # dperf's short column names (pktTx, bitsRx), not the counter labels: a line people compare with dperf's
     parts = [f"{row['time_s']:6.1f}s",
-             f"pktTx {_si(row['pkts_tx_per_s'], '/s'):>9}",
-             f"pktRx {_si(row['pkts_rx_per_s'], '/s'):>9}",
+             f"pktTx {_si(value(row, 'pkts_tx_per_s'), '/s'):>9}",
+             f"pktRx {_si(value(row, 'pkts_rx_per_s'), '/s'):>9}",
              f"bitsTx {_si(row['bits_tx_per_s'], 'bps'):>10}",
              f"bitsRx {_si(row['bits_rx_per_s'], 'bps'):>10}",
-             f"dropTx {_count(row['drop_tx_per_s'] * row['interval_s'])}",
-             f"lost {_count(row['seq_lost_per_s'] * row['interval_s'])}",
-             f"dup {_count(row['seq_dup_per_s'] * row['interval_s'])}",
-             f"reord {_count(row['seq_reorder_per_s'] * row['interval_s'])}"]
+             f"dropTx {_count(value(row, 'drop_tx_per_s') * row['interval_s'])}",
+             f"lost {_count(value(row, 'seq_lost_per_s') * row['interval_s'])}",
+             f"dup {_count(value(row, 'seq_dup_per_s') * row['interval_s'])}",
+             f"reord {_count(value(row, 'seq_reorder_per_s') * row['interval_s'])}"]
     if row.get("lat_p50_us") is not None:
         parts.append(f"lat p50 {format_time_us(row['lat_p50_us'])} p99 {format_time_us(row['lat_p99_us'])}")
     parts.append(f"cpu {row['cpu_pct']:.0f}%")

@@ -18,11 +18,12 @@ import time
 from typing import Callable
 
 from perfkit.engines import DEFAULT as DEFAULT_ENGINE
+from perfkit.engines import counter_groups
 from perfkit.engines import engines as list_engines
 from perfkit.engines import get as get_engine
 from perfkit import spec as _spec
 from perfkit.errors import EngineError
-from perfkit.stats import Histogram, make_row, merge_counters, row_schema, summarize
+from perfkit.stats import Histogram, keep_groups, make_row, merge_counters, row_schema, summarize
 from perfkit.version import __version__
 
 POLL_S = 0.02  # how often the sampler checks whether the workers have finished
@@ -86,6 +87,8 @@ class Run:
         self.spec = spec
         self.engine_name = engine or getattr(spec, "ENGINE", DEFAULT_ENGINE)
         self.interval = float(interval)
+        # the counter groups the engine writes: rows and the frame keep only their columns
+        self.groups = counter_groups(self.engine_name, spec)
         self.rows: list[dict] = []
         self.summary: dict | None = None
         self.histogram: Histogram | None = None
@@ -150,6 +153,7 @@ class Run:
 
     # ------------------------------------------------------------ sampling
     def _emit(self, row: dict) -> None:
+        row = keep_groups(row, self.groups)
         self.rows.append(row)
         self._frame = None
         for fn in list(self._subscribers):
@@ -236,8 +240,9 @@ class Run:
         """Every row so far as a polars DataFrame."""
         import polars as pl
         if self._frame is None:
-            self._frame = pl.DataFrame(self.rows, schema=row_schema(len(self.roles)), orient="row"
-                                       ) if self.rows else pl.DataFrame(schema=row_schema(len(self.roles)))
+            schema = row_schema(len(self.roles), self.groups)
+            self._frame = pl.DataFrame(self.rows, schema=schema, orient="row"
+                                       ) if self.rows else pl.DataFrame(schema=schema)
         return self._frame
 
     def save(self, path) -> str:

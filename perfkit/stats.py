@@ -32,12 +32,15 @@ class Counter:
     name: str
     kind: str   # sum | gauge | min | max
     unit: str
+    group: str  # traffic, tcp, sock, http, nic, seq, latency, cpu, probe: who writes it
     label: str
 
 
 COUNTERS: tuple[Counter, ...] = tuple(Counter(*c) for c in _counters.counter_table())
 COUNTER_NAMES: tuple[str, ...] = tuple(c.name for c in COUNTERS)
 INDEX = {name: i for i, name in enumerate(COUNTER_NAMES)}
+# The counter groups, in list order; an engine declares which of them it writes.
+GROUPS: tuple[str, ...] = tuple(dict.fromkeys(c.group for c in COUNTERS))
 PERCENTILES = {"p50": 0.50, "p90": 0.90, "p99": 0.99, "p999": 0.999}
 
 # Derived columns, with their labels, in row order after the counters.
@@ -52,6 +55,30 @@ DERIVED = {
     "cpu_pct": "engine CPU use, % of one core (all workers)",
     "rtt_mean_us": "mean first-packet RTT in this interval (DPDK TCP: SYN -> SYN-ACK)",
 }
+
+
+# Every row column and what it shows: a counter's label and unit, its rate's, a derived one's.
+LABELS: dict[str, str] = {"time_s": "time since the start", "interval_s": "length of this interval"}
+UNITS: dict[str, str] = {"time_s": "s", "interval_s": "s"}
+for _c in COUNTERS:
+    LABELS[_c.name], UNITS[_c.name] = _c.label, _c.unit
+    if _c.kind == "sum":
+        LABELS[f"{_c.name}_per_s"], UNITS[f"{_c.name}_per_s"] = f"{_c.label}/s", f"{_c.unit}/s"
+LABELS.update(DERIVED)
+UNITS.update({"bits_tx_per_s": "bit/s", "bits_rx_per_s": "bit/s", "loss_pct": "%", "cpu_pct": "%",
+              **{k: "µs" for k in DERIVED if k.endswith("_us")}})
+del _c
+
+
+def label_of(column: str) -> str | None:
+    """What a row column shows, from the counter list (cpu_pct_wN: one worker's CPU)."""
+    if column.startswith("cpu_pct_w"):
+        return f"worker {column[len('cpu_pct_w'):]} CPU use, % of one core"
+    return LABELS.get(column)
+
+
+def unit_of(column: str) -> str | None:
+    return "%" if column.startswith("cpu_pct_w") else UNITS.get(column)
 
 
 class Histogram:
@@ -192,11 +219,46 @@ def make_row(t: float, dt: float, prev: list[int], cur: list[int], prev_hist: Hi
     return row
 
 
-def row_schema(nworkers: int) -> dict:
-    """polars dtypes of a row, in column order."""
+def _counter_columns(c: Counter) -> tuple[str, ...]:
+    return (c.name, f"{c.name}_per_s") if c.kind == "sum" else (c.name,)
+
+
+def dropped_columns(groups) -> frozenset[str]:
+    """The counter columns (totals and rates) of the groups not in `groups`
+    (None: every group, nothing dropped)."""
+    if groups is None:
+        return frozenset()
+    unknown = set(groups) - set(GROUPS)
+    if unknown:
+        raise ValueError(f"counter groups: {', '.join(sorted(unknown))} not in {', '.join(GROUPS)}")
+    return frozenset(col for c in COUNTERS if c.group not in groups for col in _counter_columns(c))
+
+
+def keep_groups(row: dict, groups) -> dict:
+    """row without the counter columns of the groups not in `groups`."""
+    drop = dropped_columns(groups)
+    return {k: v for k, v in row.items() if k not in drop} if drop else row
+
+
+def value(rows, column: str):
+    """A column that may be absent (an engine that does not write its group) as 0:
+    a row dict's value, or a frame's column as a Series of zeros the frame's length."""
+    if isinstance(rows, dict):
+        v = rows.get(column)
+        return 0 if v is None and column not in rows else v
+    if column in rows.columns:
+        return rows[column]
+    import polars as pl
+    return pl.Series(column, [0] * len(rows), dtype=pl.Int64 if column in INDEX else pl.Float64)
+
+
+def row_schema(nworkers: int, groups=None) -> dict:
+    """polars dtypes of a row, in column order: the counters of `groups` (None: all)."""
     import polars as pl
     schema = {"time_s": pl.Float64, "interval_s": pl.Float64}
     for c in COUNTERS:
+        if groups is not None and c.group not in groups:
+            continue
         schema[c.name] = pl.Int64
         if c.kind == "sum":
             schema[f"{c.name}_per_s"] = pl.Float64

@@ -49,6 +49,12 @@ def test_client_and_server_counts_agree(perfkit_server, keepalive):
     else:
         assert s["sock_open"] >= s["responses"]
     assert s["lat_count"] == s["responses"] and s["lat_p50_us"] > 0
+    # an HTTP run's frame has the HTTP and socket columns, and no TCP-state or sequence ones
+    cols = set(run.frame.columns)
+    assert {"http_req", "http_resp_per_s", "http_2xx", "err_connect", "http_cut", "sock_open", "sock_current",
+            "pkts_tx", "lat_count"} <= cols
+    assert not [c for c in cols if c.startswith(("syn_", "seq_", "nic_", "probe_"))]
+    assert run.frame["http_resp"][-1] == s["responses"]
 
 
 def test_open_loop_holds_its_rate(perfkit_server):

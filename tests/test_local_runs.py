@@ -80,3 +80,15 @@ def test_tcp_bw_small_writes_go_a_batch_per_call():
     assert messages > 10_000 and summary["bytes_rx"] == messages * 64
     assert calls.get("sendto", (0, 0))[0] < messages / 100, calls      # a blocking send only where the buffer was full
     assert messages / 40 <= calls["sendmmsg"][0] <= messages / 16, (calls, messages)
+
+
+def test_udp_bw_frame_keeps_only_the_socket_engines_counter_groups():
+    """The socket engine writes no HTTP or TCP-state counters: a udp_bw frame has none of
+    their columns, and has the packet, sequence, latency and CPU ones."""
+    run = perfkit.run(LocalTest("udp_bw", duration="0.5s"), interval=0.25)
+    cols = set(run.frame.columns)
+    assert not [c for c in cols if c.startswith(("http_", "syn_", "fin_", "rst_", "retrans_", "nic_", "probe_"))]
+    assert {"pkts_tx", "pkts_tx_per_s", "pkts_rx", "bytes_rx_per_s", "drop_tx", "seq_lost", "lat_count",
+            "cpu_busy_ns", "bits_rx_per_s", "loss_pct", "cpu_pct", "cpu_pct_w0"} <= cols
+    assert set(run.rows[-1]) == cols            # the rows subscribers get: the same columns
+    assert run.frame["pkts_tx"][-1] == run.summary["pkts_tx"]

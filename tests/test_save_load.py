@@ -4,7 +4,7 @@ import json
 import pytest
 
 import perfkit
-from perfkit.stats import Histogram, row_schema
+from perfkit.stats import Histogram, row_schema, value
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,7 @@ def test_file_is_parquet_with_perfkit_metadata(saved, finished_run):
 def test_load_gives_the_same_frame(saved, finished_run):
     back = perfkit.load(saved)
     assert back.frame.schema == finished_run.frame.schema
-    assert dict(back.frame.schema) == row_schema(len(finished_run.roles))
+    assert dict(back.frame.schema) == row_schema(len(finished_run.roles), finished_run.groups)
     assert back.frame.equals(finished_run.frame)
     assert back.rows == finished_run.rows
 
@@ -92,3 +92,25 @@ def test_load_refuses_a_parquet_file_that_is_not_a_run(tmp_path):
     pl.DataFrame({"a": [1, 2]}).write_parquet(path)
     with pytest.raises(ValueError, match="not a perfkit run"):
         perfkit.load(path)
+
+
+def test_a_run_saved_with_every_counter_column_still_loads_and_compares(finished_run, tmp_path):
+    """Runs saved before frames kept only their engine's counter groups have every column:
+    they load as they are, compare with a run of today, and an absent column reads as 0."""
+    import polars as pl
+    old = perfkit.load(finished_run.save(tmp_path / "now.parquet"))
+    full = row_schema(len(old.roles))
+    old._frame = old.frame.with_columns([pl.lit(0, dtype=dtype).alias(c) for c, dtype in full.items()
+                                         if c not in old.frame.columns]).select(list(full))
+    old.rows = old._frame.to_dicts()
+    back = perfkit.load(old.save(tmp_path / "before.parquet"))
+    assert dict(back.frame.schema) == full and "http_req" in back.frame.columns
+    assert "http_req" not in finished_run.frame.columns
+    assert back.frame.select(finished_run.frame.columns).equals(finished_run.frame)
+    cmp = perfkit.compare([back, finished_run], names=["before", "now"])
+    assert len(cmp.table) >= 1 and len(cmp.figure().data) >= 4
+    html = cmp.report(tmp_path / "cmp.html")
+    assert "before" in open(html).read()
+    assert value(finished_run.frame, "http_req").to_list() == [0] * len(finished_run.frame)
+    assert value(finished_run.rows[-1], "http_req") == 0
+    assert value(back.frame, "pkts_tx").equals(finished_run.frame["pkts_tx"])

@@ -18,7 +18,7 @@ N = len(COUNTERS)
 
 
 def parse_counters_h():
-    """[(name, kind, unit, label)] read straight from the X-macro list in the header."""
+    """[(name, kind, unit, group, label)] read straight from the X-macro list in the header."""
     text = COUNTERS_H.read_text()
     start = text.index("#define PK_COUNTERS(X)")
     body = []
@@ -27,7 +27,7 @@ def parse_counters_h():
         if not line.rstrip().endswith("\\"):
             break
     macro = re.sub(r"/\*.*?\*/", "", "\n".join(body), flags=re.S)
-    return re.findall(r'X\(\s*(\w+)\s*,\s*(\w+)\s*,\s*"([^"]*)"\s*,\s*"([^"]*)"\s*\)', macro)
+    return re.findall(r'X\(\s*(\w+)\s*,\s*(\w+)\s*,\s*"([^"]*)"\s*,\s*(\w+)\s*,\s*"([^"]*)"\s*\)', macro)
 
 
 def block(**values):
@@ -45,7 +45,8 @@ def test_counters_match_the_c_header():
     assert [c.name for c in COUNTERS] == [h[0] for h in from_header]
     assert [c.kind for c in COUNTERS] == [h[1].lower() for h in from_header]
     assert [c.unit for c in COUNTERS] == [h[2] for h in from_header]
-    assert [c.label for c in COUNTERS] == [h[3] for h in from_header]
+    assert [c.group for c in COUNTERS] == [h[3] for h in from_header]
+    assert [c.label for c in COUNTERS] == [h[4] for h in from_header]
 
 
 def test_counter_table_is_where_stats_gets_it():
@@ -388,3 +389,67 @@ def test_summarize_with_nothing_sent():
 
 def test_percentiles_table():
     assert stats.PERCENTILES == {"p50": 0.5, "p90": 0.9, "p99": 0.99, "p999": 0.999}
+
+
+# =================================================================== groups
+def test_groups_cover_every_counter_as_the_header_comments_say():
+    assert set(stats.GROUPS) == {"traffic", "tcp", "sock", "http", "nic", "seq", "latency", "cpu", "probe"}
+    assert all(c.group in stats.GROUPS for c in COUNTERS)
+    by = {g: {c.name for c in COUNTERS if c.group == g} for g in stats.GROUPS}
+    assert sum(len(v) for v in by.values()) == N          # each counter in exactly one group
+    assert {"pkts_tx", "bytes_rx", "drop_tx", "bad_rx"} <= by["traffic"]
+    assert {"syn_tx", "rst_rx", "retrans_push", "tcp_drop"} <= by["tcp"]
+    assert all(n.startswith("http_") or n.startswith("err_") for n in by["http"])
+    assert all(n.startswith(("lat_", "jitter_")) for n in by["latency"])
+    assert by["sock"] == {"sock_open", "sock_close", "sock_current", "sock_error"}
+
+
+def test_every_engine_declares_groups_that_exist():
+    from perfkit import spec
+    from perfkit.engines import _ENGINES, counter_groups, dpdk, dpdk_tcp, socket
+    assert set(_ENGINES.values()) == {socket, dpdk, dpdk_tcp}
+    for mod in (socket, dpdk, dpdk_tcp):
+        assert callable(mod.counter_groups)
+    samples = {socket: [spec.LocalTest("udp_bw"), spec.LocalTest("tcp_lat"), spec.HttpLoad(url="http://127.0.0.1:1/"),
+                        spec.HttpServe(port=0)],
+               dpdk: [None], dpdk_tcp: [None]}
+    for mod, specs in samples.items():
+        for s in specs:
+            groups = counter_groups(mod.NAME, s)
+            assert groups and set(groups) <= set(stats.GROUPS) and {"traffic", "cpu"} <= set(groups), (mod, s)
+    assert "http" not in counter_groups("socket", spec.LocalTest("udp_bw"))
+    assert "http" in counter_groups("socket", spec.HttpLoad(url="http://127.0.0.1:1/"))
+    assert "tcp" in counter_groups("dpdk_tcp", None) and "tcp" not in counter_groups("dpdk", None)
+    assert counter_groups("nonesuch", None) is None
+
+
+def test_row_schema_and_rows_keep_only_the_groups_asked_for():
+    import polars as pl
+    groups = ("traffic", "seq", "cpu")
+    schema = row_schema(2, groups)
+    assert "pkts_tx" in schema and "pkts_tx_per_s" in schema and "seq_lost" in schema
+    assert not [c for c in schema if c.startswith(("http_", "syn_", "lat_count", "sock_"))]
+    assert set(DERIVED) <= set(schema) and "cpu_pct_w1" in schema   # derived columns stay
+    assert list(schema) == [c for c in row_schema(2) if c in schema]   # same order as the full row
+    row = make_row(1.0, 1.0, [0] * N, block(pkts_tx=10, http_req=3), Histogram(), Histogram(), [[0] * N],
+                   [block(pkts_tx=10, http_req=3)])
+    kept = stats.keep_groups(row, groups)
+    assert set(kept) == set(row_schema(1, groups)) and kept["pkts_tx"] == 10
+    assert stats.keep_groups(row, None) is row
+    assert stats.value(kept, "http_req") == 0 and stats.value(row, "http_req") == 3
+    assert stats.value(kept, "lat_mean_us") is None          # present and empty stays None
+    frame = pl.DataFrame([kept], schema=row_schema(1, groups), orient="row")
+    assert stats.value(frame, "http_req_per_s").to_list() == [0]
+    with pytest.raises(ValueError, match="nonesuch"):
+        stats.dropped_columns(("traffic", "nonesuch"))
+
+
+def test_every_row_column_has_a_label_and_unit_from_the_counter_list():
+    for col in row_schema(3):
+        assert stats.label_of(col), col
+        assert stats.unit_of(col), col
+    c = next(c for c in COUNTERS if c.name == "pkts_tx")
+    assert stats.label_of("pkts_tx") == c.label and stats.unit_of("pkts_tx") == c.unit
+    assert stats.label_of("pkts_tx_per_s") == f"{c.label}/s" and stats.unit_of("pkts_tx_per_s") == "pkt/s"
+    assert stats.label_of("loss_pct") == DERIVED["loss_pct"] and stats.unit_of("lat_p99_us") == "µs"
+    assert stats.label_of("nonesuch") is None

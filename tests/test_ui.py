@@ -274,6 +274,32 @@ def test_dashboard_draws_live_on_one_thread_and_ends_with_a_static_figure():
     assert "finished" in data[PLOTLY]["layout"]["title"]["text"]
 
 
+def test_every_chart_trace_is_named_by_the_counter_list_unless_its_layout_names_it():
+    from perfkit.stats import label_of
+    from perfkit.ui import charts
+    named_by_list = 0
+    for layout, panels in charts.LAYOUTS.items():
+        for _, _, lines in panels:
+            for line in lines:
+                assert isinstance(line, charts.Line), (layout, line)
+                if not line.override:
+                    assert line.name == label_of(line.key), (layout, line)
+                    named_by_list += 1
+                else:
+                    assert line.name, (layout, line)
+                if isinstance(line.key, str):   # every column a chart reads is in the row list
+                    assert label_of(line.key), (layout, line.key)
+    assert named_by_list >= 2
+    assert charts._line("sock_error_per_s", "#000").name == "connection errors/s"
+    assert charts._line("sock_error_per_s", "#000", "errs").name == "errs"
+    with pytest.raises(ValueError, match="name the trace"):
+        charts._line(lambda row: 0, "#000")
+    # a trace whose column the run's engine does not write is a line of gaps, not an error
+    fig = charts.empty_figure("t", charts.HTTP_PANELS)
+    x, ys = charts.columns([{"time_s": 0.0}], charts.HTTP_PANELS)
+    assert len(ys) == len(fig.data) and x == [0.0]
+
+
 def test_dashboard_of_a_finished_or_loaded_run_is_static(tmp_path):
     run = perfkit.run(LocalTest("tcp_lat", duration="0.5s"), interval=0.1)
     back = perfkit.load(run.save(tmp_path / "r.parquet"))

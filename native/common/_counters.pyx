@@ -5,7 +5,7 @@ perfkit.stats builds its schema from here: the C X-macro list is the only
 definition of the counters.
 """
 from pk_common cimport (PK_NCOUNTERS, pk_counter_names, pk_counter_units,
-                        pk_counter_labels, pk_counter_kinds, PK_HIST_BUCKETS,
+                        pk_counter_groups, pk_counter_labels, pk_counter_kinds, PK_HIST_BUCKETS,
                         PK_HIST_SUB_BITS, pk_hist_lower, pk_hist_index,
                         PK_WIRE_HDR_LEN)
 
@@ -16,9 +16,10 @@ WIRE_HEADER_BYTES = PK_WIRE_HDR_LEN
 
 
 def counter_table():
-    """[(name, kind, unit, label)] in the order of the C list."""
+    """[(name, kind, unit, group, label)] in the order of the C list."""
     return [(pk_counter_names[i].decode(), KINDS[pk_counter_kinds[i]],
-             pk_counter_units[i].decode(), pk_counter_labels[i].decode())
+             pk_counter_units[i].decode(), pk_counter_groups[i].decode(),
+             pk_counter_labels[i].decode())
             for i in range(PK_NCOUNTERS)]
 
 

@@ -5,6 +5,7 @@ cdef extern from "perfkit/counters.h":
     enum: PK_NCOUNTERS
     const char *pk_counter_names[]
     const char *pk_counter_units[]
+    const char *pk_counter_groups[]
     const char *pk_counter_labels[]
     const int pk_counter_kinds[]
 

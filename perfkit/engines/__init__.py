@@ -23,6 +23,12 @@ def engines() -> dict[str, dict]:
     return {name: mod.status() for name, mod in _ENGINES.items()}
 
 
+def counter_groups(name: str, spec) -> tuple[str, ...] | None:
+    """The counter groups engine `name` writes for spec (None: an unknown engine, all of them)."""
+    mod = _ENGINES.get(name)
+    return tuple(mod.counter_groups(spec)) if mod is not None else None
+
+
 def get(name: str):
     """The engine module called name, or ValueError saying what there is."""
     mod = _ENGINES.get(name)

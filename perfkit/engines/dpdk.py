@@ -37,6 +37,13 @@ from perfkit.nics import pci_port_addresses
 from perfkit.spec import DpdkFlows, DpdkReflect, cpu_list, size_pattern
 
 NAME = "dpdk"
+# The counter groups (perfkit.stats.GROUPS) DPDK flows and reflectors write: no TCP state, sockets or HTTP.
+COUNTER_GROUPS = ("traffic", "seq", "latency", "probe", "nic", "cpu")
+
+
+def counter_groups(spec) -> tuple[str, ...]:
+    return COUNTER_GROUPS
+
 
 LOG_LEVELS = {"emergency": 1, "alert": 2, "critical": 3, "error": 4, "warning": 5,
               "notice": 6, "info": 7, "debug": 8}

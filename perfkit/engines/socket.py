@@ -10,6 +10,15 @@ from perfkit.procs import ProcessHandle, raise_fd_limit
 from perfkit.spec import HttpLoad, HttpServe, LocalTest, RemoteTest, SocketReflect, check_cpu_here
 
 NAME = "socket"
+# The counter groups (perfkit.stats.GROUPS) each kind of test writes; a run's frame keeps only these.
+STREAM_GROUPS = ("traffic", "seq", "latency", "sock", "cpu")
+HTTP_GROUPS = ("traffic", "sock", "http", "latency", "cpu")
+
+
+def counter_groups(spec) -> tuple[str, ...]:
+    """HTTP load and the HTTP server write the HTTP counters; the stream tests, their
+    far end (SocketReflect) and remote tests the packet, sequence and latency ones."""
+    return HTTP_GROUPS if isinstance(spec, (HttpLoad, HttpServe)) else STREAM_GROUPS
 
 
 def status() -> dict:

@@ -9,8 +9,9 @@ response times and errors by class for HTTP load.
 from __future__ import annotations
 
 import json
+from typing import Callable, NamedTuple
 
-from perfkit.stats import Histogram
+from perfkit.stats import Histogram, label_of
 
 # Error counters summed into one "other errors/s" line (their own columns stay in run.frame).
 OTHER_ERRORS = ("bad_rx_per_s", "tcp_drop_per_s", "sock_error_per_s", "http_err_per_s",
@@ -31,69 +32,90 @@ def _ms(key: str):
     return lambda row: None if row.get(key) is None else row[key] / 1000.0
 
 
+class Line(NamedTuple):
+    """One trace of a layout: its legend name, the row column (or a function of a row), its colour,
+    and whether the layout named it (else the name is the column's label in the counter list)."""
+    name: str
+    key: str | Callable[[dict], float | None]
+    colour: str
+    override: bool
+
+
+def _line(key, colour: str, name: str | None = None) -> Line:
+    """A trace named by the counter list (stats.label_of) unless the layout names it."""
+    if name is None:
+        name = label_of(key) if isinstance(key, str) else None
+        if name is None:
+            raise ValueError(f"chart: {key!r} has no label in the counter list: name the trace")
+        return Line(name, key, colour, False)
+    return Line(name, key, colour, True)
+
+
+# Legend names the layouts give (short forms of the counter labels, sized for the two-column
+# dashboard; tests, notebooks and saved reports name them): every other trace takes its label.
 _RATE_AXIS = {"tickformat": "~s", "rangemode": "tozero"}
 _ZERO = {"rangemode": "tozero"}
 _CPU = ("engine CPU (% of one core)", _ZERO,
-        [("cpu % (all workers)", "cpu_pct", "#17becf"), ("busiest worker %", _busiest_worker, "#bcbd22")])
-_LATENCY = [("p50 µs", "lat_p50_us", "#2ca02c"), ("p99 µs", "lat_p99_us", "#d62728"),
-            ("max µs", "lat_max_us", "#9467bd")]
+        [_line("cpu_pct", "#17becf", "cpu % (all workers)"), _line(_busiest_worker, "#bcbd22", "busiest worker %")])
+_LATENCY = [_line("lat_p50_us", "#2ca02c", "p50 µs"), _line("lat_p99_us", "#d62728", "p99 µs"),
+            _line("lat_max_us", "#9467bd", "max µs")]
 
-# A layout: (subplot title, y-axis options, [(trace name, row key or function of a row, colour)]).
+# A layout: (subplot title, y-axis options, [Line]); a Line made by _line(column, colour[, name]).
 # One per kind of spec (layout_for picks it); the live dashboard and the static figure share it.
 PANELS = (   # kernel-socket tests (LocalTest, RemoteTest)
     ("packets/s", _RATE_AXIS,
-     [("tx pkt/s", "pkts_tx_per_s", "#1f77b4"), ("rx pkt/s", "pkts_rx_per_s", "#ff7f0e")]),
+     [_line("pkts_tx_per_s", "#1f77b4", "tx pkt/s"), _line("pkts_rx_per_s", "#ff7f0e", "rx pkt/s")]),
     ("bits/s", _RATE_AXIS,
-     [("tx bit/s", "bits_tx_per_s", "#1f77b4"), ("rx bit/s", "bits_rx_per_s", "#ff7f0e")]),
+     [_line("bits_tx_per_s", "#1f77b4", "tx bit/s"), _line("bits_rx_per_s", "#ff7f0e", "rx bit/s")]),
     ("latency (µs)", {"type": "log"}, _LATENCY),
-    ("loss (%)", _ZERO, [("loss %", "loss_pct", "#d62728")]),
+    ("loss (%)", _ZERO, [_line("loss_pct", "#d62728", "loss %")]),
     ("errors/s", _RATE_AXIS,
-     [("lost/s", "seq_lost_per_s", "#d62728"), ("send drops/s", "drop_tx_per_s", "#8c564b"),
-      ("other errors/s", _other_errors, "#7f7f7f")]),
+     [_line("seq_lost_per_s", "#d62728", "lost/s"), _line("drop_tx_per_s", "#8c564b", "send drops/s"),
+      _line(_other_errors, "#7f7f7f", "other errors/s")]),
     _CPU,
 )
 
 DPDK_PANELS = (   # DPDK UDP flows and their far end (DpdkFlows, DpdkReflect)
     ("frames/s", _RATE_AXIS,
-     [("tx pkt/s", "pkts_tx_per_s", "#1f77b4"), ("rx pkt/s", "pkts_rx_per_s", "#ff7f0e")]),
+     [_line("pkts_tx_per_s", "#1f77b4", "tx pkt/s"), _line("pkts_rx_per_s", "#ff7f0e", "rx pkt/s")]),
     ("bits/s (frames, FCS counted)", _RATE_AXIS,
-     [("tx bit/s", "bits_tx_per_s", "#1f77b4"), ("rx bit/s", "bits_rx_per_s", "#ff7f0e")]),
+     [_line("bits_tx_per_s", "#1f77b4", "tx bit/s"), _line("bits_rx_per_s", "#ff7f0e", "rx bit/s")]),
     ("latency (µs)", {"type": "log"}, _LATENCY),
-    ("loss (%)", _ZERO, [("loss %", "loss_pct", "#d62728")]),
+    ("loss (%)", _ZERO, [_line("loss_pct", "#d62728", "loss %")]),
     ("sequence and port errors/s", _RATE_AXIS,
-     [("lost/s", "seq_lost_per_s", "#d62728"), ("reordered/s", "seq_reorder_per_s", "#ff7f0e"),
-      ("duplicates/s", "seq_dup_per_s", "#e377c2"), ("tx full/s", "drop_tx_per_s", "#8c564b"),
-      ("other errors/s", _other_errors, "#7f7f7f")]),
+     [_line("seq_lost_per_s", "#d62728", "lost/s"), _line("seq_reorder_per_s", "#ff7f0e", "reordered/s"),
+      _line("seq_dup_per_s", "#e377c2", "duplicates/s"), _line("drop_tx_per_s", "#8c564b", "tx full/s"),
+      _line(_other_errors, "#7f7f7f", "other errors/s")]),
     _CPU,
 )
 
-HTTP_ERRORS = [("failed requests/s", "http_err_per_s", "#d62728"), ("connect errors/s", "err_connect_per_s", "#8c564b"),
-               ("timeouts/s", "err_timeout_per_s", "#ff7f0e"), ("resets/s", "err_reset_per_s", "#9467bd"),
-               ("cut short/s", "err_read_per_s", "#7f7f7f"), ("TLS handshakes failed/s", "err_tls_per_s", "#bcbd22")]
+HTTP_ERRORS = [_line("http_err_per_s", "#d62728", "failed requests/s"), _line("err_connect_per_s", "#8c564b", "connect errors/s"),
+               _line("err_timeout_per_s", "#ff7f0e", "timeouts/s"), _line("err_reset_per_s", "#9467bd", "resets/s"),
+               _line("err_read_per_s", "#7f7f7f", "cut short/s"), _line("err_tls_per_s", "#bcbd22")]
 
 HTTP_PANELS = (   # HTTP load (HttpLoad): nGrinder's TPS, mean test time and errors
     ("transactions/s", _RATE_AXIS,
-     [("responses/s (tps)", "http_resp_per_s", "#1f77b4"), ("requests/s", "http_req_per_s", "#aec7e8")]),
+     [_line("http_resp_per_s", "#1f77b4", "responses/s (tps)"), _line("http_req_per_s", "#aec7e8", "requests/s")]),
     ("response time (ms)", {"type": "log"},
-     [("p50 ms", _ms("lat_p50_us"), "#2ca02c"), ("p99 ms", _ms("lat_p99_us"), "#d62728"),
-      ("max ms", _ms("lat_max_us"), "#9467bd")]),
+     [_line(_ms("lat_p50_us"), "#2ca02c", "p50 ms"), _line(_ms("lat_p99_us"), "#d62728", "p99 ms"),
+      _line(_ms("lat_max_us"), "#9467bd", "max ms")]),
     ("errors/s", _RATE_AXIS, HTTP_ERRORS),
     ("responses by status/s", _RATE_AXIS,
-     [("2xx/s", "http_2xx_per_s", "#2ca02c"), ("3xx/s", "http_3xx_per_s", "#17becf"),
-      ("4xx/s", "http_4xx_per_s", "#ff7f0e"), ("5xx/s", "http_5xx_per_s", "#d62728")]),
+     [_line("http_2xx_per_s", "#2ca02c", "2xx/s"), _line("http_3xx_per_s", "#17becf", "3xx/s"),
+      _line("http_4xx_per_s", "#ff7f0e", "4xx/s"), _line("http_5xx_per_s", "#d62728", "5xx/s")]),
     ("connections", _RATE_AXIS,
-     [("open now", "sock_current", "#1f77b4"), ("opened/s", "sock_open_per_s", "#ff7f0e")]),
+     [_line("sock_current", "#1f77b4", "open now"), _line("sock_open_per_s", "#ff7f0e", "opened/s")]),
     _CPU,
 )
 
 HTTP_SERVE_PANELS = (   # perfkit's HTTP server (HttpServe)
-    ("requests/s", _RATE_AXIS, [("requests/s", "http_req_per_s", "#1f77b4")]),
+    ("requests/s", _RATE_AXIS, [_line("http_req_per_s", "#1f77b4", "requests/s")]),
     ("bits/s", _RATE_AXIS,
-     [("tx bit/s", "bits_tx_per_s", "#1f77b4"), ("rx bit/s", "bits_rx_per_s", "#ff7f0e")]),
+     [_line("bits_tx_per_s", "#1f77b4", "tx bit/s"), _line("bits_rx_per_s", "#ff7f0e", "rx bit/s")]),
     ("connections", _RATE_AXIS,
-     [("open now", "sock_current", "#1f77b4"), ("opened/s", "sock_open_per_s", "#ff7f0e")]),
+     [_line("sock_current", "#1f77b4", "open now"), _line("sock_open_per_s", "#ff7f0e", "opened/s")]),
     ("errors/s", _RATE_AXIS,
-     [("connection errors/s", "sock_error_per_s", "#d62728"), ("other errors/s", _other_errors, "#7f7f7f")]),
+     [_line("sock_error_per_s", "#d62728"), _line(_other_errors, "#7f7f7f", "other errors/s")]),
     _CPU,
 )
 
@@ -103,20 +125,20 @@ def _sum(*keys):
 
 DPDK_TCP_PANELS = (   # HTTP over perfkit's TCP on DPDK (DpdkHttpClient, DpdkHttpServer): dperf's view
     ("connections/s", _RATE_AXIS,
-     [("opened/s", "sock_open_per_s", "#1f77b4"), ("closed/s", "sock_close_per_s", "#aec7e8")]),
+     [_line("sock_open_per_s", "#1f77b4", "opened/s"), _line("sock_close_per_s", "#aec7e8", "closed/s")]),
     ("HTTP/s", _RATE_AXIS,
-     [("responses/s", "http_resp_per_s", "#2ca02c"),
-      ("requests/s", _sum("http_get_per_s", "http_post_per_s"), "#98df8a")]),
-    ("concurrent connections", _RATE_AXIS, [("open now", "sock_current", "#9467bd")]),
+     [_line("http_resp_per_s", "#2ca02c", "responses/s"),
+      _line(_sum("http_get_per_s", "http_post_per_s"), "#98df8a", "requests/s")]),
+    ("concurrent connections", _RATE_AXIS, [_line("sock_current", "#9467bd", "open now")]),
     ("response time (ms)", {"type": "log"},
-     [("p50 ms", _ms("lat_p50_us"), "#2ca02c"), ("p99 ms", _ms("lat_p99_us"), "#d62728"),
-      ("max ms", _ms("lat_max_us"), "#9467bd")]),
+     [_line(_ms("lat_p50_us"), "#2ca02c", "p50 ms"), _line(_ms("lat_p99_us"), "#d62728", "p99 ms"),
+      _line(_ms("lat_max_us"), "#9467bd", "max ms")]),
     ("TCP and HTTP errors/s", _RATE_AXIS,
-     [("retransmits/s", _sum("retrans_syn_per_s", "retrans_fin_per_s", "retrans_ack_per_s", "retrans_push_per_s"),
-       "#ff7f0e"),
-      ("RST rx/s", "rst_rx_per_s", "#d62728"), ("RST tx/s", "rst_tx_per_s", "#e377c2"),
-      ("TCP drops/s", "tcp_drop_per_s", "#8c564b"), ("HTTP errors/s", "http_err_per_s", "#7f7f7f"),
-      ("timeouts/s", "err_timeout_per_s", "#bcbd22")]),
+     [_line(_sum("retrans_syn_per_s", "retrans_fin_per_s", "retrans_ack_per_s", "retrans_push_per_s"),
+            "#ff7f0e", "retransmits/s"),
+      _line("rst_rx_per_s", "#d62728", "RST rx/s"), _line("rst_tx_per_s", "#e377c2", "RST tx/s"),
+      _line("tcp_drop_per_s", "#8c564b", "TCP drops/s"), _line("http_err_per_s", "#7f7f7f", "HTTP errors/s"),
+      _line("err_timeout_per_s", "#bcbd22", "timeouts/s")]),
     _CPU,
 )
 
@@ -147,9 +169,10 @@ def traces(panels=PANELS):
     """(panel index, trace name, getter) for every trace of a layout, in figure order."""
     out = []
     for p, (_, _, lines) in enumerate(panels):
-        for name, key, _ in lines:
+        for line in lines:
+            key = line.key
             getter = key if callable(key) else (lambda row, k=key: row.get(k))
-            out.append((p, name, getter))
+            out.append((p, line.name, getter))
     return out
 
 
@@ -200,7 +223,7 @@ def empty_figure(title: str = "", panels=PANELS):
                         vertical_spacing=0.33 / rows, horizontal_spacing=0.08)
     for p, (title_p, yopts, lines) in enumerate(panels):
         r, c = p // COLS + 1, p % COLS + 1
-        for name, _, colour in lines:
+        for name, _, colour, _ in lines:
             fig.add_trace(go.Scatter(x=[], y=[], name=name, mode="lines+markers",
                                      marker={"size": 4}, line={"color": colour, "width": 1.5},
                                      legendgroup=title_p,

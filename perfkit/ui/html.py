@@ -20,11 +20,12 @@ from pathlib import Path
 from perfkit.comparison import Comparison, compare
 from perfkit.report import summary_text
 from perfkit.run import Run
+from perfkit.stats import label_of, unit_of
 from perfkit.ui import charts
 from perfkit.units import rate_text
 from perfkit.version import __version__
 
-# per-second columns shown in a run's report (the Parquet file has all of them)
+# per-second columns shown in a run's report (the Parquet file has all the engine writes)
 ROW_COLUMNS = ("time_s", "pkts_tx_per_s", "pkts_rx_per_s", "bits_tx_per_s", "bits_rx_per_s", "loss_pct",
                "lat_p50_us", "lat_p99_us", "lat_max_us", "cpu_pct")
 MAX_ROWS = 3600
@@ -78,9 +79,17 @@ def kv_columns(d: dict, columns: int = 3) -> str:
     return f'<div class="cols">{"".join(parts)}</div>'
 
 
+def _column_title(column: str) -> str:
+    """A row column's label and unit from the counter list, as the header's tooltip."""
+    label, unit = label_of(column), unit_of(column)
+    if label is None:
+        return ""
+    return f' title="{_esc(label + (f" ({unit})" if unit else ""))}"'
+
+
 def frame_table(frame, max_rows: int = MAX_ROWS) -> str:
     cols = frame.columns
-    head = "".join(f"<th>{_esc(c)}</th>" for c in cols)
+    head = "".join(f"<th{_column_title(c)}>{_esc(c)}</th>" for c in cols)
     body = []
     for row in frame.head(max_rows).iter_rows():
         body.append("<tr>" + "".join(f"<td>{_esc(_value(v))}</td>" for v in row) + "</tr>")

@@ -4,106 +4,109 @@
  * (polars columns, JSON keys, chart labels) from this list through
  * perfkit._counters, so C, Cython and Python never drift.
  *
- * X(name, kind, unit, label)
+ * X(name, kind, unit, group, label)
  *   kind  SUM    monotonic count; a row shows its per-second rate and its total
  *         GAUGE  current value (summed over workers), shown as is
  *         MIN    smallest value seen (minimum over workers; 0 = none seen)
  *         MAX    largest value seen (maximum over workers)
  *   unit  what one count is: pkt, byte, ns, conn, req, ...
+ *   group which part of an engine writes it: traffic, tcp, sock, http, nic, seq, latency,
+ *         cpu, probe; an engine declares the groups it writes and a run's frame keeps
+ *         only those columns
  */
 #ifndef PERFKIT_COUNTERS_H
 #define PERFKIT_COUNTERS_H
 
 #include <stdint.h>
 
-#define PK_COUNTERS(X)                                                        \
-    /* traffic */                                                             \
-    X(pkts_tx,      SUM,   "pkt",  "packets sent")                            \
-    X(pkts_rx,      SUM,   "pkt",  "packets received")                        \
-    X(bytes_tx,     SUM,   "byte", "payload bytes sent")                      \
-    X(bytes_rx,     SUM,   "byte", "payload bytes received")                  \
-    X(drop_tx,      SUM,   "pkt",  "packets the sender could not send")       \
-    X(tcp_rx,       SUM,   "pkt",  "TCP packets received")                    \
-    X(udp_rx,       SUM,   "pkt",  "UDP packets received")                    \
-    X(arp_rx,       SUM,   "pkt",  "ARP packets received")                    \
-    X(icmp_rx,      SUM,   "pkt",  "ICMP packets received")                   \
-    X(other_rx,     SUM,   "pkt",  "other packets received")                  \
-    X(bad_rx,       SUM,   "pkt",  "malformed packets received")              \
-    /* TCP state machine (DPDK engine) */                                     \
-    X(syn_tx,       SUM,   "pkt",  "SYN sent")                                \
-    X(syn_rx,       SUM,   "pkt",  "SYN received")                            \
-    X(fin_tx,       SUM,   "pkt",  "FIN sent")                                \
-    X(fin_rx,       SUM,   "pkt",  "FIN received")                            \
-    X(rst_tx,       SUM,   "pkt",  "RST sent")                                \
-    X(rst_rx,       SUM,   "pkt",  "RST received")                            \
-    X(retrans_syn,  SUM,   "pkt",  "SYN retransmits")                         \
-    X(retrans_fin,  SUM,   "pkt",  "FIN retransmits")                         \
-    X(retrans_ack,  SUM,   "pkt",  "ACK retransmits")                         \
-    X(retrans_push, SUM,   "pkt",  "data retransmits")                        \
-    X(tcp_drop,     SUM,   "pkt",  "TCP packets dropped")                     \
-    /* sockets / connections */                                               \
-    X(sock_open,    SUM,   "conn", "connections opened")                      \
-    X(sock_close,   SUM,   "conn", "connections closed")                      \
-    X(sock_current, GAUGE, "conn", "connections open now")                    \
-    X(sock_error,   SUM,   "conn", "connection errors")                       \
-    /* HTTP */                                                                \
-    X(http_get,     SUM,   "req",  "HTTP GET sent")                           \
-    X(http_post,    SUM,   "req",  "HTTP POST sent")                          \
-    X(http_req,     SUM,   "req",  "HTTP requests sent")                      \
-    X(http_resp,    SUM,   "req",  "HTTP responses received whole")           \
-    X(http_2xx,     SUM,   "req",  "HTTP 2xx responses")                      \
-    X(http_3xx,     SUM,   "req",  "HTTP 3xx responses")                      \
-    X(http_4xx,     SUM,   "req",  "HTTP 4xx responses")                      \
-    X(http_5xx,     SUM,   "req",  "HTTP 5xx responses")                      \
-    X(http_err,     SUM,   "req",  "HTTP requests failed: 4xx, 5xx or no response") \
-    X(err_connect,  SUM,   "conn", "connections refused or failed")           \
-    X(err_timeout,  SUM,   "req",  "connect or response timeouts")            \
-    X(err_reset,    SUM,   "conn", "connections reset by the peer")           \
-    X(err_read,     SUM,   "req",  "responses cut short or malformed")        \
-    /* NIC / PMD */                                                           \
-    X(nic_ierrors,  SUM,   "pkt",  "NIC receive errors")                      \
-    X(nic_oerrors,  SUM,   "pkt",  "NIC transmit errors")                     \
-    X(nic_imissed,  SUM,   "pkt",  "NIC receive misses")                      \
-    /* sequence numbers in the payload */                                     \
-    X(seq_lost,     SUM,   "pkt",  "packets lost (sequence gaps)")            \
-    X(seq_dup,      SUM,   "pkt",  "duplicate packets")                       \
-    X(seq_reorder,  SUM,   "pkt",  "packets out of order")                    \
-    /* latency: one-way from the in-packet timestamp, or a round trip */      \
-    X(lat_count,    SUM,   "pkt",  "latency samples")                         \
-    X(lat_sum_ns,   SUM,   "ns",   "latency sum")                             \
-    X(lat_min_ns,   MIN,   "ns",   "latency minimum")                         \
-    X(lat_max_ns,   MAX,   "ns",   "latency maximum")                         \
-    X(jitter_sum_ns, SUM,  "ns",   "sum of |latency - previous latency|")     \
-    /* the engine's own CPU use */                                            \
-    X(cpu_busy_ns,  SUM,   "ns",   "worker CPU time")                         \
-    X(cpu_wall_ns,  SUM,   "ns",   "worker wall time")                        \
-    /* of cpu_busy_ns, the time in user mode (socket engine; the kernel splits \
-     * a thread's run time by where its ticks fell) */                          \
-    X(cpu_user_ns,  SUM,   "ns",   "worker CPU time in user mode")            \
-    /* HTTPS client */                                                        \
-    X(err_tls,      SUM,   "conn", "TLS handshakes failed")                   \
-    X(http_cut,     SUM,   "req",  "HTTP requests still out when stopped")    \
-    /* socket receivers asked to read what arrives (qperf's -ar) */           \
-    X(bytes_read,   SUM,   "byte", "received bytes read by the receiver")     \
-    /* latency probes beside a load (DPDK engine): their own samples */      \
-    X(probe_tx,     SUM,   "pkt",  "latency probes sent")                     \
-    X(probe_rx,     SUM,   "pkt",  "latency probes received (with a sample)") \
-    X(probe_lat_sum_ns, SUM, "ns", "probe latency sum")                       \
-    X(probe_lat_min_ns, MIN, "ns", "probe latency minimum")                   \
-    X(probe_lat_max_ns, MAX, "ns", "probe latency maximum")                   \
-    /* first-packet RTT (DPDK TCP): client SYN -> SYN-ACK, server SYN-ACK -> ACK; \
-     * first transmissions only (a retransmitted SYN's answer is ambiguous) */ \
-    X(rtt_count,    SUM,   "conn", "first-packet RTT samples")                \
-    X(rtt_sum_ns,   SUM,   "ns",   "first-packet RTT sum")                    \
-    X(rtt_max_ns,   MAX,   "ns",   "first-packet RTT maximum")                \
-    /* a polling worker's loop passes longer than a scheduler slice: it was not on \
-     * its CPU (DPDK TCP; kept out of cpu_busy_ns) */                          \
-    X(cpu_stall_ns, SUM,   "ns",   "worker time descheduled (loop passes over 1 ms)")
+#define PK_COUNTERS(X)                                                                             \
+    /* traffic */                                                                                  \
+    X(pkts_tx,         SUM,   "pkt",  traffic,  "packets sent")                                    \
+    X(pkts_rx,         SUM,   "pkt",  traffic,  "packets received")                                \
+    X(bytes_tx,        SUM,   "byte", traffic,  "payload bytes sent")                              \
+    X(bytes_rx,        SUM,   "byte", traffic,  "payload bytes received")                          \
+    X(drop_tx,         SUM,   "pkt",  traffic,  "packets the sender could not send")               \
+    X(tcp_rx,          SUM,   "pkt",  traffic,  "TCP packets received")                            \
+    X(udp_rx,          SUM,   "pkt",  traffic,  "UDP packets received")                            \
+    X(arp_rx,          SUM,   "pkt",  traffic,  "ARP packets received")                            \
+    X(icmp_rx,         SUM,   "pkt",  traffic,  "ICMP packets received")                           \
+    X(other_rx,        SUM,   "pkt",  traffic,  "other packets received")                          \
+    X(bad_rx,          SUM,   "pkt",  traffic,  "malformed packets received")                      \
+    /* TCP state machine (DPDK engine) */                                                          \
+    X(syn_tx,          SUM,   "pkt",  tcp,      "SYN sent")                                        \
+    X(syn_rx,          SUM,   "pkt",  tcp,      "SYN received")                                    \
+    X(fin_tx,          SUM,   "pkt",  tcp,      "FIN sent")                                        \
+    X(fin_rx,          SUM,   "pkt",  tcp,      "FIN received")                                    \
+    X(rst_tx,          SUM,   "pkt",  tcp,      "RST sent")                                        \
+    X(rst_rx,          SUM,   "pkt",  tcp,      "RST received")                                    \
+    X(retrans_syn,     SUM,   "pkt",  tcp,      "SYN retransmits")                                 \
+    X(retrans_fin,     SUM,   "pkt",  tcp,      "FIN retransmits")                                 \
+    X(retrans_ack,     SUM,   "pkt",  tcp,      "ACK retransmits")                                 \
+    X(retrans_push,    SUM,   "pkt",  tcp,      "data retransmits")                                \
+    X(tcp_drop,        SUM,   "pkt",  tcp,      "TCP packets dropped")                             \
+    /* sockets / connections */                                                                    \
+    X(sock_open,       SUM,   "conn", sock,     "connections opened")                              \
+    X(sock_close,      SUM,   "conn", sock,     "connections closed")                              \
+    X(sock_current,    GAUGE, "conn", sock,     "connections open now")                            \
+    X(sock_error,      SUM,   "conn", sock,     "connection errors")                               \
+    /* HTTP */                                                                                     \
+    X(http_get,        SUM,   "req",  http,     "HTTP GET sent")                                   \
+    X(http_post,       SUM,   "req",  http,     "HTTP POST sent")                                  \
+    X(http_req,        SUM,   "req",  http,     "HTTP requests sent")                              \
+    X(http_resp,       SUM,   "req",  http,     "HTTP responses received whole")                   \
+    X(http_2xx,        SUM,   "req",  http,     "HTTP 2xx responses")                              \
+    X(http_3xx,        SUM,   "req",  http,     "HTTP 3xx responses")                              \
+    X(http_4xx,        SUM,   "req",  http,     "HTTP 4xx responses")                              \
+    X(http_5xx,        SUM,   "req",  http,     "HTTP 5xx responses")                              \
+    X(http_err,        SUM,   "req",  http,     "HTTP requests failed: 4xx, 5xx or no response")   \
+    X(err_connect,     SUM,   "conn", http,     "connections refused or failed")                   \
+    X(err_timeout,     SUM,   "req",  http,     "connect or response timeouts")                    \
+    X(err_reset,       SUM,   "conn", http,     "connections reset by the peer")                   \
+    X(err_read,        SUM,   "req",  http,     "responses cut short or malformed")                \
+    /* NIC / PMD */                                                                                \
+    X(nic_ierrors,     SUM,   "pkt",  nic,      "NIC receive errors")                              \
+    X(nic_oerrors,     SUM,   "pkt",  nic,      "NIC transmit errors")                             \
+    X(nic_imissed,     SUM,   "pkt",  nic,      "NIC receive misses")                              \
+    /* sequence numbers in the payload */                                                          \
+    X(seq_lost,        SUM,   "pkt",  seq,      "packets lost (sequence gaps)")                    \
+    X(seq_dup,         SUM,   "pkt",  seq,      "duplicate packets")                               \
+    X(seq_reorder,     SUM,   "pkt",  seq,      "packets out of order")                            \
+    /* latency: one-way from the in-packet timestamp, or a round trip */                           \
+    X(lat_count,       SUM,   "pkt",  latency,  "latency samples")                                 \
+    X(lat_sum_ns,      SUM,   "ns",   latency,  "latency sum")                                     \
+    X(lat_min_ns,      MIN,   "ns",   latency,  "latency minimum")                                 \
+    X(lat_max_ns,      MAX,   "ns",   latency,  "latency maximum")                                 \
+    X(jitter_sum_ns,   SUM,   "ns",   latency,  "sum of |latency - previous latency|")             \
+    /* the engine's own CPU use */                                                                 \
+    X(cpu_busy_ns,     SUM,   "ns",   cpu,      "worker CPU time")                                 \
+    X(cpu_wall_ns,     SUM,   "ns",   cpu,      "worker wall time")                                \
+    /* of cpu_busy_ns, the time in user mode (socket engine; the kernel splits                     \
+     * a thread's run time by where its ticks fell) */                                             \
+    X(cpu_user_ns,     SUM,   "ns",   cpu,      "worker CPU time in user mode")                    \
+    /* HTTPS client */                                                                             \
+    X(err_tls,         SUM,   "conn", http,     "TLS handshakes failed")                           \
+    X(http_cut,        SUM,   "req",  http,     "HTTP requests still out when stopped")            \
+    /* socket receivers asked to read what arrives (qperf's -ar) */                                \
+    X(bytes_read,      SUM,   "byte", traffic,  "received bytes read by the receiver")             \
+    /* latency probes beside a load (DPDK engine): their own samples */                            \
+    X(probe_tx,        SUM,   "pkt",  probe,    "latency probes sent")                             \
+    X(probe_rx,        SUM,   "pkt",  probe,    "latency probes received (with a sample)")         \
+    X(probe_lat_sum_ns, SUM,   "ns",   probe,    "probe latency sum")                              \
+    X(probe_lat_min_ns, MIN,   "ns",   probe,    "probe latency minimum")                          \
+    X(probe_lat_max_ns, MAX,   "ns",   probe,    "probe latency maximum")                          \
+    /* first-packet RTT (DPDK TCP): client SYN -> SYN-ACK, server SYN-ACK -> ACK;                  \
+     * first transmissions only (a retransmitted SYN's answer is ambiguous) */                     \
+    X(rtt_count,       SUM,   "conn", tcp,      "first-packet RTT samples")                        \
+    X(rtt_sum_ns,      SUM,   "ns",   tcp,      "first-packet RTT sum")                            \
+    X(rtt_max_ns,      MAX,   "ns",   tcp,      "first-packet RTT maximum")                        \
+    /* a polling worker's loop passes longer than a scheduler slice: it was not on                 \
+     * its CPU (DPDK TCP; kept out of cpu_busy_ns) */                                              \
+    X(cpu_stall_ns,    SUM,   "ns",   cpu,      "worker time descheduled (loop passes over 1 ms)")
 
 enum pk_counter_kind { PK_SUM = 0, PK_GAUGE = 1, PK_MIN = 2, PK_MAX = 3 };
 
 enum pk_counter_id {
-#define PK_X_ENUM(name, kind, unit, label) PK_##name,
+#define PK_X_ENUM(name, kind, unit, group, label) PK_##name,
     PK_COUNTERS(PK_X_ENUM)
 #undef PK_X_ENUM
     PK_NCOUNTERS
@@ -133,6 +136,7 @@ static inline uint64_t pk_read(const pk_counter_block *b, enum pk_counter_id id)
 /* Tables for the Python side (perfkit._counters). */
 extern const char *const pk_counter_names[PK_NCOUNTERS];
 extern const char *const pk_counter_units[PK_NCOUNTERS];
+extern const char *const pk_counter_groups[PK_NCOUNTERS];
 extern const char *const pk_counter_labels[PK_NCOUNTERS];
 extern const int pk_counter_kinds[PK_NCOUNTERS];
 
