@@ -25,7 +25,8 @@ def driver(tmp_path_factory):
     exe = d / "http_load_driver"
     subprocess.run([cc, "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
                     "-DPK_HAVE_OPENSSL=1", "-I", str(ROOT / "native/include"), "-I", str(ROOT / "native/sock"),
-                    str(ROOT / "native/sock/sock_engine.c"), str(ROOT / "native/common/counters.c"),
+                    str(ROOT / "native/sock/sock_engine.c"), str(ROOT / "native/sock/http_roles.c"),
+                    str(ROOT / "native/common/counters.c"),
                     str(ROOT / "tests/native/http_load_driver.c"), "-lssl", "-lcrypto", "-lpthread", "-o", str(exe)],
                    check=True, timeout=300)
     subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",

@@ -38,19 +38,6 @@ int tcp_server_scan(pk_tcp_engine *e, tsock *s, const uint8_t *p, uint32_t n)
     return 0;
 }
 
-static void record_latency(pk_tcp_engine *e, uint64_t ns)
-{
-    pk_hist_add(&e->hist, ns);
-    pk_add(&e->c, PK_lat_count, 1);
-    pk_add(&e->c, PK_lat_sum_ns, ns);
-    if (e->lat_min == 0 || ns < e->lat_min) {
-        e->lat_min = ns ? ns : 1;
-        pk_set(&e->c, PK_lat_min_ns, e->lat_min);
-    }
-    if (ns > pk_read(&e->c, PK_lat_max_ns))
-        pk_set(&e->c, PK_lat_max_ns, ns);
-}
-
 static const char CL_NAME[] = "content-length:";
 static const char TE_NAME[] = "transfer-encoding:";
 static const char CHUNKED[] = "chunked";
@@ -65,7 +52,8 @@ static inline int hexval(uint8_t c)
 
 /* CLIENT: response bytes, in any split. Content-Length and chunked bodies (a body
  * read until close is not built). Returns 1 when the response is whole, 0 for more,
- * -1 malformed. Bytes after a whole response are an error (no pipelining). */
+ * -1 malformed. Bytes after a whole response are an error (no pipelining).
+ * Not perfkit/http1.h's parser: that one holds a connection's header section (8 KiB), a socket here is 64 bytes. */
 int tcp_client_parse(tsock *s, const uint8_t *p, uint32_t n)
 {
     uint32_t i = 0;
@@ -328,7 +316,7 @@ void tcp_client_response(pk_tcp_engine *e, uint32_t idx, uint64_t now)
         cnt(e, PK_http_5xx);
     if (st >= 400)
         cnt(e, PK_http_err);
-    record_latency(e, (uint64_t)((double)(now - s->t0) * 1e9 / (double)e->hz));
+    pk_lat_sample(&e->c, &e->hist, &e->lat_min, (uint64_t)((double)(now - s->t0) * 1e9 / (double)e->hz), PK_LAT);
     int more = e->cfg.ka_interval_ns && e->launching && !(s->flags & F_FIN_RCVD) &&
                (e->cfg.ka_requests == 0 || s->reqs < e->cfg.ka_requests);
     if (more) {

@@ -1,8 +1,7 @@
 /* HTTP roles of the socket engine: a load client with many virtual users, and a
  * fast fixed-response server, both on one epoll loop per worker thread.
  *
- * Included by sock_engine.c (it shares the worker and its helpers); not a
- * separate translation unit.
+ * It shares the worker and a few helpers with sock_engine.c through sock_internal.h.
  *
  * Client: every virtual user is one connection slot. Closed loop: a user sends,
  * waits for the whole response, thinks, sends again (keep-alive) or reconnects
@@ -18,6 +17,15 @@
  * for its life (SSL_clear between connections). No certificate check, as wrk;
  * bytes_tx/bytes_rx count HTTP bytes, not TLS records.
  */
+#define _GNU_SOURCE
+#include "sock_internal.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/epoll.h>
 #ifdef PK_HAVE_OPENSSL
 #include <openssl/err.h>
@@ -96,7 +104,7 @@ static int http_templates(worker *w, http_state *h, char *err, size_t errlen)
     for (size_t off = 0; off < w->cfg.blob_len; n++) {
         long q = http_request_len((const char *)w->bufs + off, w->cfg.blob_len - off, PK_SOCK_MAX_BLOB);
         if (q <= 0) {
-            set_err(err, errlen, "HTTP: request %u (at byte %zu) is not a whole HTTP request", n, off);
+            sock_set_err(err, errlen, "HTTP: request %u (at byte %zu) is not a whole HTTP request", n, off);
             return -1;
         }
         off += (size_t)q;
@@ -107,7 +115,7 @@ static int http_templates(worker *w, http_state *h, char *err, size_t errlen)
     h->req_head = calloc(n, 1);
     h->per_url = calloc((size_t)n * 3, sizeof(uint64_t));
     if (!h->req_off || !h->req_len || !h->req_head || !h->per_url) {
-        set_err(err, errlen, "HTTP: cannot allocate %u request templates", n);
+        sock_set_err(err, errlen, "HTTP: cannot allocate %u request templates", n);
         return -1;
     }
     size_t off = 0;
@@ -142,7 +150,7 @@ int pk_sock_http_urls(const pk_sock_engine *e, int worker, uint64_t *out, uint32
     return (int)h->nreq;
 }
 
-static void http_free(worker *w)
+void http_free(worker *w)
 {
     http_state *h = w->http;
     if (!h)
@@ -173,7 +181,7 @@ static void http_free(worker *w)
     w->http = NULL;
 }
 
-static int http_setup(worker *w, char *err, size_t errlen)
+int http_setup(worker *w, char *err, size_t errlen)
 {
     http_state *h = calloc(1, sizeof(*h));
     if (!h)
@@ -188,7 +196,7 @@ static int http_setup(worker *w, char *err, size_t errlen)
     h->idle = calloc(h->nusers, sizeof(uint32_t));
     h->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (!h->users || !h->rbuf || !h->backlog || !h->idle || h->epfd < 0) {
-        set_err(err, errlen, "HTTP: cannot allocate %u connection slots: %s", h->nusers, strerror(errno));
+        sock_set_err(err, errlen, "HTTP: cannot allocate %u connection slots: %s", h->nusers, strerror(errno));
         return -1;
     }
     for (uint32_t i = 0; i < h->nusers; i++)
@@ -197,7 +205,7 @@ static int http_setup(worker *w, char *err, size_t errlen)
 #ifdef PK_HAVE_OPENSSL
         SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
         if (!ctx) {
-            set_err(err, errlen, "HTTPS: SSL_CTX_new failed: %s", ERR_reason_error_string(ERR_get_error()));
+            sock_set_err(err, errlen, "HTTPS: SSL_CTX_new failed: %s", ERR_reason_error_string(ERR_get_error()));
             return -1;
         }
         SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL); /* load testing, not trust: as wrk */
@@ -206,7 +214,7 @@ static int http_setup(worker *w, char *err, size_t errlen)
         SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
         h->ssl_ctx = ctx;
 #else
-        set_err(err, errlen, "HTTPS: perfkit was built without OpenSSL (Debian: apt install libssl-dev, then reinstall)");
+        sock_set_err(err, errlen, "HTTPS: perfkit was built without OpenSSL (Debian: apt install libssl-dev, then reinstall)");
         return -1;
 #endif
     }
@@ -338,7 +346,7 @@ static int user_connect(worker *w, http_state *h, http_user *u, uint64_t now)
     }
     struct sockaddr_storage ss;
     uint16_t port = w->cfg.peer >= 0 ? (uint16_t)w->engine->w[w->cfg.peer].bound_port : w->cfg.remote.port;
-    socklen_t len = to_sockaddr(&w->cfg.remote, port, &ss);
+    socklen_t len = sock_to_sockaddr(&w->cfg.remote, port, &ss);
     u->fd = fd;
     pk_add(&w->c, PK_sock_open, 1);
     pk_set(&w->c, PK_sock_current, pk_read(&w->c, PK_sock_current) + 1);
@@ -635,7 +643,7 @@ static void dispatch_due(worker *w, http_state *h, uint64_t now, uint64_t *inten
     }
 }
 
-static void run_http_client(worker *w)
+void run_http_client(worker *w)
 {
     http_state *h = w->http;
     struct epoll_event evs[HTTP_EVENTS];
@@ -715,7 +723,7 @@ static long http_request_len(const char *buf, size_t len, size_t max)
     return total <= len ? (long)total : 0;
 }
 
-static void run_http_server(worker *w)
+void run_http_server(worker *w)
 {
     http_state *h = w->http;
     struct epoll_event evs[HTTP_EVENTS];
@@ -749,7 +757,7 @@ static void run_http_server(worker *w)
                     }
                     int one = 1;
                     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-                    set_buffers(fd, 0); /* big: a whole response fits the send buffer */
+                    sock_set_buffers(fd, 0); /* big: a whole response fits the send buffer */
                     slot->fd = fd;
                     slot->resp.len = 0;
                     slot->resp.state = PK_HTTP_HEADER;

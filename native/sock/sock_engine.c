@@ -1,6 +1,6 @@
 /* perfkit's kernel-socket engine: see sock_engine.h. */
 #define _GNU_SOURCE
-#include "sock_engine.h"
+#include "sock_internal.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -24,7 +24,6 @@
 #include "perfkit/wire.h"
 
 #define QUIET_NS       50000000ull /* receivers: quiet this long after the peer is done */
-#define CPU_EVERY_NS   10000000ull /* refresh the CPU counters this often */
 #define PACE_MIN_SLEEP_NS 50000ull /* a paced sender sleeps at least this long */
 #define PACE_MAX_SLEEP_NS 50000000ull /* ... and at most this long: it must see stop */
 #define SPIN_NS        50000ull    /* busy_poll: a receiver spins this long before blocking */
@@ -45,116 +44,9 @@
  * (16 ms late at 8 Mbit/s). */
 #define STREAM_BURST_BYTES (16u << 10)
 
-typedef pk_flow_state flow_state;  /* perfkit/seqwin.h */
-
-/* The data paths enter the kernel through syscall(), not glibc's send()/recv() family.
- * In a multi-threaded process (every perfkit process: Python's threads and the workers)
- * each of glibc's socket calls is a cancellation point that sets and clears the thread's
- * cancellation type around the call, two atomic compare-exchanges: 5% of a 64 B tcp_bw
- * sender's CPU (`perf record`, __pthread_{en,dis}able_asynccancel), where single-threaded
- * qperf skips them. No worker is ever cancelled, so nothing is lost. Under AddressSanitizer
- * the glibc calls stay: its interceptors check every buffer the kernel reads or writes. */
-#if defined(__SANITIZE_ADDRESS__)
-#define PK_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define PK_ASAN 1
-#endif
-#endif
-
-#ifdef PK_ASAN
-#define sys_send send
-#define sys_recv recv
-#define sys_sendto sendto
-#define sys_recvfrom recvfrom
-#define sys_sendmmsg sendmmsg
-#define sys_recvmmsg(fd, msgs, n, flags) recvmmsg(fd, msgs, n, flags, NULL)
-#else
-static inline ssize_t sys_send(int fd, const void *buf, size_t len, int flags)
-{
-    return (ssize_t)syscall(SYS_sendto, fd, buf, len, flags, NULL, 0);
-}
-
-static inline ssize_t sys_recv(int fd, void *buf, size_t len, int flags)
-{
-    return (ssize_t)syscall(SYS_recvfrom, fd, buf, len, flags, NULL, NULL);
-}
-
-static inline ssize_t sys_sendto(int fd, const void *buf, size_t len, int flags,
-                                 const struct sockaddr *to, socklen_t tolen)
-{
-    return (ssize_t)syscall(SYS_sendto, fd, buf, len, flags, to, tolen);
-}
-
-static inline ssize_t sys_recvfrom(int fd, void *buf, size_t len, int flags,
-                                   struct sockaddr *from, socklen_t *fromlen)
-{
-    return (ssize_t)syscall(SYS_recvfrom, fd, buf, len, flags, from, fromlen);
-}
-
-static inline int sys_sendmmsg(int fd, struct mmsghdr *msgs, unsigned n, int flags)
-{
-    return (int)syscall(SYS_sendmmsg, fd, msgs, n, flags);
-}
-
-static inline int sys_recvmmsg(int fd, struct mmsghdr *msgs, unsigned n, int flags)
-{
-    return (int)syscall(SYS_recvmmsg, fd, msgs, n, flags, NULL);
-}
-#endif
-
-typedef struct worker {
-    /* the counters first: one cache-line-aligned block, this worker writes it */
-    pk_counter_block c;
-    pk_hist hist;
-
-    pk_sock_worker_cfg cfg;
-    struct pk_sock_engine *engine;
-    pthread_t thread;
-    int started;
-    int running;                 /* atomic: 1 while the thread runs */
-    int done_sending;            /* atomic: a sender sets it when it stops sending */
-    int bound_port;
-
-    int netns_fd;                /* the namespace to work in, or -1 */
-    int *fds;                    /* UDP_SEND: one per flow; else fds[0] */
-    int nfds;
-    int conn_fd;                 /* TCP: the connected socket */
-    uint64_t spin_ns;            /* busy_poll: how long a wait spins (SPIN_NS or LAT_SPIN_NS) */
-
-    /* preallocated I/O: nothing is allocated once the thread runs */
-    struct mmsghdr *msgs;
-    struct iovec *iov;
-    struct sockaddr_storage *names;
-    uint8_t *bufs;
-    uint32_t buf_len;            /* bytes per buffer */
-    uint64_t *flow_sent;         /* UDP_SEND: packets sent per flow = next seq;
-                                    UDP_RECV: what a remote sender reported, for settling */
-    int has_remote_sent;
-    flow_state *flows;           /* UDP_RECV */
-
-    uint64_t lat_min;
-    uint64_t cpu0, user0, wall0, cpu_at;
-    uint64_t read_sum;           /* access_recv: what reading the data added up to (kept, so it is read) */
-
-    struct http_state *http;     /* HTTP roles: connection slots, epoll */
-    int http_post, http_head;    /* HTTP client: the request's method */
-
-    char err[256];
-} worker;
-
-struct pk_sock_engine {
-    int n;
-    worker *w;
-    int stop;                    /* atomic: user asked to stop */
-    uint64_t t0;                 /* start, CLOCK_MONOTONIC */
-    uint64_t hard_end;
-    int settled;                 /* loss accounting closed after join */
-};
-
 /* ---------------------------------------------------------------- helpers */
 
-static void set_err(char *err, size_t len, const char *fmt, ...)
+void sock_set_err(char *err, size_t len, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -162,7 +54,7 @@ static void set_err(char *err, size_t len, const char *fmt, ...)
     va_end(ap);
 }
 
-static socklen_t to_sockaddr(const pk_sock_addr *a, uint16_t port, struct sockaddr_storage *ss)
+socklen_t sock_to_sockaddr(const pk_sock_addr *a, uint16_t port, struct sockaddr_storage *ss)
 {
     memset(ss, 0, sizeof(*ss));
     if (a->family == AF_INET6) {
@@ -193,7 +85,7 @@ static int local_port(int fd)
 /* Socket buffers of bytes each way (qperf's -sb; the kernel doubles it for its
  * bookkeeping), or 0: big ones, SOCK_BUF_BYTES. SO_*BUFFORCE works as root, else
  * the sysctl max applies. */
-static void set_buffers(int fd, uint32_t bytes)
+void sock_set_buffers(int fd, uint32_t bytes)
 {
     int sz = bytes ? (int)bytes : SOCK_BUF_BYTES;
     if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz)) != 0)
@@ -214,18 +106,18 @@ static int open_bound(const pk_sock_addr *local, int type, int proto, char *err,
 {
     int fd = socket(local->family, type | SOCK_CLOEXEC, type == SOCK_STREAM ? proto : 0);
     if (fd < 0) {
-        set_err(err, errlen, "socket(): %s", strerror(errno));
+        sock_set_err(err, errlen, "socket(): %s", strerror(errno));
         return -1;
     }
     int one = 1;
     if (type == SOCK_STREAM)
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     struct sockaddr_storage ss;
-    socklen_t len = to_sockaddr(local, local->port, &ss);
+    socklen_t len = sock_to_sockaddr(local, local->port, &ss);
     if (bind(fd, (struct sockaddr *)&ss, len) != 0) {
         char ip[INET6_ADDRSTRLEN] = "?";
         inet_ntop(local->family, local->ip, ip, sizeof(ip));
-        set_err(err, errlen, "bind %s port %u: %s", ip, local->port, strerror(errno));
+        sock_set_err(err, errlen, "bind %s port %u: %s", ip, local->port, strerror(errno));
         close(fd);
         return -1;
     }
@@ -239,7 +131,7 @@ static int open_bound(const pk_sock_addr *local, int type, int proto, char *err,
 static void worker_buffers(const worker *w, int fd)
 {
     if (w->cfg.sock_buf || !(w->cfg.role == PK_TCP_SEND || w->cfg.role == PK_TCP_PING))
-        set_buffers(fd, w->cfg.sock_buf);
+        sock_set_buffers(fd, w->cfg.sock_buf);
 }
 
 /* Does this stream worker connect (else it accepts one connection on its bound socket)?
@@ -248,27 +140,6 @@ static int dials(const worker *w)
 {
     int sends = w->cfg.role == PK_TCP_SEND || w->cfg.role == PK_TCP_PING || w->cfg.role == PK_HTTP_CLIENT;
     return sends != (w->cfg.flip != 0);
-}
-
-static int stopping(const worker *w)
-{
-    return __atomic_load_n(&w->engine->stop, __ATOMIC_RELAXED);
-}
-
-/* Keep the CPU counters fresh without a syscall on every loop. */
-static inline void account_cpu(worker *w, uint64_t now, int force)
-{
-    if (!force && now - w->cpu_at < CPU_EVERY_NS)
-        return;
-    w->cpu_at = now;
-    pk_set(&w->c, PK_cpu_busy_ns, pk_thread_cpu_ns() - w->cpu0);
-    pk_set(&w->c, PK_cpu_user_ns, pk_thread_user_ns() - w->user0);
-    pk_set(&w->c, PK_cpu_wall_ns, now - w->wall0);
-}
-
-static inline void record_latency(worker *w, uint64_t lat, uint64_t *last_lat)
-{
-    pk_record_latency(&w->c, &w->hist, &w->lat_min, lat, last_lat);
 }
 
 /* Are the senders that target this worker done? With none (a server), it
@@ -657,18 +528,18 @@ static int tcp_connect(worker *w)
 {
     int fd = socket(w->cfg.remote.family, SOCK_STREAM | SOCK_CLOEXEC, w->cfg.proto);
     if (fd < 0) {
-        set_err(w->err, sizeof(w->err), "socket(): %s", strerror(errno));
+        sock_set_err(w->err, sizeof(w->err), "socket(): %s", strerror(errno));
         return -1;
     }
     set_nodelay(w, fd);
     worker_buffers(w, fd);
     uint16_t port = w->cfg.peer >= 0 ? (uint16_t)w->engine->w[w->cfg.peer].bound_port : w->cfg.remote.port;
     struct sockaddr_storage ss;
-    socklen_t len = to_sockaddr(&w->cfg.remote, port, &ss);
+    socklen_t len = sock_to_sockaddr(&w->cfg.remote, port, &ss);
     if (connect(fd, (struct sockaddr *)&ss, len) != 0) {
         char ip[INET6_ADDRSTRLEN] = "?";
         inet_ntop(w->cfg.remote.family, w->cfg.remote.ip, ip, sizeof(ip));
-        set_err(w->err, sizeof(w->err), "connect to %s port %u: %s", ip, port, strerror(errno));
+        sock_set_err(w->err, sizeof(w->err), "connect to %s port %u: %s", ip, port, strerror(errno));
         pk_add(&w->c, PK_sock_error, 1);
         close(fd);
         return -1;
@@ -730,7 +601,7 @@ static int tcp_accept(worker *w)
         }
         /* the listener has a 100 ms receive timeout: accept returns EAGAIN */
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            set_err(w->err, sizeof(w->err), "accept(): %s", strerror(errno));
+            sock_set_err(w->err, sizeof(w->err), "accept(): %s", strerror(errno));
             pk_add(&w->c, PK_sock_error, 1);
             return -1;
         }
@@ -915,8 +786,6 @@ static void run_tcp_pong(worker *w)
     tcp_close(w);
 }
 
-#include "http_roles.c"
-
 typedef void (*role_fn)(worker *);
 static const role_fn ROLE_FNS[PK_NROLES] = {
     [PK_UDP_SEND] = run_udp_send,     [PK_UDP_RECV] = run_udp_recv,
@@ -965,7 +834,7 @@ static void *worker_main(void *arg)
     worker *w = arg;
     /* sockets made here (TCP clients) belong to the worker's namespace */
     if (w->netns_fd >= 0 && setns(w->netns_fd, CLONE_NEWNET) != 0) {
-        set_err(w->err, sizeof(w->err), "setns(%s): %s", w->cfg.netns, strerror(errno));
+        sock_set_err(w->err, sizeof(w->err), "setns(%s): %s", w->cfg.netns, strerror(errno));
         __atomic_store_n(&w->done_sending, 1, __ATOMIC_RELEASE);
         __atomic_store_n(&w->running, 0, __ATOMIC_RELEASE);
         return NULL;
@@ -1002,21 +871,21 @@ static int make_sockets(worker *w, int i, uint16_t rport, char *err, size_t errl
         if (c->gso > 1) {
             int seg = (int)c->size;
             if (setsockopt(w->fds[k], SOL_UDP, UDP_SEGMENT, &seg, sizeof(seg)) != 0) {
-                set_err(err, errlen, "worker %d: UDP GSO (UDP_SEGMENT) not available: %s", i, strerror(errno));
+                sock_set_err(err, errlen, "worker %d: UDP GSO (UDP_SEGMENT) not available: %s", i, strerror(errno));
                 return -1;
             }
         }
         if (c->role == PK_UDP_SEND || c->role == PK_UDP_PING) {
             struct sockaddr_storage ss;
-            socklen_t len = to_sockaddr(&c->remote, rport, &ss);
+            socklen_t len = sock_to_sockaddr(&c->remote, rport, &ss);
             if (connect(w->fds[k], (struct sockaddr *)&ss, len) != 0) {
-                set_err(err, errlen, "worker %d: connect: %s", i, strerror(errno));
+                sock_set_err(err, errlen, "worker %d: connect: %s", i, strerror(errno));
                 return -1;
             }
         }
     }
     if (!udp && listen(w->fds[0], c->role == PK_HTTP_SERVER ? SOMAXCONN : 16) != 0) {
-        set_err(err, errlen, "worker %d: listen: %s", i, strerror(errno));
+        sock_set_err(err, errlen, "worker %d: listen: %s", i, strerror(errno));
         return -1;
     }
     w->bound_port = local_port(w->fds[0]);
@@ -1029,7 +898,7 @@ static int open_sockets(worker *w, int i, uint16_t rport, char *err, size_t errl
         return make_sockets(w, i, rport, err, errlen);
     int home = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
     if (home < 0 || setns(w->netns_fd, CLONE_NEWNET) != 0) {
-        set_err(err, errlen, "worker %d: enter network namespace %s: %s", i, w->cfg.netns, strerror(errno));
+        sock_set_err(err, errlen, "worker %d: enter network namespace %s: %s", i, w->cfg.netns, strerror(errno));
         if (home >= 0)
             close(home);
         return -1;
@@ -1037,7 +906,7 @@ static int open_sockets(worker *w, int i, uint16_t rport, char *err, size_t errl
     int rc = make_sockets(w, i, rport, err, errlen);
     if (setns(home, CLONE_NEWNET) != 0) {
         /* cannot happen with the fd we opened; never leave the caller's thread elsewhere */
-        set_err(err, errlen, "worker %d: return from network namespace: %s", i, strerror(errno));
+        sock_set_err(err, errlen, "worker %d: return from network namespace: %s", i, strerror(errno));
         rc = -1;
     }
     close(home);
@@ -1051,7 +920,7 @@ static int setup_worker(pk_sock_engine *e, int i, char *err, size_t errlen)
     w->engine = e;
 
     if (c->role < 0 || c->role >= PK_NROLES) {
-        set_err(err, errlen, "worker %d: unknown role %d", i, c->role);
+        sock_set_err(err, errlen, "worker %d: unknown role %d", i, c->role);
         return -1;
     }
     int udp = c->role <= PK_UDP_PING;
@@ -1061,24 +930,24 @@ static int setup_worker(pk_sock_engine *e, int i, char *err, size_t errlen)
     w->spin_ns = ping_pong ? LAT_SPIN_NS : SPIN_NS;
     if (http && (c->blob_len == 0 || c->blob_len > PK_SOCK_MAX_BLOB || !c->blob ||
                  (c->role == PK_HTTP_CLIENT && (c->users == 0 || c->users > PK_SOCK_MAX_USERS)))) {
-        set_err(err, errlen, "worker %d: HTTP needs 1..%u bytes to send and 1..%d users", i,
+        sock_set_err(err, errlen, "worker %d: HTTP needs 1..%u bytes to send and 1..%d users", i,
                 PK_SOCK_MAX_BLOB, PK_SOCK_MAX_USERS);
         return -1;
     }
     if (!http && (c->size == 0 || c->size > (udp ? 65507u : (1u << 20)))) {
-        set_err(err, errlen, "worker %d: size %u out of range", i, c->size);
+        sock_set_err(err, errlen, "worker %d: size %u out of range", i, c->size);
         return -1;
     }
     if (c->batch == 0 || c->batch > PK_SOCK_MAX_BATCH) {
-        set_err(err, errlen, "worker %d: batch %u out of range 1..%d", i, c->batch, PK_SOCK_MAX_BATCH);
+        sock_set_err(err, errlen, "worker %d: batch %u out of range 1..%d", i, c->batch, PK_SOCK_MAX_BATCH);
         return -1;
     }
     if (c->flows == 0 || c->flows > PK_SOCK_MAX_FLOWS) {
-        set_err(err, errlen, "worker %d: flows %u out of range 1..%d", i, c->flows, PK_SOCK_MAX_FLOWS);
+        sock_set_err(err, errlen, "worker %d: flows %u out of range 1..%d", i, c->flows, PK_SOCK_MAX_FLOWS);
         return -1;
     }
     if (c->gso > PK_SOCK_MAX_GSO || (c->gso > 1 && (c->role != PK_UDP_SEND || (uint64_t)c->gso * c->size > 65507))) {
-        set_err(err, errlen, "worker %d: gso %u: at most %d datagrams of at most 65507 bytes together, udp_send only",
+        sock_set_err(err, errlen, "worker %d: gso %u: at most %d datagrams of at most 65507 bytes together, udp_send only",
                 i, c->gso, PK_SOCK_MAX_GSO);
         return -1;
     }
@@ -1086,15 +955,15 @@ static int setup_worker(pk_sock_engine *e, int i, char *err, size_t errlen)
         cpu_set_t allowed;
         if (c->cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof(allowed), &allowed) != 0 ||
             !CPU_ISSET(c->cpu, &allowed)) {
-            set_err(err, errlen, "worker %d: CPU %d is not one this process may run on", i, c->cpu);
+            sock_set_err(err, errlen, "worker %d: CPU %d is not one this process may run on", i, c->cpu);
             return -1;
         }
     } else if (c->cpu != -1) {
-        set_err(err, errlen, "worker %d: cpu %d: -1 (any) or a CPU number", i, c->cpu);
+        sock_set_err(err, errlen, "worker %d: cpu %d: -1 (any) or a CPU number", i, c->cpu);
         return -1;
     }
     if (c->peer >= 0 && (c->peer >= i || e->w[c->peer].bound_port <= 0)) {
-        set_err(err, errlen, "worker %d: peer %d must be an earlier worker with a bound socket", i, c->peer);
+        sock_set_err(err, errlen, "worker %d: peer %d must be an earlier worker with a bound socket", i, c->peer);
         return -1;
     }
 
@@ -1109,7 +978,7 @@ static int setup_worker(pk_sock_engine *e, int i, char *err, size_t errlen)
     if (c->netns[0]) {
         w->netns_fd = open(c->netns, O_RDONLY | O_CLOEXEC);
         if (w->netns_fd < 0) {
-            set_err(err, errlen, "worker %d: network namespace %s: %s", i, c->netns, strerror(errno));
+            sock_set_err(err, errlen, "worker %d: network namespace %s: %s", i, c->netns, strerror(errno));
             return -1;
         }
     }
@@ -1179,25 +1048,25 @@ static int setup_worker(pk_sock_engine *e, int i, char *err, size_t errlen)
     }
     return 0;
 nomem:
-    set_err(err, errlen, "worker %d: out of memory", i);
+    sock_set_err(err, errlen, "worker %d: out of memory", i);
     return -1;
 }
 
 pk_sock_engine *pk_sock_create(const pk_sock_worker_cfg *cfgs, int n, char *err, size_t errlen)
 {
     if (n <= 0 || n > PK_SOCK_MAX_WORKERS) {
-        set_err(err, errlen, "between 1 and %d workers, not %d", PK_SOCK_MAX_WORKERS, n);
+        sock_set_err(err, errlen, "between 1 and %d workers, not %d", PK_SOCK_MAX_WORKERS, n);
         return NULL;
     }
     pk_sock_engine *e = calloc(1, sizeof(*e));
     if (!e) {
-        set_err(err, errlen, "out of memory");
+        sock_set_err(err, errlen, "out of memory");
         return NULL;
     }
     e->w = aligned_alloc(64, sizeof(worker) * (size_t)n);
     if (!e->w) {
         free(e);
-        set_err(err, errlen, "out of memory");
+        sock_set_err(err, errlen, "out of memory");
         return NULL;
     }
     memset(e->w, 0, sizeof(worker) * (size_t)n);
@@ -1251,7 +1120,7 @@ int pk_sock_start(pk_sock_engine *e, char *err, size_t errlen)
         pthread_attr_destroy(&attr);
         if (rc != 0) {
             w->running = 0;
-            set_err(err, errlen, "worker %d: start a thread%s: %s", i,
+            sock_set_err(err, errlen, "worker %d: start a thread%s: %s", i,
                     w->cfg.cpu >= 0 ? " pinned to its CPU" : "", strerror(rc));
             pk_sock_stop(e);
             pk_sock_join(e);

@@ -12,6 +12,7 @@
  *                                   (len - n) belongs to the next response
  *       r.state == PK_HTTP_ERROR -> r.error
  *   at EOF: pk_http_resp_eof(&r) ends a read-until-close body.
+ * The DPDK TCP client parses on its own, byte by byte (tcp_http.c): its 64-byte sockets hold no header buffer.
  */
 #ifndef PERFKIT_HTTP1_H
 #define PERFKIT_HTTP1_H

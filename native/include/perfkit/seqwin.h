@@ -1,5 +1,6 @@
-/* Per-flow sequence accounting (loss, duplicates, reordering) and latency
- * recording, shared by the socket and DPDK engines and tests/native/seq_fuzz.c.
+/* Per-flow sequence accounting (loss, duplicates, reordering), shared by the socket
+ * and DPDK engines and tests/native/seq_fuzz.c; a flow's latency samples go through
+ * perfkit/hist.h's pk_record_latency.
  *
  * A flow keeps a window of the last PK_SEQ_WINDOW sequence numbers below the
  * highest seen + 1. A number is declared lost only when it leaves the window
@@ -100,25 +101,6 @@ static inline uint64_t pk_seq_widen(uint64_t next, uint32_t lo)
     else if (s < next && next - s > 0x80000000ull)
         s += 0x100000000ull;
     return s;
-}
-
-/* One latency sample into a worker's counters and histogram. lat_min is the
- * worker's own copy of the minimum (0 = none yet); last_lat is per flow (jitter). */
-static inline void pk_record_latency(pk_counter_block *c, pk_hist *h, uint64_t *lat_min, uint64_t lat,
-                                     uint64_t *last_lat)
-{
-    pk_hist_add(h, lat);
-    pk_add(c, PK_lat_count, 1);
-    pk_add(c, PK_lat_sum_ns, lat);
-    if (*lat_min == 0 || lat < *lat_min) {
-        *lat_min = lat ? lat : 1;
-        pk_set(c, PK_lat_min_ns, *lat_min);
-    }
-    if (lat > pk_read(c, PK_lat_max_ns))
-        pk_set(c, PK_lat_max_ns, lat);
-    if (*last_lat)
-        pk_add(c, PK_jitter_sum_ns, lat > *last_lat ? lat - *last_lat : *last_lat - lat);
-    *last_lat = lat;
 }
 
 #endif
