@@ -37,18 +37,8 @@ static void track_payload(worker *w, const uint8_t *pl, uint32_t plen, uint64_t 
             return;
         flow_state *f = &w->flows[w->nflows + h.flow];
         pk_seq_arrive(f, h.seq, &a->lost, &a->dup, &a->reorder);
-        if (now_ns >= h.tx_ns) {
-            uint64_t lat = now_ns - h.tx_ns;
-            pk_hist_add(&w->probe_hist, lat);
-            pk_add(&w->c, PK_probe_rx, 1);
-            pk_add(&w->c, PK_probe_lat_sum_ns, lat);
-            if (w->probe_min == 0 || lat < w->probe_min) {
-                w->probe_min = lat ? lat : 1;
-                pk_set(&w->c, PK_probe_lat_min_ns, w->probe_min);
-            }
-            if (lat > pk_read(&w->c, PK_probe_lat_max_ns))
-                pk_set(&w->c, PK_probe_lat_max_ns, lat);
-        }
+        if (now_ns >= h.tx_ns)
+            pk_lat_sample(&w->c, &w->probe_hist, &w->probe_min, now_ns - h.tx_ns, PK_LAT_PROBE);
         return;
     } else if (magic == PK_WIRE_SHORT_MAGIC) {
         pk_wire_short h;
