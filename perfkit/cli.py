@@ -567,14 +567,17 @@ def _dpdk_eal(a) -> None:
                                    worker_cpus=a.cpus, pmd_dir=getattr(a, "pmd_dir", None)))
 
 
-def _dpdk_run(a, spec, header: str):
-    """Run a DPDK spec as perfkit local runs a test: rows, then a summary."""
+def _dpdk_run(a, spec, header: str, flood: tuple | None = None):
+    """Run a DPDK spec as perfkit local runs a test: rows, then a summary; flood: (what,
+    target) of an unpaced flood, said once everything is checked, before it starts."""
     if a.engine != "dpdk":
         raise ValueError(f"engine: {a.engine!r}: perfkit {a.command} runs on the dpdk or the socket engine")
     _dpdk_eal(a)
     interval = parse_duration(a.interval, "interval")
     printer = JsonPrinter() if a.json else LinePrinter()
     run = Run(spec, engine="dpdk", interval=interval, subscribers=(printer,))
+    if flood:
+        _warn_flood(*flood)
     run.start()  # EAL, ports: a failure raises here, one line, nothing ran
     if not a.json:
         print(header, flush=True)
@@ -661,13 +664,13 @@ def _flows(a) -> int:
             raise ValueError(f"engine: {a.engine!r}: perfkit flows runs on the dpdk or the socket engine")
         _dpdk_eal(a)
         return _search(a, spec, "dpdk")
-    if spec.rate is None and spec.peer is None:
-        _warn_flood(f"flows with no --rate send as fast as {spec.port} goes", spec.peer_ip)
     far = f"{spec.peer} ({spec.mode})" if spec.peer else f"{spec.peer_ip} ({spec.mode}, elsewhere)"
     run, printer, interrupted = _dpdk_run(
         a, spec, f"perfkit flows: {_frames_text(spec)}, {spec.rate or 'unlimited'}"
                  f"{f' rising to {spec.ramp_to} over {spec.ramp_time:g} s' if spec.ramp_to else ''}, {spec.flows} flow(s), "
-                 f"{spec.duration:g} s from {spec.port} to {far} (dpdk engine)")
+                 f"{spec.duration:g} s from {spec.port} to {far} (dpdk engine)",
+        (f"flows with no --rate send as fast as {spec.port} goes", spec.peer_ip)
+        if spec.rate is None and spec.peer is None else None)
     text = summary_text(run.summary) if run.summary else ""
     s = run.summary or {}
     if s.get("lat_p9999_us") is not None:

@@ -668,6 +668,8 @@ def check_dest_ip(addr, field: str, version: int | None = None) -> str:
         raise ValueError(f"{field}: {addr!r} is not an IPv4 address" if version == 4 and ip.version == 6 else
                          f"{field}: {ip} is IPv{ip.version} but the port's address is IPv{version}: "
                          "one family per run")
+    if ip.is_loopback or ip.is_unspecified:   # no frame on a wire goes there
+        raise ValueError(f"{field}: {ip} is not an address a DPDK port sends to (loopback or unspecified)")
     sandbox.check(ip, field)
     return str(ip)
 

@@ -84,6 +84,8 @@ def test_in_the_suite_the_guard_refuses_them():
 def test_a_dpdk_port_keeps_a_lab_address_of_its_own():
     with pytest.raises(ValueError, match="ip: 192.0.2.1 is not allowed: DPDK ports use lab addresses"):
         DpdkFlows(port="net_null0", ip="192.0.2.1", peer_ip="192.0.2.2")
+    with pytest.raises(ValueError, match=r"^server: ::1 is not an address a DPDK port sends to"):
+        DpdkHttpClient(port="ring:pk:0", ip="2001:2::1", clients="2001:2::1+1", server="::1")
     with pytest.raises(ValueError, match=r"^peer_ip: '2001:db8::1' is not an IPv4 address$"):
         DpdkFlows(port="net_null0", peer_ip="2001:db8::1")
     with pytest.raises(ValueError, match=r"^server: 192\.0\.2\.1 is IPv4 but the port's address is IPv6"):
@@ -162,9 +164,8 @@ def test_cli_an_unpaced_udp_bw_off_loopback_names_its_target_first(monkeypatch, 
 
 
 def test_cli_unpaced_dpdk_flows_name_their_target_first(monkeypatch, capsys):
-    def no_run(a, s, header):
-        raise EngineError("not run here")
-    monkeypatch.setattr(cli, "_dpdk_run", no_run)
+    monkeypatch.setattr(cli, "Run", _NoRun)
+    monkeypatch.setattr(cli, "_dpdk_eal", lambda a: None)
     assert cli.main(["flows", "--port", "net_null0", "--peer-ip", "192.0.2.7", "-t", "1"]) == 1
     assert _warnings(capsys) == ["perfkit: warning: flows with no --rate send as fast as net_null0 goes to 192.0.2.7"]
     cli.main(["flows", "--port", "net_null0", "--peer-ip", "192.0.2.7", "--rate", "1kpps", "-t", "1"])
