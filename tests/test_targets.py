@@ -110,6 +110,16 @@ def test_the_run_records_the_name_and_the_address():
     assert target_of(LocalTest(lab="x")) is None
 
 
+def test_a_sweep_resolves_its_host_once(monkeypatch):
+    from perfkit.sweep import plan
+    asked = []
+    real = spec.socket.getaddrinfo
+    monkeypatch.setattr(spec.socket, "getaddrinfo", lambda *a, **kw: asked.append(a[0]) or real(*a, **kw))
+    points = plan("localhost", "tcp_lat", "tcp_bw", sweep={"msg_size": "1:64:*2"})
+    assert len(points) == 14 and {s.host for _, _, s in points} == {"127.0.0.1"} and asked == ["localhost"]
+    assert target_of(points[-1][2]) == {"name": "localhost", "address": "127.0.0.1"}
+
+
 # ------------------------------------------------------------ the command line
 
 def test_cli_prints_the_address_of_a_name_before_the_run():
