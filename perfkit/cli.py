@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import ipaddress
 import json
 import os
 import sys
 import time
+from urllib.parse import urlsplit
 
 from perfkit import dperf, lab, nics, remote
 from perfkit.engines import DEFAULT as DEFAULT_ENGINE
@@ -106,7 +108,7 @@ def _parser() -> argparse.ArgumentParser:
     srv.add_argument("--once", action="store_true", help="exit after the first client")
 
     tst = sub.add_parser("test", help="qperf-style tests against a perfkit server")
-    tst.add_argument("host", help="the server: loopback or a lab address")
+    tst.add_argument("host", help="the server: an IPv4 or IPv6 address or a DNS name")
     tst.add_argument("tests", nargs="+", metavar="TEST",
                      help=f"{' '.join(REMOTE_TESTS)}, conf (both hosts), quit (stop the server)")
     for name in ("duration", "size"):   # -t --time, -m --msg-size
@@ -183,7 +185,7 @@ def _parser() -> argparse.ArgumentParser:
         _search_args(sp)
 
     ht = sub.add_parser("http", help="HTTP load with virtual users (nGrinder/wrk style)")
-    ht.add_argument("url", nargs="?", help="http://HOST[:PORT]/PATH, HOST loopback or a lab address")
+    ht.add_argument("url", nargs="?", help="http://HOST[:PORT]/PATH, HOST an address or a DNS name")
     ht.add_argument("--url-file", metavar="FILE", help="URLs, one a line (# comments): requests go through "
                                                         "them in turn (after URL, if given)")
     ht.add_argument("--random", action="store_true", help="with several URLs: each request picks one at random")
@@ -284,6 +286,24 @@ def _run_printed(spec, a, line) -> int:
     return 130 if interrupted else 0
 
 
+def _say_target(written, address) -> None:
+    """A name given as the target: the address it resolved to, before anything runs."""
+    try:
+        ipaddress.ip_address(str(written).strip().strip("[]"))
+        return   # an address: the run's own lines show it
+    except ValueError:
+        print(f"perfkit: {str(written).strip()} is {address}", file=sys.stderr, flush=True)
+
+
+def _warn_flood(what: str, target) -> None:
+    """One line naming where an unpaced flood (or a SYN flood) goes, before it starts; nothing waits."""
+    print(f"perfkit: warning: {what} to {target}", file=sys.stderr, flush=True)
+
+
+def _off_loopback(address: str) -> bool:
+    return not ipaddress.ip_address(address).is_loopback
+
+
 def _http(a) -> int:
     headers = {}
     for h in a.header:
@@ -304,6 +324,7 @@ def _http(a) -> int:
                     keepalive=a.keepalive, method=a.method, headers=headers or None, body=a.data,
                     connect_timeout=a.connect_timeout, response_timeout=a.timeout, lab=a.lab,
                     threads=a.threads, processes=a.processes)
+    _say_target(urlsplit(spec.urls[0]).hostname, spec.target()[0])
     if not a.json:
         where = spec.url if len(spec.urls) == 1 else f"{len(spec.urls)} URLs ({spec.url_order})"
         print(f"perfkit http {spec.method} {where}: {spec.users} users, "
@@ -406,6 +427,7 @@ def _ends(a) -> dict:
 
 def _test(a) -> int:
     host = check_target(a.host)
+    _say_target(a.host, host)
     data_tests = [t for t in a.tests if t not in ("conf", "quit")]
     unknown = [t for t in data_tests if t not in REMOTE_TESTS]
     if unknown:
@@ -426,6 +448,8 @@ def _test(a) -> int:
     for t, point, spec in remote.plan(host, *data_tests, time=a.time, sweep=sweep, port=a.port,
                                       token=a.token, **fields):
         todo[t].append((point, spec))
+    if any(sp.rate is None for _, sp in todo.get("udp_bw", [])) and _off_loopback(host):
+        _warn_flood("udp_bw with no rate sends as fast as it can", host)
     for name in a.tests:
         if name == "conf":
             both = remote.conf(host, a.port, a.token, wait, timeouts["loc_timeout"])
@@ -469,10 +493,14 @@ def _local(a) -> int:
     spec = LocalTest(test=a.test, size=a.size, rate=a.rate, flows=a.flows, duration=a.duration or "10s",
                      host=a.host, port=a.port, batch=a.batch, gso=a.gso,
                      busy_poll=_busy_poll(a), lab=_the_lab(a.lab), messages=a.no_msgs, **_ends(a))
+    if spec.lab is None:
+        _say_target(a.host, spec.host)
     if a.search is not None:
         if spec.messages is not None:
             raise ValueError("no_msgs: -n does not go with --search (each trial runs for its time)")
         return _search(a, spec, a.engine)
+    if spec.test == "udp_bw" and spec.rate is None and spec.lab is None and _off_loopback(spec.host):
+        _warn_flood("udp_bw with no --rate sends as fast as it can", spec.host)
     interval = parse_duration(a.interval, "interval")
     printer = JsonPrinter() if a.json else LinePrinter()
     run = Run(spec, engine=a.engine, interval=interval, subscribers=(printer,))
@@ -539,14 +567,17 @@ def _dpdk_eal(a) -> None:
                                    worker_cpus=a.cpus, pmd_dir=getattr(a, "pmd_dir", None)))
 
 
-def _dpdk_run(a, spec, header: str):
-    """Run a DPDK spec as perfkit local runs a test: rows, then a summary."""
+def _dpdk_run(a, spec, header: str, flood: tuple | None = None):
+    """Run a DPDK spec as perfkit local runs a test: rows, then a summary; flood: (what,
+    target) of an unpaced flood, said once everything is checked, before it starts."""
     if a.engine != "dpdk":
         raise ValueError(f"engine: {a.engine!r}: perfkit {a.command} runs on the dpdk or the socket engine")
     _dpdk_eal(a)
     interval = parse_duration(a.interval, "interval")
     printer = JsonPrinter() if a.json else LinePrinter()
     run = Run(spec, engine="dpdk", interval=interval, subscribers=(printer,))
+    if flood:
+        _warn_flood(*flood)
     run.start()  # EAL, ports: a failure raises here, one line, nothing ran
     if not a.json:
         print(header, flush=True)
@@ -637,7 +668,9 @@ def _flows(a) -> int:
     run, printer, interrupted = _dpdk_run(
         a, spec, f"perfkit flows: {_frames_text(spec)}, {spec.rate or 'unlimited'}"
                  f"{f' rising to {spec.ramp_to} over {spec.ramp_time:g} s' if spec.ramp_to else ''}, {spec.flows} flow(s), "
-                 f"{spec.duration:g} s from {spec.port} to {far} (dpdk engine)")
+                 f"{spec.duration:g} s from {spec.port} to {far} (dpdk engine)",
+        (f"flows with no --rate send as fast as {spec.port} goes", spec.peer_ip)
+        if spec.rate is None and spec.peer is None else None)
     text = summary_text(run.summary) if run.summary else ""
     s = run.summary or {}
     if s.get("lat_p9999_us") is not None:
@@ -783,6 +816,8 @@ def _dperf(a) -> int:
             printer = (lambda row: None) if quiet else (lambda row: print(dperf.seconds_block(row), flush=True))
         printers.append(printer)
         runs[i] = Run(specs[i], interval=interval, subscribers=(printer,))
+        if getattr(specs[i], "flood", False):
+            _warn_flood(f"{a.conf[i]}: a SYN flood at {specs[i].cps:g} connections/s", specs[i].server)
         if not a.json:
             print(f"perfkit dperf: {cfgs[i].mode} from {a.conf[i]} on {specs[i].port} ({specs[i].ip}) "
                   f"for {specs[i].duration:g} s (dpdk_tcp engine)", flush=True)

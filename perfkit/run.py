@@ -46,8 +46,9 @@ def write_report(obj, path, title: str | None = None) -> str:
     return _report_writer(obj, path, title=title)
 
 
-def environment(engine: str) -> dict:
-    """Where a run ran: host, kernel, OS, CPU, versions."""
+def environment(engine: str, spec=None) -> dict:
+    """Where a run ran: host, kernel, OS, CPU, versions; and where spec's traffic went
+    (target: the name as given and the address it resolved to at the start)."""
     cpu = ""
     try:
         with open("/proc/cpuinfo") as f:
@@ -69,6 +70,9 @@ def environment(engine: str) -> dict:
         "engine_detail": list_engines()[engine]["detail"],
         "started_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
+    target = _spec.target_of(spec) if spec is not None else None
+    if target:
+        env["target"] = target
     return env
 
 
@@ -113,7 +117,7 @@ class Run:
         if self._thread is not None:
             raise RuntimeError("this run has already been started; make a new Run")
         mod = get_engine(self.engine_name)
-        self.env = environment(self.engine_name)
+        self.env = environment(self.engine_name, self.spec)
         self._handle = mod.build(self.spec)
         self.roles = list(self._handle.roles)
         self._thread = threading.Thread(target=self._sample, name="perfkit-sampler", daemon=True)

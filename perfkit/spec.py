@@ -9,6 +9,7 @@ import ipaddress
 import math
 import os
 import re
+import socket
 from dataclasses import asdict, dataclass, field, fields
 from typing import ClassVar
 from urllib.parse import urlsplit
@@ -41,21 +42,66 @@ MAX_CPU = 1023      # CPU_SETSIZE - 1: the C engines pin threads with a cpu_set_
 
 LAB_NAME = re.compile(r"[a-z0-9]{1,8}")
 
-# Traffic may only go to loopback or to lab hosts (RFC 2544 benchmarking blocks).
+# The lab's address blocks (RFC 2544 benchmarking): a lab host's, and a DPDK port's own, addresses.
 LAB_NETS = (ipaddress.ip_network("198.18.0.0/15"), ipaddress.ip_network("2001:2::/48"))
 
+# a DNS name (RFC 1123 labels; _ as /etc/hosts takes it); an all-digit last label is a bad address
+_DNS_NAME = re.compile(r"(?=.{1,253}\.?$)([A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?\.)*"
+                       r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?\.?")
+_NAMES: dict[str, str] = {}   # address -> the name last resolved to it here (a run's environment says so)
 
-def check_target(host: str, field: str = "host") -> str:
-    """The address, if it is loopback or a lab address; else ValueError."""
+
+def resolve(host, field: str = "host") -> str:
+    """The address of host: an IPv4 or IPv6 address as it is (normalised, [v6] too), or a DNS
+    name resolved once with getaddrinfo (IPv4 first where it has both, as localhost always
+    meant 127.0.0.1); ValueError naming the field if it is neither or does not resolve."""
+    text = str(host).strip()
+    literal = text[1:-1] if text.startswith("[") and text.endswith("]") else text
     try:
-        ip = ipaddress.ip_address(str(host).strip())
+        return str(ipaddress.ip_address(literal))
     except ValueError:
-        raise ValueError(f"{field}: {host!r} is not an IPv4 or IPv6 address") from None
-    if not (ip.is_loopback or any(ip in net for net in LAB_NETS)):
-        raise ValueError(f"{field}: {ip} is not allowed: use loopback (127.0.0.0/8, ::1) "
-                         "or a lab host (198.18.0.0/15, 2001:2::/48)")
-    sandbox.check(ip, field)
-    return str(ip)
+        pass
+    if not _DNS_NAME.fullmatch(text) or text.rstrip(".").rsplit(".", 1)[-1].isdigit():
+        raise ValueError(f"{field}: {host!r} is not an IPv4 or IPv6 address or a DNS name")
+    if text.rstrip(".").lower().endswith(".invalid") or text.rstrip(".").lower() == "invalid":
+        # RFC 6761: never asked of a resolver
+        raise ValueError(f"{field}: {text!r} does not resolve (Name or service not known)")
+    try:
+        infos = socket.getaddrinfo(text, None, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise ValueError(f"{field}: {text!r} does not resolve ({reason})") from None
+    infos.sort(key=lambda info: info[0] != socket.AF_INET)
+    address = str(ipaddress.ip_address(infos[0][4][0]))
+    _NAMES[address] = text
+    return address
+
+
+def check_target(host, field: str = "host") -> str:
+    """The address a client sends to: any IPv4 or IPv6 address, or a DNS name resolved once
+    (resolve); the suite's network guard (perfkit.sandbox) is asked about the address."""
+    address = resolve(host, field)
+    sandbox.check(address, field)
+    return address
+
+
+def target_of(spec) -> dict | None:
+    """{"name": as the user wrote it, "address": the one used}: where a client spec sends
+    (None for servers, and for a lab run, whose hosts are the lab's)."""
+    if getattr(spec, "lab", None):
+        return None
+    kind = type(spec).__name__
+    if kind in ("LocalTest", "RemoteTest"):
+        address = spec.host
+    elif kind == "HttpLoad":
+        address = spec.target()[0]
+    elif kind == "DpdkFlows":
+        address = None if spec.peer else spec.peer_ip
+    elif kind == "DpdkHttpClient":
+        address = spec.server
+    else:
+        return None
+    return None if address is None else {"name": _NAMES.get(address, address), "address": address}
 
 
 MAX_MESSAGES = 1 << 48   # a receiver takes a sequence number past this for a corrupt datagram
@@ -192,8 +238,9 @@ class _SocketTest(_Serial):
         10.0, help="how long to send (10s, 2m, ...)", unit=SECONDS, range_text="above 0, at most 24h",
         short="-t", cli_help="how long to send: 10s, 2m (default 10s; a --search trial: 1s)")
     host: str = opt(
-        "127.0.0.1", help="where both ends bind: loopback or a lab address", unit="IP address",
-        cli_help="loopback or lab address (default 127.0.0.1)")
+        "127.0.0.1", help="where both ends bind: an address of this host (loopback, a lab's) or its DNS name",
+        unit="IP address or DNS name",
+        cli_help="an address of this host or its name (default 127.0.0.1)")
     port: int = opt(
         0, help="the receiving end's port; 0 = any free port", unit="port number; 0: any free", lo=0, hi=65535,
         cli_help="receiving port (default: any free port)")
@@ -372,7 +419,7 @@ class RemoteTest(_SocketTest):
         cli_help=("message size: 64, 1K, 64K; UDP up to 65507, TCP up to 1M, SCTP up to 64K (default as qperf: "
                   "tcp_bw, sctp_bw 64K; udp_bw 32K; *_lat 1)"))
     duration: float | str = like(_SocketTest, "duration", flag="--time", cli_help="time per test (default 10s)")
-    host: str = like(_SocketTest, "host", help="where perfkit serve runs: loopback or a lab address")
+    host: str = like(_SocketTest, "host", help="where perfkit serve runs: an IPv4 or IPv6 address or a DNS name")
     gso: int | None = like(
         _SocketTest, "gso",
         cli_help=("udp_bw: datagrams per UDP GSO send, 0 = off, as qperf sends (default: 8 to a loopback server, "
@@ -609,6 +656,24 @@ def check_lab_ip(addr, field: str, version: int | None = None) -> str:
     return str(ip)
 
 
+def check_dest_ip(addr, field: str, version: int | None = None) -> str:
+    """A DPDK destination (a flow's peer, an HTTP server, a gateway): any IPv4 address
+    (version 4), or IPv4 or IPv6 in the family of version; no names (dperf takes addresses)."""
+    try:
+        ip = ipaddress.ip_address(str(addr).strip())
+    except ValueError:
+        kind = "an IPv4 address" if version == 4 else "an IPv4 or IPv6 address"
+        raise ValueError(f"{field}: {addr!r} is not {kind}") from None
+    if version is not None and ip.version != version:
+        raise ValueError(f"{field}: {addr!r} is not an IPv4 address" if version == 4 and ip.version == 6 else
+                         f"{field}: {ip} is IPv{ip.version} but the port's address is IPv{version}: "
+                         "one family per run")
+    if ip.is_loopback or ip.is_unspecified:   # no frame on a wire goes there
+        raise ValueError(f"{field}: {ip} is not an address a DPDK port sends to (loopback or unspecified)")
+    sandbox.check(ip, field)
+    return str(ip)
+
+
 def _check_netns(value):
     if value is None:
         return None
@@ -822,7 +887,7 @@ class DpdkFlows(_DpdkSpec):
             raise ValueError(f"flows: {self.flows} flow(s) for {self.cores} cores: each core sends "
                              "flows of its own (give at least as many flows)")
         put("ip", check_lab_ipv4(self.ip, "ip"))
-        put("peer_ip", check_lab_ipv4(self.peer_ip, "peer_ip"))
+        put("peer_ip", check_dest_ip(self.peer_ip, "peer_ip", 4))
         if self.ip == self.peer_ip:
             raise ValueError(f"peer_ip: {self.peer_ip} is the port's own address")
         if self.dst_mac is not None:
@@ -890,9 +955,12 @@ class DpdkFlows(_DpdkSpec):
                                  f"src_ips x dst_ips is only {self.sports * others}")
         lab = LAB_NETS[0]
         src0, dst0 = ipaddress.IPv4Address(self.ip), ipaddress.IPv4Address(self.peer_ip)
-        for name, first, n in (("src_ips", src0, self.src_ips), ("dst_ips", dst0, self.dst_ips)):
-            if int(first) + n - 1 > int(lab.broadcast_address):
-                raise ValueError(f"{name}: {n} addresses from {first} leave 198.18.0.0/15")
+        if int(src0) + self.src_ips - 1 > int(lab.broadcast_address):
+            raise ValueError(f"src_ips: {self.src_ips} addresses from {src0} leave 198.18.0.0/15")
+        if int(dst0) + self.dst_ips - 1 > 0xFFFFFFFF:
+            raise ValueError(f"dst_ips: {self.dst_ips} addresses from {dst0} pass 255.255.255.255")
+        # the guard's blocks lie far more than DPDK_MAX_IPS apart: a range with both ends in them is in one
+        sandbox.check(dst0 + self.dst_ips - 1, "dst_ips")
         if int(src0) < int(dst0) + self.dst_ips and int(dst0) < int(src0) + self.src_ips:
             raise ValueError(f"dst_ips: the source addresses {src0} + {self.src_ips} and the destination "
                              f"addresses {dst0} + {self.dst_ips} overlap")
@@ -1023,12 +1091,11 @@ HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE")
 URL_ORDERS = ("cycle", "random")   # how HttpLoad's requests pick from a URL list
 
 
-def _parse_url(url: str, field: str = "url") -> tuple[str, int, str]:
-    """http[s]://HOST[:PORT]/PATH -> (address, port, path); HOST is an IP or localhost."""
+def _split_url(url: str, field: str = "url") -> tuple[str, int, str]:
+    """http[s]://HOST[:PORT]/PATH -> (HOST as written, port, path); nothing resolved."""
     parts = urlsplit(str(url))
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"{field}: {url!r} is not an http[s]://HOST[:PORT]/PATH URL")
-    host = "127.0.0.1" if parts.hostname == "localhost" else parts.hostname
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
@@ -1038,7 +1105,13 @@ def _parse_url(url: str, field: str = "url") -> tuple[str, int, str]:
         path += "?" + parts.query
     if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in path):
         raise ValueError(f"{field}: {url!r} has spaces or control characters in its path (percent-encode them)")
-    return sandbox.check(check_target(host, field), field), port, path
+    return parts.hostname, port, path
+
+
+def _parse_url(url: str, field: str = "url") -> tuple[str, int, str]:
+    """http[s]://HOST[:PORT]/PATH -> (address, port, path); HOST is an address or a DNS name."""
+    host, port, path = _split_url(url, field)
+    return check_target(host, field), port, path
 
 
 @dataclass(frozen=True)
@@ -1048,7 +1121,7 @@ class HttpLoad(_Serial):
     Each field declares its help, unit and range beside its default (perfkit.fields)."""
     url: str | list = opt(
         "http://127.0.0.1:8080/",
-        help=("http[s]://HOST[:PORT]/PATH; HOST is loopback or a lab address (https: TLS through the "
+        help=("http[s]://HOST[:PORT]/PATH; HOST is an address or a DNS name (https: TLS through the "
               "system OpenSSL, the certificate is not checked). Or a list of URLs on one HOST:PORT: "
               'each request takes the next one (url_order="cycle") or one at random '
               '(url_order="random")'),
@@ -1126,8 +1199,13 @@ class HttpLoad(_Serial):
                 raise ValueError(f"url: a list of 1..{MAX_URLS} URLs, not {len(self.url)}")
             put("url", [str(u) for u in self.url] if len(self.url) > 1 else str(self.url[0]))
         first = _parse_url(self.urls[0])
+        addresses = {_split_url(self.urls[0])[0]: first[0]}   # each name resolved once
+        object.__setattr__(self, "_address", first[0])   # where the load goes (not a field: not saved)
         for u in self.urls[1:]:  # one connection pool: every URL names the same server
-            if _parse_url(u)[:2] != first[:2] or u.split(":", 1)[0] != self.urls[0].split(":", 1)[0]:
+            name, port, _ = _split_url(u)
+            if name not in addresses:
+                addresses[name] = check_target(name, "url")
+            if (addresses[name], port) != first[:2] or u.split(":", 1)[0] != self.urls[0].split(":", 1)[0]:
                 raise ValueError(f"url: {u!r} is not on {self.urls[0].split('/')[2]} with the same scheme "
                                  "as the first URL (one server per load)")
         if self.lab is not None and not LAB_NAME.fullmatch(str(self.lab)):
@@ -1185,8 +1263,8 @@ class HttpLoad(_Serial):
         return self.urls[0].lower().startswith("https:")
 
     def target(self) -> tuple[str, int]:
-        host, port, _ = _parse_url(self.urls[0])
-        return host, port
+        """(address, port): the server, its name resolved when the spec was made."""
+        return self._address, _split_url(self.urls[0])[1]
 
     def request_bytes(self) -> bytes:
         """Every request of the URL list, one after another, in the list's order
@@ -1194,7 +1272,8 @@ class HttpLoad(_Serial):
         return b"".join(self._request(u) for u in self.urls)
 
     def _request(self, url: str) -> bytes:
-        host, port, path = _parse_url(url)
+        host, port, path = _split_url(url)   # Host: the name as the URL has it
+        host = f"[{host}]" if ":" in host else host
         body = self.body.encode() if isinstance(self.body, str) else (self.body or b"")
         mine = {str(k).lower() for k in (self.headers or {})}
         default = 443 if self.tls else 80
@@ -1571,8 +1650,8 @@ class DpdkHttpClient(_IpVersion, _DpdkSpec):
         _check_tcp_common(self, put)
         put("ip", check_lab_ip(self.ip, "ip"))
         _mss_family(self, put)
-        put("server", check_lab_ip(self.server, "server", self.ip_version))
-        put("gateway", check_lab_ip(self.gateway or self.server, "gateway", self.ip_version))
+        put("server", check_dest_ip(self.server, "server", self.ip_version))
+        put("gateway", check_dest_ip(self.gateway or self.server, "gateway", self.ip_version))
         if self.gateway_mac is not None:
             if not _MAC.fullmatch(str(self.gateway_mac)):
                 raise ValueError(f"gateway_mac: {self.gateway_mac!r} is not a MAC address (aa:bb:cc:dd:ee:ff)")

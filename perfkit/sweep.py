@@ -6,7 +6,7 @@ import threading
 
 from perfkit.engines.remote import DEFAULT_PORT
 from perfkit.run import Run
-from perfkit.spec import RemoteTest
+from perfkit.spec import RemoteTest, check_target
 from perfkit.units import parse_duration, parse_rate, parse_size
 
 
@@ -59,6 +59,7 @@ def plan(host: str, *tests: str, time="10s", sweep: dict | None = None, port: in
          token: str | None = None, **fields) -> list[tuple[str, dict, object]]:
     """[(test, point, RemoteTest)] for every test at every sweep point, all checked
     before anything runs. sweep: {"msg_size": "1:64K:*2", ...} (several: every mix)."""
+    host = check_target(host)   # a name resolves once for every point
     points = [{}]
     for opt, spec in (sweep or {}).items():
         _, values = parse_sweep(f"{opt}:{spec}")

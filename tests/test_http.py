@@ -239,7 +239,8 @@ def test_cli_http_json_and_bad_url(perfkit_server):
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout.splitlines()[-1])["summary"]
     assert summary["tps"] > 0 and summary["vusers"] == 3 and summary["test"] == "http"
-    for url, msg in [("ftp://127.0.0.1/", "not an http[s]://"), ("http://192.0.2.1/", "not allowed")]:
+    for url, msg in [("ftp://127.0.0.1/", "not an http[s]://"), ("http://10.0.0.1/", "refused by the network guard"),
+                     ("http://nosuch.invalid/", "does not resolve")]:
         bad = subprocess.run([sys.executable, "-P", "-m", "perfkit", "http", url], capture_output=True, text=True,
                              timeout=60)
         assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and msg in bad.stderr

@@ -48,8 +48,8 @@ def test_off_the_guard_lets_everything_through(monkeypatch):
 
 def test_the_product_keeps_its_own_messages_first():
     """The guard stands behind the product's checks: what they refuse, they refuse in their words."""
-    with pytest.raises(ValueError, match="is not allowed: use loopback"):
-        spec.check_target("10.0.0.1")
+    with pytest.raises(ValueError, match="is not an IPv4 or IPv6 address or a DNS name"):
+        spec.check_target("not an address")
     with pytest.raises(ValueError, match="DPDK ports use lab addresses"):
         spec.check_lab_ipv4("192.0.2.1", "ip")
 
@@ -59,7 +59,9 @@ def test_the_product_keeps_its_own_messages_first():
     lambda: spec.check_lab_ipv4("10.0.0.1", "host"),
     lambda: spec.check_lab_ip("2606:4700::1111", "host"),
     lambda: spec._parse_url("http://10.0.0.1:8080/", "host"),
-], ids=["check_target", "check_lab_ipv4", "check_lab_ip", "http url"])
+    lambda: spec.check_dest_ip("10.0.0.1", "host", 4),
+    lambda: spec.check_dest_ip("2606:4700::1111", "host"),
+], ids=["check_target", "check_lab_ipv4", "check_lab_ip", "http url", "dpdk destination", "dpdk destination v6"])
 def test_every_target_check_asks_the_guard(call, monkeypatch):
     """Were the product's own rule to take any address, the guard still refuses."""
     monkeypatch.setattr(spec, "LAB_NETS", WIDE_OPEN)
