@@ -25,8 +25,9 @@ from perfkit.ratesearch import parse_criterion, result_text, search, trial_line
 from perfkit.report import VERBOSE, JsonPrinter, LinePrinter, conf_text, http_row_line, summary_text, used_params
 from perfkit.run import Run
 from perfkit.remote import DEFAULT_PORT, Server
-from perfkit.spec import (CONTROL_TIMEOUT_S, DPDK_MODES, LOCAL_TESTS, REMOTE_TESTS, DpdkFlows, DpdkReflect, HttpLoad,
-                          HttpServe, LocalTest, RemoteTest, SocketReflect, _int_in, check_target, check_timeout, check_wait_server)
+from perfkit.kinds import DpdkFlows, DpdkReflect, HttpLoad, HttpServe, LocalTest, RemoteTest, SocketReflect
+from perfkit.spec import (CONTROL_TIMEOUT_S, DPDK_MODES, LOCAL_TESTS, REMOTE_TESTS, _int_in, check_target, check_timeout,
+                          check_wait_server)
 from perfkit.units import parse_duration, parse_size
 from perfkit.version import __version__
 

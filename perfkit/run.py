@@ -20,7 +20,7 @@ from typing import Callable
 from perfkit.engines import DEFAULT as DEFAULT_ENGINE
 from perfkit.engines import engines as list_engines
 from perfkit.engines import get as get_engine
-from perfkit import spec as _spec
+from perfkit import kinds
 from perfkit.errors import EngineError
 from perfkit.stats import Histogram, make_row, merge_counters, row_schema, summarize
 from perfkit.version import __version__
@@ -269,7 +269,7 @@ class Run:
         if b"perfkit.spec" not in meta:
             raise ValueError(f"{path}: not a perfkit run (no perfkit metadata)")
         info = json.loads(meta[b"perfkit.run"])
-        run = cls(_spec.from_dict(json.loads(meta[b"perfkit.spec"])), engine=info["engine"],
+        run = cls(kinds.from_dict(json.loads(meta[b"perfkit.spec"])), engine=info["engine"],
                   interval=info["interval"])
         run.env = json.loads(meta[b"perfkit.env"])
         run.summary = json.loads(meta[b"perfkit.summary"])

@@ -6,7 +6,7 @@ import threading
 
 from perfkit.engines.remote import DEFAULT_PORT
 from perfkit.run import Run
-from perfkit.spec import RemoteTest
+from perfkit.kinds import RemoteTest
 from perfkit.units import parse_duration, parse_rate, parse_size
 
 

@@ -1,4 +1,4 @@
-"""A control panel generated from a spec dataclass: any of perfkit.spec.SPECS.
+"""A control panel generated from a spec dataclass: any of perfkit.kinds.SPECS.
 
 Every field of the spec becomes one input, chosen from the field's type and what the field
 declares (perfkit.fields): a dropdown where it declares choices (test, mode, method), a
@@ -32,6 +32,7 @@ import re
 import threading
 
 from perfkit import ratesearch, remote
+from perfkit import kinds as _kinds
 from perfkit import spec as _spec
 from perfkit.engines import dpdk
 from perfkit.engines import get as _get_engine
@@ -216,9 +217,9 @@ def _parse_lines(text: str, name: str) -> dict | None:
 
 def _resolve(spec_cls):
     if isinstance(spec_cls, str):
-        if spec_cls not in _spec.SPECS:
-            raise ValueError(f"spec_cls: {spec_cls!r} is not one of {', '.join(_spec.SPECS)}")
-        return _spec.SPECS[spec_cls]
+        if spec_cls not in _kinds.SPECS:
+            raise ValueError(f"spec_cls: {spec_cls!r} is not one of {', '.join(_kinds.SPECS)}")
+        return _kinds.SPECS[spec_cls]
     return spec_cls
 
 
@@ -238,7 +239,7 @@ class Panel:
     a dropdown.
     """
 
-    def __init__(self, spec_cls=_spec.LocalTest, *, interval: float = 1.0, window: int = 300,
+    def __init__(self, spec_cls=_kinds.LocalTest, *, interval: float = 1.0, window: int = 300,
                  redraw_s: float = 1.0, engine: str | None = None, choices: dict | None = None,
                  **values):
         import ipywidgets as w  # the notebook extra: imported when a panel is made
@@ -457,12 +458,12 @@ class Panel:
 
     def load_dperf(self, path: str, netns: str | None = None):
         """What the dperf conf load button does: fill the form from a dperf configuration file
-        (perfkit dperf -c FILE), through perfkit.spec.from_dperf. Returns the spec, or None
+        (perfkit dperf -c FILE), through perfkit.dperf.from_dperf. Returns the spec, or None
         with the reason under the buttons. netns: default, the form's (an af_packet port's lab host)."""
         if netns is None:
             netns = self.values().get("netns") or None
         try:
-            spec = _spec.from_dperf(str(path).strip(), netns=netns)
+            spec = _kinds.from_dperf(str(path).strip(), netns=netns)
             if not isinstance(spec, self.spec_cls):
                 raise ValueError(f"{path}: a {type(spec).__name__} conf (mode "
                                  f"{'server' if 'Server' in type(spec).__name__ else 'client'}): "
@@ -962,14 +963,14 @@ class Launcher:
         launcher                       # pick a tab, fill in, Start
         launcher["HttpLoad"].run       # a tab's Panel and its Run
 
-    kinds: which specs (names in perfkit.spec.SPECS), in tab order; panel_kwargs go to
+    kinds: which specs (names in perfkit.kinds.SPECS), in tab order; panel_kwargs go to
     every Panel (interval, window, redraw_s). lab: a last tab with the LabPanel
     (perfkit lab up / status / down), launcher.lab.
     """
 
     def __init__(self, kinds=None, lab: bool = True, **panel_kwargs):
         import ipywidgets as w
-        kinds = list(kinds) if kinds is not None else list(_spec.SPECS)
+        kinds = list(kinds) if kinds is not None else list(_kinds.SPECS)
         for k in kinds:
             _resolve(k)                       # ValueError naming the known ones
         self.panels = {k: Panel(k, **panel_kwargs) for k in kinds}

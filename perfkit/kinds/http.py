@@ -1,0 +1,231 @@
+"""HTTP over kernel sockets: HttpLoad (virtual users against a server) and HttpServe
+(perfkit's own server)."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from perfkit.fields import SECONDS, check_declared, opt, whole_number
+from perfkit.spec import (HTTP_METHODS, LAB_NAME, MAX_DURATION_S, MAX_RATE_PPS, MAX_RESPONSE, MAX_URLS,
+                          MAX_USERS, Serial, URL_ORDERS, check_target, parse_url)
+from perfkit.units import Rate, parse_duration, parse_rate, parse_size
+
+_int_in = whole_number   # value as an int in lo..hi, else ValueError naming the field
+
+
+@dataclass(frozen=True)
+class HttpLoad(Serial):
+    """HTTP load with virtual users against a server (nGrinder, wrk, k6's job).
+
+    Each field declares its help, unit and range beside its default (perfkit.fields)."""
+    url: str | list = opt(
+        "http://127.0.0.1:8080/",
+        help=("http[s]://HOST[:PORT]/PATH; HOST is loopback or a lab address (https: TLS through the "
+              "system OpenSSL, the certificate is not checked). Or a list of URLs on one HOST:PORT: "
+              'each request takes the next one (url_order="cycle") or one at random '
+              '(url_order="random")'),
+        unit="http[s]://HOST[:PORT]/PATH; several: space between")
+    users: int = opt(
+        10, help="virtual users: one connection each (1..100000)", unit="virtual users", lo=1, hi=MAX_USERS,
+        short="-u",
+        cli_help="virtual users, one connection each (default 10)")
+    duration: float | str = opt(
+        10.0, help="how long to load (10s, 2m)", unit=SECONDS, range_text="1ms..24h",
+        short="-t",
+        cli_help="how long (default 10s)")
+    rate: Rate | str | float | None = opt(
+        None,
+        help=("open loop: requests/s in total (1000, 50k); response times then count from each "
+              "request's intended send time, as wrk2 does. None: closed loop, each user sends again "
+              "when answered"),
+        unit="requests/s (500, 50k); empty: closed loop",
+        short="-r",
+        cli_help="open loop: requests/s in total, latency from intended send times")
+    think: float | str = opt(
+        0.0, help="closed loop: pause after each response (0, 100ms)", unit=SECONDS, range_text="0..1h",
+        cli_help="pause after each response (closed loop): 100ms")
+    ramp: float | str = opt(
+        0.0, help="users start evenly over this time", unit=SECONDS, range_text="0..24h",
+        cli_help="start the users evenly over this time")
+    keepalive: bool = opt(
+        True, help="reuse connections (False: a new connection per request)")
+    method: str = opt(
+        "GET", help="the request (GET/HEAD/POST/PUT/DELETE; headers as a dict)", choices=HTTP_METHODS,
+        short="-X",
+        cli_help="GET HEAD POST PUT DELETE (default GET)")
+    headers: dict | None = opt(
+        None, help="the request (GET/HEAD/POST/PUT/DELETE; headers as a dict)", unit="one 'Name: value' a line")
+    body: str | bytes | None = opt(
+        None, help="the request (GET/HEAD/POST/PUT/DELETE; headers as a dict)", widget="area",
+        flag="--data", short="-d",
+        cli_help="request body")
+    connect_timeout: float | str = opt(
+        5.0, help="a connection not made by then is an error", unit=SECONDS, range_text="1ms..10m")
+    response_timeout: float | str = opt(
+        10.0, help="a response not complete by then is an error", unit=SECONDS, range_text="1ms..1h",
+        flag="--timeout",
+        cli_help="response timeout (default 10s)")
+    url_order: str = opt(
+        "cycle", help='"cycle" or "random": how requests pick from a URL list',
+        unit="how requests pick from a URL list", choices=URL_ORDERS, check=False)   # its own message
+    lab: str | None = opt(
+        None,
+        help=("run the client in this lab's first host (h1), e.g. against a server in h2 (url "
+              "http://<h2's address>/): the lab's link, impaired or not, is then the path under test"),
+        unit="lab name",
+        cli_help="run the client in this lab's host h1 (perfkit lab up)")
+    threads: int = opt(
+        1,
+        help=("client threads (each its own epoll loop), the users and the rate split evenly between "
+              "them, as wrk -t"),
+        unit="client threads", range_text="1..64, at most users",
+        cli_help="client threads, users split between them (default 1; wrk -t)")
+    processes: int = opt(
+        1,
+        help=("client processes, each running `threads` threads with its own open-file limit: for "
+              "more users than one process may hold open (RLIMIT_NOFILE, whose hard limit only "
+              "CAP_SYS_RESOURCE raises)"),
+        cli_help=("client processes of --threads threads each, every one with its own open-file limit: for more "
+                  "users than one process may open"))
+
+    test = "http"
+
+    def __post_init__(self):
+        put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
+        check_declared(self)   # users, method
+        if isinstance(self.url, (list, tuple)):
+            if not 1 <= len(self.url) <= MAX_URLS:
+                raise ValueError(f"url: a list of 1..{MAX_URLS} URLs, not {len(self.url)}")
+            put("url", [str(u) for u in self.url] if len(self.url) > 1 else str(self.url[0]))
+        first = parse_url(self.urls[0])
+        for u in self.urls[1:]:  # one connection pool: every URL names the same server
+            if parse_url(u)[:2] != first[:2] or u.split(":", 1)[0] != self.urls[0].split(":", 1)[0]:
+                raise ValueError(f"url: {u!r} is not on {self.urls[0].split('/')[2]} with the same scheme "
+                                 "as the first URL (one server per load)")
+        if self.lab is not None and not LAB_NAME.fullmatch(str(self.lab)):
+            raise ValueError(f"lab: {self.lab!r} is not a lab name (1-8 lowercase letters or digits)")
+        if self.tls:
+            try:
+                from perfkit._sock import HAVE_TLS  # the native engine: missing from a broken build
+            except ImportError:  # the engine says so when it is built
+                HAVE_TLS = True
+            if not HAVE_TLS:
+                raise ValueError("url: https needs perfkit built with OpenSSL (Debian: apt install libssl-dev, "
+                                 "then reinstall perfkit)")
+        if self.url_order not in URL_ORDERS:
+            raise ValueError(f"url_order: {self.url_order!r} is not 'cycle' or 'random'")
+        put("threads", _int_in(self.threads, "threads", 1, min(64, self.users)))
+        put("processes", _int_in(self.processes, "processes", 1, min(16, self.users // self.threads)))
+        for name, lo, hi in (("duration", 1e-3, MAX_DURATION_S), ("think", 0, 3600), ("ramp", 0, MAX_DURATION_S),
+                             ("connect_timeout", 1e-3, 600), ("response_timeout", 1e-3, 3600)):
+            v = parse_duration(getattr(self, name), name)
+            if not lo <= v <= hi:
+                raise ValueError(f"{name}: {getattr(self, name)!r} is out of range {lo:g}..{hi:g} s")
+            put(name, v)
+        if self.rate is not None:
+            text = str(self.rate).strip()  # requests/s: a bare 50k means 50k/s, as the docs say
+            rate = parse_rate(text + "pps" if re.fullmatch(r"[0-9.]+[kMG]", text) else self.rate, "rate")
+            if rate.unit != "pps" or not 0 < rate.value <= MAX_RATE_PPS:
+                raise ValueError(f"rate: {self.rate!r} is not a number of requests/s above 0 (e.g. 5000, 50k)")
+            put("rate", rate)
+        for k, v in (self.headers or {}).items():
+            if any(c in str(k) + str(v) for c in "\r\n") or ":" in str(k) or not str(k):
+                raise ValueError(f"headers: {k!r}: {v!r} is not a valid header")
+            if str(k).lower() in ("content-length", "transfer-encoding"):
+                raise ValueError(f"headers: {k!r} is set from the body; leave it out")
+        if not isinstance(self.keepalive, bool):
+            raise ValueError(f"keepalive: {self.keepalive!r} is not true or false")
+        if len(self.request_bytes()) > MAX_RESPONSE:
+            raise ValueError(f"body: the requests (one per URL) are over {MAX_RESPONSE} bytes together")
+
+    @property
+    def size(self) -> int:
+        return len(self._request(self.urls[0]))
+
+    @property
+    def messages_per_second(self) -> float:
+        return self.rate.value if self.rate else 0.0
+
+    @property
+    def urls(self) -> list[str]:
+        """The URL list (one URL: a list of one)."""
+        return list(self.url) if isinstance(self.url, list) else [self.url]
+
+    @property
+    def tls(self) -> bool:
+        """https: every URL of the list is https (one scheme per load)."""
+        return self.urls[0].lower().startswith("https:")
+
+    def target(self) -> tuple[str, int]:
+        host, port, _ = parse_url(self.urls[0])
+        return host, port
+
+    def request_bytes(self) -> bytes:
+        """Every request of the URL list, one after another, in the list's order
+        (one URL: the request every virtual user sends)."""
+        return b"".join(self._request(u) for u in self.urls)
+
+    def _request(self, url: str) -> bytes:
+        host, port, path = parse_url(url)
+        body = self.body.encode() if isinstance(self.body, str) else (self.body or b"")
+        mine = {str(k).lower() for k in (self.headers or {})}
+        default = 443 if self.tls else 80
+        hdrs = {k: v for k, v in (("Host", host if port == default else f"{host}:{port}"), ("User-Agent", "perfkit"))
+                if k.lower() not in mine}  # the caller's Host or User-Agent replaces ours
+        hdrs.update(self.headers or {})
+        if not self.keepalive:
+            hdrs["Connection"] = "close"
+        if body or self.method in ("POST", "PUT"):
+            hdrs["Content-Length"] = str(len(body))
+        head = f"{self.method} {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in hdrs.items())
+        return head.encode() + b"\r\n" + body
+
+
+@dataclass(frozen=True)
+class HttpServe(Serial):
+    """perfkit's own HTTP server: the same response (status 200, size bytes of body)
+    to every request, keep-alive unless the client asks to close. For labs and demos."""
+    host: str = opt(
+        "127.0.0.1", help="where to listen (loopback or a lab address; port 0 = any)", unit="IP address",
+        cli_help="loopback or a lab address (default 127.0.0.1)")
+    port: int = opt(
+        8080, help="where to listen (loopback or a lab address; port 0 = any)", unit="port number; 0: any", lo=0,
+        hi=65535,
+        cli_help="port (default 8080; 0 = any)")
+    size: int | str = opt(
+        100, help="body bytes (0..1 MiB)", unit="body bytes (100, 4K)", lo=0, hi=MAX_RESPONSE - 256,
+        check=False,  # a size with units (4K): parsed and checked in __post_init__
+        cli_help="response body bytes (default 100)")
+    duration: float | str = opt(
+        60.0, help="how long to serve", unit=SECONDS, range_text="above 0, at most 24h",
+        short="-t",
+        cli_help="how long to serve (default 60s)")
+    connections: int = opt(
+        10_000, help="connections served at once", unit="connections", lo=1, hi=MAX_USERS,
+        cli_help="connections served at once (default 10000)")
+
+    test = "http_serve"
+
+    def __post_init__(self):
+        put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
+        check_declared(self)   # port, connections
+        put("host", check_target(self.host))
+        size = parse_size(self.size, "size")
+        if not 0 <= size <= MAX_RESPONSE - 256:
+            raise ValueError(f"size: {size} bytes is out of range 0..{MAX_RESPONSE - 256}")
+        put("size", size)
+        d = parse_duration(self.duration, "duration")
+        if not 0 < d <= MAX_DURATION_S:
+            raise ValueError(f"duration: {self.duration!r} is out of range (above 0, at most 24h)")
+        put("duration", d)
+
+    messages_per_second = 0.0
+
+    def response_bytes(self) -> bytes:
+        return (f"HTTP/1.1 200 OK\r\nServer: perfkit\r\nContent-Type: text/plain\r\n"
+                f"Content-Length: {self.size}\r\n\r\n").encode() + b"x" * self.size
+
+
+# ------------------------------------------------------------------ the kind
+SPECS = (HttpLoad, HttpServe)
+ENGINE = {HttpLoad: "socket", HttpServe: "socket"}   # when perfkit.Run is given none
