@@ -1,6 +1,7 @@
 """The kinds of test: one module per family, each owning its spec classes and, by spec class,
 the engine that runs it when none is named (ENGINE), its dashboard charts (LAYOUT: a name in
-perfkit.ui.charts.LAYOUTS, or one of the kind's own LAYOUTS) and its panel tasks (TASKS).
+perfkit.ui.charts.LAYOUTS, or one of the kind's own LAYOUTS), its panel tasks (TASKS) and the
+panel rows beyond its fields (PANEL_ROWS).
 
 KINDS is the registry: a new kind is one new module here plus one line in KINDS. The faces
 (run, charts, panel, stats, CLI) ask kind_of(spec) instead of testing spec classes.
@@ -41,7 +42,7 @@ def kind_of(spec_obj):
 
 
 def lookup(spec_or_cls, table: str, default=None):
-    """What spec's kind says for it in one of the kind's tables (ENGINE, LAYOUT, TASKS):
+    """What spec's kind says for it in one of the kind's tables (ENGINE, LAYOUT, TASKS, ...):
     default for a spec the kind leaves out, or for anything that is not a spec."""
     cls = spec_or_cls if isinstance(spec_or_cls, type) else type(spec_or_cls)
     try:

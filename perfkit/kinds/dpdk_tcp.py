@@ -349,3 +349,6 @@ def _si_number(value, field: str) -> float:
 # ------------------------------------------------------------------ the kind
 SPECS = (DpdkHttpServer, DpdkHttpClient)
 ENGINE = {DpdkHttpServer: "dpdk_tcp", DpdkHttpClient: "dpdk_tcp"}   # when perfkit.Run is given none
+LAYOUT = {DpdkHttpServer: "dpdk_tcp", DpdkHttpClient: "dpdk_tcp"}   # perfkit.ui.charts.LAYOUTS
+TASKS = {DpdkHttpServer: ("run",), DpdkHttpClient: ("run",)}             # the panel's tasks
+PANEL_ROWS = {DpdkHttpServer: ("dperf_conf",), DpdkHttpClient: ("dperf_conf",)}   # a dperf conf loader

@@ -412,3 +412,5 @@ class DpdkReflect(DpdkSpec):
 # ------------------------------------------------------------------ the kind
 SPECS = (DpdkFlows, DpdkReflect)
 ENGINE = {DpdkFlows: "dpdk", DpdkReflect: "dpdk"}   # when perfkit.Run is given none
+LAYOUT = {DpdkFlows: "dpdk", DpdkReflect: "dpdk"}   # perfkit.ui.charts.LAYOUTS: the dashboard's charts
+TASKS = {DpdkFlows: ("run", "search"), DpdkReflect: ("run",)}   # the panel's tasks: a rate search beside a run

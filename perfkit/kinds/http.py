@@ -229,3 +229,5 @@ class HttpServe(Serial):
 # ------------------------------------------------------------------ the kind
 SPECS = (HttpLoad, HttpServe)
 ENGINE = {HttpLoad: "socket", HttpServe: "socket"}   # when perfkit.Run is given none
+LAYOUT = {HttpLoad: "http", HttpServe: "http_serve"}   # perfkit.ui.charts.LAYOUTS: the dashboard's charts
+TASKS = {HttpLoad: ("run",), HttpServe: ("run",)}        # the panel's tasks

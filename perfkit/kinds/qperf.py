@@ -276,3 +276,7 @@ class RemoteTest(_SocketTest):
 # ------------------------------------------------------------------ the kind
 SPECS = (LocalTest, RemoteTest)
 ENGINE = {LocalTest: "socket", RemoteTest: "socket"}   # when perfkit.Run is given none
+LAYOUT = {LocalTest: "socket", RemoteTest: "socket"}   # perfkit.ui.charts.LAYOUTS: the dashboard's charts
+# the panel's tasks beside a run: a rate search (udp_bw), a qperf-style sweep (perfkit test --oo)
+TASKS = {LocalTest: ("run", "search"), RemoteTest: ("run", "sweep")}
+PANEL_ROWS = {RemoteTest: ("server_control",)}   # the panel's conf, quit and serve-here buttons

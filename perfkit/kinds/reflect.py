@@ -59,3 +59,5 @@ class SocketReflect(Serial):
 # ------------------------------------------------------------------ the kind
 SPECS = (SocketReflect,)
 ENGINE = {SocketReflect: "socket"}   # when perfkit.Run is given none
+LAYOUT = {SocketReflect: "socket"}   # perfkit.ui.charts.LAYOUTS: the dashboard's charts
+TASKS = {SocketReflect: ("run",)}    # the panel's tasks

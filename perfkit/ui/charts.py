@@ -4,12 +4,14 @@ Everything here is plain plotly: no widgets, no threads. The live dashboard and 
 static figure share one layout (LAYOUTS), so what a person watches while a run is going
 is what the saved notebook shows afterwards. Each kind of spec has its layout
 (layout_for): packets, latency and loss for UDP/TCP tests and DPDK flows; transactions,
-response times and errors by class for HTTP load.
+response times and errors by class for HTTP load. The kinds say which (perfkit.kinds:
+a kind's LAYOUT names one of LAYOUTS, or one of the kind's own LAYOUTS).
 """
 from __future__ import annotations
 
 import json
 
+from perfkit import kinds
 from perfkit.stats import Histogram
 
 # Error counters summed into one "other errors/s" line (their own columns stay in run.frame).
@@ -122,21 +124,14 @@ DPDK_TCP_PANELS = (   # HTTP over perfkit's TCP on DPDK (DpdkHttpClient, DpdkHtt
 
 LAYOUTS = {"socket": PANELS, "dpdk": DPDK_PANELS, "http": HTTP_PANELS, "http_serve": HTTP_SERVE_PANELS,
            "dpdk_tcp": DPDK_TCP_PANELS}
+for _kind in kinds.KINDS:   # layouts a kind brings along (its LAYOUTS), beside the shared ones
+    LAYOUTS.update(getattr(_kind, "LAYOUTS", {}))
 COLS = 2
 
 
 def layout_name(spec) -> str:
-    """Which layout suits spec: socket, dpdk, dpdk_tcp, http or http_serve (by what it measures)."""
-    kind = type(spec).__name__
-    if getattr(spec, "ENGINE", None) == "dpdk_tcp" or kind.startswith("DpdkHttp"):
-        return "dpdk_tcp"
-    if kind == "HttpLoad" or getattr(spec, "test", None) == "http":
-        return "http"
-    if kind == "HttpServe" or getattr(spec, "test", None) == "http_serve":
-        return "http_serve"
-    if getattr(spec, "ENGINE", None) == "dpdk" or kind.startswith("Dpdk"):
-        return "dpdk"
-    return "socket"
+    """Which layout suits spec (a name in LAYOUTS): its kind's LAYOUT says, socket for anything else."""
+    return kinds.lookup(spec, "LAYOUT", "socket")
 
 
 def layout_for(spec):

@@ -45,8 +45,8 @@ from perfkit.ui import charts, points
 from perfkit.ui.dashboard import Dashboard
 from perfkit.units import Rate, format_si
 
-# Tasks beyond one run, by spec: what Start does (see the module doc).
-TASKS = {"LocalTest": ("run", "search"), "DpdkFlows": ("run", "search"), "RemoteTest": ("run", "sweep")}
+# Tasks beyond one run, by spec: what Start does (see the module doc); each kind declares its own.
+TASKS = {name: _kinds.lookup(cls, "TASKS", ("run",)) for name, cls in _kinds.SPECS.items()}
 TASK_LABELS = {"run": "one run", "search": "rate search", "sweep": "sweep (qperf --oo)"}
 CRITERIA = ("zero-loss", "pdr:0.1%", "lat:p99<50us", "cpu", "cpu:90%", "pdr:0.1%,lat:p99<1ms")
 
@@ -259,9 +259,9 @@ class Panel:
         self._seconds = {fu.name for fu in self.form if fu.unit == SECONDS}   # shown as 10s
         self.fields = dataclasses.fields(spec_cls)
         names = [f.name for f in self.form]
-        self.engine_name = engine or getattr(spec_cls, "ENGINE", None) or "socket"
+        self.engine_name = engine or _kinds.lookup(spec_cls, "ENGINE", "socket")
         self._dpdk = self.engine_name in ("dpdk", "dpdk_tcp")
-        extra_tasks = [*TASKS.get(spec_cls.__name__, ("run",))[1:], *(["eal"] if self._dpdk else [])]
+        extra_tasks = [*_kinds.lookup(spec_cls, "TASKS", ("run",))[1:], *(["eal"] if self._dpdk else [])]
         extra = ["task", *(fu.name for t in extra_tasks for fu in task_fields(t))]
         unknown = set(values) - set(names) - set(extra)
         if unknown:
@@ -286,7 +286,7 @@ class Panel:
             rows.append(row)
 
         # tasks: a rate search or a sweep beside the single run, with their own fields
-        self.tasks = TASKS.get(spec_cls.__name__, ("run",))
+        self.tasks = _kinds.lookup(spec_cls, "TASKS", ("run",))
         self.task = "run"
         self.task_inputs: dict = {}    # task -> {name: input widget} (not spec fields)
         self.task_labels: dict = {}    # task -> {name: label}
@@ -327,14 +327,15 @@ class Panel:
         self.info = w.HTML()           # what the conf button brings back
         extra = []
         dperf_row = []
-        if spec_cls.__name__ in ("DpdkHttpClient", "DpdkHttpServer"):   # perfkit dperf -c FILE.conf
+        rows_of_kind = _kinds.lookup(spec_cls, "PANEL_ROWS", ())
+        if "dperf_conf" in rows_of_kind:   # perfkit dperf -c FILE.conf
             self.dperf_conf = w.Text(placeholder="path/to/dperf.conf", layout=w.Layout(width="230px"))
             self.dperf_button = w.Button(description="load", icon="folder-open", layout=w.Layout(width="80px"),
                                          tooltip="fill the form from a dperf configuration file")
             self.dperf_button.on_click(lambda _b: self.load_dperf(self.dperf_conf.value))
             dperf_row = [w.HBox([w.HTML("dperf conf", layout=w.Layout(width="130px", min_width="130px")),
                                  self.dperf_conf, self.dperf_button])]
-        if spec_cls.__name__ == "RemoteTest":   # perfkit test HOST conf / quit
+        if "server_control" in rows_of_kind:   # perfkit test HOST conf / quit
             self.conf_button = w.Button(description="conf", icon="info", layout=w.Layout(width="80px"),
                                         tooltip="both ends' host, CPU, OS, kernel and perfkit (perfkit test HOST conf)")
             self.quit_button = w.Button(description="quit server", icon="power-off", layout=w.Layout(width="120px"),
