@@ -59,5 +59,19 @@ class SocketReflect(Serial):
 # ------------------------------------------------------------------ the kind
 SPECS = (SocketReflect,)
 ENGINE = {SocketReflect: "socket"}   # when perfkit.Run is given none
-LAYOUT = {SocketReflect: "socket"}   # perfkit.ui.charts.LAYOUTS: the dashboard's charts
+# Its own dashboard: what arrives and, reversing, goes back, with the sequence errors and the
+# one-way latency perfkit's header gives (a sender's charts would show send drops it never has).
+_RATE = {"tickformat": "~s", "rangemode": "tozero"}
+LAYOUTS = {"socket_reflect": (
+    ("packets/s", _RATE, [("rx pkt/s", "pkts_rx_per_s", "#ff7f0e"), ("sent back pkt/s", "pkts_tx_per_s", "#1f77b4")]),
+    ("bits/s", _RATE, [("rx bit/s", "bits_rx_per_s", "#ff7f0e"), ("sent back bit/s", "bits_tx_per_s", "#1f77b4")]),
+    ("one-way latency (µs)", {"type": "log"},
+     [("p50 µs", "lat_p50_us", "#2ca02c"), ("p99 µs", "lat_p99_us", "#d62728"), ("max µs", "lat_max_us", "#9467bd")]),
+    ("loss (%)", {"rangemode": "tozero"}, [("loss %", "loss_pct", "#d62728")]),
+    ("sequence errors/s", _RATE,
+     [("lost/s", "seq_lost_per_s", "#d62728"), ("reordered/s", "seq_reorder_per_s", "#ff7f0e"),
+      ("duplicates/s", "seq_dup_per_s", "#e377c2"), ("socket errors/s", "sock_error_per_s", "#7f7f7f")]),
+    ("engine CPU (% of one core)", {"rangemode": "tozero"}, [("cpu % (all workers)", "cpu_pct", "#17becf")]),
+)}
+LAYOUT = {SocketReflect: "socket_reflect"}   # the dashboard's charts: its own, above
 TASKS = {SocketReflect: ("run",)}    # the panel's tasks
