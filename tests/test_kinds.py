@@ -75,3 +75,15 @@ def test_the_panel_takes_the_kinds_tasks():
         assert panel.TASKS[name] == kinds.lookup(cls, "TASKS")
     assert panel.Panel("RemoteTest").tasks == perfkit.kinds.qperf.TASKS[perfkit.RemoteTest]
     assert panel.Panel("DpdkFlows").engine_name == "dpdk"
+
+
+def test_a_kind_adds_its_own_figures_to_a_summary():
+    class Handle:   # an engine's handle: counts per URL for each HTTP client worker
+        def http_urls(self, i):
+            return [(5, 4, 1)]
+    load = perfkit.HttpLoad(url="http://127.0.0.1:8080/", users=3)
+    assert kinds.summary_extra(load, Handle(), ["http_client"]) == {
+        "vusers": 3, "per_url": [{"url": "http://127.0.0.1:8080/", "requests": 5, "responses": 4, "failed": 1}]}
+    assert kinds.summary_extra(perfkit.LocalTest("udp_lat", messages=10), None, []) == {"messages": 10}
+    assert kinds.summary_extra(perfkit.LocalTest("udp_lat"), None, []) == {}
+    assert kinds.summary_extra(object(), None, []) == {}

@@ -1,7 +1,8 @@
 """The kinds of test: one module per family, each owning its spec classes and, by spec class,
 the engine that runs it when none is named (ENGINE), its dashboard charts (LAYOUT: a name in
 perfkit.ui.charts.LAYOUTS, or one of the kind's own LAYOUTS), its panel tasks (TASKS) and the
-panel rows beyond its fields (PANEL_ROWS).
+panel rows beyond its fields (PANEL_ROWS); and a kind may add figures to a run's summary
+(summary_extra).
 
 KINDS is the registry: a new kind is one new module here plus one line in KINDS. The faces
 (run, charts, panel, stats, CLI) ask kind_of(spec) instead of testing spec classes.
@@ -52,6 +53,16 @@ def lookup(spec_or_cls, table: str, default=None):
     return getattr(_KIND_OF[base], table, {}).get(base, default)
 
 
+def summary_extra(spec_obj, handle, roles) -> dict:
+    """A finished run's figures its kind adds to the summary (the kind's summary_extra: spec,
+    the engine's handle, the workers' roles); none for a kind without, or for no spec."""
+    try:
+        extra = getattr(kind_of(spec_obj), "summary_extra", None)
+    except ValueError:
+        return {}
+    return extra(spec_obj, handle, roles) if extra is not None else {}
+
+
 def from_dict(d: dict):
     """Any spec from its to_dict() form."""
     kind = d.get("kind", "LocalTest")
@@ -68,4 +79,4 @@ for _name, _value in {**SPECS, "SPECS": SPECS, "from_dict": from_dict, "from_dpe
     setattr(spec, _name, _value)
 
 __all__ = ["KINDS", "SPECS", "DpdkFlows", "DpdkHttpClient", "DpdkHttpServer", "DpdkReflect", "HttpLoad", "HttpServe",
-           "LocalTest", "RemoteTest", "SocketReflect", "for_spec_class", "from_dict", "from_dperf", "kind_of", "lookup"]
+           "LocalTest", "RemoteTest", "SocketReflect", "for_spec_class", "from_dict", "from_dperf", "kind_of", "lookup", "summary_extra"]

@@ -229,5 +229,22 @@ class HttpServe(Serial):
 # ------------------------------------------------------------------ the kind
 SPECS = (HttpLoad, HttpServe)
 ENGINE = {HttpLoad: "socket", HttpServe: "socket"}   # when perfkit.Run is given none
+
+
+def summary_extra(spec, handle, roles) -> dict:
+    """Figures beyond perfkit.stats.summarize: nGrinder's Vuser, and HTTP load's counts per URL."""
+    out = {}
+    if hasattr(spec, "users"):
+        out["vusers"] = spec.users
+    if hasattr(handle, "http_urls") and hasattr(spec, "urls"):
+        counts = [handle.http_urls(i) for i, r in enumerate(roles) if r == "http_client"]
+        counts = [c for c in counts if len(c) == len(spec.urls)]  # [] from a worker that died
+        out["per_url"] = [{"url": u, "requests": sum(c[k][0] for c in counts),
+                           "responses": sum(c[k][1] for c in counts),
+                           "failed": sum(c[k][2] for c in counts)}
+                          for k, u in enumerate(spec.urls)]
+    return out
+
+
 LAYOUT = {HttpLoad: "http", HttpServe: "http_serve"}   # perfkit.ui.charts.LAYOUTS: the dashboard's charts
 TASKS = {HttpLoad: ("run",), HttpServe: ("run",)}        # the panel's tasks

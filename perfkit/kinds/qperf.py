@@ -276,6 +276,13 @@ class RemoteTest(_SocketTest):
 # ------------------------------------------------------------------ the kind
 SPECS = (LocalTest, RemoteTest)
 ENGINE = {LocalTest: "socket", RemoteTest: "socket"}   # when perfkit.Run is given none
+
+
+def summary_extra(spec, handle, roles) -> dict:
+    """Figures beyond perfkit.stats.summarize: qperf's -n, the count asked for."""
+    return {"messages": spec.messages} if getattr(spec, "messages", None) else {}
+
+
 LAYOUT = {LocalTest: "socket", RemoteTest: "socket"}   # perfkit.ui.charts.LAYOUTS: the dashboard's charts
 # the panel's tasks beside a run: a rate search (udp_bw), a qperf-style sweep (perfkit test --oo)
 TASKS = {LocalTest: ("run", "search"), RemoteTest: ("run", "sweep")}
