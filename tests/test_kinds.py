@@ -87,3 +87,13 @@ def test_a_kind_adds_its_own_figures_to_a_summary():
     assert kinds.summary_extra(perfkit.LocalTest("udp_lat", messages=10), None, []) == {"messages": 10}
     assert kinds.summary_extra(perfkit.LocalTest("udp_lat"), None, []) == {}
     assert kinds.summary_extra(object(), None, []) == {}
+
+
+def test_the_http_kind_brings_its_commands():
+    from perfkit import cli
+    parser = cli._parser()
+    a = parser.parse_args(["http", "http://127.0.0.1:8080/", "-u", "3", "-t", "2s"])
+    assert kinds.http.CLI_SPECS[a.command](a) == perfkit.HttpLoad(url="http://127.0.0.1:8080/", users=3, duration=2)
+    a = parser.parse_args(["http-serve", "--port", "8081"])
+    assert kinds.http.CLI_SPECS[a.command](a) == perfkit.HttpServe(port=8081)
+    assert kinds.http.cli_header(perfkit.HttpServe(port=8081)).startswith("perfkit http-serve: 127.0.0.1 port 8081")

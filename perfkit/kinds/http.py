@@ -246,5 +246,79 @@ def summary_extra(spec, handle, roles) -> dict:
     return out
 
 
+
+
+# ------------------------------------------------------------------ its commands: perfkit http, http-serve
+def add_cli(sub, field_option) -> None:
+    """The parsers of perfkit http and perfkit http-serve in sub (argparse subparsers);
+    field_option(parser, spec_cls, name) adds a spec field's option as the field declares it."""
+    ht = sub.add_parser("http", help="HTTP load with virtual users (nGrinder/wrk style)")
+    ht.add_argument("url", nargs="?", help="http://HOST[:PORT]/PATH, HOST loopback or a lab address")
+    ht.add_argument("--url-file", metavar="FILE", help="URLs, one a line (# comments): requests go through "
+                                                        "them in turn (after URL, if given)")
+    ht.add_argument("--random", action="store_true", help="with several URLs: each request picks one at random")
+    for name in ("lab", "threads", "processes", "users", "duration", "rate", "think", "ramp"):
+        field_option(ht, HttpLoad, name)
+    ka = ht.add_mutually_exclusive_group()
+    ka.add_argument("--keepalive", dest="keepalive", action="store_true", default=True,
+                    help="reuse connections (default)")
+    ka.add_argument("--close", dest="keepalive", action="store_false", help="a new connection per request")
+    field_option(ht, HttpLoad, "method")
+    ht.add_argument("-H", "--header", action="append", default=[], metavar="'NAME: VALUE'", help="add a header")
+    for name in ("body", "connect_timeout", "response_timeout"):   # -d --data, --timeout
+        field_option(ht, HttpLoad, name)
+    ht.add_argument("--interval", default="1s", help="row interval (default 1s)")
+    ht.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
+    ht.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet")
+
+    hs = sub.add_parser("http-serve", help="perfkit's own HTTP server: a fixed response to every request")
+    for name in ("host", "port", "size", "duration", "connections"):
+        field_option(hs, HttpServe, name)
+    hs.add_argument("--interval", default="1s", help="row interval (default 1s)")
+    hs.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
+
+
+def load_from_args(a) -> HttpLoad:
+    """perfkit http's spec from its parsed arguments (URL and --url-file, -H headers)."""
+    headers = {}
+    for h in a.header:
+        if ":" not in h:
+            raise ValueError(f"header: {h!r} is not NAME: VALUE")
+        k, v = h.split(":", 1)
+        headers[k.strip()] = v.strip()
+    urls = [a.url] if a.url else []
+    if a.url_file:
+        try:
+            text = open(a.url_file).read()
+        except OSError as exc:
+            raise ValueError(f"url-file: {a.url_file}: {exc.strerror}") from None
+        urls += [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("#")]
+    if not urls:
+        raise ValueError("url: give a URL or --url-file FILE")
+    return HttpLoad(url=urls if len(urls) > 1 else urls[0], url_order="random" if a.random else "cycle", users=a.users,
+                    duration=a.duration, rate=a.rate, think=a.think, ramp=a.ramp,
+                    keepalive=a.keepalive, method=a.method, headers=headers or None, body=a.data,
+                    connect_timeout=a.connect_timeout, response_timeout=a.timeout, lab=a.lab,
+                    threads=a.threads, processes=a.processes)
+
+
+def serve_from_args(a) -> HttpServe:
+    """perfkit http-serve's spec from its parsed arguments."""
+    return HttpServe(host=a.host, port=a.port, size=a.size, duration=a.duration, connections=a.connections)
+
+
+CLI_SPECS = {"http": load_from_args, "http-serve": serve_from_args}   # command -> its spec from parsed args
+
+
+def cli_header(spec) -> str:
+    """The command's first line: what is about to run."""
+    if isinstance(spec, HttpServe):
+        return f"perfkit http-serve: {spec.host} port {spec.port}, {spec.size} B responses, {spec.duration:g} s"
+    where = spec.url if len(spec.urls) == 1 else f"{len(spec.urls)} URLs ({spec.url_order})"
+    return (f"perfkit http {spec.method} {where}: {spec.users} users, "
+            f"{'keep-alive' if spec.keepalive else 'a connection per request'}, "
+            f"{str(spec.rate) + ' (open loop)' if spec.rate else 'closed loop'}, {spec.duration:g} s")
+
+
 LAYOUT = {HttpLoad: "http", HttpServe: "http_serve"}   # perfkit.ui.charts.LAYOUTS: the dashboard's charts
 TASKS = {HttpLoad: ("run",), HttpServe: ("run",)}        # the panel's tasks
