@@ -97,3 +97,12 @@ def test_the_http_kind_brings_its_commands():
     a = parser.parse_args(["http-serve", "--port", "8081"])
     assert kinds.http.CLI_SPECS[a.command](a) == perfkit.HttpServe(port=8081)
     assert kinds.http.cli_header(perfkit.HttpServe(port=8081)).startswith("perfkit http-serve: 127.0.0.1 port 8081")
+
+
+def test_the_dashboard_title_is_the_kinds():
+    charts = pytest.importorskip("perfkit.ui.charts")
+    load = perfkit.HttpLoad(url="http://127.0.0.1:8080/x", users=5, duration=3)
+    assert charts.spec_title(load) == ", ".join((*kinds.http.TITLE[perfkit.HttpLoad](load), "3 s"))
+    remote = perfkit.RemoteTest("tcp_bw", host="127.0.0.1", duration=3)
+    assert charts.spec_title(remote).startswith(kinds.qperf.TITLE_HEAD[perfkit.RemoteTest](remote) + ", ")
+    assert charts.spec_title(perfkit.LocalTest("udp_bw", duration=3)) == "udp_bw, 64 B, unlimited, 3 s"

@@ -1,8 +1,8 @@
 """The kinds of test: one module per family, each owning its spec classes and, by spec class,
 the engine that runs it when none is named (ENGINE), its dashboard charts (LAYOUT: a name in
 perfkit.ui.charts.LAYOUTS, or one of the kind's own LAYOUTS), its panel tasks (TASKS) and the
-panel rows beyond its fields (PANEL_ROWS); and a kind may add figures to a run's summary
-(summary_extra).
+panel rows beyond its fields (PANEL_ROWS), the dashboard title's parts (TITLE, or the first
+part only: TITLE_HEAD); and a kind may add figures to a run's summary (summary_extra).
 
 KINDS is the registry: a new kind is one new module here plus one line in KINDS. The faces
 (run, charts, panel, stats, CLI) ask kind_of(spec) instead of testing spec classes.

@@ -349,6 +349,12 @@ def _si_number(value, field: str) -> float:
 # ------------------------------------------------------------------ the kind
 SPECS = (DpdkHttpServer, DpdkHttpClient)
 ENGINE = {DpdkHttpServer: "dpdk_tcp", DpdkHttpClient: "dpdk_tcp"}   # when perfkit.Run is given none
+# the dashboard's title: its parts before the duration (perfkit.ui.charts.spec_title)
+TITLE = {DpdkHttpClient: lambda spec: (f"dpdk http client {spec.port} → {spec.server}:{spec.listen}",
+                                       f"{spec.cps:g} cps" + (f", cc {spec.cc}" if spec.cc else ""),
+                                       f"{spec.http_method} {spec.http_path}"),
+         DpdkHttpServer: lambda spec: (f"dpdk http server {spec.ip}:{spec.listen} on {spec.port}",
+                                       f"{spec.payload_size} B bodies")}
 LAYOUT = {DpdkHttpServer: "dpdk_tcp", DpdkHttpClient: "dpdk_tcp"}   # perfkit.ui.charts.LAYOUTS
 TASKS = {DpdkHttpServer: ("run",), DpdkHttpClient: ("run",)}             # the panel's tasks
 PANEL_ROWS = {DpdkHttpServer: ("dperf_conf",), DpdkHttpClient: ("dperf_conf",)}   # a dperf conf loader

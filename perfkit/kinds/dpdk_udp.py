@@ -412,5 +412,9 @@ class DpdkReflect(DpdkSpec):
 # ------------------------------------------------------------------ the kind
 SPECS = (DpdkFlows, DpdkReflect)
 ENGINE = {DpdkFlows: "dpdk", DpdkReflect: "dpdk"}   # when perfkit.Run is given none
+# the dashboard's title (perfkit.ui.charts.spec_title): DpdkReflect's parts before the duration;
+# DpdkFlows' first part, then its size, rate and flows
+TITLE = {DpdkReflect: lambda spec: (f"dpdk {spec.mode} on {spec.port}",)}
+TITLE_HEAD = {DpdkFlows: lambda spec: f"dpdk {spec.mode} {spec.port}" + (f" → {spec.peer}" if spec.peer else "")}
 LAYOUT = {DpdkFlows: "dpdk", DpdkReflect: "dpdk"}   # perfkit.ui.charts.LAYOUTS: the dashboard's charts
 TASKS = {DpdkFlows: ("run", "search"), DpdkReflect: ("run",)}   # the panel's tasks: a rate search beside a run

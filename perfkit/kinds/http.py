@@ -320,5 +320,13 @@ def cli_header(spec) -> str:
             f"{str(spec.rate) + ' (open loop)' if spec.rate else 'closed loop'}, {spec.duration:g} s")
 
 
+def _load_title(spec) -> tuple:
+    return (f"http {spec.method} {spec.url}", f"{spec.users} users",
+            f"{spec.rate.value:g} req/s" if spec.rate is not None else "closed loop")
+
+
+# the dashboard's title: its parts before the duration (perfkit.ui.charts.spec_title)
+TITLE = {HttpLoad: _load_title,
+         HttpServe: lambda spec: (f"http_serve on {spec.host}:{spec.port}", f"{spec.size} B bodies")}
 LAYOUT = {HttpLoad: "http", HttpServe: "http_serve"}   # perfkit.ui.charts.LAYOUTS: the dashboard's charts
 TASKS = {HttpLoad: ("run",), HttpServe: ("run",)}        # the panel's tasks

@@ -283,6 +283,7 @@ def summary_extra(spec, handle, roles) -> dict:
     return {"messages": spec.messages} if getattr(spec, "messages", None) else {}
 
 
+TITLE_HEAD = {RemoteTest: lambda spec: f"{spec.test} to {spec.host}"}   # the dashboard title's first part
 LAYOUT = {LocalTest: "socket", RemoteTest: "socket"}   # perfkit.ui.charts.LAYOUTS: the dashboard's charts
 # the panel's tasks beside a run: a rate search (udp_bw), a qperf-style sweep (perfkit test --oo)
 TASKS = {LocalTest: ("run", "search"), RemoteTest: ("run", "sweep")}

@@ -151,29 +151,13 @@ def traces(panels=PANELS):
 def spec_title(spec) -> str:
     """One line for a spec: 'udp_bw, 64 B, unlimited, 10 s' for a LocalTest; the port,
     peer and mode of DPDK flows; the URL and users of HTTP load."""
-    kind = type(spec).__name__
     dur = f"{spec.duration:g} s" if isinstance(getattr(spec, "duration", None), (int, float)) else None
     rate = getattr(spec, "rate", None)
-    if kind == "HttpLoad":
-        load = f"{rate.value:g} req/s" if rate is not None else "closed loop"
-        return ", ".join(p for p in (f"http {spec.method} {spec.url}", f"{spec.users} users", load, dur) if p)
-    if kind == "HttpServe":
-        return ", ".join(p for p in (f"http_serve on {spec.host}:{spec.port}", f"{spec.size} B bodies", dur) if p)
-    if kind == "DpdkHttpClient":
-        load = f"{spec.cps:g} cps" + (f", cc {spec.cc}" if spec.cc else "")
-        return ", ".join(p for p in (f"dpdk http client {spec.port} → {spec.server}:{spec.listen}", load,
-                                     f"{spec.http_method} {spec.http_path}", dur) if p)
-    if kind == "DpdkHttpServer":
-        return ", ".join(p for p in (f"dpdk http server {spec.ip}:{spec.listen} on {spec.port}",
-                                     f"{spec.payload_size} B bodies", dur) if p)
-    if kind == "DpdkReflect":
-        return ", ".join(p for p in (f"dpdk {spec.mode} on {spec.port}", dur) if p)
-    test = getattr(spec, "test", kind)
-    parts = [str(test)]
-    if kind == "DpdkFlows":
-        parts = [f"dpdk {spec.mode} {spec.port}" + (f" → {spec.peer}" if spec.peer else "")]
-    elif kind == "RemoteTest":
-        parts = [f"{test} to {spec.host}"]
+    own = kinds.lookup(spec, "TITLE")   # a kind's own: its parts before the duration
+    if own is not None:
+        return ", ".join(p for p in (*own(spec), dur) if p)
+    head = kinds.lookup(spec, "TITLE_HEAD")   # else the test (or the kind's head), size, rate, flows
+    parts = [head(spec) if head is not None else str(getattr(spec, "test", type(spec).__name__))]
     if getattr(spec, "size", None) is not None:
         parts.append(f"{spec.size} B")
     if hasattr(spec, "rate"):
