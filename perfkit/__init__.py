@@ -12,13 +12,13 @@ from perfkit.errors import EngineError
 from perfkit.run import Run, load, set_report_writer
 from perfkit.remote import serve, test
 from perfkit.ratesearch import SearchResult, parse_criterion, search
-from perfkit.spec import SPECS
+from perfkit.kinds import SPECS
 from perfkit.stats import COUNTERS, Histogram
 from perfkit.store import Store
 from perfkit.units import Rate, parse_duration, parse_rate, parse_size
 from perfkit.version import __version__
 
-globals().update(SPECS)   # every kind of test spec.SPECS knows: LocalTest, RemoteTest, ..., DpdkHttpClient
+globals().update(SPECS)   # every spec of every kind (perfkit.kinds): LocalTest, RemoteTest, ..., DpdkHttpClient
 
 
 def _write_report(obj, path, title: str | None = None) -> str:

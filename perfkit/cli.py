@@ -27,8 +27,9 @@ from perfkit.ratesearch import parse_criterion, result_text, search, trial_line
 from perfkit.report import VERBOSE, JsonPrinter, LinePrinter, conf_text, http_row_line, summary_text, used_params
 from perfkit.run import Run
 from perfkit.remote import DEFAULT_PORT, Server
-from perfkit.spec import (CONTROL_TIMEOUT_S, DPDK_MODES, LOCAL_TESTS, REMOTE_TESTS, DpdkFlows, DpdkReflect, HttpLoad,
-                          HttpServe, LocalTest, RemoteTest, SocketReflect, _int_in, check_target, check_timeout, check_wait_server)
+from perfkit.kinds import DpdkFlows, DpdkReflect, LocalTest, RemoteTest, SocketReflect, http
+from perfkit.spec import (CONTROL_TIMEOUT_S, DPDK_MODES, LOCAL_TESTS, REMOTE_TESTS, _int_in, check_target, check_timeout,
+                          check_wait_server)
 from perfkit.units import parse_duration, parse_size
 from perfkit.version import __version__
 
@@ -184,30 +185,7 @@ def _parser() -> argparse.ArgumentParser:
     for sp in (loc, flw):
         _search_args(sp)
 
-    ht = sub.add_parser("http", help="HTTP load with virtual users (nGrinder/wrk style)")
-    ht.add_argument("url", nargs="?", help="http://HOST[:PORT]/PATH, HOST an address or a DNS name")
-    ht.add_argument("--url-file", metavar="FILE", help="URLs, one a line (# comments): requests go through "
-                                                        "them in turn (after URL, if given)")
-    ht.add_argument("--random", action="store_true", help="with several URLs: each request picks one at random")
-    for name in ("lab", "threads", "processes", "users", "duration", "rate", "think", "ramp"):
-        _field_option(ht, HttpLoad, name)
-    ka = ht.add_mutually_exclusive_group()
-    ka.add_argument("--keepalive", dest="keepalive", action="store_true", default=True,
-                    help="reuse connections (default)")
-    ka.add_argument("--close", dest="keepalive", action="store_false", help="a new connection per request")
-    _field_option(ht, HttpLoad, "method")
-    ht.add_argument("-H", "--header", action="append", default=[], metavar="'NAME: VALUE'", help="add a header")
-    for name in ("body", "connect_timeout", "response_timeout"):   # -d --data, --timeout
-        _field_option(ht, HttpLoad, name)
-    ht.add_argument("--interval", default="1s", help="row interval (default 1s)")
-    ht.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
-    ht.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet")
-
-    hs = sub.add_parser("http-serve", help="perfkit's own HTTP server: a fixed response to every request")
-    for name in ("host", "port", "size", "duration", "connections"):
-        _field_option(hs, HttpServe, name)
-    hs.add_argument("--interval", default="1s", help="row interval (default 1s)")
-    hs.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
+    http.add_cli(sub, _field_option)   # perfkit http, perfkit http-serve: the HTTP kind's commands
     _dperf_parser(sub)  # issue 6
     _nics_parser(sub)
     return p
@@ -305,39 +283,12 @@ def _off_loopback(address: str) -> bool:
 
 
 def _http(a) -> int:
-    headers = {}
-    for h in a.header:
-        if ":" not in h:
-            raise ValueError(f"header: {h!r} is not NAME: VALUE")
-        k, v = h.split(":", 1)
-        headers[k.strip()] = v.strip()
-    urls = [a.url] if a.url else []
-    if a.url_file:
-        try:
-            text = open(a.url_file).read()
-        except OSError as exc:
-            raise ValueError(f"url-file: {a.url_file}: {exc.strerror}") from None
-        urls += [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("#")]
-    if not urls:
-        raise ValueError("url: give a URL or --url-file FILE")
-    spec = HttpLoad(url=urls if len(urls) > 1 else urls[0], url_order="random" if a.random else "cycle", users=a.users, duration=a.duration, rate=a.rate, think=a.think, ramp=a.ramp,
-                    keepalive=a.keepalive, method=a.method, headers=headers or None, body=a.data,
-                    connect_timeout=a.connect_timeout, response_timeout=a.timeout, lab=a.lab,
-                    threads=a.threads, processes=a.processes)
-    _say_target(urlsplit(spec.urls[0]).hostname, spec.target()[0])
+    """perfkit http and perfkit http-serve: the HTTP kind makes the spec and its first line."""
+    spec = http.CLI_SPECS[a.command](a)
+    if a.command == "http":   # a client: the name it was given and where that went
+        _say_target(urlsplit(spec.urls[0]).hostname, spec.target()[0])
     if not a.json:
-        where = spec.url if len(spec.urls) == 1 else f"{len(spec.urls)} URLs ({spec.url_order})"
-        print(f"perfkit http {spec.method} {where}: {spec.users} users, "
-              f"{'keep-alive' if spec.keepalive else 'a connection per request'}, "
-              f"{str(spec.rate) + ' (open loop)' if spec.rate else 'closed loop'}, {spec.duration:g} s", flush=True)
-    return _run_printed(spec, a, http_row_line)
-
-
-def _http_serve(a) -> int:
-    spec = HttpServe(host=a.host, port=a.port, size=a.size, duration=a.duration, connections=a.connections)
-    if not a.json:
-        print(f"perfkit http-serve: {spec.host} port {spec.port}, {spec.size} B responses, "
-              f"{spec.duration:g} s", flush=True)
+        print(http.cli_header(spec), flush=True)
     return _run_printed(spec, a, http_row_line)
 
 
@@ -757,7 +708,7 @@ def main(argv=None) -> int:
     else:
         a = parser.parse_args(argv)
     commands = {"local": _local, "engines": _engines, "lab": _lab, "serve": _serve, "test": _test,
-                "http": _http, "http-serve": _http_serve, "flows": _flows, "reflect": _reflect, "dperf": _dperf,
+                "http": _http, "http-serve": _http, "flows": _flows, "reflect": _reflect, "dperf": _dperf,
                 "nics": _nics}
     if a.command not in commands:
         return 2

@@ -21,7 +21,8 @@ import ipaddress
 import re
 from dataclasses import dataclass, field
 
-from perfkit.spec import DPDK_MAX_QUEUES, DpdkHttpClient, DpdkHttpServer
+from perfkit.kinds.dpdk_tcp import DpdkHttpClient, DpdkHttpServer
+from perfkit.spec import DPDK_MAX_QUEUES
 from perfkit.units import format_time_us
 
 DPERF_DEFAULTS = {"launch_num": 4, "slow_start": 30.0, "wait": 3.0, "duration": 100.0,
@@ -579,3 +580,9 @@ def summary_lines(row: dict, summary: dict) -> str:
     if "cpu_pct" in summary:
         lines.append(f"    {'cpu':<13} =  {summary['cpu_pct']:.0f}% of one core")
     return "\n".join(lines)
+
+
+def from_dperf(path, netns: str | None = None):
+    """The spec a dperf configuration file describes; netns: the lab namespace a
+    kernel-facing port (net_af_packet) opens in."""
+    return load(path).to_spec(netns=netns)

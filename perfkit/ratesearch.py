@@ -42,7 +42,7 @@ from typing import Callable
 
 from perfkit.errors import EngineError
 from perfkit.run import Run
-from perfkit.spec import DpdkFlows, LocalTest
+from perfkit.kinds import DpdkFlows, LocalTest
 from perfkit.stats import INDEX
 from perfkit.units import Rate, format_si, parse_duration, parse_rate
 

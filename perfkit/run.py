@@ -21,7 +21,7 @@ from perfkit.engines import DEFAULT as DEFAULT_ENGINE
 from perfkit.engines import counter_groups
 from perfkit.engines import engines as list_engines
 from perfkit.engines import get as get_engine
-from perfkit import spec as _spec
+from perfkit import kinds
 from perfkit.errors import EngineError
 from perfkit.stats import Histogram, keep_groups, make_row, merge_counters, row_schema, summarize
 from perfkit.version import __version__
@@ -89,7 +89,7 @@ class Run:
         if not 0.05 <= float(interval) <= 3600:
             raise ValueError(f"interval: {interval} s is out of range 0.05..3600")
         self.spec = spec
-        self.engine_name = engine or getattr(spec, "ENGINE", DEFAULT_ENGINE)
+        self.engine_name = engine or kinds.lookup(spec, "ENGINE", DEFAULT_ENGINE)
         self.interval = float(interval)
         # the counter groups the engine writes: rows and the frame keep only their columns
         self.groups = counter_groups(self.engine_name, spec)
@@ -219,17 +219,7 @@ class Run:
             extra = getattr(self._handle, "summary_extra", None)  # engine-specific fields
             if extra is not None:
                 self.summary.update(extra())
-            if getattr(self.spec, "messages", None):  # qperf's -n: the count asked for
-                self.summary["messages"] = self.spec.messages
-            if hasattr(self.spec, "users"):  # nGrinder's Vuser
-                self.summary["vusers"] = self.spec.users
-            if hasattr(self._handle, "http_urls") and hasattr(self.spec, "urls"):  # HTTP: counts per URL
-                counts = [self._handle.http_urls(i) for i, r in enumerate(self.roles) if r == "http_client"]
-                counts = [c for c in counts if len(c) == len(self.spec.urls)]  # [] from a worker that died
-                self.summary["per_url"] = [{"url": u, "requests": sum(c[k][0] for c in counts),
-                                            "responses": sum(c[k][1] for c in counts),
-                                            "failed": sum(c[k][2] for c in counts)}
-                                           for k, u in enumerate(self.spec.urls)]
+            self.summary.update(kinds.summary_extra(self.spec, self._handle, self.roles))  # the kind's own
             if self.error:
                 self.summary["error"] = self.error
         dt = t - prev_t
@@ -278,7 +268,7 @@ class Run:
         if b"perfkit.spec" not in meta:
             raise ValueError(f"{path}: not a perfkit run (no perfkit metadata)")
         info = json.loads(meta[b"perfkit.run"])
-        run = cls(_spec.from_dict(json.loads(meta[b"perfkit.spec"])), engine=info["engine"],
+        run = cls(kinds.from_dict(json.loads(meta[b"perfkit.spec"])), engine=info["engine"],
                   interval=info["interval"])
         run.env = json.loads(meta[b"perfkit.env"])
         run.summary = json.loads(meta[b"perfkit.summary"])

@@ -13,7 +13,8 @@ from perfkit.engines.remote import (DEFAULT_PORT, SERVER_ROLE, Control, Protocol
                                     sctp_unavailable, send_msg, snapshot_out)
 from perfkit.errors import EngineError
 from perfkit.run import environment
-from perfkit.spec import CONTROL_TIMEOUT_S, WAIT_SERVER_S, RemoteTest, check_cpu_here, check_target
+from perfkit.kinds import RemoteTest
+from perfkit.spec import CONTROL_TIMEOUT_S, WAIT_SERVER_S, check_cpu_here, check_target
 from perfkit.stats import COUNTER_NAMES
 
 

@@ -6,7 +6,8 @@ import threading
 
 from perfkit.engines.remote import DEFAULT_PORT
 from perfkit.run import Run
-from perfkit.spec import RemoteTest, check_target
+from perfkit.kinds import RemoteTest
+from perfkit.spec import check_target
 from perfkit.units import parse_duration, parse_rate, parse_size
 
 

@@ -4,7 +4,7 @@ goes to its own layer or one below, never up, and never to another module's priv
     faces     perfkit (the package), cli, __main__, ui.*
     analysis  store, comparison, ratesearch, report, server, sweep, remote (old import path)
     run       run
-    kinds     spec, dperf
+    kinds     kinds.* (one module per kind of test), spec (their shared checks), dperf
     engines   engines.*, procs, lab
     base      perfkit._* (native), stats, units, errors, version
 
@@ -30,7 +30,7 @@ LAYER_OF = {
     "perfkit.report": "analysis", "perfkit.server": "analysis", "perfkit.sweep": "analysis",
     "perfkit.remote": "analysis",
     "perfkit.run": "run",
-    "perfkit.spec": "kinds", "perfkit.dperf": "kinds",
+    "perfkit.kinds": "kinds", "perfkit.spec": "kinds", "perfkit.dperf": "kinds",
     "perfkit.engines": "engines", "perfkit.procs": "engines", "perfkit.nics": "engines", "perfkit.lab": "engines",
     "perfkit.stats": "base", "perfkit.units": "base", "perfkit.fields": "base", "perfkit.sandbox": "base", "perfkit.errors": "base", "perfkit.version": "base",
 }
@@ -44,20 +44,20 @@ PANEL_PRIVATE = "panel.py is being rewritten alongside: its colours and _launch 
 LAUNCHER_TAB = ("Launcher (in panel.py) has a tab of perfkit.ui.lab, which builds on panel.py: it ends when "
                 "Launcher moves to a module of its own (panel.py is being rewritten alongside)")
 ALLOWED_UP: dict[str, str] = {
-    "perfkit.engines.dpdk -> perfkit.spec.DpdkFlows": ENGINES_READ_SPECS,
-    "perfkit.engines.dpdk -> perfkit.spec.DpdkReflect": ENGINES_READ_SPECS,
+    "perfkit.engines.dpdk -> perfkit.kinds.DpdkFlows": ENGINES_READ_SPECS,
+    "perfkit.engines.dpdk -> perfkit.kinds.DpdkReflect": ENGINES_READ_SPECS,
     "perfkit.engines.dpdk -> perfkit.spec.cpu_list": ENGINES_READ_SPECS,
     "perfkit.engines.dpdk -> perfkit.spec.size_pattern": ENGINES_READ_SPECS,
-    "perfkit.engines.dpdk_tcp -> perfkit.spec.DpdkHttpClient": ENGINES_READ_SPECS,
-    "perfkit.engines.dpdk_tcp -> perfkit.spec.DpdkHttpServer": ENGINES_READ_SPECS,
+    "perfkit.engines.dpdk_tcp -> perfkit.kinds.DpdkHttpClient": ENGINES_READ_SPECS,
+    "perfkit.engines.dpdk_tcp -> perfkit.kinds.DpdkHttpServer": ENGINES_READ_SPECS,
     "perfkit.engines.remote -> perfkit.spec.CONTROL_TIMEOUT_S": ENGINES_READ_SPECS,
     "perfkit.engines.remote -> perfkit.spec.WAIT_SERVER_S": ENGINES_READ_SPECS,
     "perfkit.engines.remote -> perfkit.spec.check_cpu_here": ENGINES_READ_SPECS,
-    "perfkit.engines.socket -> perfkit.spec.HttpLoad": ENGINES_READ_SPECS,
-    "perfkit.engines.socket -> perfkit.spec.HttpServe": ENGINES_READ_SPECS,
-    "perfkit.engines.socket -> perfkit.spec.LocalTest": ENGINES_READ_SPECS,
-    "perfkit.engines.socket -> perfkit.spec.RemoteTest": ENGINES_READ_SPECS,
-    "perfkit.engines.socket -> perfkit.spec.SocketReflect": ENGINES_READ_SPECS,
+    "perfkit.engines.socket -> perfkit.kinds.HttpLoad": ENGINES_READ_SPECS,
+    "perfkit.engines.socket -> perfkit.kinds.HttpServe": ENGINES_READ_SPECS,
+    "perfkit.engines.socket -> perfkit.kinds.LocalTest": ENGINES_READ_SPECS,
+    "perfkit.engines.socket -> perfkit.kinds.RemoteTest": ENGINES_READ_SPECS,
+    "perfkit.engines.socket -> perfkit.kinds.SocketReflect": ENGINES_READ_SPECS,
     "perfkit.engines.socket -> perfkit.spec.check_cpu_here": ENGINES_READ_SPECS,
 }
 ALLOWED_PRIVATE: dict[str, str] = {
@@ -74,8 +74,6 @@ LOCAL_BY_DESIGN = {
                    "its top imports only the standard library",
 }
 ALLOWED_LOCAL: dict[str, str] = {
-    "perfkit.spec -> perfkit.dperf.load (cycle)": ("spec.from_dperf belongs in dperf.py, which reads spec: "
-                                                   "spec.py is being rewritten alongside"),
     "perfkit.ui.panel -> perfkit.ui.lab.LabPanel (cycle)": LAUNCHER_TAB,
 }
 

@@ -58,7 +58,7 @@ def test_the_product_keeps_its_own_messages_first():
     lambda: spec.check_target("10.0.0.1", "host"),
     lambda: spec.check_lab_ipv4("10.0.0.1", "host"),
     lambda: spec.check_lab_ip("2606:4700::1111", "host"),
-    lambda: spec._parse_url("http://10.0.0.1:8080/", "host"),
+    lambda: spec.parse_url("http://10.0.0.1:8080/", "host"),
     lambda: spec.check_dest_ip("10.0.0.1", "host", 4),
     lambda: spec.check_dest_ip("2606:4700::1111", "host"),
 ], ids=["check_target", "check_lab_ipv4", "check_lab_ip", "http url", "dpdk destination", "dpdk destination v6"])

@@ -34,7 +34,8 @@ from dataclasses import asdict, dataclass
 from perfkit.errors import EngineError
 from perfkit import nics
 from perfkit.nics import pci_port_addresses
-from perfkit.spec import DpdkFlows, DpdkReflect, cpu_list, size_pattern
+from perfkit.kinds import DpdkFlows, DpdkReflect
+from perfkit.spec import cpu_list, size_pattern
 
 NAME = "dpdk"
 # The counter groups (perfkit.stats.GROUPS) DPDK flows and reflectors write: no TCP state, sockets or HTTP.

@@ -11,7 +11,7 @@ client, its slice of the client port range and its share of cps and cc.
 from __future__ import annotations
 
 from perfkit.engines import dpdk
-from perfkit.spec import DpdkHttpClient, DpdkHttpServer
+from perfkit.kinds import DpdkHttpClient, DpdkHttpServer
 
 NAME = "dpdk_tcp"
 # The counter groups (perfkit.stats.GROUPS) the TCP worker writes, client and server alike.

@@ -7,7 +7,8 @@ from __future__ import annotations
 from perfkit.engines.remote import RemoteHandle
 from perfkit.lab import Lab
 from perfkit.procs import ProcessHandle, raise_fd_limit
-from perfkit.spec import HttpLoad, HttpServe, LocalTest, RemoteTest, SocketReflect, check_cpu_here
+from perfkit.kinds import HttpLoad, HttpServe, LocalTest, RemoteTest, SocketReflect
+from perfkit.spec import check_cpu_here
 
 NAME = "socket"
 # The counter groups (perfkit.stats.GROUPS) each kind of test writes; a run's frame keeps only these.

@@ -4,13 +4,15 @@ Everything here is plain plotly: no widgets, no threads. The live dashboard and 
 static figure share one layout (LAYOUTS), so what a person watches while a run is going
 is what the saved notebook shows afterwards. Each kind of spec has its layout
 (layout_for): packets, latency and loss for UDP/TCP tests and DPDK flows; transactions,
-response times and errors by class for HTTP load.
+response times and errors by class for HTTP load. The kinds say which (perfkit.kinds:
+a kind's LAYOUT names one of LAYOUTS, or one of the kind's own LAYOUTS).
 """
 from __future__ import annotations
 
 import json
 from typing import Callable, NamedTuple
 
+from perfkit import kinds
 from perfkit.stats import Histogram, label_of
 
 # Error counters summed into one "other errors/s" line (their own columns stay in run.frame).
@@ -144,21 +146,14 @@ DPDK_TCP_PANELS = (   # HTTP over perfkit's TCP on DPDK (DpdkHttpClient, DpdkHtt
 
 LAYOUTS = {"socket": PANELS, "dpdk": DPDK_PANELS, "http": HTTP_PANELS, "http_serve": HTTP_SERVE_PANELS,
            "dpdk_tcp": DPDK_TCP_PANELS}
+for _kind in kinds.KINDS:   # layouts a kind brings along (its LAYOUTS), beside the shared ones
+    LAYOUTS.update(getattr(_kind, "LAYOUTS", {}))
 COLS = 2
 
 
 def layout_name(spec) -> str:
-    """Which layout suits spec: socket, dpdk, dpdk_tcp, http or http_serve (by what it measures)."""
-    kind = type(spec).__name__
-    if getattr(spec, "ENGINE", None) == "dpdk_tcp" or kind.startswith("DpdkHttp"):
-        return "dpdk_tcp"
-    if kind == "HttpLoad" or getattr(spec, "test", None) == "http":
-        return "http"
-    if kind == "HttpServe" or getattr(spec, "test", None) == "http_serve":
-        return "http_serve"
-    if getattr(spec, "ENGINE", None) == "dpdk" or kind.startswith("Dpdk"):
-        return "dpdk"
-    return "socket"
+    """Which layout suits spec (a name in LAYOUTS): its kind's LAYOUT says, socket for anything else."""
+    return kinds.lookup(spec, "LAYOUT", "socket")
 
 
 def layout_for(spec):
@@ -179,29 +174,13 @@ def traces(panels=PANELS):
 def spec_title(spec) -> str:
     """One line for a spec: 'udp_bw, 64 B, unlimited, 10 s' for a LocalTest; the port,
     peer and mode of DPDK flows; the URL and users of HTTP load."""
-    kind = type(spec).__name__
     dur = f"{spec.duration:g} s" if isinstance(getattr(spec, "duration", None), (int, float)) else None
     rate = getattr(spec, "rate", None)
-    if kind == "HttpLoad":
-        load = f"{rate.value:g} req/s" if rate is not None else "closed loop"
-        return ", ".join(p for p in (f"http {spec.method} {spec.url}", f"{spec.users} users", load, dur) if p)
-    if kind == "HttpServe":
-        return ", ".join(p for p in (f"http_serve on {spec.host}:{spec.port}", f"{spec.size} B bodies", dur) if p)
-    if kind == "DpdkHttpClient":
-        load = f"{spec.cps:g} cps" + (f", cc {spec.cc}" if spec.cc else "")
-        return ", ".join(p for p in (f"dpdk http client {spec.port} → {spec.server}:{spec.listen}", load,
-                                     f"{spec.http_method} {spec.http_path}", dur) if p)
-    if kind == "DpdkHttpServer":
-        return ", ".join(p for p in (f"dpdk http server {spec.ip}:{spec.listen} on {spec.port}",
-                                     f"{spec.payload_size} B bodies", dur) if p)
-    if kind == "DpdkReflect":
-        return ", ".join(p for p in (f"dpdk {spec.mode} on {spec.port}", dur) if p)
-    test = getattr(spec, "test", kind)
-    parts = [str(test)]
-    if kind == "DpdkFlows":
-        parts = [f"dpdk {spec.mode} {spec.port}" + (f" → {spec.peer}" if spec.peer else "")]
-    elif kind == "RemoteTest":
-        parts = [f"{test} to {spec.host}"]
+    own = kinds.lookup(spec, "TITLE")   # a kind's own: its parts before the duration
+    if own is not None:
+        return ", ".join(p for p in (*own(spec), dur) if p)
+    head = kinds.lookup(spec, "TITLE_HEAD")   # else the test (or the kind's head), size, rate, flows
+    parts = [head(spec) if head is not None else str(getattr(spec, "test", type(spec).__name__))]
     if getattr(spec, "size", None) is not None:
         parts.append(f"{spec.size} B")
     if hasattr(spec, "rate"):

@@ -1,4 +1,4 @@
-"""A control panel generated from a spec dataclass: any of perfkit.spec.SPECS.
+"""A control panel generated from a spec dataclass: any of perfkit.kinds.SPECS.
 
 Every field of the spec becomes one input, chosen from the field's type and what the field
 declares (perfkit.fields): a dropdown where it declares choices (test, mode, method), a
@@ -32,6 +32,7 @@ import re
 import threading
 
 from perfkit import ratesearch, remote
+from perfkit import kinds as _kinds
 from perfkit import spec as _spec
 from perfkit.engines import dpdk
 from perfkit.engines import get as _get_engine
@@ -44,8 +45,8 @@ from perfkit.ui import charts, points
 from perfkit.ui.dashboard import Dashboard
 from perfkit.units import Rate, format_si
 
-# Tasks beyond one run, by spec: what Start does (see the module doc).
-TASKS = {"LocalTest": ("run", "search"), "DpdkFlows": ("run", "search"), "RemoteTest": ("run", "sweep")}
+# Tasks beyond one run, by spec: what Start does (see the module doc); each kind declares its own.
+TASKS = {name: _kinds.lookup(cls, "TASKS", ("run",)) for name, cls in _kinds.SPECS.items()}
 TASK_LABELS = {"run": "one run", "search": "rate search", "sweep": "sweep (qperf --oo)"}
 CRITERIA = ("zero-loss", "pdr:0.1%", "lat:p99<50us", "cpu", "cpu:90%", "pdr:0.1%,lat:p99<1ms")
 
@@ -216,9 +217,9 @@ def _parse_lines(text: str, name: str) -> dict | None:
 
 def _resolve(spec_cls):
     if isinstance(spec_cls, str):
-        if spec_cls not in _spec.SPECS:
-            raise ValueError(f"spec_cls: {spec_cls!r} is not one of {', '.join(_spec.SPECS)}")
-        return _spec.SPECS[spec_cls]
+        if spec_cls not in _kinds.SPECS:
+            raise ValueError(f"spec_cls: {spec_cls!r} is not one of {', '.join(_kinds.SPECS)}")
+        return _kinds.SPECS[spec_cls]
     return spec_cls
 
 
@@ -238,7 +239,7 @@ class Panel:
     a dropdown.
     """
 
-    def __init__(self, spec_cls=_spec.LocalTest, *, interval: float = 1.0, window: int = 300,
+    def __init__(self, spec_cls=_kinds.LocalTest, *, interval: float = 1.0, window: int = 300,
                  redraw_s: float = 1.0, engine: str | None = None, choices: dict | None = None,
                  **values):
         import ipywidgets as w  # the notebook extra: imported when a panel is made
@@ -258,9 +259,9 @@ class Panel:
         self._seconds = {fu.name for fu in self.form if fu.unit == SECONDS}   # shown as 10s
         self.fields = dataclasses.fields(spec_cls)
         names = [f.name for f in self.form]
-        self.engine_name = engine or getattr(spec_cls, "ENGINE", None) or "socket"
+        self.engine_name = engine or _kinds.lookup(spec_cls, "ENGINE", "socket")
         self._dpdk = self.engine_name in ("dpdk", "dpdk_tcp")
-        extra_tasks = [*TASKS.get(spec_cls.__name__, ("run",))[1:], *(["eal"] if self._dpdk else [])]
+        extra_tasks = [*_kinds.lookup(spec_cls, "TASKS", ("run",))[1:], *(["eal"] if self._dpdk else [])]
         extra = ["task", *(fu.name for t in extra_tasks for fu in task_fields(t))]
         unknown = set(values) - set(names) - set(extra)
         if unknown:
@@ -285,7 +286,7 @@ class Panel:
             rows.append(row)
 
         # tasks: a rate search or a sweep beside the single run, with their own fields
-        self.tasks = TASKS.get(spec_cls.__name__, ("run",))
+        self.tasks = _kinds.lookup(spec_cls, "TASKS", ("run",))
         self.task = "run"
         self.task_inputs: dict = {}    # task -> {name: input widget} (not spec fields)
         self.task_labels: dict = {}    # task -> {name: label}
@@ -326,14 +327,15 @@ class Panel:
         self.info = w.HTML()           # what the conf button brings back
         extra = []
         dperf_row = []
-        if spec_cls.__name__ in ("DpdkHttpClient", "DpdkHttpServer"):   # perfkit dperf -c FILE.conf
+        rows_of_kind = _kinds.lookup(spec_cls, "PANEL_ROWS", ())
+        if "dperf_conf" in rows_of_kind:   # perfkit dperf -c FILE.conf
             self.dperf_conf = w.Text(placeholder="path/to/dperf.conf", layout=w.Layout(width="230px"))
             self.dperf_button = w.Button(description="load", icon="folder-open", layout=w.Layout(width="80px"),
                                          tooltip="fill the form from a dperf configuration file")
             self.dperf_button.on_click(lambda _b: self.load_dperf(self.dperf_conf.value))
             dperf_row = [w.HBox([w.HTML("dperf conf", layout=w.Layout(width="130px", min_width="130px")),
                                  self.dperf_conf, self.dperf_button])]
-        if spec_cls.__name__ == "RemoteTest":   # perfkit test HOST conf / quit
+        if "server_control" in rows_of_kind:   # perfkit test HOST conf / quit
             self.conf_button = w.Button(description="conf", icon="info", layout=w.Layout(width="80px"),
                                         tooltip="both ends' host, CPU, OS, kernel and perfkit (perfkit test HOST conf)")
             self.quit_button = w.Button(description="quit server", icon="power-off", layout=w.Layout(width="120px"),
@@ -457,12 +459,12 @@ class Panel:
 
     def load_dperf(self, path: str, netns: str | None = None):
         """What the dperf conf load button does: fill the form from a dperf configuration file
-        (perfkit dperf -c FILE), through perfkit.spec.from_dperf. Returns the spec, or None
+        (perfkit dperf -c FILE), through perfkit.dperf.from_dperf. Returns the spec, or None
         with the reason under the buttons. netns: default, the form's (an af_packet port's lab host)."""
         if netns is None:
             netns = self.values().get("netns") or None
         try:
-            spec = _spec.from_dperf(str(path).strip(), netns=netns)
+            spec = _kinds.from_dperf(str(path).strip(), netns=netns)
             if not isinstance(spec, self.spec_cls):
                 raise ValueError(f"{path}: a {type(spec).__name__} conf (mode "
                                  f"{'server' if 'Server' in type(spec).__name__ else 'client'}): "
@@ -962,14 +964,14 @@ class Launcher:
         launcher                       # pick a tab, fill in, Start
         launcher["HttpLoad"].run       # a tab's Panel and its Run
 
-    kinds: which specs (names in perfkit.spec.SPECS), in tab order; panel_kwargs go to
+    kinds: which specs (names in perfkit.kinds.SPECS), in tab order; panel_kwargs go to
     every Panel (interval, window, redraw_s). lab: a last tab with the LabPanel
     (perfkit lab up / status / down), launcher.lab.
     """
 
     def __init__(self, kinds=None, lab: bool = True, **panel_kwargs):
         import ipywidgets as w
-        kinds = list(kinds) if kinds is not None else list(_spec.SPECS)
+        kinds = list(kinds) if kinds is not None else list(_kinds.SPECS)
         for k in kinds:
             _resolve(k)                       # ValueError naming the known ones
         self.panels = {k: Panel(k, **panel_kwargs) for k in kinds}

@@ -1,0 +1,360 @@
+"""TCP/HTTP over DPDK with perfkit's own TCP (dperf's job): DpdkHttpServer and DpdkHttpClient;
+perfkit.dperf reads dperf's configuration files into them."""
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+from typing import ClassVar
+
+from perfkit.fields import SECONDS, check_declared, like, opt, whole_number
+from perfkit.kinds.dpdk_udp import DpdkFlows
+from perfkit.spec import (DPDK_MAX_BURST, DPDK_MAX_QUEUES, DPERF_HTTP_METHODS, DpdkSpec, IPV6_MAX_MSS, MAC,
+                          MAX_DURATION_S, TCP_MAX_CLIENT_RANGES, TCP_MAX_SEGMENTS, TCP_MAX_SOCKETS, check_bool,
+                          check_dest_ip, check_dpdk_port, check_lab_ip, check_netns)
+from perfkit.units import parse_duration, parse_size
+
+_int_in = whole_number   # value as an int in lo..hi, else ValueError naming the field
+
+
+def _client_ranges(value, field: str, version: int = 4) -> tuple:
+    """((first_ip, count), ...): client address ranges, count 1..254, last byte only varies
+    (IPv6: ranges share their first 12 bytes)."""
+    if isinstance(value, str):
+        value = [value]
+    out = []
+    for item in value:
+        if isinstance(item, str):
+            ip, _, n = item.partition("+")
+            item = (ip, n or 1)
+        try:
+            ip, n = item
+        except (TypeError, ValueError):
+            raise ValueError(f"{field}: {item!r} is not (address, count) or 'ADDRESS+COUNT'") from None
+        ip = check_lab_ip(ip, field, version)
+        n = _int_in(n, field, 1, 254)
+        last = int(ipaddress.ip_address(ip)) & 0xff
+        if version == 6 and out and ipaddress.ip_address(ip).packed[:12] != ipaddress.ip_address(out[0][0]).packed[:12]:
+            raise ValueError(f"{field}: IPv6 ranges {out[0][0]} and {ip} differ before their last 4 bytes")
+        if last + n - 1 > (254 if version == 4 else 255):
+            raise ValueError(f"{field}: {ip} + {n} addresses passes .254 (only the last byte varies)"
+                             if version == 4 else f"{field}: {ip} + {n} addresses pass ...ff (only the last byte varies)")
+        out.append((ip, n))
+    if not 1 <= len(out) <= TCP_MAX_CLIENT_RANGES:
+        raise ValueError(f"{field}: between 1 and {TCP_MAX_CLIENT_RANGES} address ranges, not {len(out)}")
+    return tuple(out)
+
+
+def _check_tcp_common(self, put) -> None:
+    """Fields DpdkHttpServer and DpdkHttpClient share."""
+    check_declared(self)   # listen, mss, tos, retries, burst (the client's keepalive_requests, launch_num)
+    put("netns", check_netns(self.netns))
+    put("port", check_dpdk_port(self.port, "port", self.netns))
+    duration = parse_duration(self.duration, "duration")
+    if not 0 < duration <= MAX_DURATION_S:
+        raise ValueError(f"duration: {self.duration!r} is out of range (above 0, at most 24h)")
+    put("duration", duration)
+    put("listen_num", _int_in(self.listen_num, "listen_num", 1, 65536 - self.listen))
+    put("vlan", _int_in(self.vlan, "vlan", 0, 4094))
+    put("tcp_rst", check_bool(self.tcp_rst, "tcp_rst"))
+    rto = parse_duration(self.retransmit_timeout, "retransmit_timeout")
+    if not 0.001 <= rto <= 60:
+        raise ValueError(f"retransmit_timeout: {self.retransmit_timeout!r} is out of range 1ms..60s")
+    put("retransmit_timeout", rto)
+    put("payload_size", _int_in(parse_size(self.payload_size, "payload_size"), "payload_size",
+                                0, 1 << 20))
+    put("queues", _int_in(self.queues, "queues", 1, DPDK_MAX_QUEUES))
+
+
+def _mss_family(self, put) -> None:
+    """IPv6 headers are 20 bytes longer: an mss above 1440 (the default 1460) becomes 1440."""
+    if self.ip_version == 6 and self.mss > IPV6_MAX_MSS:
+        put("mss", IPV6_MAX_MSS)
+
+
+class _IpVersion:
+    @property
+    def ip_version(self) -> int:
+        """4 or 6: the family of the port's address (and of every address of the run)."""
+        return 6 if ":" in self.ip else 4
+
+
+@dataclass(frozen=True)
+class DpdkHttpServer(_IpVersion, DpdkSpec):
+    """An HTTP server on a DPDK port with perfkit's own TCP (dperf's server):
+    perfkit.Run(DpdkHttpServer(...), engine="dpdk_tcp").
+
+    Each field declares its help, unit and range beside its default (perfkit.fields)."""
+    ENGINE: ClassVar[str] = "dpdk_tcp"
+    port: str = opt(
+        "ring:pk:1", help="the DPDK port (as DpdkFlows)", unit="port number",
+        suggestions=("ring:pk:1", "net_memif0,role=server"))
+    ip: str = opt(
+        "198.18.0.2",
+        help=("the server's address (the port's own: ARP and ping answered for it); IPv4 in "
+              "198.18.0.0/15 or IPv6 in 2001:2::/48 (then ND and ping -6), every address the same "
+              "family"),
+        unit="IPv4 address")
+    listen: int = opt(
+        80, help="TCP ports listen .. listen + listen_num - 1", unit="TCP port", lo=1, hi=65535)
+    listen_num: int = opt(
+        1, help="TCP ports listen .. listen + listen_num - 1", unit="TCP ports", range_text="1..65536 - listen")
+    clients: tuple = opt(
+        (("198.18.0.1", 1),),
+        help=('client address ranges served, ((first, count), ...) or "ADDR+COUNT"; sockets are an '
+              "array indexed by (client address, client port, listen port)"),
+        unit="ADDR+COUNT, ... (198.18.0.1+4)", widget="ranges")
+    payload_size: int | str = opt(
+        64, help='body bytes of the one response, "200 OK" with Content-Length, to every request',
+        unit="response body bytes", lo=0, hi=1 << 20, check=False)   # a size with units: _check_tcp_common
+    keepalive: bool = opt(
+        False, help="False: FIN goes with the response (dperf's fast close); True: the client closes")
+    duration: float | str = opt(
+        10.0, help="how long to serve", unit=SECONDS, range_text="above 0, at most 24h")
+    mss: int = opt(
+        1460, help="largest segment sent (the client's MSS option lowers it); IPv6: at most 1440", unit="bytes",
+        lo=536, hi=1460)
+    tos: int = opt(
+        0, help="IPv4 TOS (IPv6 traffic class) of every packet", unit="IPv4 TOS byte", lo=0, hi=255)
+    vlan: int = opt(
+        0, help="802.1Q VLAN id of every frame (0: untagged); frames of other VLANs are not ours")
+    tcp_rst: bool = opt(
+        True, help="answer segments for no connection (and SYNs to other ports) with RST")
+    retransmit_timeout: float | str = opt(
+        1.0, help="stop-and-wait: resend after this, give up after retries", unit=SECONDS, range_text="1ms..60s")
+    retries: int = opt(
+        3, help="stop-and-wait: resend after this, give up after retries", unit="retransmits", lo=0, hi=16)
+    burst: int = like(DpdkFlows, "burst")
+    netns: str | None = opt(
+        None, help="the DPDK port (as DpdkFlows)", unit="/run/netns/NAME")
+    queues: int = opt(
+        1,
+        help=("workers, one rx/tx queue pair each (dperf's several cpus on a port), each with its own"
+              " socket table: a connection must come back on the queue it arrived on (memif and ring "
+              "pairs: queue q to q; NICs: RSS)"))
+
+    test = "dpdk_http_server"
+    messages_per_second = 0.0
+
+    def __post_init__(self):
+        put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
+        _check_tcp_common(self, put)
+        put("ip", check_lab_ip(self.ip, "ip"))
+        _mss_family(self, put)
+        put("clients", _client_ranges(self.clients, "clients", self.ip_version))
+        if any(ip == self.ip for ip, _ in self.clients):
+            raise ValueError(f"clients: {self.ip} is the server's own address")
+        put("keepalive", check_bool(self.keepalive, "keepalive"))
+        if self.payload_size + 128 > TCP_MAX_SEGMENTS * self.mss:
+            raise ValueError(f"payload_size: {self.payload_size} B does not fit in {TCP_MAX_SEGMENTS} "
+                             f"segments of mss {self.mss} with the headers")
+        if self.sockets > TCP_MAX_SOCKETS:
+            raise ValueError(f"clients: {self.sockets} sockets (addresses x 65536 ports x listen_num) "
+                             f"pass {TCP_MAX_SOCKETS}: use fewer addresses or listen ports")
+
+    @property
+    def sockets(self) -> int:
+        return sum(n for _, n in self.clients) * 65536 * self.listen_num
+
+    def response_bytes(self) -> bytes:
+        """The response every request gets."""
+        conn = "keep-alive" if self.keepalive else "close"
+        return (f"HTTP/1.1 200 OK\r\nServer: perfkit\r\nContent-Type: text/plain\r\n"
+                f"Content-Length: {self.payload_size}\r\nConnection: {conn}\r\n\r\n").encode() \
+            + b"x" * self.payload_size
+
+
+@dataclass(frozen=True)
+class DpdkHttpClient(_IpVersion, DpdkSpec):
+    """HTTP client load on a DPDK port with perfkit's own TCP (dperf's client):
+    perfkit.Run(DpdkHttpClient(...), engine="dpdk_tcp").
+
+    Each field declares its help, unit and range beside its default (perfkit.fields)."""
+    ENGINE: ClassVar[str] = "dpdk_tcp"
+    port: str = opt(
+        "ring:pk:0", help="the DPDK port", unit="port number", suggestions=("ring:pk:0", "net_memif0,role=client"))
+    ip: str = opt(
+        "198.18.0.1", help="the port's own address (ARP and ping answered for it); IPv4 or IPv6 (as the server)",
+        unit="IPv4 address")
+    gateway: str | None = opt(
+        None,
+        help=("the next hop whose MAC frames go to (ARP; IPv6: Neighbor Discovery); default: the "
+              "server"),
+        unit="IPv4 address; empty: the server")
+    gateway_mac: str | None = opt(
+        None, help="skip ARP and use this MAC", unit="aa:bb:cc:dd:ee:ff; empty: ARP")
+    clients: tuple = opt(
+        (("198.18.0.1", 1),), help="source address ranges ((first, count), ...); one range here",
+        unit="ADDR+COUNT, ... (198.18.0.1+4)", widget="ranges")
+    lport_range: tuple = opt(
+        (1024, 65535), help="(first, last) client TCP ports", unit="FIRST-LAST (1024-65535)", widget="pair")
+    server: str = opt(
+        "198.18.0.2", help="where connections go", unit="IPv4 address")
+    listen: int = opt(
+        80, help="where connections go", unit="TCP port", lo=1, hi=65535)
+    listen_num: int = opt(
+        1, help="where connections go", unit="TCP ports", range_text="1..65536 - listen")
+    duration: float | str = opt(
+        10.0, help="how long to load", unit=SECONDS, range_text="above 0, at most 24h")
+    cps: float | str = opt(
+        1000, help="new connections per second (target; launched in batches of launch_num)",
+        unit="connections/s (1000, 2k, 1.5m)", range_text="above 0, at most 100M")
+    cc: int | str = opt(
+        0, help="concurrency target: keep this many connections open (keepalive), 0 = none",
+        unit="connections (0, 10k); 0: none", range_text="0..client sockets")
+    keepalive: float | str = opt(
+        0.0, help="seconds between requests on a connection (0: one request per connection)",
+        unit="seconds between requests; 0: one request per connection", range_text="0..1h")
+    keepalive_requests: int = opt(
+        0, help="requests per connection before it closes (0: until the end)", unit="requests; 0: until the end",
+        lo=0, hi=1073741824)
+    launch_num: int = opt(
+        4, help="connections opened together; cps is reached in launches of this many",
+        unit="connections per launch", lo=1, hi=DPDK_MAX_BURST)
+    slow_start: float | str = opt(
+        0.0, help="seconds over which cps rises to its target; wait: seconds before starting", unit=SECONDS,
+        range_text="0..600s")
+    wait: float | str = opt(
+        0.0, help="seconds before starting", unit=SECONDS, range_text="0..600s")
+    http_host: str = opt(
+        "perfkit", help="the request (GET; POST carries payload_size bytes)", unit="Host header")
+    http_path: str = opt(
+        "/", help="the request (GET; POST carries payload_size bytes)", unit="/PATH")
+    http_method: str = opt(
+        "GET", help="the request (GET; POST carries payload_size bytes)", choices=DPERF_HTTP_METHODS,
+        check=False)   # any case (get, post): checked in __post_init__
+    payload_size: int | str = opt(
+        0, help="POST body bytes", unit="POST body bytes", lo=0, hi=1 << 20,
+        check=False)   # a size with units: _check_tcp_common
+    fast_close: bool = opt(
+        False, help="close with RST instead of FIN")
+    mss: int = like(DpdkHttpServer, "mss")
+    tos: int = like(DpdkHttpServer, "tos")
+    vlan: int = like(DpdkHttpServer, "vlan")
+    tcp_rst: bool = like(DpdkHttpServer, "tcp_rst")
+    retransmit_timeout: float | str = like(DpdkHttpServer, "retransmit_timeout")
+    retries: int = like(DpdkHttpServer, "retries")
+    burst: int = like(DpdkHttpServer, "burst")
+    netns: str | None = opt(
+        None, help="the DPDK port", unit="/run/netns/NAME")
+    flood: bool = opt(
+        False,
+        help=("SYN flood: only the first packet of each connection (a SYN at cps), no sockets kept; "
+              "SYN-ACKs that come back are answered with RST (tcp_rst)"))
+    queues: int = opt(
+        1,
+        help=("workers, one rx/tx queue pair each; worker k takes slice k of lport_range and "
+              "cps/queues, cc/queues (its own sockets: nothing shared between them)"))
+
+    test = "dpdk_http_client"
+
+    def __post_init__(self):
+        put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
+        _check_tcp_common(self, put)
+        put("ip", check_lab_ip(self.ip, "ip"))
+        _mss_family(self, put)
+        put("server", check_dest_ip(self.server, "server", self.ip_version))
+        put("gateway", check_dest_ip(self.gateway or self.server, "gateway", self.ip_version))
+        if self.gateway_mac is not None:
+            if not MAC.fullmatch(str(self.gateway_mac)):
+                raise ValueError(f"gateway_mac: {self.gateway_mac!r} is not a MAC address (aa:bb:cc:dd:ee:ff)")
+            put("gateway_mac", str(self.gateway_mac).lower())
+        put("clients", _client_ranges(self.clients, "clients", self.ip_version))
+        if len(self.clients) != 1:
+            raise ValueError("clients: the client takes one address range")
+        if any(ip == self.server for ip, _ in self.clients) or self.ip == self.server:
+            raise ValueError(f"server: {self.server} is one of the client's own addresses")
+        try:
+            lo, hi = (self.lport_range, self.lport_range) if isinstance(self.lport_range, int) \
+                else self.lport_range
+        except (TypeError, ValueError):
+            raise ValueError(f"lport_range: {self.lport_range!r} is not (first, last)") from None
+        lo, hi = _int_in(lo, "lport_range", 1, 65535), _int_in(hi, "lport_range", 1, 65535)
+        if lo > hi:
+            raise ValueError(f"lport_range: {lo} is above {hi}")
+        put("lport_range", (lo, hi))
+        cps = _si_number(self.cps, "cps")
+        if not 0 < cps <= 1e8:
+            raise ValueError(f"cps: {self.cps!r} is out of range (above 0, at most 100M)")
+        put("cps", cps)
+        put("cc", int(_si_number(self.cc, "cc")))
+        if self.cc < 0 or self.cc > self.sockets:
+            raise ValueError(f"cc: {self.cc} is out of range 0..{self.sockets} (client addresses x "
+                             "ports x listen ports)")
+        ka = parse_duration(self.keepalive, "keepalive")
+        if not 0 <= ka <= 3600:
+            raise ValueError(f"keepalive: {self.keepalive!r} is out of range 0..1h")
+        put("keepalive", ka)
+        if self.cc and not self.keepalive:
+            raise ValueError("cc: a concurrency target needs keepalive (an interval between requests)")
+        for name in ("slow_start", "wait"):
+            v = parse_duration(getattr(self, name), name)
+            if not 0 <= v <= 600:
+                raise ValueError(f"{name}: {getattr(self, name)!r} is out of range 0..600s")
+            put(name, v)
+        for name in ("http_host", "http_path"):
+            v = str(getattr(self, name))
+            if not v or len(v) > 256 or any(c.isspace() or not c.isprintable() for c in v):
+                raise ValueError(f"{name}: {v!r} is not 1-256 printable characters without spaces")
+            put(name, v)
+        if not self.http_path.startswith("/"):
+            raise ValueError(f"http_path: {self.http_path!r} does not start with /")
+        if str(self.http_method).upper() not in DPERF_HTTP_METHODS:
+            raise ValueError(f"http_method: {self.http_method!r} is not one of {', '.join(DPERF_HTTP_METHODS)}")
+        put("http_method", str(self.http_method).upper())
+        if len(self.request_bytes()) > self.mss:
+            raise ValueError(f"payload_size: the request ({len(self.request_bytes())} B) must fit in one "
+                             f"segment (mss {self.mss})")
+        put("fast_close", check_bool(self.fast_close, "fast_close"))
+        put("flood", check_bool(self.flood, "flood"))
+        if self.flood and (self.cc or self.keepalive):
+            raise ValueError("flood: a SYN flood keeps no connections: no cc or keepalive with it")
+        if self.queues > hi - lo + 1:
+            raise ValueError(f"queues: {self.queues} workers need at least as many client ports "
+                             f"(lport_range {lo}..{hi})")
+        if self.cc and self.cc < self.queues:
+            raise ValueError(f"cc: {self.cc} is below queues ({self.queues}): each worker holds its share")
+        if self.sockets > TCP_MAX_SOCKETS:
+            raise ValueError(f"clients: {self.sockets} sockets (addresses x lport_range x listen_num) "
+                             f"pass {TCP_MAX_SOCKETS}: use fewer addresses, ports or listen ports")
+
+    @property
+    def sockets(self) -> int:
+        lo, hi = self.lport_range
+        return sum(n for _, n in self.clients) * (hi - lo + 1) * self.listen_num
+
+    @property
+    def messages_per_second(self) -> float:
+        return float(self.cps)
+
+    def request_bytes(self) -> bytes:
+        """The request every connection sends."""
+        head = f"{self.http_method} {self.http_path} HTTP/1.1\r\nHost: {self.http_host}\r\n" \
+               "User-Agent: perfkit\r\nAccept: */*\r\n"
+        if self.http_method == "POST":
+            head += f"Content-Length: {self.payload_size}\r\n"
+        return (head + "\r\n").encode() + (b"x" * self.payload_size if self.http_method == "POST" else b"")
+
+
+def _si_number(value, field: str) -> float:
+    """dperf's counts: 100, 2k, 1.5m (m = million)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kKmM]?)\s*", str(value))
+    if not m:
+        raise ValueError(f"{field}: cannot read {value!r} as a count (100, 2k, 1.5m)")
+    return float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6}[m.group(2).lower()]
+
+
+# ------------------------------------------------------------------ the kind
+SPECS = (DpdkHttpServer, DpdkHttpClient)
+ENGINE = {DpdkHttpServer: "dpdk_tcp", DpdkHttpClient: "dpdk_tcp"}   # when perfkit.Run is given none
+# the dashboard's title: its parts before the duration (perfkit.ui.charts.spec_title)
+TITLE = {DpdkHttpClient: lambda spec: (f"dpdk http client {spec.port} → {spec.server}:{spec.listen}",
+                                       f"{spec.cps:g} cps" + (f", cc {spec.cc}" if spec.cc else ""),
+                                       f"{spec.http_method} {spec.http_path}"),
+         DpdkHttpServer: lambda spec: (f"dpdk http server {spec.ip}:{spec.listen} on {spec.port}",
+                                       f"{spec.payload_size} B bodies")}
+LAYOUT = {DpdkHttpServer: "dpdk_tcp", DpdkHttpClient: "dpdk_tcp"}   # perfkit.ui.charts.LAYOUTS
+TASKS = {DpdkHttpServer: ("run",), DpdkHttpClient: ("run",)}             # the panel's tasks
+PANEL_ROWS = {DpdkHttpServer: ("dperf_conf",), DpdkHttpClient: ("dperf_conf",)}   # a dperf conf loader

@@ -1,0 +1,424 @@
+"""UDP flows over DPDK: DpdkFlows (the generator) and DpdkReflect (its far end)."""
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from typing import ClassVar
+
+from perfkit import sandbox
+from perfkit.fields import SECONDS, check_declared, like, opt, whole_number
+from perfkit.spec import (DPDK_JUMBO_PORTS, DPDK_MAX_BURST, DPDK_MAX_FLOWS, DPDK_MAX_IPS, DPDK_MAX_QUEUES,
+                          DPDK_MAX_SIZE, DPDK_MIN_SIZE, DPDK_MODES, DPDK_REFLECT_MODES, DPDK_RING, DPDK_STD_SIZE,
+                          DpdkSpec, LAB_NETS, MAC, MAX_DURATION_S, MAX_RATE_PPS, check_dest_ip, check_dpdk_port, check_lab_ipv4,
+                          check_netns, parse_sizes, rate_limit)
+from perfkit.units import Rate, parse_duration, parse_rate, parse_size
+
+_int_in = whole_number   # value as an int in lo..hi, else ValueError naming the field
+
+
+@dataclass(frozen=True)
+class DpdkFlows(DpdkSpec):
+    """UDP flows from a DPDK port: perfkit.Run(DpdkFlows(...), engine="dpdk").
+
+    Each field declares its help, unit and range beside its default (perfkit.fields)."""
+    port: str = opt(
+        "ring:pk:0",
+        help=("where the generator sends: ring:NAME:0 or ring:NAME:1 (the ends of an in-process "
+              "pair), or a vdev: net_null0, net_ring0 (a loopback), net_memif0,role=client,..., "
+              "net_af_packet0,iface=IF (with netns)"),
+        unit="ring:NAME:0|1 or a vdev",
+        suggestions=("ring:pk:0", "net_null0", "net_ring0", "net_memif0,role=client"),
+        cli_help=("DPDK port: ring:NAME:0, net_null0,no-rx=1, net_memif0,..., net_af_packet0,iface=IF (with "
+                  "--netns)"))
+    peer: str | None = opt(
+        None,
+        help=("a second port in this process that receives the frames (mode rxonly) or sends each one"
+              " back (mode reverse); None: the far end is elsewhere"),
+        unit="a second port here; empty: none", suggestions=("ring:pk:1",),
+        cli_help="a second port in this process that receives (ring:NAME:1, ...)")
+    mode: str = opt(
+        "rxonly",
+        help=("what the far end does. rxonly: loss and one-way latency measured there; reverse: "
+              "frames come back, loss and round trips measured by the generator"),
+        choices=DPDK_MODES,
+        cli_help="what the far end does: rxonly or reverse (default rxonly)")
+    size: int | str = opt(
+        64,
+        help=("Ethernet frame bytes counting the 4-byte FCS, 64..1518, or jumbo up to 9018 on ring, "
+              "net_ring, net_null and net_memif ports (rates count these bytes)"),
+        unit="Ethernet frame bytes, FCS counted", lo=DPDK_MIN_SIZE, hi=DPDK_MAX_SIZE,
+        check=False,  # a size with units (1500, 9K): parsed and checked in __post_init__
+        short="-m",
+        cli_help="Ethernet frame bytes with FCS, 64..1518, jumbo to 9018 (default 64)")
+    rate: Rate | str | float | None = opt(
+        None,
+        help=("target rate (1Mpps, 500Mbps: bits of whole frames, the mean size with sizes); None = "
+              "as fast as the port takes frames"),
+        unit="pps or bit/s (10kpps, 100Mbps); empty: unlimited",
+        short="-r",
+        cli_help="target rate: 1Mpps, 500Mbps (default: unlimited)")
+    flows: int = opt(
+        1,
+        help=("UDP flows, each its own 4-tuple and sequence numbers. Flow f is the f-th tuple of the "
+              "ranges below, source port varying fastest, then destination port, source address, "
+              "destination address; frames go round the flows in turn"),
+        unit="flows", range_text=f"1..{DPDK_MAX_FLOWS}, at most sports x dports x src_ips x dst_ips",
+        short="-f",
+        cli_help="UDP flows (source ports, default 1)")
+    duration: float | str = opt(
+        10.0, help="how long to send", unit=SECONDS, range_text="above 0, at most 24h",
+        short="-t", cli_help="how long to send (default 10s; a --search trial: 1s)")
+    ip: str = opt(
+        "198.18.0.1", help="the port's own address; peer_ip: the destination (and the peer port's address)",
+        unit="IPv4 address",
+        cli_help="the port's address (default 198.18.0.1)")
+    peer_ip: str = opt(
+        "198.18.0.2", help="the destination (and the peer port's address)", unit="IPv4 address",
+        cli_help="destination address (default 198.18.0.2)")
+    dst_mac: str | None = opt(
+        None,
+        help=("the destination MAC; None = the peer port's, else ARP for peer_ip (1 s; then "
+              "broadcast)"),
+        unit="aa:bb:cc:dd:ee:ff; empty: the peer port's, or ARP",
+        cli_help="destination MAC (default: the peer port's, or ARP)")
+    sport: int = opt(
+        10000, help="UDP ports", unit="UDP port", lo=1, hi=65535,
+        cli_help="first UDP source port (default 10000)")
+    dport: int = opt(
+        9, help="UDP ports", unit="UDP port", lo=1, hi=65535,
+        cli_help="UDP destination port (default 9)")
+    burst: int = opt(
+        32, help="frames per rx/tx burst", unit="frames per burst", lo=1, hi=DPDK_MAX_BURST,
+        cli_help="frames per burst (default 32)")
+    netns: str | None = opt(
+        None, help="open the ports inside this network namespace (af_packet, tap: a lab host's)",
+        unit="/run/netns/NAME",
+        cli_help="open the port in this network namespace (/run/netns/NAME)")
+    src_ips: int = opt(
+        1, help="source addresses ip .. ip + src_ips - 1 (default 1)", unit="addresses",
+        range_text=f"1..{DPDK_MAX_IPS}",
+        cli_help="source addresses from --ip (default 1)")
+    dst_ips: int = opt(
+        1,
+        help=("destination addresses peer_ip .. peer_ip + dst_ips - 1 (default 1; a reverse peer "
+              "reflects for all of them)"),
+        unit="addresses", range_text=f"1..{DPDK_MAX_IPS}",
+        cli_help="destination addresses from --peer-ip (default 1)")
+    sports: int | None = opt(
+        None, help="source ports sport .. sport + sports - 1 (default: as many as the flows need)",
+        unit="ports; empty: as the flows need", range_text="1..65536 - sport",
+        cli_help="source ports from --sport (default: as many as --flows needs)")
+    dports: int = opt(
+        1,
+        help=("destination ports dport .. dport + dports - 1 (default 1; more when the flows need "
+              "more source ports than there are from sport)"),
+        unit="ports", range_text="1..65536 - dport",
+        cli_help="destination ports from --dport (default 1)")
+    sizes: tuple | str | None = opt(
+        None,
+        help=("a size mix instead: 'imix' (64:7,570:4,1518:1), '64,570,1518', '64:7,570:4,...', sent "
+              "interleaved as one preallocated pattern; size becomes the mean (rounded)"),
+        unit="imix, 64,570,1518 or 64:7,570:4 (size:weight)",
+        cli_help="a frame size mix instead of --size: imix, 64,570,1518 or 64:7,570:4,1518:1")
+    ramp_to: Rate | str | float | None = opt(
+        None,
+        help=("with rate: the rate rises linearly from rate to ramp_to over ramp_time, then stays "
+              "there; paced by the TSC"),
+        unit="pps or bit/s; empty: no ramp",
+        cli_help="with --rate: the rate rises from --rate to this (1Mpps, 1Gbps)")
+    ramp_time: float | str | None = opt(
+        None, help="how long the ramp from rate to ramp_to takes (default: the whole duration)", unit=SECONDS,
+        cli_help="how long the ramp takes (default: --duration)")
+    cores: int = opt(
+        1,
+        help=("lcores (worker threads) per side, each with its own queue of the port(s), mempool "
+              "cache and counters; the flows and the rate are split between them. Receive queues are "
+              "fed by RSS where the PMD has it; a ring pair, net_ring and memif join tx queue q to rx"
+              " queue q"),
+        unit="lcores (worker threads) per side", range_text=f"1..{DPDK_MAX_QUEUES}, at most flows",
+        cli_help="lcores per side, one port queue each (default 1)")
+    probe_rate: Rate | str | float | None = opt(
+        None,
+        help=("a low-rate latency probe stream beside the load (100pps; None = none): probe frames "
+              "are flagged in the payload and get their own histogram (summary: probe_lat_p50_us "
+              "...); they count in the frames and the loss"),
+        cli_help="a latency probe stream beside the load: 100pps, 1kpps (default none)")
+    probe_size: int = opt(
+        128, help="probe frame bytes, FCS counted (70..1518, default 128)",
+        cli_help="probe frame bytes with FCS (default 128)")
+    bidirectional: bool = opt(
+        False,
+        help=("with a peer port (mode rxonly): both ports send and receive, each the same flows and "
+              "rate; loss and one-way latency counted at both ends"),
+        cli_help="with --peer: both ports send and receive")
+
+    def __post_init__(self):
+        put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
+        check_declared(self)   # mode, sport, dport, burst
+        put("netns", check_netns(self.netns))
+        put("port", check_dpdk_port(self.port, "port", self.netns))
+        if self.peer is not None:
+            put("peer", check_dpdk_port(self.peer, "peer", self.netns))
+            if self.peer == self.port:
+                raise ValueError(f"peer: {self.peer!r} is the port itself; leave peer out for one port")
+            bare = lambda p: p.startswith("net_ring") and "," not in p  # noqa: E731
+            if bare(self.port) and bare(self.peer):
+                raise ValueError(f"peer: {self.port} and {self.peer} would be two separate loopback "
+                                 "ports (a net_ring vdev receives what it sends); join two ports with "
+                                 "ring:NAME:0 and ring:NAME:1")
+        size = parse_size(self.size, "size")
+        if not DPDK_MIN_SIZE <= size <= DPDK_MAX_SIZE:
+            raise ValueError(f"size: {size} bytes is out of range {DPDK_MIN_SIZE}..{DPDK_MAX_SIZE} "
+                             "(Ethernet frames, FCS counted)")
+        put("size", size)
+        if self.sizes is not None:
+            put("sizes", parse_sizes(self.sizes))
+            put("size", round(self.mean_size))
+        if self.rate is not None:
+            put("rate", rate_limit(self.rate, size, "frames"))
+        put("flows", _int_in(self.flows, "flows", 1, DPDK_MAX_FLOWS))
+        duration = parse_duration(self.duration, "duration")
+        if not 0 < duration <= MAX_DURATION_S:
+            raise ValueError(f"duration: {self.duration!r} is out of range (above 0, at most 24h)")
+        put("duration", duration)
+        self._check_ramp(put)
+        put("cores", _int_in(self.cores, "cores", 1, DPDK_MAX_QUEUES))
+        if self.probe_rate is not None:
+            pr = parse_rate(self.probe_rate, "probe_rate")
+            if pr.unit != "pps" or not 0 < pr.value <= 1e6:
+                raise ValueError(f"probe_rate: {self.probe_rate!r}: probes per second above 0, "
+                                 "at most 1Mpps (100pps, 1kpps)")
+            put("probe_rate", pr)
+        put("probe_size", _int_in(self.probe_size, "probe_size", 70, DPDK_MAX_SIZE))
+        biggest = max([self.size] + [s for s, _ in self.sizes or ()]
+                      + ([self.probe_size] if self.probe_rate else []))
+        if biggest > DPDK_STD_SIZE:
+            for name in ("port", "peer"):
+                dev = getattr(self, name)
+                field = "sizes" if self.sizes else "size"
+                if dev is not None and not dev.startswith(DPDK_JUMBO_PORTS):
+                    raise ValueError(f"{field}: {biggest}-byte frames are jumbo: {name} {dev.split(',')[0]} "
+                                     f"takes at most {DPDK_STD_SIZE} (jumbo on ring, net_ring, net_null, "
+                                     "net_memif ports)")
+                # memif 22.11 corrupts frames chained over many of its 2 KB buffers when its
+                # ring runs full (seen: duplicates, non-IP frames): one buffer per frame
+                bsize = [int(a[6:]) for a in (dev or "").split(",")[1:] if a.startswith("bsize=")
+                         and a[6:].isdigit()]
+                if dev is not None and dev.startswith("net_memif") and not (bsize and bsize[0] >= biggest - 4):
+                    raise ValueError(f"{field}: {biggest}-byte frames over memif need buffers that hold one: "
+                                     f"add bsize={max(9216, biggest)} to {name} (and to the other memif side)")
+        if self.bidirectional not in (True, False):
+            raise ValueError(f"bidirectional: {self.bidirectional!r} is not true or false")
+        if self.bidirectional and (self.peer is None or self.mode != "rxonly"):
+            raise ValueError("bidirectional: needs a peer port in this process and mode rxonly "
+                             "(the peer sends the same flows back at the same rate)")
+        if self.flows < self.cores:
+            raise ValueError(f"flows: {self.flows} flow(s) for {self.cores} cores: each core sends "
+                             "flows of its own (give at least as many flows)")
+        put("ip", check_lab_ipv4(self.ip, "ip"))
+        put("peer_ip", check_dest_ip(self.peer_ip, "peer_ip", 4))
+        if self.ip == self.peer_ip:
+            raise ValueError(f"peer_ip: {self.peer_ip} is the port's own address")
+        if self.dst_mac is not None:
+            if not MAC.fullmatch(str(self.dst_mac)):
+                raise ValueError(f"dst_mac: {self.dst_mac!r} is not a MAC address (aa:bb:cc:dd:ee:ff)")
+            put("dst_mac", str(self.dst_mac).lower())
+        self._check_ranges(put)
+
+    def _check_ramp(self, put):
+        if self.ramp_to is None:
+            if self.ramp_time is not None:
+                raise ValueError("ramp_time: give ramp_to (the rate to rise to) as well")
+            return
+        if self.rate is None:
+            raise ValueError("ramp_to: a ramp starts from rate: give rate as well")
+        to = parse_rate(self.ramp_to, "ramp_to")
+        if not to.value > 0 or to.messages_per_second(self.mean_size) > MAX_RATE_PPS:
+            raise ValueError(f"ramp_to: {self.ramp_to!r} is out of range (above 0, at most "
+                             f"{MAX_RATE_PPS:.0e} frames/s)")
+        put("ramp_to", to)
+        t = self.duration if self.ramp_time is None else parse_duration(self.ramp_time, "ramp_time")
+        if not 0 < t <= self.duration:
+            raise ValueError(f"ramp_time: {self.ramp_time!r} is out of range (above 0, at most the duration)")
+        put("ramp_time", t)
+
+    @property
+    def mean_size(self) -> float:
+        """Mean frame bytes (FCS counted): size, or the sizes' weighted mean."""
+        if self.sizes is None:
+            return float(self.size)
+        return sum(s * w for s, w in self.sizes) / sum(w for _, w in self.sizes)
+
+    @property
+    def ramp_end_per_second(self) -> float:
+        return self.ramp_to.messages_per_second(self.mean_size) if self.ramp_to else 0.0
+
+    def _check_ranges(self, put):
+        """The address and port ranges the flows are spread over."""
+        put("src_ips", _int_in(self.src_ips, "src_ips", 1, DPDK_MAX_IPS))
+        put("dst_ips", _int_in(self.dst_ips, "dst_ips", 1, DPDK_MAX_IPS))
+        put("dports", _int_in(self.dports, "dports", 1, 65535))
+        if self.dport + self.dports > 65536:
+            raise ValueError(f"dports: {self.dports} ports from {self.dport} pass 65535")
+        others = self.src_ips * self.dst_ips * self.dports
+        if self.sports is None:
+            need = -(-self.flows // others)
+            if self.sport + need > 65536 and self.dports == 1:
+                # more flows than source ports from sport: they go over destination ports too
+                put("dports", -(-need // (65536 - self.sport)))
+                if self.dport + self.dports > 65536:
+                    raise ValueError(f"flows: {self.flows} flows need more source and destination ports "
+                                     "than there are: give src_ips or dst_ips")
+                others = self.src_ips * self.dst_ips * self.dports
+                need = -(-self.flows // others)
+            if self.sport + need > 65536:
+                raise ValueError(f"flows: {self.flows} flows need {need} source ports from {self.sport}, "
+                                 "past 65535: lower sport, or give more src_ips, dst_ips or dports")
+            put("sports", need)
+        else:
+            put("sports", _int_in(self.sports, "sports", 1, 65535))
+            if self.sport + self.sports > 65536:
+                raise ValueError(f"sports: {self.sports} ports from {self.sport} pass 65535")
+            if self.sports * others < self.flows:
+                raise ValueError(f"flows: {self.flows} flows need as many tuples; sports x dports x "
+                                 f"src_ips x dst_ips is only {self.sports * others}")
+        lab = LAB_NETS[0]
+        src0, dst0 = ipaddress.IPv4Address(self.ip), ipaddress.IPv4Address(self.peer_ip)
+        if int(src0) + self.src_ips - 1 > int(lab.broadcast_address):
+            raise ValueError(f"src_ips: {self.src_ips} addresses from {src0} leave 198.18.0.0/15")
+        if int(dst0) + self.dst_ips - 1 > 0xFFFFFFFF:
+            raise ValueError(f"dst_ips: {self.dst_ips} addresses from {dst0} pass 255.255.255.255")
+        # the guard's blocks lie far more than DPDK_MAX_IPS apart: a range with both ends in them is in one
+        sandbox.check(dst0 + self.dst_ips - 1, "dst_ips")
+        if int(src0) < int(dst0) + self.dst_ips and int(dst0) < int(src0) + self.src_ips:
+            raise ValueError(f"dst_ips: the source addresses {src0} + {self.src_ips} and the destination "
+                             f"addresses {dst0} + {self.dst_ips} overlap")
+
+    @property
+    def test(self) -> str:
+        """How perfkit's summaries read it: udp_bw (one way) or udp_lat (round trips)."""
+        return "udp_bw" if self.mode == "rxonly" else "udp_lat"
+
+    @property
+    def messages_per_second(self) -> float:
+        return self.rate.messages_per_second(self.mean_size) if self.rate else 0.0
+
+
+@dataclass(frozen=True)
+class DpdkReflect(DpdkSpec):
+    """The far end of DPDK flows on one port: perfkit.Run(DpdkReflect(...), engine="dpdk");
+    mode forward carries frames between two ports (testpmd's io forward)."""
+    port: str = opt(
+        "ring:pk:1", help="the port to answer on: ring:NAME:1 (the far end of a pair) or a vdev",
+        unit="ring:NAME:0|1 or a vdev", suggestions=("ring:pk:1", "net_null0", "net_memif0,role=server"),
+        cli_help="DPDK port (see perfkit flows)")
+    mode: str = opt(
+        "reverse",
+        help=("rxonly: count, parse, loss/duplicates/reordering and one-way latency per flow (the "
+              "sender's clock: meaningful on this host); reverse: send UDP frames for this port's "
+              "address back with MACs, IPs and ports swapped; forward: every frame received on port "
+              "leaves by peer and every frame received on peer leaves by port, payload untouched "
+              "(testpmd's io forward; its mac forward with dst_mac)"),
+        choices=DPDK_REFLECT_MODES,
+        cli_help="rxonly, reverse or forward (default reverse)")
+    duration: float | str = opt(
+        10.0, help="how long to run (or until stopped)", unit=SECONDS, range_text="above 0, at most 24h",
+        short="-t",
+        cli_help="how long to run (default 10s; Ctrl-C stops)")
+    ip: str = opt(
+        "198.18.0.2",
+        help=("the port's address: ARP and ICMP echo are answered for it (not in forward mode: a "
+              "forwarder has no address, it carries ARP and ping like a wire)"),
+        unit="IPv4 address",
+        cli_help="the port's address (default 198.18.0.2; socket engine: 127.0.0.1)")
+    flows: int = opt(
+        1024, help="rxonly: flow ids tracked (0 .. flows - 1)", unit="flows", lo=1, hi=DPDK_MAX_FLOWS,
+        short="-f",
+        cli_help="rxonly: flow ids tracked (default 1024)")
+    burst: int = like(DpdkFlows, "burst")
+    netns: str | None = like(DpdkFlows, "netns")
+    ips: int = opt(
+        1, help="reverse: reflect UDP for ip .. ip + ips - 1 (a generator's dst_ips)",
+        cli_help="reverse: reflect for this many addresses from --ip (default 1)")
+    cores: int = opt(
+        1,
+        help=("lcores, one queue of the port each (the generator's side needs as many). forward: 1 = "
+              "one lcore for both directions; 2N = one lcore per direction and queue, N queues on "
+              "each port"),
+        unit="lcores (worker threads) per side")
+    peer: str | None = opt(
+        None, help="forward: the second port",
+        cli_help="forward: the second port (frames go from --port to --peer and back)")
+    dst_mac: str | None = opt(
+        None,
+        help=("forward: frames leaving port get this destination MAC and port's own MAC as source "
+              "(the next hop's; None = untouched)"),
+        unit="aa:bb:cc:dd:ee:ff; empty: the peer port's, or ARP",
+        cli_help="forward: the next hop's MAC for frames leaving --port (default: frames untouched)")
+    peer_dst_mac: str | None = opt(
+        None, help="forward: the same for frames leaving peer",
+        cli_help="forward: the next hop's MAC for frames leaving --peer")
+
+    MODES: ClassVar[tuple] = DPDK_REFLECT_MODES
+
+    def __post_init__(self):
+        put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
+        check_declared(self)   # mode, flows, burst
+        put("netns", check_netns(self.netns))
+        put("port", check_dpdk_port(self.port, "port", self.netns))
+        self._check_forward(put)
+        duration = parse_duration(self.duration, "duration")
+        if not 0 < duration <= MAX_DURATION_S:
+            raise ValueError(f"duration: {self.duration!r} is out of range (above 0, at most 24h)")
+        put("duration", duration)
+        put("ip", check_lab_ipv4(self.ip, "ip"))
+        put("ips", _int_in(self.ips, "ips", 1, DPDK_MAX_IPS))
+        put("cores", _int_in(self.cores, "cores", 1, DPDK_MAX_QUEUES))
+        if int(ipaddress.IPv4Address(self.ip)) + self.ips - 1 > int(LAB_NETS[0].broadcast_address):
+            raise ValueError(f"ips: {self.ips} addresses from {self.ip} leave 198.18.0.0/15")
+        if self.mode == "forward" and self.cores != 1 and self.cores % 2:
+            raise ValueError(f"cores: {self.cores}: forward takes 1 (one lcore for both directions) or an "
+                             f"even number (one lcore per direction and queue), at most {DPDK_MAX_QUEUES}")
+
+    def _check_forward(self, put):
+        if self.mode != "forward":
+            for name in ("peer", "dst_mac", "peer_dst_mac"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name}: only mode forward uses it (a second port and next hops)")
+            return
+        if self.peer is None:
+            raise ValueError("peer: mode forward needs a second port (frames go from port to peer "
+                             "and from peer to port)")
+        put("peer", check_dpdk_port(self.peer, "peer", self.netns))
+        if self.peer.split(",")[0] == self.port.split(",")[0]:
+            raise ValueError(f"peer: {self.peer!r} is the port itself: forward between two ports")
+        ends = [DPDK_RING.fullmatch(p) and p.rsplit(":", 1)[0] for p in (self.port, self.peer)]
+        if ends[0] and ends[0] == ends[1]:
+            raise ValueError(f"peer: {self.port} and {self.peer} are the two ends of one ring pair: what "
+                             "one forwards the other receives and forwards back, for ever")
+        for name in ("port", "peer"):
+            dev = getattr(self, name)
+            if dev.startswith("net_ring") and "," not in dev:
+                raise ValueError(f"{name}: {dev} is a loopback port (a net_ring vdev receives what it "
+                                 "sends): forwarding through it loops every frame; use ring:NAME:0|1")
+        for name in ("dst_mac", "peer_dst_mac"):
+            mac = getattr(self, name)
+            if mac is not None:
+                if not MAC.fullmatch(str(mac)):
+                    raise ValueError(f"{name}: {mac!r} is not a MAC address (aa:bb:cc:dd:ee:ff)")
+                put(name, str(mac).lower())
+
+    @property
+    def test(self) -> str:
+        return f"dpdk_{self.mode}"
+
+
+# ------------------------------------------------------------------ the kind
+SPECS = (DpdkFlows, DpdkReflect)
+ENGINE = {DpdkFlows: "dpdk", DpdkReflect: "dpdk"}   # when perfkit.Run is given none
+# the dashboard's title (perfkit.ui.charts.spec_title): DpdkReflect's parts before the duration;
+# DpdkFlows' first part, then its size, rate and flows
+TITLE = {DpdkReflect: lambda spec: (f"dpdk {spec.mode} on {spec.port}",)}
+TITLE_HEAD = {DpdkFlows: lambda spec: f"dpdk {spec.mode} {spec.port}" + (f" → {spec.peer}" if spec.peer else "")}
+LAYOUT = {DpdkFlows: "dpdk", DpdkReflect: "dpdk"}   # perfkit.ui.charts.LAYOUTS: the dashboard's charts
+TASKS = {DpdkFlows: ("run", "search"), DpdkReflect: ("run",)}   # the panel's tasks: a rate search beside a run

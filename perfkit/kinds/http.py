@@ -1,0 +1,338 @@
+"""HTTP over kernel sockets: HttpLoad (virtual users against a server) and HttpServe
+(perfkit's own server)."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from perfkit.fields import SECONDS, check_declared, opt, whole_number
+from perfkit.spec import (HTTP_METHODS, LAB_NAME, MAX_DURATION_S, MAX_RATE_PPS, MAX_RESPONSE, MAX_URLS,
+                          MAX_USERS, Serial, URL_ORDERS, check_target, parse_url, split_url)
+from perfkit.units import Rate, parse_duration, parse_rate, parse_size
+
+_int_in = whole_number   # value as an int in lo..hi, else ValueError naming the field
+
+
+@dataclass(frozen=True)
+class HttpLoad(Serial):
+    """HTTP load with virtual users against a server (nGrinder, wrk, k6's job).
+
+    Each field declares its help, unit and range beside its default (perfkit.fields)."""
+    url: str | list = opt(
+        "http://127.0.0.1:8080/",
+        help=("http[s]://HOST[:PORT]/PATH; HOST is an address or a DNS name (https: TLS through the "
+              "system OpenSSL, the certificate is not checked). Or a list of URLs on one HOST:PORT: "
+              'each request takes the next one (url_order="cycle") or one at random '
+              '(url_order="random")'),
+        unit="http[s]://HOST[:PORT]/PATH; several: space between")
+    users: int = opt(
+        10, help="virtual users: one connection each (1..100000)", unit="virtual users", lo=1, hi=MAX_USERS,
+        short="-u",
+        cli_help="virtual users, one connection each (default 10)")
+    duration: float | str = opt(
+        10.0, help="how long to load (10s, 2m)", unit=SECONDS, range_text="1ms..24h",
+        short="-t",
+        cli_help="how long (default 10s)")
+    rate: Rate | str | float | None = opt(
+        None,
+        help=("open loop: requests/s in total (1000, 50k); response times then count from each "
+              "request's intended send time, as wrk2 does. None: closed loop, each user sends again "
+              "when answered"),
+        unit="requests/s (500, 50k); empty: closed loop",
+        short="-r",
+        cli_help="open loop: requests/s in total, latency from intended send times")
+    think: float | str = opt(
+        0.0, help="closed loop: pause after each response (0, 100ms)", unit=SECONDS, range_text="0..1h",
+        cli_help="pause after each response (closed loop): 100ms")
+    ramp: float | str = opt(
+        0.0, help="users start evenly over this time", unit=SECONDS, range_text="0..24h",
+        cli_help="start the users evenly over this time")
+    keepalive: bool = opt(
+        True, help="reuse connections (False: a new connection per request)")
+    method: str = opt(
+        "GET", help="the request (GET/HEAD/POST/PUT/DELETE; headers as a dict)", choices=HTTP_METHODS,
+        short="-X",
+        cli_help="GET HEAD POST PUT DELETE (default GET)")
+    headers: dict | None = opt(
+        None, help="the request (GET/HEAD/POST/PUT/DELETE; headers as a dict)", unit="one 'Name: value' a line")
+    body: str | bytes | None = opt(
+        None, help="the request (GET/HEAD/POST/PUT/DELETE; headers as a dict)", widget="area",
+        flag="--data", short="-d",
+        cli_help="request body")
+    connect_timeout: float | str = opt(
+        5.0, help="a connection not made by then is an error", unit=SECONDS, range_text="1ms..10m")
+    response_timeout: float | str = opt(
+        10.0, help="a response not complete by then is an error", unit=SECONDS, range_text="1ms..1h",
+        flag="--timeout",
+        cli_help="response timeout (default 10s)")
+    url_order: str = opt(
+        "cycle", help='"cycle" or "random": how requests pick from a URL list',
+        unit="how requests pick from a URL list", choices=URL_ORDERS, check=False)   # its own message
+    lab: str | None = opt(
+        None,
+        help=("run the client in this lab's first host (h1), e.g. against a server in h2 (url "
+              "http://<h2's address>/): the lab's link, impaired or not, is then the path under test"),
+        unit="lab name",
+        cli_help="run the client in this lab's host h1 (perfkit lab up)")
+    threads: int = opt(
+        1,
+        help=("client threads (each its own epoll loop), the users and the rate split evenly between "
+              "them, as wrk -t"),
+        unit="client threads", range_text="1..64, at most users",
+        cli_help="client threads, users split between them (default 1; wrk -t)")
+    processes: int = opt(
+        1,
+        help=("client processes, each running `threads` threads with its own open-file limit: for "
+              "more users than one process may hold open (RLIMIT_NOFILE, whose hard limit only "
+              "CAP_SYS_RESOURCE raises)"),
+        cli_help=("client processes of --threads threads each, every one with its own open-file limit: for more "
+                  "users than one process may open"))
+
+    test = "http"
+
+    def __post_init__(self):
+        put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
+        check_declared(self)   # users, method
+        if isinstance(self.url, (list, tuple)):
+            if not 1 <= len(self.url) <= MAX_URLS:
+                raise ValueError(f"url: a list of 1..{MAX_URLS} URLs, not {len(self.url)}")
+            put("url", [str(u) for u in self.url] if len(self.url) > 1 else str(self.url[0]))
+        first = parse_url(self.urls[0])
+        addresses = {split_url(self.urls[0])[0]: first[0]}   # each name resolved once
+        object.__setattr__(self, "_address", first[0])   # where the load goes (not a field: not saved)
+        for u in self.urls[1:]:  # one connection pool: every URL names the same server
+            name, port, _ = split_url(u)
+            if name not in addresses:
+                addresses[name] = check_target(name, "url")
+            if (addresses[name], port) != first[:2] or u.split(":", 1)[0] != self.urls[0].split(":", 1)[0]:
+                raise ValueError(f"url: {u!r} is not on {self.urls[0].split('/')[2]} with the same scheme "
+                                 "as the first URL (one server per load)")
+        if self.lab is not None and not LAB_NAME.fullmatch(str(self.lab)):
+            raise ValueError(f"lab: {self.lab!r} is not a lab name (1-8 lowercase letters or digits)")
+        if self.tls:
+            try:
+                from perfkit._sock import HAVE_TLS  # the native engine: missing from a broken build
+            except ImportError:  # the engine says so when it is built
+                HAVE_TLS = True
+            if not HAVE_TLS:
+                raise ValueError("url: https needs perfkit built with OpenSSL (Debian: apt install libssl-dev, "
+                                 "then reinstall perfkit)")
+        if self.url_order not in URL_ORDERS:
+            raise ValueError(f"url_order: {self.url_order!r} is not 'cycle' or 'random'")
+        put("threads", _int_in(self.threads, "threads", 1, min(64, self.users)))
+        put("processes", _int_in(self.processes, "processes", 1, min(16, self.users // self.threads)))
+        for name, lo, hi in (("duration", 1e-3, MAX_DURATION_S), ("think", 0, 3600), ("ramp", 0, MAX_DURATION_S),
+                             ("connect_timeout", 1e-3, 600), ("response_timeout", 1e-3, 3600)):
+            v = parse_duration(getattr(self, name), name)
+            if not lo <= v <= hi:
+                raise ValueError(f"{name}: {getattr(self, name)!r} is out of range {lo:g}..{hi:g} s")
+            put(name, v)
+        if self.rate is not None:
+            text = str(self.rate).strip()  # requests/s: a bare 50k means 50k/s, as the docs say
+            rate = parse_rate(text + "pps" if re.fullmatch(r"[0-9.]+[kMG]", text) else self.rate, "rate")
+            if rate.unit != "pps" or not 0 < rate.value <= MAX_RATE_PPS:
+                raise ValueError(f"rate: {self.rate!r} is not a number of requests/s above 0 (e.g. 5000, 50k)")
+            put("rate", rate)
+        for k, v in (self.headers or {}).items():
+            if any(c in str(k) + str(v) for c in "\r\n") or ":" in str(k) or not str(k):
+                raise ValueError(f"headers: {k!r}: {v!r} is not a valid header")
+            if str(k).lower() in ("content-length", "transfer-encoding"):
+                raise ValueError(f"headers: {k!r} is set from the body; leave it out")
+        if not isinstance(self.keepalive, bool):
+            raise ValueError(f"keepalive: {self.keepalive!r} is not true or false")
+        if len(self.request_bytes()) > MAX_RESPONSE:
+            raise ValueError(f"body: the requests (one per URL) are over {MAX_RESPONSE} bytes together")
+
+    @property
+    def size(self) -> int:
+        return len(self._request(self.urls[0]))
+
+    @property
+    def messages_per_second(self) -> float:
+        return self.rate.value if self.rate else 0.0
+
+    @property
+    def urls(self) -> list[str]:
+        """The URL list (one URL: a list of one)."""
+        return list(self.url) if isinstance(self.url, list) else [self.url]
+
+    @property
+    def tls(self) -> bool:
+        """https: every URL of the list is https (one scheme per load)."""
+        return self.urls[0].lower().startswith("https:")
+
+    def target(self) -> tuple[str, int]:
+        """(address, port): the server, its name resolved when the spec was made."""
+        return self._address, split_url(self.urls[0])[1]
+
+    def request_bytes(self) -> bytes:
+        """Every request of the URL list, one after another, in the list's order
+        (one URL: the request every virtual user sends)."""
+        return b"".join(self._request(u) for u in self.urls)
+
+    def _request(self, url: str) -> bytes:
+        host, port, path = split_url(url)   # Host: the name as the URL has it
+        host = f"[{host}]" if ":" in host else host
+        body = self.body.encode() if isinstance(self.body, str) else (self.body or b"")
+        mine = {str(k).lower() for k in (self.headers or {})}
+        default = 443 if self.tls else 80
+        hdrs = {k: v for k, v in (("Host", host if port == default else f"{host}:{port}"), ("User-Agent", "perfkit"))
+                if k.lower() not in mine}  # the caller's Host or User-Agent replaces ours
+        hdrs.update(self.headers or {})
+        if not self.keepalive:
+            hdrs["Connection"] = "close"
+        if body or self.method in ("POST", "PUT"):
+            hdrs["Content-Length"] = str(len(body))
+        head = f"{self.method} {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in hdrs.items())
+        return head.encode() + b"\r\n" + body
+
+
+@dataclass(frozen=True)
+class HttpServe(Serial):
+    """perfkit's own HTTP server: the same response (status 200, size bytes of body)
+    to every request, keep-alive unless the client asks to close. For labs and demos."""
+    host: str = opt(
+        "127.0.0.1", help="where to listen (loopback or a lab address; port 0 = any)", unit="IP address",
+        cli_help="loopback or a lab address (default 127.0.0.1)")
+    port: int = opt(
+        8080, help="where to listen (loopback or a lab address; port 0 = any)", unit="port number; 0: any", lo=0,
+        hi=65535,
+        cli_help="port (default 8080; 0 = any)")
+    size: int | str = opt(
+        100, help="body bytes (0..1 MiB)", unit="body bytes (100, 4K)", lo=0, hi=MAX_RESPONSE - 256,
+        check=False,  # a size with units (4K): parsed and checked in __post_init__
+        cli_help="response body bytes (default 100)")
+    duration: float | str = opt(
+        60.0, help="how long to serve", unit=SECONDS, range_text="above 0, at most 24h",
+        short="-t",
+        cli_help="how long to serve (default 60s)")
+    connections: int = opt(
+        10_000, help="connections served at once", unit="connections", lo=1, hi=MAX_USERS,
+        cli_help="connections served at once (default 10000)")
+
+    test = "http_serve"
+
+    def __post_init__(self):
+        put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
+        check_declared(self)   # port, connections
+        put("host", check_target(self.host))
+        size = parse_size(self.size, "size")
+        if not 0 <= size <= MAX_RESPONSE - 256:
+            raise ValueError(f"size: {size} bytes is out of range 0..{MAX_RESPONSE - 256}")
+        put("size", size)
+        d = parse_duration(self.duration, "duration")
+        if not 0 < d <= MAX_DURATION_S:
+            raise ValueError(f"duration: {self.duration!r} is out of range (above 0, at most 24h)")
+        put("duration", d)
+
+    messages_per_second = 0.0
+
+    def response_bytes(self) -> bytes:
+        return (f"HTTP/1.1 200 OK\r\nServer: perfkit\r\nContent-Type: text/plain\r\n"
+                f"Content-Length: {self.size}\r\n\r\n").encode() + b"x" * self.size
+
+
+# ------------------------------------------------------------------ the kind
+SPECS = (HttpLoad, HttpServe)
+ENGINE = {HttpLoad: "socket", HttpServe: "socket"}   # when perfkit.Run is given none
+
+
+def summary_extra(spec, handle, roles) -> dict:
+    """Figures beyond perfkit.stats.summarize: nGrinder's Vuser, and HTTP load's counts per URL."""
+    out = {}
+    if hasattr(spec, "users"):
+        out["vusers"] = spec.users
+    if hasattr(handle, "http_urls") and hasattr(spec, "urls"):
+        counts = [handle.http_urls(i) for i, r in enumerate(roles) if r == "http_client"]
+        counts = [c for c in counts if len(c) == len(spec.urls)]  # [] from a worker that died
+        out["per_url"] = [{"url": u, "requests": sum(c[k][0] for c in counts),
+                           "responses": sum(c[k][1] for c in counts),
+                           "failed": sum(c[k][2] for c in counts)}
+                          for k, u in enumerate(spec.urls)]
+    return out
+
+
+
+
+# ------------------------------------------------------------------ its commands: perfkit http, http-serve
+def add_cli(sub, field_option) -> None:
+    """The parsers of perfkit http and perfkit http-serve in sub (argparse subparsers);
+    field_option(parser, spec_cls, name) adds a spec field's option as the field declares it."""
+    ht = sub.add_parser("http", help="HTTP load with virtual users (nGrinder/wrk style)")
+    ht.add_argument("url", nargs="?", help="http://HOST[:PORT]/PATH, HOST an address or a DNS name")
+    ht.add_argument("--url-file", metavar="FILE", help="URLs, one a line (# comments): requests go through "
+                                                        "them in turn (after URL, if given)")
+    ht.add_argument("--random", action="store_true", help="with several URLs: each request picks one at random")
+    for name in ("lab", "threads", "processes", "users", "duration", "rate", "think", "ramp"):
+        field_option(ht, HttpLoad, name)
+    ka = ht.add_mutually_exclusive_group()
+    ka.add_argument("--keepalive", dest="keepalive", action="store_true", default=True,
+                    help="reuse connections (default)")
+    ka.add_argument("--close", dest="keepalive", action="store_false", help="a new connection per request")
+    field_option(ht, HttpLoad, "method")
+    ht.add_argument("-H", "--header", action="append", default=[], metavar="'NAME: VALUE'", help="add a header")
+    for name in ("body", "connect_timeout", "response_timeout"):   # -d --data, --timeout
+        field_option(ht, HttpLoad, name)
+    ht.add_argument("--interval", default="1s", help="row interval (default 1s)")
+    ht.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
+    ht.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet")
+
+    hs = sub.add_parser("http-serve", help="perfkit's own HTTP server: a fixed response to every request")
+    for name in ("host", "port", "size", "duration", "connections"):
+        field_option(hs, HttpServe, name)
+    hs.add_argument("--interval", default="1s", help="row interval (default 1s)")
+    hs.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
+
+
+def load_from_args(a) -> HttpLoad:
+    """perfkit http's spec from its parsed arguments (URL and --url-file, -H headers)."""
+    headers = {}
+    for h in a.header:
+        if ":" not in h:
+            raise ValueError(f"header: {h!r} is not NAME: VALUE")
+        k, v = h.split(":", 1)
+        headers[k.strip()] = v.strip()
+    urls = [a.url] if a.url else []
+    if a.url_file:
+        try:
+            text = open(a.url_file).read()
+        except OSError as exc:
+            raise ValueError(f"url-file: {a.url_file}: {exc.strerror}") from None
+        urls += [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("#")]
+    if not urls:
+        raise ValueError("url: give a URL or --url-file FILE")
+    return HttpLoad(url=urls if len(urls) > 1 else urls[0], url_order="random" if a.random else "cycle", users=a.users,
+                    duration=a.duration, rate=a.rate, think=a.think, ramp=a.ramp,
+                    keepalive=a.keepalive, method=a.method, headers=headers or None, body=a.data,
+                    connect_timeout=a.connect_timeout, response_timeout=a.timeout, lab=a.lab,
+                    threads=a.threads, processes=a.processes)
+
+
+def serve_from_args(a) -> HttpServe:
+    """perfkit http-serve's spec from its parsed arguments."""
+    return HttpServe(host=a.host, port=a.port, size=a.size, duration=a.duration, connections=a.connections)
+
+
+CLI_SPECS = {"http": load_from_args, "http-serve": serve_from_args}   # command -> its spec from parsed args
+
+
+def cli_header(spec) -> str:
+    """The command's first line: what is about to run."""
+    if isinstance(spec, HttpServe):
+        return f"perfkit http-serve: {spec.host} port {spec.port}, {spec.size} B responses, {spec.duration:g} s"
+    where = spec.url if len(spec.urls) == 1 else f"{len(spec.urls)} URLs ({spec.url_order})"
+    return (f"perfkit http {spec.method} {where}: {spec.users} users, "
+            f"{'keep-alive' if spec.keepalive else 'a connection per request'}, "
+            f"{str(spec.rate) + ' (open loop)' if spec.rate else 'closed loop'}, {spec.duration:g} s")
+
+
+def _load_title(spec) -> tuple:
+    return (f"http {spec.method} {spec.url}", f"{spec.users} users",
+            f"{spec.rate.value:g} req/s" if spec.rate is not None else "closed loop")
+
+
+# the dashboard's title: its parts before the duration (perfkit.ui.charts.spec_title)
+TITLE = {HttpLoad: _load_title,
+         HttpServe: lambda spec: (f"http_serve on {spec.host}:{spec.port}", f"{spec.size} B bodies")}
+LAYOUT = {HttpLoad: "http", HttpServe: "http_serve"}   # perfkit.ui.charts.LAYOUTS: the dashboard's charts
+TASKS = {HttpLoad: ("run",), HttpServe: ("run",)}        # the panel's tasks
