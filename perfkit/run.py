@@ -23,6 +23,7 @@ from perfkit.engines import engines as list_engines
 from perfkit.engines import get as get_engine
 from perfkit import kinds
 from perfkit.errors import EngineError
+from perfkit.spec import target_of
 from perfkit.stats import Histogram, keep_groups, make_row, merge_counters, row_schema, summarize
 from perfkit.version import __version__
 
@@ -70,7 +71,7 @@ def environment(engine: str, spec=None) -> dict:
         "engine_detail": list_engines()[engine]["detail"],
         "started_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
-    target = _spec.target_of(spec) if spec is not None else None
+    target = target_of(spec) if spec is not None else None
     if target:
         env["target"] = target
     return env

@@ -55,7 +55,9 @@ def test_the_charts_take_the_kinds_layouts():
         name = kinds.for_spec_class(cls).LAYOUT[cls]
         assert charts.layout_name(cls) == name and charts.layout_for(cls) is charts.LAYOUTS[name]
     # a kind's own layout: SocketReflect's, in its module only
-    assert charts.layout_for(perfkit.SocketReflect) is reflect.LAYOUTS["socket_reflect"]
+    own = charts.layout_for(perfkit.SocketReflect)
+    assert [(t, [(ln.name, ln.key, ln.colour) for ln in lines]) for t, _, lines in own] == \
+        [(t, [tuple(tr) for tr in lines]) for t, _, lines in reflect.LAYOUTS["socket_reflect"]]
     assert charts.layout_name(object()) == "socket"
 
 

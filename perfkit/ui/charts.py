@@ -146,8 +146,10 @@ DPDK_TCP_PANELS = (   # HTTP over perfkit's TCP on DPDK (DpdkHttpClient, DpdkHtt
 
 LAYOUTS = {"socket": PANELS, "dpdk": DPDK_PANELS, "http": HTTP_PANELS, "http_serve": HTTP_SERVE_PANELS,
            "dpdk_tcp": DPDK_TCP_PANELS}
-for _kind in kinds.KINDS:   # layouts a kind brings along (its LAYOUTS), beside the shared ones
-    LAYOUTS.update(getattr(_kind, "LAYOUTS", {}))
+for _kind in kinds.KINDS:   # layouts a kind brings along (its LAYOUTS: (name or None, key, colour) traces)
+    for _name, _panels in getattr(_kind, "LAYOUTS", {}).items():
+        LAYOUTS[_name] = tuple((title, axis, [_line(key, colour, name) for name, key, colour in lines])
+                               for title, axis, lines in _panels)
 COLS = 2
 
 
