@@ -26,7 +26,7 @@ from perfkit.report import VERBOSE, JsonPrinter, LinePrinter, conf_text, http_ro
 from perfkit.run import Run
 from perfkit.remote import DEFAULT_PORT, Server
 from perfkit.spec import (CONTROL_TIMEOUT_S, DPDK_MODES, LOCAL_TESTS, REMOTE_TESTS, DpdkFlows, DpdkReflect, HttpLoad,
-                          HttpServe, LocalTest, SocketReflect, _int_in, check_target, check_timeout, check_wait_server)
+                          HttpServe, LocalTest, RemoteTest, SocketReflect, _int_in, check_target, check_timeout, check_wait_server)
 from perfkit.units import parse_duration, parse_size
 from perfkit.version import __version__
 
