@@ -18,6 +18,7 @@
 #include "dpdk_engine.h"
 
 #include <pthread.h>
+#include "engine.h"
 #include <sched.h>
 #include <stdint.h>
 #include <string.h>
@@ -171,9 +172,6 @@ typedef struct worker {
     int ports_ok;                /* pk_dpdk_port_burst_ok said yes for port and out since the
                                   * last poll_idle */
     int hosted;
-    pthread_t thread;
-    int started;
-    int running;                 /* atomic: 1 while the thread runs */
     int done_sending;            /* atomic: a generator sets it when it stops sending */
 
     /* GEN */
@@ -217,9 +215,9 @@ typedef struct worker {
 } worker;
 
 struct pk_dpdk_engine {
+    pk_engine core;              /* threads, stop flag, running, snapshots, errors */
     int n;
     worker *w;
-    int stop;                    /* atomic: user asked to stop */
     timebase tb;
     uint64_t hard_end;           /* TSC */
     int settled;
@@ -227,7 +225,7 @@ struct pk_dpdk_engine {
 
 static inline int stopping(const worker *w)
 {
-    return __atomic_load_n(&w->engine->stop, __ATOMIC_RELAXED);
+    return pk_engine_stopping(&w->engine->core);
 }
 
 /* ------------------------------------------------------------ checksums */
