@@ -30,6 +30,7 @@ import os
 import time
 from dataclasses import asdict, dataclass
 
+from perfkit.engines.handle import EngineHandle
 from perfkit.errors import EngineError
 from perfkit.spec import DpdkFlows, DpdkReflect, cpu_list, size_pattern
 
@@ -305,7 +306,7 @@ def plan(spec) -> tuple[list[tuple[str, str]], list[dict]]:
     raise ValueError(f"engine: dpdk runs DpdkFlows and DpdkReflect specs, not {type(spec).__name__}")
 
 
-def build(spec):
+def build(spec) -> EngineHandle:
     """Open the spec's ports and make its engine (not started). The handle closes
     the ports when it is closed."""
     port_plan, workers = plan(spec)

@@ -11,6 +11,7 @@ client, its slice of the client port range and its share of cps and cc.
 from __future__ import annotations
 
 from perfkit.engines import dpdk
+from perfkit.engines.handle import EngineHandle
 from perfkit.spec import DpdkHttpClient, DpdkHttpServer
 
 NAME = "dpdk_tcp"
@@ -69,7 +70,7 @@ def workers(spec) -> list[dict]:
     return out
 
 
-def build(spec):
+def build(spec) -> EngineHandle:
     """Open the spec's port and make its TCP worker (not started); closing the
     handle closes the port."""
     cfgs = workers(spec)
