@@ -9,7 +9,8 @@
  *   udp_fwd.c      the forwarder between two ports
  *   udp_neigh.c    ARP: answer for the port, ask for a generator's destination
  *   udp_icmp.c     ICMP echo: answer for the port
- *   dpdk_engine.c  the engine: workers checked and allocated, threads, join, results
+ *   dpdk_engine.c  the engine: workers checked and allocated, their thread hooks, join, results
+ *                  (threads, stop, running, snapshots: the shared core, native/common/engine.c)
  * Everything here is hidden in the extension (one shared object); the pkd_ prefix keeps
  * these names apart from the TCP engine's. */
 #ifndef PERFKIT_DPDK_INTERNAL_H
