@@ -18,7 +18,7 @@ import time
 from typing import Callable
 
 from perfkit.engines import DEFAULT as DEFAULT_ENGINE
-from perfkit.engines import counter_groups
+from perfkit.engines import EngineHandle, counter_groups
 from perfkit.engines import engines as list_engines
 from perfkit.engines import get as get_engine
 from perfkit import kinds
@@ -101,7 +101,7 @@ class Run:
         self.error: str | None = None
         self.roles: list[str] = []
         self._subscribers = list(subscribers)
-        self._handle = None
+        self._handle: EngineHandle | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._done = threading.Event()

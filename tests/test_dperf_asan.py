@@ -30,7 +30,8 @@ def driver(tmp_path_factory):
     libs = subprocess.run(["pkg-config", "--libs", "libdpdk"], capture_output=True, text=True).stdout.split()
     exe = tmp_path_factory.mktemp("tff") / "tcp_frame_fuzz"
     subprocess.run([cc, "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
-                    "-I", str(ROOT / "native/dpdk"), "-I", str(ROOT / "native/include"), *cflags,
+                    "-I", str(ROOT / "native/dpdk"), "-I", str(ROOT / "native/include"),
+                    "-I", str(ROOT / "native/common"), *cflags, str(ROOT / "native/common/engine.c"),
                     str(ROOT / "tests/native/tcp_frame_fuzz.c"), *map(str, sorted((ROOT / "native/dpdk").glob("*.c"))),
                     "-o", str(exe), *libs, "-lpthread"], check=True, timeout=300)
     return exe

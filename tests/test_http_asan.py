@@ -25,6 +25,7 @@ def driver(tmp_path_factory):
     exe = d / "http_load_driver"
     subprocess.run([cc, "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
                     "-DPK_HAVE_OPENSSL=1", "-I", str(ROOT / "native/include"), "-I", str(ROOT / "native/sock"),
+                    "-I", str(ROOT / "native/common"), str(ROOT / "native/common/engine.c"),
                     str(ROOT / "native/sock/sock_engine.c"), str(ROOT / "native/sock/http_roles.c"),
                     str(ROOT / "native/common/counters.c"),
                     str(ROOT / "tests/native/http_load_driver.c"), "-lssl", "-lcrypto", "-lpthread", "-o", str(exe)],

@@ -152,7 +152,8 @@ def driver(tmp_path_factory):
     exe = str(tmp_path_factory.mktemp("seq_fuzz") / "seq_fuzz")
     cmd = [cc, "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
            "-fno-omit-frame-pointer", "-I", os.path.join(REPO, "native", "include"),
-           "-I", os.path.join(REPO, "native", "sock"), DRIVER, "-o", exe, "-lpthread"]
+           "-I", os.path.join(REPO, "native", "sock"), "-I", os.path.join(REPO, "native", "common"),
+           DRIVER, os.path.join(REPO, "native", "common", "engine.c"), "-o", exe, "-lpthread"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, f"building the driver failed:\n{' '.join(cmd)}\n{p.stderr}"
     return exe

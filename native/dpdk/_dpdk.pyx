@@ -20,6 +20,8 @@ from libc.stdint cimport uint8_t, uint32_t, uint64_t
 from pk_common cimport PK_NCOUNTERS, PK_HIST_BUCKETS
 from pk_dpdk cimport *
 
+include "engine_base.pxi"
+
 cdef extern from "rte_version.h":
     const char *rte_version()
 
@@ -258,7 +260,7 @@ cdef class Port:
         return f"<perfkit._dpdk.Port {self.dev!r} {state}>"
 
 
-cdef class DpdkEngine:
+cdef class DpdkEngine(EngineBase):
     """Workers over open ports, as dicts: role (dpdk_send | dpdk_recv | dpdk_reflect),
     port (index into ports), peer (index of the receiving worker, dpdk_send), track
     (dpdk_send: frames come back), size, flows, burst, rate (frames/s, 0 = unlimited),
@@ -272,13 +274,10 @@ cdef class DpdkEngine:
     the other direction's dpdk_forward worker, run by this worker's thread (one lcore).
     With own_ports, close() closes the ports too."""
     cdef pk_dpdk_engine *e
-    cdef int n
     cdef list ports
     cdef bint own_ports
-    cdef readonly list roles
     cdef list links
     cdef list dst_ips
-    cdef object _join_lock
 
     def __cinit__(self, list ports, list workers, bint own_ports=False):
         cdef char err[512]
@@ -286,7 +285,6 @@ cdef class DpdkEngine:
         cdef pk_dpdk_worker_cfg *cfgs
         cdef pk_dpdk_port **cports
         self.e = NULL
-        self._join_lock = threading.Lock()
         self.ports = list(ports)
         self.own_ports = own_ports
         self.n = len(workers)
@@ -369,49 +367,27 @@ cdef class DpdkEngine:
             raise EngineError("the engine is closed")
         return self.e
 
-    @property
-    def nworkers(self):
-        return self.n
+    cdef bint _is_open(self):
+        return self.e != NULL
 
-    def start(self):
-        cdef char err[512]
-        err[0] = 0
-        if pk_dpdk_start(self._live(), err, sizeof(err)) != 0:
-            raise EngineError(err.decode(errors="replace"))
+    cdef int _c_start(self, char *err, size_t errlen) except -2:
+        return pk_dpdk_start(self.e, err, errlen)
 
-    def stop(self):
-        """Ask every worker to stop (safe from any thread)."""
-        if self.e != NULL:
-            pk_dpdk_stop(self.e)
+    cdef void _c_stop(self):
+        pk_dpdk_stop(self.e)
 
-    def running(self):
-        return pk_dpdk_running(self._live())
+    cdef object _c_running(self):
+        return pk_dpdk_running(self.e)
 
-    def join(self):
-        """Wait for every worker; they are time-bounded. Releases the GIL."""
-        cdef pk_dpdk_engine *e
-        with self._join_lock:   # close() in another thread waits for this join, then frees
-            e = self._live()
-            with nogil:
-                pk_dpdk_join(e)
+    cdef void _c_join(self) noexcept nogil:
+        pk_dpdk_join(self.e)
 
-    def error(self):
-        cdef const char *msg = pk_dpdk_error(self._live())
+    cdef void _c_snapshot(self, int i, uint64_t *counters, uint64_t *hist):
+        pk_dpdk_snapshot(self.e, i, counters, hist)
+
+    cdef object _c_error(self):
+        cdef const char *msg = pk_dpdk_error(self.e)
         return None if msg == NULL else msg.decode(errors="replace")
-
-    def snapshot(self):
-        """[(counters, histogram)] per worker, as array('Q')."""
-        cdef pk_dpdk_engine *e = self._live()
-        cdef array.array c, h
-        cdef int i
-        out = []
-        for i in range(self.n):
-            c = array.clone(_array.array("Q"), PK_NCOUNTERS, zero=False)
-            h = array.clone(_array.array("Q"), PK_HIST_BUCKETS, zero=False)
-            # with the GIL (a copy of a few KB): close() in another thread cannot free e meanwhile
-            pk_dpdk_snapshot(e, i, <uint64_t *>c.data.as_voidptr, <uint64_t *>h.data.as_voidptr)
-            out.append((c, h))
-        return out
 
     def settle_remote(self, int worker, sent):
         """After join: what a sender in another process sent per flow id (its flow_sent);
@@ -542,15 +518,12 @@ cdef class DpdkEngine:
     def port_list(self):
         return list(self.ports)
 
-    def close(self):
-        """Stop and join the workers, free the engine (safe from any thread); with
-        own_ports close the ports."""
-        self.stop()   # a join() in another thread returns soon
-        with self._join_lock:
-            self._destroy()
+    cdef _closed(self):
+        """After close(): with own_ports, close the ports too."""
         if self.own_ports:
             ports, self.ports = self.ports, []
             for p in reversed(ports):
                 p.close()
+
 
 include "tcp.pxi"

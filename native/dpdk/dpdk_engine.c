@@ -45,24 +45,20 @@ static void worker_polls(worker *w, int begin)
     }
 }
 
-static void *worker_main(void *arg)
+/* In the worker's thread, before it runs: an lcore id for mempool caches (released at its end) */
+static int worker_init(pk_engine *core, int i)
 {
-    worker *w = arg;
-    int i = (int)(w - w->engine->w);
-    if (w->cfg.cpu >= 0) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(w->cfg.cpu, &set);
-        pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-    }
-    char name[16];
-    snprintf(name, sizeof(name), "pk-dpdk-%d", i);
-    pthread_setname_np(pthread_self(), name);
-    /* an lcore id for this thread: mempool caches; released at the end */
+    worker *w = &((pk_dpdk_engine *)core->owner)->w[i];
     if (rte_thread_register() != 0) {
         snprintf(w->err, sizeof(w->err), "worker %d: rte_thread_register: %s", i, rte_strerror(rte_errno));
-        goto out;
+        return -1;
     }
+    return 0;
+}
+
+static void worker_run(pk_engine *core, int i)
+{
+    worker *w = &((pk_dpdk_engine *)core->owner)->w[i];
     uint64_t now = rte_rdtsc();
     w->wall0 = now;
     w->last_flush = now;
@@ -78,23 +74,37 @@ static void *worker_main(void *arg)
     if (w->guest)
         pkd_read_nic(w->guest, now, 0);
     flush_cpu(w, now);
-    struct rte_mempool *pools[2] = { pkd_pool, pkd_jumbo_pool };
-    for (int k = 0; k < 2; k++) {
-        struct rte_mempool_cache *cache = pools[k] ? rte_mempool_default_cache(pools[k], rte_lcore_id()) : NULL;
-        if (cache)
-            rte_mempool_cache_flush(cache, pools[k]);
+}
+
+static void worker_exit(pk_engine *core, int i, int ran)
+{
+    pk_dpdk_engine *e = core->owner;
+    worker *w = &e->w[i];
+    if (ran) {
+        struct rte_mempool *pools[2] = { pkd_pool, pkd_jumbo_pool };
+        for (int k = 0; k < 2; k++) {
+            struct rte_mempool_cache *cache = pools[k] ? rte_mempool_default_cache(pools[k], rte_lcore_id()) : NULL;
+            if (cache)
+                rte_mempool_cache_flush(cache, pools[k]);
+        }
+        rte_thread_unregister();
     }
-    rte_thread_unregister();
-out:
     worker_polls(w, 0);
     if (w->guest) {
         __atomic_store_n(&w->guest->done_sending, 1, __ATOMIC_RELEASE);
-        __atomic_store_n(&w->guest->running, 0, __ATOMIC_RELEASE);
+        pk_engine_done(core, (int)(w->guest - e->w));
     }
     __atomic_store_n(&w->done_sending, 1, __ATOMIC_RELEASE);
-    __atomic_store_n(&w->running, 0, __ATOMIC_RELEASE);
-    return NULL;
 }
+
+static void worker_poll(pk_engine *core, int i, int begin)
+{
+    worker_polls(&((pk_dpdk_engine *)core->owner)->w[i], begin);
+}
+
+static const pk_engine_ops DPDK_OPS = {
+    .thread_init = worker_init, .run = worker_run, .thread_exit = worker_exit, .poll = worker_poll,
+};
 
 /* ------------------------------------------------------------ lifecycle */
 
@@ -323,10 +333,17 @@ pk_dpdk_engine *pk_dpdk_create(pk_dpdk_port *const *ports, int nports,
         return NULL;
     }
     memset(e->w, 0, sizeof(worker) * (size_t)n);
+    if (pk_engine_init(&e->core, &DPDK_OPS, e, "pk-dpdk-%d", n) != 0) {
+        free(e->w);
+        free(e);
+        pkd_set_err(err, errlen, "out of memory");
+        return NULL;
+    }
     e->n = n;
     for (int i = 0; i < n; i++) {
         e->w[i].cfg = cfgs[i];
         e->w[i].engine = e;
+        pk_engine_worker_init(&e->core, i, &e->w[i].c, &e->w[i].hist, e->w[i].err, cfgs[i].cpu);
     }
     for (int i = 0; i < n; i++) {
         if (check_worker(e, ports, nports, i, err, errlen) != 0) {
@@ -367,6 +384,7 @@ pk_dpdk_engine *pk_dpdk_create(pk_dpdk_port *const *ports, int nports,
         if (e->w[i].cfg.role == PK_DPDK_FORWARD && e->w[i].cfg.with_worker >= 0) {
             e->w[i].guest = &e->w[e->w[i].cfg.with_worker];
             e->w[i].guest->hosted = 1;
+            e->core.w[e->w[i].cfg.with_worker].hosted = 1;
         }
     for (int i = 0; i < n; i++) {
         __atomic_store_n(&e->w[i].port->busy, 1, __ATOMIC_RELEASE);
@@ -378,11 +396,10 @@ pk_dpdk_engine *pk_dpdk_create(pk_dpdk_port *const *ports, int nports,
 
 int pk_dpdk_start(pk_dpdk_engine *e, char *err, size_t errlen)
 {
-    for (int i = 0; i < e->n; i++)
-        if (e->w[i].started || e->w[i].running || e->settled) {
-            pkd_set_err(err, errlen, "this engine has already run; make a new one");
-            return -1;
-        }
+    if (pk_engine_started(&e->core) || pk_engine_running(&e->core) || e->settled) {
+        pkd_set_err(err, errlen, "this engine has already run; make a new one");
+        return -1;
+    }
     pkd_timebase_now(&e->tb);
     for (int i = 0; i < e->n; i++) {   /* no ARP answer from an earlier run counts */
         pk_dpdk_port *p = e->w[i].port;
@@ -398,48 +415,20 @@ int pk_dpdk_start(pk_dpdk_engine *e, char *err, size_t errlen)
             arp = PK_DPDK_ARP_NS;
     }
     e->hard_end = rte_rdtsc() + tb_cycles(&e->tb, longest + arp + PK_DPDK_DRAIN_NS);
-    for (int i = 0; i < e->n; i++)   /* run by another worker's thread: running until it ends */
-        if (e->w[i].hosted)
-            e->w[i].running = 1;
     /* the port-wide NIC counters' base, before any worker sends: a thread that starts late
      * must not miss what another queue's worker already made the PMD count */
     for (int i = 0; i < e->n; i++)
         pkd_read_nic(&e->w[i], rte_rdtsc(), 1);
-    for (int i = 0; i < e->n; i++) {
-        worker *w = &e->w[i];
-        if (w->hosted)
-            continue;
-        w->running = 1;
-        worker_polls(w, 1);
-        int rc = pthread_create(&w->thread, NULL, worker_main, w);
-        if (rc != 0) {
-            worker_polls(w, 0);
-            w->running = 0;
-            for (int j = 0; j < e->n; j++)   /* guests of threads that never started */
-                if (e->w[j].guest && !e->w[j].started)
-                    e->w[j].guest->running = 0;
-            pkd_set_err(err, errlen, "worker %d: pthread_create: %s", i, strerror(rc));
-            pk_dpdk_stop(e);
-            pk_dpdk_join(e);
-            return -1;
-        }
-        w->started = 1;
+    if (pk_engine_start(&e->core, err, errlen) != 0) {
+        pk_dpdk_join(e);
+        return -1;
     }
     return 0;
 }
 
-void pk_dpdk_stop(pk_dpdk_engine *e)
-{
-    __atomic_store_n(&e->stop, 1, __ATOMIC_RELAXED);
-}
+void pk_dpdk_stop(pk_dpdk_engine *e) { pk_engine_stop(&e->core); }
 
-int pk_dpdk_running(const pk_dpdk_engine *e)
-{
-    int n = 0;
-    for (int i = 0; i < e->n; i++)
-        n += __atomic_load_n(&e->w[i].running, __ATOMIC_ACQUIRE);
-    return n;
-}
+int pk_dpdk_running(const pk_dpdk_engine *e) { return pk_engine_running(&e->core); }
 
 /* What was sent per flow id into the table of port p: generators whose peer is
  * on p, or that track their own frames coming back to p. NULL: no sender here. */
@@ -465,14 +454,7 @@ static uint64_t *sent_into(const pk_dpdk_engine *e, const pk_dpdk_port *p, uint3
 
 void pk_dpdk_join(pk_dpdk_engine *e)
 {
-    int joined = 0;
-    for (int i = 0; i < e->n; i++) {
-        if (e->w[i].started) {
-            pthread_join(e->w[i].thread, NULL);
-            e->w[i].started = 0;
-            joined = 1;
-        }
-    }
+    int joined = pk_engine_join(&e->core);
     if (e->settled || !joined)
         return;
     /* the port-wide NIC counters once more, now that every queue's worker has stopped */
@@ -497,14 +479,7 @@ void pk_dpdk_join(pk_dpdk_engine *e)
 
 void pk_dpdk_snapshot(const pk_dpdk_engine *e, int i, uint64_t *counters, uint64_t *hist)
 {
-    if (i < 0 || i >= e->n)
-        return;
-    const worker *w = &e->w[i];
-    for (int k = 0; k < PK_NCOUNTERS; k++)
-        counters[k] = pk_read(&w->c, (enum pk_counter_id)k);
-    if (hist)
-        for (uint32_t k = 0; k < PK_HIST_BUCKETS; k++)
-            hist[k] = __atomic_load_n(&w->hist.b[k], __ATOMIC_RELAXED);
+    pk_engine_snapshot(&e->core, i, counters, hist);
 }
 
 int pk_dpdk_flow_sent(const pk_dpdk_engine *e, int i, uint64_t *out, uint32_t n)
@@ -550,13 +525,7 @@ void pk_dpdk_probe_hist(const pk_dpdk_engine *e, int i, uint64_t *hist)
         hist[k] = __atomic_load_n(&e->w[i].probe_hist.b[k], __ATOMIC_RELAXED);
 }
 
-const char *pk_dpdk_error(const pk_dpdk_engine *e)
-{
-    for (int i = 0; i < e->n; i++)
-        if (e->w[i].err[0])
-            return e->w[i].err;
-    return NULL;
-}
+const char *pk_dpdk_error(const pk_dpdk_engine *e) { return pk_engine_error(&e->core); }
 
 void pk_dpdk_destroy(pk_dpdk_engine *e)
 {
@@ -577,6 +546,7 @@ void pk_dpdk_destroy(pk_dpdk_engine *e)
         if (w->owns_flows)
             free(w->flows);
     }
+    pk_engine_fini(&e->core);
     free(e->w);
     free(e);
 }

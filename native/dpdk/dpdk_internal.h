@@ -9,7 +9,8 @@
  *   udp_fwd.c      the forwarder between two ports
  *   udp_neigh.c    ARP: answer for the port, ask for a generator's destination
  *   udp_icmp.c     ICMP echo: answer for the port
- *   dpdk_engine.c  the engine: workers checked and allocated, threads, join, results
+ *   dpdk_engine.c  the engine: workers checked and allocated, their thread hooks, join, results
+ *                  (threads, stop, running, snapshots: the shared core, native/common/engine.c)
  * Everything here is hidden in the extension (one shared object); the pkd_ prefix keeps
  * these names apart from the TCP engine's. */
 #ifndef PERFKIT_DPDK_INTERNAL_H
@@ -18,6 +19,7 @@
 #include "dpdk_engine.h"
 
 #include <pthread.h>
+#include "engine.h"
 #include <sched.h>
 #include <stdint.h>
 #include <string.h>
@@ -171,9 +173,6 @@ typedef struct worker {
     int ports_ok;                /* pk_dpdk_port_burst_ok said yes for port and out since the
                                   * last poll_idle */
     int hosted;
-    pthread_t thread;
-    int started;
-    int running;                 /* atomic: 1 while the thread runs */
     int done_sending;            /* atomic: a generator sets it when it stops sending */
 
     /* GEN */
@@ -217,9 +216,9 @@ typedef struct worker {
 } worker;
 
 struct pk_dpdk_engine {
+    pk_engine core;              /* threads, stop flag, running, snapshots, errors */
     int n;
     worker *w;
-    int stop;                    /* atomic: user asked to stop */
     timebase tb;
     uint64_t hard_end;           /* TSC */
     int settled;
@@ -227,7 +226,7 @@ struct pk_dpdk_engine {
 
 static inline int stopping(const worker *w)
 {
-    return __atomic_load_n(&w->engine->stop, __ATOMIC_RELAXED);
+    return pk_engine_stopping(&w->engine->core);
 }
 
 /* ------------------------------------------------------------ checksums */

@@ -13,7 +13,7 @@ cdef void _ip6_put(uint8_t *out, object addr, int n=16):
     memcpy(out, <const char *>packed, n)
 
 
-cdef class TcpEngine:
+cdef class TcpEngine(EngineBase):
     """TCP workers (an HTTP server or client) on one open Port, from a dict:
     role (server | client), ip, server_ip, gateway_ip, gateway_mac, clients
     [(first, count)], listen, listen_num, lport_range, mss, tos, tcp_rst, rto (s),
@@ -24,16 +24,11 @@ cdef class TcpEngine:
     With own_ports, close() closes the port.
     The Run handle interface: start stop running join snapshot error close roles."""
     cdef pk_tcp_engine *es[PK_DPDK_MAX_QUEUES]
-    cdef int n
     cdef list ports
     cdef bint own_ports
-    cdef readonly list roles
     cdef list msgs
-    cdef object _join_lock
 
     def __cinit__(self, Port port, c, bint own_ports=False):
-        self.n = 0
-        self._join_lock = threading.Lock()
         self.ports = [port]
         self.own_ports = own_ports
         self.msgs = []
@@ -143,50 +138,44 @@ cdef class TcpEngine:
             raise EngineError("the engine is closed")
         return self.n
 
-    @property
-    def nworkers(self):
-        return self.n
+    cdef bint _is_open(self):
+        return self.n > 0
 
-    def start(self):
-        cdef char err[512]
+    cdef int _c_start(self, char *err, size_t errlen) except -2:
         cdef int i, k
-        self._live()
         for i in range(self.n):
             err[0] = 0
-            if pk_tcp_start(self.es[i], err, sizeof(err)) != 0:
+            if pk_tcp_start(self.es[i], err, errlen) != 0:
                 for k in range(i):
                     pk_tcp_stop(self.es[k])
-                raise EngineError(err.decode(errors="replace"))
+                return -1
+        return 0
 
-    def stop(self):
+    cdef void _c_stop(self):
         cdef int i
         for i in range(self.n):
             pk_tcp_stop(self.es[i])
 
-    def running(self):
+    cdef object _c_running(self):
         cdef int i
-        self._live()
         for i in range(self.n):
             if pk_tcp_running(self.es[i]):
                 return True
         return False
 
-    def join(self):
+    cdef void _c_join(self) noexcept nogil:
         cdef int i
-        cdef pk_tcp_engine *e
-        with self._join_lock:   # close() in another thread waits for this join, then frees
-            self._live()
-            for i in range(self.n):
-                e = self.es[i]
-                with nogil:
-                    pk_tcp_join(e)
-            for i in range(self.n):   # every queue has ended: the port's NIC counters, read last
-                pk_tcp_nic_last(self.es[i])
+        for i in range(self.n):
+            pk_tcp_join(self.es[i])
+        for i in range(self.n):   # every queue has ended: the port's NIC counters, read last
+            pk_tcp_nic_last(self.es[i])
 
-    def error(self):
+    cdef void _c_snapshot(self, int i, uint64_t *counters, uint64_t *hist):
+        pk_tcp_snapshot(self.es[i], counters, hist)
+
+    cdef object _c_error(self):
         cdef const char *msg
         cdef int i
-        self._live()
         for i in range(self.n):
             msg = pk_tcp_error(self.es[i])
             if msg != NULL:
@@ -194,32 +183,12 @@ cdef class TcpEngine:
                 return text if self.n == 1 else f"queue {i}: {text}"
         return None
 
-    def snapshot(self):
-        """[(counters, histogram)] per worker, as array('Q')."""
-        cdef pk_tcp_engine *e
-        cdef array.array c, h
-        cdef int i
-        self._live()
-        out = []
-        for i in range(self.n):
-            e = self.es[i]
-            c = array.clone(_array.array("Q"), PK_NCOUNTERS, zero=False)
-            h = array.clone(_array.array("Q"), PK_HIST_BUCKETS, zero=False)
-            # with the GIL (a copy of a few KB): close() in another thread cannot free e meanwhile
-            pk_tcp_snapshot(e, <uint64_t *>c.data.as_voidptr, <uint64_t *>h.data.as_voidptr)
-            out.append((c, h))
-        return out
-
     @property
     def port_list(self):
         return list(self.ports)
 
-    def close(self):
-        """Stop and join the workers, free them (safe from any thread); with own_ports
-        close the port."""
-        self.stop()   # a join() in another thread returns soon
-        with self._join_lock:
-            self._destroy()
+    cdef _closed(self):
+        """After close(): with own_ports, close the port too."""
         if self.own_ports:
             ports, self.ports = self.ports, []
             for p in reversed(ports):

@@ -28,7 +28,7 @@ static void read_nic(pk_tcp_engine *e, int base)
     pk_set(&e->c, PK_nic_imissed, nic[2] - e->nic_base[2]);
 }
 
-static inline int stopping(const pk_tcp_engine *e) { return __atomic_load_n(&e->stop, __ATOMIC_RELAXED); }
+static inline int stopping(const pk_tcp_engine *e) { return pk_engine_stopping(&e->core); }
 
 static void worker_loop(pk_tcp_engine *e)
 {
@@ -162,33 +162,55 @@ static void worker_loop(pk_tcp_engine *e)
     pk_set(&e->c, PK_cpu_wall_ns, (uint64_t)((double)(t1 - wall0) * 1e9 / hz));
 }
 
-static void *worker_main(void *arg)
+/* In the worker's thread, before it runs: an lcore id for the mempool cache (released at its end) */
+static int worker_init(pk_engine *core, int i)
 {
-    pk_tcp_engine *e = arg;
-    if (e->cfg.cpu >= 0) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(e->cfg.cpu, &set);
-        pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-    }
-    pthread_setname_np(pthread_self(), e->cfg.role == PK_TCP_SERVER ? "pk-tcp-srv" : "pk-tcp-cli");
+    pk_tcp_engine *e = core->owner;
+    (void)i;
     if (rte_thread_register() != 0) {
         snprintf(e->err, sizeof(e->err), "tcp worker: rte_thread_register: %s", rte_strerror(rte_errno));
-        goto out;
+        return -1;
     }
+    return 0;
+}
+
+static void worker_run(pk_engine *core, int i)
+{
+    pk_tcp_engine *e = core->owner;
+    (void)i;
     e->last_nic = rte_rdtsc();   /* the NIC base was read by pk_tcp_start */
     e->mcache = rte_mempool_default_cache(e->pool, rte_lcore_id());
     worker_loop(e);
     tcp_mbuf_unstash(e);
-    struct rte_mempool_cache *cache = rte_mempool_default_cache(e->pool, rte_lcore_id());
-    if (cache)
-        rte_mempool_cache_flush(cache, e->pool);
-    rte_thread_unregister();
-out:
-    pk_dpdk_port_poll_end(e->port);   /* its last burst is done: memif control may run */
-    __atomic_store_n(&e->running, 0, __ATOMIC_RELEASE);
-    return NULL;
 }
+
+static void worker_exit(pk_engine *core, int i, int ran)
+{
+    pk_tcp_engine *e = core->owner;
+    (void)i;
+    if (ran) {
+        struct rte_mempool_cache *cache = rte_mempool_default_cache(e->pool, rte_lcore_id());
+        if (cache)
+            rte_mempool_cache_flush(cache, e->pool);
+        rte_thread_unregister();
+    }
+    pk_dpdk_port_poll_end(e->port);   /* its last burst is done: memif control may run */
+}
+
+/* a connected memif port: its control waits while the worker polls (dpdk_engine.c) */
+static void worker_poll(pk_engine *core, int i, int begin)
+{
+    pk_tcp_engine *e = core->owner;
+    (void)i;
+    if (begin)
+        pk_dpdk_port_poll_begin(e->port);
+    else
+        pk_dpdk_port_poll_end(e->port);
+}
+
+static const pk_engine_ops TCP_OPS = {
+    .thread_init = worker_init, .run = worker_run, .thread_exit = worker_exit, .poll = worker_poll,
+};
 
 pk_tcp_engine *pk_tcp_create(pk_dpdk_port *port, const pk_tcp_cfg *cfg, char *err, size_t errlen)
 {
@@ -240,6 +262,14 @@ pk_tcp_engine *pk_tcp_create(pk_dpdk_port *port, const pk_tcp_cfg *cfg, char *er
         return NULL;
     }
     memset(e, 0, sizeof(*e));
+    if (pk_engine_init(&e->core, &TCP_OPS, e, cfg->role == PK_TCP_SERVER ? "pk-tcp-srv" : "pk-tcp-cli", 1) != 0) {
+        if (cfg->queue == 0)
+            pk_dpdk_port_release(port);
+        free(e);
+        set_err(err, errlen, "out of memory");
+        return NULL;
+    }
+    pk_engine_worker_init(&e->core, 0, &e->c, &e->hist, e->err, cfg->cpu);
     e->cfg = *cfg;
     e->port = port;
     e->kernel = pk_dpdk_port_kernel(port);
@@ -285,6 +315,7 @@ pk_tcp_engine *pk_tcp_create(pk_dpdk_port *port, const pk_tcp_cfg *cfg, char *er
         free(e->psum);
         if (cfg->queue == 0)
             pk_dpdk_port_release(port);
+        pk_engine_fini(&e->core);
         free(e);
         set_err(err, errlen, "tcp: cannot allocate %llu sockets: %s", (unsigned long long)nsock, strerror(errno));
         return NULL;
@@ -320,7 +351,7 @@ pk_tcp_engine *pk_tcp_create(pk_dpdk_port *port, const pk_tcp_cfg *cfg, char *er
 
 int pk_tcp_start(pk_tcp_engine *e, char *err, size_t errlen)
 {
-    if (e->started || e->running) {
+    if (e->ran || pk_engine_running(&e->core)) {
         set_err(err, errlen, "this engine has already run; make a new one");
         return -1;
     }
@@ -328,55 +359,44 @@ int pk_tcp_start(pk_tcp_engine *e, char *err, size_t errlen)
      * so no queue's worker has sent yet (read in a worker, a late queue 0 thread missed what
      * another queue had already made the PMD count) */
     read_nic(e, 1);
-    e->running = 1;
-    pk_dpdk_port_poll_begin(e->port);   /* a connected memif port: its control waits (dpdk_engine.c) */
-    int rc = pthread_create(&e->thread, NULL, worker_main, e);
-    if (rc != 0) {
-        pk_dpdk_port_poll_end(e->port);
-        e->running = 0;
-        set_err(err, errlen, "tcp worker: pthread_create: %s", strerror(rc));
+    char why[256];
+    if (pk_engine_start(&e->core, why, sizeof(why)) != 0) {
+        set_err(err, errlen, "tcp %s", why);
         return -1;
     }
-    e->started = 1;
+    e->ran = 1;
     return 0;
 }
 
-void pk_tcp_stop(pk_tcp_engine *e) { __atomic_store_n(&e->stop, 1, __ATOMIC_RELAXED); }
+void pk_tcp_stop(pk_tcp_engine *e) { pk_engine_stop(&e->core); }
 
-int pk_tcp_running(const pk_tcp_engine *e) { return __atomic_load_n(&e->running, __ATOMIC_ACQUIRE); }
+int pk_tcp_running(const pk_tcp_engine *e) { return pk_engine_running(&e->core); }
 
 void pk_tcp_join(pk_tcp_engine *e)
 {
-    if (e->started) {
-        pthread_join(e->thread, NULL);
-        e->started = -1;   /* ran once */
-    }
+    if (pk_engine_join(&e->core))
+        e->ran = -1;
 }
 
 void pk_tcp_nic_last(pk_tcp_engine *e)
 {
-    if (e->started == -1)   /* joined: no worker writes its counters now */
+    if (e->ran == -1)   /* joined: no worker writes its counters now */
         read_nic(e, 0);
 }
 
 void pk_tcp_snapshot(const pk_tcp_engine *e, uint64_t *counters, uint64_t *hist)
 {
-    for (int k = 0; k < PK_NCOUNTERS; k++)
-        counters[k] = pk_read(&e->c, (enum pk_counter_id)k);
-    if (hist)
-        for (uint32_t k = 0; k < PK_HIST_BUCKETS; k++)
-            hist[k] = __atomic_load_n(&e->hist.b[k], __ATOMIC_RELAXED);
+    pk_engine_snapshot(&e->core, 0, counters, hist);
 }
 
-const char *pk_tcp_error(const pk_tcp_engine *e) { return e->err[0] ? e->err : NULL; }
+const char *pk_tcp_error(const pk_tcp_engine *e) { return pk_engine_error(&e->core); }
 
 void pk_tcp_destroy(pk_tcp_engine *e)
 {
     if (!e)
         return;
     pk_tcp_stop(e);
-    if (e->started > 0)
-        pk_tcp_join(e);
+    pk_tcp_join(e);
     for (uint32_t i = 0; i < e->ntx; i++)
         rte_pktmbuf_free(e->tx[(e->txh + i) & (TXQ - 1)]);
     if (e->socks)
@@ -385,5 +405,6 @@ void pk_tcp_destroy(pk_tcp_engine *e)
     free(e->psum);
     if (e->cfg.queue == 0)
         pk_dpdk_port_release(e->port);
+    pk_engine_fini(&e->core);
     free(e);
 }

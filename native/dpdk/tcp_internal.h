@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
+#include "engine.h"
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -142,8 +143,8 @@ struct pk_tcp_engine {
     int launching, draining;
 
     uint64_t nic_base[3], last_nic;
-    pthread_t thread;
-    int started, running, stop;
+    pk_engine core;                 /* its one worker's thread, stop flag, running, error */
+    int ran;                        /* started once; -1: and joined since */
     int kernel;                  /* the port takes frames from a Linux stack (tcp_csum_ok) */
     char err[512];
 };

@@ -195,7 +195,7 @@ static void gen_unbuild(worker *w)
 static inline int port_running(const pk_dpdk_engine *e, const pk_dpdk_port *p)
 {
     for (int j = 0; j < e->n; j++)
-        if (e->w[j].port == p && __atomic_load_n(&e->w[j].running, __ATOMIC_ACQUIRE))
+        if (e->w[j].port == p && pk_engine_worker_running(&e->core, j))
             return 1;
     return 0;
 }

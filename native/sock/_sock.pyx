@@ -18,6 +18,8 @@ from libc.string cimport memcpy, memset
 from pk_common cimport PK_NCOUNTERS, PK_HIST_BUCKETS
 from pk_sock cimport *
 
+include "engine_base.pxi"
+
 ROLES = {
     "udp_send": PK_UDP_SEND, "udp_recv": PK_UDP_RECV,
     "udp_reflect": PK_UDP_REFLECT, "udp_ping": PK_UDP_PING,
@@ -42,7 +44,7 @@ cdef void _fill_addr(pk_sock_addr *a, object host, int port) except *:
     a.port = port
 
 
-cdef class SockEngine:
+cdef class SockEngine(EngineBase):
     """Workers as dicts: role, local=(host, port), remote=(host, port),
     peer (index of an earlier worker whose bound port is the target),
     size, flows, batch, gso, rate (messages/s, 0 = unlimited), duration (s),
@@ -54,16 +56,12 @@ cdef class SockEngine:
     a client's blob may hold several requests back to back), url_random, tls, user_base (netns: a
     /run/netns/NAME path to work in)."""
     cdef pk_sock_engine *e
-    cdef int n
-    cdef readonly list roles
-    cdef object _join_lock
 
     def __cinit__(self, list workers):
         cdef char err[512]
         cdef int i
         cdef pk_sock_worker_cfg *cfgs
         self.e = NULL
-        self._join_lock = threading.Lock()
         self.n = len(workers)
         if not 0 < self.n <= PK_SOCK_MAX_WORKERS:
             raise ValueError(f"workers: between 1 and {PK_SOCK_MAX_WORKERS}, not {self.n}")
@@ -135,53 +133,30 @@ cdef class SockEngine:
             raise EngineError("the engine is closed")
         return self.e
 
-    @property
-    def nworkers(self):
-        return self.n
-
     def bound_port(self, int worker):
         return pk_sock_bound_port(self._live(), worker)
 
-    def start(self):
-        cdef char err[512]
-        err[0] = 0
-        if pk_sock_start(self._live(), err, sizeof(err)) != 0:
-            raise EngineError(err.decode(errors="replace"))
+    cdef bint _is_open(self):
+        return self.e != NULL
 
-    def stop(self):
-        """Ask every worker to stop (safe from any thread)."""
-        if self.e != NULL:
-            pk_sock_stop(self.e)
+    cdef int _c_start(self, char *err, size_t errlen) except -2:
+        return pk_sock_start(self.e, err, errlen)
 
-    def running(self):
-        return pk_sock_running(self._live())
+    cdef void _c_stop(self):
+        pk_sock_stop(self.e)
 
-    def join(self):
-        """Wait for every worker; they are time-bounded. Releases the GIL."""
-        cdef pk_sock_engine *e
-        with self._join_lock:   # close() in another thread waits for this join, then frees
-            e = self._live()
-            with nogil:
-                pk_sock_join(e)
+    cdef object _c_running(self):
+        return pk_sock_running(self.e)
 
-    def error(self):
-        cdef const char *msg = pk_sock_error(self._live())
+    cdef void _c_join(self) noexcept nogil:
+        pk_sock_join(self.e)
+
+    cdef void _c_snapshot(self, int i, uint64_t *counters, uint64_t *hist):
+        pk_sock_snapshot(self.e, i, counters, hist)
+
+    cdef object _c_error(self):
+        cdef const char *msg = pk_sock_error(self.e)
         return None if msg == NULL else msg.decode(errors="replace")
-
-    def snapshot(self):
-        """[(counters, histogram)] per worker, as array('Q')."""
-        cdef pk_sock_engine *e = self._live()
-        cdef array.array c, h
-        cdef int i
-        out = []
-        for i in range(self.n):
-            c = array.clone(_array.array("Q"), PK_NCOUNTERS, zero=False)
-            h = array.clone(_array.array("Q"), PK_HIST_BUCKETS, zero=False)
-            # with the GIL (a copy of a few KB): close() in another thread cannot free e meanwhile
-            pk_sock_snapshot(e, i, <unsigned long long *>c.data.as_voidptr,
-                             <unsigned long long *>h.data.as_voidptr)
-            out.append((c, h))
-        return out
 
     def http_urls(self, int worker=0):
         """An http_client worker's counts per request template (URL), in the
@@ -208,9 +183,3 @@ cdef class SockEngine:
         cdef array.array a = _array.array("Q", sent)
         if pk_sock_set_remote_sent(e, worker, <unsigned long long *>a.data.as_voidptr, len(a)) != 0:
             raise EngineError(f"worker {worker}: not a udp_recv worker, or already settled")
-
-    def close(self):
-        """Stop and join the workers, free the engine (safe from any thread)."""
-        self.stop()   # a join() in another thread returns soon
-        with self._join_lock:
-            self._destroy()

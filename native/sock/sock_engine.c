@@ -829,31 +829,41 @@ static void private_fd_table(worker *w)
     close_range(from, ~0u, 0);
 }
 
-static void *worker_main(void *arg)
+/* In the worker's thread, before its role runs: its namespace, its own file table. */
+static int worker_init(pk_engine *core, int i)
 {
-    worker *w = arg;
+    worker *w = &((pk_sock_engine *)core->owner)->w[i];
     /* sockets made here (TCP clients) belong to the worker's namespace */
     if (w->netns_fd >= 0 && setns(w->netns_fd, CLONE_NEWNET) != 0) {
         sock_set_err(w->err, sizeof(w->err), "setns(%s): %s", w->cfg.netns, strerror(errno));
-        __atomic_store_n(&w->done_sending, 1, __ATOMIC_RELEASE);
-        __atomic_store_n(&w->running, 0, __ATOMIC_RELEASE);
-        return NULL;
+        return -1;
     }
     private_fd_table(w);
     prctl(PR_SET_TIMERSLACK, 1UL);   /* precise sleeps for pacing */
-    char name[16];   /* top -H and /proc/PID/task/TID/comm show which worker is which */
-    snprintf(name, sizeof(name), "pk-sock/%d", (int)(w - w->engine->w));
-    pthread_setname_np(pthread_self(), name);
+    return 0;
+}
+
+static void worker_run(pk_engine *core, int i)
+{
+    worker *w = &((pk_sock_engine *)core->owner)->w[i];
     w->wall0 = pk_now_ns();
     w->cpu0 = pk_thread_cpu_ns();
     w->user0 = pk_thread_user_ns();
     w->cpu_at = w->wall0;
     ROLE_FNS[w->cfg.role](w);
-    __atomic_store_n(&w->done_sending, 1, __ATOMIC_RELEASE);
-    account_cpu(w, pk_now_ns(), 1);
-    __atomic_store_n(&w->running, 0, __ATOMIC_RELEASE);
-    return NULL;
 }
+
+static void worker_exit(pk_engine *core, int i, int ran)
+{
+    worker *w = &((pk_sock_engine *)core->owner)->w[i];
+    __atomic_store_n(&w->done_sending, 1, __ATOMIC_RELEASE);
+    if (ran)
+        account_cpu(w, pk_now_ns(), 1);
+}
+
+static const pk_engine_ops SOCK_OPS = {
+    .thread_init = worker_init, .run = worker_run, .thread_exit = worker_exit,
+};
 
 /* --------------------------------------------------------------- lifecycle */
 
@@ -951,7 +961,7 @@ static int setup_worker(pk_sock_engine *e, int i, char *err, size_t errlen)
                 i, c->gso, PK_SOCK_MAX_GSO);
         return -1;
     }
-    if (c->cpu >= 0) {   /* pinned from its first instruction: pk_sock_start sets it on the thread's attributes */
+    if (c->cpu >= 0) {   /* its thread pins itself to it first thing (engine.c) */
         cpu_set_t allowed;
         if (c->cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof(allowed), &allowed) != 0 ||
             !CPU_ISSET(c->cpu, &allowed)) {
@@ -1070,8 +1080,15 @@ pk_sock_engine *pk_sock_create(const pk_sock_worker_cfg *cfgs, int n, char *err,
         return NULL;
     }
     memset(e->w, 0, sizeof(worker) * (size_t)n);
+    if (pk_engine_init(&e->core, &SOCK_OPS, e, "pk-sock/%d", n) != 0) {
+        free(e->w);
+        free(e);
+        set_err(err, errlen, "out of memory");
+        return NULL;
+    }
     e->n = n;
     for (int i = 0; i < n; i++) {
+        pk_engine_worker_init(&e->core, i, &e->w[i].c, &e->w[i].hist, e->w[i].err, cfgs[i].cpu);
         e->w[i].cfg = cfgs[i];
         if (e->w[i].cfg.proto == 0)
             e->w[i].cfg.proto = IPPROTO_TCP;
@@ -1103,55 +1120,20 @@ int pk_sock_start(pk_sock_engine *e, char *err, size_t errlen)
             longest = e->w[i].cfg.duration_ns;
     e->t0 = pk_now_ns();
     e->hard_end = e->t0 + longest + PK_SOCK_DRAIN_NS;
-    for (int i = 0; i < e->n; i++) {
-        worker *w = &e->w[i];
-        w->running = 1;
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        int rc = 0;
-        if (w->cfg.cpu >= 0) {
-            cpu_set_t set;
-            CPU_ZERO(&set);
-            CPU_SET(w->cfg.cpu, &set);
-            rc = pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
-        }
-        if (rc == 0)
-            rc = pthread_create(&w->thread, &attr, worker_main, w);
-        pthread_attr_destroy(&attr);
-        if (rc != 0) {
-            w->running = 0;
-            sock_set_err(err, errlen, "worker %d: start a thread%s: %s", i,
-                    w->cfg.cpu >= 0 ? " pinned to its CPU" : "", strerror(rc));
-            pk_sock_stop(e);
-            pk_sock_join(e);
-            return -1;
-        }
-        w->started = 1;
+    if (pk_engine_start(&e->core, err, errlen) != 0) {
+        pk_sock_join(e);
+        return -1;
     }
     return 0;
 }
 
-void pk_sock_stop(pk_sock_engine *e)
-{
-    __atomic_store_n(&e->stop, 1, __ATOMIC_RELAXED);
-}
+void pk_sock_stop(pk_sock_engine *e) { pk_engine_stop(&e->core); }
 
-int pk_sock_running(const pk_sock_engine *e)
-{
-    int n = 0;
-    for (int i = 0; i < e->n; i++)
-        n += __atomic_load_n(&e->w[i].running, __ATOMIC_ACQUIRE);
-    return n;
-}
+int pk_sock_running(const pk_sock_engine *e) { return pk_engine_running(&e->core); }
 
 void pk_sock_join(pk_sock_engine *e)
 {
-    for (int i = 0; i < e->n; i++) {
-        if (e->w[i].started) {
-            pthread_join(e->w[i].thread, NULL);
-            e->w[i].started = 0;
-        }
-    }
+    pk_engine_join(&e->core);
     /* settle loss once: what the sender sent and never arrived, per flow */
     if (e->settled)
         return;
@@ -1198,23 +1180,10 @@ int pk_sock_set_remote_sent(pk_sock_engine *e, int i, const uint64_t *sent, uint
 
 void pk_sock_snapshot(const pk_sock_engine *e, int i, uint64_t *counters, uint64_t *hist)
 {
-    if (i < 0 || i >= e->n)
-        return;
-    const worker *w = &e->w[i];
-    for (int k = 0; k < PK_NCOUNTERS; k++)
-        counters[k] = pk_read(&w->c, (enum pk_counter_id)k);
-    if (hist)
-        for (uint32_t k = 0; k < PK_HIST_BUCKETS; k++)
-            hist[k] = __atomic_load_n(&w->hist.b[k], __ATOMIC_RELAXED);
+    pk_engine_snapshot(&e->core, i, counters, hist);
 }
 
-const char *pk_sock_error(const pk_sock_engine *e)
-{
-    for (int i = 0; i < e->n; i++)
-        if (e->w[i].err[0])
-            return e->w[i].err;
-    return NULL;
-}
+const char *pk_sock_error(const pk_sock_engine *e) { return pk_engine_error(&e->core); }
 
 void pk_sock_destroy(pk_sock_engine *e)
 {
@@ -1241,6 +1210,7 @@ void pk_sock_destroy(pk_sock_engine *e)
         free(w->flows);
         http_free(w);
     }
+    pk_engine_fini(&e->core);
     free(e->w);
     free(e);
 }

@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #endif
 #include "sock_engine.h"
+#include "engine.h"
 
 #include <pthread.h>
 #include <sys/socket.h>
@@ -84,9 +85,6 @@ typedef struct worker {
 
     pk_sock_worker_cfg cfg;
     struct pk_sock_engine *engine;
-    pthread_t thread;
-    int started;
-    int running;                 /* atomic: 1 while the thread runs */
     int done_sending;            /* atomic: a sender sets it when it stops sending */
     int bound_port;
 
@@ -118,9 +116,9 @@ typedef struct worker {
 } worker;
 
 struct pk_sock_engine {
+    pk_engine core;              /* threads, stop flag, running, snapshots, errors */
     int n;
     worker *w;
-    int stop;                    /* atomic: user asked to stop */
     uint64_t t0;                 /* start, CLOCK_MONOTONIC */
     uint64_t hard_end;
     int settled;                 /* loss accounting closed after join */
@@ -128,7 +126,7 @@ struct pk_sock_engine {
 
 static inline int stopping(const worker *w)
 {
-    return __atomic_load_n(&w->engine->stop, __ATOMIC_RELAXED);
+    return pk_engine_stopping(&w->engine->core);
 }
 
 /* Keep the CPU counters fresh without a syscall on every loop. */

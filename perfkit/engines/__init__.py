@@ -5,12 +5,14 @@ An engine module offers:
     status() -> dict       {"available": bool, "detail": str}
     build(spec) -> handle  a native engine, created (sockets bound) but not started
 
-A handle has start(), stop(), running(), join(), snapshot(), error(), close()
-and `roles` (one per worker); perfkit.Run drives any handle the same way.
+A handle (EngineHandle, perfkit.engines.handle) has start(), stop(), running(), join(),
+snapshot(), error(), close() and `roles` (one per worker); perfkit.Run drives any handle
+the same way.
 """
 from __future__ import annotations
 
 from perfkit.engines import dpdk, socket
+from perfkit.engines.handle import EngineHandle as EngineHandle  # the contract every handle meets
 
 _ENGINES = {socket.NAME: socket, dpdk.NAME: dpdk}
 from perfkit.engines import dpdk_tcp  # noqa: E402 (issue 6: TCP/HTTP over DPDK)

@@ -31,6 +31,7 @@ import os
 import time
 from dataclasses import asdict, dataclass
 
+from perfkit.engines.handle import EngineHandle
 from perfkit.errors import EngineError
 from perfkit import nics
 from perfkit.nics import pci_port_addresses
@@ -349,7 +350,7 @@ def plan(spec) -> tuple[list[tuple[str, str]], list[dict]]:
     raise ValueError(f"engine: dpdk runs DpdkFlows and DpdkReflect specs, not {type(spec).__name__}")
 
 
-def build(spec):
+def build(spec) -> EngineHandle:
     """Open the spec's ports and make its engine (not started). The handle closes
     the ports when it is closed."""
     port_plan, workers = plan(spec)

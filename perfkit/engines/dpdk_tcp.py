@@ -11,6 +11,7 @@ client, its slice of the client port range and its share of cps and cc.
 from __future__ import annotations
 
 from perfkit.engines import dpdk
+from perfkit.engines.handle import EngineHandle
 from perfkit.kinds import DpdkHttpClient, DpdkHttpServer
 
 NAME = "dpdk_tcp"
@@ -75,7 +76,7 @@ def workers(spec) -> list[dict]:
     return out
 
 
-def build(spec):
+def build(spec) -> EngineHandle:
     """Open the spec's port and make its TCP worker (not started); closing the
     handle closes the port."""
     cfgs = workers(spec)

@@ -4,6 +4,7 @@ No root and no DPDK needed; the embedded default.
 """
 from __future__ import annotations
 
+from perfkit.engines.handle import EngineHandle
 from perfkit.engines.remote import RemoteHandle
 from perfkit.lab import Lab
 from perfkit.procs import ProcessHandle, raise_fd_limit
@@ -100,7 +101,7 @@ def http_workers(spec) -> list[dict]:
              "tls": spec.tls} for i in range(n)]
 
 
-def build(spec):
+def build(spec) -> EngineHandle:
     """A local test's engine, or, for a RemoteTest, a handle whose far end is a
     perfkit server (perfkit.remote); HTTP load and the HTTP server."""
     if isinstance(spec, SocketReflect):  # the far end alone: a sink or a reflector on host:port
