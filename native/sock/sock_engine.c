@@ -1083,7 +1083,7 @@ pk_sock_engine *pk_sock_create(const pk_sock_worker_cfg *cfgs, int n, char *err,
     if (pk_engine_init(&e->core, &SOCK_OPS, e, "pk-sock/%d", n) != 0) {
         free(e->w);
         free(e);
-        set_err(err, errlen, "out of memory");
+        sock_set_err(err, errlen, "out of memory");
         return NULL;
     }
     e->n = n;
