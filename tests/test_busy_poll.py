@@ -14,7 +14,7 @@ from perfkit import LocalTest, RemoteTest
 from perfkit.report import used_params
 
 from _labs import lab_module_or_skip, lab_up_or_skip  # noqa: E402
-from _sock import needs_strace, serving, syscalls_of, two_cpus, worker_threads  # noqa: E402
+from _sock_tests import needs_strace, serving, syscalls_of, two_cpus, worker_threads  # noqa: E402
 
 
 LAB = "198.18.0.2"   # a lab host's address: off loopback

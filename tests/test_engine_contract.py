@@ -29,7 +29,7 @@ from perfkit.errors import EngineError
 from perfkit.spec import LocalTest, RemoteTest
 
 from _labs import close_while_another_thread_joins
-from _sock import serving
+from _sock_tests import serving
 
 SOON = 3.0          # s: what "quickly" is for stop() and close() on this shared 2-CPU machine
 _ring = itertools.count()

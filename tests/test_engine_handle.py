@@ -62,3 +62,17 @@ def test_a_socket_engine_is_a_handle_through_its_life():
     e.stop()   # after close: still safe
     with pytest.raises(EngineError, match="closed"):
         e.running()
+
+
+def test_a_misspelt_worker_key_is_refused_by_every_native_engine():
+    """Worker configurations cross into C once, through a checked key list: a misspelt key is an
+    error naming it, never a C field silently left at its default."""
+    from perfkit import _sock
+    with pytest.raises(ValueError, match="socket engine worker: unknown configuration key 'duraton'"):
+        _sock.SockEngine([{"role": "udp_send", "size": 64, "duraton": 1.0}])
+    assert {"duration", "size", "connect_timeout"} <= _sock.WORKER_KEYS
+    dpdk = pytest.importorskip("perfkit._dpdk")
+    assert {"duration", "size", "probe_rate"} <= dpdk.WORKER_KEYS
+    assert {"duration", "cps", "keepalive"} <= dpdk.TCP_WORKER_KEYS
+    with pytest.raises(ValueError, match="DPDK engine worker: unknown configuration key 'sise'"):
+        dpdk.check_worker_keys({"role": "gen", "sise": 64}, dpdk.WORKER_KEYS, "DPDK engine")

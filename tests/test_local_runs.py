@@ -6,7 +6,7 @@ import pytest
 import perfkit
 from perfkit import LocalTest
 
-from _sock import needs_strace, syscalls_of  # noqa: E402
+from _sock_tests import needs_strace, syscalls_of  # noqa: E402
 
 
 @pytest.mark.parametrize("test", ["udp_bw", "udp_lat", "tcp_bw", "tcp_lat"])

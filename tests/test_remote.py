@@ -22,7 +22,7 @@ from perfkit.remote import (MAX_MESSAGE, PROTOCOL, Control, Server, parse_sweep,
                             send_msg)
 from perfkit.engines.remote import sctp_unavailable as _sctp_available
 
-from _sock import serving, two_cpus, worker_threads  # noqa: E402
+from _sock_tests import serving, two_cpus, worker_threads  # noqa: E402
 
 
 def summary_fields(text: str) -> dict:

@@ -21,7 +21,7 @@ from perfkit import LocalTest  # noqa: E402
 from perfkit import spec as specs  # noqa: E402
 from perfkit.spec import LOCAL_TESTS, SPECS  # noqa: E402
 
-from _sock import serving  # noqa: E402
+from _sock_tests import serving  # noqa: E402
 
 PLOTLY = "application/vnd.plotly.v1+json"
 WIDGET = "application/vnd.jupyter.widget-view+json"

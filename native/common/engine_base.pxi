@@ -5,6 +5,15 @@ from cpython cimport array
 from libc.stdint cimport uint64_t
 
 
+def check_worker_keys(dict w, frozenset known, str what):
+    """Every key of a worker's configuration is one this engine copies into its C struct: a
+    misspelt key fails here instead of its C field silently taking the default."""
+    unknown = sorted(set(w) - known)
+    if unknown:
+        raise ValueError(f"{what} worker: unknown configuration key {unknown[0]!r} "
+                         f"(known: {', '.join(sorted(known))})")
+
+
 cdef class EngineBase:
     cdef int n                  # workers
     cdef readonly list roles

@@ -22,6 +22,12 @@ from pk_dpdk cimport *
 
 include "engine_base.pxi"
 
+# the worker configuration keys DpdkEngine copies into pk_dpdk_worker_cfg (check_worker_keys)
+WORKER_KEYS = frozenset((
+    "role", "port", "out", "peer", "track", "size", "sizes", "flows", "burst", "rate", "rate_end", "ramp",
+    "duration", "dst_mac", "dst_ip", "sport", "dport", "cpu", "drop_every", "src_ips", "dst_ips", "sports",
+    "dports", "queue", "flow_first", "probe_rate", "probe_size", "with_worker", "pause"))
+
 cdef extern from "rte_version.h":
     const char *rte_version()
 
@@ -303,6 +309,7 @@ cdef class DpdkEngine(EngineBase):
             self.links = []
             self.dst_ips = []
             for i, w in enumerate(workers):
+                check_worker_keys(w, WORKER_KEYS, "DPDK engine")
                 self.roles.append(w["role"])
                 self.links.append((w["port"], w.get("out", -1)))
                 self.dst_ips.append(w.get("dst_ip", "198.18.0.2"))

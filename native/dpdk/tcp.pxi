@@ -13,6 +13,13 @@ cdef void _ip6_put(uint8_t *out, object addr, int n=16):
     memcpy(out, <const char *>packed, n)
 
 
+# the worker configuration keys TcpEngine copies into pk_tcp_cfg (check_worker_keys)
+TCP_WORKER_KEYS = frozenset((
+    "role", "ip", "server_ip", "gateway_ip", "gateway_mac", "clients", "listen", "listen_num", "lport_range",
+    "mss", "tos", "vlan", "tcp_rst", "rto", "retries", "burst", "duration", "msg", "keepalive", "cps", "cc",
+    "ka_interval", "ka_requests", "launch_num", "slow_start", "wait", "fast_close", "flood", "cpu"))
+
+
 cdef class TcpEngine(EngineBase):
     """TCP workers (an HTTP server or client) on one open Port, from a dict:
     role (server | client), ip, server_ip, gateway_ip, gateway_mac, clients
@@ -47,6 +54,7 @@ cdef class TcpEngine(EngineBase):
         cdef char err[512]
         cdef pk_tcp_cfg cfg
         cdef const unsigned char[:] view
+        check_worker_keys(c, TCP_WORKER_KEYS, "DPDK TCP engine")
         memset(&cfg, 0, sizeof(cfg))
         role = c["role"]
         cfg.role = TCP_ROLES[role]

@@ -20,6 +20,12 @@ from pk_sock cimport *
 
 include "engine_base.pxi"
 
+# the worker configuration keys __cinit__ copies into pk_sock_worker_cfg (check_worker_keys)
+WORKER_KEYS = frozenset((
+    "role", "local", "remote", "peer", "size", "flows", "batch", "gso", "rate", "duration", "count",
+    "busy_poll", "cpu", "proto", "sock_buf", "flip", "access_recv", "netns", "users", "keepalive",
+    "think", "ramp", "connect_timeout", "response_timeout", "blob", "url_random", "tls", "user_base"))
+
 ROLES = {
     "udp_send": PK_UDP_SEND, "udp_recv": PK_UDP_RECV,
     "udp_reflect": PK_UDP_REFLECT, "udp_ping": PK_UDP_PING,
@@ -72,6 +78,7 @@ cdef class SockEngine(EngineBase):
         try:
             self.roles = []
             for i, w in enumerate(workers):
+                check_worker_keys(w, WORKER_KEYS, "socket engine")
                 self.roles.append(w["role"])
                 cfgs[i].role = ROLES[w["role"]]
                 local = w.get("local", ("127.0.0.1", 0))
