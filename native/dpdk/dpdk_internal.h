@@ -129,6 +129,7 @@ struct pk_dpdk_port {
     uint64_t ktp_drops;               /* af_packet: PACKET_STATISTICS is read-and-clear: the sum */
     uint64_t kxdp_base;               /* af_xdp: rx_ring_full when the port opened */
     int memif;                        /* net_memif: in memif_open[] while open */
+    int pci;                          /* a NIC on the PCI bus (EAL's -a), not a vdev */
     int polling;                      /* workers polling it now (under ctl_lock) */
     uint64_t idle_moved[PK_DPDK_MAX_QUEUES];  /* pk_dpdk_port_poll_idle: frames at its last call */
 };

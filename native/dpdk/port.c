@@ -247,6 +247,16 @@ static int setup_queues(pk_dpdk_port *p, const char *dev, char *err, size_t errl
     return 0;
 }
 
+/* A PCI address (0000:01:00.0, what perfkit.spec passes on): EAL probed the NIC at start (-a). */
+static int is_pci(const char *name)
+{
+    unsigned dom, bus, dev, fn;
+    char end;
+    return sscanf(name, "%4x:%2x:%2x.%1u%c", &dom, &bus, &dev, &fn, &end) == 4;
+}
+
+static uint8_t pci_held[RTE_MAX_ETHPORTS];   /* a perfkit port has this NIC's ethdev open */
+
 static void unplug(pk_dpdk_port *p)
 {
     int home = -1;
@@ -261,7 +271,9 @@ static void unplug(pk_dpdk_port *p)
         p->started = 0;
     }
     rte_eth_dev_close(p->pid);
-    rte_eal_hotplug_remove("vdev", p->name);
+    if (p->pci)   /* detached: a later open probes it again */
+        pci_held[p->pid] = 0;
+    rte_eal_hotplug_remove(p->pci ? "pci" : "vdev", p->name);
     netns_leave(home);
     p->nkfd = 0;   /* the PMD closed its sockets */
     if (p->memif)
@@ -345,8 +357,10 @@ pk_dpdk_port *pk_dpdk_port_open_q(const char *dev, const char *netns, int nq, ch
         p->memif = strncmp(p->name, "net_memif", 9) == 0;
         p->kernel = strncmp(p->name, "net_af_packet", 13) == 0 || strncmp(p->name, "net_af_xdp", 10) == 0 ||
                     strncmp(p->name, "net_tap", 7) == 0;
+        p->pci = is_pci(p->name);
         uint16_t pid;
-        if (rte_eth_dev_get_port_by_name(p->name, &pid) == 0) {
+        int probed = rte_eth_dev_get_port_by_name(p->name, &pid) == 0;
+        if (probed && !(p->pci && !pci_held[pid])) {   /* a NIC EAL probed at start is free to take */
             pkd_set_err(err, errlen, "port %s is already open", p->name);
             goto fail;
         }
@@ -361,17 +375,19 @@ pk_dpdk_port *pk_dpdk_port_open_q(const char *dev, const char *netns, int nq, ch
         if (netns_enter(p->netns, &home, dev, err, errlen) != 0)
             goto fail;
         pkd_sockets_now(socks_before);
-        int rc = probe(dev, err, errlen);
+        int rc = probed ? 0 : probe(dev, err, errlen);
         netns_leave(home);
         if (rc != 0)
             goto fail;
         if (rte_eth_dev_get_port_by_name(p->name, &pid) != 0) {
-            rte_eal_hotplug_remove("vdev", p->name);
+            rte_eal_hotplug_remove(p->pci ? "pci" : "vdev", p->name);
             pkd_set_err(err, errlen, "port %s: probed, but it made no ethdev called %s "
                         "(only Ethernet vdevs are ports)", dev, p->name);
             goto fail;
         }
         p->pid = pid;
+        if (p->pci)
+            pci_held[pid] = 1;
     }
     int home, rc;
     if (netns_enter(p->netns, &home, dev, err, errlen) != 0) {
