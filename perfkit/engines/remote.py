@@ -5,7 +5,9 @@ The two speak over one TCP control connection per client: versioned, length-pref
 JSON messages (4-byte big-endian length, then a JSON object with "v" and "op"):
 
     client                                  server
-    hello {token}                      ->   hello {env}            (or error, then close)
+    hello                              ->   hello {env}            (no token), or
+                                            challenge {nonce}      (a token: prove it, never send it)
+    auth {mac}                         ->   hello {env}            (or error, then close)
     conf                               ->   conf {env}
     prepare {test, size, flows, ...}   ->   ready {port}           (its end of the test runs)
     start                              ->   started                (flipped: the server's sender goes)
@@ -17,6 +19,9 @@ JSON messages (4-byte big-endian length, then a JSON object with "v" and "op"):
     finish {sent}                      ->   result {workers, error}
     quit                               ->   bye                    (the server stops)
 
+The token never crosses the wire: the client answers the server's one-time nonce with
+HMAC-SHA256(token, nonce) (auth_mac), so a recorded exchange cannot be replayed. Messages
+are bounded in size and nesting on both ends (a hostile server is held to the same limits).
 A malformed, oversized or out-of-order message gets an error reply and a closed
 connection; the server keeps serving everyone else. Each client's test has its own
 engine, so several clients run at once. The data path is the socket engine's C workers
@@ -24,6 +29,8 @@ on both sides: Python only prepares, samples and settles.
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 import socket
@@ -35,9 +42,10 @@ from perfkit.errors import EngineError
 from perfkit.spec import CONTROL_TIMEOUT_S, WAIT_SERVER_S, check_cpu_here
 from perfkit.stats import COUNTER_NAMES, COUNTERS, Histogram
 
-PROTOCOL = 1
+PROTOCOL = 2
 DEFAULT_PORT = 19800
 MAX_MESSAGE = 1 << 20
+MAX_DEPTH = 16          # nesting of a message's JSON: ours go 4 deep
 # the far end of each test: (role, protocol)
 SERVER_ROLE = {"udp_bw": ("udp_recv", "tcp"), "udp_lat": ("udp_reflect", "tcp"),
                "tcp_bw": ("tcp_recv", "tcp"), "tcp_lat": ("tcp_pong", "tcp"),
@@ -96,15 +104,47 @@ def recv_msg(sock: socket.socket) -> dict:
     (n,) = struct.unpack("!I", _recv_exact(sock, 4))
     if n > MAX_MESSAGE:
         raise ProtocolError(f"message of {n} bytes is over the limit of {MAX_MESSAGE}")
+    return parse_msg(_recv_exact(sock, n))
+
+
+def parse_msg(data: bytes) -> dict:
+    """A message's JSON body checked: an object with an op, our version, nested at most MAX_DEPTH."""
     try:
-        msg = json.loads(_recv_exact(sock, n))
+        msg = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ProtocolError(f"message is not JSON: {exc}") from None
+    except RecursionError:
+        raise ProtocolError(f"message is nested deeper than {MAX_DEPTH}") from None
     if not isinstance(msg, dict) or not isinstance(msg.get("op"), str):
         raise ProtocolError("message is not an object with an op")
+    if not _shallow(msg, MAX_DEPTH):
+        raise ProtocolError(f"message is nested deeper than {MAX_DEPTH}")
     if msg.get("v") != PROTOCOL:
         raise ProtocolError(f"protocol version {msg.get('v')!r}; this perfkit speaks {PROTOCOL}")
     return msg
+
+
+def _shallow(obj, depth: int) -> bool:
+    """Is obj nested at most depth levels of lists and objects?"""
+    if isinstance(obj, dict):
+        obj = obj.values()
+    elif not isinstance(obj, list):
+        return True
+    return depth > 0 and all(_shallow(x, depth - 1) for x in obj if isinstance(x, (dict, list)))
+
+
+def printable(text, limit: int = 300) -> str:
+    """Peer-supplied text made safe for a terminal or a log: control characters (escapes,
+    newlines that would fake a line) shown escaped, and cut at limit characters."""
+    text = str(text)
+    out = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text[:limit])
+    return out + ("..." if len(text) > limit else "")
+
+
+def auth_mac(token: str, nonce: str) -> str:
+    """The answer to a server's challenge: HMAC-SHA256 of its nonce under the token (UTF-8)."""
+    return hmac.new(token.encode("utf-8"), b"perfkit-serve\0" + nonce.encode("ascii", "replace"),
+                    hashlib.sha256).hexdigest()
 
 
 def snapshot_out(snaps) -> list:
@@ -155,7 +195,12 @@ class Control:
                     raise EngineError(f"cannot reach perfkit serve at {host} port {port}: "
                                       f"{exc.strerror or exc}{waited}") from None
                 time.sleep(min(WAIT_SERVER_RETRY_S, left))   # the last try falls on the deadline
-        hello = self.request("hello", token=token)
+        hello = self.request("hello")
+        if hello["op"] == "challenge":   # the server has a token: prove we hold it (without one, it refuses)
+            hello = self.request("auth", mac=auth_mac(token, str(hello.get("nonce"))) if token else "")
+        if hello["op"] != "hello" or not isinstance(hello.get("env"), dict):
+            self.close()
+            raise EngineError(f"control connection: expected hello from the server, got {hello['op']!r}")
         self.remote_env = hello["env"]
         self.remote_counters = hello.get("counters")   # the order its counters come in
 
@@ -172,7 +217,7 @@ class Control:
             self.sock.close()
             raise EngineError(f"control connection: {self.broken}") from None
         if reply["op"] == "error":
-            raise EngineError(f"server: {reply.get('error')}")
+            raise EngineError(f"server: {printable(reply.get('error'))}")
         return reply
 
     def close(self) -> None:
