@@ -21,7 +21,7 @@ from perfkit.engines import DEFAULT as DEFAULT_ENGINE
 from perfkit.engines import EngineHandle, counter_groups
 from perfkit.engines import engines as list_engines
 from perfkit.engines import get as get_engine
-from perfkit import kinds
+from perfkit import kinds, savefile
 from perfkit.errors import EngineError
 from perfkit.spec import target_of
 from perfkit.stats import Histogram, keep_groups, make_row, merge_counters, row_schema, summarize
@@ -240,44 +240,43 @@ class Run:
                                        ) if self.rows else pl.DataFrame(schema=schema)
         return self._frame
 
-    def save(self, path) -> str:
+    def save(self, path, extra: dict | None = None) -> str:
         """Write the run as Parquet: rows as the table, spec/environment/summary/
-        histogram as JSON in the file's metadata. Returns the path."""
-        import pyarrow.parquet as pq
+        histogram as JSON in the file's metadata, sealed by a checksum over both
+        (perfkit.savefile); extra: more perfkit.* entries (the store's). Returns the path."""
         if not self.done:
             raise RuntimeError("the run is still going: wait() before save()")
-        table = self.frame.to_arrow()
-        meta = dict(table.schema.metadata or {})
-        meta.update({
+        savefile.write(path, self.frame, {
             b"perfkit.spec": json.dumps(self.spec.to_dict()).encode(),
             b"perfkit.env": json.dumps(self.env).encode(),
             b"perfkit.summary": json.dumps(self.summary).encode(),
             b"perfkit.histogram": json.dumps(self.histogram.nonzero() if self.histogram else []).encode(),
             b"perfkit.run": json.dumps({"engine": self.engine_name, "interval": self.interval,
                                         "roles": self.roles, "error": self.error}).encode(),
+            **(extra or {}),
         })
-        pq.write_table(table.replace_schema_metadata(meta), str(path))
         return str(path)
 
     @classmethod
     def load(cls, path) -> "Run":
-        """A finished Run back from run.save(path)."""
-        import polars as pl
-        import pyarrow.parquet as pq
-        table = pq.read_table(str(path))
-        meta = table.schema.metadata or {}
-        if b"perfkit.spec" not in meta:
-            raise ValueError(f"{path}: not a perfkit run (no perfkit metadata)")
-        info = json.loads(meta[b"perfkit.run"])
-        run = cls(kinds.from_dict(json.loads(meta[b"perfkit.spec"])), engine=info["engine"],
-                  interval=info["interval"])
-        run.env = json.loads(meta[b"perfkit.env"])
-        run.summary = json.loads(meta[b"perfkit.summary"])
-        run.histogram = Histogram.from_nonzero(json.loads(meta[b"perfkit.histogram"]))
-        run.roles = info["roles"]
-        run.error = info["error"]
-        run._frame = pl.from_arrow(table.replace_schema_metadata(None))
-        run.rows = run._frame.to_dicts()
+        """A finished Run back from run.save(path); a changed or damaged file is refused
+        (perfkit.savefile.SaveFileError, a ValueError naming the file)."""
+        frame, raw = savefile.read(path)
+        info = savefile.decode(path, raw, b"perfkit.run")
+        try:
+            run = cls(kinds.from_dict(savefile.decode(path, raw, b"perfkit.spec")), engine=info["engine"],
+                      interval=info["interval"])
+            run.histogram = Histogram.from_nonzero(savefile.decode(path, raw, b"perfkit.histogram"))
+            run.roles = info["roles"]
+            run.error = info["error"]
+        except savefile.SaveFileError:
+            raise
+        except (ValueError, TypeError, KeyError, IndexError) as exc:
+            raise savefile.SaveFileError(f"{path}: its perfkit metadata does not describe a run ({exc})") from None
+        run.env = savefile.decode(path, raw, b"perfkit.env")
+        run.summary = savefile.decode(path, raw, b"perfkit.summary")
+        run._frame = frame
+        run.rows = frame.to_dicts()
         run._done.set()
         return run
 

@@ -24,6 +24,7 @@ import threading
 from pathlib import Path
 
 from perfkit.comparison import compare
+from perfkit import savefile
 from perfkit.run import Run
 from perfkit.stats import HTTP_KEY_FIGURES, KEY_FIGURES, LOWER_IS_BETTER  # noqa: F401 (also imported from here)
 from perfkit.units import rate_text
@@ -109,17 +110,14 @@ def run_record(meta: dict, path: str | None = None) -> dict:
 
 
 def _read_meta(path: str) -> dict:
-    """The perfkit entries of a Parquet file's footer, decoded; ValueError if it has none."""
-    import pyarrow.parquet as pq
-    md = pq.read_metadata(path)
-    raw = md.metadata or {}
-    if b"perfkit.spec" not in raw:
-        raise ValueError(f"{path}: not a perfkit run (no perfkit metadata)")
-    out = {"rows": md.num_rows}
+    """The perfkit entries of a Parquet file's footer, decoded; ValueError (naming the file) if it
+    has none or they are damaged."""
+    raw, rows = savefile.read_meta(path)
+    out = {"rows": rows}
     for key, name in ((b"perfkit.spec", "spec"), (b"perfkit.env", "env"), (b"perfkit.summary", "summary"),
                       (b"perfkit.run", "run"), (META_KEY, "store")):
         if key in raw:
-            out[name] = json.loads(raw[key])
+            out[name] = savefile.decode(path, raw, key)
     return out
 
 
@@ -190,7 +188,6 @@ class Store:
         name: default '<test>-<start time UTC>' (made unique); tags: a string or a list of
         strings to filter by later; note: free text. An existing name is an error unless
         overwrite=True."""
-        import pyarrow.parquet as pq
         if not getattr(run, "done", False):
             raise ValueError("run: the run has not finished: wait() before saving it")
         tags = check_tags(tags)
@@ -203,14 +200,10 @@ class Store:
         fd, tmp = tempfile.mkstemp(prefix=".saving-", suffix=SUFFIX, dir=self.path)
         os.close(fd)
         try:
-            run.save(tmp)
-            table = pq.read_table(tmp)
-            meta = dict(table.schema.metadata or {})
-            meta[META_KEY] = json.dumps({
+            run.save(tmp, extra={META_KEY: json.dumps({   # under the run's checksum too
                 "name": name, "tags": tags, "note": note,
                 "stored_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            }).encode()
-            pq.write_table(table.replace_schema_metadata(meta), tmp)
+            }).encode()})
             os.replace(tmp, final)          # a reader sees the old file or the whole new one
         finally:
             if os.path.exists(tmp):

@@ -30,6 +30,7 @@ LAYER_OF = {
     "perfkit.report": "analysis", "perfkit.server": "analysis", "perfkit.sweep": "analysis",
     "perfkit.remote": "analysis",
     "perfkit.run": "run",
+    "perfkit.savefile": "run",
     "perfkit.kinds": "kinds", "perfkit.spec": "kinds", "perfkit.dperf": "kinds",
     "perfkit.engines": "engines", "perfkit.procs": "engines", "perfkit.nics": "engines", "perfkit.lab": "engines",
     "perfkit.stats": "base", "perfkit.units": "base", "perfkit.fields": "base", "perfkit.sandbox": "base", "perfkit.errors": "base", "perfkit.version": "base",
