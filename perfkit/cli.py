@@ -22,13 +22,13 @@ from perfkit.engines import DEFAULT as DEFAULT_ENGINE
 from perfkit.engines import dpdk
 from perfkit.engines import engines as list_engines
 from perfkit.errors import EngineError
-from perfkit.fields import meta
+from perfkit.fields import meta, whole_number
 from perfkit.ratesearch import parse_criterion, result_text, search, trial_line
 from perfkit.report import VERBOSE, JsonPrinter, LinePrinter, conf_text, http_row_line, summary_text, used_params
 from perfkit.run import Run
 from perfkit.remote import DEFAULT_PORT, Server
 from perfkit.kinds import DpdkFlows, DpdkReflect, LocalTest, RemoteTest, SocketReflect, http
-from perfkit.spec import (CONTROL_TIMEOUT_S, DPDK_MODES, LOCAL_TESTS, REMOTE_TESTS, _int_in, check_target, check_timeout,
+from perfkit.spec import (CONTROL_TIMEOUT_S, DPDK_MODES, LOCAL_TESTS, REMOTE_TESTS, check_target, check_timeout,
                           check_wait_server)
 from perfkit.units import parse_duration, parse_size
 from perfkit.version import __version__
@@ -392,7 +392,7 @@ def _test(a) -> int:
               **timeouts, **_ends(a)}
     sweep = dict(o.split(":", 1) if ":" in o else (o, "") for o in a.oo)
     interval = parse_duration(a.interval, "interval")
-    digits = _int_in(a.precision, "precision", 1, 15)
+    digits = whole_number(a.precision, "precision", 1, 15)
     printer = JsonPrinter() if a.json else None
     verbose = _verbose(a)
     todo = {t: [] for t in data_tests}  # every spec is checked here, before anything runs

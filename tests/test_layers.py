@@ -40,9 +40,6 @@ NATIVE = ("perfkit._sock", "perfkit._dpdk", "perfkit._counters", "perfkit._delay
 # Fixed ones must leave: an entry that no longer matches fails the test too.
 ENGINES_READ_SPECS = ("the engines turn specs into workers, so they read the spec classes and spec's checks: "
                       "this goes when the kinds hand the engines plain worker lists (spec.py, being rewritten)")
-PANEL_PRIVATE = "panel.py is being rewritten alongside: its colours and _launch get public names there"
-LAUNCHER_TAB = ("Launcher (in panel.py) has a tab of perfkit.ui.lab, which builds on panel.py: it ends when "
-                "Launcher moves to a module of its own (panel.py is being rewritten alongside)")
 ALLOWED_UP: dict[str, str] = {
     "perfkit.engines.dpdk -> perfkit.kinds.DpdkFlows": ENGINES_READ_SPECS,
     "perfkit.engines.dpdk -> perfkit.kinds.DpdkReflect": ENGINES_READ_SPECS,
@@ -60,22 +57,14 @@ ALLOWED_UP: dict[str, str] = {
     "perfkit.engines.socket -> perfkit.kinds.SocketReflect": ENGINES_READ_SPECS,
     "perfkit.engines.socket -> perfkit.spec.check_cpu_here": ENGINES_READ_SPECS,
 }
-ALLOWED_PRIVATE: dict[str, str] = {
-    "perfkit.cli -> perfkit.spec._int_in": "spec.py is being rewritten alongside: _int_in gets its public name there",
-    "perfkit.ui.lab -> perfkit.ui.panel._GREEN": PANEL_PRIVATE,
-    "perfkit.ui.lab -> perfkit.ui.panel._GREY": PANEL_PRIVATE,
-    "perfkit.ui.lab -> perfkit.ui.panel._RED": PANEL_PRIVATE,
-    "perfkit.ui.lab -> perfkit.ui.panel._launch": PANEL_PRIVATE,
-}
+ALLOWED_PRIVATE: dict[str, str] = {}
 # modules whose local imports of perfkit's own modules have a reason other than a cycle
 LOCAL_BY_DESIGN = {
     "perfkit": "import perfkit stays light: the UI modules load with the first HTML report",
     "perfkit.lab": "the delay-line process loads lab.py from its file, without the perfkit package: "
                    "its top imports only the standard library",
 }
-ALLOWED_LOCAL: dict[str, str] = {
-    "perfkit.ui.panel -> perfkit.ui.lab.LabPanel (cycle)": LAUNCHER_TAB,
-}
+ALLOWED_LOCAL: dict[str, str] = {}
 
 
 def module_name(path: Path) -> str:
