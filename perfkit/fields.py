@@ -5,7 +5,7 @@ line and the checks need to know about it.
 
 opt() returns a dataclasses.field whose metadata holds a Meta; meta(), spec_fields() and
 help_text() read it back. The panel (perfkit.ui.panel) builds its form from them, the
-command line (perfkit.cli) its options for spec fields, and check_declared() applies the
+command line its options for spec fields (add_option, from the kinds' parsers), and check_declared() applies the
 range and choices checks they declare (a spec's __post_init__ calls it; checks that need
 more stay in the spec).
 """
@@ -106,6 +106,21 @@ def help_text(spec_cls, name: str | None = None):
     if name is not None:
         return meta(spec_cls, name).help
     return {f.name: m.help for f, m in spec_fields(spec_cls) if m is not None}
+
+
+def add_option(parser, spec_cls, name: str, **kw):
+    """The command-line option for a spec field as the field declares it: its flag and
+    short option, its help and its default; kw: argparse's own (metavar, type), or the
+    default where the command works it out itself (None)."""
+    f = _field(spec_cls, name)
+    m = meta(spec_cls, name)
+    flags = [x for x in (m.short, m.flag or "--" + name.replace("_", "-")) if x]
+    kw.setdefault("help", m.cli_help or m.help.replace("%", "%%"))
+    if f.type == "bool" and f.default is False:
+        kw.setdefault("action", "store_true")
+    else:
+        kw.setdefault("default", f.default)
+    return parser.add_argument(*flags, **kw)
 
 
 def whole_number(value, name: str, lo: int, hi: int) -> int:

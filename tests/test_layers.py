@@ -1,5 +1,6 @@
 """Layers point one way: every import in perfkit/ (module-level or inside a function)
 goes to its own layer or one below, never up, and never to another module's private names.
+And no function in perfkit/ is over 80 lines.
 
     faces     perfkit (the package), cli, __main__, ui.*
     analysis  store, comparison, ratesearch, report, server, sweep, remote (old import path)
@@ -220,3 +221,18 @@ def test_the_package_exports_every_spec():
     for name, cls in SPECS.items():
         assert getattr(perfkit, name) is cls and name in perfkit.__all__
     assert all(hasattr(perfkit, name) for name in perfkit.__all__)
+
+
+MAX_FUNCTION_LINES = 80
+
+
+def test_no_function_is_over_80_lines():
+    """A function that does not fit on a screen is split into named steps."""
+    long = []
+    for mod, path in FILES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.name} ({lines} lines)")
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines (split them):\n  " + "\n  ".join(long)

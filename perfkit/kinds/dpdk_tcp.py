@@ -358,3 +358,28 @@ TITLE = {DpdkHttpClient: lambda spec: (f"dpdk http client {spec.port} → {spec.
 LAYOUT = {DpdkHttpServer: "dpdk_tcp", DpdkHttpClient: "dpdk_tcp"}   # perfkit.ui.charts.LAYOUTS
 TASKS = {DpdkHttpServer: ("run",), DpdkHttpClient: ("run",)}             # the panel's tasks
 PANEL_ROWS = {DpdkHttpServer: ("dperf_conf",), DpdkHttpClient: ("dperf_conf",)}   # a dperf conf loader
+
+
+# ------------------------------------------------------------------ its command: perfkit dperf
+def _dperf_parser(sub) -> None:
+    dp = sub.add_parser("dperf", help="run dperf configuration files on perfkit's DPDK TCP")
+    dp.add_argument("-c", "--conf", required=True, action="append", metavar="FILE.conf",
+                    help="dperf's configuration file; give a server and a client conf to run both "
+                         "in this process (over a ring:NAME:0|1 pair)")
+    dp.add_argument("--netns", help="open the port in this network namespace (af_packet: a lab host's)")
+    dp.add_argument("--mem", default=512, help="EAL memory in MB (default 512)")
+    dp.add_argument("--hugepages", default="auto", help="auto, on or off (default auto)")
+    dp.add_argument("--cpus", help="pin the workers to these CPUs (the conf's cpu line is not used)")
+    dp.add_argument("--log-level", default="error", help="DPDK log level on stderr (default error)")
+    dp.add_argument("--interval", default="1s", help="row interval (default 1s)")
+    dp.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
+    dp.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet (one conf)")
+
+
+def dperf_header(mode: str, path: str, spec) -> str:
+    """perfkit dperf's line for each conf as its run starts."""
+    return f"perfkit dperf: {mode} from {path} on {spec.port} ({spec.ip}) for {spec.duration:g} s (dpdk_tcp engine)"
+
+
+# command -> adds its parser to subparsers; its specs come from dperf's files (perfkit.dperf.load)
+CLI_PARSERS = {"dperf": _dperf_parser}

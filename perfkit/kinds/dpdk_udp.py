@@ -422,3 +422,213 @@ TITLE = {DpdkReflect: lambda spec: (f"dpdk {spec.mode} on {spec.port}",)}
 TITLE_HEAD = {DpdkFlows: lambda spec: f"dpdk {spec.mode} {spec.port}" + (f" → {spec.peer}" if spec.peer else "")}
 LAYOUT = {DpdkFlows: "dpdk", DpdkReflect: "dpdk"}   # perfkit.ui.charts.LAYOUTS: the dashboard's charts
 TASKS = {DpdkFlows: ("run", "search"), DpdkReflect: ("run",)}   # the panel's tasks: a rate search beside a run
+
+
+# ------------------------------------------------------------------ its commands: perfkit flows, perfkit reflect
+import dataclasses  # noqa: E402 (the command-line part of the kind, kept at its end)
+
+from perfkit.fields import add_option  # noqa: E402
+from perfkit.kinds.qperf import LocalTest, search_options, the_lab  # noqa: E402
+from perfkit.kinds.reflect import SocketReflect  # noqa: E402
+
+
+def _flows_parser(sub) -> None:
+    flw = sub.add_parser("flows", help="UDP flows from a DPDK port (generator; a peer port receives or reflects)")
+    flw.add_argument("--engine", default="dpdk", help="dpdk (default), or socket: UDP flows between kernel "
+                     "sockets on loopback (or --lab), both ends in this process (--size, --rate, --flows, "
+                     "--duration, --mode)")
+    flw.add_argument("--lab", help="socket engine: send from this lab's h1 to its h2")
+    add_option(flw, DpdkFlows, "port", default=None)   # no default port: perfkit flows asks for one
+    for name in ("peer", "mode", "size", "rate", "flows"):
+        add_option(flw, DpdkFlows, name)
+    add_option(flw, DpdkFlows, "duration", default=None)   # None: 10s, or a --search trial's 1s
+    for name in ("ip", "peer_ip", "dst_mac", "sport", "dport", "burst", "src_ips", "dst_ips", "sports", "dports",
+                 "sizes", "ramp_to", "ramp_time", "probe_rate", "probe_size", "bidirectional"):
+        add_option(flw, DpdkFlows, name)
+    _dpdk_options(flw)
+    search_options(flw)
+
+
+def _reflect_parser(sub) -> None:
+    rfl = sub.add_parser("reflect", help="the far end of DPDK flows on one port (rxonly or reverse), or a "
+                         "forwarder between two ports (forward)")
+    rfl.add_argument("--engine", default="dpdk", help="dpdk (default), or socket: a kernel UDP socket on "
+                     "--ip:--udp-port (rxonly or reverse; --netns for a lab host)")
+    add_option(rfl, DpdkReflect, "port", default=None)   # no default port: perfkit reflect asks for one
+    add_option(rfl, SocketReflect, "port")                # --udp-port
+    for name in ("mode", "peer", "dst_mac", "peer_dst_mac", "duration"):
+        add_option(rfl, DpdkReflect, name)
+    add_option(rfl, DpdkReflect, "ip", default=None)      # the engine's own: DPDK's or the socket's
+    for name in ("flows", "burst", "ips"):
+        add_option(rfl, DpdkReflect, name)
+    _dpdk_options(rfl)
+
+
+def _dpdk_options(sp) -> None:
+    """What perfkit flows and reflect share: cores and namespace, EAL's options, the output."""
+    add_option(sp, DpdkFlows, "cores")
+    add_option(sp, DpdkFlows, "netns")
+    sp.add_argument("--mem", default=512, help="EAL memory in MB (default 512)")
+    sp.add_argument("--hugepages", default="auto", help="auto, on or off (default auto: on where enough are free)")
+    sp.add_argument("--cpus", help="pin the datapath workers to these CPUs: 1 or 0,1 (default: not pinned)")
+    sp.add_argument("--log-level", default="error", help="DPDK log level on stderr (default error)")
+    sp.add_argument("--pmd-dir", help="also load the PMD plugins in this directory (EAL's -d)")
+    sp.add_argument("--interval", default="1s", help="row interval (default 1s)")
+    sp.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
+    sp.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet")
+
+
+# DpdkFlows options the socket engine has no counterpart for (their defaults: the fields')
+_DPDK_ONLY_FLOWS = ("port", "peer", "dst_mac", "sizes", "ramp_to", "ramp_time", "probe_rate", "bidirectional",
+                    "src_ips", "dst_ips", "sports", "dports", "netns", "ip", "peer_ip", "sport", "dport", "burst",
+                    "cores")
+_ETH_IP_UDP_FCS = 14 + 20 + 8 + 4   # a frame's bytes around its UDP payload
+
+
+def socket_flows_from_args(a) -> LocalTest:
+    """perfkit flows --engine socket: the same flows on kernel sockets, both ends here (a LocalTest)."""
+    defaults = {**{f.name: f.default for f in dataclasses.fields(DpdkFlows)}, "port": None}   # --port has none
+    given = [k for k in _DPDK_ONLY_FLOWS if getattr(a, k, defaults[k]) not in (defaults[k], str(defaults[k]))]
+    if given:
+        raise ValueError(f"{given[0].replace('_', '-')}: the socket engine has no such option (dpdk engine only); "
+                         "it sends --flows UDP flows of --size at --rate for --duration, --mode rxonly or reverse")
+    if a.mode not in DPDK_MODES:
+        raise ValueError(f"mode: {a.mode!r} is not one of {', '.join(DPDK_MODES)}")
+    frame = parse_size(a.size, "size")
+    if frame <= _ETH_IP_UDP_FCS:
+        raise ValueError(f"size: a {frame} B frame has no UDP payload (frames are above {_ETH_IP_UDP_FCS} B)")
+    spec = LocalTest(test="udp_bw" if a.mode == "rxonly" else "udp_lat", size=frame - _ETH_IP_UDP_FCS,
+                     rate=a.rate, flows=a.flows if a.mode == "rxonly" else 1, duration=a.duration or "10s",
+                     lab=the_lab(a.lab))
+    if a.mode == "reverse" and str(a.flows) != "1":
+        raise ValueError("flows: reverse mode on the socket engine is one ping-pong flow (udp_lat)")
+    return spec
+
+
+def socket_flows_header(spec, a) -> str:
+    frame = spec.size + _ETH_IP_UDP_FCS
+    return (f"perfkit flows: {frame} B frames ({spec.size} B UDP payload), {spec.rate or 'unlimited'}, "
+            f"{spec.flows} flow(s), {spec.duration:g} s, {a.mode}, on "
+            f"{'lab ' + spec.lab + ' (h1 -> h2)' if spec.lab else spec.host} (socket engine)")
+
+
+def flows_from_args(a):
+    """perfkit flows' spec from its parsed arguments: a LocalTest on the socket engine, else a DpdkFlows."""
+    return socket_flows_from_args(a) if a.engine == "socket" else dpdk_flows_from_args(a)
+
+
+def dpdk_flows_from_args(a) -> DpdkFlows:
+    """perfkit flows' spec on the dpdk engine from its parsed arguments."""
+    if a.lab:
+        raise ValueError("lab: the dpdk engine takes a lab host's namespace as --netns, with an af_packet port")
+    if not a.port:
+        raise ValueError("port: give the DPDK port (--port ring:NAME:0, net_null0, net_memif0,..., "
+                         "net_af_packet0,iface=IF)")
+    return DpdkFlows(port=a.port, peer=a.peer, mode=a.mode, size=a.size, rate=a.rate, flows=a.flows,
+                     duration=a.duration or "10s", ip=a.ip, peer_ip=a.peer_ip, dst_mac=a.dst_mac, sport=a.sport,
+                     dport=a.dport, burst=a.burst, netns=a.netns, src_ips=a.src_ips, dst_ips=a.dst_ips,
+                     sports=a.sports, dports=a.dports, sizes=a.sizes, ramp_to=a.ramp_to,
+                     ramp_time=a.ramp_time, cores=a.cores, probe_rate=a.probe_rate, probe_size=a.probe_size,
+                     bidirectional=a.bidirectional)
+
+
+def _frames_text(spec) -> str:
+    if spec.sizes is None:
+        return f"{spec.size} B frames"
+    mix = ",".join(f"{s}:{w}" for s, w in spec.sizes)
+    return f"frames of {mix} (mean {spec.mean_size:.1f} B)"
+
+
+def flows_header(spec) -> str:
+    far = f"{spec.peer} ({spec.mode})" if spec.peer else f"{spec.peer_ip} ({spec.mode}, elsewhere)"
+    return (f"perfkit flows: {_frames_text(spec)}, {spec.rate or 'unlimited'}"
+            f"{f' rising to {spec.ramp_to} over {spec.ramp_time:g} s' if spec.ramp_to else ''}, {spec.flows} flow(s), "
+            f"{spec.duration:g} s from {spec.port} to {far} (dpdk engine)")
+
+
+def flows_flood(spec) -> tuple | None:
+    """(what, target) of flows with no rate and no peer port here: they flood whatever is at peer_ip."""
+    if spec.rate is None and spec.peer is None:
+        return (f"flows with no --rate send as fast as {spec.port} goes", spec.peer_ip)
+    return None
+
+
+def flows_summary_extra(s: dict) -> str:
+    """The lines perfkit flows adds to the summary: p99.99 latency, the probes' latency."""
+    text = ""
+    if s.get("lat_p9999_us") is not None:
+        text += f"\n    {'lat p99.99':<13} =  {s['lat_p9999_us']:.1f} us"
+    if s.get("probe_tx"):
+        f = lambda v: "-" if v is None else f"{v:.1f} us"  # noqa: E731
+        text += (f"\n    {'probe lat':<13} =  p50 {f(s['probe_lat_p50_us'])}  p99 {f(s['probe_lat_p99_us'])}"
+                 f"  max {f(s['probe_lat_max_us'])} ({s['probe_rx']} of {s['probe_tx']} probes)")
+    return text
+
+
+def socket_reflect_from_args(a) -> SocketReflect:
+    """perfkit reflect --engine socket: a kernel UDP socket on --ip:--udp-port."""
+    for k, default in (("port", None), ("peer", None), ("dst_mac", None), ("peer_dst_mac", None)):
+        if getattr(a, k) != default:
+            raise ValueError(f"{k.replace('_', '-')}: a DPDK option; the socket engine serves --ip:--udp-port")
+    return SocketReflect(host=a.ip or "127.0.0.1", port=a.udp_port, mode=a.mode, flows=a.flows,
+                         duration=a.duration, netns=a.netns)
+
+
+def socket_reflect_header(spec) -> str:
+    return (f"perfkit reflect: {spec.mode} on udp {spec.host}:{spec.port}"
+            f"{' in ' + spec.netns if spec.netns else ''} for {spec.duration:g} s (socket engine)")
+
+
+def reflect_from_args(a):
+    """perfkit reflect's spec from its parsed arguments: a SocketReflect on the socket engine, else a DpdkReflect."""
+    return socket_reflect_from_args(a) if a.engine == "socket" else dpdk_reflect_from_args(a)
+
+
+def dpdk_reflect_from_args(a) -> DpdkReflect:
+    """perfkit reflect's spec on the dpdk engine from its parsed arguments."""
+    if not a.port:
+        raise ValueError("port: give the DPDK port (--port ring:NAME:1, net_memif0,..., net_af_packet0,iface=IF)")
+    return DpdkReflect(port=a.port, mode=a.mode, duration=a.duration, ip=a.ip or "198.18.0.2", flows=a.flows,
+                       burst=a.burst, netns=a.netns, ips=a.ips, cores=a.cores, peer=a.peer,
+                       dst_mac=a.dst_mac, peer_dst_mac=a.peer_dst_mac)
+
+
+def reflect_header(spec) -> str:
+    where = (f"between {spec.port} and {spec.peer}" if spec.mode == "forward" else f"on {spec.port} ({spec.ip})")
+    return f"perfkit reflect: {spec.mode} {where} for {spec.duration:g} s (dpdk engine)"
+
+
+def reflect_text(s: dict, last: dict) -> str:
+    """perfkit reflect's summary (rxonly, reverse): s the run's summary, last its last row."""
+    secs = last.get("time_s") or 0.0
+    lines = [f"{s.get('test', 'reflect')}:"]
+    for name, value in (("received", s.get("pkts_rx", 0)), ("sent back", s.get("pkts_tx", 0)),
+                        ("udp", last.get("udp_rx", 0)), ("arp", last.get("arp_rx", 0)),
+                        ("icmp", last.get("icmp_rx", 0)), ("other", last.get("other_rx", 0)),
+                        ("malformed", last.get("bad_rx", 0)), ("drop_tx", s.get("drop_tx", 0))):
+        lines.append(f"    {name:<13} =  {round(value):,}")
+    if secs:
+        lines.append(f"    {'rx_rate':<13} =  {s.get('pkts_rx', 0) / secs:,.0f} /sec over {secs:.3g} s")
+    if s.get("lost") or s.get("dup") or s.get("reorder"):
+        lines.append(f"    {'seq':<13} =  {s['lost']:,} lost, {s['dup']:,} dup, {s['reorder']:,} reordered")
+    if s.get("lat_count"):
+        lines.append(f"    {'lat':<13} =  one-way p50 {s['lat_p50_us']:.3g} us  p99 {s['lat_p99_us']:.3g} us")
+    return "\n".join(lines)
+
+
+def forward_text(s: dict, last: dict) -> str:
+    """perfkit reflect --mode forward's summary: each direction's counts."""
+    secs = last.get("time_s") or 0.0
+    lines = [f"{s.get('test', 'dpdk_forward')}:"]
+    for d in s.get("forward", []):
+        rate = f", {d['fwd'] / secs:,.0f} /sec over {secs:.3g} s" if secs else ""
+        lines.append(f"    {d['from']} -> {d['to']}:")
+        lines.append(f"        received {d['rx']:,}  forwarded {d['fwd']:,}  drop_tx {d['drop_tx']:,}  "
+                     f"malformed {d['bad_rx']:,}{rate}")
+        lines.append(f"        nic ({d['from']}): imissed {d['nic_imissed']:,}  ierrors {d['nic_ierrors']:,}  "
+                     f"oerrors {d['nic_oerrors']:,}")
+    return "\n".join(lines)
+
+
+CLI_PARSERS = {"flows": _flows_parser, "reflect": _reflect_parser}   # command -> adds its parser to subparsers
+CLI_SPECS = {"flows": flows_from_args, "reflect": reflect_from_args}   # command -> its spec from parsed args

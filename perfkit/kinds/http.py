@@ -255,31 +255,34 @@ def summary_extra(spec, handle, roles) -> dict:
 
 
 # ------------------------------------------------------------------ its commands: perfkit http, http-serve
-def add_cli(sub, field_option) -> None:
-    """The parsers of perfkit http and perfkit http-serve in sub (argparse subparsers);
-    field_option(parser, spec_cls, name) adds a spec field's option as the field declares it."""
+from perfkit.fields import add_option  # noqa: E402 (the command-line part of the kind, kept at its end)
+
+
+def _http_parser(sub) -> None:
     ht = sub.add_parser("http", help="HTTP load with virtual users (nGrinder/wrk style)")
     ht.add_argument("url", nargs="?", help="http://HOST[:PORT]/PATH, HOST an address or a DNS name")
     ht.add_argument("--url-file", metavar="FILE", help="URLs, one a line (# comments): requests go through "
                                                         "them in turn (after URL, if given)")
     ht.add_argument("--random", action="store_true", help="with several URLs: each request picks one at random")
     for name in ("lab", "threads", "processes", "users", "duration", "rate", "think", "ramp"):
-        field_option(ht, HttpLoad, name)
+        add_option(ht, HttpLoad, name)
     ka = ht.add_mutually_exclusive_group()
     ka.add_argument("--keepalive", dest="keepalive", action="store_true", default=True,
                     help="reuse connections (default)")
     ka.add_argument("--close", dest="keepalive", action="store_false", help="a new connection per request")
-    field_option(ht, HttpLoad, "method")
+    add_option(ht, HttpLoad, "method")
     ht.add_argument("-H", "--header", action="append", default=[], metavar="'NAME: VALUE'", help="add a header")
     for name in ("body", "connect_timeout", "response_timeout"):   # -d --data, --timeout
-        field_option(ht, HttpLoad, name)
+        add_option(ht, HttpLoad, name)
     ht.add_argument("--interval", default="1s", help="row interval (default 1s)")
     ht.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
     ht.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet")
 
+
+def _http_serve_parser(sub) -> None:
     hs = sub.add_parser("http-serve", help="perfkit's own HTTP server: a fixed response to every request")
     for name in ("host", "port", "size", "duration", "connections"):
-        field_option(hs, HttpServe, name)
+        add_option(hs, HttpServe, name)
     hs.add_argument("--interval", default="1s", help="row interval (default 1s)")
     hs.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
 
@@ -313,6 +316,7 @@ def serve_from_args(a) -> HttpServe:
     return HttpServe(host=a.host, port=a.port, size=a.size, duration=a.duration, connections=a.connections)
 
 
+CLI_PARSERS = {"http": _http_parser, "http-serve": _http_serve_parser}   # command -> adds its parser to subparsers
 CLI_SPECS = {"http": load_from_args, "http-serve": serve_from_args}   # command -> its spec from parsed args
 
 
