@@ -4,10 +4,10 @@ line and the checks need to know about it.
     size: int = opt(64, help="frame bytes", unit="bytes", lo=64, hi=9018)
 
 opt() returns a dataclasses.field whose metadata holds a Meta; meta(), spec_fields() and
-help_text() read it back. The panel (perfkit.ui.panel) builds its form from them, the
-command line its options for spec fields (add_option, from the kinds' parsers), and check_declared() applies the
-range and choices checks they declare (a spec's __post_init__ calls it; checks that need
-more stay in the spec).
+help_text() read it back. The panel (perfkit.ui.panel) builds its form from them (the
+advanced fields folded away), the command line its options for spec fields (add_option,
+from the kinds' parsers), and check_declared() applies the range and choices checks they
+declare (a spec's __post_init__ calls it; checks that need more stay in the spec).
 """
 from __future__ import annotations
 
@@ -33,6 +33,9 @@ class Meta:
     check        False: the spec checks lo/hi or choices itself (another parse or message)
     flag, short  the command line's option for it (--peer-ip, -m; default --NAME with - for _)
     cli_help     its help on the command line where that says more (other flags, its default)
+    advanced     a tuning knob (buffers, batches, timeouts, CPU pinning...), not what the test is,
+                 where it goes, how long or how much: the panel folds it under "Advanced" and
+                 perfkit's help lists it under "advanced options"
     """
     help: str
     unit: str = ""
@@ -46,6 +49,7 @@ class Meta:
     flag: str | None = None
     short: str | None = None
     cli_help: str | None = None
+    advanced: bool = False
 
     @property
     def bounds(self) -> tuple[int, int] | None:
@@ -60,14 +64,16 @@ class Meta:
 def opt(default=MISSING, *, help: str, unit: str = "", lo: int | None = None, hi: int | None = None,
         range_text: str = "", choices=None, suggestions=None, widget: str | None = None,
         check: bool = True, flag: str | None = None, short: str | None = None,
-        cli_help: str | None = None, repr: bool = True, compare: bool = True) -> dataclasses.Field:
+        cli_help: str | None = None, advanced: bool = False, repr: bool = True,
+        compare: bool = True) -> dataclasses.Field:
     """A dataclass field with its metadata (see Meta)."""
     if not help or not str(help).strip():
         raise TypeError("opt: every field declares its help")
     if (lo is None) != (hi is None):
         raise TypeError("opt: lo and hi go together")
     m = Meta(str(help), unit, lo, hi, range_text, None if choices is None else tuple(choices),
-             None if suggestions is None else tuple(suggestions), widget, check, flag, short, cli_help)
+             None if suggestions is None else tuple(suggestions), widget, check, flag, short, cli_help,
+             bool(advanced))
     return dataclasses.field(default=default, repr=repr, compare=compare, metadata={KEY: m})
 
 
@@ -99,6 +105,14 @@ def meta(spec_cls, name: str) -> Meta:
 def spec_fields(spec_cls) -> list[tuple[dataclasses.Field, Meta]]:
     """Every field of spec_cls, in order, with its metadata (None where it has none)."""
     return [(f, f.metadata.get(KEY)) for f in dataclasses.fields(spec_cls)]
+
+
+def essential_and_advanced(spec_cls) -> tuple[list[str], list[str]]:
+    """spec_cls's field names in two lists, each in field order: the essentials (what, where,
+    how long, how much) and the advanced ones (tuning knobs)."""
+    pairs = spec_fields(spec_cls)
+    return ([f.name for f, m in pairs if m is None or not m.advanced],
+            [f.name for f, m in pairs if m is not None and m.advanced])
 
 
 def help_text(spec_cls, name: str | None = None):

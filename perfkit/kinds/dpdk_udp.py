@@ -80,16 +80,16 @@ class DpdkFlows(DpdkSpec):
         help=("the destination MAC; None = the peer port's, else ARP for peer_ip (1 s; then "
               "broadcast)"),
         unit="aa:bb:cc:dd:ee:ff; empty: the peer port's, or ARP",
-        cli_help="destination MAC (default: the peer port's, or ARP)")
+        cli_help="destination MAC (default: the peer port's, or ARP)", advanced=True)
     sport: int = opt(
         10000, help="UDP ports", unit="UDP port", lo=1, hi=65535,
-        cli_help="first UDP source port (default 10000)")
+        cli_help="first UDP source port (default 10000)", advanced=True)
     dport: int = opt(
         9, help="UDP ports", unit="UDP port", lo=1, hi=65535,
-        cli_help="UDP destination port (default 9)")
+        cli_help="UDP destination port (default 9)", advanced=True)
     burst: int = opt(
         32, help="frames per rx/tx burst", unit="frames per burst", lo=1, hi=DPDK_MAX_BURST,
-        cli_help="frames per burst (default 32)")
+        cli_help="frames per burst (default 32)", advanced=True)
     netns: str | None = opt(
         None, help="open the ports inside this network namespace (af_packet, tap: a lab host's)",
         unit="/run/netns/NAME",
@@ -97,38 +97,38 @@ class DpdkFlows(DpdkSpec):
     src_ips: int = opt(
         1, help="source addresses ip .. ip + src_ips - 1 (default 1)", unit="addresses",
         range_text=f"1..{DPDK_MAX_IPS}",
-        cli_help="source addresses from --ip (default 1)")
+        cli_help="source addresses from --ip (default 1)", advanced=True)
     dst_ips: int = opt(
         1,
         help=("destination addresses peer_ip .. peer_ip + dst_ips - 1 (default 1; a reverse peer "
               "reflects for all of them)"),
         unit="addresses", range_text=f"1..{DPDK_MAX_IPS}",
-        cli_help="destination addresses from --peer-ip (default 1)")
+        cli_help="destination addresses from --peer-ip (default 1)", advanced=True)
     sports: int | None = opt(
         None, help="source ports sport .. sport + sports - 1 (default: as many as the flows need)",
         unit="ports; empty: as the flows need", range_text="1..65536 - sport",
-        cli_help="source ports from --sport (default: as many as --flows needs)")
+        cli_help="source ports from --sport (default: as many as --flows needs)", advanced=True)
     dports: int = opt(
         1,
         help=("destination ports dport .. dport + dports - 1 (default 1; more when the flows need "
               "more source ports than there are from sport)"),
         unit="ports", range_text="1..65536 - dport",
-        cli_help="destination ports from --dport (default 1)")
+        cli_help="destination ports from --dport (default 1)", advanced=True)
     sizes: tuple | str | None = opt(
         None,
         help=("a size mix instead: 'imix' (64:7,570:4,1518:1), '64,570,1518', '64:7,570:4,...', sent "
               "interleaved as one preallocated pattern; size becomes the mean (rounded)"),
         unit="imix, 64,570,1518 or 64:7,570:4 (size:weight)",
-        cli_help="a frame size mix instead of --size: imix, 64,570,1518 or 64:7,570:4,1518:1")
+        cli_help="a frame size mix instead of --size: imix, 64,570,1518 or 64:7,570:4,1518:1", advanced=True)
     ramp_to: Rate | str | float | None = opt(
         None,
         help=("with rate: the rate rises linearly from rate to ramp_to over ramp_time, then stays "
               "there; paced by the TSC"),
         unit="pps or bit/s; empty: no ramp",
-        cli_help="with --rate: the rate rises from --rate to this (1Mpps, 1Gbps)")
+        cli_help="with --rate: the rate rises from --rate to this (1Mpps, 1Gbps)", advanced=True)
     ramp_time: float | str | None = opt(
         None, help="how long the ramp from rate to ramp_to takes (default: the whole duration)", unit=SECONDS,
-        cli_help="how long the ramp takes (default: --duration)")
+        cli_help="how long the ramp takes (default: --duration)", advanced=True)
     cores: int = opt(
         1,
         help=("lcores (worker threads) per side, each with its own queue of the port(s), mempool "
@@ -136,21 +136,21 @@ class DpdkFlows(DpdkSpec):
               "fed by RSS where the PMD has it; a ring pair, net_ring and memif join tx queue q to rx"
               " queue q"),
         unit="lcores (worker threads) per side", range_text=f"1..{DPDK_MAX_QUEUES}, at most flows",
-        cli_help="lcores per side, one port queue each (default 1)")
+        cli_help="lcores per side, one port queue each (default 1)", advanced=True)
     probe_rate: Rate | str | float | None = opt(
         None,
         help=("a low-rate latency probe stream beside the load (100pps; None = none): probe frames "
               "are flagged in the payload and get their own histogram (summary: probe_lat_p50_us "
               "...); they count in the frames and the loss"),
-        cli_help="a latency probe stream beside the load: 100pps, 1kpps (default none)")
+        cli_help="a latency probe stream beside the load: 100pps, 1kpps (default none)", advanced=True)
     probe_size: int = opt(
         128, help="probe frame bytes, FCS counted (70..1518, default 128)",
-        cli_help="probe frame bytes with FCS (default 128)")
+        cli_help="probe frame bytes with FCS (default 128)", advanced=True)
     bidirectional: bool = opt(
         False,
         help=("with a peer port (mode rxonly): both ports send and receive, each the same flows and "
               "rate; loss and one-way latency counted at both ends"),
-        cli_help="with --peer: both ports send and receive")
+        cli_help="with --peer: both ports send and receive", advanced=True)
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
@@ -335,17 +335,17 @@ class DpdkReflect(DpdkSpec):
         1024, help="rxonly: flow ids tracked (0 .. flows - 1)", unit="flows", lo=1, hi=DPDK_MAX_FLOWS,
         short="-f",
         cli_help="rxonly: flow ids tracked (default 1024)")
-    burst: int = like(DpdkFlows, "burst")
+    burst: int = like(DpdkFlows, "burst", advanced=True)
     netns: str | None = like(DpdkFlows, "netns")
     ips: int = opt(
         1, help="reverse: reflect UDP for ip .. ip + ips - 1 (a generator's dst_ips)",
-        cli_help="reverse: reflect for this many addresses from --ip (default 1)")
+        cli_help="reverse: reflect for this many addresses from --ip (default 1)", advanced=True)
     cores: int = opt(
         1,
         help=("lcores, one queue of the port each (the generator's side needs as many). forward: 1 = "
               "one lcore for both directions; 2N = one lcore per direction and queue, N queues on "
               "each port"),
-        unit="lcores (worker threads) per side")
+        unit="lcores (worker threads) per side", advanced=True)
     peer: str | None = opt(
         None, help="forward: the second port",
         cli_help="forward: the second port (frames go from --port to --peer and back)")
@@ -354,10 +354,10 @@ class DpdkReflect(DpdkSpec):
         help=("forward: frames leaving port get this destination MAC and port's own MAC as source "
               "(the next hop's; None = untouched)"),
         unit="aa:bb:cc:dd:ee:ff; empty: the peer port's, or ARP",
-        cli_help="forward: the next hop's MAC for frames leaving --port (default: frames untouched)")
+        cli_help="forward: the next hop's MAC for frames leaving --port (default: frames untouched)", advanced=True)
     peer_dst_mac: str | None = opt(
         None, help="forward: the same for frames leaving peer",
-        cli_help="forward: the next hop's MAC for frames leaving --peer")
+        cli_help="forward: the next hop's MAC for frames leaving --peer", advanced=True)
 
     MODES: ClassVar[tuple] = DPDK_REFLECT_MODES
 

@@ -58,45 +58,46 @@ class _SocketTest(Serial):
               "KiB of them)"),
         unit="messages per call", lo=1, hi=MAX_BATCH,
         cli_help=("datagrams per sendmmsg/recvmmsg; tcp_bw: writes per sendmmsg, at most 16 KiB of them (default "
-                  "32)"))
+                  "32)"), advanced=True)
     gso: int | None = opt(
         None,
         help=("udp_bw: datagrams per UDP GSO send (the kernel cuts them; each arrives alone); 0 = "
               "off, plain sendmmsg with one datagram per message; None = 8 on loopback (fewer if 8 "
               "would pass 65507 B), off on a lab path"),
         unit="datagrams per send", lo=0, hi=MAX_GSO,
-        cli_help="udp_bw: datagrams per UDP GSO send, 0 = off (default: 8 on loopback, off in a lab)")
+        cli_help="udp_bw: datagrams per UDP GSO send, 0 = off (default: 8 on loopback, off in a lab)", advanced=True)
     busy_poll: bool | None = opt(
         None,
         help=("spin on the socket before sleeping: both ends of a latency test (up to 1 ms) and a "
               "bandwidth test's receiving end (50 us); False = never (a latency test then measures as"
               " qperf, whose ends sleep); None = where the end is pinned (loc/rem_cpu_affinity): "
               "either end of a latency test (on two CPUs; True with both on one is refused), a udp_bw"
-              " receiver in a lab (off loopback), a tcp_bw reader of messages of 16 KiB or more"))
+              " receiver in a lab (off loopback), a tcp_bw reader of messages of 16 KiB or more"), advanced=True)
     loc_cpu_affinity: int | str | None = opt(
         None,
         help=('pin the sending (pinging) end\'s thread to this CPU, as qperf\'s -lca; None or "any" = '
               "where the scheduler puts it"),
-        unit="CPU number; empty: any")
+        unit="CPU number; empty: any", advanced=True)
     rem_cpu_affinity: int | str | None = opt(
-        None, help="the same for the receiving (answering) end, as qperf's -rca", unit="CPU number; empty: any")
+        None, help="the same for the receiving (answering) end, as qperf's -rca", unit="CPU number; empty: any",
+        advanced=True)
     messages: int | None = opt(
         None,
         help=("end once the sender has sent this many messages (latency tests: round trips), as "
               "qperf's -n; duration still bounds the test. None = no count"),
-        unit="messages (latency: round trips); empty: until the duration ends")
+        unit="messages (latency: round trips); empty: until the duration ends", advanced=True)
     loc_sock_buf_size: int | str | None = opt(
         None,
         help=("SO_SNDBUF and SO_RCVBUF bytes of the sending (pinging) end's socket, as qperf's -lsb; "
               "None = the kernel's autotuning on a TCP sender or pinger, 8 MiB on UDP sockets"),
-        unit="bytes (64K); empty: perfkit's default")
+        unit="bytes (64K); empty: perfkit's default", advanced=True)
     rem_sock_buf_size: int | str | None = opt(
         None, help="the same for the receiving (answering) end, as qperf's -rsb; None = 8 MiB",
-        unit="bytes (64K); empty: perfkit's default")
+        unit="bytes (64K); empty: perfkit's default", advanced=True)
     access_recv: bool = opt(
         False,
         help=("read every byte received, at both ends, as an application would (qperf's -ar); the "
-              "summary's bytes_read counts them. False = the data is not looked at"))
+              "summary's bytes_read counts them. False = the data is not looked at"), advanced=True)
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
@@ -243,11 +244,11 @@ class RemoteTest(_SocketTest):
     flip: bool = opt(
         False, help="the server sends (pings) and this host receives (answers), as qperf -f1",
         short="-f1",
-        cli_help="the server sends (pings) and this host receives (answers), as qperf -f1")
+        cli_help="the server sends (pings) and this host receives (answers), as qperf -f1", advanced=True)
     wait_server: float | str = opt(
         WAIT_SERVER_S, help="keep trying a server that is not listening yet this long, as qperf -ws",
         short="-ws",
-        cli_help="keep trying a server that is not listening yet this long, as qperf -ws (default 5s)")
+        cli_help="keep trying a server that is not listening yet this long, as qperf -ws (default 5s)", advanced=True)
     ip_port: int = opt(
         0,
         help=("the data port: where the server listens or receives (flipped UDP: this host); 0 = any,"
@@ -255,11 +256,13 @@ class RemoteTest(_SocketTest):
         lo=0, hi=65535,
         short="-ip",
         cli_help=("the data port, as qperf -ip: where the server listens or receives (flipped UDP: where this host "
-                  "receives); default any free port"))
+                  "receives); default any free port"), advanced=True)
     loc_timeout: float | str = opt(
-        CONTROL_TIMEOUT_S, help="wait this long for the server's answer to a control request, as qperf -lto")
+        CONTROL_TIMEOUT_S, help="wait this long for the server's answer to a control request, as qperf -lto",
+        advanced=True)
     rem_timeout: float | str = opt(
-        CONTROL_TIMEOUT_S, help="the server waits this long for this host's next control message, as qperf -rto")
+        CONTROL_TIMEOUT_S, help="the server waits this long for this host's next control message, as qperf -rto",
+        advanced=True)
 
     def __post_init__(self):
         super().__post_init__()

@@ -29,6 +29,7 @@ class FieldUI:
     range: str = ""      # 'lo..hi' as shown
     bounds: tuple | None = None   # (lo, hi) where the range is two numbers
     help: str = ""
+    advanced: bool = False   # a tuning knob: its row is folded under "Advanced"
 
 
 def text_value(value, name: str, seconds: bool = False) -> str:

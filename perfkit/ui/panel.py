@@ -5,7 +5,9 @@ declares (perfkit.fields): a dropdown where it declares choices (test, mode, met
 text box with suggestions for DPDK ports, a checkbox for booleans, an integer box for plain
 ints, a password box for the token, and a text box for everything that takes units
 (size 64K, rate 1.5Mpps, duration 10s). Next to each input: its unit, its range and its
-default, and its help line, all as the field declares them. The spec is built on every
+default, and its help line, all as the field declares them. The essential fields come
+first; the advanced ones (tuning knobs, perfkit.fields' advanced=True) are folded in a
+closed "Advanced" section, opened when one of them is in error. The spec is built on every
 change; its ValueError is shown under the form, the field's label turns red, and Start
 stays disabled until the input is valid, so nothing native starts on a bad value. An
 engine that is not available here (perfkit.engines()) disables Start the same way.
@@ -143,7 +145,7 @@ def form_fields(spec_cls, choices: dict | None = None) -> list[FieldUI]:
             kind = "int"
         else:
             kind = "text"
-        out.append(FieldUI(f.name, kind, default, tuple(opts or ()), m.unit, m.range, m.bounds, m.help))
+        out.append(FieldUI(f.name, kind, default, tuple(opts or ()), m.unit, m.range, m.bounds, m.help, m.advanced))
     return out
 
 
@@ -211,6 +213,7 @@ class Panel:
         self.engine = engine
         self.form = form_fields(spec_cls, choices)
         self._seconds = {fu.name for fu in self.form if fu.unit == SECONDS}   # shown as 10s
+        self._advanced = {fu.name for fu in self.form if fu.advanced}         # folded under "Advanced"
         self.fields = dataclasses.fields(spec_cls)
         self.engine_name = engine or _kinds.lookup(spec_cls, "ENGINE", "socket")
         self._dpdk = self.engine_name in ("dpdk", "dpdk_tcp")
@@ -220,7 +223,8 @@ class Panel:
         self._task_rows(w)
         self._buttons(w)
         self.widget = w.VBox([self._title(w), *self._kind_rows(w), *([self.task_box] if self.task_box else []),
-                              *rows, *([self.eal_box] if self._dpdk else []), *self.sections.values(),
+                              *rows, *([self.advanced_box] if self.advanced_box is not None else []),
+                              *([self.eal_box] if self._dpdk else []), *self.sections.values(),
                               self.message, w.HBox([self.start_button, self.stop_button, *self._extra, self.status]),
                               self.info, self.output])
         if values:
@@ -265,14 +269,20 @@ class Panel:
         self._stop_event: threading.Event | None = None
 
     def _form_rows(self, w, start_from) -> list:
-        """A row per spec field (its value from start_from, an instance, or the default)."""
-        rows = []
+        """A row per spec field (its value from start_from, an instance, or the default): the
+        essential fields' rows, returned; the advanced fields' (perfkit.fields: tuning knobs)
+        folded in self.advanced_box, a closed Accordion titled "Advanced" (None if none)."""
+        rows, advanced = [], []
         for fu in self.form:
             value = getattr(start_from, fu.name) if start_from is not None else fu.default
             self._defaults[fu.name], self._kinds[fu.name] = fu.default, fu.kind
             box, label, unit, row = field_row(w, fu, value, fu.name in self._seconds)
             self.inputs[fu.name], self.labels[fu.name], self.units[fu.name] = box, label, unit
-            rows.append(row)
+            (advanced if fu.advanced else rows).append(row)
+        self.advanced_box = None
+        if advanced:
+            self.advanced_box = w.Accordion(children=[w.VBox(advanced)], selected_index=None)
+            self.advanced_box.set_title(0, "Advanced")
         return rows
 
     def _task_rows(self, w) -> None:
@@ -512,6 +522,8 @@ class Panel:
             bad = {"high": "rate"}.get(bad, bad)     # a search's upper bound is the form's rate
             for name, label in self.labels.items():
                 label.value = label_html(name, name == bad)
+            if self.advanced_box is not None and bad in self._advanced:   # show the field in error
+                self.advanced_box.selected_index = 0
             for task in {self.task, "eal"}:
                 for name, label in self.task_labels.get(task, {}).items():
                     label.value = label_html(name, name == bad)
