@@ -124,8 +124,9 @@ def help_text(spec_cls, name: str | None = None):
 
 def add_option(parser, spec_cls, name: str, **kw):
     """The command-line option for a spec field as the field declares it: its flag and
-    short option, its help and its default; kw: argparse's own (metavar, type), or the
-    default where the command works it out itself (None)."""
+    short option, its help and its default, listed under "advanced options" for an
+    advanced field; kw: argparse's own (metavar, type), or the default where the command
+    works it out itself (None)."""
     f = _field(spec_cls, name)
     m = meta(spec_cls, name)
     flags = [x for x in (m.short, m.flag or "--" + name.replace("_", "-")) if x]
@@ -134,7 +135,19 @@ def add_option(parser, spec_cls, name: str, **kw):
         kw.setdefault("action", "store_true")
     else:
         kw.setdefault("default", f.default)
-    return parser.add_argument(*flags, **kw)
+    return (advanced_group(parser) if m.advanced else parser).add_argument(*flags, **kw)
+
+
+ADVANCED_OPTIONS = "advanced options"
+
+
+def advanced_group(parser):
+    """parser's argument group "advanced options" (made on first use): its help lists the
+    options of advanced fields, and of the tuning knobs a command adds itself, apart."""
+    group = getattr(parser, "perfkit_advanced", None)
+    if group is None:
+        group = parser.perfkit_advanced = parser.add_argument_group(ADVANCED_OPTIONS)
+    return group
 
 
 def whole_number(value, name: str, lo: int, hi: int) -> int:

@@ -256,7 +256,7 @@ def summary_extra(spec, handle, roles) -> dict:
 
 
 # ------------------------------------------------------------------ its commands: perfkit http, http-serve
-from perfkit.fields import add_option  # noqa: E402 (the command-line part of the kind, kept at its end)
+from perfkit.fields import add_option, advanced_group  # noqa: E402 (the command-line part of the kind, kept at its end)
 
 
 def _http_parser(sub) -> None:
@@ -264,15 +264,17 @@ def _http_parser(sub) -> None:
     ht.add_argument("url", nargs="?", help="http://HOST[:PORT]/PATH, HOST an address or a DNS name")
     ht.add_argument("--url-file", metavar="FILE", help="URLs, one a line (# comments): requests go through "
                                                         "them in turn (after URL, if given)")
-    ht.add_argument("--random", action="store_true", help="with several URLs: each request picks one at random")
+    advanced_group(ht).add_argument("--random", action="store_true",   # url_order
+                                    help="with several URLs: each request picks one at random")
     for name in ("lab", "threads", "processes", "users", "duration", "rate", "think", "ramp"):
         add_option(ht, HttpLoad, name)
-    ka = ht.add_mutually_exclusive_group()
+    ka = advanced_group(ht).add_mutually_exclusive_group()   # keepalive
     ka.add_argument("--keepalive", dest="keepalive", action="store_true", default=True,
                     help="reuse connections (default)")
     ka.add_argument("--close", dest="keepalive", action="store_false", help="a new connection per request")
     add_option(ht, HttpLoad, "method")
-    ht.add_argument("-H", "--header", action="append", default=[], metavar="'NAME: VALUE'", help="add a header")
+    advanced_group(ht).add_argument("-H", "--header", action="append", default=[], metavar="'NAME: VALUE'",
+                                    help="add a header")   # headers
     for name in ("body", "connect_timeout", "response_timeout"):   # -d --data, --timeout
         add_option(ht, HttpLoad, name)
     ht.add_argument("--interval", default="1s", help="row interval (default 1s)")

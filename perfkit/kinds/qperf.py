@@ -296,7 +296,7 @@ PANEL_ROWS = {RemoteTest: ("server_control",)}   # the panel's conf, quit and se
 
 # ------------------------------------------------------------------ its commands: perfkit local, perfkit test
 from perfkit import lab  # noqa: E402 (the command-line part of the kind, kept at its end)
-from perfkit.fields import add_option  # noqa: E402
+from perfkit.fields import add_option, advanced_group  # noqa: E402
 
 SEARCH_HELP = ("rate search: the highest rate holding CRITERION, by binary search over trials: "
                "zero-loss (RFC 2544 throughput), pdr:0.1%% (tolerated loss), lat:p99<50us "
@@ -344,11 +344,12 @@ def _test_parser(sub) -> None:
     add_option(tst, RemoteTest, "flows")
     count_option(tst)
     add_option(tst, RemoteTest, "wait_server", metavar="TIME")
-    tst.add_argument("-to", "--timeout", metavar="TIME",
+    adv = advanced_group(tst)   # loc_timeout, rem_timeout
+    adv.add_argument("-to", "--timeout", metavar="TIME",
                      help="both of the below, as qperf -to (default 30s; qperf's is 5s)")
-    tst.add_argument("-lto", "--loc-timeout", metavar="TIME",
+    adv.add_argument("-lto", "--loc-timeout", metavar="TIME",
                      help="wait this long for the server's answer to a control request, as qperf -lto")
-    tst.add_argument("-rto", "--rem-timeout", metavar="TIME",
+    adv.add_argument("-rto", "--rem-timeout", metavar="TIME",
                      help="the server waits this long for this host's next control message, as qperf -rto")
     add_option(tst, RemoteTest, "ip_port", metavar="PORT")
     add_option(tst, RemoteTest, "flip")
@@ -391,14 +392,17 @@ def verbose_options(parser) -> None:
 
 
 def count_option(parser) -> None:
-    parser.add_argument("-n", "--no-msgs", metavar="N",
-                        help="end after N messages (latency tests: round trips), as qperf -n; "
-                             "the time limit still holds (default: no count)")
+    """-n: the messages field (advanced)."""
+    advanced_group(parser).add_argument(
+        "-n", "--no-msgs", metavar="N",
+        help="end after N messages (latency tests: round trips), as qperf -n; "
+             "the time limit still holds (default: no count)")
 
 
 def ends_options(parser, loc: str, rem: str) -> None:
     """qperf's options for each end (CPU affinity, socket buffers, reading the data), with its
-    short names."""
+    short names: advanced fields, so under "advanced options"."""
+    parser = advanced_group(parser)
     parser.add_argument("-lca", "--loc-cpu-affinity", metavar="CPU",
                         help=f"pin {loc} to this CPU, as qperf -lca (default: any)")
     parser.add_argument("-rca", "--rem-cpu-affinity", metavar="CPU",
@@ -416,11 +420,13 @@ def ends_options(parser, loc: str, rem: str) -> None:
 
 
 def busy_poll_option(parser, pinned: str) -> None:
-    parser.add_argument("--busy-poll", nargs="?", const="1", default=None, choices=("0", "1"), metavar="0|1",
-                        help="1: spin on the socket before sleeping (latency tests: both ends, up to 1 ms; "
-                             f"bandwidth tests: the receiving end, 50 us); 0: never, as qperf (default: where pinned, both ends of a "
-                             f"latency test (-lca, -rca: two CPUs); {pinned}: a udp_bw receiver off loopback and a tcp_bw "
-                             "reader of 16 KiB or bigger messages spin)")
+    """--busy-poll: the busy_poll field (advanced)."""
+    advanced_group(parser).add_argument(
+        "--busy-poll", nargs="?", const="1", default=None, choices=("0", "1"), metavar="0|1",
+        help="1: spin on the socket before sleeping (latency tests: both ends, up to 1 ms; "
+             "bandwidth tests: the receiving end, 50 us); 0: never, as qperf (default: where pinned, both ends of "
+             f"a latency test (-lca, -rca: two CPUs); {pinned}: a udp_bw receiver off loopback and a tcp_bw "
+             "reader of 16 KiB or bigger messages spin)")
 
 
 def search_options(parser) -> None:
