@@ -44,7 +44,8 @@ from perfkit.report import conf_text
 from perfkit.run import Run
 from perfkit.ui import charts, points
 from perfkit.ui.dashboard import Dashboard
-from perfkit.ui.form import GREEN, GREY, RED, TRISTATE, FieldUI, field_row, label_html, launch, start_launcher, text_value
+from perfkit.ui.form import (GREEN, GREY, RED, TRISTATE, FieldUI, field_row, label_html, launch, start_launcher,
+                             text_value)
 from perfkit.units import format_si
 
 # Tasks beyond one run, by spec: what Start does (see the module doc); each kind declares its own.
