@@ -286,3 +286,26 @@ def test_json_printers_of_runs_at_once_keep_each_line_whole():
         t.join()
     lines = "".join(out.parts).splitlines()
     assert len(lines) == 402 and all(json.loads(ln) for ln in lines)
+
+
+ADVANCED_FLAGS = {"local": ({"--batch", "--gso", "--busy-poll", "-lca", "-rca", "-ca", "-lsb", "-rsb", "-sb", "-ar",
+                             "-n"}, {"--size", "--rate", "--flows", "--duration", "--host", "--port", "--lab"}),
+                  "test": ({"-n", "-ws", "-to", "-lto", "-rto", "-ip", "-f1", "--gso", "-lsb"},
+                           {"--time", "--msg-size", "--rate", "--port", "--token"}),
+                  "flows": ({"--burst", "--sport", "--dst-mac", "--sizes", "--cores", "--probe-rate"},
+                            {"--port", "--peer", "--mode", "--size", "--rate", "--flows", "--duration", "--netns"}),
+                  "reflect": ({"--burst", "--ips", "--cores", "--dst-mac"}, {"--port", "--mode", "--duration"}),
+                  "http": ({"--think", "--ramp", "--keepalive", "--close", "-H", "--data", "--timeout", "--random",
+                            "--threads", "--processes"}, {"--users", "--duration", "--rate", "--method", "--lab"}),
+                  "http-serve": ({"--connections"}, {"--host", "--port", "--size", "--duration"})}
+
+
+@pytest.mark.parametrize("command", list(ADVANCED_FLAGS))
+def test_help_lists_the_advanced_fields_options_apart(command):
+    import argparse
+    sub = next(a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+    group = next(g for g in sub._action_groups if g.title == "advanced options")
+    advanced = {s for a in group._group_actions for s in a.option_strings}
+    want, essential = ADVANCED_FLAGS[command]
+    assert want <= advanced and not essential & advanced, (want - advanced, essential & advanced)
+    assert "\nadvanced options:\n" in sub.format_help()

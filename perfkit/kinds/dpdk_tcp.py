@@ -98,7 +98,8 @@ class DpdkHttpServer(_IpVersion, DpdkSpec):
     listen: int = opt(
         80, help="TCP ports listen .. listen + listen_num - 1", unit="TCP port", lo=1, hi=65535)
     listen_num: int = opt(
-        1, help="TCP ports listen .. listen + listen_num - 1", unit="TCP ports", range_text="1..65536 - listen")
+        1, help="TCP ports listen .. listen + listen_num - 1", unit="TCP ports", range_text="1..65536 - listen",
+        advanced=True)
     clients: tuple = opt(
         (("198.18.0.1", 1),),
         help=('client address ranges served, ((first, count), ...) or "ADDR+COUNT"; sockets are an '
@@ -113,25 +114,27 @@ class DpdkHttpServer(_IpVersion, DpdkSpec):
         10.0, help="how long to serve", unit=SECONDS, range_text="above 0, at most 24h")
     mss: int = opt(
         1460, help="largest segment sent (the client's MSS option lowers it); IPv6: at most 1440", unit="bytes",
-        lo=536, hi=1460)
+        lo=536, hi=1460, advanced=True)
     tos: int = opt(
-        0, help="IPv4 TOS (IPv6 traffic class) of every packet", unit="IPv4 TOS byte", lo=0, hi=255)
+        0, help="IPv4 TOS (IPv6 traffic class) of every packet", unit="IPv4 TOS byte", lo=0, hi=255, advanced=True)
     vlan: int = opt(
-        0, help="802.1Q VLAN id of every frame (0: untagged); frames of other VLANs are not ours")
+        0, help="802.1Q VLAN id of every frame (0: untagged); frames of other VLANs are not ours", advanced=True)
     tcp_rst: bool = opt(
-        True, help="answer segments for no connection (and SYNs to other ports) with RST")
+        True, help="answer segments for no connection (and SYNs to other ports) with RST", advanced=True)
     retransmit_timeout: float | str = opt(
-        1.0, help="stop-and-wait: resend after this, give up after retries", unit=SECONDS, range_text="1ms..60s")
+        1.0, help="stop-and-wait: resend after this, give up after retries", unit=SECONDS, range_text="1ms..60s",
+        advanced=True)
     retries: int = opt(
-        3, help="stop-and-wait: resend after this, give up after retries", unit="retransmits", lo=0, hi=16)
-    burst: int = like(DpdkFlows, "burst")
+        3, help="stop-and-wait: resend after this, give up after retries", unit="retransmits", lo=0, hi=16,
+        advanced=True)
+    burst: int = like(DpdkFlows, "burst", advanced=True)
     netns: str | None = opt(
         None, help="the DPDK port (as DpdkFlows)", unit="/run/netns/NAME")
     queues: int = opt(
         1,
         help=("workers, one rx/tx queue pair each (dperf's several cpus on a port), each with its own"
               " socket table: a connection must come back on the queue it arrived on (memif and ring "
-              "pairs: queue q to q; NICs: RSS)"))
+              "pairs: queue q to q; NICs: RSS)"), advanced=True)
 
     test = "dpdk_http_server"
     messages_per_second = 0.0
@@ -180,20 +183,21 @@ class DpdkHttpClient(_IpVersion, DpdkSpec):
         None,
         help=("the next hop whose MAC frames go to (ARP; IPv6: Neighbor Discovery); default: the "
               "server"),
-        unit="IPv4 address; empty: the server")
+        unit="IPv4 address; empty: the server", advanced=True)
     gateway_mac: str | None = opt(
-        None, help="skip ARP and use this MAC", unit="aa:bb:cc:dd:ee:ff; empty: ARP")
+        None, help="skip ARP and use this MAC", unit="aa:bb:cc:dd:ee:ff; empty: ARP", advanced=True)
     clients: tuple = opt(
         (("198.18.0.1", 1),), help="source address ranges ((first, count), ...); one range here",
         unit="ADDR+COUNT, ... (198.18.0.1+4)", widget="ranges")
     lport_range: tuple = opt(
-        (1024, 65535), help="(first, last) client TCP ports", unit="FIRST-LAST (1024-65535)", widget="pair")
+        (1024, 65535), help="(first, last) client TCP ports", unit="FIRST-LAST (1024-65535)", widget="pair",
+        advanced=True)
     server: str = opt(
         "198.18.0.2", help="where connections go", unit="IPv4 address")
     listen: int = opt(
         80, help="where connections go", unit="TCP port", lo=1, hi=65535)
     listen_num: int = opt(
-        1, help="where connections go", unit="TCP ports", range_text="1..65536 - listen")
+        1, help="where connections go", unit="TCP ports", range_text="1..65536 - listen", advanced=True)
     duration: float | str = opt(
         10.0, help="how long to load", unit=SECONDS, range_text="above 0, at most 24h")
     cps: float | str = opt(
@@ -207,17 +211,17 @@ class DpdkHttpClient(_IpVersion, DpdkSpec):
         unit="seconds between requests; 0: one request per connection", range_text="0..1h")
     keepalive_requests: int = opt(
         0, help="requests per connection before it closes (0: until the end)", unit="requests; 0: until the end",
-        lo=0, hi=1073741824)
+        lo=0, hi=1073741824, advanced=True)
     launch_num: int = opt(
         4, help="connections opened together; cps is reached in launches of this many",
-        unit="connections per launch", lo=1, hi=DPDK_MAX_BURST)
+        unit="connections per launch", lo=1, hi=DPDK_MAX_BURST, advanced=True)
     slow_start: float | str = opt(
         0.0, help="seconds over which cps rises to its target; wait: seconds before starting", unit=SECONDS,
-        range_text="0..600s")
+        range_text="0..600s", advanced=True)
     wait: float | str = opt(
-        0.0, help="seconds before starting", unit=SECONDS, range_text="0..600s")
+        0.0, help="seconds before starting", unit=SECONDS, range_text="0..600s", advanced=True)
     http_host: str = opt(
-        "perfkit", help="the request (GET; POST carries payload_size bytes)", unit="Host header")
+        "perfkit", help="the request (GET; POST carries payload_size bytes)", unit="Host header", advanced=True)
     http_path: str = opt(
         "/", help="the request (GET; POST carries payload_size bytes)", unit="/PATH")
     http_method: str = opt(
@@ -227,24 +231,24 @@ class DpdkHttpClient(_IpVersion, DpdkSpec):
         0, help="POST body bytes", unit="POST body bytes", lo=0, hi=1 << 20,
         check=False)   # a size with units: _check_tcp_common
     fast_close: bool = opt(
-        False, help="close with RST instead of FIN")
-    mss: int = like(DpdkHttpServer, "mss")
-    tos: int = like(DpdkHttpServer, "tos")
-    vlan: int = like(DpdkHttpServer, "vlan")
-    tcp_rst: bool = like(DpdkHttpServer, "tcp_rst")
-    retransmit_timeout: float | str = like(DpdkHttpServer, "retransmit_timeout")
-    retries: int = like(DpdkHttpServer, "retries")
-    burst: int = like(DpdkHttpServer, "burst")
+        False, help="close with RST instead of FIN", advanced=True)
+    mss: int = like(DpdkHttpServer, "mss", advanced=True)
+    tos: int = like(DpdkHttpServer, "tos", advanced=True)
+    vlan: int = like(DpdkHttpServer, "vlan", advanced=True)
+    tcp_rst: bool = like(DpdkHttpServer, "tcp_rst", advanced=True)
+    retransmit_timeout: float | str = like(DpdkHttpServer, "retransmit_timeout", advanced=True)
+    retries: int = like(DpdkHttpServer, "retries", advanced=True)
+    burst: int = like(DpdkHttpServer, "burst", advanced=True)
     netns: str | None = opt(
         None, help="the DPDK port", unit="/run/netns/NAME")
     flood: bool = opt(
         False,
         help=("SYN flood: only the first packet of each connection (a SYN at cps), no sockets kept; "
-              "SYN-ACKs that come back are answered with RST (tcp_rst)"))
+              "SYN-ACKs that come back are answered with RST (tcp_rst)"), advanced=True)
     queues: int = opt(
         1,
         help=("workers, one rx/tx queue pair each; worker k takes slice k of lport_range and "
-              "cps/queues, cc/queues (its own sockets: nothing shared between them)"))
+              "cps/queues, cc/queues (its own sockets: nothing shared between them)"), advanced=True)
 
     test = "dpdk_http_client"
 
@@ -358,3 +362,28 @@ TITLE = {DpdkHttpClient: lambda spec: (f"dpdk http client {spec.port} → {spec.
 LAYOUT = {DpdkHttpServer: "dpdk_tcp", DpdkHttpClient: "dpdk_tcp"}   # perfkit.ui.charts.LAYOUTS
 TASKS = {DpdkHttpServer: ("run",), DpdkHttpClient: ("run",)}             # the panel's tasks
 PANEL_ROWS = {DpdkHttpServer: ("dperf_conf",), DpdkHttpClient: ("dperf_conf",)}   # a dperf conf loader
+
+
+# ------------------------------------------------------------------ its command: perfkit dperf
+def _dperf_parser(sub) -> None:
+    dp = sub.add_parser("dperf", help="run dperf configuration files on perfkit's DPDK TCP")
+    dp.add_argument("-c", "--conf", required=True, action="append", metavar="FILE.conf",
+                    help="dperf's configuration file; give a server and a client conf to run both "
+                         "in this process (over a ring:NAME:0|1 pair)")
+    dp.add_argument("--netns", help="open the port in this network namespace (af_packet: a lab host's)")
+    dp.add_argument("--mem", default=512, help="EAL memory in MB (default 512)")
+    dp.add_argument("--hugepages", default="auto", help="auto, on or off (default auto)")
+    dp.add_argument("--cpus", help="pin the workers to these CPUs (the conf's cpu line is not used)")
+    dp.add_argument("--log-level", default="error", help="DPDK log level on stderr (default error)")
+    dp.add_argument("--interval", default="1s", help="row interval (default 1s)")
+    dp.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
+    dp.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet (one conf)")
+
+
+def dperf_header(mode: str, path: str, spec) -> str:
+    """perfkit dperf's line for each conf as its run starts."""
+    return f"perfkit dperf: {mode} from {path} on {spec.port} ({spec.ip}) for {spec.duration:g} s (dpdk_tcp engine)"
+
+
+# command -> adds its parser to subparsers; its specs come from dperf's files (perfkit.dperf.load)
+CLI_PARSERS = {"dperf": _dperf_parser}
