@@ -46,7 +46,7 @@ def _closed_by_peer(sock: socket.socket, within: float) -> bool:
 
 
 def test_idle_and_dripping_strangers_cost_no_thread_and_do_not_starve_a_client():
-    """200 silent connections and 20 that send a byte every 0.3 s: the server holds no thread
+    """200 silent connections and 20 that send a hello a byte every 0.3 s: the server holds no thread
     for them, drops each at its handshake deadline, and a legitimate test runs meanwhile."""
     with serving(handshake_s=1.5) as srv:
         threads_before = threading.active_count()
@@ -54,14 +54,19 @@ def test_idle_and_dripping_strangers_cost_no_thread_and_do_not_starve_a_client()
         drip = [_connect(srv.port) for _ in range(20)]
         stop = threading.Event()
 
+        hello = json.dumps({"v": PROTOCOL, "op": "hello", "pad": "x" * 40}).encode()
+        hello = struct.pack("!I", len(hello)) + hello   # a real hello, a byte at a time: 17 s of it
+
         def dripper():
             deadline = time.monotonic() + 6   # bounded, whatever happens
+            k = 0
             while not stop.is_set() and time.monotonic() < deadline:
                 for s in drip:
                     try:
-                        s.send(b"\x00")
+                        s.send(hello[k:k + 1])
                     except OSError:
                         pass
+                k += 1
                 time.sleep(0.3)
         t = threading.Thread(target=dripper, daemon=True)
         t.start()
