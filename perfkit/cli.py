@@ -14,6 +14,7 @@ import ipaddress
 import json
 import os
 import sys
+import tempfile
 import time
 from urllib.parse import urlsplit
 
@@ -136,12 +137,11 @@ def _run_printed(spec, a, line) -> int:
         printer.summary(run.summary)
     else:
         print(summary_text(run.summary))
-    if getattr(a, "save", None):
-        run.save(a.save)
+    saved = save_or_fallback(run, a.save) if getattr(a, "save", None) else True
     if run.error:
         print(f"perfkit: error: {run.error}", file=sys.stderr)
         return 1
-    return 130 if interrupted else 0
+    return 1 if not saved else 130 if interrupted else 0
 
 
 def _say_target(written, address) -> None:
@@ -345,12 +345,11 @@ def _run_done(a, run, printer, interrupted, text: str) -> int:
         printer.summary(run.summary)
     else:
         print(text)
-    if a.save:
-        run.save(a.save)
+    saved = save_or_fallback(run, a.save) if a.save else True
     if run.error:
         print(f"perfkit: error: {run.error}", file=sys.stderr)
         return 1
-    return 130 if interrupted else 0
+    return 1 if not saved else 130 if interrupted else 0
 
 
 def _flows(a) -> int:
@@ -392,6 +391,36 @@ def _engines(a) -> int:
     return 0
 
 
+def check_save_path(path: str) -> None:
+    """-o FILE: a folder that exists and may be written, and not itself a folder; ValueError otherwise."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise ValueError(f"save: {path} is a folder; name a file in it (FILE.parquet)")
+    if not os.path.isdir(folder):
+        raise ValueError(f"save: {folder}: no such folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"save: {folder}: this user may not write there")
+
+
+def save_or_fallback(run, path: str) -> bool:
+    """run.save(path); if that fails after all (disk full, the folder gone), the run goes to a
+    file of its own in the temporary folder, named on stderr. False when path was not written."""
+    try:
+        run.save(path)
+        return True
+    except (OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    fd, fallback = tempfile.mkstemp(prefix="perfkit-run-", suffix=".parquet")
+    os.close(fd)
+    try:
+        run.save(fallback)
+        print(f"perfkit: save: cannot write {path} ({why}); the run is saved in {fallback}", file=sys.stderr)
+    except (OSError, ValueError) as exc2:
+        print(f"perfkit: save: cannot write {path} ({why}) nor {fallback} ({exc2}); the summary above is "
+              "all that is left", file=sys.stderr)
+    return False
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = _parser()
@@ -403,6 +432,8 @@ def main(argv=None) -> int:
     if a.command not in COMMANDS:
         return 2
     try:
+        if getattr(a, "save", None):
+            check_save_path(a.save)   # before the run: a measurement is not made only to be lost
         return COMMANDS[a.command](a)
     except ValueError as exc:
         print(f"perfkit: {exc}", file=sys.stderr)
@@ -488,8 +519,8 @@ def _dperf(a) -> int:
         if r.error:
             print(f"perfkit: error: {a.conf[i]}: {r.error}", file=sys.stderr)
             status = 1
-    if a.save:
-        runs[0].save(a.save)
+    if a.save and not save_or_fallback(runs[0], a.save):
+        status = status or 1
     return status
 
 

@@ -5,6 +5,7 @@ qperf-style summary. --json: one object per row, then {"summary": {...}}.
 Bad input: exit 2, exactly one line on stderr, and nothing native starts.
 """
 import json
+import os
 import re
 import socket
 import subprocess
@@ -309,3 +310,43 @@ def test_help_lists_the_advanced_fields_options_apart(command):
     want, essential = ADVANCED_FLAGS[command]
     assert want <= advanced and not essential & advanced, (want - advanced, essential & advanced)
     assert "\nadvanced options:\n" in sub.format_help()
+
+
+def _perfkit_cli(*args, timeout=60):
+    return subprocess.run([sys.executable, "-P", "-m", "perfkit", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_save_path_is_checked_before_the_run(tmp_path):
+    for path, words in ((tmp_path / "no" / "run.parquet", f"{tmp_path / 'no'}: no such folder"),
+                        (tmp_path, f"{tmp_path} is a folder; name a file in it (FILE.parquet)")):
+        out = _perfkit_cli("local", "udp_lat", "-t", "0.2", "-o", str(path))
+        assert out.returncode == 2 and out.stdout == "", out
+        assert out.stderr == f"perfkit: save: {words}\n"
+
+
+def test_a_run_whose_save_fails_is_kept_in_a_fallback_file(tmp_path):
+    """The folder passes the check at the start and is gone when the run ends: the run
+    lands in a fallback file named on stderr, and loads with the summary printed."""
+    folder = tmp_path / "gone"
+    folder.mkdir()
+    p = subprocess.Popen([sys.executable, "-P", "-m", "perfkit", "local", "udp_lat", "-t", "1.5", "--interval", "0.2",
+                          "--json", "-o", str(folder / "run.parquet")], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        first = p.stdout.readline()   # the first row: the run has started, the check is behind it
+        assert first.startswith("{"), first
+        folder.rmdir()
+        rest, err = p.communicate(timeout=60)
+    finally:
+        p.kill()
+    assert p.returncode == 1, (rest, err)
+    m = re.fullmatch(rf"perfkit: save: cannot write {folder}/run.parquet \(No such file or directory\); "
+                     r"the run is saved in (/\S+\.parquet)\n", err)
+    assert m, err
+    try:
+        summary = json.loads(rest.splitlines()[-1])["summary"]
+        kept = perfkit.load(m.group(1))
+        assert kept.summary["lat_count"] == summary["lat_count"] > 0
+    finally:
+        os.unlink(m.group(1))
