@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 from perfkit.fields import SECONDS, check_declared, opt, whole_number
+from perfkit.lab import Lab
 from perfkit.spec import (HTTP_METHODS, LAB_NAME, MAX_DURATION_S, MAX_RATE_PPS, MAX_RESPONSE, MAX_URLS,
                           MAX_USERS, Serial, URL_ORDERS, check_target, parse_url, split_url)
 from perfkit.units import Rate, parse_duration, parse_rate, parse_size
@@ -235,6 +236,47 @@ class HttpServe(Serial):
 # ------------------------------------------------------------------ the kind
 SPECS = (HttpLoad, HttpServe)
 ENGINE = {HttpLoad: "socket", HttpServe: "socket"}   # when perfkit.Run is given none
+# the counter groups (perfkit.stats.GROUPS) HTTP load and the HTTP server write
+COUNTER_GROUPS = ("traffic", "sock", "http", "latency", "cpu")
+
+
+
+def plan(spec) -> dict:
+    """The socket engine's plan (perfkit.engines.socket): the HTTP server's one worker, or
+    HTTP load's client workers, over child processes when processes > 1 (each its own
+    open-file limit)."""
+    workers = http_workers(spec)
+    out = {"engine": "socket", "spec": type(spec).__name__}
+    if isinstance(spec, HttpLoad) and spec.processes > 1:
+        t = spec.threads
+        return {**out, "handle": "process", "fd_field": "users",
+                "groups": [workers[k * t:(k + 1) * t] for k in range(spec.processes)]}
+    return {**out, "handle": "sock", "workers": workers,
+            "fd_limit": (getattr(spec, "users", 0) + getattr(spec, "connections", 0),
+                         "users" if isinstance(spec, HttpLoad) else "connections")}
+
+
+def http_workers(spec) -> list[dict]:
+    """HttpLoad: one client worker with every virtual user; HttpServe: one server."""
+    if isinstance(spec, HttpServe):
+        return [{"role": "http_server", "local": (spec.host, spec.port), "size": 1,
+                 "duration": spec.duration, "users": spec.connections, "blob": spec.response_bytes()}]
+    host, port = spec.target()
+    where = {}
+    if spec.lab is not None:  # the client works in the lab's first host
+        try:
+            where["netns"] = Lab.attach(spec.lab).hosts[0].netns_path
+        except ValueError:
+            raise ValueError(f"lab: no lab {spec.lab!r} is up (perfkit lab up; perfkit lab status)") from None
+    n = spec.threads * spec.processes  # users and rate split evenly; user_base keeps source addresses global
+    sizes = [spec.users // n + (1 if i < spec.users % n else 0) for i in range(n)]
+    return [{**where, "role": "http_client", "local": ("::" if ":" in host else "0.0.0.0", 0), "remote": (host, port),
+             "size": 1, "duration": spec.duration, "users": sizes[i], "user_base": sum(sizes[:i]),
+             "rate": spec.messages_per_second * sizes[i] / spec.users,
+             "keepalive": spec.keepalive, "think": spec.think, "ramp": spec.ramp,
+             "connect_timeout": spec.connect_timeout, "response_timeout": spec.response_timeout,
+             "blob": spec.request_bytes(), "url_random": spec.url_order == "random",
+             "tls": spec.tls} for i in range(n)]
 
 
 def summary_extra(spec, handle, roles) -> dict:
