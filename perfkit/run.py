@@ -216,7 +216,7 @@ class Run:
             self.histogram = hist
             self.summary = summarize(getattr(self.spec, "test", type(self.spec).__name__),
                                      merge_counters(workers), hist, workers, self.roles,
-                                     getattr(self.spec, "size", 0))
+                                     getattr(self.spec, "size", 0), kinds.summary_figures(self.spec))
             self.summary["engine"] = self.engine_name
             extra = getattr(self._handle, "summary_extra", None)  # engine-specific fields
             if extra is not None:

@@ -2,9 +2,10 @@
 the engine that runs it when none is named (ENGINE), its dashboard charts (LAYOUT: a name in
 perfkit.ui.charts.LAYOUTS, or one of the kind's own LAYOUTS), its panel tasks (TASKS) and the
 panel rows beyond its fields (PANEL_ROWS), the dashboard title's parts (TITLE, or the first
-part only: TITLE_HEAD); and a kind may add figures to a run's summary (summary_extra). A kind
-turns a spec into its engine's plan (plan(spec): plain data, perfkit.engines.handle) and says
-which counter groups its runs write (COUNTER_GROUPS, or counter_groups(spec)).
+part only: TITLE_HEAD); and a kind may add figures to a run's summary (summary_extra; from the
+counter totals, in summarize's order: SUMMARY). A kind turns a spec into its engine's plan
+(plan(spec): plain data, perfkit.engines.handle) and says which counter groups its runs write
+(COUNTER_GROUPS, or counter_groups(spec)).
 
 KINDS is the registry: a new kind is one new module here plus one line in KINDS. The faces
 (run, charts, panel, stats, CLI) ask kind_of(spec) instead of testing spec classes.
@@ -90,6 +91,12 @@ def counter_groups(spec_obj) -> tuple[str, ...] | None:
     return tuple(groups) if groups is not None else None
 
 
+def summary_figures(spec_obj):
+    """The kind's figures from a run's counter totals (its SUMMARY, by spec class:
+    fn(totals, summary) -> dict, which perfkit.stats.summarize places after latency), or None."""
+    return lookup(spec_obj, "SUMMARY")
+
+
 def from_dict(d: dict):
     """Any spec from its to_dict() form."""
     kind = d.get("kind", "LocalTest")
@@ -110,4 +117,4 @@ for _name, _value in {**SPECS, "SPECS": SPECS, "from_dict": from_dict, "from_dpe
 
 __all__ = ["KINDS", "SPECS", "DpdkFlows", "DpdkHttpClient", "DpdkHttpServer", "DpdkReflect", "HttpLoad", "HttpServe",
            "LocalTest", "RemoteTest", "SocketReflect", "counter_groups", "for_spec_class", "from_dict", "from_dperf", "kind_of",
-           "lookup", "plan", "summary_extra"]
+           "lookup", "plan", "summary_extra", "summary_figures"]

@@ -240,6 +240,22 @@ ENGINE = {HttpLoad: "socket", HttpServe: "socket"}   # when perfkit.Run is given
 COUNTER_GROUPS = ("traffic", "sock", "http", "latency", "cpu")
 
 
+def load_figures(t: dict, summary: dict) -> dict:
+    """HTTP load's summary in nGrinder's terms (TPS, mean test time, error rate) and its
+    counts, from the run's counter totals t; the rates over the senders' active time."""
+    active_s = summary["duration_s"]
+    out = {"tps": t["http_resp"] / active_s if active_s > 0 else 0.0,
+           "requests": t["http_req"], "responses": t["http_resp"],
+           "mean_test_time_ms": summary["lat_mean_us"] / 1000 if summary["lat_mean_us"] is not None else None,
+           "error_rate_pct": 100.0 * t["http_err"] / t["http_req"] if t["http_req"] else None}
+    for k in ("http_2xx", "http_3xx", "http_4xx", "http_5xx", "http_err", "err_connect", "err_timeout",
+              "err_reset", "err_read", "sock_open", "err_tls", "http_cut"):
+        out[k] = t[k]
+    return out
+
+
+SUMMARY = {HttpLoad: load_figures}   # perfkit.stats.summarize's figures from the counter totals
+
 
 def plan(spec) -> dict:
     """The socket engine's plan (perfkit.engines.socket): the HTTP server's one worker, or
