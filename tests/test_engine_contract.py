@@ -170,20 +170,13 @@ def test_stop_from_another_thread_ends_the_run(kind, request):
         assert _in_thread(h.error) is None
 
 
-@pytest.mark.parametrize("kind", _kinds({
-    "process": "ProcessHandle.close() blocks while another thread waits in join(): join() holds "
-               "each child's pipe lock until that child's run ends, so close() can neither stop "
-               "nor close it until then (and a join() after close() returns None, not 'closed')",
-}))
+@pytest.mark.parametrize("kind", _kinds())
 def test_close_while_another_thread_joins(kind, request):
     with _made(kind, request) as h:
         close_while_another_thread_joins(h, within=SOON)
 
 
-@pytest.mark.parametrize("kind", _kinds({
-    "process": "ProcessHandle.snapshot() after close() returns [] (close() drops its "
-               "children) instead of raising EngineError('... closed')",
-}))
+@pytest.mark.parametrize("kind", _kinds())
 def test_snapshot_after_close_says_closed(kind, request):
     with _made(kind, request) as h:
         _in_thread(h.start)
