@@ -92,8 +92,8 @@ class Run:
         self.spec = spec
         self.engine_name = engine or kinds.lookup(spec, "ENGINE", DEFAULT_ENGINE)
         self.interval = float(interval)
-        # the counter groups the engine writes: rows and the frame keep only their columns
-        self.groups = counter_groups(self.engine_name, spec)
+        # the counter groups the run writes, as its kind says: rows and the frame keep only their columns
+        self.groups = kinds.counter_groups(spec) or counter_groups(self.engine_name, spec)
         self.rows: list[dict] = []
         self.summary: dict | None = None
         self.histogram: Histogram | None = None
@@ -119,7 +119,8 @@ class Run:
             raise RuntimeError("this run has already been started; make a new Run")
         mod = get_engine(self.engine_name)
         self.env = environment(self.engine_name, self.spec)
-        self._handle = mod.build(self.spec)
+        plan = kinds.plan(self.spec, self.engine_name)   # None: a kind without one builds from the spec
+        self._handle = mod.build(plan if plan is not None else self.spec)
         self.roles = list(self._handle.roles)
         self._thread = threading.Thread(target=self._sample, name="perfkit-sampler", daemon=True)
         self._handle.start()
@@ -215,7 +216,7 @@ class Run:
             self.histogram = hist
             self.summary = summarize(getattr(self.spec, "test", type(self.spec).__name__),
                                      merge_counters(workers), hist, workers, self.roles,
-                                     getattr(self.spec, "size", 0))
+                                     getattr(self.spec, "size", 0), kinds.summary_figures(self.spec))
             self.summary["engine"] = self.engine_name
             extra = getattr(self._handle, "summary_extra", None)  # engine-specific fields
             if extra is not None:

@@ -16,7 +16,7 @@ import pytest
 
 import perfkit
 from perfkit import cli, report
-from perfkit.engines.socket import STREAM_GROUPS
+from perfkit.kinds.qperf import STREAM_GROUPS
 from perfkit.stats import COUNTER_NAMES, COUNTERS, INDEX, Histogram, make_row, row_schema
 
 ROW = re.compile(r"^\s*(\d+\.\d)s  pktTx .*  pktRx .*  bitsTx .*  bitsRx .*  dropTx \d[\d,]*  "

@@ -3,7 +3,9 @@
 An engine module offers:
     NAME                   its name in perfkit.engines() and on the CLI
     status() -> dict       {"available": bool, "detail": str}
-    build(spec) -> handle  a native engine, created (sockets bound) but not started
+    build(plan) -> handle  a native engine, created (sockets bound) but not started, from
+                           the plan the spec's kind made (perfkit.kinds.plan; a spec is
+                           made into its plan); the module docstring lists the keys it reads
 
 A handle (EngineHandle, perfkit.engines.handle) has start(), stop(), running(), join(),
 snapshot(), error(), close() and `roles` (one per worker); perfkit.Run drives any handle
@@ -26,9 +28,11 @@ def engines() -> dict[str, dict]:
 
 
 def counter_groups(name: str, spec) -> tuple[str, ...] | None:
-    """The counter groups engine `name` writes for spec (None: an unknown engine, all of them)."""
-    mod = _ENGINES.get(name)
-    return tuple(mod.counter_groups(spec)) if mod is not None else None
+    """The counter groups engine `name` writes for spec, for an engine that still says (the
+    kinds declare them: perfkit.kinds.counter_groups); None: an unknown engine, or one that
+    leaves it to the kinds."""
+    fn = getattr(_ENGINES.get(name), "counter_groups", None)
+    return tuple(fn(spec)) if fn is not None else None
 
 
 def get(name: str):

@@ -10,7 +10,7 @@ from perfkit.fields import SECONDS, check_declared, like, opt, whole_number
 from perfkit.spec import (DPDK_JUMBO_PORTS, DPDK_MAX_BURST, DPDK_MAX_FLOWS, DPDK_MAX_IPS, DPDK_MAX_QUEUES,
                           DPDK_MAX_SIZE, DPDK_MIN_SIZE, DPDK_MODES, DPDK_REFLECT_MODES, DPDK_RING, DPDK_STD_SIZE,
                           DpdkSpec, LAB_NETS, MAC, MAX_DURATION_S, MAX_RATE_PPS, check_dest_ip, check_dpdk_port, check_lab_ipv4,
-                          check_netns, parse_sizes, rate_limit)
+                          check_netns, parse_sizes, rate_limit, size_pattern)
 from perfkit.units import Rate, parse_duration, parse_rate, parse_size
 
 _int_in = whole_number   # value as an int in lo..hi, else ValueError naming the field
@@ -416,6 +416,78 @@ class DpdkReflect(DpdkSpec):
 # ------------------------------------------------------------------ the kind
 SPECS = (DpdkFlows, DpdkReflect)
 ENGINE = {DpdkFlows: "dpdk", DpdkReflect: "dpdk"}   # when perfkit.Run is given none
+# the counter groups (perfkit.stats.GROUPS) DPDK flows and reflectors write: no TCP state, sockets or HTTP
+COUNTER_GROUPS = ("traffic", "seq", "latency", "probe", "nic", "cpu")
+
+
+def plan(spec) -> dict:
+    """The DPDK engine's plan (perfkit.engines.dpdk): its ports and workers, the queues
+    each port opens with, the network namespace they open in, and whether a generator
+    waits for its memif links."""
+    ports, workers = ports_and_workers(spec)
+    queues = getattr(spec, "cores", 1)
+    if getattr(spec, "mode", None) == "forward":
+        queues = max(1, queues // 2)
+    return {"engine": "dpdk", "spec": type(spec).__name__, "ports": ports, "workers": workers,
+            "queues": queues, "netns": spec.netns, "wait_memif": isinstance(spec, DpdkFlows)}
+
+
+def ports_and_workers(spec) -> tuple[list[tuple[str, str]], list[dict]]:
+    """The ports ((dev, ip)) and workers a spec runs on: receiving workers first.
+    With cores N, every port has N queues and each side N workers, one per queue;
+    generator k sends flows k*F/N .. (k+1)*F/N - 1 at rate/N."""
+    n = getattr(spec, "cores", 1)
+    if isinstance(spec, DpdkFlows):
+        gens = []
+        for k in range(n):
+            first, count = _split(spec.flows, n, k)
+            gens.append({
+                "role": "dpdk_send", "port": 0, "queue": k, "peer": -1, "track": spec.mode == "reverse",
+                "size": spec.size, "flows": count, "flow_first": first, "burst": spec.burst,
+                "rate": spec.messages_per_second / n, "duration": spec.duration,
+                "dst_mac": spec.dst_mac, "dst_ip": spec.peer_ip, "sport": spec.sport, "dport": spec.dport,
+                "src_ips": spec.src_ips, "dst_ips": spec.dst_ips, "sports": spec.sports, "dports": spec.dports,
+                "sizes": size_pattern(spec.sizes) if spec.sizes else None,
+                "rate_end": spec.ramp_end_per_second / n, "ramp": spec.ramp_time or 0.0,
+                "probe_rate": spec.probe_rate.value / n if spec.probe_rate else 0.0,
+                "probe_size": spec.probe_size})
+        if spec.peer is None:
+            if spec.dst_mac is None and spec.port.startswith("net_null"):
+                for g in gens:
+                    g["dst_mac"] = "ff:ff:ff:ff:ff:ff"  # nobody there to answer ARP
+            return [(spec.port, spec.ip)], gens
+        if spec.bidirectional:
+            # both ports generate (and receive: track 2); the peer's generators send from
+            # peer_ip to ip, their own address ranges swapped
+            back = [{**g, "port": 1, "track": 2, "dst_ip": spec.ip, "dst_ips": spec.src_ips,
+                     "src_ips": spec.dst_ips, "peer": n + k} for k, g in enumerate(gens)]
+            return [(spec.port, spec.ip), (spec.peer, spec.peer_ip)], back + [
+                {**g, "track": 2, "peer": k} for k, g in enumerate(gens)]
+        far = [{"role": "dpdk_recv" if spec.mode == "rxonly" else "dpdk_reflect", "port": 1, "queue": k,
+                "flows": spec.flows, "burst": spec.burst, "duration": spec.duration,
+                "dst_ips": spec.dst_ips} for k in range(n)]
+        return [(spec.port, spec.ip), (spec.peer, spec.peer_ip)], far + [{**g, "peer": k}
+                                                                          for k, g in enumerate(gens)]
+    if isinstance(spec, DpdkReflect) and spec.mode == "forward":
+        # no addresses: a forwarder is a wire. cores 1: one thread polls both ports (worker 0
+        # runs worker 1); 2N: one thread per direction and queue, N queues per port
+        queues = max(1, spec.cores // 2)
+        ways = ((0, 1, spec.peer_dst_mac), (1, 0, spec.dst_mac))   # (rx port, out port, next hop)
+        workers = [{"role": "dpdk_forward", "port": rx, "out": out, "queue": q, "burst": spec.burst,
+                    "duration": spec.duration, "dst_mac": mac, "with_worker": 1 if spec.cores == 1 and rx == 0 else -1}
+                   for rx, out, mac in ways for q in range(queues)]
+        return [(spec.port, None), (spec.peer, None)], workers
+    if isinstance(spec, DpdkReflect):
+        return [(spec.port, spec.ip)], [{"role": "dpdk_recv" if spec.mode == "rxonly" else "dpdk_reflect",
+                                         "port": 0, "queue": k, "flows": spec.flows, "burst": spec.burst,
+                                         "duration": spec.duration, "dst_ips": spec.ips} for k in range(n)]
+    raise ValueError(f"engine: dpdk runs DpdkFlows and DpdkReflect specs, not {type(spec).__name__}")
+
+
+def _split(total: int, parts: int, k: int) -> tuple[int, int]:
+    """(first, count) of part k when total is cut into parts near-equal pieces."""
+    first = total * k // parts
+    return first, total * (k + 1) // parts - first
 # the dashboard's title (perfkit.ui.charts.spec_title): DpdkReflect's parts before the duration;
 # DpdkFlows' first part, then its size, rate and flows
 TITLE = {DpdkReflect: lambda spec: (f"dpdk {spec.mode} on {spec.port}",)}

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 from perfkit.fields import SECONDS, check_declared, opt, whole_number
+from perfkit.lab import Lab
 from perfkit.spec import (HTTP_METHODS, LAB_NAME, MAX_DURATION_S, MAX_RATE_PPS, MAX_RESPONSE, MAX_URLS,
                           MAX_USERS, Serial, URL_ORDERS, check_target, parse_url, split_url)
 from perfkit.units import Rate, parse_duration, parse_rate, parse_size
@@ -236,6 +237,63 @@ class HttpServe(Serial):
 # ------------------------------------------------------------------ the kind
 SPECS = (HttpLoad, HttpServe)
 ENGINE = {HttpLoad: "socket", HttpServe: "socket"}   # when perfkit.Run is given none
+# the counter groups (perfkit.stats.GROUPS) HTTP load and the HTTP server write
+COUNTER_GROUPS = ("traffic", "sock", "http", "latency", "cpu")
+
+
+def load_figures(t: dict, summary: dict) -> dict:
+    """HTTP load's summary in nGrinder's terms (TPS, mean test time, error rate) and its
+    counts, from the run's counter totals t; the rates over the senders' active time."""
+    active_s = summary["duration_s"]
+    out = {"tps": t["http_resp"] / active_s if active_s > 0 else 0.0,
+           "requests": t["http_req"], "responses": t["http_resp"],
+           "mean_test_time_ms": summary["lat_mean_us"] / 1000 if summary["lat_mean_us"] is not None else None,
+           "error_rate_pct": 100.0 * t["http_err"] / t["http_req"] if t["http_req"] else None}
+    for k in ("http_2xx", "http_3xx", "http_4xx", "http_5xx", "http_err", "err_connect", "err_timeout",
+              "err_reset", "err_read", "sock_open", "err_tls", "http_cut"):
+        out[k] = t[k]
+    return out
+
+
+SUMMARY = {HttpLoad: load_figures}   # perfkit.stats.summarize's figures from the counter totals
+
+
+def plan(spec) -> dict:
+    """The socket engine's plan (perfkit.engines.socket): the HTTP server's one worker, or
+    HTTP load's client workers, over child processes when processes > 1 (each its own
+    open-file limit)."""
+    workers = http_workers(spec)
+    out = {"engine": "socket", "spec": type(spec).__name__}
+    if isinstance(spec, HttpLoad) and spec.processes > 1:
+        t = spec.threads
+        return {**out, "handle": "process", "fd_field": "users",
+                "groups": [workers[k * t:(k + 1) * t] for k in range(spec.processes)]}
+    return {**out, "handle": "sock", "workers": workers,
+            "fd_limit": (getattr(spec, "users", 0) + getattr(spec, "connections", 0),
+                         "users" if isinstance(spec, HttpLoad) else "connections")}
+
+
+def http_workers(spec) -> list[dict]:
+    """HttpLoad: one client worker with every virtual user; HttpServe: one server."""
+    if isinstance(spec, HttpServe):
+        return [{"role": "http_server", "local": (spec.host, spec.port), "size": 1,
+                 "duration": spec.duration, "users": spec.connections, "blob": spec.response_bytes()}]
+    host, port = spec.target()
+    where = {}
+    if spec.lab is not None:  # the client works in the lab's first host
+        try:
+            where["netns"] = Lab.attach(spec.lab).hosts[0].netns_path
+        except ValueError:
+            raise ValueError(f"lab: no lab {spec.lab!r} is up (perfkit lab up; perfkit lab status)") from None
+    n = spec.threads * spec.processes  # users and rate split evenly; user_base keeps source addresses global
+    sizes = [spec.users // n + (1 if i < spec.users % n else 0) for i in range(n)]
+    return [{**where, "role": "http_client", "local": ("::" if ":" in host else "0.0.0.0", 0), "remote": (host, port),
+             "size": 1, "duration": spec.duration, "users": sizes[i], "user_base": sum(sizes[:i]),
+             "rate": spec.messages_per_second * sizes[i] / spec.users,
+             "keepalive": spec.keepalive, "think": spec.think, "ramp": spec.ramp,
+             "connect_timeout": spec.connect_timeout, "response_timeout": spec.response_timeout,
+             "blob": spec.request_bytes(), "url_random": spec.url_order == "random",
+             "tls": spec.tls} for i in range(n)]
 
 
 def summary_extra(spec, handle, roles) -> dict:

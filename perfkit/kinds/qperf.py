@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from perfkit.fields import SECONDS, check_declared, like, opt, whole_number
+from perfkit.lab import Lab
 from perfkit.spec import (AUTO_GSO, CONTROL_TIMEOUT_S, DEFAULT_SIZE, LAB_NAME, LOCAL_DEFAULT_SIZE, LOCAL_TESTS,
                           MAX_BATCH, MAX_DURATION_S, MAX_FLOWS, MAX_GSO, MAX_MESSAGES, MAX_SIZE, REMOTE_TESTS,
-                          STREAM_POLL_SIZE, Serial, WAIT_SERVER_S, check_bool, check_cpu, check_sock_buf,
-                          check_target, check_timeout, check_wait_server, rate_limit)
+                          STREAM_POLL_SIZE, Serial, WAIT_SERVER_S, check_bool, check_cpu, check_cpu_here,
+                          check_sock_buf, check_target, check_timeout, check_wait_server, rate_limit)
 from perfkit.units import Rate, parse_duration, parse_size
 
 _int_in = whole_number   # value as an int in lo..hi, else ValueError naming the field
@@ -155,6 +156,10 @@ class _SocketTest(Serial):
         of 5 over veth, 16 KiB over loopback in 4 of 4. Smaller messages keep a sleeping
         reader: TCP's window and ACKs follow how the reader reads, and polling made 1 KiB
         over loopback slower in 3 of 3 rounds (64 B: a third)."""
+        return self._polls(receives, cpu, ipaddress.ip_address(address).is_loopback)
+
+    def _polls(self, receives: bool, cpu: int | None, loopback: bool) -> bool:
+        """polls() for an end whose address is loopback or not (the address known later)."""
         if self.busy_poll is not None:
             return self.busy_poll
         if cpu is None:
@@ -165,7 +170,7 @@ class _SocketTest(Serial):
             return False
         if self.test == "tcp_bw":
             return self.size >= STREAM_POLL_SIZE
-        return self.test == "udp_bw" and not ipaddress.ip_address(address).is_loopback
+        return self.test == "udp_bw" and not loopback
 
     def _ends_share_a_cpu(self) -> bool:
         """Both ends pinned to one CPU (-ca N): a ping-pong end spinning there would keep its
@@ -280,6 +285,95 @@ class RemoteTest(_SocketTest):
 # ------------------------------------------------------------------ the kind
 SPECS = (LocalTest, RemoteTest)
 ENGINE = {LocalTest: "socket", RemoteTest: "socket"}   # when perfkit.Run is given none
+# the counter groups (perfkit.stats.GROUPS) a stream test writes; a run's frame keeps only these
+STREAM_GROUPS = ("traffic", "seq", "latency", "sock", "cpu")
+COUNTER_GROUPS = STREAM_GROUPS
+
+
+def plan(spec) -> dict:
+    """The socket engine's plan (perfkit.engines.socket): a local test's two workers, or,
+    for a RemoteTest, the near end and its perfkit server (perfkit.engines.remote)."""
+    if isinstance(spec, RemoteTest):
+        return {"engine": "socket", "spec": type(spec).__name__, "handle": "remote",
+                "fd_limit": (spec.flows + 64, "flows"), "remote": remote_plan(spec)}
+    return {"engine": "socket", "spec": type(spec).__name__, "handle": "sock",
+            "fd_limit": (spec.flows + 64, "flows"), "workers": workers_for(spec)}
+
+
+def _ends(spec: LocalTest) -> tuple[dict, dict]:
+    """Where the receiving end and the sender work: both on spec.host, or the
+    first two hosts of a lab (receiver in h2, sender in h1)."""
+    if spec.lab is None:
+        return {"local": (spec.host, spec.port)}, {"local": (spec.host, 0)}
+    try:
+        lab = Lab.attach(spec.lab)
+    except ValueError:
+        raise ValueError(f"lab: no lab {spec.lab!r} is up (perfkit lab up; perfkit lab status)") from None
+    if len(lab.hosts) < 2:
+        raise ValueError(f"lab: {spec.lab} has {len(lab.hosts)} host(s); a test needs two")
+    client, server = lab.hosts[0], lab.hosts[1]
+    v6 = ":" in spec.host
+    addr = (lambda h: h.ipv6) if v6 else (lambda h: h.ipv4)
+    return ({"local": (addr(server), spec.port), "netns": server.netns_path},
+            {"local": (addr(client), 0), "netns": client.netns_path})
+
+
+def workers_for(spec: LocalTest) -> list[dict]:
+    """The worker list for a local test: the receiving end first, then the sender
+    that targets it (peer 0)."""
+    server, client = _ends(spec)
+    common = {"size": spec.size, "duration": spec.duration, "access_recv": spec.access_recv}
+    here = server["local"]
+    sender = {**common, **client, "remote": here, "peer": 0, "rate": spec.messages_per_second,
+              "count": spec.messages, "sock_buf": spec.loc_sock_buf_size,
+              "cpu": check_cpu_here(spec.loc_cpu_affinity, "loc_cpu_affinity")}
+    sender["busy_poll"] = spec.polls(False, sender["cpu"], client["local"][0])
+    cpu = check_cpu_here(spec.rem_cpu_affinity, "rem_cpu_affinity")
+    common = {**common, **server, "cpu": cpu, "sock_buf": spec.rem_sock_buf_size,
+              "busy_poll": spec.polls(True, cpu, server["local"][0])}
+    if spec.test == "udp_bw":
+        return [{**common, "role": "udp_recv", "flows": spec.flows, "batch": spec.batch},
+                {**sender, "role": "udp_send", "flows": spec.flows, "batch": spec.batch,
+                 "gso": spec.gso}]
+    if spec.test == "udp_lat":
+        return [{**common, "role": "udp_reflect", "batch": 1},
+                {**sender, "role": "udp_ping"}]
+    if spec.test == "tcp_bw":
+        return [{**common, "role": "tcp_recv"},
+                {**sender, "role": "tcp_send", "batch": spec.batch}]
+    if spec.test == "tcp_lat":
+        return [{**common, "role": "tcp_pong"},
+                {**sender, "role": "tcp_ping"}]
+    raise ValueError(f"test: the socket engine does not run {spec.test!r}")
+
+
+def end_fields(spec) -> dict:
+    """What both ends of a remote test share (perfkit.engines.remote.end_worker's end)."""
+    return {"test": spec.test, "duration": spec.duration, "rate": spec.messages_per_second,
+            "count": spec.messages, "batch": spec.batch, "gso": spec.gso, "size": spec.size,
+            "flows": spec.flows, "flip": spec.flip, "access_recv": spec.access_recv}
+
+
+def remote_plan(spec: RemoteTest) -> dict:
+    """perfkit.engines.remote.RemoteHandle's plan: the control connection, this host's
+    worker, and the prepare request for the server's."""
+    cpu = check_cpu_here(spec.loc_cpu_affinity, "loc_cpu_affinity")
+    return {
+        "host": spec.host, "port": spec.port, "token": spec.token, "wait_server": spec.wait_server,
+        "loc_timeout": spec.loc_timeout, "keepalive_s": spec.rem_timeout / 3,
+        "cpu": cpu, "sock_buf": spec.loc_sock_buf_size,
+        # this host's worker receives when flipped; whether it spins may hang on its address
+        # being loopback, known once the control connection is up
+        "polls": {"loopback": spec._polls(spec.flip, cpu, True), "other": spec._polls(spec.flip, cpu, False)},
+        "end": end_fields(spec),
+        # whether the far end polls is decided here, where both ends' CPUs are known (a
+        # latency test's two ends on one CPU must not spin): the server answers on spec.host
+        "prepare": {"test": spec.test, "size": spec.size, "flows": spec.flows, "duration": spec.duration,
+                    "batch": spec.batch, "gso": spec.gso,
+                    "busy_poll": spec.polls(not spec.flip, spec.rem_cpu_affinity, spec.host),
+                    "cpu": spec.rem_cpu_affinity, "sock_buf": spec.rem_sock_buf_size, "flip": spec.flip,
+                    "rate": spec.messages_per_second or None, "messages": spec.messages,
+                    "ip_port": spec.ip_port, "access_recv": spec.access_recv, "timeout": spec.rem_timeout}}
 
 
 def summary_extra(spec, handle, roles) -> dict:
