@@ -48,8 +48,6 @@ ALLOWED_UP: dict[str, str] = {
     "perfkit.engines.dpdk -> perfkit.kinds.DpdkReflect": ENGINES_READ_SPECS,
     "perfkit.engines.dpdk -> perfkit.spec.cpu_list": ENGINES_READ_SPECS,
     "perfkit.engines.dpdk -> perfkit.spec.size_pattern": ENGINES_READ_SPECS,
-    "perfkit.engines.dpdk_tcp -> perfkit.kinds.DpdkHttpClient": ENGINES_READ_SPECS,
-    "perfkit.engines.dpdk_tcp -> perfkit.kinds.DpdkHttpServer": ENGINES_READ_SPECS,
     "perfkit.engines.remote -> perfkit.spec.CONTROL_TIMEOUT_S": ENGINES_READ_SPECS,
     "perfkit.engines.remote -> perfkit.spec.WAIT_SERVER_S": ENGINES_READ_SPECS,
     "perfkit.engines.remote -> perfkit.spec.check_cpu_here": ENGINES_READ_SPECS,
