@@ -134,7 +134,7 @@ class DperfConfig:
         if queues > DPDK_MAX_QUEUES:
             raise self.error("cpu", f"{ncpu} CPUs: at most {DPDK_MAX_QUEUES} workers (queues) a port")
         for k, (srv, n) in enumerate(self.servers):
-            if n > queues and self.mode == "client":
+            if n > queues:
                 raise self.error("server", f"{n} server addresses for {queues} cpus of port {k + 1}: one cpu "
                                  "an address at least", self.server_lines[k])
         payload = self.payload_size

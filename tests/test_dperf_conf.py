@@ -107,7 +107,12 @@ def test_keyword_values_in_dperf_forms(monkeypatch):
     ("cpu 0-1\n", r"t.conf:\d+: server: 2 server addresses for 1 cpus of port 1"),
 ])
 def test_several_ports_errors_name_the_line(text, match):
-    base = ("mode client\ncps 1k\nport ring:a:0 198.18.0.1 198.18.0.2\nport ring:b:0 198.18.1.1 198.18.1.2\n"
+    for mode in ("client", "server"):   # dperf: at least one cpu a server address, both modes
+        _several_ports(mode, text, match)
+
+
+def _several_ports(mode, text, match):
+    base = (f"mode {mode}\ncps 1k\nport ring:a:0 198.18.0.1 198.18.0.2\nport ring:b:0 198.18.1.1 198.18.1.2\n"
             "client 198.18.0.1 1\nclient 198.18.1.1 1\nserver 198.18.0.2 2\nserver 198.18.1.2 2\n")
     with pytest.raises(dperf.DperfError, match=match):
         dperf.parse(base + text, source="t.conf").to_spec()
