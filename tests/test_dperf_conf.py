@@ -2,6 +2,7 @@
 bonds, ordinary addresses, several ports, several server addresses, every keyword. Each
 loads, or is refused for a reason named in one line (a PCI device absent here, a keyword
 perfkit does not run); a run over two ring pairs with two server addresses a port."""
+import re
 import time
 from pathlib import Path
 
@@ -130,13 +131,25 @@ def _sum(handle) -> dict:
     return out
 
 
+def _v6(text: str, ring: str) -> str:
+    """The two-ring confs over IPv6 (198.18.A.B -> 2001:2::A:B: a server's client ranges share a /96)."""
+    text = re.sub(r"198\.18\.(\d+)\.(\d+)", r"2001:2::\1:\2", text)
+    return text.replace("ring:dpa", f"ring:{ring}a").replace("ring:dpb", f"ring:{ring}b")
+
+
 @pytest.mark.dpdk
-def test_two_ring_pairs_with_two_server_addresses_each(eal):
+@pytest.mark.parametrize("family", [4, 6])
+def test_two_ring_pairs_with_two_server_addresses_each(eal, family):
     """dperf's two ports, cpu 0-3 (two queues a port), two server addresses a port: every
-    connection the client opened the server accepted, every request answered, on both ports."""
+    connection the client opened the server accepted, every request answered, on both ports;
+    the client finds its gateway (the server's port address) by ARP or Neighbour Discovery."""
     from perfkit.engines import dpdk_tcp
-    srv_spec = dperf.load(DATA / "server-2ring.conf").to_spec()
-    cli_spec = dperf.load(DATA / "client-2ring.conf").to_spec()
+    srv_text, cli_text = ((DATA / f"{side}-2ring.conf").read_text() for side in ("server", "client"))
+    if family == 6:
+        srv_text, cli_text = _v6(srv_text, "d6"), _v6(cli_text, "d6")
+    srv_spec = dperf.parse(srv_text).to_spec()
+    cli_spec = dperf.parse(cli_text).to_spec()
+    assert srv_spec.ip_version == cli_spec.ip_version == family
     srv = dpdk_tcp.build(kind.plan(srv_spec))
     try:
         cli = dpdk_tcp.build(kind.plan(cli_spec))
