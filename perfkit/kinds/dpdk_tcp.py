@@ -487,6 +487,8 @@ def _share(lo: int, n: int, parts: int, k: int) -> tuple[int, int]:
 
 
 SOCKET_BYTES = 64   # one socket of the C table (tsock): cc sockets stay in memory at once
+# the counter groups (perfkit.stats.GROUPS) the TCP workers write, client and server alike
+COUNTER_GROUPS = ("traffic", "tcp", "sock", "http", "latency", "nic", "cpu")
 
 
 def _mem_available() -> int | None:
