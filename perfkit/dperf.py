@@ -178,7 +178,9 @@ class DperfConfig:
                                   keepalive_requests=self.keepalive_requests,
                                   launch_num=min(self.launch_num, 256), slow_start=self.slow_start,
                                   wait=self.wait, http_host=self.http_host, http_path=self.http_path,
-                                  http_method=self.http_method, payload_size=payload or 0,
+                                  http_method=self.http_method,
+                                  payload_size=payload or 0 if self.http_method == "POST" else 0,
+                                  request_size=payload or 0 if self.http_method != "POST" else 0,
                                   fast_close=self.fast_close, flood=self.flood, **common)
         except DperfError:
             raise
@@ -188,13 +190,14 @@ class DperfConfig:
     _FIELD_KEYWORD = {"port": "port", "ip": "port", "gateway": "port", "gateway_mac": "port",
                       "netns": "port", "clients": "client", "server": "server", "server_num": "server",
                       "more_ports": "port", "listen": "listen", "queues": "cpu",
-                      "listen_num": "listen", "payload_size": "payload_size", "cc": "cc",
+                      "listen_num": "listen", "payload_size": "payload_size", "request_size": "payload_size",
+                      "cc": "cc",
                       "keepalive": "keepalive", "keepalive_requests": "keepalive", "flood": "flood"}
 
     def _spec_error(self, e: ValueError) -> DperfError:
         fieldname = str(e).split(":", 1)[0].split("[", 1)[0]
         kw = self._FIELD_KEYWORD.get(fieldname, fieldname)
-        if fieldname == "payload_size" and "packet_size" in self.lines:
+        if fieldname in ("payload_size", "request_size") and "packet_size" in self.lines:
             kw = "packet_size"
         if kw not in self.lines:
             kw = None

@@ -92,7 +92,11 @@ def test_keyword_values_in_dperf_forms(monkeypatch):
     assert old.cc == 2_500_000 and old.keepalive == 60 and old.cps == 1e6
     flood = dperf.load(DATA / "client-flood.conf").to_spec()
     assert flood.flood and flood.cc == 0 and flood.cps == pytest.approx(30e6)   # 30k connections every 1 ms
-    assert flood.payload_size == 64 - 54                                          # packet_size less the headers
+    assert flood.payload_size == 0 and len(flood.request_bytes()) >= flood.request_size == 64 - 54   # less headers
+    tps = dperf.parse("mode client\ncps 500\ncc 6000\nkeepalive 1ms\npayload_size 1400\n"
+                      "port ring:t:0 10.1.0.2 10.1.0.1\nclient 10.1.0.2 100\nserver 10.1.1.2 1\n").to_spec()
+    assert tps.request_size == 1400 and 1400 <= len(tps.request_bytes()) <= 1409   # dperf's requests are that long
+    assert tps.request_bytes().endswith(b"\r\n\r\n") and b"X-Pad: aaa" in tps.request_bytes()
     bond = dperf.load(DATA / "server-bond.conf")
     assert bond.daemon and bond.socket_mem == (4096, 0) and bond.to_spec().duration == 10 * 86400
     assert bond.to_spec().port.startswith("net_bonding")
@@ -179,3 +183,14 @@ def test_two_ring_pairs_with_two_server_addresses_each(eal, family):
     assert s["sock_open"] == n and c["sock_close"] == n and c["sock_error"] == 0
     assert c["http_req"] == c["http_2xx"] == s["http_get"] == n
     assert s["sock_current"] == 0 and s["sock_error"] == 0
+
+
+@pytest.mark.dpdk
+def test_a_get_client_pads_its_requests_to_payload_size(eal):
+    """dperf's payload_size on a GET client (its tps files: 1400): requests that long, each answered."""
+    from _dpdk_tests import run_pair
+    c, s, _ = run_pair(DpdkHttpServer(port="ring:rq:1", duration=30),
+                       DpdkHttpClient(port="ring:rq:0", cps=200, duration=0.5, request_size=1400))
+    n = c["sock_open"]
+    assert n >= 20 and c["http_2xx"] == s["http_get"] == n and c["sock_error"] == 0
+    assert s["bytes_rx"] >= n * 1400

@@ -292,6 +292,9 @@ class DpdkHttpClient(_IpVersion, DpdkSpec):
         1, help=("server addresses from server on: worker q of a port connects to server + q % server_num "
                  "(dperf's server ADDRESS COUNT)"), unit="addresses", range_text="1..254, the last byte only varying")
     more_ports: tuple = like(DpdkHttpServer, "more_ports")
+    request_size: int = opt(
+        0, help=("pad the request to at least this many bytes with an X-Pad header (dperf's payload_size "
+                 "on a GET client: its requests are that long)"), unit="bytes; 0: no padding", lo=0, hi=1460)
 
     test = "dpdk_http_client"
 
@@ -395,7 +398,11 @@ class DpdkHttpClient(_IpVersion, DpdkSpec):
                "User-Agent: perfkit\r\nAccept: */*\r\n"
         if self.http_method == "POST":
             head += f"Content-Length: {self.payload_size}\r\n"
-        return (head + "\r\n").encode() + (b"x" * self.payload_size if self.http_method == "POST" else b"")
+        body = self.payload_size if self.http_method == "POST" else 0
+        pad = self.request_size - (len(head) + 2 + body)
+        if pad > 0:     # "X-Pad: " and its CRLF are 9 bytes: a shorter gap still gets the header
+            head += "X-Pad: " + "a" * max(1, pad - 9) + "\r\n"
+        return (head + "\r\n").encode() + b"x" * body
 
 
 def _in_range(ip: str, n: int, first: str, count: int) -> bool:
