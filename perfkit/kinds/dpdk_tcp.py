@@ -366,6 +366,9 @@ class DpdkHttpClient(_IpVersion, DpdkSpec):
             raise ValueError(f"cc: {self.cc} is below queues ({self.queues}): each worker holds its share")
         put("server_num", _server_range(self.server, self.server_num, "server_num"))
         put("more_ports", _more_ports(self, False))
+        nworkers = self.queues * (1 + len(self.more_ports))
+        if self.cc and self.cc < nworkers:
+            raise ValueError(f"cc: {self.cc} is below the {nworkers} workers (ports x queues): each holds its share")
         if self.cc > self.total_sockets:
             raise ValueError(f"cc: {self.cc} is out of range 0..{self.total_sockets} (client addresses x "
                              "ports x listen ports, over every port)")
