@@ -1,0 +1,221 @@
+"""Port setup follows what the device reports (rte_eth_dev_info): RSS with a symmetric key over
+several queues, checksum and TSO offloads where offered (software where not), the MTU within
+max_rx_pktlen, descriptors within the device's limits; each choice is recorded (Port.setup).
+Checked on virtual PMDs that report offloads: net_tap into a lab namespace (whose Linux stack
+drops bad checksums) and net_virtio_user against a net_vhost port in another process."""
+import os
+import socket
+import struct
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from perfkit.errors import EngineError
+
+_dpdk = pytest.importorskip(
+    "perfkit._dpdk", reason="perfkit was built without DPDK (Debian: apt install libdpdk-dev "
+                            "pkg-config, then reinstall perfkit)")
+from perfkit.engines import dpdk  # noqa: E402
+from perfkit.spec import DpdkFlows  # noqa: E402
+from _dpdk_tests import csum, udp_stats  # noqa: E402
+
+MINE, KERNEL = "198.19.78.2", "198.19.78.1"
+
+
+def check_setup_against(setup, info):
+    """The recorded setup is what the device reports, and each choice follows from it."""
+    for k, v in info.items():
+        assert setup[k] == v, k
+    for name, bit in {**_dpdk.RX_OFFLOADS}.items():
+        assert setup["offloads"][name] == ("device" if info["rx_offload_capa"] & bit else "software"), name
+    for name, bit in _dpdk.TX_OFFLOADS.items():
+        offered = info["tx_offload_capa"] & bit
+        assert setup["offloads"][name] == ("device" if offered else "off" if name == "tx_tcp_tso" else "software")
+    rss_types = info["flow_type_rss_offloads"] & setup["rss_hf"]
+    assert setup["rss"] == (setup["queues"] > 1 and bool(info["flow_type_rss_offloads"] & setup["rss_hf"]))
+    assert setup["rss_hf"] == rss_types
+    if setup["rss"]:
+        assert setup["rss_key"] == ("symmetric" if info["hash_key_size"] else "pmd")
+    else:
+        assert setup["rss_key"] is None
+    for d in ("rx", "tx"):
+        lo, hi, align = info[f"{d}_desc_lim"]
+        n = setup[f"{d}_desc"]
+        assert lo <= n <= (hi or 65535) and n % (align or 1) == 0, (d, n)
+    if setup["mtu_asked"]:
+        assert setup["mtu"] <= min(setup["mtu_asked"], info["max_rx_pktlen"] - 18, info["max_mtu"])
+
+
+@pytest.mark.parametrize("dev,queues", [("net_null0", 1), ("net_null0", 2), ("ring:pc:0", 1)])
+def test_a_ports_setup_is_recorded_and_matches_dev_info(eal, dev, queues):
+    other = _dpdk.Port("ring:pc:1") if dev.startswith("ring:") else None
+    try:
+        with _dpdk.Port(dev, queues=queues) as p:
+            s = p.setup
+            check_setup_against(s, p.dev_info())
+            assert s["queues"] == queues and s["rx_desc"] == s["tx_desc"] == 1024
+            assert s["rx_offloads"] == s["tx_offloads"] == 0     # these PMDs offer none: all in software
+            assert s["mtu"] == 1500 and s["mtu_asked"] is None    # no MTU asked: the device's own
+    finally:
+        if other:
+            other.close()
+
+
+def _eth(dst, src):
+    return bytes.fromhex(dst.replace(":", "")) + bytes.fromhex(src.replace(":", "")) + b"\x08\x00"
+
+
+def _ip4(src, dst, proto, payload_len, ident=1):
+    return struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + payload_len, ident, 0, 64, proto, 0,
+                       socket.inet_aton(src), socket.inet_aton(dst))
+
+
+def udp_frame(dst_mac, src_mac, src, dst, sport, dport, payload):
+    udp = struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload   # sums left at 0
+    return _eth(dst_mac, src_mac) + _ip4(src, dst, 17, len(udp)) + udp
+
+
+def syn_frame(dst_mac, src_mac, src, dst, sport, dport, seq):
+    tcp = struct.pack("!HHIIBBHHH", sport, dport, seq, 0, 5 << 4, 0x02, 65535, 0, 0)
+    return _eth(dst_mac, src_mac) + _ip4(src, dst, 6, len(tcp)) + tcp
+
+
+def l4_ok(frame):
+    """A received IPv4 UDP/TCP frame's IPv4 and L4 checksums are right."""
+    ip = frame[14:]
+    ihl = (ip[0] & 15) * 4
+    tot = struct.unpack("!H", ip[2:4])[0]
+    if csum(ip[:ihl]) != 0:
+        return False
+    l4 = ip[ihl:tot]
+    pseudo = ip[12:20] + struct.pack("!BBH", 0, ip[9], len(l4))
+    return csum(pseudo + l4) == 0
+
+
+def _in_ns(ns, *cmd):
+    subprocess.run(["ip", "-n", ns, *cmd], check=True)
+
+
+def _wait_for(pred, timeout=3.0):
+    deadline = time.monotonic() + timeout
+    while not pred() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return pred()
+
+
+def test_tap_setup_follows_dev_info_with_rss_and_a_symmetric_key(eal, lab):
+    h1 = lab.hosts[0]
+    try:
+        p = _dpdk.Port("net_tap0,iface=pktap0", netns=h1.netns_path, queues=2, mtu=9000)
+    except EngineError as exc:
+        pytest.skip(f"net_tap with 2 queues does not start here: {exc}")
+    with p:
+        s, info = p.setup, p.dev_info()
+        check_setup_against(s, info)
+        assert s["driver"] == "net_tap" and s["queues"] == 2
+        assert s["rss"] and s["rss_key"] == "symmetric" and info["hash_key_size"] == 40
+        # tap sums in its PMD: it offers every checksum offload and TSO
+        assert set(s["offloads"].values()) == {"device"}
+        # 9000 asked, but tap takes frames up to max_rx_pktlen (1522 here)
+        assert s["mtu_asked"] == 9000 and s["mtu"] == min(9000, info["max_rx_pktlen"] - 18)
+
+
+@pytest.mark.parametrize("offload", [True, False])
+def test_tap_checksums_are_right_by_the_device_or_in_software(eal, lab, offload):
+    """Frames sent with their sums left at 0 and Port.send(csum=True): the device (tap's PMD)
+    fills them in where setup enabled the offload; with the offloads off (the software path),
+    perfkit does. h1's kernel takes every UDP frame (a bad sum is dropped and counted in
+    InCsumErrors) and answers every SYN to a closed port with a RST (a bad TCP sum: no RST).
+    Its own UDP datagrams come back to the port with right sums."""
+    h1 = lab.hosts[0]
+    ns = os.path.basename(h1.netns_path)
+    try:
+        p = _dpdk.Port("net_tap0,iface=pktap0", netns=h1.netns_path, ip=MINE)
+    except EngineError as exc:
+        pytest.skip(f"net_tap does not start here: {exc}")
+    with p:
+        if not offload:   # the same frames through the software path
+            assert p.setup["offloads"]["tx_udp_cksum"] == "device"
+            _force_software(p)
+        _in_ns(ns, "addr", "replace", f"{KERNEL}/24", "dev", "pktap0")
+        _in_ns(ns, "link", "set", "pktap0", "up")
+        _in_ns(ns, "neigh", "replace", MINE, "lladdr", p.mac, "dev", "pktap0", "nud", "permanent")
+        kmac = lab.call(h1, _if_mac, "pktap0")
+        before = lab.call(h1, udp_stats)
+        n = 200
+        frames = [udp_frame(kmac, p.mac, MINE, KERNEL, 20000 + i % 7, 9, bytes(range(i % 64, i % 64 + 90)))
+                  for i in range(n)]
+        assert p.send(frames, csum=True) == n
+        bad = udp_frame(kmac, p.mac, MINE, KERNEL, 20000, 9, b"x" * 40)
+        bad = bad[:14 + 26] + b"\x12\x34" + bad[14 + 28:]     # a wrong UDP sum, sent as it is
+        ip = bytearray(bad[14:34])
+        ip[10:12] = struct.pack("!H", csum(bytes(ip)))
+        bad = bad[:14] + bytes(ip) + bad[34:]
+        assert p.send([bad]) == 1
+
+        def kernel_took():
+            after = lab.call(h1, udp_stats)
+            return (after["InDatagrams"] + after["NoPorts"] - before["InDatagrams"] - before["NoPorts"] == n
+                    and after["InCsumErrors"] - before["InCsumErrors"] == 1)
+        assert _wait_for(kernel_took), (before, lab.call(h1, udp_stats))
+        # TCP: a SYN to a closed port is answered by a RST only when its sum is right
+        syns = [syn_frame(kmac, p.mac, MINE, KERNEL, 30000 + i, 9, 1000 + i) for i in range(20)]
+        while p.recv():
+            pass
+        assert p.send(syns, csum=True) == 20
+        rsts = set()
+
+        def got_rsts():
+            for f in p.recv():
+                if f[12:14] == b"\x08\x00" and f[23] == 6 and f[14 + 20 + 13] & 0x04:
+                    assert l4_ok(f)
+                    rsts.add(struct.unpack("!H", f[14 + 22:14 + 24])[0])
+            return len(rsts) == 20
+        assert _wait_for(got_rsts), sorted(rsts)
+        # the kernel's datagrams to the port: every one received, with right sums
+        lab.call(h1, _send_udp, MINE, 50)
+        got = []
+
+        def all_in():
+            got.extend(f for f in p.recv() if f[12:14] == b"\x08\x00" and f[23] == 17)
+            return len(got) >= 50
+        assert _wait_for(all_in) and len(got) == 50 and all(l4_ok(f) for f in got)
+
+
+def _force_software(p):
+    """The software path of the same port: pkd_tx_csum with the tx offloads taken off (tests)."""
+    p._software_checksums()
+    assert set(v for k, v in p.setup["offloads"].items() if k.startswith("tx_")) <= {"software", "off"}
+
+
+def _if_mac(ifname):
+    from _labs import if_mac
+    return if_mac(ifname)
+
+
+def _send_udp(dst, n):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        for i in range(n):
+            s.sendto(b"perfkit %d" % i + b"." * 60, (dst, 7000 + i % 3))
+    finally:
+        s.close()
+
+
+def test_a_pci_port_without_vfio_fails_in_one_line(eal, tmp_path, monkeypatch):
+    """A PCI port on vfio-pci where /dev/vfio is missing: the run fails before anything opens,
+    with one line saying what to do (the sysfs is faked, as in test_nics.py)."""
+    from test_nics import fake_sysfs
+    sysfs, dev = fake_sysfs(tmp_path, vfio_dev=False)
+    monkeypatch.setattr(dpdk, "SYSFS", sysfs)
+    monkeypatch.setattr(dpdk, "DEV", dev)
+    with pytest.raises(EngineError) as e:
+        dpdk.build(DpdkFlows(port="0000:02:00.0", peer="ring:vf:1", rate="10kpps", duration="0.2s"))
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert msg == (f"0000:02:00.0: bound to vfio-pci but {dev}/vfio is missing "
+                   "(load vfio-pci with the IOMMU on, or vfio's no-IOMMU mode)")
+    assert dpdk.resources()["ports_open"] == 0
