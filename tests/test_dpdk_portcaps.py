@@ -219,3 +219,83 @@ def test_a_pci_port_without_vfio_fails_in_one_line(eal, tmp_path, monkeypatch):
     assert msg == (f"0000:02:00.0: bound to vfio-pci but {dev}/vfio is missing "
                    "(load vfio-pci with the IOMMU on, or vfio's no-IOMMU mode)")
     assert dpdk.resources()["ports_open"] == 0
+
+
+# The vhost-user side: a net_vhost port in its own process (its own EAL), serving the socket.
+VHOST_CHILD = textwrap.dedent("""
+    import json, sys, time
+    sys.path.insert(0, sys.argv[2])
+    from perfkit import _dpdk
+    from perfkit.engines import dpdk
+    from test_dpdk_portcaps import udp_frame, syn_frame, l4_ok
+    dpdk.eal()
+    p = _dpdk.Port(f"net_vhost0,iface={sys.argv[1]},queues=1")
+    print(json.dumps({"setup": p.setup, "info": p.dev_info(), "mac": p.mac}), flush=True)
+    want = int(sys.stdin.readline())   # the other side is up and has sent this many frames
+    got, deadline = [], time.monotonic() + 10
+    while len(got) < want and time.monotonic() < deadline:
+        got += [f for f in p.recv() if f[12:14] == b"\\x08\\x00" and f[23] in (6, 17)]
+    peer = sys.stdin.readline().strip()
+    back = [udp_frame(peer, p.mac, "198.19.79.2", "198.19.79.1", 9, 20000 + i, b"back %d" % i + b"." * 40)
+            for i in range(want)] + [syn_frame(peer, p.mac, "198.19.79.2", "198.19.79.1", 9, 30000, 7)]
+    sent = p.send(back, csum=True)
+    print(json.dumps({"rx": len(got), "rx_ok": sum(map(l4_ok, got)),
+                      "udp": sum(f[23] == 17 for f in got), "tcp": sum(f[23] == 6 for f in got),
+                      "tx": sent}), flush=True)
+    sys.stdin.readline()
+    p.close()
+""")
+
+
+def test_virtio_user_against_vhost_in_another_process(eal, tmp_path):
+    """net_virtio_user here, net_vhost serving the vhost-user socket in a second process: each
+    side's setup is what its device reports (virtio takes the UDP/TCP checksum offloads the
+    vhost side negotiated, sums IPv4 headers in software, and has no TSO: net_vhost turns it
+    off unless asked), and frames whose sums were left to the device arrive right, as many
+    as were sent, both ways."""
+    sock = str(tmp_path / "vh.sock")
+    child = subprocess.Popen([sys.executable, "-P", "-c", VHOST_CHILD, sock, os.path.dirname(__file__)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    import json
+    try:
+        line = child.stdout.readline()
+        if not line:
+            pytest.skip(f"net_vhost does not start here: {child.communicate(timeout=10)[1][-500:]}")
+        far = json.loads(line)
+        check_setup_against(far["setup"], far["info"])
+        assert far["setup"]["driver"] == "net_vhost"
+        try:
+            p = _dpdk.Port(f"net_virtio_user0,path={sock},queues=1")
+        except EngineError as exc:
+            pytest.skip(f"net_virtio_user does not start here: {exc}")
+        with p:
+            s, info = p.setup, p.dev_info()
+            check_setup_against(s, info)
+            assert s["driver"] == "net_virtio_user" and not s["rss"]
+            assert s["offloads"]["tx_udp_cksum"] == s["offloads"]["tx_tcp_cksum"] == "device"
+            assert s["offloads"]["tx_ipv4_cksum"] == "software" and s["offloads"]["tx_tcp_tso"] == "off"
+            assert _wait_for(lambda: p.link_up, 10)
+            n = 100
+            frames = [udp_frame(far["mac"], p.mac, "198.19.79.1", "198.19.79.2", 20000 + i, 9,
+                                bytes(range(i % 50, i % 50 + 77))) for i in range(n - 10)]
+            frames += [syn_frame(far["mac"], p.mac, "198.19.79.1", "198.19.79.2", 30000 + i, 9, i)
+                       for i in range(10)]
+            assert p.send(frames, csum=True) == n
+            child.stdin.write(f"{n}\n{p.mac}\n")
+            child.stdin.flush()
+            res = json.loads(child.stdout.readline())
+            assert res == {"rx": n, "rx_ok": n, "udp": n - 10, "tcp": 10, "tx": n + 1}
+            back = []
+
+            def all_back():
+                back.extend(f for f in p.recv() if f[12:14] == b"\x08\x00" and f[23] in (6, 17))
+                return len(back) >= n + 1
+            assert _wait_for(all_back, 5) and len(back) == n + 1 and all(l4_ok(f) for f in back)
+            child.stdin.write("done\n")
+            child.stdin.flush()
+    finally:
+        try:
+            child.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.communicate()
