@@ -178,6 +178,8 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--cpus", help="pin the datapath workers to these CPUs: 1 or 0,1 (default: not pinned)")
         sp.add_argument("--log-level", default="error", help="DPDK log level on stderr (default error)")
         sp.add_argument("--pmd-dir", help="also load the PMD plugins in this directory (EAL's -d)")
+        sp.add_argument("-v", "--verbose", action="store_true",
+                        help="say each port's setup as it opens (driver, queues, RSS, offloads, MTU, descriptors)")
         sp.add_argument("--interval", default="1s", help="row interval (default 1s)")
         sp.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
         sp.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet")
@@ -516,6 +518,7 @@ def _dpdk_eal(a) -> None:
         raise ValueError(f"mem: {a.mem!r} is not a whole number of MB") from None
     dpdk.configure(dpdk.EalOptions(memory_mb=mem, hugepages=huge, log_level=a.log_level,
                                    worker_cpus=a.cpus, pmd_dir=getattr(a, "pmd_dir", None)))
+    dpdk.set_verbose(getattr(a, "verbose", False))
 
 
 def _dpdk_run(a, spec, header: str, flood: tuple | None = None):
@@ -737,6 +740,7 @@ def _dperf_parser(sub) -> None:
     dp.add_argument("--hugepages", default="auto", help="auto, on or off (default auto)")
     dp.add_argument("--cpus", help="pin the workers to these CPUs (the conf's cpu line is not used)")
     dp.add_argument("--log-level", default="error", help="DPDK log level on stderr (default error)")
+    dp.add_argument("-v", "--verbose", action="store_true", help="say the port's setup as it opens")
     dp.add_argument("--interval", default="1s", help="row interval (default 1s)")
     dp.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
     dp.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet (one conf)")

@@ -121,6 +121,9 @@ class Run:
         self.env = environment(self.engine_name, self.spec)
         self._handle = mod.build(self.spec)
         self.roles = list(self._handle.roles)
+        extra = getattr(mod, "run_environment", None)   # an engine's own facts: DPDK ports' setup
+        if extra is not None:
+            self.env.update(extra(self._handle))
         self._thread = threading.Thread(target=self._sample, name="perfkit-sampler", daemon=True)
         self._handle.start()
         self._thread.start()

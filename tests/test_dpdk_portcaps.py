@@ -299,3 +299,31 @@ def test_virtio_user_against_vhost_in_another_process(eal, tmp_path):
         except subprocess.TimeoutExpired:
             child.kill()
             child.communicate()
+
+
+def test_a_run_records_its_ports_setup_in_its_environment(eal, capsys):
+    import perfkit
+    dpdk.set_verbose(1)
+    try:
+        run = perfkit.Run(DpdkFlows(port="ring:env:0", peer="ring:env:1", rate="10kpps", duration="0.2s"),
+                          engine="dpdk").run()
+    finally:
+        dpdk.set_verbose(0)
+    ports = run.env["ports"]
+    assert [p["dev"] for p in ports] == ["ring:env:0", "ring:env:1"]
+    assert all(p["driver"] == "net_ring" and p["queues"] == 1 and p["rss"] is False for p in ports)
+    err = capsys.readouterr().err.splitlines()
+    said = [ln for ln in err if ln.startswith("port ring:env:")]
+    assert said == [dpdk.setup_line(p["dev"], p) for p in ports]
+    assert "driver net_ring, 1 queue(s) of 1, RSS off;" in said[0] and "descriptors rx 1024" in said[0]
+
+
+def test_perfkit_flows_v_says_each_ports_setup_on_stderr():
+    out = subprocess.run([sys.executable, "-m", "perfkit", "flows", "--port", "ring:v:0", "--peer", "ring:v:1",
+                          "--rate", "10kpps", "--duration", "0.2s", "--hugepages", "off", "--json", "-v"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    lines = [ln for ln in out.stderr.splitlines() if ln.startswith("port ring:v:")]
+    assert len(lines) == 2 and all("driver net_ring" in ln and "MTU 1500" in ln for ln in lines)
+    import json
+    assert all(json.loads(ln) for ln in out.stdout.splitlines())   # the rows stay JSON lines

@@ -84,6 +84,7 @@ def build(spec) -> EngineHandle:
     from perfkit import _dpdk  # the DPDK extension is built only where DPDK is installed
     port = _dpdk.Port(spec.port, netns=spec.netns, ip=spec.ip if ":" not in spec.ip else None,  # the TCP worker answers ND
                       queues=spec.queues)
+    dpdk.say_setup(port)
     try:
         if port.queues != spec.queues:
             raise ValueError(f"queues: port {spec.port} took {port.queues} queues, not {spec.queues}")
@@ -95,6 +96,9 @@ def build(spec) -> EngineHandle:
     except BaseException:
         port.close()
         raise
+
+
+run_environment = dpdk.run_environment   # the port's setup, recorded with the run
 
 
 def detail() -> dict:
