@@ -327,3 +327,16 @@ def test_perfkit_flows_v_says_each_ports_setup_on_stderr():
     assert len(lines) == 2 and all("driver net_ring" in ln and "MTU 1500" in ln for ln in lines)
     import json
     assert all(json.loads(ln) for ln in out.stdout.splitlines())   # the rows stay JSON lines
+
+
+@pytest.mark.parametrize("n,lim,fit", [
+    (1024, (0, 65535, 1), 1024), (1024, (32, 32768, 1), 1024),   # net_null, virtio_user here
+    (1024, (64, 512, 8), 512),          # above nb_max: the maximum
+    (1024, (2048, 4096, 32), 2048),     # below nb_min: the minimum
+    (1000, (0, 4096, 32), 992),         # aligned down
+    (1024, (100, 4096, 64), 1024),
+    (110, (100, 4096, 64), 128),        # aligned down below nb_min: the next multiple up
+    (1024, (0, 0, 0), 1024),            # a PMD that says nothing: as asked
+])
+def test_descriptors_are_clamped_and_aligned_to_the_devices_limits(n, lim, fit):
+    assert _dpdk.desc_fit(n, *lim) == fit

@@ -103,6 +103,11 @@ TX_OFFLOADS = {"tx_ipv4_cksum": 1 << 1, "tx_udp_cksum": 1 << 2, "tx_tcp_cksum": 
 RX_OFFLOAD_SCATTER = 1 << 13
 
 
+def desc_fit(int n, int nb_min, int nb_max, int nb_align):
+    """n descriptors as port setup fits them to a device's rx_desc_lim/tx_desc_lim."""
+    return pk_dpdk_desc_fit(n, nb_min, nb_max, nb_align)
+
+
 cdef dict _dev_info_dict(pk_dpdk_port_setup *s):
     return {"driver": s.driver.decode(errors="replace"), "max_rx_queues": s.max_rx_queues,
             "max_tx_queues": s.max_tx_queues, "hash_key_size": s.hash_key_size,

@@ -90,6 +90,7 @@ cdef extern from "dpdk_engine.h":
         int rx_pool_jumbo
     void pk_dpdk_port_get_setup(const pk_dpdk_port *p, pk_dpdk_port_setup *out)
     void pk_dpdk_port_tx_offloads_unused(pk_dpdk_port *p)
+    uint16_t pk_dpdk_desc_fit(uint16_t n, uint16_t nb_min, uint16_t nb_max, uint16_t nb_align)
     int pk_dpdk_port_dev_info(const pk_dpdk_port *p, pk_dpdk_port_setup *out)
 
     ctypedef struct pk_dpdk_engine:

@@ -197,7 +197,15 @@ static int probe(const char *dev, char *err, size_t errlen)
                  RTE_ETH_TX_OFFLOAD_TCP_TSO)
 #define ETH_OVERHEAD (RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN)
 
+static uint16_t desc_fit(uint16_t n, const struct rte_eth_desc_lim *lim);
+
 /* n descriptors within a device's limits: clamped to nb_min..nb_max, a multiple of nb_align. */
+uint16_t pk_dpdk_desc_fit(uint16_t n, uint16_t nb_min, uint16_t nb_max, uint16_t nb_align)
+{
+    const struct rte_eth_desc_lim lim = { .nb_min = nb_min, .nb_max = nb_max, .nb_align = nb_align };
+    return desc_fit(n, &lim);
+}
+
 static uint16_t desc_fit(uint16_t n, const struct rte_eth_desc_lim *lim)
 {
     uint16_t lo = lim->nb_min, hi = lim->nb_max ? lim->nb_max : UINT16_MAX, al = lim->nb_align ? lim->nb_align : 1;
