@@ -340,3 +340,55 @@ def test_perfkit_flows_v_says_each_ports_setup_on_stderr():
 ])
 def test_descriptors_are_clamped_and_aligned_to_the_devices_limits(n, lim, fit):
     assert _dpdk.desc_fit(n, *lim) == fit
+
+
+@pytest.mark.nginx
+def test_dpdk_http_client_on_af_packet_against_nginx_in_an_isolated_pair(eal, tmp_path):
+    """An isolated pair of namespaces (a veth, nothing else): nginx at 192.0.2.2 in one, the DPDK
+    HTTP client on net_af_packet over the other end (its own address a lab one, routed on-link
+    by the nginx side). Every response the client counts is a line in nginx's access log, and
+    what a run records (run_environment) holds its port's setup."""
+    from _nginx import Nginx
+    from perfkit.engines import dpdk_tcp
+    from _dpdk_tests import counters, wait_done
+    from perfkit.spec import DpdkHttpClient
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the test makes network namespaces")
+    tag = f"pkpc{os.getpid() % 100000}"
+    a, b, mine = tag + "a", tag + "b", "198.18.200.1"
+
+    def ip(*args):
+        subprocess.run(["ip", *args], check=True, capture_output=True, timeout=20)
+    try:
+        ip("netns", "add", a)
+        ip("netns", "add", b)
+        ip("link", "add", tag + "x", "netns", a, "type", "veth", "peer", "name", tag + "y", "netns", b)
+        ip("-n", a, "link", "set", tag + "x", "up")
+        ip("-n", b, "addr", "add", "192.0.2.2/24", "dev", tag + "y")
+        ip("-n", b, "link", "set", tag + "y", "up")
+        ip("-n", b, "link", "set", "lo", "up")
+        ip("-n", b, "route", "add", f"{mine}/32", "dev", tag + "y")   # the client's address, on the link
+        with Nginx(tmp_path, host="192.0.2.2", netns=b) as ngx:
+            spec = DpdkHttpClient(port=f"net_af_packet0,iface={tag}x", netns=f"/run/netns/{a}", ip=mine,
+                                  clients=((mine, 1),), server="192.0.2.2", listen=ngx.port, cps=200,
+                                  duration=1.0)
+            h = dpdk_tcp.build(spec)
+            try:
+                h.start()
+                wait_done(h, 30)
+                assert h.error() is None
+                c = counters(h, 0)
+                env = dpdk_tcp.run_environment(h)
+            finally:
+                h.close()
+            time.sleep(0.3)
+            ngx.stop()
+            log = ngx.log()
+    finally:
+        for ns in (a, b):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=20)
+    assert c["sock_error"] == 0 and c["http_err"] == 0 and c["bad_rx"] == 0, c
+    assert c["http_2xx"] == c["sock_open"] == c["sock_close"] == len(log) >= 150, (c["http_2xx"], len(log))
+    assert all(ln[2] == "200" and ln[6] == mine for ln in log)
+    (port,) = env["ports"]
+    assert port["dev"] == spec.port and port["driver"] == "net_af_packet" and port["rx_offloads"] == 0
