@@ -392,3 +392,20 @@ def test_dpdk_http_client_on_af_packet_against_nginx_in_an_isolated_pair(eal, tm
     assert all(ln[2] == "200" and ln[6] == mine for ln in log)
     (port,) = env["ports"]
     assert port["dev"] == spec.port and port["driver"] == "net_af_packet" and port["rx_offloads"] == 0
+
+
+def test_send_csum_sums_good_frames_in_software_and_leaves_others_as_they_are(eal):
+    """Over a ring pair (no offloads): send(csum=True) fills in the sums of IPv4 UDP/TCP frames
+    in software; a frame it cannot read whole (cut, a bad header length, not IPv4) goes as it is."""
+    good = [udp_frame("02:00:00:00:00:02", "02:00:00:00:00:01", MINE, KERNEL, 1, 2, b"abc" * k) for k in range(5)]
+    good.append(syn_frame("02:00:00:00:00:02", "02:00:00:00:00:01", MINE, KERNEL, 3, 4, 5))
+    u = good[1]
+    odd = [u[:20], u[:14 + 19], u[:14] + b"\x4f" + u[15:], u[:16] + b"\xff\xff" + u[18:],
+           u[:12] + b"\x86\xdd" + u[14:], b"\0" * 14, u[:14] + b"\x45" + b"\0" * 3]
+    with _dpdk.Port("ring:cs:0") as a, _dpdk.Port("ring:cs:1") as b:
+        assert a.setup["tx_offloads"] == 0
+        assert a.send(good + odd, csum=True) == len(good) + len(odd)
+        got = []
+        assert _wait_for(lambda: got.extend(b.recv()) or len(got) >= len(good) + len(odd))
+    assert all(l4_ok(f) for f in got[:len(good)])
+    assert got[len(good):] == odd

@@ -629,7 +629,7 @@ int pkd_tx_csum(const pk_dpdk_port *p, struct rte_mbuf *m, uint32_t l2)
 {
     uint8_t *d = rte_pktmbuf_mtod(m, uint8_t *);
     const uint32_t len = rte_pktmbuf_data_len(m);
-    if (len < l2 + IP_LEN || rd16(d + l2 - 2) != 0x0800 || (d[l2] >> 4) != 4)
+    if (l2 < ETH_LEN || len < l2 + IP_LEN || rd16(d + l2 - 2) != 0x0800 || (d[l2] >> 4) != 4)
         return -1;
     uint8_t *ip = d + l2;
     const uint32_t ihl = (uint32_t)(ip[0] & 15) * 4, tot = rd16(ip + 2);
