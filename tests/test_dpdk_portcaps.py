@@ -248,8 +248,8 @@ VHOST_CHILD = textwrap.dedent("""
 
 
 def test_virtio_user_against_vhost_in_another_process(eal, tmp_path):
-    """net_virtio_user here, net_vhost serving the vhost-user socket in a second process: each
-    side's setup is what its device reports (virtio takes the UDP/TCP checksum offloads the
+    """net_virtio_user here (MTU 9000), net_vhost serving the vhost-user socket in a second process:
+    each side's setup is what its device reports (virtio takes the UDP/TCP checksum offloads the
     vhost side negotiated, sums IPv4 headers in software, and has no TSO: net_vhost turns it
     off unless asked), and frames whose sums were left to the device arrive right, as many
     as were sent, both ways."""
@@ -265,7 +265,7 @@ def test_virtio_user_against_vhost_in_another_process(eal, tmp_path):
         check_setup_against(far["setup"], far["info"])
         assert far["setup"]["driver"] == "net_vhost"
         try:
-            p = _dpdk.Port(f"net_virtio_user0,path={sock},queues=1")
+            p = _dpdk.Port(f"net_virtio_user0,path={sock},queues=1", mtu=9000)
         except EngineError as exc:
             pytest.skip(f"net_virtio_user does not start here: {exc}")
         with p:
@@ -274,6 +274,8 @@ def test_virtio_user_against_vhost_in_another_process(eal, tmp_path):
             assert s["driver"] == "net_virtio_user" and not s["rss"]
             assert s["offloads"]["tx_udp_cksum"] == s["offloads"]["tx_tcp_cksum"] == "device"
             assert s["offloads"]["tx_ipv4_cksum"] == "software" and s["offloads"]["tx_tcp_tso"] == "off"
+            # jumbo: 9000 is within its max_rx_pktlen; frames above one mbuf arrive by scatter
+            assert s["mtu"] == 9000 <= info["max_rx_pktlen"] - 18 and s["jumbo_rx"] == "scatter"
             assert _wait_for(lambda: p.link_up, 10)
             n = 100
             frames = [udp_frame(far["mac"], p.mac, "198.19.79.1", "198.19.79.2", 20000 + i, 9,
