@@ -313,6 +313,7 @@ def _dpdk_eal(a) -> None:
         raise ValueError(f"mem: {a.mem!r} is not a whole number of MB") from None
     dpdk.configure(dpdk.EalOptions(memory_mb=mem, hugepages=huge, log_level=a.log_level,
                                    worker_cpus=a.cpus, pmd_dir=getattr(a, "pmd_dir", None)))
+    dpdk.set_verbose(getattr(a, "verbose", False))
 
 
 def _dpdk_run(a, spec, header: str, flood: tuple | None = None):

@@ -122,6 +122,9 @@ class Run:
         plan = kinds.plan(self.spec, self.engine_name)   # None: a kind without one builds from the spec
         self._handle = mod.build(plan if plan is not None else self.spec)
         self.roles = list(self._handle.roles)
+        extra = getattr(mod, "run_environment", None)   # an engine's own facts: DPDK ports' setup
+        if extra is not None:
+            self.env.update(extra(self._handle))
         self._thread = threading.Thread(target=self._sample, name="perfkit-sampler", daemon=True)
         self._handle.start()
         self._thread.start()

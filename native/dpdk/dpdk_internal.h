@@ -121,7 +121,8 @@ struct pk_dpdk_port {
     uint8_t arp_mac[6];
     int arp_claim, arp_done;          /* atomic */
     char netns[128];                  /* where it was probed: its control calls run there too */
-    int kernel;                       /* af_packet, af_xdp, tap: frames from a Linux stack */
+    int kernel;                       /* af_packet, af_xdp, tap: frames from a Linux stack; or
+                                       * an rx L4 checksum offload: partial sums may come in */
     /* af_packet and af_xdp: the PMD's own sockets, found when the port opened, for the drops
      * the kernel counts and DPDK 22.11 leaves out of imissed (see kernel_missed) */
     int kfd[PK_DPDK_MAX_QUEUES];
@@ -132,7 +133,14 @@ struct pk_dpdk_port {
     int pci;                          /* a NIC on the PCI bus (EAL's -a), not a vdev */
     int polling;                      /* workers polling it now (under ctl_lock) */
     uint64_t idle_moved[PK_DPDK_MAX_QUEUES];  /* pk_dpdk_port_poll_idle: frames at its last call */
+    pk_dpdk_port_setup setup;         /* what setup_queues chose from rte_eth_dev_info */
 };
+
+/* An outgoing IPv4 frame (its IPv4 header l2 bytes in, all of it in the first segment): its
+ * IPv4 and UDP/TCP checksums, by the device where the port enabled that tx offload (the mbuf
+ * is flagged, the L4 field holds the pseudo header's sum), else computed here. -1: not an
+ * IPv4 frame it can read (left as it is). */
+int pkd_tx_csum(const pk_dpdk_port *p, struct rte_mbuf *m, uint32_t l2);
 
 static inline void free_frames(struct rte_mbuf **m, unsigned n)
 {

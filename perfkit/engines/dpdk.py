@@ -38,6 +38,7 @@ build(plan) reads (perfkit.kinds.dpdk_udp makes the plan):
 from __future__ import annotations
 
 import os
+import sys
 import time
 from dataclasses import asdict, dataclass
 
@@ -265,7 +266,44 @@ def _open(ports: list, dev: str, ip: str, netns, queues: int = 1):
     from perfkit import _dpdk
     port = _dpdk.Port(dev, netns=netns, ip=ip, queues=queues)
     ports.append(port)
+    say_setup(port)
     return port
+
+
+_verbose = 0              # perfkit flows/reflect/dperf -v: each port's setup said when it opens
+_say_to = None            # None: stderr, so --json rows on stdout stay JSON lines
+
+
+def set_verbose(level: int, stream=None) -> None:
+    """Say each DPDK port's setup (setup_line) when it opens, from now on (0: not)."""
+    global _verbose, _say_to
+    _verbose = int(level)
+    _say_to = stream
+
+
+def setup_line(dev: str, s: dict) -> str:
+    """A port's setup (Port.setup) in one line: what the device reports and what was chosen."""
+    off = s["offloads"]
+    by = lambda keys: ", ".join(f"{k.split('_', 1)[1]} {off[k]}" for k in keys)  # noqa: E731
+    rss = (f"RSS on ({s['rss_key']} key)" if s["rss"] else "RSS off")
+    lo, hi, al = s["rx_desc_lim"]
+    tlo, thi, tal = s["tx_desc_lim"]
+    return (f"port {dev}: driver {s['driver']}, {s['queues']} queue(s) of {s['max_rx_queues']}, {rss}; "
+            f"rx {by(('rx_ipv4_cksum', 'rx_udp_cksum', 'rx_tcp_cksum'))}; "
+            f"tx {by(('tx_ipv4_cksum', 'tx_udp_cksum', 'tx_tcp_cksum', 'tx_tcp_tso'))}; "
+            f"MTU {s['mtu']}" + (f" (asked {s['mtu_asked']})" if s["mtu_asked"] else "") +
+            f", max_rx_pktlen {s['max_rx_pktlen']}; descriptors rx {s['rx_desc']} ({lo}..{hi} by {al}), "
+            f"tx {s['tx_desc']} ({tlo}..{thi} by {tal})")
+
+
+def say_setup(port) -> None:
+    if _verbose:
+        print(setup_line(port.dev, port.setup), file=_say_to or sys.stderr, flush=True)
+
+
+def run_environment(handle) -> dict:
+    """What a run records beside its environment: each port's setup (Port.setup), by its string."""
+    return {"ports": [{"dev": p.dev, **p.setup} for p in getattr(handle, "port_list", ())]}
 
 
 MEMIF_WAIT_S = 5.0        # a generator's memif link must be up this soon (it takes ~10 ms here)

@@ -55,6 +55,7 @@ def build(plan) -> EngineHandle:
         for p in specs:
             port = _dpdk.Port(p["dev"], netns=p["netns"], ip=p["ip"], queues=p["queues"])
             ports.append(port)
+            dpdk.say_setup(port)
             if port.queues != p["queues"]:
                 raise ValueError(f"queues: port {p['dev']} took {port.queues} queues, not {p['queues']}")
         if plan.get("wait_link"):
@@ -66,6 +67,9 @@ def build(plan) -> EngineHandle:
         for port in reversed(ports):
             port.close()
         raise
+
+
+run_environment = dpdk.run_environment   # the port's setup, recorded with the run
 
 
 def detail() -> dict:

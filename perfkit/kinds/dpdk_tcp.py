@@ -594,6 +594,7 @@ def _dperf_parser(sub) -> None:
     dp.add_argument("--hugepages", default="auto", help="auto, on or off (default auto)")
     dp.add_argument("--cpus", help="pin the workers to these CPUs (the conf's cpu line is not used)")
     dp.add_argument("--log-level", default="error", help="DPDK log level on stderr (default error)")
+    dp.add_argument("-v", "--verbose", action="store_true", help="say each port's setup as it opens")
     dp.add_argument("--interval", default="1s", help="row interval (default 1s)")
     dp.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
     dp.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet (one conf)")

@@ -544,6 +544,8 @@ def _dpdk_options(sp) -> None:
     sp.add_argument("--hugepages", default="auto", help="auto, on or off (default auto: on where enough are free)")
     sp.add_argument("--cpus", help="pin the datapath workers to these CPUs: 1 or 0,1 (default: not pinned)")
     sp.add_argument("--log-level", default="error", help="DPDK log level on stderr (default error)")
+    sp.add_argument("-v", "--verbose", action="store_true",
+                    help="say each port's setup as it opens (driver, queues, RSS, offloads, MTU, descriptors)")
     sp.add_argument("--pmd-dir", help="also load the PMD plugins in this directory (EAL's -d)")
     sp.add_argument("--interval", default="1s", help="row interval (default 1s)")
     sp.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
