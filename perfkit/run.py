@@ -18,7 +18,7 @@ import time
 from typing import Callable
 
 from perfkit.engines import DEFAULT as DEFAULT_ENGINE
-from perfkit.engines import EngineHandle, counter_groups
+from perfkit.engines import EngineHandle
 from perfkit.engines import engines as list_engines
 from perfkit.engines import get as get_engine
 from perfkit import kinds, savefile
@@ -93,7 +93,7 @@ class Run:
         self.engine_name = engine or kinds.lookup(spec, "ENGINE", DEFAULT_ENGINE)
         self.interval = float(interval)
         # the counter groups the run writes, as its kind says: rows and the frame keep only their columns
-        self.groups = kinds.counter_groups(spec) or counter_groups(self.engine_name, spec)
+        self.groups = kinds.counter_groups(spec)
         self.rows: list[dict] = []
         self.summary: dict | None = None
         self.histogram: Histogram | None = None
@@ -119,7 +119,7 @@ class Run:
             raise RuntimeError("this run has already been started; make a new Run")
         mod = get_engine(self.engine_name)
         self.env = environment(self.engine_name, self.spec)
-        plan = kinds.plan(self.spec, self.engine_name)   # None: a kind without one builds from the spec
+        plan = kinds.plan(self.spec, self.engine_name)   # None: a plan for another engine, which refuses the spec
         self._handle = mod.build(plan if plan is not None else self.spec)
         self.roles = list(self._handle.roles)
         extra = getattr(mod, "run_environment", None)   # an engine's own facts: DPDK ports' setup

@@ -406,20 +406,19 @@ def test_groups_cover_every_counter_as_the_header_comments_say():
 
 def test_every_kind_declares_groups_that_exist():
     from perfkit import kinds, spec
-    from perfkit.engines import _ENGINES, counter_groups, dpdk, dpdk_tcp, socket
+    from perfkit.engines import _ENGINES, dpdk, dpdk_tcp, socket
     assert set(_ENGINES.values()) == {socket, dpdk, dpdk_tcp}
     samples = [spec.LocalTest("udp_bw"), spec.LocalTest("tcp_lat"), spec.HttpLoad(url="http://127.0.0.1:1/"),
-               spec.HttpServe(port=0), spec.SocketReflect(), spec.DpdkFlows(), spec.DpdkReflect()]
+               spec.HttpServe(port=0), spec.SocketReflect(), spec.DpdkFlows(), spec.DpdkReflect(),
+               spec.DpdkHttpServer(), spec.DpdkHttpClient()]
     for s in samples:
         groups = kinds.counter_groups(s)
         assert groups and set(groups) <= set(stats.GROUPS) and {"traffic", "cpu"} <= set(groups), s
     assert "http" not in kinds.counter_groups(spec.LocalTest("udp_bw"))
     assert "http" in kinds.counter_groups(spec.HttpLoad(url="http://127.0.0.1:1/"))
-    # the DPDK TCP engine still says which groups it writes, until its kind does
-    dpdk_tcp_groups = kinds.counter_groups(spec.DpdkHttpServer()) or counter_groups("dpdk_tcp", None)
-    assert "tcp" in dpdk_tcp_groups and "tcp" not in kinds.counter_groups(spec.DpdkFlows())
-    assert set(dpdk_tcp_groups) <= set(stats.GROUPS) and {"traffic", "cpu"} <= set(dpdk_tcp_groups)
-    assert counter_groups("nonesuch", None) is None and kinds.counter_groups(object()) is None
+    assert "tcp" in kinds.counter_groups(spec.DpdkHttpServer()) and "tcp" not in kinds.counter_groups(spec.DpdkFlows())
+    assert kinds.counter_groups(object()) is None
+    assert not any(hasattr(mod, "counter_groups") or hasattr(mod, "COUNTER_GROUPS") for mod in _ENGINES.values())
 
 
 def test_row_schema_and_rows_keep_only_the_groups_asked_for():

@@ -27,14 +27,6 @@ def engines() -> dict[str, dict]:
     return {name: mod.status() for name, mod in _ENGINES.items()}
 
 
-def counter_groups(name: str, spec) -> tuple[str, ...] | None:
-    """The counter groups engine `name` writes for spec, for an engine that still says (the
-    kinds declare them: perfkit.kinds.counter_groups); None: an unknown engine, or one that
-    leaves it to the kinds."""
-    fn = getattr(_ENGINES.get(name), "counter_groups", None)
-    return tuple(fn(spec)) if fn is not None else None
-
-
 def get(name: str):
     """The engine module called name, or ValueError saying what there is."""
     mod = _ENGINES.get(name)

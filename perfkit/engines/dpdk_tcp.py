@@ -23,12 +23,6 @@ from perfkit.engines import dpdk
 from perfkit.engines.handle import EngineHandle
 
 NAME = "dpdk_tcp"
-# The counter groups (perfkit.stats.GROUPS) the TCP worker writes, client and server alike.
-COUNTER_GROUPS = ("traffic", "tcp", "sock", "http", "latency", "nic", "cpu")
-
-
-def counter_groups(spec) -> tuple[str, ...]:
-    return COUNTER_GROUPS
 
 
 def status() -> dict:
