@@ -34,6 +34,7 @@ import hmac
 import ipaddress
 import json
 import os
+import select
 import socket
 import struct
 import time
@@ -224,6 +225,20 @@ class Control:
             raise EngineError(f"server: {printable(reply.get('error'))}")
         return reply
 
+    def peer_gone(self) -> bool:
+        """Has the server closed the control connection (it stopped or died)? Without waiting:
+        the server never speaks unasked, so a readable connection between requests is its end."""
+        if self.broken:
+            return True
+        try:
+            if not select.select([self.sock], [], [], 0)[0]:
+                return False
+            return self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:
+            return True
+
     def close(self) -> None:
         self.sock.close()
 
@@ -311,6 +326,11 @@ class RemoteHandle:
         client silent for rem_timeout (rows, which ask for its counters, may be further apart)."""
         if not self.local.running():
             return False
+        if self.ctl.peer_gone():   # a UDP sender would not notice: it stops now, its counts kept
+            self._error = self._error or "the server closed the control connection during the test (it stopped or died)"
+            self._sender_done = True
+            self.local.stop()
+            return self.local.running() > 0
         now = time.monotonic()
         flip_due = self.flip and not self._sender_done and now - self._asked_at >= FLIP_POLL_S
         if flip_due or now - self.ctl.last_request >= self.keepalive_s:
