@@ -258,6 +258,41 @@ static inline void spun(const worker *w)
         sched_yield();
 }
 
+#define SENDER_DONE UINT64_MAX
+
+/* A sender's turn at the top of its loop: SENDER_DONE, or how many messages the pacer
+ * allows now (0: it slept until the next one was due; take another turn). */
+static inline uint64_t sender_turn(worker *w, uint64_t sent, uint64_t *now)
+{
+    uint64_t wake = 0;
+    *now = pk_now_ns();
+    if (sender_done(w, *now, sent))
+        return SENDER_DONE;
+    account_cpu(w, *now, 0);
+    uint64_t n = pace(w, *now, sent, &wake);
+    if (n == 0)
+        pace_wait(*now, wake);
+    return n;
+}
+
+static inline void count_tx(worker *w, uint64_t pkts, uint64_t bytes)
+{
+    pk_add(&w->c, PK_pkts_tx, pkts);
+    pk_add(&w->c, PK_bytes_tx, bytes);
+}
+
+static inline void count_rx(worker *w, uint64_t pkts, uint64_t bytes)
+{
+    pk_add(&w->c, PK_pkts_rx, pkts);
+    pk_add(&w->c, PK_bytes_rx, bytes);
+}
+
+static inline void count_udp_rx(worker *w, uint64_t pkts, uint64_t bytes)
+{
+    count_rx(w, pkts, bytes);
+    pk_add(&w->c, PK_udp_rx, pkts);
+}
+
 /* With UDP GSO one message carries up to cfg.gso datagrams, cut by the kernel
  * (UDP_SEGMENT); each datagram still arrives alone, with its own header. */
 static void run_udp_send(worker *w)
@@ -266,16 +301,9 @@ static void run_udp_send(worker *w)
     const uint32_t segs = w->cfg.gso > 1 ? w->cfg.gso : 1;
     uint64_t sent = 0;
     uint32_t flow = 0;
-    for (;;) {
-        uint64_t now = pk_now_ns(), wake = 0;
-        if (sender_done(w, now, sent))
-            break;
-        account_cpu(w, now, 0);
-        uint64_t n = pace(w, now, sent, &wake);
-        if (n == 0) {
-            pace_wait(now, wake);
+    for (uint64_t now, n; (n = sender_turn(w, sent, &now)) != SENDER_DONE;) {
+        if (n == 0)
             continue;
-        }
         /* n datagrams in ceil(n / segs) messages; headers numbered across segments */
         uint64_t seq = w->flow_sent[flow];
         unsigned nmsg = 0;
@@ -294,8 +322,7 @@ static void run_udp_send(worker *w)
                 pkts += w->iov[i].iov_len / size;
             w->flow_sent[flow] += pkts;
             sent += pkts;
-            pk_add(&w->c, PK_pkts_tx, pkts);
-            pk_add(&w->c, PK_bytes_tx, pkts * size);
+            count_tx(w, pkts, pkts * size);
         } else if (r < 0 && errno != EINTR) {
             /* ENOBUFS/EAGAIN under load, ECONNREFUSED once the receiver is gone */
             pk_add(&w->c, PK_drop_tx, n);
@@ -342,9 +369,7 @@ static void run_udp_recv(worker *w)
             if (now >= h.tx_ns)
                 record_latency(w, now - h.tx_ns, &f->last_lat);
         }
-        pk_add(&w->c, PK_pkts_rx, (uint64_t)r);
-        pk_add(&w->c, PK_udp_rx, (uint64_t)r);
-        pk_add(&w->c, PK_bytes_rx, bytes);
+        count_udp_rx(w, (uint64_t)r, bytes);
         if (bad)
             pk_add(&w->c, PK_bad_rx, bad);
         if (lost)
@@ -375,16 +400,12 @@ static void run_udp_reflect_one(worker *w)
             continue;
         }
         last_rx = now;
-        pk_add(&w->c, PK_pkts_rx, 1);
-        pk_add(&w->c, PK_udp_rx, 1);
-        pk_add(&w->c, PK_bytes_rx, (uint64_t)r);
+        count_udp_rx(w, 1, (uint64_t)r);
         read_data(w, buf, (size_t)r);
-        if (sys_sendto(fd, buf, (size_t)r, 0, from, fromlen) == r) {
-            pk_add(&w->c, PK_pkts_tx, 1);
-            pk_add(&w->c, PK_bytes_tx, (uint64_t)r);
-        } else {
+        if (sys_sendto(fd, buf, (size_t)r, 0, from, fromlen) == r)
+            count_tx(w, 1, (uint64_t)r);
+        else
             pk_add(&w->c, PK_drop_tx, 1);
-        }
     }
 }
 
@@ -416,16 +437,13 @@ static void run_udp_reflect(worker *w)
             bytes += w->msgs[i].msg_len;
             read_data(w, w->iov[i].iov_base, w->msgs[i].msg_len);
         }
-        pk_add(&w->c, PK_pkts_rx, (uint64_t)r);
-        pk_add(&w->c, PK_udp_rx, (uint64_t)r);
-        pk_add(&w->c, PK_bytes_rx, bytes);
+        count_udp_rx(w, (uint64_t)r, bytes);
         int s = sys_sendmmsg(fd, w->msgs, (unsigned)r, 0);
         if (s > 0) {
             uint64_t sb = 0;
             for (int i = 0; i < s; i++)
                 sb += w->msgs[i].msg_len;
-            pk_add(&w->c, PK_pkts_tx, (uint64_t)s);
-            pk_add(&w->c, PK_bytes_tx, sb);
+            count_tx(w, (uint64_t)s, sb);
         }
         if (s < r)
             pk_add(&w->c, PK_drop_tx, (uint64_t)(r - (s > 0 ? s : 0)));
@@ -438,16 +456,10 @@ static void run_udp_ping(worker *w)
     const uint32_t size = w->cfg.size;
     const int tagged = size >= PK_WIRE_HDR_LEN;
     uint8_t *out = w->bufs, *in = w->bufs + w->buf_len;
-    uint64_t seq = 0, last_lat = 0, wake = 0;
-    for (;;) {
-        uint64_t now = pk_now_ns();
-        if (sender_done(w, now, seq))
-            break;
-        account_cpu(w, now, 0);
-        if (pace(w, now, seq, &wake) == 0) {
-            pace_wait(now, wake);
+    uint64_t seq = 0, last_lat = 0;
+    for (uint64_t now, turn; (turn = sender_turn(w, seq, &now)) != SENDER_DONE;) {
+        if (turn == 0)
             continue;
-        }
         fill_header(out, size, 0, seq, now);
         uint64_t t_send = pk_now_ns();
         if (sys_send(fd, out, size, 0) != (ssize_t)size) {
@@ -455,8 +467,7 @@ static void run_udp_ping(worker *w)
             seq++;
             continue;
         }
-        pk_add(&w->c, PK_pkts_tx, 1);
-        pk_add(&w->c, PK_bytes_tx, size);
+        count_tx(w, 1, size);
         /* a reply that does not come within 1 s is lost; stale replies are skipped */
         uint64_t give_up = t_send + 1000000000ull;
         int got = 0;
@@ -469,8 +480,7 @@ static void run_udp_ping(worker *w)
                     break;
                 continue;
             }
-            pk_add(&w->c, PK_pkts_rx, 1);
-            pk_add(&w->c, PK_bytes_rx, (uint64_t)r);
+            count_rx(w, 1, (uint64_t)r);
             read_data(w, in, (size_t)r);
             pk_wire_hdr h;
             if (tagged && (!pk_wire_parse(in, (uint64_t)r, &h) || h.seq != seq)) {
@@ -524,6 +534,17 @@ static void set_nodelay(const worker *w, int fd)
 
 static void set_rcvlowat(const worker *w, int fd);
 
+/* The worker's connection is up (dialled or accepted): its wake-up mark and timeouts, counted. */
+static int conn_opened(worker *w, int fd)
+{
+    set_rcvlowat(w, fd);
+    io_timeouts(fd);
+    pk_add(&w->c, PK_sock_open, 1);
+    pk_set(&w->c, PK_sock_current, 1);
+    w->conn_fd = fd;
+    return fd;
+}
+
 static int tcp_connect(worker *w)
 {
     int fd = socket(w->cfg.remote.family, SOCK_STREAM | SOCK_CLOEXEC, w->cfg.proto);
@@ -544,12 +565,7 @@ static int tcp_connect(worker *w)
         close(fd);
         return -1;
     }
-    set_rcvlowat(w, fd);
-    io_timeouts(fd);
-    pk_add(&w->c, PK_sock_open, 1);
-    pk_set(&w->c, PK_sock_current, 1);
-    w->conn_fd = fd;
-    return fd;
+    return conn_opened(w, fd);
 }
 
 /* A stream receiver asks to be woken once per TCP_RCV_LOWAT bytes instead of per arriving
@@ -592,12 +608,7 @@ static int tcp_accept(worker *w)
         int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
         if (fd >= 0) {
             set_nodelay(w, fd);
-            set_rcvlowat(w, fd);
-            io_timeouts(fd);
-            pk_add(&w->c, PK_sock_open, 1);
-            pk_set(&w->c, PK_sock_current, 1);
-            w->conn_fd = fd;
-            return fd;
+            return conn_opened(w, fd);
         }
         /* the listener has a 100 ms receive timeout: accept returns EAGAIN */
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
@@ -610,10 +621,11 @@ static int tcp_accept(worker *w)
     }
 }
 
-/* The worker's one connection, made the way dials() says. */
-static int stream_open(worker *w)
+/* A stream sender has written its last: EOF to the peer, and receivers may finish. */
+static void done_writing(worker *w, int fd)
 {
-    return dials(w) ? tcp_connect(w) : tcp_accept(w);
+    shutdown(fd, SHUT_WR);
+    __atomic_store_n(&w->done_sending, 1, __ATOMIC_RELEASE);
 }
 
 static void tcp_close(worker *w)
@@ -626,25 +638,14 @@ static void tcp_close(worker *w)
     pk_set(&w->c, PK_sock_current, 0);
 }
 
-static void run_tcp_send(worker *w)
+static void stream_send(worker *w, int fd, const uint32_t size)
 {
-    int fd = stream_open(w);
-    if (fd < 0)
-        return;
-    const uint32_t size = w->cfg.size;
     /* writes between clock reads: what the pacer allows (at most batch), up to STREAM_BURST_BYTES */
     const uint64_t burst = size >= STREAM_BURST_BYTES ? 1 : STREAM_BURST_BYTES / size;
-    uint64_t sent = 0, wake = 0;
-    for (;;) {
-        uint64_t now = pk_now_ns();
-        if (sender_done(w, now, sent))
-            break;
-        account_cpu(w, now, 0);
-        uint64_t n = pace(w, now, sent, &wake);
-        if (n == 0) {
-            pace_wait(now, wake);
+    uint64_t sent = 0;
+    for (uint64_t now, n; (n = sender_turn(w, sent, &now)) != SENDER_DONE;) {
+        if (n == 0)
             continue;
-        }
         if (n > burst)
             n = burst;
         uint64_t k = 0;
@@ -670,8 +671,7 @@ static void run_tcp_send(worker *w)
                 k++;
         }
         sent += k;
-        pk_add(&w->c, PK_pkts_tx, k);
-        pk_add(&w->c, PK_bytes_tx, k * size + (r < size ? r : 0));
+        count_tx(w, k, k * size + (r < size ? r : 0));
         if (r < size) {
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 continue; /* send buffer full for 100 ms: the receiver is slow */
@@ -679,8 +679,7 @@ static void run_tcp_send(worker *w)
             break;
         }
     }
-    shutdown(fd, SHUT_WR);
-    __atomic_store_n(&w->done_sending, 1, __ATOMIC_RELEASE);
+    done_writing(w, fd);
     /* wait for the receiver's EOF so every byte written is also counted there */
     uint8_t sink[256];
     for (;;) {
@@ -690,15 +689,10 @@ static void run_tcp_send(worker *w)
         if (pk_now_ns() >= w->engine->hard_end)
             break;
     }
-    tcp_close(w);
 }
 
-static void run_tcp_recv(worker *w)
+static void stream_recv(worker *w, int fd, const uint32_t size)
 {
-    int fd = stream_open(w);
-    if (fd < 0)
-        return;
-    const uint32_t size = w->cfg.size;
     uint64_t bytes = 0, last_rx = 0;
     for (;;) {
         ssize_t r = sys_recv(fd, w->bufs, w->buf_len, wait_flag(w, last_rx, 0));
@@ -724,64 +718,58 @@ static void run_tcp_recv(worker *w)
             break;
         spun(w);
     }
-    tcp_close(w);
 }
 
-static void run_tcp_ping(worker *w)
+static void stream_ping(worker *w, int fd, const uint32_t size)
 {
-    int fd = stream_open(w);
-    if (fd < 0)
-        return;
-    const uint32_t size = w->cfg.size;
     uint8_t *out = w->bufs, *in = w->bufs + w->buf_len;
-    uint64_t n = 0, last_lat = 0, wake = 0;
-    for (;;) {
-        uint64_t now = pk_now_ns();
-        if (sender_done(w, now, n))
-            break;
-        account_cpu(w, now, 0);
-        if (pace(w, now, n, &wake) == 0) {
-            pace_wait(now, wake);
+    uint64_t n = 0, last_lat = 0;
+    for (uint64_t now, turn; (turn = sender_turn(w, n, &now)) != SENDER_DONE;) {
+        if (turn == 0)
             continue;
-        }
         uint64_t t_send = pk_now_ns();
         if (xfer_all(w, fd, out, size, 1) != size)
             break;
-        pk_add(&w->c, PK_pkts_tx, 1);
-        pk_add(&w->c, PK_bytes_tx, size);
+        count_tx(w, 1, size);
         if (xfer_all(w, fd, in, size, 0) != size)
             break;
         uint64_t t_recv = pk_now_ns();   /* (before reading the data, as the UDP ping's) */
         read_data(w, in, size);
         record_latency(w, t_recv - t_send, &last_lat);
-        pk_add(&w->c, PK_pkts_rx, 1);
-        pk_add(&w->c, PK_bytes_rx, size);
+        count_rx(w, 1, size);
         n++;
     }
-    shutdown(fd, SHUT_WR);
-    __atomic_store_n(&w->done_sending, 1, __ATOMIC_RELEASE);
-    tcp_close(w);
+    done_writing(w, fd);
 }
 
-static void run_tcp_pong(worker *w)
+static void stream_pong(worker *w, int fd, const uint32_t size)
 {
-    int fd = stream_open(w);
-    if (fd < 0)
-        return;
-    const uint32_t size = w->cfg.size;
     for (;;) {
         size_t r = xfer_all(w, fd, w->bufs, size, 0);
         uint64_t now = pk_now_ns();
         account_cpu(w, now, 0);
         if (r != size)
             break; /* EOF, error or hard deadline */
-        pk_add(&w->c, PK_pkts_rx, 1);
-        pk_add(&w->c, PK_bytes_rx, size);
+        count_rx(w, 1, size);
         read_data(w, w->bufs, size);
         if (xfer_all(w, fd, w->bufs, size, 1) != size)
             break;
-        pk_add(&w->c, PK_pkts_tx, 1);
-        pk_add(&w->c, PK_bytes_tx, size);
+        count_tx(w, 1, size);
+    }
+}
+
+/* A stream role: the worker's one connection, made the way dials() says, closed when the
+ * role is done. */
+static void run_stream(worker *w)
+{
+    int fd = dials(w) ? tcp_connect(w) : tcp_accept(w);
+    if (fd < 0)
+        return;
+    switch (w->cfg.role) {
+    case PK_TCP_SEND: stream_send(w, fd, w->cfg.size); break;
+    case PK_TCP_RECV: stream_recv(w, fd, w->cfg.size); break;
+    case PK_TCP_PING: stream_ping(w, fd, w->cfg.size); break;
+    default: stream_pong(w, fd, w->cfg.size); break;
     }
     tcp_close(w);
 }
@@ -790,8 +778,8 @@ typedef void (*role_fn)(worker *);
 static const role_fn ROLE_FNS[PK_NROLES] = {
     [PK_UDP_SEND] = run_udp_send,     [PK_UDP_RECV] = run_udp_recv,
     [PK_UDP_REFLECT] = run_udp_reflect, [PK_UDP_PING] = run_udp_ping,
-    [PK_TCP_SEND] = run_tcp_send,     [PK_TCP_RECV] = run_tcp_recv,
-    [PK_TCP_PING] = run_tcp_ping,     [PK_TCP_PONG] = run_tcp_pong,
+    [PK_TCP_SEND] = run_stream,       [PK_TCP_RECV] = run_stream,
+    [PK_TCP_PING] = run_stream,       [PK_TCP_PONG] = run_stream,
     [PK_HTTP_CLIENT] = run_http_client, [PK_HTTP_SERVER] = run_http_server,
 };
 
@@ -1069,23 +1057,15 @@ pk_sock_engine *pk_sock_create(const pk_sock_worker_cfg *cfgs, int n, char *err,
         return NULL;
     }
     pk_sock_engine *e = calloc(1, sizeof(*e));
-    if (!e) {
-        sock_set_err(err, errlen, "out of memory");
-        return NULL;
-    }
-    e->w = aligned_alloc(64, sizeof(worker) * (size_t)n);
-    if (!e->w) {
+    worker *ws = aligned_alloc(64, sizeof(worker) * (size_t)n);
+    if (!e || !ws || pk_engine_init(&e->core, &SOCK_OPS, e, "pk-sock/%d", n) != 0) {
+        free(ws);
         free(e);
         sock_set_err(err, errlen, "out of memory");
         return NULL;
     }
-    memset(e->w, 0, sizeof(worker) * (size_t)n);
-    if (pk_engine_init(&e->core, &SOCK_OPS, e, "pk-sock/%d", n) != 0) {
-        free(e->w);
-        free(e);
-        sock_set_err(err, errlen, "out of memory");
-        return NULL;
-    }
+    memset(ws, 0, sizeof(worker) * (size_t)n);
+    e->w = ws;
     e->n = n;
     for (int i = 0; i < n; i++) {
         pk_engine_worker_init(&e->core, i, &e->w[i].c, &e->w[i].hist, e->w[i].err, cfgs[i].cpu);
