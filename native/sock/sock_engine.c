@@ -24,8 +24,6 @@
 #include "perfkit/wire.h"
 
 #define QUIET_NS       50000000ull /* receivers: quiet this long after the peer is done */
-#define PACE_MIN_SLEEP_NS 50000ull /* a paced sender sleeps at least this long */
-#define PACE_MAX_SLEEP_NS 50000000ull /* ... and at most this long: it must see stop */
 #define SPIN_NS        50000ull    /* busy_poll: a receiver spins this long before blocking */
 /* ... and either end of a ping-pong this long: its wait is one round trip, which it then
  * spins through where that is under a millisecond. udp_lat 32 KiB over veth (~140 us round
@@ -36,13 +34,6 @@
  * pinned, 8 alternating rounds: 3.54 GB/s with 64 KiB reads against 2.82 with 256 KiB (qperf,
  * which reads one message, 3.20); 16 and 32 KiB as good, 128 KiB between. */
 #define TCP_RECV_BUF   (64 << 10)
-#define TCP_RCV_LOWAT  (16 << 10)  /* a stream receiver wakes per this many bytes at most (set_rcvlowat) */
-/* A stream sender writes batch messages per sendmmsg and reads the clock after them, but
- * at most this many bytes' worth (bigger messages: one send() each). Not per write:
- * with 64 B writes on loopback a clock read per write cost 3% of the message rate (1.235
- * vs 1.27 M/s medians, 8 alternating runs). 16 KiB keeps stop and the deadline prompt
- * (16 ms late at 8 Mbit/s). */
-#define STREAM_BURST_BYTES (16u << 10)
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -95,7 +86,7 @@ void sock_set_buffers(int fd, uint32_t bytes)
 }
 
 /* Blocking calls give up after 100 ms so a worker always sees stop and its deadline. */
-static void io_timeouts(int fd)
+void io_timeouts(int fd)
 {
     struct timeval tv = { 0, 100000 };
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
@@ -128,7 +119,7 @@ static int open_bound(const pk_sock_addr *local, int type, int proto, char *err,
 /* A worker's buffers: cfg.sock_buf when given; else 8 MiB, but a TCP sender or pinger
  * keeps the kernel's autotuning, as qperf's and iperf3's do. Set before connect or
  * listen: the window scale goes in the SYN. */
-static void worker_buffers(const worker *w, int fd)
+void worker_buffers(const worker *w, int fd)
 {
     if (w->cfg.sock_buf || !(w->cfg.role == PK_TCP_SEND || w->cfg.role == PK_TCP_PING))
         sock_set_buffers(fd, w->cfg.sock_buf);
@@ -136,7 +127,7 @@ static void worker_buffers(const worker *w, int fd)
 
 /* Does this stream worker connect (else it accepts one connection on its bound socket)?
  * Senders and pingers connect; flipped (qperf's -f1: the server sends), the other way. */
-static int dials(const worker *w)
+int dials(const worker *w)
 {
     int sends = w->cfg.role == PK_TCP_SEND || w->cfg.role == PK_TCP_PING || w->cfg.role == PK_HTTP_CLIENT;
     return sends != (w->cfg.flip != 0);
@@ -144,7 +135,7 @@ static int dials(const worker *w)
 
 /* Are the senders that target this worker done? With none (a server), it
  * runs until stop or the hard end. */
-static int feeders_done(const worker *w)
+int feeders_done(const worker *w)
 {
     const pk_sock_engine *e = w->engine;
     int me = (int)(w - e->w), any = 0;
@@ -173,124 +164,12 @@ static int receiver_finished(const worker *w, uint64_t now, uint64_t last_rx, ui
 
 /* ------------------------------------------------------------------ roles */
 
-/* access_recv (qperf's -ar): read every received byte, as an application would, a word at
- * a time (memcpy: any alignment) into a sum the worker keeps; counted in bytes_read. */
-static inline void read_data(worker *w, const uint8_t *p, size_t n)
-{
-    if (!w->cfg.access_recv)
-        return;
-    uint64_t sum = 0, v;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        memcpy(&v, p + i, 8);
-        sum += v;
-    }
-    for (; i < n; i++)
-        sum += p[i];
-    w->read_sum += sum;
-    pk_add(&w->c, PK_bytes_read, n);
-}
-
 static void fill_header(uint8_t *buf, uint32_t size, uint32_t flow, uint64_t seq, uint64_t now)
 {
     if (size < PK_WIRE_HDR_LEN)
         return;
     pk_wire_hdr h = { PK_WIRE_MAGIC, flow, seq, now };
     memcpy(buf, &h, sizeof(h));
-}
-
-/* A sender is done at stop, at the end of its duration, or once it has sent
- * cfg.count messages (qperf's -n). */
-static inline int sender_done(const worker *w, uint64_t now, uint64_t sent)
-{
-    return stopping(w) || now >= w->wall0 + w->cfg.duration_ns || (w->cfg.count && sent >= w->cfg.count);
-}
-
-/* How many messages the pacer allows now (never past cfg.count); 0 means wait
- * (and *wake says until when). Call only while !sender_done(). */
-static inline uint64_t pace(const worker *w, uint64_t now, uint64_t sent, uint64_t *wake)
-{
-    uint64_t most = (uint64_t)w->cfg.batch * (w->cfg.gso > 1 ? w->cfg.gso : 1);
-    if (w->cfg.count && w->cfg.count - sent < most)
-        most = w->cfg.count - sent;
-    if (w->cfg.rate <= 0)
-        return most;
-    double elapsed = (double)(now - w->wall0);
-    uint64_t allowed = (uint64_t)(elapsed * w->cfg.rate / 1e9) + 1;
-    if (allowed > sent)
-        return allowed - sent < most ? allowed - sent : most;
-    /* wake when the next message is due, but by the end of the run and within
-     * PACE_MAX_SLEEP_NS: a slow pacer must not sleep through stop or past its end */
-    double gap = (double)sent * 1e9 / w->cfg.rate;
-    uint64_t cap = w->wall0 + w->cfg.duration_ns;
-    if (cap > now + PACE_MAX_SLEEP_NS)
-        cap = now + PACE_MAX_SLEEP_NS;
-    *wake = gap < (double)(cap - w->wall0) ? w->wall0 + (uint64_t)gap : cap;
-    return 0;
-}
-
-/* Sleep until the next message is due, and at least PACE_MIN_SLEEP_NS: what
- * fell due meanwhile goes out as one batch, and the pacer keeps the average
- * rate exact. Spinning instead would take the CPU the receiver needs. */
-static inline void pace_wait(uint64_t now, uint64_t wake)
-{
-    pk_sleep_until_ns(wake > now + PACE_MIN_SLEEP_NS ? wake : now + PACE_MIN_SLEEP_NS);
-}
-
-/* busy_poll: spin (non-blocking) for up to SPIN_NS (ping-pong ends: LAT_SPIN_NS) after
- * waiting began (a pinger's send, a receiver's last arrival), then block, so a spinning
- * thread never starves its partner on a busy machine. A receiver that sleeps between
- * arrivals costs the sender a wake-up each time (over loopback and veth the sender's CPU
- * delivers the packet and wakes the reader); a sleeping ping-pong end, two per round trip. */
-static inline int wait_flag(const worker *w, uint64_t waiting_since, int blocking_flag)
-{
-    if (w->cfg.busy_poll && pk_now_ns() - waiting_since < w->spin_ns)
-        return MSG_DONTWAIT;
-    return blocking_flag;
-}
-
-/* After a receiver's poll found nothing: a spinning receiver lets a thread that shares its
- * CPU (its own sender, pinned to the same one) run first. tcp_bw over loopback, busy_poll,
- * both ends on CPU 0: 4.2-4.4 GB/s with the yield, 2.6 without, 3.1 sleeping. */
-static inline void spun(const worker *w)
-{
-    if (w->cfg.busy_poll)
-        sched_yield();
-}
-
-#define SENDER_DONE UINT64_MAX
-
-/* A sender's turn at the top of its loop: SENDER_DONE, or how many messages the pacer
- * allows now (0: it slept until the next one was due; take another turn). */
-static inline uint64_t sender_turn(worker *w, uint64_t sent, uint64_t *now)
-{
-    uint64_t wake = 0;
-    *now = pk_now_ns();
-    if (sender_done(w, *now, sent))
-        return SENDER_DONE;
-    account_cpu(w, *now, 0);
-    uint64_t n = pace(w, *now, sent, &wake);
-    if (n == 0)
-        pace_wait(*now, wake);
-    return n;
-}
-
-static inline void count_tx(worker *w, uint64_t pkts, uint64_t bytes)
-{
-    pk_add(&w->c, PK_pkts_tx, pkts);
-    pk_add(&w->c, PK_bytes_tx, bytes);
-}
-
-static inline void count_rx(worker *w, uint64_t pkts, uint64_t bytes)
-{
-    pk_add(&w->c, PK_pkts_rx, pkts);
-    pk_add(&w->c, PK_bytes_rx, bytes);
-}
-
-static inline void count_udp_rx(worker *w, uint64_t pkts, uint64_t bytes)
-{
-    count_rx(w, pkts, bytes);
-    pk_add(&w->c, PK_udp_rx, pkts);
 }
 
 /* With UDP GSO one message carries up to cfg.gso datagrams, cut by the kernel
@@ -494,284 +373,6 @@ static void run_udp_ping(worker *w)
             pk_add(&w->c, PK_seq_lost, 1);
         seq++;
     }
-}
-
-/* Write or read exactly len bytes on a blocking socket with 100 ms timeouts.
- * Returns len, or less on EOF/error/stop. */
-static size_t xfer_all(worker *w, int fd, uint8_t *buf, size_t len, int writing)
-{
-    size_t done = 0;
-    const uint64_t since = w->cfg.busy_poll ? pk_now_ns() : 0;
-    while (done < len) {
-        ssize_t r = writing ? sys_send(fd, buf + done, len - done, MSG_NOSIGNAL)
-                            : sys_recv(fd, buf + done, len - done, wait_flag(w, since, 0));
-        if (r > 0) {
-            done += (size_t)r;
-            continue;
-        }
-        if (r == 0)
-            break;
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-            break;
-        if (pk_now_ns() >= w->engine->hard_end)
-            break;
-        if (writing && stopping(w))
-            break;
-    }
-    return done;
-}
-
-/* Ping-pong messages go out at once: TCP_NODELAY, or SCTP_NODELAY (same value, 1, at
- * SOL_SCTP). Streams keep Nagle: small writes coalesce into full segments, as
- * qperf's and iperf3's do (with NODELAY a 64 B stream sent one frame per write). */
-static void set_nodelay(const worker *w, int fd)
-{
-    if (w->cfg.role != PK_TCP_PING && w->cfg.role != PK_TCP_PONG)
-        return;
-    int one = 1;
-    setsockopt(fd, w->cfg.proto == IPPROTO_SCTP ? IPPROTO_SCTP : IPPROTO_TCP, 1, &one, sizeof(one));
-}
-
-static void set_rcvlowat(const worker *w, int fd);
-
-/* The worker's connection is up (dialled or accepted): its wake-up mark and timeouts, counted. */
-static int conn_opened(worker *w, int fd)
-{
-    set_rcvlowat(w, fd);
-    io_timeouts(fd);
-    pk_add(&w->c, PK_sock_open, 1);
-    pk_set(&w->c, PK_sock_current, 1);
-    w->conn_fd = fd;
-    return fd;
-}
-
-static int tcp_connect(worker *w)
-{
-    int fd = socket(w->cfg.remote.family, SOCK_STREAM | SOCK_CLOEXEC, w->cfg.proto);
-    if (fd < 0) {
-        sock_set_err(w->err, sizeof(w->err), "socket(): %s", strerror(errno));
-        return -1;
-    }
-    set_nodelay(w, fd);
-    worker_buffers(w, fd);
-    uint16_t port = w->cfg.peer >= 0 ? (uint16_t)w->engine->w[w->cfg.peer].bound_port : w->cfg.remote.port;
-    struct sockaddr_storage ss;
-    socklen_t len = sock_to_sockaddr(&w->cfg.remote, port, &ss);
-    if (connect(fd, (struct sockaddr *)&ss, len) != 0) {
-        char ip[INET6_ADDRSTRLEN] = "?";
-        inet_ntop(w->cfg.remote.family, w->cfg.remote.ip, ip, sizeof(ip));
-        sock_set_err(w->err, sizeof(w->err), "connect to %s port %u: %s", ip, port, strerror(errno));
-        pk_add(&w->c, PK_sock_error, 1);
-        close(fd);
-        return -1;
-    }
-    return conn_opened(w, fd);
-}
-
-/* A stream receiver asks to be woken once per TCP_RCV_LOWAT bytes instead of per arriving
- * segment. Each wake-up costs the sender, which runs it (loopback and veth deliver in the
- * sender's context) and is then preempted: with 64 B writes on loopback perfkit's sender
- * spent about a fifth more CPU per byte without it, and its receiver several times more.
- * 16 KiB: below one loopback segment (64 KiB writes still wake it per segment; 64 KiB
- * made it wait for two and cost a third of their bandwidth). At most a quarter of the
- * receive buffer; the kernel also wakes it at EOF, under memory pressure or a nearly
- * closed window, and recv() returns what it has after its timeout. The price: while fewer
- * than this many bytes wait unread, Linux acks every second segment at once, from the
- * softirq, so over veth (1448 B segments) the sender's CPU alone ran receive, acks and
- * Nagle. So the mark is set only where a segment (loopback: 32-64 KiB) or each message
- * is at least 16 KiB; below that the receiver wakes per arrival and acks from its own CPU.
- * On a quiet machine, 1 KiB writes over veth (bench/RESULTS-qperf.md): 63-85 MB/s with a
- * one-segment mark, 101-125 without, qperf 85-119; 64 KiB writes keep the mark (2.27 GB/s
- * median with it, 1.94 without). */
-static void set_rcvlowat(const worker *w, int fd)
-{
-    if (w->cfg.role != PK_TCP_RECV || w->cfg.proto != IPPROTO_TCP)
-        return;
-    int seg = 0, rcvbuf = 0;
-    socklen_t len = sizeof(seg);
-    if (getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &seg, &len) != 0)
-        seg = 0;
-    if (seg < TCP_RCV_LOWAT && (int)w->cfg.size < TCP_RCV_LOWAT)
-        return; /* small segments and messages: woken per arrival */
-    len = sizeof(rcvbuf);
-    if (getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &len) != 0)
-        return;
-    int lowat = rcvbuf / 4 < TCP_RCV_LOWAT ? rcvbuf / 4 : TCP_RCV_LOWAT;
-    if (lowat > 1)
-        setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat));
-}
-
-static int tcp_accept(worker *w)
-{
-    int lfd = w->fds[0];
-    for (;;) {
-        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-        if (fd >= 0) {
-            set_nodelay(w, fd);
-            return conn_opened(w, fd);
-        }
-        /* the listener has a 100 ms receive timeout: accept returns EAGAIN */
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            sock_set_err(w->err, sizeof(w->err), "accept(): %s", strerror(errno));
-            pk_add(&w->c, PK_sock_error, 1);
-            return -1;
-        }
-        if (pk_now_ns() >= w->engine->hard_end || feeders_done(w))
-            return -1;
-    }
-}
-
-/* A stream sender has written its last: EOF to the peer, and receivers may finish. */
-static void done_writing(worker *w, int fd)
-{
-    shutdown(fd, SHUT_WR);
-    __atomic_store_n(&w->done_sending, 1, __ATOMIC_RELEASE);
-}
-
-static void tcp_close(worker *w)
-{
-    if (w->conn_fd < 0)
-        return;
-    close(w->conn_fd);
-    w->conn_fd = -1;
-    pk_add(&w->c, PK_sock_close, 1);
-    pk_set(&w->c, PK_sock_current, 0);
-}
-
-static void stream_send(worker *w, int fd, const uint32_t size)
-{
-    /* writes between clock reads: what the pacer allows (at most batch), up to STREAM_BURST_BYTES */
-    const uint64_t burst = size >= STREAM_BURST_BYTES ? 1 : STREAM_BURST_BYTES / size;
-    uint64_t sent = 0;
-    for (uint64_t now, n; (n = sender_turn(w, sent, &now)) != SENDER_DONE;) {
-        if (n == 0)
-            continue;
-        if (n > burst)
-            n = burst;
-        uint64_t k = 0;
-        size_t r = size;
-        if (n > 1) {
-            /* n writes in one system call, each still its own write to the stream, as the
-             * UDP sender's datagrams: a small write's cost is mostly entering the kernel
-             * (64 B, pinned: 1.3x one send() per write over veth, 1.4x over loopback; README).
-             * Not waiting: where the send buffer fills, the next write waits below. */
-            int m = sys_sendmmsg(fd, w->msgs, (unsigned)n, MSG_NOSIGNAL | MSG_DONTWAIT);
-            uint64_t bytes = 0;
-            for (int j = 0; j < m; j++)
-                bytes += w->msgs[j].msg_len;
-            k = bytes / size;
-            if (k < n) {   /* the buffer filled: finish a write cut short (part of it went), waiting for room */
-                size_t part = (size_t)(bytes % size);
-                r = part + xfer_all(w, fd, w->bufs + part, size - part, 1);
-                if (r == size)
-                    k++;
-            }
-        } else {
-            while (k < n && (r = xfer_all(w, fd, w->bufs, size, 1)) == size)
-                k++;
-        }
-        sent += k;
-        count_tx(w, k, k * size + (r < size ? r : 0));
-        if (r < size) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                continue; /* send buffer full for 100 ms: the receiver is slow */
-            pk_add(&w->c, PK_sock_error, 1);
-            break;
-        }
-    }
-    done_writing(w, fd);
-    /* wait for the receiver's EOF so every byte written is also counted there */
-    uint8_t sink[256];
-    for (;;) {
-        ssize_t r = sys_recv(fd, sink, sizeof(sink), 0);
-        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
-            break;
-        if (pk_now_ns() >= w->engine->hard_end)
-            break;
-    }
-}
-
-static void stream_recv(worker *w, int fd, const uint32_t size)
-{
-    uint64_t bytes = 0, last_rx = 0;
-    for (;;) {
-        ssize_t r = sys_recv(fd, w->bufs, w->buf_len, wait_flag(w, last_rx, 0));
-        uint64_t now = pk_now_ns();
-        account_cpu(w, now, 0);
-        if (r > 0) {
-            last_rx = now;
-            uint64_t before = bytes / size;
-            bytes += (uint64_t)r;
-            pk_add(&w->c, PK_bytes_rx, (uint64_t)r);
-            read_data(w, w->bufs, (size_t)r);
-            if (bytes / size != before)
-                pk_add(&w->c, PK_pkts_rx, bytes / size - before);
-            continue;
-        }
-        if (r == 0)
-            break; /* EOF: the sender is done */
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            pk_add(&w->c, PK_sock_error, 1);
-            break;
-        }
-        if (now >= w->engine->hard_end)
-            break;
-        spun(w);
-    }
-}
-
-static void stream_ping(worker *w, int fd, const uint32_t size)
-{
-    uint8_t *out = w->bufs, *in = w->bufs + w->buf_len;
-    uint64_t n = 0, last_lat = 0;
-    for (uint64_t now, turn; (turn = sender_turn(w, n, &now)) != SENDER_DONE;) {
-        if (turn == 0)
-            continue;
-        uint64_t t_send = pk_now_ns();
-        if (xfer_all(w, fd, out, size, 1) != size)
-            break;
-        count_tx(w, 1, size);
-        if (xfer_all(w, fd, in, size, 0) != size)
-            break;
-        uint64_t t_recv = pk_now_ns();   /* (before reading the data, as the UDP ping's) */
-        read_data(w, in, size);
-        record_latency(w, t_recv - t_send, &last_lat);
-        count_rx(w, 1, size);
-        n++;
-    }
-    done_writing(w, fd);
-}
-
-static void stream_pong(worker *w, int fd, const uint32_t size)
-{
-    for (;;) {
-        size_t r = xfer_all(w, fd, w->bufs, size, 0);
-        uint64_t now = pk_now_ns();
-        account_cpu(w, now, 0);
-        if (r != size)
-            break; /* EOF, error or hard deadline */
-        count_rx(w, 1, size);
-        read_data(w, w->bufs, size);
-        if (xfer_all(w, fd, w->bufs, size, 1) != size)
-            break;
-        count_tx(w, 1, size);
-    }
-}
-
-/* A stream role: the worker's one connection, made the way dials() says, closed when the
- * role is done. */
-static void run_stream(worker *w)
-{
-    int fd = dials(w) ? tcp_connect(w) : tcp_accept(w);
-    if (fd < 0)
-        return;
-    switch (w->cfg.role) {
-    case PK_TCP_SEND: stream_send(w, fd, w->cfg.size); break;
-    case PK_TCP_RECV: stream_recv(w, fd, w->cfg.size); break;
-    case PK_TCP_PING: stream_ping(w, fd, w->cfg.size); break;
-    default: stream_pong(w, fd, w->cfg.size); break;
-    }
-    tcp_close(w);
 }
 
 typedef void (*role_fn)(worker *);
