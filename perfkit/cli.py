@@ -186,7 +186,7 @@ def _parser() -> argparse.ArgumentParser:
         _search_args(sp)
 
     http.add_cli(sub, _field_option)   # perfkit http, perfkit http-serve: the HTTP kind's commands
-    _dperf_parser(sub)  # issue 6
+    _dperf_parser(sub)  # perfkit dperf: dperf's configuration files on perfkit's DPDK TCP
     _nics_parser(sub)
     return p
 
@@ -725,7 +725,7 @@ def main(argv=None) -> int:
         return 1
 
 
-# ------------------------------------------------------------------ perfkit dperf (issue 6)
+# ------------------------------------------------------------------ perfkit dperf
 
 def _dperf_parser(sub) -> None:
     dp = sub.add_parser("dperf", help="run dperf configuration files on perfkit's DPDK TCP")

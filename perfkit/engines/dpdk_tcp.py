@@ -1,4 +1,4 @@
-"""perfkit's TCP over DPDK (issue 6): DpdkHttpServer and DpdkHttpClient specs.
+"""perfkit's TCP over DPDK (dperf's job): DpdkHttpServer and DpdkHttpClient specs.
 
     perfkit.Run(DpdkHttpServer(port="ring:t:1", ...))   # engine "dpdk_tcp"
 
