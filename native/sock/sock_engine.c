@@ -26,13 +26,11 @@
 #define QUIET_NS       50000000ull /* receivers: quiet this long after the peer is done */
 #define SPIN_NS        50000ull    /* busy_poll: a receiver spins this long before blocking */
 /* ... and either end of a ping-pong this long: its wait is one round trip, which it then
- * spins through where that is under a millisecond. udp_lat 32 KiB over veth (~140 us round
- * trips), pinned, 5 alternating rounds: 55.6-70.5 us with 1 ms, 64.5-78.2 with 50 us */
+ * spins through where that is under a millisecond (see bench/RESULTS-notes.md#busy-polling-latency-ends) */
 #define LAT_SPIN_NS    1000000ull
 #define SOCK_BUF_BYTES (8 << 20)
-/* A stream receiver reads at most this much per recv(). 64 KiB writes over veth, both ends
- * pinned, 8 alternating rounds: 3.54 GB/s with 64 KiB reads against 2.82 with 256 KiB (qperf,
- * which reads one message, 3.20); 16 and 32 KiB as good, 128 KiB between. */
+/* A stream receiver reads at most this much per recv(): bigger reads ran slower
+ * (see bench/RESULTS-notes.md#stream-receiver-read-size). */
 #define TCP_RECV_BUF   (64 << 10)
 
 /* ---------------------------------------------------------------- helpers */
@@ -391,8 +389,8 @@ static int cmp_int(const void *a, const void *b)
 
 /* Give the worker a file table of its own, holding only its sockets. In a process with
  * several threads sharing one table, every socket call takes and drops a reference on
- * its file (two atomic operations, fdget/fput: 3.6% of a 64 B tcp_bw sender's CPU and
- * about 2% of a tcp_lat pair's in perf record), where a one-thread process like qperf
+ * its file (two atomic operations, fdget/fput; see bench/RESULTS-notes.md#a-file-table-per-socket-worker),
+ * where a one-thread process like qperf
  * only borrows it. The copy keeps nothing else open: a file the rest of the process
  * closes meanwhile is closed at once, as before. Sockets the worker makes later (TCP
  * clients) live only in its table; it closes them itself, and its table goes when it

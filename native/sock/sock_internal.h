@@ -28,9 +28,8 @@ typedef pk_flow_state flow_state;  /* perfkit/seqwin.h */
 /* The data paths enter the kernel through syscall(), not glibc's send()/recv() family.
  * In a multi-threaded process (every perfkit process: Python's threads and the workers)
  * each of glibc's socket calls is a cancellation point that sets and clears the thread's
- * cancellation type around the call, two atomic compare-exchanges: 5% of a 64 B tcp_bw
- * sender's CPU (`perf record`, __pthread_{en,dis}able_asynccancel), where single-threaded
- * qperf skips them. No worker is ever cancelled, so nothing is lost. Under AddressSanitizer
+ * cancellation type around the call, two atomic compare-exchanges (see
+ * bench/RESULTS-notes.md#data-paths-through-syscall), where single-threaded qperf skips them. No worker is ever cancelled, so nothing is lost. Under AddressSanitizer
  * the glibc calls stay: its interceptors check every buffer the kernel reads or writes. */
 #if defined(__SANITIZE_ADDRESS__)
 #define PK_ASAN 1
@@ -220,8 +219,7 @@ static inline int wait_flag(const worker *w, uint64_t waiting_since, int blockin
 }
 
 /* After a receiver's poll found nothing: a spinning receiver lets a thread that shares its
- * CPU (its own sender, pinned to the same one) run first. tcp_bw over loopback, busy_poll,
- * both ends on CPU 0: 4.2-4.4 GB/s with the yield, 2.6 without, 3.1 sleeping. */
+ * CPU (its own sender, pinned to the same one) run first (see bench/RESULTS-notes.md#busy-polling-receivers). */
 static inline void spun(const worker *w)
 {
     if (w->cfg.busy_poll)

@@ -14,10 +14,9 @@
 
 #define TCP_RCV_LOWAT  (16 << 10)  /* a stream receiver wakes per this many bytes at most (set_rcvlowat) */
 /* A stream sender writes batch messages per sendmmsg and reads the clock after them, but
- * at most this many bytes' worth (bigger messages: one send() each). Not per write:
- * with 64 B writes on loopback a clock read per write cost 3% of the message rate (1.235
- * vs 1.27 M/s medians, 8 alternating runs). 16 KiB keeps stop and the deadline prompt
- * (16 ms late at 8 Mbit/s). */
+ * at most this many bytes' worth (bigger messages: one send() each). Not per write: a clock
+ * read per small write costs message rate; 16 KiB keeps stop and the deadline prompt
+ * (see bench/RESULTS-notes.md#stream-sender-one-clock-read-per-burst). */
 #define STREAM_BURST_BYTES (16u << 10)
 
 /* Write or read exactly len bytes on a blocking socket with 100 ms timeouts.
@@ -94,19 +93,15 @@ static int tcp_connect(worker *w)
 
 /* A stream receiver asks to be woken once per TCP_RCV_LOWAT bytes instead of per arriving
  * segment. Each wake-up costs the sender, which runs it (loopback and veth deliver in the
- * sender's context) and is then preempted: with 64 B writes on loopback perfkit's sender
- * spent about a fifth more CPU per byte without it, and its receiver several times more.
- * 16 KiB: below one loopback segment (64 KiB writes still wake it per segment; 64 KiB
- * made it wait for two and cost a third of their bandwidth). At most a quarter of the
+ * sender's context) and is then preempted. 16 KiB: below one loopback segment, so 64 KiB
+ * writes still wake it per segment. At most a quarter of the
  * receive buffer; the kernel also wakes it at EOF, under memory pressure or a nearly
  * closed window, and recv() returns what it has after its timeout. The price: while fewer
  * than this many bytes wait unread, Linux acks every second segment at once, from the
  * softirq, so over veth (1448 B segments) the sender's CPU alone ran receive, acks and
  * Nagle. So the mark is set only where a segment (loopback: 32-64 KiB) or each message
  * is at least 16 KiB; below that the receiver wakes per arrival and acks from its own CPU.
- * On a quiet machine, 1 KiB writes over veth (bench/RESULTS-qperf.md): 63-85 MB/s with a
- * one-segment mark, 101-125 without, qperf 85-119; 64 KiB writes keep the mark (2.27 GB/s
- * median with it, 1.94 without). */
+ * The figures: see bench/RESULTS-notes.md#stream-receiver-the-wake-up-mark-so_rcvlowat. */
 static void set_rcvlowat(const worker *w, int fd)
 {
     if (w->cfg.role != PK_TCP_RECV || w->cfg.proto != IPPROTO_TCP)
@@ -177,7 +172,7 @@ static void stream_send(worker *w, int fd, const uint32_t size)
         if (n > 1) {
             /* n writes in one system call, each still its own write to the stream, as the
              * UDP sender's datagrams: a small write's cost is mostly entering the kernel
-             * (64 B, pinned: 1.3x one send() per write over veth, 1.4x over loopback; README).
+             * (see bench/RESULTS-notes.md#stream-sender-writes-in-one-system-call).
              * Not waiting: where the send buffer fills, the next write waits below. */
             int m = sys_sendmmsg(fd, w->msgs, (unsigned)n, MSG_NOSIGNAL | MSG_DONTWAIT);
             uint64_t bytes = 0;
