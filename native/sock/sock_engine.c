@@ -210,15 +210,24 @@ static void run_udp_send(worker *w)
     }
 }
 
+/* A datagram receiver's batch: up to cfg.batch datagrams, waiting for the first unless it
+ * spins (wait_flag); *now the clock after it, the CPU counters kept fresh. */
+static inline int recv_batch(worker *w, int fd, uint64_t last_rx, uint64_t *now)
+{
+    int r = sys_recvmmsg(fd, w->msgs, w->cfg.batch, wait_flag(w, last_rx, MSG_WAITFORONE));
+    *now = pk_now_ns();
+    account_cpu(w, *now, 0);
+    return r;
+}
+
 static void run_udp_recv(worker *w)
 {
     const int fd = w->fds[0];
     const int track = w->cfg.size >= PK_WIRE_HDR_LEN;
     uint64_t last_rx = 0, done_at = 0;
     for (;;) {
-        int r = sys_recvmmsg(fd, w->msgs, w->cfg.batch, wait_flag(w, last_rx, MSG_WAITFORONE));
-        uint64_t now = pk_now_ns();
-        account_cpu(w, now, 0);
+        uint64_t now;
+        int r = recv_batch(w, fd, last_rx, &now);
         if (r <= 0) {
             if (receiver_finished(w, now, last_rx, &done_at))
                 break;
@@ -299,9 +308,8 @@ static void run_udp_reflect(worker *w)
             w->msgs[i].msg_hdr.msg_namelen = sizeof(struct sockaddr_storage);
             w->iov[i].iov_len = w->buf_len;
         }
-        int r = sys_recvmmsg(fd, w->msgs, w->cfg.batch, wait_flag(w, last_rx, MSG_WAITFORONE));
-        uint64_t now = pk_now_ns();
-        account_cpu(w, now, 0);
+        uint64_t now;
+        int r = recv_batch(w, fd, last_rx, &now);
         if (r <= 0) {
             if (receiver_finished(w, now, last_rx, &done_at))
                 break;
