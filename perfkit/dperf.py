@@ -1,4 +1,4 @@
-"""dperf's configuration files, read into perfkit specs.
+"""dperf's configuration files, read into perfkit specs, so a dperf job runs unchanged.
 
     cfg = perfkit.dperf.load("client.conf")     # DperfConfig: what the file says
     spec = cfg.to_spec()                         # DpdkHttpClient or DpdkHttpServer

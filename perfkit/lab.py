@@ -31,14 +31,9 @@ Impairments, two ways to the same result:
             nice -20 with a short slice; no Python per packet; Python only
             configures it and reads its counters), and a packet's delay counts from the
             moment the BPF program diverted it (it carries that time to the delay line in
-            an outer 802.1ad tag), as netem counts from enqueue. Measured on a 2-vCPU VM,
-            64-byte UDP through one link: at low rates the delay line adds a few us
-            (one-way p50 10.010-10.017 ms for delay=10ms, 12-16 us being the link itself;
-            the earlier Python delay line: 10.030); it forwards ~150-175 kpps with no
-            loss (Python: ~100 kpps, 5-28% loss at 150-175 kpps, delays off by 30-80 ms),
-            near the ~200-240 kpps this VM's kernel carries through a lab link at all: the
-            rest of its cost is the kernel's (tap read and write, and the receiver's stack,
-            which runs in the delay line's thread).
+            an outer 802.1ad tag), as netem counts from enqueue. In C it adds a few µs
+            and forwards near what the kernel carries through a lab link at all (see
+            bench/RESULTS-notes.md#the-labs-delay-line).
 Both apply per packet, in both directions. The backend is chosen once per process
 (Lab(backend="netem"|"bpf") forces one).
 

@@ -465,7 +465,7 @@ def parse_url(url: str, field: str = "url") -> tuple[str, int, str]:
 
 
 # ------------------------------------------------------------------ DPDK TCP/HTTP specs
-# (issue 6: dperf's job; perfkit.engines.dpdk_tcp runs them; perfkit.dperf reads dperf's
+# (dperf's job; perfkit.engines.dpdk_tcp runs them; perfkit.dperf reads dperf's
 # configuration files into them)
 
 TCP_MAX_SOCKETS = 1 << 24      # socket table entries (64 B each): 1 GiB at most

@@ -508,7 +508,7 @@ cdef class DpdkEngine(EngineBase):
         return out
 
     def _p9999(self, hist=None, lo=0, hi=0, prefix=""):
-        """p99.99 (issue 5: p50 .. p99.99, max) of the load's latencies, or of the probes' given
+        """p99.99 (one of p50 .. p99.99 and max) of the load's latencies, or of the probes' given
         their histogram, clamped to the exact min/max as latency_fields does; {} without samples."""
         from perfkit.stats import COUNTER_NAMES, Histogram
         if hist is None:

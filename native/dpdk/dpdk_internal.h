@@ -320,6 +320,20 @@ static inline int feeders_done(const worker *w, int *any)
     return 1;
 }
 
+/* A worker's poll loop went round from t0 to t1: busy time when it moved frames; after
+ * IDLE_YIELD rounds of nothing, a partner polling on this CPU runs, rather than the
+ * worker spinning out its time slice. */
+static inline void round_done(worker *w, uint32_t moved, uint64_t t0, uint64_t t1, uint32_t *idle)
+{
+    if (moved) {
+        w->busy += t1 - t0;
+        *idle = 0;
+    } else if (++*idle >= IDLE_YIELD) {
+        *idle = 0;
+        sched_yield();
+    }
+}
+
 static inline void housekeeping(worker *w, uint64_t now, uint64_t flush_c, uint64_t nic_c)
 {
     if (now - w->last_flush < flush_c)

@@ -1,4 +1,4 @@
-/* perfkit's TCP for load testing over DPDK (issue 6): an HTTP server and an HTTP
+/* perfkit's TCP for load testing over DPDK (dperf's job): an HTTP server and an HTTP
  * client, one worker thread per engine on one port opened by dpdk_engine.c.
  *
  * The design follows what dperf describes (the code is perfkit's own):

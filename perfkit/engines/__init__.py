@@ -17,7 +17,7 @@ from perfkit.engines import dpdk, socket
 from perfkit.engines.handle import EngineHandle as EngineHandle  # the contract every handle meets
 
 _ENGINES = {socket.NAME: socket, dpdk.NAME: dpdk}
-from perfkit.engines import dpdk_tcp  # noqa: E402 (issue 6: TCP/HTTP over DPDK)
+from perfkit.engines import dpdk_tcp  # noqa: E402 (TCP/HTTP over DPDK)
 _ENGINES[dpdk_tcp.NAME] = dpdk_tcp
 DEFAULT = socket.NAME
 

@@ -1,4 +1,4 @@
-"""The DPDK engine (issue 5): EAL once per process, ports from vdev strings, UDP flows.
+"""The DPDK engine: EAL once per process, ports from vdev strings, UDP flows.
 
     perfkit.Run(DpdkFlows(port="ring:a:0", peer="ring:a:1", rate="1Mpps"), engine="dpdk")
     perfkit.Run(DpdkReflect(port="net_memif0,role=server", mode="reverse"), engine="dpdk")

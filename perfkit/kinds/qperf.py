@@ -143,19 +143,10 @@ class _SocketTest(Serial):
         says, or, busy_poll left out, where the end has a CPU of its own (pinned: -lca, -rca)
         and it is either end of a latency test (not both pinned to one CPU), a udp_bw
         receiver off loopback (a lab link) or a tcp_bw reader of STREAM_POLL_SIZE messages
-        or more.
-        Latency: a sleeping end's wake-up is most of a small round trip on this VM; tcp_lat
-        64 B over loopback, pinned, 5 alternating rounds: 13.5-15.9 us sleeping, 6.4-7.2
-        polling (qperf, which sleeps: 12.6-16.6). --busy-poll 0 measures as qperf does.
-        Bandwidth: over loopback and veth the sender's CPU delivers each packet and wakes a
-        sleeping receiver, an IPI here. udp_bw over veth, pinned, 64 B: the receiver slept
-        15k times/s, and with it polling the sender sent 9-15% more at 64 B, 1 KiB and
-        32 KiB; not over loopback (with GSO, 64 B and 1 KiB: 7-10% less; 32 KiB: less in 5
-        of 6 rounds). tcp_bw: the wake-up was ~10% of a 64 KiB sender's CPU over loopback,
-        and with its reader polling 64 KiB went faster in 5 of 5 rounds over loopback and 4
-        of 5 over veth, 16 KiB over loopback in 4 of 4. Smaller messages keep a sleeping
-        reader: TCP's window and ACKs follow how the reader reads, and polling made 1 KiB
-        over loopback slower in 3 of 3 rounds (64 B: a third)."""
+        or more. --busy-poll 0 measures as qperf does.
+        Polling spares an end the wake-up that is most of a small round trip, and a receiver
+        the wake-ups its sender's CPU runs; the figures: see bench/RESULTS-notes.md#busy-polling-latency-ends
+        and #busy-polling-receivers."""
         return self._polls(receives, cpu, ipaddress.ip_address(address).is_loopback)
 
     def _polls(self, receives: bool, cpu: int | None, loopback: bool) -> bool:
@@ -174,8 +165,8 @@ class _SocketTest(Serial):
 
     def _ends_share_a_cpu(self) -> bool:
         """Both ends pinned to one CPU (-ca N): a ping-pong end spinning there would keep its
-        peer off the CPU until its spin ends (tcp_lat 64 B, -ca 0: ~970 us against 11-13
-        sleeping). Every test runs on this machine (loopback or a lab): one number, one CPU."""
+        peer off the CPU until its spin ends (see bench/RESULTS-notes.md#busy-polling-latency-ends).
+        Every test runs on this machine (loopback or a lab): one number, one CPU."""
         return self.loc_cpu_affinity is not None and self.loc_cpu_affinity == self.rem_cpu_affinity
 
     def _auto_gso(self) -> int:

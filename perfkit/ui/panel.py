@@ -813,7 +813,7 @@ def _prewarm() -> None:
     """Import plotly's widget code and build one dashboard figure (plotly loads its property
     validators on first use) in the background, once per process: the first FigureWidget
     takes a second or more of CPU holding the GIL, and if that happened while a run is live
-    the kernel's other cells would wait behind it (100-200 ms each, measured)."""
+    the kernel's other cells would wait behind it (see bench/RESULTS-notes.md#the-notebook-panels-prewarm)."""
     if _prewarmed.is_set():
         return
     _prewarmed.set()
