@@ -20,6 +20,7 @@ import json
 import math
 import os
 import platform
+import shlex
 import statistics
 import subprocess
 import sys
@@ -93,7 +94,7 @@ def main() -> int:
     lines = [f"# A/B: {args.label_a} vs {args.label_b}", "",
              f"{datetime.datetime.now().isoformat(timespec='seconds')}, {platform.node()}, "
              f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f} at the end", "",
-             f"Command: `{' '.join([sys.executable, *sys.argv])}`", "",
+             f"Command: `{shlex.join([sys.executable, *sys.argv])}`", "",
              "| row | figure | A median | B median | B / A | pairs B ahead | sign p | verdict |",
              "|---|---|---|---|---|---|---|---|"]
     for row, pairs in runs.items():
