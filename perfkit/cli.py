@@ -480,9 +480,9 @@ def _dperf(a) -> int:
             runs[i].start()
         except BaseException:
             for r in runs:
-                if r is not None and r is not runs[i] and r._thread is not None:
+                if r is not None and r is not runs[i] and r.started:
                     r.stop()
-                    r.wait()
+                    r.settle()
             raise
     interrupted = False
     try:
@@ -501,12 +501,12 @@ def _dperf(a) -> int:
         for r in runs:
             r.stop()
         for r in runs:
-            r._done.wait()
+            r.settle()
     except EngineError:
         for r in runs:
             r.stop()
         for r in runs:
-            r._done.wait()
+            r.settle()
     status = 130 if interrupted else 0
     for i, r in enumerate(runs):
         last = r.rows[-1] if r.rows else {}

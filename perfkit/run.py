@@ -154,6 +154,16 @@ class Run:
     def done(self) -> bool:
         return self._done.is_set()
 
+    @property
+    def started(self) -> bool:
+        """start() was called (a loaded run counts as started and done)."""
+        return self._thread is not None or self.done
+
+    def settle(self) -> None:
+        """Wait for a started run's end without raising its error (run.error says it)."""
+        if self.started:
+            self._done.wait()
+
     def run(self) -> "Run":
         """start() and wait()."""
         self.start()

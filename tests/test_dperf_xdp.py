@@ -147,7 +147,7 @@ def test_tcp_nic_counters_of_two_queues_are_the_pmds_own(lab):
                               retries=1, queues=2)
         cfgs = dpdk_tcp_kind.plan(spec)["workers"]
         for k, w in enumerate(cfgs):
-            w["cpu"] = dpdk._cpu(k)
+            w["cpu"] = dpdk.worker_cpu(k)
         h = _dpdk.TcpEngine(p, cfgs)
         try:
             before = p.stats()

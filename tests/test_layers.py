@@ -219,3 +219,31 @@ def test_no_function_is_over_80_lines():
                 if lines > MAX_FUNCTION_LINES:
                     long.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.name} ({lines} lines)")
     assert not long, f"functions over {MAX_FUNCTION_LINES} lines (split them):\n  " + "\n  ".join(long)
+
+
+def test_no_module_reads_another_modules_privates():
+    """obj._name outside obj's own class: only our own (self, cls, super()) and Python's
+    protocol hooks (_repr_html_, _exit, ...) are read; another module's private names are not."""
+    hooks = {"_repr_html_", "_repr_mimebundle_", "_exit"}
+    found = []
+    for path in sorted((ROOT / "perfkit").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                    and not node.attr.startswith("__") and node.attr not in hooks):
+                continue
+            owner = node.value
+            if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
+                continue
+            if isinstance(owner, ast.Call) and getattr(owner.func, "id", None) == "super":
+                continue
+            found.append(f"{path.relative_to(ROOT)}: {ast.unparse(node)}")
+    assert sorted(set(found)) == sorted(OWN_PRIVATES), "\n".join(sorted(set(found)))
+
+
+# a private read through another name, inside the class or module that owns it
+OWN_PRIVATES = {
+    "perfkit/run.py: run._frame": "Run.load fills the Run it makes",
+    "perfkit/run.py: run._done": "Run.load fills the Run it makes",
+    "perfkit/kinds/qperf.py: spec._polls": "the qperf kind's CLI asks its own spec class",
+}

@@ -872,7 +872,7 @@ def test_eal_options_in_the_dpdk_panels_are_checked_and_cannot_change_a_running_
     from perfkit.engines import dpdk
     panel = perfkit.ui.Panel("DpdkFlows", port="ring:uie:0", peer="ring:uie:1", rate="10kpps", duration="0.3s",
                              interval=0.1)
-    now = dpdk._up_with or dpdk._options
+    now = dpdk.eal_options()
     assert panel.eal_options() == now                 # the form shows what EAL starts (or started) with
     for field, value in [("memory_mb", 10), ("worker_cpus", "x")]:
         panel.set(**{field: value})

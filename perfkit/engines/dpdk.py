@@ -257,7 +257,12 @@ def resources() -> dict:
             "ports_open": mine, "ethdev_ports": ethdevs}
 
 
-def _cpu(i: int):
+def eal_options() -> EalOptions:
+    """What EAL was started with, or, before it starts, what it will be started with."""
+    return _up_with or _options
+
+
+def worker_cpu(i: int):
     cpus = (_up_with or _options).worker_cpus
     return cpus[i % len(cpus)] if cpus else -1
 
@@ -311,7 +316,7 @@ MEMIF_RECONNECT_S = 1.0   # a memif client still down this long connects again
 MEMIF_REFUSED_S = 0.25    # ... and, refused (the server still holds the old connection), tries again this soon
 
 
-def _wait_memif(ports) -> None:
+def wait_memif(ports) -> None:
     """A generator on a memif client waits (bounded) for the server to connect, rather
     than start sending into a link that is down. A client whose handshake has not finished
     within MEMIF_RECONNECT_S connects again: a handshake that stalled starts over. A
@@ -351,9 +356,9 @@ def build(plan) -> EngineHandle:
         for dev, ip in port_plan:
             _open(ports, dev, ip, plan["netns"], plan["queues"])
         if plan["wait_memif"]:
-            _wait_memif(ports)
+            wait_memif(ports)
         for i, w in enumerate(workers):
-            w["cpu"] = _cpu(i)
+            w["cpu"] = worker_cpu(i)
         return _dpdk.DpdkEngine(ports, workers, own_ports=True)
     except BaseException:
         for p in reversed(ports):

@@ -53,8 +53,8 @@ def build(plan) -> EngineHandle:
             if port.queues != p["queues"]:
                 raise ValueError(f"queues: port {p['dev']} took {port.queues} queues, not {p['queues']}")
         if plan.get("wait_link"):
-            dpdk._wait_memif(ports)
-        workers = [dict(w, cpu=dpdk._cpu(k)) for k, w in enumerate(plan["workers"])]
+            dpdk.wait_memif(ports)
+        workers = [dict(w, cpu=dpdk.worker_cpu(k)) for k, w in enumerate(plan["workers"])]
         return _dpdk.TcpEngine(ports if len(ports) > 1 else ports[0],
                                workers if len(workers) > 1 else workers[0], own_ports=True)
     except BaseException:

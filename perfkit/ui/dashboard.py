@@ -286,7 +286,7 @@ def show(run, **kwargs) -> Dashboard:
     if not isinstance(run, Run):
         run = Run(run)
     dash = Dashboard(run, **kwargs)
-    if run._thread is None and not run.done:
+    if not run.started:
         run.start()
     display(dash)
     return dash

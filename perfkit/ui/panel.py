@@ -85,7 +85,7 @@ def task_fields(task: str) -> list[FieldUI]:
                     "run a failed trial again at the same rate up to this many times; the rate passes if one does"),
         ]
     if task == "eal":
-        now = dpdk._up_with or dpdk._options    # what EAL is (or will be) started with
+        now = dpdk.eal_options()    # what EAL is (or will be) started with
         huge = {None: "auto", True: "on", False: "off"}[now.hugepages]
         cpus = ",".join(str(c) for c in now.worker_cpus) if now.worker_cpus else ""
         return [
@@ -404,7 +404,7 @@ class Panel:
         if not self._dpdk:
             return
         opts = self.eal_options()
-        if opts != (dpdk._up_with or dpdk._options):
+        if opts != (dpdk.eal_options()):
             dpdk.configure(opts)
 
     def load_dperf(self, path: str, netns: str | None = None):
@@ -668,7 +668,7 @@ class Panel:
         def progress(row):
             chart.add(row)
             if chart is self.dashboard:
-                self._set_status(f"▶ {len(chart.rows) + len(chart._inbox)} of {plan['points']} points: "
+                self._set_status(f"▶ {chart.points} of {plan['points']} points: "
                                  f"{row['test']} at {plan['option']} {row[plan['option']]:g} done")
         try:
             self.frame = self.result = remote.test(plan["host"], *plan["tests"], progress=progress, stop=stop, **kw)

@@ -171,6 +171,11 @@ class PointsChart(LiveChart):
         self._thread = threading.Thread(target=self._draw_loop, name="perfkit-points", daemon=True)
 
     # ------------------------------------------------------------ worker side
+    @property
+    def points(self) -> int:
+        """Points so far: drawn, and arrived but not yet drawn."""
+        return len(self.rows) + len(self._inbox)
+
     def add(self, row: dict) -> None:
         self._inbox.append(row)
 
