@@ -86,10 +86,11 @@ class Run:
     """
 
     def __init__(self, spec, engine: str | None = None, interval: float = 1.0,
-                 subscribers: tuple[Callable[[dict], None], ...] = ()):
+                 subscribers: tuple[Callable[[dict], None], ...] = (), cluster=None):
         if not 0.05 <= float(interval) <= 3600:
             raise ValueError(f"interval: {interval} s is out of range 0.05..3600")
         self.spec = spec
+        self.cluster = cluster  # a perfkit.Cluster: the spec split over its engines (perfkit.cluster)
         self.engine_name = engine or kinds.lookup(spec, "ENGINE", DEFAULT_ENGINE)
         self.interval = float(interval)
         # the counter groups the engine writes: rows and the frame keep only their columns
@@ -119,7 +120,9 @@ class Run:
             raise RuntimeError("this run has already been started; make a new Run")
         mod = get_engine(self.engine_name)
         self.env = environment(self.engine_name, self.spec)
-        self._handle = mod.build(self.spec)
+        self._handle = mod.build(self.spec) if self.cluster is None else self.cluster.handle(self.spec, self.engine_name)
+        if self.cluster is not None:
+            self.env["hosts"] = self._handle.envs
         self.roles = list(self._handle.roles)
         self._thread = threading.Thread(target=self._sample, name="perfkit-sampler", daemon=True)
         self._handle.start()
@@ -145,6 +148,11 @@ class Run:
         if finished and self.error:
             raise EngineError(self.error)
         return finished
+
+    @property
+    def hosts(self) -> dict:
+        """A cluster run's summary per host (perfkit.cluster); {} for a run on one host."""
+        return (self.summary or {}).get("hosts", {})
 
     @property
     def done(self) -> bool:

@@ -29,7 +29,7 @@ LAYER_OF = {
     "perfkit.store": "analysis", "perfkit.comparison": "analysis", "perfkit.ratesearch": "analysis",
     "perfkit.report": "analysis", "perfkit.server": "analysis", "perfkit.sweep": "analysis",
     "perfkit.remote": "analysis",
-    "perfkit.run": "run",
+    "perfkit.run": "run", "perfkit.cluster": "run",
     "perfkit.savefile": "run",
     "perfkit.kinds": "kinds", "perfkit.spec": "kinds", "perfkit.dperf": "kinds",
     "perfkit.engines": "engines", "perfkit.procs": "engines", "perfkit.nics": "engines", "perfkit.lab": "engines",
