@@ -17,7 +17,7 @@ import sys
 import time
 from urllib.parse import urlsplit
 
-from perfkit import dperf, lab, nics, remote
+from perfkit import cluster_cli, dperf, lab, nics, remote
 from perfkit.engines import DEFAULT as DEFAULT_ENGINE
 from perfkit.engines import dpdk
 from perfkit.engines import engines as list_engines
@@ -188,6 +188,7 @@ def _parser() -> argparse.ArgumentParser:
     http.add_cli(sub, _field_option)   # perfkit http, perfkit http-serve: the HTTP kind's commands
     _dperf_parser(sub)  # issue 6
     _nics_parser(sub)
+    cluster_cli.add_parser(sub)
     return p
 
 
@@ -709,7 +710,7 @@ def main(argv=None) -> int:
         a = parser.parse_args(argv)
     commands = {"local": _local, "engines": _engines, "lab": _lab, "serve": _serve, "test": _test,
                 "http": _http, "http-serve": _http, "flows": _flows, "reflect": _reflect, "dperf": _dperf,
-                "nics": _nics}
+                "nics": _nics, "cluster": cluster_cli.run}
     if a.command not in commands:
         return 2
     try:

@@ -128,3 +128,53 @@ def test_an_engine_killed_mid_run():
         assert run.summary["pkts_tx"] == sum(h["pkts_tx"] for h in run.hosts.values())
     finally:
         c.down()
+
+
+@pytest.mark.netns
+@pytest.mark.nginx
+def test_lab_engines_load_nginx_in_h4(tmp_path):
+    from _labs import lab_module_or_skip, lab_up_or_skip
+    from _nginx import Nginx
+    lab = lab_up_or_skip(lab_module_or_skip(), hosts=4)
+    try:
+        h4 = lab.host("h4")
+        c = Cluster.start(lab=lab, hosts="h1,h2,h3", name=f"l{os.getpid()}")
+        try:
+            nets = {e["host"]: e["netns"] for e in c.engines()}
+            assert len(set(nets.values())) == 3   # every engine in its own namespace, its own stack
+            with Nginx(tmp_path, host=h4.ipv4, netns=h4.netns) as ngx:
+                run = perfkit.run(HttpLoad(url=f"http://{h4.ipv4}:{ngx.port}/", users=30, duration=1.5),
+                                  interval=0.5, cluster=c)
+            s = run.summary
+            assert run.error is None and s["responses"] > 100 and s["http_err"] == 0
+            log = ngx.log()
+            assert len(log) == s["requests"] == s["responses"]
+            ips = {lab.host(h).ipv4 for h in ("h1", "h2", "h3")}
+            by_ip = {ip: sum(1 for ln in log if ln[6] == ip) for ip in ips}   # each host's share, by its address
+            assert {lab.host(h).ipv4: run.hosts[h]["requests"] for h in ("h1", "h2", "h3")} == by_ip
+            assert s["start_skew_s"] < 0.5
+        finally:
+            c.down()
+    finally:
+        lab.down()
+
+
+def test_cli_up_status_down(capsys):
+    from perfkit.cli import main
+    name = f"c{os.getpid()}"
+    assert main(["cluster", "up", "-n", "2", "--name", name]) == 0
+    try:
+        out = capsys.readouterr().out
+        assert f"{name}: up, 2 engines" in out and "e0" in out and "e1" in out
+        assert main(["cluster", "status"]) == 0
+        assert f"{name}: up, 2 engines" in capsys.readouterr().out
+        c = Cluster.connect(name)
+        assert c.hosts == ["e0", "e1"]
+        c.close()
+        assert main(["cluster", "up", "-n", "2", "--name", name]) == 2
+        assert f"cluster {name!r} is up already" in capsys.readouterr().err
+    finally:
+        assert main(["cluster", "down", name]) == 0
+    assert f"{name}: down" in capsys.readouterr().out
+    assert main(["cluster", "down", name]) == 2
+    assert not any(c["name"] == name for c in clusters())
