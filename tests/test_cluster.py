@@ -178,3 +178,21 @@ def test_cli_up_status_down(capsys):
     assert f"{name}: down" in capsys.readouterr().out
     assert main(["cluster", "down", name]) == 2
     assert not any(c["name"] == name for c in clusters())
+
+
+def test_connect_to_a_running_ipcluster(tmp_path):
+    import ipyparallel as ipp
+    ipc = ipp.Cluster(n=2, profile_dir=str(tmp_path), cluster_id="pk", log_level=40)
+    ipc.start_cluster_sync()
+    try:
+        ipc.connect_client_sync().wait_for_engines(2, timeout=60)
+        c = Cluster.connect(url_file=str(tmp_path / "security" / "ipcontroller-pk-client.json"))
+        c.wait_for_engines(2, 60)
+        hosts = c.hosts
+        assert len(hosts) == 2 and len(set(hosts)) == 2   # one machine's engines told apart by id
+        run = perfkit.run(LocalTest("udp_bw", rate="4kpps", duration=0.5), interval=0.25, cluster=c)
+        assert run.error is None and set(run.hosts) == set(hosts)
+        assert run.summary["pkts_rx"] == sum(h["pkts_rx"] for h in run.hosts.values()) > 0
+        c.close()
+    finally:
+        ipc.stop_cluster_sync()
