@@ -33,12 +33,13 @@ import threading
 import time
 import uuid
 
+from perfkit.engines import counter_groups
 from perfkit.engines import get as get_engine
 from perfkit.errors import EngineError
 from perfkit.kinds.split import split
 from perfkit.lab import Lab
 from perfkit.run import environment
-from perfkit.stats import COUNTERS, Histogram, merge_counters, summarize
+from perfkit.stats import COUNTERS, Histogram, keep_groups, make_row, merge_counters, summarize
 
 # root keeps its clusters beside its labs; anyone else in a directory of their own
 CLUSTERS_DIR = "/run/perfkit/clusters" if os.geteuid() == 0 else f"/tmp/perfkit-{os.geteuid()}/clusters"
@@ -422,6 +423,10 @@ class ClusterHandle:
         self.roles = [r for h in self.hosts for r in self.host_roles[h]]
         zero = ([0] * len(COUNTERS), [0] * len(Histogram.LOWER))
         self._last = {h: [zero] * len(self.host_roles[h]) for h in self.hosts}
+        self._groups = counter_groups(engine_name, spec)
+        self._prev = {h: ([list(zero[0])] * len(self.host_roles[h]), Histogram(), 0.0) for h in self.hosts}
+        self._t0: float | None = None
+        self.host_rows: list[dict] = []   # every host's own rows, with a host column (host_frame())
         self.start_skew_s: float | None = None
         self.start_times: dict[str, float] = {}
 
@@ -471,7 +476,7 @@ class ClusterHandle:
         self.start_times = times
         self.start_skew_s = max(times.values()) - min(times.values())
         self._running.update({h: True for h in times})
-        self._state_t = time.monotonic()
+        self._state_t = self._t0 = time.monotonic()
 
     def stop(self) -> None:
         for h in self.hosts:
@@ -495,12 +500,32 @@ class ClusterHandle:
 
     def snapshot(self) -> list:
         got = self._all(_e_snapshot)
+        t = time.monotonic() - self._t0 if self._t0 is not None else 0.0
         out = []
         for h in self.hosts:
             if h in got and len(got[h]) == len(self.host_roles[h]):
                 self._last[h] = got[h]
+                self._host_row(h, t)
             out.extend(self._last[h])   # a failed host: its last counters stand
         return out
+
+    def _host_row(self, host: str, t: float) -> None:
+        prev_workers, prev_hist, prev_t = self._prev[host]
+        if t - prev_t <= 1e-3:
+            return
+        workers = [list(c) for c, _ in self._last[host]]
+        hist = Histogram.merge(h for _, h in self._last[host])
+        row = make_row(t, t - prev_t, merge_counters(prev_workers), merge_counters(workers), prev_hist, hist,
+                       prev_workers, workers)
+        self.host_rows.append({"host": host, **keep_groups(row, self._groups)})
+        self._prev[host] = (workers, hist, t)
+
+    def host_frame(self):
+        """Every host's rows (polars), a host column first: the shares behind run.frame's totals."""
+        import polars as pl  # polars loads with the first run, not with perfkit
+        frames = [pl.DataFrame([r for r in self.host_rows if r["host"] == h], infer_schema_length=None)
+                  for h in self.hosts if any(r["host"] == h for r in self.host_rows)]
+        return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
 
     def error(self):
         return "; ".join(f"host {h}: {e}" for h, e in self._errors.items()) or None

@@ -155,6 +155,12 @@ class Run:
         return (self.summary or {}).get("hosts", {})
 
     @property
+    def host_frame(self):
+        """A cluster run's rows per host, with a host column (perfkit.cluster); None for one host."""
+        fn = getattr(self._handle, "host_frame", None)
+        return fn() if fn is not None else None
+
+    @property
     def done(self) -> bool:
         return self._done.is_set()
 

@@ -4,6 +4,7 @@ import os
 import signal
 import time
 
+import polars as pl
 import pytest
 
 pytest.importorskip("ipyparallel")
@@ -77,6 +78,11 @@ def test_udp_from_three_engines(cluster):
     for h in run.hosts.values():
         assert h["pkts_tx"] == pytest.approx(15000, rel=0.1)
     assert run.frame["pkts_rx_per_s"].sum() > 0
+    hf = run.host_frame   # each host's rows beside the totals, a host column first
+    assert hf.columns[0] == "host" and set(hf["host"]) == {"e0", "e1", "e2"}
+    for h, part in hf.group_by("host"):
+        assert part["pkts_rx"][-1] == run.hosts[h[0]]["pkts_rx"]
+    assert hf.group_by("host").agg(pl.col("pkts_rx").max())["pkts_rx"].sum() == s["pkts_rx"]
 
 
 def test_start_skew_under_one_interval(cluster):
