@@ -78,7 +78,7 @@ def _e_build(run_id: str, spec, engine_name: str):
     env["host"] = os.environ.get(HOST_ENV) or env["host"]
     handle = get_engine(engine_name).build(spec)
     _SHARES[run_id] = handle
-    return list(handle.roles), env
+    return list(handle.roles), env, time.time()
 
 
 def _e_start(run_id: str, at: float) -> float:
@@ -404,13 +404,19 @@ class ClusterHandle:
         self._state_t = 0.0
         self._closed = False
         # arm: every engine builds its share; any failure undoes them all, before anything starts
+        sent = time.time()
         pending = {h: cluster.submit(i, _e_build, self._run, s, engine_name)
                    for h, i, s in zip(self.hosts, self._ids, shares)}
         built, failed = {}, []
         t0 = time.monotonic()
+        self.clock_offset_s: dict[str, float] = {}   # engine clock - ours, bounded by the build's time
         for h, ar in pending.items():
             try:
                 built[h] = ar.get(timeout=max(0.1, BUILD_S - (time.monotonic() - t0)))
+                if built[h][2] > time.time() + 0.05 or built[h][2] < sent - 0.05:
+                    self.clock_offset_s[h] = built[h][2] - (sent + time.time()) / 2
+                else:
+                    self.clock_offset_s[h] = 0.0   # within the round trip: as good as this can tell
             except Exception as exc:  # noqa: BLE001 (a remote failure of any kind names its host)
                 failed.append(f"host {h}: {_why(exc)}")
         self.build_s = time.monotonic() - t0
@@ -472,6 +478,7 @@ class ClusterHandle:
         self.start_at = at
         times = self._all(_e_start, at, timeout=ANSWER_S + START_LEAD_S + 2 * rtt)
         if not times:
+            self.close()
             raise EngineError("cluster: no engine started: " + "; ".join(f"{h}: {e}" for h, e in self._errors.items()))
         self.start_times = times
         self.start_skew_s = max(times.values()) - min(times.values())
@@ -564,6 +571,7 @@ class ClusterHandle:
 
     def summary_extra(self) -> dict:
         return {"hosts": self.host_summaries(), "start_skew_s": self.start_skew_s,
+                "clock_offset_s": self.clock_offset_s,   # a host off by more than the interval: its rows are off too
                 "cluster": self.cluster.name, "finished_hosts": [h for h in self.hosts if h not in self._errors]}
 
 

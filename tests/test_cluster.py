@@ -91,6 +91,7 @@ def test_start_skew_under_one_interval(cluster):
     assert skew is not None and 0 <= skew < 0.5, skew
     starts = [h["started_at"] for h in run.hosts.values()]
     assert max(starts) - min(starts) == pytest.approx(skew)
+    assert run.summary["clock_offset_s"] == {"e0": 0.0, "e1": 0.0, "e2": 0.0}   # one machine, one clock
     print(f"start skew over 3 engines: {skew * 1e3:.3f} ms")
 
 
