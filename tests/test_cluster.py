@@ -69,7 +69,7 @@ def test_http_load_split_over_two_engines(cluster, http_server):
     assert set(run.env["hosts"]) == {"e0", "e1"} and run.env["hosts"]["e0"]["host"] == "e0"
 
 
-def test_udp_from_three_engines(cluster):
+def test_udp_from_three_engines(cluster, tmp_path):
     run = perfkit.run(LocalTest("udp_bw", rate="30kpps", flows=3, duration=1.5), interval=0.5, cluster=cluster)
     s = run.summary
     assert run.error is None and len(run.roles) == 6   # a sender and a receiver on every engine
@@ -83,6 +83,8 @@ def test_udp_from_three_engines(cluster):
     for h, part in hf.group_by("host"):
         assert part["pkts_rx"][-1] == run.hosts[h[0]]["pkts_rx"]
     assert hf.group_by("host").agg(pl.col("pkts_rx").max())["pkts_rx"].sum() == s["pkts_rx"]
+    back = perfkit.load(run.save(tmp_path / "cluster.parquet"))   # saved as any run, hosts included
+    assert back.hosts == run.hosts and set(back.env["hosts"]) == {"e0", "e1", "e2"}
 
 
 def test_start_skew_under_one_interval(cluster):
