@@ -2,6 +2,8 @@
 loopback here; every load is bounded in time and the engines inherit the network guard."""
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import polars as pl
@@ -15,7 +17,7 @@ from perfkit.cluster import Cluster, ClusterError, clusters  # noqa: E402
 from perfkit.engines.socket import http_workers  # noqa: E402
 from perfkit.errors import EngineError  # noqa: E402
 from perfkit.kinds.split import split  # noqa: E402
-from perfkit.spec import HttpLoad, HttpServe, LocalTest, SocketReflect  # noqa: E402
+from perfkit.spec import HttpLoad, HttpServe, LocalTest, RemoteTest, SocketReflect  # noqa: E402
 from perfkit.stats import INDEX  # noqa: E402
 
 
@@ -205,3 +207,38 @@ def test_connect_to_a_running_ipcluster(tmp_path):
         c.close()
     finally:
         ipc.stop_cluster_sync()
+
+
+def _udp_counters(netns: str) -> dict:
+    out = subprocess.run(["ip", "netns", "exec", netns, "cat", "/proc/net/snmp"], capture_output=True, text=True,
+                         timeout=20).stdout
+    head, values = [ln.split()[1:] for ln in out.splitlines() if ln.startswith("Udp:")][:2]
+    return dict(zip(head, map(int, values)))
+
+
+@pytest.mark.netns
+def test_lab_engines_send_udp_to_one_sink():
+    from _labs import lab_module_or_skip, lab_up_or_skip
+    lab = lab_up_or_skip(lab_module_or_skip(), hosts=4)
+    try:
+        h4 = lab.host("h4")
+        srv = lab.popen("h4", [sys.executable, "-m", "perfkit", "serve", "--bind", h4.ipv4, "--token", "sekrit"],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        c = Cluster.start(lab=lab, hosts="h1,h2,h3", name=f"u{os.getpid()}")
+        try:
+            before = _udp_counters(h4.netns)
+            run = perfkit.run(RemoteTest("udp_bw", host=h4.ipv4, token="sekrit", size=64, rate="30kpps",
+                                         duration=1.5, wait_server=10), interval=0.5, cluster=c)
+            after = _udp_counters(h4.netns)
+        finally:
+            c.down()
+            srv.terminate()
+        s = run.summary
+        assert run.error is None and run.roles == ["udp_send", "remote_udp_recv"] * 3
+        # what the three engines' shares received, summed, is what h4's kernel delivered to its sockets
+        assert s["pkts_rx"] == sum(h["pkts_rx"] for h in run.hosts.values()) == after["InDatagrams"] - before["InDatagrams"]
+        assert after["RcvbufErrors"] == before["RcvbufErrors"] and after["NoPorts"] == before["NoPorts"]
+        assert s["pkts_tx"] == pytest.approx(45000, rel=0.1)
+        assert all(h["pkts_tx"] == pytest.approx(15000, rel=0.1) for h in run.hosts.values())
+    finally:
+        lab.down()
