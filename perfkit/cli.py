@@ -14,23 +14,22 @@ import ipaddress
 import json
 import os
 import sys
+import tempfile
 import time
 from urllib.parse import urlsplit
 
 from perfkit import cluster_cli, dperf, lab, nics, remote
-from perfkit.engines import DEFAULT as DEFAULT_ENGINE
 from perfkit.engines import dpdk
 from perfkit.engines import engines as list_engines
 from perfkit.errors import EngineError
-from perfkit.fields import meta
+from perfkit.fields import whole_number
+from perfkit.kinds import KINDS, dpdk_tcp, dpdk_udp, http, qperf
 from perfkit.ratesearch import parse_criterion, result_text, search, trial_line
 from perfkit.report import VERBOSE, JsonPrinter, LinePrinter, conf_text, http_row_line, summary_text, used_params
 from perfkit.run import Run
 from perfkit.remote import DEFAULT_PORT, Server
-from perfkit.kinds import DpdkFlows, DpdkReflect, LocalTest, RemoteTest, SocketReflect, http
-from perfkit.spec import (CONTROL_TIMEOUT_S, DPDK_MODES, LOCAL_TESTS, REMOTE_TESTS, _int_in, check_target, check_timeout,
-                          check_wait_server)
-from perfkit.units import parse_duration, parse_size
+from perfkit.spec import check_target
+from perfkit.units import parse_duration
 from perfkit.version import __version__
 
 
@@ -42,46 +41,28 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def _field_option(parser, spec_cls, name: str, **kw):
-    """The option for a spec field as the field declares it (perfkit.fields): its flag and
-    short option, its help and its default; kw: argparse's own (metavar, type), or the
-    default where the command works it out itself (None)."""
-    f = next(f for f in dataclasses.fields(spec_cls) if f.name == name)
-    m = meta(spec_cls, name)
-    flags = [x for x in (m.short, m.flag or "--" + name.replace("_", "-")) if x]
-    kw.setdefault("help", m.cli_help or m.help.replace("%", "%%"))
-    if f.type == "bool" and f.default is False:
-        kw.setdefault("action", "store_true")
-    else:
-        kw.setdefault("default", f.default)
-    return parser.add_argument(*flags, **kw)
+# the subcommands in perfkit --help's order: the kinds' (perfkit.kinds.KINDS, CLI_PARSERS) and cli's own
+COMMAND_ORDER = ("local", "engines", "lab", "serve", "test", "flows", "reflect", "http", "http-serve", "dperf", "nics")
 
 
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="perfkit", description="Network performance tests, native engines.")
     p.add_argument("-V", "--version", action="version", version=f"perfkit {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
+    parsers = {cmd: add for kind in KINDS for cmd, add in getattr(kind, "CLI_PARSERS", {}).items()}
+    parsers.update({"engines": _engines_parser, "lab": _lab_parser, "serve": _serve_parser, "nics": _nics_parser,
+                    "cluster": cluster_cli.add_parser})
+    for cmd in [*COMMAND_ORDER, *sorted(set(parsers) - set(COMMAND_ORDER))]:
+        parsers[cmd](sub)
+    p.test_parser = sub.choices["test"]  # qperf takes options between test names: parsed intermixed in main()
+    return p
 
-    loc = sub.add_parser("local", help="run both ends of a test in this process, over loopback")
-    loc.add_argument("test", choices=LOCAL_TESTS, help="qperf's test names")
-    for name in ("size", "rate", "flows"):
-        _field_option(loc, LocalTest, name)
-    _field_option(loc, LocalTest, "duration", default=None)   # None: 10s, or a --search trial's 1s
-    _count_option(loc)
-    _field_option(loc, LocalTest, "host")
-    loc.add_argument("--lab", nargs="?", const="", metavar="NAME",
-                     help="run the ends in hosts h1 (sender) and h2 of a lab (default: the one that is up)")
-    for name in ("port", "batch", "gso"):
-        _field_option(loc, LocalTest, name)
-    _busy_poll_option(loc, "-rca")
-    _ends_options(loc, "the sending end", "the receiving end")
-    loc.add_argument("--interval", default="1s", help="row interval (default 1s)")
-    loc.add_argument("--engine", default=DEFAULT_ENGINE, help="engine (see perfkit engines)")
-    loc.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
-    loc.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet")
 
+def _engines_parser(sub) -> None:
     sub.add_parser("engines", help="list the engines and whether they are available here")
 
+
+def _lab_parser(sub) -> None:
     lab = sub.add_parser("lab", help="test hosts in network namespaces, with impairments (root)")
     lsub = lab.add_subparsers(dest="lab_command", required=True)
     up = lsub.add_parser("up", help="make a lab; it stays up until perfkit lab down")
@@ -101,114 +82,14 @@ def _parser() -> argparse.ArgumentParser:
     dn.add_argument("name", nargs="?", help="the lab (default: the only one)")
     dn.add_argument("--all", action="store_true", help="every perfkit namespace, link and lab")
 
+
+def _serve_parser(sub) -> None:
     srv = sub.add_parser("serve", help="the far end of every test, for perfkit test clients")
     srv.add_argument("--bind", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     srv.add_argument("-lp", "--port", default=DEFAULT_PORT, type=int,
                      help=f"control port, as qperf -lp (default {DEFAULT_PORT})")
     srv.add_argument("--token", help="shared secret, required off loopback (default: $PERFKIT_TOKEN)")
     srv.add_argument("--once", action="store_true", help="exit after the first client")
-
-    tst = sub.add_parser("test", help="qperf-style tests against a perfkit server")
-    tst.add_argument("host", help="the server: an IPv4 or IPv6 address or a DNS name")
-    tst.add_argument("tests", nargs="+", metavar="TEST",
-                     help=f"{' '.join(REMOTE_TESTS)}, conf (both hosts), quit (stop the server)")
-    for name in ("duration", "size"):   # -t --time, -m --msg-size
-        _field_option(tst, RemoteTest, name)
-    _field_option(tst, RemoteTest, "rate")
-    _field_option(tst, RemoteTest, "flows")
-    _count_option(tst)
-    _field_option(tst, RemoteTest, "wait_server", metavar="TIME")
-    tst.add_argument("-to", "--timeout", metavar="TIME",
-                     help="both of the below, as qperf -to (default 30s; qperf's is 5s)")
-    tst.add_argument("-lto", "--loc-timeout", metavar="TIME",
-                     help="wait this long for the server's answer to a control request, as qperf -lto")
-    tst.add_argument("-rto", "--rem-timeout", metavar="TIME",
-                     help="the server waits this long for this host's next control message, as qperf -rto")
-    _field_option(tst, RemoteTest, "ip_port", metavar="PORT")
-    _field_option(tst, RemoteTest, "flip")
-    tst.add_argument("-ub", "--use-bits-per-sec", action="store_true",
-                     help="bandwidth in bits/s (Gb/sec), as qperf -ub")
-    tst.add_argument("-uu", "--unify-units", action="store_true",
-                     help="whole numbers in base units (bytes/sec, ns), as qperf -uu")
-    tst.add_argument("-e", "--precision", default=3, metavar="DIGITS",
-                     help="significant digits in the summary, as qperf -e (default 3)")
-    tst.add_argument("-un", "--unify-nodes", action="store_true",
-                     help="a bandwidth test's two ends named loc_ and rem_ (this host, the server) "
-                          "rather than send_ and recv_, as qperf -un")
-    _verbose_options(tst)
-    tst.add_argument("-oo", "--oo", action="append", default=[], metavar="OPT:FROM:TO:STEP",
-                     help="sweep an option, as qperf: msg_size:1:64K:*2, rate:100kpps:1Mpps:+100kpps, "
-                          "no_msgs:1000:100000:*10")
-    _field_option(tst, RemoteTest, "port", type=int)
-    _field_option(tst, RemoteTest, "token")
-    _field_option(tst, RemoteTest, "gso")
-    _busy_poll_option(tst, "-rca, or -lca with -f1")
-    _ends_options(tst, "this host's worker", "the server's worker")
-    tst.add_argument("--interval", default="1s", help="row interval with --json (default 1s)")
-    tst.add_argument("--json", action="store_true", help="JSON lines: rows, then a summary per test")
-
-    flw = sub.add_parser("flows", help="UDP flows from a DPDK port (generator; a peer port receives or reflects)")
-    flw.add_argument("--engine", default="dpdk", help="dpdk (default), or socket: UDP flows between kernel "
-                     "sockets on loopback (or --lab), both ends in this process (--size, --rate, --flows, "
-                     "--duration, --mode)")
-    flw.add_argument("--lab", help="socket engine: send from this lab's h1 to its h2")
-    _field_option(flw, DpdkFlows, "port", default=None)   # no default port: perfkit flows asks for one
-    for name in ("peer", "mode", "size", "rate", "flows"):
-        _field_option(flw, DpdkFlows, name)
-    _field_option(flw, DpdkFlows, "duration", default=None)   # None: 10s, or a --search trial's 1s
-    for name in ("ip", "peer_ip", "dst_mac", "sport", "dport", "burst", "src_ips", "dst_ips", "sports", "dports",
-                 "sizes", "ramp_to", "ramp_time", "probe_rate", "probe_size", "bidirectional"):
-        _field_option(flw, DpdkFlows, name)
-    rfl = sub.add_parser("reflect", help="the far end of DPDK flows on one port (rxonly or reverse), or a "
-                         "forwarder between two ports (forward)")
-    rfl.add_argument("--engine", default="dpdk", help="dpdk (default), or socket: a kernel UDP socket on "
-                     "--ip:--udp-port (rxonly or reverse; --netns for a lab host)")
-    _field_option(rfl, DpdkReflect, "port", default=None)   # no default port: perfkit reflect asks for one
-    _field_option(rfl, SocketReflect, "port")                # --udp-port
-    for name in ("mode", "peer", "dst_mac", "peer_dst_mac", "duration"):
-        _field_option(rfl, DpdkReflect, name)
-    _field_option(rfl, DpdkReflect, "ip", default=None)      # the engine's own: DPDK's or the socket's
-    for name in ("flows", "burst", "ips"):
-        _field_option(rfl, DpdkReflect, name)
-    for sp in (flw, rfl):
-        _field_option(sp, DpdkFlows, "cores")
-        _field_option(sp, DpdkFlows, "netns")
-        sp.add_argument("--mem", default=512, help="EAL memory in MB (default 512)")
-        sp.add_argument("--hugepages", default="auto", help="auto, on or off (default auto: on where enough are free)")
-        sp.add_argument("--cpus", help="pin the datapath workers to these CPUs: 1 or 0,1 (default: not pinned)")
-        sp.add_argument("--log-level", default="error", help="DPDK log level on stderr (default error)")
-        sp.add_argument("--pmd-dir", help="also load the PMD plugins in this directory (EAL's -d)")
-        sp.add_argument("--interval", default="1s", help="row interval (default 1s)")
-        sp.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
-        sp.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet")
-    p.test_parser = tst  # qperf takes options between test names: parsed intermixed in main()
-    for sp in (loc, flw):
-        _search_args(sp)
-
-    http.add_cli(sub, _field_option)   # perfkit http, perfkit http-serve: the HTTP kind's commands
-    _dperf_parser(sub)  # issue 6
-    _nics_parser(sub)
-    cluster_cli.add_parser(sub)
-    return p
-
-
-SEARCH_HELP = ("rate search: the highest rate holding CRITERION, by binary search over trials: "
-               "zero-loss (RFC 2544 throughput), pdr:0.1%% (tolerated loss), lat:p99<50us "
-               "(p50 p90 p99 p999 max mean), cpu or cpu:95%% (an engine worker saturates); join with ','. "
-               "--rate is then the upper bound (default: measured by an unpaced first trial), "
-               "--duration the length of each trial (default 1s); udp_bw only for perfkit local")
-
-
-def _search_args(sp) -> None:
-    sp.add_argument("--search", metavar="CRITERION", help=SEARCH_HELP)
-    sp.add_argument("--low", help="--search: lower bound (default 1%% of the upper)")
-    sp.add_argument("--resolution", default="1%",
-                    help="--search: stop when pass and failure are this close: 1%% of the upper bound "
-                         "(default) or a rate (10kpps)")
-    sp.add_argument("--max-trials", default=16, help="--search: at most this many trials (default 16)")
-    sp.add_argument("--settle", default="0.5s", help="--search: pause between trials (default 0.5s)")
-    sp.add_argument("--retries", default=0, help="--search: run a failed trial again up to N times "
-                    "(default 0); the rate passes if one attempt does")
 
 
 def _search(a, spec, engine: str) -> int:
@@ -257,12 +138,11 @@ def _run_printed(spec, a, line) -> int:
         printer.summary(run.summary)
     else:
         print(summary_text(run.summary))
-    if getattr(a, "save", None):
-        run.save(a.save)
+    saved = save_or_fallback(run, a.save) if getattr(a, "save", None) else True
     if run.error:
         print(f"perfkit: error: {run.error}", file=sys.stderr)
         return 1
-    return 130 if interrupted else 0
+    return 1 if not saved else 130 if interrupted else 0
 
 
 def _say_target(written, address) -> None:
@@ -302,24 +182,6 @@ def _serve(a) -> int:
     return 0
 
 
-VERBOSE_HELP = {"conf": "configuration (the socket tests have none beyond the conf test, as in qperf)",
-                "stat": "statistics: -vs the message rate (shown anyway), -vvs each end's bytes and messages",
-                "time": "timing: -vt CPU use and cost (shown anyway), -vvt each end's user and kernel "
-                        "shares, real and CPU time",
-                "used": "parameters used: -vu the time, -vvu every parameter set"}
-
-
-def _verbose_options(parser) -> None:
-    """qperf's -v family: -v turns on -vc -vs -vt -vu; -vv their -vv forms."""
-    parser.add_argument("-v", "--verbose", action="store_true", help="all four below, as qperf -v")
-    parser.add_argument("-vv", "--verbose-more", action="store_true", help="all four -vv forms, as qperf -vv")
-    for kind in VERBOSE:
-        parser.add_argument(f"-v{kind[0]}", f"--verbose-{kind}", action="store_true",
-                            help=f"{VERBOSE_HELP[kind]}, as qperf -v{kind[0]}")
-        parser.add_argument(f"-vv{kind[0]}", f"--verbose-more-{kind}", action="store_true",
-                            help=f"as qperf -vv{kind[0]}")
-
-
 def _verbose(a) -> dict:
     """{kind: 0, 1 or 2} from the -v family."""
     return {kind: 2 if a.verbose_more or getattr(a, f"verbose_more_{kind}")
@@ -327,78 +189,22 @@ def _verbose(a) -> dict:
             for kind in VERBOSE}
 
 
-def _count_option(parser) -> None:
-    parser.add_argument("-n", "--no-msgs", metavar="N",
-                        help="end after N messages (latency tests: round trips), as qperf -n; "
-                             "the time limit still holds (default: no count)")
-
-
-def _ends_options(parser, loc: str, rem: str) -> None:
-    """qperf's options for each end (CPU affinity, socket buffers, reading the data), with its
-    short names."""
-    parser.add_argument("-lca", "--loc-cpu-affinity", metavar="CPU",
-                        help=f"pin {loc} to this CPU, as qperf -lca (default: any)")
-    parser.add_argument("-rca", "--rem-cpu-affinity", metavar="CPU",
-                        help=f"pin {rem} to this CPU, as qperf -rca (default: any)")
-    parser.add_argument("-ca", "--cpu-affinity", metavar="CPU", help="both of the above, as qperf -ca")
-
-
-    parser.add_argument("-lsb", "--loc-sock-buf-size", metavar="SIZE",
-                        help=f"socket buffers of {loc}'s socket, as qperf -lsb: 64K (default: 8 MiB; "
-                             "a TCP sender or pinger: the kernel's autotuning)")
-    parser.add_argument("-rsb", "--rem-sock-buf-size", metavar="SIZE",
-                        help=f"socket buffers of {rem}'s socket, as qperf -rsb (default 8 MiB)")
-    parser.add_argument("-sb", "--sock-buf-size", metavar="SIZE", help="both of the above, as qperf -sb")
-    parser.add_argument("-ar", "-ar1", "--access-recv", nargs="?", const="1", default="0", choices=("0", "1"),
-                        metavar="0|1", help="1: both ends read every byte they receive, as an application "
-                        "would, as qperf -ar (-ar1 and -ar alone: 1; default 0: the data is not looked at)")
-
-
-def _busy_poll_option(parser, pinned: str) -> None:
-    parser.add_argument("--busy-poll", nargs="?", const="1", default=None, choices=("0", "1"), metavar="0|1",
-                        help="1: spin on the socket before sleeping (latency tests: both ends, up to 1 ms; "
-                             f"bandwidth tests: the receiving end, 50 us); 0: never, as qperf (default: where pinned, both ends of a "
-                             f"latency test (-lca, -rca: two CPUs); {pinned}: a udp_bw receiver off loopback and a tcp_bw "
-                             "reader of 16 KiB or bigger messages spin)")
-
-
-def _busy_poll(a) -> bool | None:
-    return None if a.busy_poll is None else a.busy_poll == "1"
-
-
-def _ends(a) -> dict:
-    """-ca and -sb set both ends; -lca/-rca and -lsb/-rsb override them for their end."""
-    def pick(own, both):
-        return own if own is not None else both
-    return {"loc_cpu_affinity": pick(a.loc_cpu_affinity, a.cpu_affinity),
-            "rem_cpu_affinity": pick(a.rem_cpu_affinity, a.cpu_affinity),
-            "loc_sock_buf_size": pick(a.loc_sock_buf_size, a.sock_buf_size),
-            "rem_sock_buf_size": pick(a.rem_sock_buf_size, a.sock_buf_size),
-            "access_recv": a.access_recv == "1"}
+_ends = qperf.ends_from_args   # -ca/-sb and each end's own (tests/test_remote.py reads cli._ends)
 
 
 def _test(a) -> int:
     host = check_target(a.host)
     _say_target(a.host, host)
-    data_tests = [t for t in a.tests if t not in ("conf", "quit")]
-    unknown = [t for t in data_tests if t not in REMOTE_TESTS]
-    if unknown:
-        raise ValueError(f"test: {unknown[0]!r} is not one of {', '.join(REMOTE_TESTS)}, conf, quit")
-    wait = check_wait_server(a.wait_server)   # conf and quit use it too
-    timeouts = {end: check_timeout(own if own is not None else a.timeout if a.timeout is not None
-                                   else CONTROL_TIMEOUT_S, end)
-                for end, own in (("loc_timeout", a.loc_timeout), ("rem_timeout", a.rem_timeout))}
-    fields = {"size": a.msg_size, "rate": a.rate, "flows": a.flows, "gso": a.gso, "busy_poll": _busy_poll(a),
-              "messages": a.no_msgs, "flip": a.flip, "wait_server": wait, "ip_port": a.ip_port,
-              **timeouts, **_ends(a)}
+    args = qperf.test_plan_args(a)   # every argument checked here, before anything runs
+    wait, timeouts = args["wait"], args["timeouts"]
     sweep = dict(o.split(":", 1) if ":" in o else (o, "") for o in a.oo)
     interval = parse_duration(a.interval, "interval")
-    digits = _int_in(a.precision, "precision", 1, 15)
+    digits = whole_number(a.precision, "precision", 1, 15)
     printer = JsonPrinter() if a.json else None
     verbose = _verbose(a)
-    todo = {t: [] for t in data_tests}  # every spec is checked here, before anything runs
-    for t, point, spec in remote.plan(host, *data_tests, time=a.time, sweep=sweep, port=a.port,
-                                      token=a.token, **fields):
+    todo = {t: [] for t in args["data_tests"]}  # every spec is checked here, before anything runs
+    for t, point, spec in remote.plan(host, *args["data_tests"], time=a.time, sweep=sweep, port=a.port,
+                                      token=a.token, **args["fields"]):
         todo[t].append((point, spec))
     if any(sp.rate is None for _, sp in todo.get("udp_bw", [])) and _off_loopback(host):
         _warn_flood("udp_bw with no rate sends as fast as it can", host)
@@ -411,57 +217,48 @@ def _test(a) -> int:
             print(json.dumps({"quit": host}) if a.json else "quit:\n    server stopped", flush=True)
         else:
             for point, spec in todo[name]:
-                run = Run(spec, interval=interval, subscribers=(printer,) if printer else ())
-                run.start()
-                try:
-                    run.wait()
-                except EngineError:
-                    pass  # reported below
-                if a.json:
-                    printer.summary({"test": name, **point, **run.summary})
-                else:
-                    used = {k: v for k, v in used_params(spec).items() if k not in point}
-                    print(summary_text(run.summary, point, bits=a.use_bits_per_sec, digits=digits,
-                                       unify=a.unify_units, verbose=verbose, unify_nodes=a.unify_nodes,
-                                       used=used), flush=True)
-                if run.error:
-                    print(f"perfkit: error: {run.error}", file=sys.stderr)
+                if not _test_point(a, name, point, spec, interval, printer,
+                                   dict(bits=a.use_bits_per_sec, digits=digits, unify=a.unify_units,
+                                        verbose=verbose, unify_nodes=a.unify_nodes)):
                     return 1
     return 0
 
 
-def _the_lab(name):
-    """--lab NAME, or --lab alone: the one lab that is up."""
-    if name is None or name:
-        return name
-    up = sorted(s["name"] for s in lab.status() if s.get("status") == "up")
-    if len(up) != 1:
-        raise ValueError(f"lab: {len(up)} labs are up ({', '.join(up) or 'none: perfkit lab up'}); "
-                         "name one with --lab NAME")
-    return up[0]
+def _test_point(a, name: str, point: dict, spec, interval: float, printer, style: dict) -> bool:
+    """One run of perfkit test (a test at one sweep point) and its summary; False on an error."""
+    run = Run(spec, interval=interval, subscribers=(printer,) if printer else ())
+    run.start()
+    try:
+        run.wait()
+    except EngineError:
+        pass  # reported below
+    if a.json:
+        printer.summary({"test": name, **point, **run.summary})
+    else:
+        used = {k: v for k, v in used_params(spec).items() if k not in point}
+        print(summary_text(run.summary, point, used=used, **style), flush=True)
+    if run.error:
+        print(f"perfkit: error: {run.error}", file=sys.stderr)
+        return False
+    return True
 
 
 def _local(a) -> int:
-    spec = LocalTest(test=a.test, size=a.size, rate=a.rate, flows=a.flows, duration=a.duration or "10s",
-                     host=a.host, port=a.port, batch=a.batch, gso=a.gso,
-                     busy_poll=_busy_poll(a), lab=_the_lab(a.lab), messages=a.no_msgs, **_ends(a))
+    spec = qperf.CLI_SPECS["local"](a)
     if spec.lab is None:
         _say_target(a.host, spec.host)
     if a.search is not None:
         if spec.messages is not None:
             raise ValueError("no_msgs: -n does not go with --search (each trial runs for its time)")
         return _search(a, spec, a.engine)
-    if spec.test == "udp_bw" and spec.rate is None and spec.lab is None and _off_loopback(spec.host):
+    if qperf.unpaced_flood(spec):
         _warn_flood("udp_bw with no --rate sends as fast as it can", spec.host)
     interval = parse_duration(a.interval, "interval")
     printer = JsonPrinter() if a.json else LinePrinter()
     run = Run(spec, engine=a.engine, interval=interval, subscribers=(printer,))
     run.start()  # a bad engine or a failed start raises here: one line, nothing ran
     if not a.json:
-        print(f"perfkit local {spec.test}: {spec.size} B, {spec.rate or 'unlimited'}, "
-              f"{spec.flows} flow(s), {spec.duration:g} s"
-              f"{f' or {spec.messages:,} messages' if spec.messages else ''} on "
-              f"{'lab ' + spec.lab + ' (h1 -> h2)' if spec.lab else spec.host} ({a.engine} engine)", flush=True)
+        print(qperf.cli_header(spec, a.engine), flush=True)
     interrupted = False
     try:
         run.wait()
@@ -517,6 +314,7 @@ def _dpdk_eal(a) -> None:
         raise ValueError(f"mem: {a.mem!r} is not a whole number of MB") from None
     dpdk.configure(dpdk.EalOptions(memory_mb=mem, hugepages=huge, log_level=a.log_level,
                                    worker_cpus=a.cpus, pmd_dir=getattr(a, "pmd_dir", None)))
+    dpdk.set_verbose(getattr(a, "verbose", False))
 
 
 def _dpdk_run(a, spec, header: str, flood: tuple | None = None):
@@ -549,155 +347,80 @@ def _run_done(a, run, printer, interrupted, text: str) -> int:
         printer.summary(run.summary)
     else:
         print(text)
-    if a.save:
-        run.save(a.save)
+    saved = save_or_fallback(run, a.save) if a.save else True
     if run.error:
         print(f"perfkit: error: {run.error}", file=sys.stderr)
         return 1
-    return 130 if interrupted else 0
-
-
-def _frames_text(spec) -> str:
-    if spec.sizes is None:
-        return f"{spec.size} B frames"
-    mix = ",".join(f"{s}:{w}" for s, w in spec.sizes)
-    return f"frames of {mix} (mean {spec.mean_size:.1f} B)"
-
-
-# DpdkFlows options the socket engine has no counterpart for (their defaults: the fields')
-_DPDK_ONLY_FLOWS = ("port", "peer", "dst_mac", "sizes", "ramp_to", "ramp_time", "probe_rate", "bidirectional",
-                    "src_ips", "dst_ips", "sports", "dports", "netns", "ip", "peer_ip", "sport", "dport", "burst",
-                    "cores")
-_ETH_IP_UDP_FCS = 14 + 20 + 8 + 4   # a frame's bytes around its UDP payload
-
-
-def _socket_flows(a) -> int:
-    """perfkit flows --engine socket: the same flows on kernel sockets, both ends here."""
-    defaults = {**{f.name: f.default for f in dataclasses.fields(DpdkFlows)}, "port": None}   # --port has none
-    given = [k for k in _DPDK_ONLY_FLOWS if getattr(a, k, defaults[k]) not in (defaults[k], str(defaults[k]))]
-    if given:
-        raise ValueError(f"{given[0].replace('_', '-')}: the socket engine has no such option (dpdk engine only); "
-                         "it sends --flows UDP flows of --size at --rate for --duration, --mode rxonly or reverse")
-    if a.mode not in DPDK_MODES:
-        raise ValueError(f"mode: {a.mode!r} is not one of {', '.join(DPDK_MODES)}")
-    frame = parse_size(a.size, "size")
-    if frame <= _ETH_IP_UDP_FCS:
-        raise ValueError(f"size: a {frame} B frame has no UDP payload (frames are above {_ETH_IP_UDP_FCS} B)")
-    spec = LocalTest(test="udp_bw" if a.mode == "rxonly" else "udp_lat", size=frame - _ETH_IP_UDP_FCS,
-                     rate=a.rate, flows=a.flows if a.mode == "rxonly" else 1, duration=a.duration or "10s",
-                     lab=_the_lab(a.lab))
-    if a.mode == "reverse" and str(a.flows) != "1":
-        raise ValueError("flows: reverse mode on the socket engine is one ping-pong flow (udp_lat)")
-    if a.search is not None:
-        return _search(a, spec, "socket")
-    if not a.json:
-        print(f"perfkit flows: {frame} B frames ({spec.size} B UDP payload), {spec.rate or 'unlimited'}, "
-              f"{spec.flows} flow(s), {spec.duration:g} s, {a.mode}, on "
-              f"{'lab ' + spec.lab + ' (h1 -> h2)' if spec.lab else spec.host} (socket engine)", flush=True)
-    return _run_printed(spec, a, None)
+    return 1 if not saved else 130 if interrupted else 0
 
 
 def _flows(a) -> int:
-    if a.engine == "socket":
-        return _socket_flows(a)
-    if a.lab:
-        raise ValueError("lab: the dpdk engine takes a lab host's namespace as --netns, with an af_packet port")
-    if not a.port:
-        raise ValueError("port: give the DPDK port (--port ring:NAME:0, net_null0, net_memif0,..., "
-                         "net_af_packet0,iface=IF)")
-    spec = DpdkFlows(port=a.port, peer=a.peer, mode=a.mode, size=a.size, rate=a.rate, flows=a.flows,
-                     duration=a.duration or "10s", ip=a.ip, peer_ip=a.peer_ip, dst_mac=a.dst_mac, sport=a.sport,
-                     dport=a.dport, burst=a.burst, netns=a.netns, src_ips=a.src_ips, dst_ips=a.dst_ips,
-                     sports=a.sports, dports=a.dports, sizes=a.sizes, ramp_to=a.ramp_to,
-                     ramp_time=a.ramp_time, cores=a.cores, probe_rate=a.probe_rate, probe_size=a.probe_size,
-                     bidirectional=a.bidirectional)
+    spec = dpdk_udp.CLI_SPECS["flows"](a)
+    if a.engine == "socket":   # both ends here, on kernel sockets
+        if a.search is not None:
+            return _search(a, spec, "socket")
+        if not a.json:
+            print(dpdk_udp.socket_flows_header(spec, a), flush=True)
+        return _run_printed(spec, a, None)
     if a.search is not None:
         if a.engine != "dpdk":
             raise ValueError(f"engine: {a.engine!r}: perfkit flows runs on the dpdk or the socket engine")
         _dpdk_eal(a)
         return _search(a, spec, "dpdk")
-    far = f"{spec.peer} ({spec.mode})" if spec.peer else f"{spec.peer_ip} ({spec.mode}, elsewhere)"
-    run, printer, interrupted = _dpdk_run(
-        a, spec, f"perfkit flows: {_frames_text(spec)}, {spec.rate or 'unlimited'}"
-                 f"{f' rising to {spec.ramp_to} over {spec.ramp_time:g} s' if spec.ramp_to else ''}, {spec.flows} flow(s), "
-                 f"{spec.duration:g} s from {spec.port} to {far} (dpdk engine)",
-        (f"flows with no --rate send as fast as {spec.port} goes", spec.peer_ip)
-        if spec.rate is None and spec.peer is None else None)
+    run, printer, interrupted = _dpdk_run(a, spec, dpdk_udp.flows_header(spec), dpdk_udp.flows_flood(spec))
     text = summary_text(run.summary) if run.summary else ""
     s = run.summary or {}
-    if s.get("lat_p9999_us") is not None:
-        text += f"\n    {'lat p99.99':<13} =  {s['lat_p9999_us']:.1f} us"
-    if s.get("probe_tx"):
-        f = lambda v: "-" if v is None else f"{v:.1f} us"  # noqa: E731
-        text += (f"\n    {'probe lat':<13} =  p50 {f(s['probe_lat_p50_us'])}  p99 {f(s['probe_lat_p99_us'])}"
-                 f"  max {f(s['probe_lat_max_us'])} ({s['probe_rx']} of {s['probe_tx']} probes)")
+    text += dpdk_udp.flows_summary_extra(s)
     for w in s.get("warnings", ()):   # e.g. ARP for the destination unanswered: what to check
         print(f"perfkit: warning: {w}", file=sys.stderr)
     return _run_done(a, run, printer, interrupted, text)
 
 
-def _reflect_text(run) -> str:
-    s, last = run.summary or {}, (run.rows[-1] if run.rows else {})
-    secs = last.get("time_s") or 0.0
-    lines = [f"{s.get('test', 'reflect')}:"]
-    for name, value in (("received", s.get("pkts_rx", 0)), ("sent back", s.get("pkts_tx", 0)),
-                        ("udp", last.get("udp_rx", 0)), ("arp", last.get("arp_rx", 0)),
-                        ("icmp", last.get("icmp_rx", 0)), ("other", last.get("other_rx", 0)),
-                        ("malformed", last.get("bad_rx", 0)), ("drop_tx", s.get("drop_tx", 0))):
-        lines.append(f"    {name:<13} =  {round(value):,}")
-    if secs:
-        lines.append(f"    {'rx_rate':<13} =  {s.get('pkts_rx', 0) / secs:,.0f} /sec over {secs:.3g} s")
-    if s.get("lost") or s.get("dup") or s.get("reorder"):
-        lines.append(f"    {'seq':<13} =  {s['lost']:,} lost, {s['dup']:,} dup, {s['reorder']:,} reordered")
-    if s.get("lat_count"):
-        lines.append(f"    {'lat':<13} =  one-way p50 {s['lat_p50_us']:.3g} us  p99 {s['lat_p99_us']:.3g} us")
-    return "\n".join(lines)
-
-
-def _forward_text(run) -> str:
-    s, last = run.summary or {}, (run.rows[-1] if run.rows else {})
-    secs = last.get("time_s") or 0.0
-    lines = [f"{s.get('test', 'dpdk_forward')}:"]
-    for d in s.get("forward", []):
-        rate = f", {d['fwd'] / secs:,.0f} /sec over {secs:.3g} s" if secs else ""
-        lines.append(f"    {d['from']} -> {d['to']}:")
-        lines.append(f"        received {d['rx']:,}  forwarded {d['fwd']:,}  drop_tx {d['drop_tx']:,}  "
-                     f"malformed {d['bad_rx']:,}{rate}")
-        lines.append(f"        nic ({d['from']}): imissed {d['nic_imissed']:,}  ierrors {d['nic_ierrors']:,}  "
-                     f"oerrors {d['nic_oerrors']:,}")
-    return "\n".join(lines)
-
-
-def _socket_reflect(a) -> int:
-    for k, default in (("port", None), ("peer", None), ("dst_mac", None), ("peer_dst_mac", None)):
-        if getattr(a, k) != default:
-            raise ValueError(f"{k.replace('_', '-')}: a DPDK option; the socket engine serves --ip:--udp-port")
-    spec = SocketReflect(host=a.ip or "127.0.0.1", port=a.udp_port, mode=a.mode, flows=a.flows,
-                         duration=a.duration, netns=a.netns)
-    if not a.json:
-        print(f"perfkit reflect: {spec.mode} on udp {spec.host}:{spec.port}"
-              f"{' in ' + spec.netns if spec.netns else ''} for {spec.duration:g} s (socket engine)", flush=True)
-    return _run_printed(spec, a, None)
-
-
 def _reflect(a) -> int:
-    if a.engine == "socket":
-        return _socket_reflect(a)
-    if not a.port:
-        raise ValueError("port: give the DPDK port (--port ring:NAME:1, net_memif0,..., net_af_packet0,iface=IF)")
-    spec = DpdkReflect(port=a.port, mode=a.mode, duration=a.duration, ip=a.ip or "198.18.0.2", flows=a.flows,
-                       burst=a.burst, netns=a.netns, ips=a.ips, cores=a.cores, peer=a.peer,
-                       dst_mac=a.dst_mac, peer_dst_mac=a.peer_dst_mac)
-    where = (f"between {spec.port} and {spec.peer}" if spec.mode == "forward" else f"on {spec.port} ({spec.ip})")
-    run, printer, interrupted = _dpdk_run(
-        a, spec, f"perfkit reflect: {spec.mode} {where} for {spec.duration:g} s (dpdk engine)")
-    text = _forward_text(run) if spec.mode == "forward" else _reflect_text(run)
+    spec = dpdk_udp.CLI_SPECS["reflect"](a)
+    if a.engine == "socket":   # a kernel UDP socket
+        if not a.json:
+            print(dpdk_udp.socket_reflect_header(spec), flush=True)
+        return _run_printed(spec, a, None)
+    run, printer, interrupted = _dpdk_run(a, spec, dpdk_udp.reflect_header(spec))
+    s, last = run.summary or {}, (run.rows[-1] if run.rows else {})
+    text = (dpdk_udp.forward_text if spec.mode == "forward" else dpdk_udp.reflect_text)(s, last)
     return _run_done(a, run, printer, interrupted, text)
 
 
 def _engines(a) -> int:
     print(json.dumps(list_engines(), indent=2))
     return 0
+
+
+def check_save_path(path: str) -> None:
+    """-o FILE: a folder that exists and may be written, and not itself a folder; ValueError otherwise."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise ValueError(f"save: {path} is a folder; name a file in it (FILE.parquet)")
+    if not os.path.isdir(folder):
+        raise ValueError(f"save: {folder}: no such folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"save: {folder}: this user may not write there")
+
+
+def save_or_fallback(run, path: str) -> bool:
+    """run.save(path); if that fails after all (disk full, the folder gone), the run goes to a
+    file of its own in the temporary folder, named on stderr. False when path was not written."""
+    try:
+        run.save(path)
+        return True
+    except (OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    fd, fallback = tempfile.mkstemp(prefix="perfkit-run-", suffix=".parquet")
+    os.close(fd)
+    try:
+        run.save(fallback)
+        print(f"perfkit: save: cannot write {path} ({why}); the run is saved in {fallback}", file=sys.stderr)
+    except (OSError, ValueError) as exc2:
+        print(f"perfkit: save: cannot write {path} ({why}) nor {fallback} ({exc2}); the summary above is "
+              "all that is left", file=sys.stderr)
+    return False
 
 
 def main(argv=None) -> int:
@@ -708,13 +431,12 @@ def main(argv=None) -> int:
         a.command = "test"
     else:
         a = parser.parse_args(argv)
-    commands = {"local": _local, "engines": _engines, "lab": _lab, "serve": _serve, "test": _test,
-                "http": _http, "http-serve": _http, "flows": _flows, "reflect": _reflect, "dperf": _dperf,
-                "nics": _nics, "cluster": cluster_cli.run}
-    if a.command not in commands:
+    if a.command not in COMMANDS:
         return 2
     try:
-        return commands[a.command](a)
+        if getattr(a, "save", None):
+            check_save_path(a.save)   # before the run: a measurement is not made only to be lost
+        return COMMANDS[a.command](a)
     except ValueError as exc:
         print(f"perfkit: {exc}", file=sys.stderr)
         return 2
@@ -724,23 +446,6 @@ def main(argv=None) -> int:
     except BrokenPipeError:  # e.g. piped into head: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-
-
-# ------------------------------------------------------------------ perfkit dperf (issue 6)
-
-def _dperf_parser(sub) -> None:
-    dp = sub.add_parser("dperf", help="run dperf configuration files on perfkit's DPDK TCP")
-    dp.add_argument("-c", "--conf", required=True, action="append", metavar="FILE.conf",
-                    help="dperf's configuration file; give a server and a client conf to run both "
-                         "in this process (over a ring:NAME:0|1 pair)")
-    dp.add_argument("--netns", help="open the port in this network namespace (af_packet: a lab host's)")
-    dp.add_argument("--mem", default=512, help="EAL memory in MB (default 512)")
-    dp.add_argument("--hugepages", default="auto", help="auto, on or off (default auto)")
-    dp.add_argument("--cpus", help="pin the workers to these CPUs (the conf's cpu line is not used)")
-    dp.add_argument("--log-level", default="error", help="DPDK log level on stderr (default error)")
-    dp.add_argument("--interval", default="1s", help="row interval (default 1s)")
-    dp.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
-    dp.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet (one conf)")
 
 
 def _dperf(a) -> int:
@@ -771,8 +476,7 @@ def _dperf(a) -> int:
         if getattr(specs[i], "flood", False):
             _warn_flood(f"{a.conf[i]}: a SYN flood at {specs[i].cps:g} connections/s", specs[i].server)
         if not a.json:
-            print(f"perfkit dperf: {cfgs[i].mode} from {a.conf[i]} on {specs[i].port} ({specs[i].ip}) "
-                  f"for {specs[i].duration:g} s (dpdk_tcp engine)", flush=True)
+            print(dpdk_tcp.dperf_header(cfgs[i].mode, a.conf[i], specs[i]), flush=True)
         try:
             runs[i].start()
         except BaseException:
@@ -817,9 +521,10 @@ def _dperf(a) -> int:
         if r.error:
             print(f"perfkit: error: {a.conf[i]}: {r.error}", file=sys.stderr)
             status = 1
-    if a.save:
-        runs[0].save(a.save)
+    if a.save and not save_or_fallback(runs[0], a.save):
+        status = status or 1
     return status
+
 
 def _nics_parser(sub) -> None:
     n = sub.add_parser("nics", help="this host's network devices (sysfs) and whether DPDK can take each")
@@ -830,6 +535,12 @@ def _nics(a) -> int:
     rep = nics.report()
     print(nics.to_json(rep) if a.json else nics.text(rep))
     return 0
+
+
+# each command's handler: the kinds' commands (their parsers and specs in perfkit.kinds) and cli's own
+COMMANDS = {"local": _local, "engines": _engines, "lab": _lab, "serve": _serve, "test": _test,
+            "http": _http, "http-serve": _http, "flows": _flows, "reflect": _reflect, "dperf": _dperf,
+            "nics": _nics, "cluster": cluster_cli.run}
 
 
 if __name__ == "__main__":

@@ -33,9 +33,9 @@ import threading
 import time
 import uuid
 
-from perfkit.engines import counter_groups
 from perfkit.engines import get as get_engine
 from perfkit.errors import EngineError
+from perfkit import kinds
 from perfkit.kinds.split import split
 from perfkit.lab import Lab
 from perfkit.run import environment
@@ -76,7 +76,8 @@ def _e_build(run_id: str, spec, engine_name: str):
     spec = dataclasses.replace(spec)   # the spec's checks again, here: this host's names and rules
     env = environment(engine_name, spec)
     env["host"] = os.environ.get(HOST_ENV) or env["host"]
-    handle = get_engine(engine_name).build(spec)
+    plan = kinds.plan(spec, engine_name)   # as perfkit.Run builds: the kind's plan, or the spec for the engine to refuse
+    handle = get_engine(engine_name).build(plan if plan is not None else spec)
     _SHARES[run_id] = handle
     return list(handle.roles), env, time.time()
 
@@ -429,7 +430,7 @@ class ClusterHandle:
         self.roles = [r for h in self.hosts for r in self.host_roles[h]]
         zero = ([0] * len(COUNTERS), [0] * len(Histogram.LOWER))
         self._last = {h: [zero] * len(self.host_roles[h]) for h in self.hosts}
-        self._groups = counter_groups(engine_name, spec)
+        self._groups = kinds.counter_groups(spec)
         self._prev = {h: ([list(zero[0])] * len(self.host_roles[h]), Histogram(), 0.0) for h in self.hosts}
         self._t0: float | None = None
         self.host_rows: list[dict] = []   # every host's own rows, with a host column (host_frame())
@@ -560,7 +561,7 @@ class ClusterHandle:
             roles = self.host_roles[h]
             s = summarize(getattr(self.spec, "test", type(self.spec).__name__), merge_counters(workers),
                           Histogram.merge(hh for _, hh in self._last[h]), workers, roles,
-                          getattr(self.shares[h], "size", 0))
+                          getattr(self.shares[h], "size", 0), kinds.summary_figures(self.spec))
             s["finished"] = h not in self._dead and not self._errors.get(h)
             if h in self._errors:
                 s["error"] = self._errors[h]

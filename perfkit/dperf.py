@@ -1,19 +1,21 @@
-"""dperf's configuration files, read into perfkit specs (issue 6).
+"""dperf's configuration files, read into perfkit specs, so a dperf job runs unchanged.
 
     cfg = perfkit.dperf.load("client.conf")     # DperfConfig: what the file says
     spec = cfg.to_spec()                         # DpdkHttpClient or DpdkHttpServer
     perfkit.spec.from_dperf("client.conf")       # the same in one call
 
-The format is dperf's: one keyword per line with its arguments, '#' starts a
-comment. Parsing follows dperf's own rules (numbers like 1.5m and 2k, durations
-like 10s/2m/1h/1.5d, keepalive intervals in us/ms/s). Every error -- an unknown,
-malformed, repeated or not-yet-supported keyword, and a value the spec refuses --
-is one DperfError (a ValueError) naming the file and line.
+The format is dperf's: one keyword per line with its arguments, '#' starts a comment.
+Parsing follows dperf's own rules (numbers like 1.5m and 2k, durations like 10s, 2m, 1h,
+1.5d, keepalive intervals in us, ms or s). Every keyword of dperf's configuration manual is
+known: KEYWORDS runs it, REFUSED names why perfkit does not (UDP, VXLAN, KNI, ...). An error
+-- a malformed value, a refused keyword, a value the spec refuses -- is one DperfError (a
+ValueError) naming the file and line.
 
-Differences from dperf, on purpose: `port` takes a DPDK vdev string or a
-ring:NAME:0|1 pair end (perfkit runs EAL without PCI), and addresses must be lab
-addresses (198.18.0.0/15 or 2001:2::/48; one family per file): perfkit sends only
-into namespaces it creates.
+Ports are dperf's: a PCI address (0000:01:00.0 or 01:00.0), a bond (bondMODE:POLICY(PCI,
+...)), and perfkit's vdevs and ring:NAME:0|1 pair ends; a PCI device absent here is refused
+when the run opens it (perfkit.engines.dpdk checks sysfs before EAL starts). Several port
+lines pair with the client and server lines in order and share the cpus, as in dperf.
+Addresses are any unicast addresses (one family per file).
 """
 from __future__ import annotations
 
@@ -29,21 +31,19 @@ DPERF_DEFAULTS = {"launch_num": 4, "slow_start": 30.0, "wait": 3.0, "duration": 
                   "listen": (80, 1), "mss": 1460, "tos": 0, "tcp_rst": True,
                   "protocol": "tcp", "http_host": "dperf", "http_path": "/", "http_method": "GET",
                   "lport_range": (1, 65535), "tx_burst": 8}
+DEFAULT_CPS = 1000          # dperf's cps when a client gives only cc
+KEEPALIVE_REQ_NUM = 32767   # dperf's most requests a connection
+HEADERS = {4: 14 + 20 + 20, 6: 14 + 40 + 20}   # Ethernet, IP, TCP: packet_size minus these is the payload
+PACKET_SIZE_MAX, JUMBO_PACKET_MAX = 1514, 9724
 
-# Keywords dperf has that perfkit does not run (yet): a clear error, not silence.
-UNSUPPORTED = {
-    "daemon": "perfkit runs in the foreground (or in a notebook)",
-    "socket_mem": "perfkit sizes EAL memory itself (perfkit.engines.dpdk.EalOptions)",
-    "pipeline": "UDP pipelining is not built",
-    "packet_size": "use payload_size",
-    "payload_random": "random payloads are not built",
-    "jumbo": "jumbo frames are not built",
-    "vxlan": "VXLAN is not built",
-    "kni": "KNI is not built (and was removed from DPDK)",
-    "change_dip": "a flood's destination list is not built",
-    "client_hop": "client hops are not built",
+# Keywords of dperf that perfkit does not run: refused by name, with why.
+REFUSED = {
+    "vxlan": "VXLAN encapsulation is not built in perfkit's DPDK TCP engine",
+    "kni": "KNI is gone from DPDK (22.11 has no rte_kni): reach the kernel through a tap or af_packet port",
+    "change_dip": "a flood's destination address list is not built (one server range a port)",
+    "pipeline": "UDP pipelining needs protocol udp, which perfkit's DPDK engines do not run for dperf",
+    "disable_ack": "perfkit's TCP always acknowledges what it receives",
 }
-
 
 class DperfError(ValueError):
     """A dperf configuration the parser or the spec refuses; names file and line."""
@@ -68,6 +68,9 @@ class DperfConfig:
     slow_start: float = DPERF_DEFAULTS["slow_start"]
     wait: float = DPERF_DEFAULTS["wait"]
     payload_size: int | None = None
+    packet_size: int | None = None
+    payload_random: bool = False
+    jumbo: bool = False
     protocol: str = DPERF_DEFAULTS["protocol"]
     http_host: str = DPERF_DEFAULTS["http_host"]
     http_path: str = DPERF_DEFAULTS["http_path"]
@@ -81,14 +84,28 @@ class DperfConfig:
     fast_close: bool = False
     flood: bool = False
     quiet: bool = False
+    daemon: bool = False
+    client_hop: bool = False
+    simd512: bool = False
+    clear_screen: bool = False
+    send_window: int | None = None
+    log_level: str | None = None
+    socket_mem: tuple | None = None                       # MB per NUMA node (dperf gives it to EAL)
     tx_burst: int = DPERF_DEFAULTS["tx_burst"]
-    rss: tuple | None = None                              # (l3 | l3l4 | auto, mq_rx_none | mq_rx_rss)
+    rss: tuple | None = None                              # (l3 | l3l4 | auto, mq_rx_none | mq_rx_rss | l3 | l3l4)
     lines: dict = field(default_factory=dict)             # keyword -> line number (first)
+    port_lines: list = field(default_factory=list)        # the line of each port, client and server
+    client_lines: list = field(default_factory=list)
+    server_lines: list = field(default_factory=list)
 
-    def error(self, keyword: str | None, msg: str) -> DperfError:
-        line = self.lines.get(keyword)
+    def error(self, keyword: str | None, msg: str, line: int | None = None) -> DperfError:
+        line = line or self.lines.get(keyword)
         where = f"{self.source}:{line}" if line else self.source
         return DperfError(f"{where}: {keyword + ': ' if keyword else ''}{msg}")
+
+    @property
+    def version(self) -> int:
+        return 6 if self.ports and ":" in self.ports[0][1] else 4
 
     def to_spec(self, netns: str | None = None):
         """The perfkit spec this configuration runs as. netns: the lab namespace a
@@ -97,45 +114,73 @@ class DperfConfig:
             raise self.error(None, "no 'mode' line (mode client | server)")
         if not self.ports:
             raise self.error(None, "no 'port' line (port DEVICE ADDRESS GATEWAY [GATEWAY_MAC])")
-        if len(self.ports) != 1:
-            raise self.error("port", f"{len(self.ports)} ports: perfkit runs one port per dperf run for now")
-        if len(self.cpu) > DPDK_MAX_QUEUES:
-            raise self.error("cpu", f"{len(self.cpu)} CPUs: at most {DPDK_MAX_QUEUES} workers (queues) per port")
-        if self.protocol != "http" and self.protocol != "tcp":
-            raise self.error("protocol", f"{self.protocol}: only tcp/http are built (not udp yet)")
+        if self.protocol == "udp":
+            raise self.error("protocol", "udp: perfkit's DPDK TCP engine runs dperf's tcp and http, not its UDP "
+                             "client and server")
         if not self.servers:
             raise self.error(None, "no 'server' line (server ADDRESS COUNT)")
-        if len(self.servers) != 1 or self.servers[0][1] != 1:
-            raise self.error("server", "perfkit's TCP serves one address per port for now (server ADDRESS 1)")
-        dev, ip, gateway, gateway_mac = self.ports[0]
-        server_ip = self.servers[0][0]
-        # dperf's several cpus on one port: one worker per cpu, each on its own queue pair
-        common = dict(port=dev, netns=netns, queues=max(1, len(self.cpu)), listen=self.listen[0], listen_num=self.listen[1],
-                      duration=self.duration, mss=self.mss, tos=self.tos, vlan=self.vlan, tcp_rst=self.tcp_rst,
-                      burst=min(self.tx_burst, 256))
+        nports = len(self.ports)
+        if len(self.servers) != nports:
+            raise self.error("server", f"{len(self.servers)} server lines for {nports} ports: one a port, "
+                             "in the order of the port lines")
+        if self.mode == "client" and len(self.clients) != nports:
+            raise self.error("client", f"{len(self.clients)} client lines for {nports} ports: a client takes one "
+                             "a port, in the order of the port lines")
+        ncpu = max(1, len(self.cpu))
+        if ncpu % nports:
+            raise self.error("cpu", f"{ncpu} CPUs for {nports} ports: the cpus are divided among the ports "
+                             "(a multiple of the port count)")
+        queues = ncpu // nports
+        if queues > DPDK_MAX_QUEUES:
+            raise self.error("cpu", f"{ncpu} CPUs: at most {DPDK_MAX_QUEUES} workers (queues) a port")
+        for k, (srv, n) in enumerate(self.servers):
+            if n > queues:
+                raise self.error("server", f"{n} server addresses for {queues} cpus of port {k + 1}: one cpu "
+                                 "an address at least", self.server_lines[k])
+        payload = self.payload_size
+        if self.packet_size is not None:
+            payload = self.packet_size - HEADERS[self.version]
+            if payload < 1:
+                raise self.error("packet_size", f"{self.packet_size} B leaves no payload after "
+                                 f"{HEADERS[self.version]} B of headers")
+        # dperf's several cpus on a port: one worker a cpu, each on its own queue pair
+        first = self.ports[0]
+        common = dict(port=first[0], ip=first[1], netns=netns, queues=queues, listen=self.listen[0],
+                      listen_num=self.listen[1], duration=self.duration, mss=self.mss, tos=self.tos, vlan=self.vlan,
+                      tcp_rst=self.tcp_rst, burst=min(self.tx_burst, 256), server_num=self.servers[0][1])
         if self.retransmit_timeout is not None:
             common["retransmit_timeout"] = self.retransmit_timeout
         try:
             if self.mode == "server":
-                if ip != server_ip:
-                    raise self.error("server", f"{server_ip} is not the port's address {ip} "
-                                     "(perfkit's server listens on the port's own address)")
-                clients = self.clients or [(gateway, 1)]
-                return DpdkHttpServer(ip=ip, clients=tuple(clients),
-                                      payload_size=self.payload_size or 0,
-                                      keepalive=self.keepalive is not None, **common)
-            if self.cps is None:
-                raise self.error(None, "no 'cps' line: the client needs a connection rate (cps 1k)")
-            if len(self.clients) != 1:
-                raise self.error("client", "the client takes one 'client' line per port")
-            return DpdkHttpClient(ip=ip, gateway=gateway, gateway_mac=gateway_mac,
-                                  clients=tuple(self.clients), lport_range=self.lport_range,
-                                  server=server_ip, cps=self.cps, cc=self.cc,
-                                  keepalive=self.keepalive or 0.0,
+                more = tuple((dev, ip, gw, mac, (), srv, n) for (dev, ip, gw, mac), (srv, n)
+                             in zip(self.ports[1:], self.servers[1:]))
+                clients = self.clients or [(first[2], 1)]
+                return DpdkHttpServer(clients=tuple(clients), server=self.servers[0][0], more_ports=more,
+                                      payload_size=payload or 0, keepalive=self.keepalive is not None, **common)
+            cps, cc = self.cps, self.cc
+            if not cps and not cc:
+                raise self.error(None, "no 'cps' or 'cc' line: the client needs a target (cps 1k, cc 10k)")
+            cps = cps or DEFAULT_CPS
+            keepalive = self.keepalive
+            if self.flood and keepalive is not None:
+                # dperf's flood with keepalive: each of cc connections sends its first packet again
+                # every interval -- a SYN rate of cc / interval
+                if cc:
+                    cps = max(cps, cc / max(keepalive, 1e-6))
+                keepalive, cc = None, 0
+            if keepalive == 0:
+                keepalive = 1e-6    # dperf's 0: the next request as the response comes
+            more = tuple((dev, ip, gw, mac, ((c, cn),), srv, n) for (dev, ip, gw, mac), (c, cn), (srv, n)
+                         in zip(self.ports[1:], self.clients[1:], self.servers[1:]))
+            return DpdkHttpClient(gateway=first[2], gateway_mac=first[3], clients=(self.clients[0],),
+                                  more_ports=more, lport_range=self.lport_range, server=self.servers[0][0],
+                                  cps=min(cps, 1e8), cc=cc, keepalive=keepalive or 0.0,
                                   keepalive_requests=self.keepalive_requests,
-                                  launch_num=self.launch_num, slow_start=self.slow_start,
+                                  launch_num=min(self.launch_num, 256), slow_start=self.slow_start,
                                   wait=self.wait, http_host=self.http_host, http_path=self.http_path,
-                                  http_method=self.http_method, payload_size=self.payload_size or 0,
+                                  http_method=self.http_method,
+                                  payload_size=payload or 0 if self.http_method == "POST" else 0,
+                                  request_size=payload or 0 if self.http_method != "POST" else 0,
                                   fast_close=self.fast_close, flood=self.flood, **common)
         except DperfError:
             raise
@@ -143,26 +188,34 @@ class DperfConfig:
             raise self._spec_error(e) from None
 
     _FIELD_KEYWORD = {"port": "port", "ip": "port", "gateway": "port", "gateway_mac": "port",
-                      "netns": "port", "clients": "client", "server": "server", "listen": "listen",
-                      "listen_num": "listen", "payload_size": "payload_size", "cc": "cc",
+                      "netns": "port", "clients": "client", "server": "server", "server_num": "server",
+                      "more_ports": "port", "listen": "listen", "queues": "cpu",
+                      "listen_num": "listen", "payload_size": "payload_size", "request_size": "payload_size",
+                      "cc": "cc",
                       "keepalive": "keepalive", "keepalive_requests": "keepalive", "flood": "flood"}
 
     def _spec_error(self, e: ValueError) -> DperfError:
-        fieldname = str(e).split(":", 1)[0]
+        fieldname = str(e).split(":", 1)[0].split("[", 1)[0]
         kw = self._FIELD_KEYWORD.get(fieldname, fieldname)
+        if fieldname in ("payload_size", "request_size") and "packet_size" in self.lines:
+            kw = "packet_size"
         if kw not in self.lines:
             kw = None
         msg = str(e)
         if kw == fieldname:  # "cc: cc: ..." reads once
             msg = msg.split(":", 1)[1].strip()
-        return self.error(kw, msg)
+        line = None
+        m = re.match(r"more_ports\[(\d+)\]", str(e))
+        if m and kw == "port" and int(m.group(1)) + 1 < len(self.port_lines):
+            line = self.port_lines[int(m.group(1)) + 1]
+        return self.error(kw, msg, line)
 
 
 # ------------------------------------------------------------------ values
 
 def _number(s: str, what: str = "a number", float_ok: bool = True, suffix: bool = True) -> float:
     """dperf's numbers: 100, 2k, 1.5m (k = 1000, m = 1000000)."""
-    pat = r"([0-9]+(?:\.[0-9]+)?)" if float_ok else r"([0-9]+)"
+    pat = r"([0-9]+(?:\.[0-9]*)?)" if float_ok else r"([0-9]+)"
     m = re.fullmatch(pat + (r"([kKmM]?)" if suffix else "()"), s)
     if not m:
         raise ValueError(f"{s!r} is not {what}")
@@ -178,14 +231,14 @@ def _whole(s: str, what: str, lo: int, hi: int, suffix: bool = False) -> int:
 
 def _duration(s: str) -> float:
     """dperf's duration: 100, 100s, 3.5m, 2h, 1.5d."""
-    m = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)([smhd]?)", s)
-    if not m or float(m.group(1)) <= 0:
-        raise ValueError(f"{s!r} is not a duration (100s, 3.5m, 2h, 1.5d)")
+    m = re.fullmatch(r"([0-9]+(?:\.[0-9]*)?)([smhd]?)", s)
+    if not m or float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)] < 1:
+        raise ValueError(f"{s!r} is not a duration (100s, 3.5m, 2h, 1.5d; at least 1 s)")
     return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
 
 
 def _interval(s: str) -> float:
-    """keepalive's interval: 10us, 1ms, 60s."""
+    """keepalive's interval: 0us, 10us, 1ms, 60s."""
     m = re.fullmatch(r"([0-9]+)(us|ms|s)", s)
     if not m:
         raise ValueError(f"{s!r} is not an interval (10us, 1ms, 60s)")
@@ -210,6 +263,8 @@ def _family(c, ip: str, what: str) -> None:
 
 
 _MAC = re.compile(r"[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}")
+_PCI = re.compile(r"(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
+_BOND = re.compile(r"bond([0-6]):([0-3])\(([^()]+)\)")
 
 
 def _cpus(args: list[str]) -> list[int]:
@@ -246,12 +301,22 @@ def _kw_cpu(c, a):
     c.cpu = _cpus(a)
 
 
+def _device(dev: str) -> str:
+    """dperf's device: a PCI address (either form), a bond bondMODE:POLICY(PCI,...), or
+    perfkit's vdev / ring:NAME:0|1 (the spec checks the rest)."""
+    if dev.startswith("bond"):
+        m = _BOND.fullmatch(dev)
+        members = m.group(3).split(",") if m else []
+        if not m or not all(_PCI.fullmatch(p) for p in members):
+            raise ValueError(f"{dev!r} is not a bond: bondMODE:POLICY(PCI,PCI,...), mode 0-6, policy 0-3")
+        if len(set(members)) != len(members):
+            raise ValueError(f"{dev}: a PCI device is in the bond twice")
+    return dev
+
+
 def _kw_port(c, a):
-    _nargs(a, 3, 4, "DEVICE ADDRESS GATEWAY [GATEWAY_MAC]")
-    dev = a[0]
-    if re.fullmatch(r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]", dev) or dev.startswith("bond"):
-        raise ValueError(f"{dev}: PCI devices and bonds are not used by perfkit (EAL runs without PCI): "
-                         "give a vdev (net_af_packet0,iface=IF, net_memif0,...) or ring:NAME:0|1")
+    _nargs(a, 3, 4, "PCI|BOND|VDEV ADDRESS GATEWAY [GATEWAY_MAC]")
+    dev = _device(a[0])
     ip, gw = _ip(a[1], "address"), _ip(a[2], "gateway")
     _family(c, ip, "address")
     if (":" in ip) != (":" in gw):
@@ -259,6 +324,10 @@ def _kw_port(c, a):
                          f"IPv{6 if ':' in ip else 4}: one family per run")
     if ip == gw:
         raise ValueError(f"the address and the gateway are both {ip}")
+    if any(p[0] == dev for p in c.ports):
+        raise ValueError(f"{dev} is on another port line too")
+    if any(p[1] == ip for p in c.ports):
+        raise ValueError(f"{ip} is another port's address too")
     mac = None
     if len(a) == 4:
         if not _MAC.fullmatch(a[3]):
@@ -296,34 +365,44 @@ def _kw_listen(c, a):
 
 
 def _kw_duration(c, a):
-    _nargs(a, 1, 1, "a duration (100s, 3.5m, 2h)")
+    _nargs(a, 1, 1, "a duration (100s, 3.5m, 2h, 1.5d)")
     c.duration = _duration(a[0])
 
 
 def _kw_cps(c, a):
     _nargs(a, 1, 1, "a number (10k, 1.5m)")
     c.cps = _number(a[0], "a connection rate (100, 2k, 1.5m)")
-    if c.cps <= 0:
-        raise ValueError("must be above 0")
+    if c.cps > 1e8:
+        raise ValueError(f"{a[0]}: at most 100m connections a second")
 
 
 def _kw_cc(c, a):
     _nargs(a, 1, 1, "a number (10k, 1.5m)")
     c.cc = int(_number(a[0], "a connection count (100, 2k, 1.5m)"))
+    if not 1 <= c.cc < 1 << 31:
+        raise ValueError(f"{a[0]}: 1..2147483647 connections")
 
 
 def _kw_keepalive(c, a):
     _nargs(a, 1, 2, "INTERVAL [REQUESTS] (keepalive 1ms, keepalive 60s 100)")
     c.keepalive = _interval(a[0])
     if len(a) == 2:
-        c.keepalive_requests = _whole(a[1], "a request count", 0, 1 << 30, suffix=True)
+        c.keepalive_requests = int(_number(a[1], "a request count (100, 2k)"))
+        if c.keepalive_requests > KEEPALIVE_REQ_NUM:
+            raise ValueError(f"{a[1]}: at most {KEEPALIVE_REQ_NUM} requests a connection")
         if c.keepalive == 0 and c.keepalive_requests:
             raise ValueError("a request count needs an interval above 0")
 
 
+def _kw_keepalive_request_interval(c, a):
+    """dperf's older spelling of keepalive's interval (its test files use it)."""
+    _nargs(a, 1, 1, "INTERVAL (10us, 1ms, 60s)")
+    c.keepalive = _interval(a[0])
+
+
 def _kw_launch_num(c, a):
     _nargs(a, 1, 1, "a number")
-    c.launch_num = _whole(a[0], "a launch batch", 1, 256)
+    c.launch_num = _whole(a[0], "a launch batch", 1, 1 << 20)
 
 
 def _kw_slow_start(c, a):
@@ -338,21 +417,26 @@ def _kw_wait(c, a):
 
 def _kw_payload_size(c, a):
     _nargs(a, 1, 1, "bytes")
-    c.payload_size = _whole(a[0], "a payload size", 1, 1 << 20)
+    c.payload_size = _whole(a[0], "a payload size", 1, 1 << 20, suffix=True)
+
+
+def _kw_packet_size(c, a):
+    _nargs(a, 1, 1, "bytes (0-1514; jumbo: 9724)")
+    c.packet_size = _whole(a[0], "a packet size", 0, JUMBO_PACKET_MAX, suffix=True)
 
 
 def _kw_protocol(c, a):
     _nargs(a, 1, 1, "http | tcp | udp")
     if a[0] not in ("http", "tcp", "udp"):
         raise ValueError(f"{a[0]!r} is not http, tcp or udp")
-    if a[0] == "udp":
-        raise ValueError("udp is not built yet (perfkit's TCP runs tcp and http)")
     c.protocol = a[0]
 
 
-def _kw_string(name):
+def _kw_string(name, most):
     def kw(c, a):
-        _nargs(a, 1, 1, "one string without spaces")
+        _nargs(a, 1, 1, f"one string without spaces (1-{most} characters)")
+        if len(a[0]) > most:
+            raise ValueError(f"longer than {most} characters")
         setattr(c, name, a[0])
     return kw
 
@@ -395,9 +479,9 @@ def _kw_mss(c, a):
 
 
 def _kw_retransmit_timeout(c, a):
-    _nargs(a, 1, 1, "seconds (1-60) or an interval (500ms)")
+    _nargs(a, 1, 1, "seconds (1-300) or an interval (500ms)")
     s = a[0]
-    c.retransmit_timeout = float(_whole(s, "seconds", 1, 60)) if s.isdigit() else _interval(s)
+    c.retransmit_timeout = float(_whole(s, "seconds", 1, 300)) if s.isdigit() else _interval(s)
 
 
 def _kw_tcp_rst(c, a):
@@ -421,18 +505,26 @@ def _kw_fast_close(c, a):
     c.fast_close = not a or a[0] == "1"
 
 
+def _kw_jumbo(c, a):
+    """jumbo [MTU]: packet_size may reach 9724; perfkit's segments stay at mss."""
+    _nargs(a, 0, 1, "[MTU (9000-9710)]")
+    if a:
+        _whole(a[0], "an MTU", 9000, 9710)
+    c.jumbo = True
+
+
 def _kw_rss(c, a):
-    """dperf's rss [l3|l3l4|auto] [mq_rx_none|mq_rx_rss]: how several cpus share a port.
-    perfkit gives each cpu a queue pair with its own sockets and client ports; the port
+    """dperf's rss [l3|l3l4|auto] [mq_rx_none|mq_rx_rss|l3|l3l4]: how several cpus share a
+    port. perfkit gives each cpu a queue pair with its own sockets and client ports; the port
     brings a connection back to its queue by itself (memif and ring pairs: queue q to q)
     or by the PMD's RSS over IP and TCP (set up whenever a port that has it gets several
     queues), so every form is accepted and recorded."""
     _nargs(a, 0, 2, "[l3 | l3l4 | auto] [mq_rx_none | mq_rx_rss]")
     if a and a[0] not in ("l3", "l3l4", "auto"):
         raise ValueError(f"{a[0]!r} is not l3, l3l4 or auto")
-    if len(a) == 2 and a[1] not in ("mq_rx_none", "mq_rx_rss"):
+    if len(a) == 2 and a[1] not in ("mq_rx_none", "mq_rx_rss") + (("l3", "l3l4") if a[0] == "auto" else ()):
         raise ValueError(f"{a[1]!r} is not mq_rx_none or mq_rx_rss")
-    c.rss = (a[0] if a else "auto", a[1] if len(a) == 2 else "mq_rx_rss")
+    c.rss = (a[0] if a else "l3", a[1] if len(a) == 2 else "mq_rx_rss")
 
 
 def _kw_tx_burst(c, a):
@@ -440,20 +532,55 @@ def _kw_tx_burst(c, a):
     c.tx_burst = _whole(a[0], "a burst", 1, 1024)
 
 
+def _kw_socket_mem(c, a):
+    """dperf's EAL --socket-mem (MB a NUMA node): recorded; perfkit sizes EAL's memory with
+    its own option (perfkit dperf --mem)."""
+    _nargs(a, 1, 1, "MB a NUMA node (socket_mem 40960,0)")
+    if not re.fullmatch(r"[0-9]+(,[0-9]+)*", a[0]):
+        raise ValueError(f"{a[0]!r} is not n0,n1,... (MB a NUMA node)")
+    c.socket_mem = tuple(int(x) for x in a[0].split(","))
+
+
+def _kw_log_level(c, a):
+    _nargs(a, 1, 1, "error | warning | info | debug (or 4-8)")
+    if a[0] not in ("error", "err", "warning", "warn", "info", "debug") and not re.fullmatch(r"[0-8]", a[0]):
+        raise ValueError(f"{a[0]!r} is not error, warning, info or debug")
+    c.log_level = a[0]
+
+
+def _kw_send_window(c, a):
+    _nargs(a, 1, 1, "packets (2-16)")
+    c.send_window = _whole(a[0], "a send window", 2, 16)
+
+
+def _kw_refused(kw):
+    def refuse(c, a):
+        raise ValueError(f"not run by perfkit: {REFUSED[kw]}")
+    return refuse
+
+
 KEYWORDS = {
     "mode": _kw_mode, "cpu": _kw_cpu, "port": _kw_port, "client": _kw_client, "server": _kw_server,
     "listen": _kw_listen, "duration": _kw_duration, "cps": _kw_cps, "cc": _kw_cc,
-    "keepalive": _kw_keepalive, "launch_num": _kw_launch_num, "slow_start": _kw_slow_start,
-    "wait": _kw_wait, "payload_size": _kw_payload_size, "protocol": _kw_protocol,
-    "http_host": _kw_string("http_host"), "http_path": _kw_string("http_path"),
+    "keepalive": _kw_keepalive, "keepalive_request_interval": _kw_keepalive_request_interval,
+    "launch_num": _kw_launch_num, "slow_start": _kw_slow_start,
+    "wait": _kw_wait, "payload_size": _kw_payload_size, "packet_size": _kw_packet_size,
+    "payload_random": _kw_flag("payload_random"), "jumbo": _kw_jumbo, "protocol": _kw_protocol,
+    "http_host": _kw_string("http_host", 127), "http_path": _kw_string("http_path", 255),
     "http_method": _kw_http_method, "lport_range": _kw_lport_range, "tos": _kw_tos, "vlan": _kw_vlan, "mss": _kw_mss,
     "retransmit_timeout": _kw_retransmit_timeout, "tcp_rst": _kw_tcp_rst, "fast_close": _kw_fast_close,
-    "quiet": _kw_flag("quiet"), "tx_burst": _kw_tx_burst, "flood": _kw_flag("flood"),
-    "rss": _kw_rss,
+    "quiet": _kw_flag("quiet"), "daemon": _kw_flag("daemon"), "tx_burst": _kw_tx_burst, "flood": _kw_flag("flood"),
+    "rss": _kw_rss, "client_hop": _kw_flag("client_hop"), "simd512": _kw_flag("simd512"),
+    "clear_screen": _kw_flag("clear_screen"), "socket_mem": _kw_socket_mem, "log_level": _kw_log_level,
+    "send_window": _kw_send_window,
+    **{kw: _kw_refused(kw) for kw in REFUSED},
 }
 REPEATABLE = {"port", "client", "server"}
+# dperf's client keywords; a server file may hold them (dperf reads and ignores them there)
 CLIENT_ONLY = {"cps", "cc", "flood", "launch_num", "slow_start", "wait", "http_host", "http_path",
-               "http_method", "lport_range", "fast_close"}
+               "http_method", "lport_range", "fast_close", "client_hop"}
+# client keywords a server file may not give: dperf refuses these there
+SERVER_REFUSES = {"wait", "slow_start", "http_host", "http_path"}
 
 
 def parse(text: str, source: str = "<string>") -> DperfConfig:
@@ -465,11 +592,9 @@ def parse(text: str, source: str = "<string>") -> DperfConfig:
             continue
         kw, *args = line.split()
         where = f"{source}:{no}: {kw}"
-        if kw in UNSUPPORTED:
-            raise DperfError(f"{where}: not supported by perfkit: {UNSUPPORTED[kw]}")
         handler = KEYWORDS.get(kw)
         if handler is None:
-            raise DperfError(f"{where}: unknown keyword (known: {', '.join(sorted(KEYWORDS))})")
+            raise DperfError(f"{where}: unknown keyword (dperf's: {', '.join(sorted(KEYWORDS))})")
         if kw in c.lines and kw not in REPEATABLE:
             raise DperfError(f"{where}: given twice (first on line {c.lines[kw]})")
         try:
@@ -477,11 +602,18 @@ def parse(text: str, source: str = "<string>") -> DperfConfig:
         except ValueError as e:
             raise DperfError(f"{where}: {e}") from None
         c.lines.setdefault(kw, no)
+        if kw in REPEATABLE:
+            getattr(c, f"{kw}_lines").append(no)
     if c.mode is None:
         raise DperfError(f"{source}: no 'mode' line (mode client | server)")
     if c.mode == "server":
-        for kw in sorted(CLIENT_ONLY & set(c.lines)):
+        for kw in sorted(SERVER_REFUSES & set(c.lines)):
             raise DperfError(f"{source}:{c.lines[kw]}: {kw}: a client keyword in a server configuration")
+    if c.payload_size is not None and c.packet_size is not None:
+        raise DperfError(f"{source}:{c.lines['packet_size']}: packet_size: both payload_size and packet_size are set")
+    if c.packet_size is not None and c.packet_size > (JUMBO_PACKET_MAX if c.jumbo else PACKET_SIZE_MAX):
+        raise DperfError(f"{source}:{c.lines['packet_size']}: packet_size: {c.packet_size} B is above "
+                         f"{PACKET_SIZE_MAX} (jumbo: {JUMBO_PACKET_MAX})")
     return c
 
 

@@ -4,10 +4,10 @@ line and the checks need to know about it.
     size: int = opt(64, help="frame bytes", unit="bytes", lo=64, hi=9018)
 
 opt() returns a dataclasses.field whose metadata holds a Meta; meta(), spec_fields() and
-help_text() read it back. The panel (perfkit.ui.panel) builds its form from them, the
-command line (perfkit.cli) its options for spec fields, and check_declared() applies the
-range and choices checks they declare (a spec's __post_init__ calls it; checks that need
-more stay in the spec).
+help_text() read it back. The panel (perfkit.ui.panel) builds its form from them (the
+advanced fields folded away), the command line its options for spec fields (add_option,
+from the kinds' parsers), and check_declared() applies the range and choices checks they
+declare (a spec's __post_init__ calls it; checks that need more stay in the spec).
 """
 from __future__ import annotations
 
@@ -33,6 +33,9 @@ class Meta:
     check        False: the spec checks lo/hi or choices itself (another parse or message)
     flag, short  the command line's option for it (--peer-ip, -m; default --NAME with - for _)
     cli_help     its help on the command line where that says more (other flags, its default)
+    advanced     a tuning knob (buffers, batches, timeouts, CPU pinning...), not what the test is,
+                 where it goes, how long or how much: the panel folds it under "Advanced" and
+                 perfkit's help lists it under "advanced options"
     """
     help: str
     unit: str = ""
@@ -46,6 +49,7 @@ class Meta:
     flag: str | None = None
     short: str | None = None
     cli_help: str | None = None
+    advanced: bool = False
 
     @property
     def bounds(self) -> tuple[int, int] | None:
@@ -60,14 +64,16 @@ class Meta:
 def opt(default=MISSING, *, help: str, unit: str = "", lo: int | None = None, hi: int | None = None,
         range_text: str = "", choices=None, suggestions=None, widget: str | None = None,
         check: bool = True, flag: str | None = None, short: str | None = None,
-        cli_help: str | None = None, repr: bool = True, compare: bool = True) -> dataclasses.Field:
+        cli_help: str | None = None, advanced: bool = False, repr: bool = True,
+        compare: bool = True) -> dataclasses.Field:
     """A dataclass field with its metadata (see Meta)."""
     if not help or not str(help).strip():
         raise TypeError("opt: every field declares its help")
     if (lo is None) != (hi is None):
         raise TypeError("opt: lo and hi go together")
     m = Meta(str(help), unit, lo, hi, range_text, None if choices is None else tuple(choices),
-             None if suggestions is None else tuple(suggestions), widget, check, flag, short, cli_help)
+             None if suggestions is None else tuple(suggestions), widget, check, flag, short, cli_help,
+             bool(advanced))
     return dataclasses.field(default=default, repr=repr, compare=compare, metadata={KEY: m})
 
 
@@ -101,11 +107,47 @@ def spec_fields(spec_cls) -> list[tuple[dataclasses.Field, Meta]]:
     return [(f, f.metadata.get(KEY)) for f in dataclasses.fields(spec_cls)]
 
 
+def essential_and_advanced(spec_cls) -> tuple[list[str], list[str]]:
+    """spec_cls's field names in two lists, each in field order: the essentials (what, where,
+    how long, how much) and the advanced ones (tuning knobs)."""
+    pairs = spec_fields(spec_cls)
+    return ([f.name for f, m in pairs if m is None or not m.advanced],
+            [f.name for f, m in pairs if m is not None and m.advanced])
+
+
 def help_text(spec_cls, name: str | None = None):
     """A field's help line; without name, {field: help} for every field."""
     if name is not None:
         return meta(spec_cls, name).help
     return {f.name: m.help for f, m in spec_fields(spec_cls) if m is not None}
+
+
+def add_option(parser, spec_cls, name: str, **kw):
+    """The command-line option for a spec field as the field declares it: its flag and
+    short option, its help and its default, listed under "advanced options" for an
+    advanced field; kw: argparse's own (metavar, type), or the default where the command
+    works it out itself (None)."""
+    f = _field(spec_cls, name)
+    m = meta(spec_cls, name)
+    flags = [x for x in (m.short, m.flag or "--" + name.replace("_", "-")) if x]
+    kw.setdefault("help", m.cli_help or m.help.replace("%", "%%"))
+    if f.type == "bool" and f.default is False:
+        kw.setdefault("action", "store_true")
+    else:
+        kw.setdefault("default", f.default)
+    return (advanced_group(parser) if m.advanced else parser).add_argument(*flags, **kw)
+
+
+ADVANCED_OPTIONS = "advanced options"
+
+
+def advanced_group(parser):
+    """parser's argument group "advanced options" (made on first use): its help lists the
+    options of advanced fields, and of the tuning knobs a command adds itself, apart."""
+    group = getattr(parser, "perfkit_advanced", None)
+    if group is None:
+        group = parser.perfkit_advanced = parser.add_argument_group(ADVANCED_OPTIONS)
+    return group
 
 
 def whole_number(value, name: str, lo: int, hi: int) -> int:

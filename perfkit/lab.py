@@ -31,14 +31,9 @@ Impairments, two ways to the same result:
             nice -20 with a short slice; no Python per packet; Python only
             configures it and reads its counters), and a packet's delay counts from the
             moment the BPF program diverted it (it carries that time to the delay line in
-            an outer 802.1ad tag), as netem counts from enqueue. Measured on a 2-vCPU VM,
-            64-byte UDP through one link: at low rates the delay line adds a few us
-            (one-way p50 10.010-10.017 ms for delay=10ms, 12-16 us being the link itself;
-            the earlier Python delay line: 10.030); it forwards ~150-175 kpps with no
-            loss (Python: ~100 kpps, 5-28% loss at 150-175 kpps, delays off by 30-80 ms),
-            near the ~200-240 kpps this VM's kernel carries through a lab link at all: the
-            rest of its cost is the kernel's (tap read and write, and the receiver's stack,
-            which runs in the delay line's thread).
+            an outer 802.1ad tag), as netem counts from enqueue. In C it adds a few µs
+            and forwards near what the kernel carries through a lab link at all (see
+            bench/RESULTS-notes.md#the-labs-delay-line).
 Both apply per packet, in both directions. The backend is chosen once per process
 (Lab(backend="netem"|"bpf") forces one).
 
@@ -1381,18 +1376,7 @@ def _delay_line_main(name: str, sock_path: str, native: str | None = None) -> No
     holds, reorders, corrupts and writes back; nothing here touches a packet). This
     process opens the taps, answers the control socket and watches its lab: it exits on
     SIGTERM, when the lab's state file no longer names it, or when its taps fail."""
-    TUNSETIFF, IFF_TAP, IFF_NO_PI = 0x400454CA, 0x0002, 0x1000
-    try:
-        native_line = _load_delay_line_extension(native)
-        DelayLine = native_line.DelayLine
-    except (ImportError, OSError, AttributeError) as exc:
-        print(f"perfkit's native delay line (perfkit._delayline) cannot be imported: {exc} "
-              "(rebuild perfkit: pip install -e .)", file=sys.stderr, flush=True)
-        sys.exit(1)
-    if (native_line.STAMP_TPID, native_line.STAMP_SHIFT) != (STAMP_TPID, STAMP_SHIFT):
-        print("perfkit._delayline reads another time stamp than lab.py writes (rebuild perfkit: "
-              "pip install -e .)", file=sys.stderr, flush=True)
-        sys.exit(1)
+    DelayLine = _delay_line_class(native)
     stop = []
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(wake_w)               # SIGTERM ends a select at once
@@ -1404,19 +1388,7 @@ def _delay_line_main(name: str, sock_path: str, native: str | None = None) -> No
     if not st:
         print(f"no state for lab {name}", file=sys.stderr, flush=True)
         sys.exit(1)
-    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-    taps = []
-    for e in st["egress"]:
-        _setns_path(f"{NETNS_DIR}/{e['netns']}")
-        fd = os.open("/dev/net/tun", os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
-        fcntl.ioctl(fd, TUNSETIFF, struct.pack("16sH22x", e["tap"].encode(), IFF_TAP | IFF_NO_PI))
-        with contextlib.suppress(OSError):   # no IPv6 link-local, so the tap itself sends nothing
-            with open(f"/proc/sys/net/ipv6/conf/{e['tap']}/disable_ipv6", "w") as f:
-                f.write("1")
-        taps.append(fd)
-    if _libc.setns(home, CLONE_NEWNET) != 0:
-        sys.exit(1)
-    os.close(home)
+    taps = _open_taps(st["egress"])
     with contextlib.suppress(OSError):
         os.unlink(sock_path)
     ctl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -1435,22 +1407,7 @@ def _delay_line_main(name: str, sock_path: str, native: str | None = None) -> No
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)
         os.close(devnull)
-        check_at = 0.0
-        while not stop and line.running():
-            if time.monotonic() >= check_at:     # still wanted?
-                check_at = time.monotonic() + 1.0
-                cur = _read_state(name)
-                if not cur or (cur.get("delay_line") or {}).get("pid") != os.getpid():
-                    break
-            try:
-                ready = select.select([ctl.fileno(), wake_r], [], [], 1.0)[0]
-            except InterruptedError:
-                continue
-            if wake_r in ready:                  # a signal, or the packet thread ended
-                with contextlib.suppress(OSError):
-                    os.read(wake_r, 512)
-            if ctl.fileno() in ready:
-                _delay_line_control(ctl, line)
+        _delay_line_serve(name, ctl, line, stop, wake_r)
     finally:
         line.stop()
         line.join()
@@ -1460,6 +1417,62 @@ def _delay_line_main(name: str, sock_path: str, native: str | None = None) -> No
         ctl.close()
         with contextlib.suppress(OSError):
             os.unlink(sock_path)
+
+
+def _delay_line_class(native: str | None):
+    """The native DelayLine class, or exit 1 saying why (missing, or built from another lab.py)."""
+    try:
+        native_line = _load_delay_line_extension(native)
+        DelayLine = native_line.DelayLine
+    except (ImportError, OSError, AttributeError) as exc:
+        print(f"perfkit's native delay line (perfkit._delayline) cannot be imported: {exc} "
+              "(rebuild perfkit: pip install -e .)", file=sys.stderr, flush=True)
+        sys.exit(1)
+    if (native_line.STAMP_TPID, native_line.STAMP_SHIFT) != (STAMP_TPID, STAMP_SHIFT):
+        print("perfkit._delayline reads another time stamp than lab.py writes (rebuild perfkit: "
+              "pip install -e .)", file=sys.stderr, flush=True)
+        sys.exit(1)
+    return DelayLine
+
+
+def _open_taps(egress: list) -> list[int]:
+    """One tap per link end, each opened inside its end's namespace; back home after."""
+    TUNSETIFF, IFF_TAP, IFF_NO_PI = 0x400454CA, 0x0002, 0x1000
+    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    taps = []
+    for e in egress:
+        _setns_path(f"{NETNS_DIR}/{e['netns']}")
+        fd = os.open("/dev/net/tun", os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+        fcntl.ioctl(fd, TUNSETIFF, struct.pack("16sH22x", e["tap"].encode(), IFF_TAP | IFF_NO_PI))
+        with contextlib.suppress(OSError):   # no IPv6 link-local, so the tap itself sends nothing
+            with open(f"/proc/sys/net/ipv6/conf/{e['tap']}/disable_ipv6", "w") as f:
+                f.write("1")
+        taps.append(fd)
+    if _libc.setns(home, CLONE_NEWNET) != 0:
+        sys.exit(1)
+    os.close(home)
+    return taps
+
+
+def _delay_line_serve(name: str, ctl, line, stop: list, wake_r: int) -> None:
+    """Answer the control socket until SIGTERM (stop), the packet thread ends, or the lab's
+    state file no longer names this process."""
+    check_at = 0.0
+    while not stop and line.running():
+        if time.monotonic() >= check_at:     # still wanted?
+            check_at = time.monotonic() + 1.0
+            cur = _read_state(name)
+            if not cur or (cur.get("delay_line") or {}).get("pid") != os.getpid():
+                break
+        try:
+            ready = select.select([ctl.fileno(), wake_r], [], [], 1.0)[0]
+        except InterruptedError:
+            continue
+        if wake_r in ready:                  # a signal, or the packet thread ended
+            with contextlib.suppress(OSError):
+                os.read(wake_r, 512)
+        if ctl.fileno() in ready:
+            _delay_line_control(ctl, line)
 
 
 def _delay_line_counts(line) -> dict:

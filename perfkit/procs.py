@@ -20,9 +20,12 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 
 from perfkit.errors import EngineError
 from perfkit.stats import COUNTERS, Histogram
+
+JOIN_POLL_S = 0.02   # how often join() asks the children whether their workers still run
 
 _LEN = struct.Struct("!I")
 
@@ -125,6 +128,9 @@ class ProcessHandle:
 
     def __init__(self, groups: list[list[dict]], fd_field: str = "users"):
         self.children: list[_Child] = []
+        self._closing = False   # close() has begun: a join() waiting in another thread returns
+        self._closed = False
+        self._joining = threading.Lock()   # held by join() while it waits; close() frees nothing under it
         try:
             for k, workers in enumerate(groups):
                 self.children.append(_Child(k, workers, fd_field))
@@ -167,9 +173,31 @@ class ProcessHandle:
         return any(states)
 
     def join(self) -> None:
-        self._each("join")
+        """Wait for every child's workers to end, then join them (loss settles there). It
+        asks whether they run every JOIN_POLL_S rather than wait in a child's join: a pipe
+        held that long would keep close() from stopping the child."""
+        self._check_open()
+        with self._joining:
+            while not self._closing and self._any_running():
+                time.sleep(JOIN_POLL_S)
+            if not self._closing:
+                self._each("join")
+
+    def _any_running(self) -> bool:
+        for c in self.children:
+            try:
+                if c.call("running"):
+                    return True
+            except (EngineError, ValueError):
+                pass   # a child that died: its join below says so
+        return False
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise EngineError("the engine is closed")
 
     def snapshot(self) -> list:
+        self._check_open()
         out = []
         for k, (c, snaps) in enumerate(zip(self.children, self._each("snapshot"))):
             if snaps is None:  # a child that died: its last counters stand
@@ -196,9 +224,16 @@ class ProcessHandle:
         return "; ".join(dict.fromkeys(errs)) or None
 
     def close(self) -> None:
-        for c in self.children:
-            c.close()
-        self.children = []
+        """Stop every child, wait for a join() in another thread to return, then end them."""
+        if self._closed:
+            return
+        self._closing = True
+        self._each("stop")
+        with self._joining:
+            for c in self.children:
+                c.close()
+            self.children = []
+            self._closed = True
 
 
 def _serve(stdin, stdout) -> None:

@@ -398,81 +398,12 @@ def search(spec, criterion="zero-loss", *, high=None, low=None, resolution="1%",
     (stopped='interrupted'), an engine error likewise (stopped='error', .error says why)."""
     p = validate(spec, criterion, high=high, low=low, resolution=resolution, max_trials=max_trials, trial=trial,
                  settle=settle, retries=retries, tx_tolerance=tx_tolerance)
-    crit, trial_s, settle_s, retries, tx_tolerance = p.criterion, p.trial_s, p.settle_s, p.retries, p.tx_tolerance
-    high_pps, low_pps, res_abs, res_share = p.high_pps, p.low_pps, p.res_abs, p.res_share
-
-    res = SearchResult(spec=spec, criterion=crit, trial_s=trial_s)
+    res = SearchResult(spec=spec, criterion=p.criterion, trial_s=p.trial_s)
+    trials = _Trials(spec, p, res, engine, progress, stop)
     t0 = time.monotonic()
-
-    def attempt(pps, last):
-        if res.rows and settle_s:
-            if stop is not None:
-                stop.wait(settle_s)
-            else:
-                time.sleep(settle_s)
-        if stop is not None and stop.is_set():
-            raise Stopped()
-        row, _ = run_trial(spec, pps, trial_s, engine, stop)
-        row["trial"] = len(res.rows) + 1
-        row["passed"], row["reason"] = _judge(crit, row, tx_tolerance, trial_s)
-        row["counted"] = bool(row["passed"] or last)
-        row = {k: row[k] for k in TRIAL_COLUMNS}
-        res.rows.append(row)
-        if progress is not None:
-            progress(dict(row))
-        return row
-
-    def one(pps):
-        """A trial at pps (None: unpaced), run again on failure while retries and trials last."""
-        k = 0
-        while True:
-            last = k >= retries or pps is None or len(res.rows) + 1 >= max_trials
-            row = attempt(pps, last)
-            if row["counted"]:
-                return row
-            k += 1
-
     try:
-        if high_pps is None:  # the most the generator sends: the upper bound
-            first = one(None)
-            high_pps = first["tx_pps"]
-            if not high_pps > 0:
-                res.stopped = "the generator sent nothing"
-                return res
-            if first["passed"]:
-                res.found_pps, res.stopped = high_pps, "held at the generator's full speed"
-        else:
-            first = one(high_pps)
-            if first["passed"]:
-                res.found_pps, res.stopped = high_pps, "held at the upper bound"
-        res.high_pps = high_pps
-        res.low_pps = low_pps if low_pps is not None else high_pps / 100
-        if res.low_pps >= high_pps:
-            raise ValueError(f"low: {low!r} is not below the upper bound {format_si(high_pps, 'pps')}")
-        res.resolution_pps = res_abs if res_abs is not None else res_share * high_pps
-        if res.found_pps is not None:
-            return res
-        best, fail = None, high_pps
-        while True:
-            below = best if best is not None else res.low_pps
-            if fail - below <= res.resolution_pps:
-                break
-            if len(res.rows) >= max_trials:
-                res.stopped = "max_trials"
-                break
-            r = one((below + fail) / 2)
-            if r["passed"]:
-                best = r["offered_pps"]
-            else:
-                fail = r["offered_pps"]
-        if best is None and not res.stopped:  # nothing passed: does the lower bound?
-            if len(res.rows) >= max_trials:
-                res.stopped = "max_trials"
-            elif one(res.low_pps)["passed"]:
-                best = res.low_pps
-        res.found_pps = best
-        if not res.stopped:
-            res.stopped = "resolution" if best is not None else "not held at the lower bound"
+        if not _upper_bound(trials, low):
+            _bisect(trials)
         return res
     except (KeyboardInterrupt, Stopped) as exc:
         res.stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else "stopped"
@@ -484,8 +415,97 @@ def search(spec, criterion="zero-loss", *, high=None, low=None, resolution="1%",
         return res
     finally:
         res.elapsed_s = time.monotonic() - t0
-        if res.high_pps is None and high_pps is not None:
-            res.high_pps = high_pps
+        if res.high_pps is None and trials.high_pps is not None:
+            res.high_pps = trials.high_pps
+
+
+class _Trials:
+    """One search's trials: each one run, judged, kept in res.rows and passed to progress."""
+
+    def __init__(self, spec, plan: SearchPlan, res: SearchResult, engine, progress, stop):
+        self.spec, self.p, self.res, self.engine, self.progress, self.stop = spec, plan, res, engine, progress, stop
+        self.high_pps = plan.high_pps   # the upper bound: given, or measured by the first trial
+
+    def attempt(self, pps, last: bool) -> dict:
+        """One trial at pps after the settle pause; last: it counts even if it fails."""
+        res, settle_s, stop = self.res, self.p.settle_s, self.stop
+        if res.rows and settle_s:
+            if stop is not None:
+                stop.wait(settle_s)
+            else:
+                time.sleep(settle_s)
+        if stop is not None and stop.is_set():
+            raise Stopped()
+        row, _ = run_trial(self.spec, pps, self.p.trial_s, self.engine, stop)
+        row["trial"] = len(res.rows) + 1
+        row["passed"], row["reason"] = _judge(self.p.criterion, row, self.p.tx_tolerance, self.p.trial_s)
+        row["counted"] = bool(row["passed"] or last)
+        row = {k: row[k] for k in TRIAL_COLUMNS}
+        res.rows.append(row)
+        if self.progress is not None:
+            self.progress(dict(row))
+        return row
+
+    def one(self, pps) -> dict:
+        """A trial at pps (None: unpaced), run again on failure while retries and trials last."""
+        k = 0
+        while True:
+            last = k >= self.p.retries or pps is None or len(self.res.rows) + 1 >= self.p.max_trials
+            row = self.attempt(pps, last)
+            if row["counted"]:
+                return row
+            k += 1
+
+
+def _upper_bound(trials: _Trials, low) -> bool:
+    """The first trial, at the upper bound (none given: unpaced, measuring it), then the
+    search's bounds and resolution; True when that already ends the search."""
+    res, p = trials.res, trials.p
+    if trials.high_pps is None:  # the most the generator sends: the upper bound
+        first = trials.one(None)
+        trials.high_pps = first["tx_pps"]
+        if not trials.high_pps > 0:
+            res.stopped = "the generator sent nothing"
+            return True
+        if first["passed"]:
+            res.found_pps, res.stopped = trials.high_pps, "held at the generator's full speed"
+    else:
+        first = trials.one(trials.high_pps)
+        if first["passed"]:
+            res.found_pps, res.stopped = trials.high_pps, "held at the upper bound"
+    high_pps = res.high_pps = trials.high_pps
+    res.low_pps = p.low_pps if p.low_pps is not None else high_pps / 100
+    if res.low_pps >= high_pps:
+        raise ValueError(f"low: {low!r} is not below the upper bound {format_si(high_pps, 'pps')}")
+    res.resolution_pps = p.res_abs if p.res_abs is not None else p.res_share * high_pps
+    return res.found_pps is not None
+
+
+def _bisect(trials: _Trials) -> None:
+    """Binary search between the lower bound and the upper bound, which failed; then, if
+    nothing passed, one trial at the lower bound. Sets res.found_pps and res.stopped."""
+    res, max_trials = trials.res, trials.p.max_trials
+    best, fail = None, res.high_pps
+    while True:
+        below = best if best is not None else res.low_pps
+        if fail - below <= res.resolution_pps:
+            break
+        if len(res.rows) >= max_trials:
+            res.stopped = "max_trials"
+            break
+        r = trials.one((below + fail) / 2)
+        if r["passed"]:
+            best = r["offered_pps"]
+        else:
+            fail = r["offered_pps"]
+    if best is None and not res.stopped:  # nothing passed: does the lower bound?
+        if len(res.rows) >= max_trials:
+            res.stopped = "max_trials"
+        elif trials.one(res.low_pps)["passed"]:
+            best = res.low_pps
+    res.found_pps = best
+    if not res.stopped:
+        res.stopped = "resolution" if best is not None else "not held at the lower bound"
 
 
 def trial_line(row: dict, criterion: Criterion | None = None) -> str:

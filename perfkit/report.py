@@ -73,54 +73,87 @@ def summary_text(s: dict, point: dict | None = None, bits: bool = False, digits:
     parameters the test ran with, shown at that -vu level."""
     test = s["test"]
     level = {kind: 0 for kind in VERBOSE} | (verbose or {})
+    st = _Style(s, bits, digits, unify)
     pairs: list[tuple[str, str]] = []
-
-    def rate(value, unit):
-        return f"{round(value)} {UNIFIED[unit]}" if unify else _si(value, unit, digits)
-
-    def dur(us):
-        return f"{round(us * 1e3)} ns" if unify and us is not None else format_time_us(us, digits)
-
-    def bw(nbytes):
-        per_s = nbytes / s["duration_s"] if s["duration_s"] else 0
-        return rate(8 * per_s, "b/sec") if bits else rate(per_s, "B/sec")
 
     def put(name, value):
         pairs.append((name, value))
 
     for name, value in (point or {}).items():  # a sweep point, as qperf prints msg_size
         put(name, _size_text(int(value)) if name == "msg_size" else value)
-
     if test == "http":  # nGrinder's summary, then perfkit's
-        put("Vuser", s.get("vusers"))
-        put("TPS", f"{s['tps']:.1f}")
-        put("Mean Test Time", format_time_us(s["lat_mean_us"]))
-        put("Error rate", f"{s['error_rate_pct'] or 0:.2f} % ({_count(s['http_err'])} of {_count(s['requests'])})")
-        put("responses", f"{_count(s['responses'])}: 2xx {_count(s['http_2xx'])}  3xx {_count(s['http_3xx'])}  "
-                         f"4xx {_count(s['http_4xx'])}  5xx {_count(s['http_5xx'])}")
-        put("errors", f"connect {_count(s['err_connect'])}  timeout {_count(s['err_timeout'])}  "
-                      f"reset {_count(s['err_reset'])}  read {_count(s['err_read'])}"
-                      + (f"  tls {_count(s['err_tls'])}" if s.get("err_tls") else "")
-                      + (f"  cut off by the stop {_count(s['http_cut'])}" if s.get("http_cut") else ""))
-        put("connections", _count(s["sock_open"]))
-        for u in s.get("per_url") or [] if len(s.get("per_url") or []) > 1 else []:
-            put("url", f"{u['url']}: {_count(u['requests'])} sent, {_count(u['responses'])} answered, "
-                       f"{_count(u['failed'])} failed")
-    elif test == "udp_bw":
-        put("send_bw", bw(s["bytes_tx"]))
-        put("recv_bw", bw(s["bytes_rx"]))
-        put("msg_rate", rate(s["msg_rate"], "/sec"))
+        _http_pairs(s, put)
+    else:
+        _socket_pairs(s, st, put)
+    _common_pairs(s, st, put)
+    for name, (at, text) in (used or {}).items():  # -vu, -vvu: what the test ran with
+        if level["used"] >= at:
+            put(name, text)
+    _cpu_pairs(s, st, level, unify_nodes, put)
+    if s.get("error"):
+        put("error", s["error"])
+    width = max([13] + [len(name) for name, _ in pairs])   # aligned as qperf aligns them
+    return "\n".join([f"{test}:"] + [f"    {name:<{width}} =  {value}" for name, value in pairs])
+
+
+class _Style:
+    """How summary_text writes a figure: qperf's -ub (bits), -e (digits), -uu (unify)."""
+
+    def __init__(self, s: dict, bits: bool, digits: int, unify: bool):
+        self.s, self.bits, self.digits, self.unify = s, bits, digits, unify
+
+    def rate(self, value, unit):
+        return f"{round(value)} {UNIFIED[unit]}" if self.unify else _si(value, unit, self.digits)
+
+    def dur(self, us):
+        return f"{round(us * 1e3)} ns" if self.unify and us is not None else format_time_us(us, self.digits)
+
+    def bw(self, nbytes):
+        per_s = nbytes / self.s["duration_s"] if self.s["duration_s"] else 0
+        return self.rate(8 * per_s, "b/sec") if self.bits else self.rate(per_s, "B/sec")
+
+
+def _http_pairs(s: dict, put) -> None:
+    """An HTTP load's summary lines: nGrinder's, then perfkit's."""
+    put("Vuser", s.get("vusers"))
+    put("TPS", f"{s['tps']:.1f}")
+    put("Mean Test Time", format_time_us(s["lat_mean_us"]))
+    put("Error rate", f"{s['error_rate_pct'] or 0:.2f} % ({_count(s['http_err'])} of {_count(s['requests'])})")
+    put("responses", f"{_count(s['responses'])}: 2xx {_count(s['http_2xx'])}  3xx {_count(s['http_3xx'])}  "
+                     f"4xx {_count(s['http_4xx'])}  5xx {_count(s['http_5xx'])}")
+    put("errors", f"connect {_count(s['err_connect'])}  timeout {_count(s['err_timeout'])}  "
+                  f"reset {_count(s['err_reset'])}  read {_count(s['err_read'])}"
+                  + (f"  tls {_count(s['err_tls'])}" if s.get("err_tls") else "")
+                  + (f"  cut off by the stop {_count(s['http_cut'])}" if s.get("http_cut") else ""))
+    put("connections", _count(s["sock_open"]))
+    for u in s.get("per_url") or [] if len(s.get("per_url") or []) > 1 else []:
+        put("url", f"{u['url']}: {_count(u['requests'])} sent, {_count(u['responses'])} answered, "
+                   f"{_count(u['failed'])} failed")
+
+
+def _socket_pairs(s: dict, st: _Style, put) -> None:
+    """qperf's lines for its tests: bandwidth and loss, or latency, and the message rate."""
+    test = s["test"]
+    if test == "udp_bw":
+        put("send_bw", st.bw(s["bytes_tx"]))
+        put("recv_bw", st.bw(s["bytes_rx"]))
+        put("msg_rate", st.rate(s["msg_rate"], "/sec"))
         lost = s["lost"]
         put("loss", f"{s['loss_pct'] or 0:.3g} % ({_count(lost)} of {_count(s['pkts_tx'])} sent)"
             + (f", {_count(s['dup'])} dup, {_count(s['reorder'])} reordered" if s["dup"] or s["reorder"] else ""))
     elif test == "tcp_bw":
-        put("bw", bw(s["bytes_rx"]))
-        put("msg_rate", rate(s["msg_rate"], "/sec"))
+        put("bw", st.bw(s["bytes_rx"]))
+        put("msg_rate", st.rate(s["msg_rate"], "/sec"))
     else:  # latency tests: qperf's latency is half the mean round trip
-        put("latency", dur(s["latency_us"]))
-        put("msg_rate", rate(s["msg_rate"], "/sec"))
+        put("latency", st.dur(s["latency_us"]))
+        put("msg_rate", st.rate(s["msg_rate"], "/sec"))
+
+
+def _common_pairs(s: dict, st: _Style, put) -> None:
+    """What perfkit adds for every test: the latency histogram, -n's count, drops."""
+    dur = st.dur
     if s.get("lat_count"):
-        what = {"udp_bw": "one-way", "http": "response time"}.get(test, "round trip")
+        what = {"udp_bw": "one-way", "http": "response time"}.get(s["test"], "round trip")
         put("lat", f"{what} p50 {dur(s['lat_p50_us'])}  p99 {dur(s['lat_p99_us'])}  "
                    f"p99.9 {dur(s['lat_p999_us'])}  max {dur(s['lat_max_us'])}  "
                    f"jitter {dur(s['jitter_us'])}")
@@ -130,30 +163,27 @@ def summary_text(s: dict, point: dict | None = None, bits: bool = False, digits:
             f" of the {_count(s['messages'])} asked: the time limit came first"))
     if s.get("drop_tx"):
         put("drop_tx", _count(s["drop_tx"]))
-    for name, (at, text) in (used or {}).items():  # -vu, -vvu: what the test ran with
-        if level["used"] >= at:
-            put(name, text)
-    if "loc_cpus_used" in s:  # a remote test: qperf -v's figures
-        for name in ("send_cost", "recv_cost"):
-            ms = s.get(f"{name}_ms_per_gb")
-            if ms is not None:
-                put(name, f"{round(ms * 1e6)} ns/GB" if unify else f"{ms:.{digits}g} ms/GB")
-        for label, name, value in end_lines(s, level, unify_nodes):
-            if name == "pct":
-                put(label, f"{value:.0f} % cpus")
-            elif name == "bytes":
-                put(label, f"{value} bytes" if unify else _si(value, "B", digits))
-            elif name == "s":
-                put(label, dur(value * 1e6))
-            else:
-                put(label, _count(value))
-    else:
+
+
+def _cpu_pairs(s: dict, st: _Style, level: dict, unify_nodes: bool, put) -> None:
+    """CPU use: a remote test's both ends as qperf -v shows them, else this process's workers."""
+    if "loc_cpus_used" not in s:
         workers = ", ".join(f"{k} {v:.0f}%" for k, v in s["cpu_pct_by_worker"].items())
         put("cpu", f"{s['cpu_pct']:.0f}% of one core ({workers})")
-    if s.get("error"):
-        put("error", s["error"])
-    width = max([13] + [len(name) for name, _ in pairs])   # aligned as qperf aligns them
-    return "\n".join([f"{test}:"] + [f"    {name:<{width}} =  {value}" for name, value in pairs])
+        return
+    for name in ("send_cost", "recv_cost"):
+        ms = s.get(f"{name}_ms_per_gb")
+        if ms is not None:
+            put(name, f"{round(ms * 1e6)} ns/GB" if st.unify else f"{ms:.{st.digits}g} ms/GB")
+    for label, name, value in end_lines(s, level, unify_nodes):
+        if name == "pct":
+            put(label, f"{value:.0f} % cpus")
+        elif name == "bytes":
+            put(label, f"{value} bytes" if st.unify else _si(value, "B", st.digits))
+        elif name == "s":
+            put(label, st.dur(value * 1e6))
+        else:
+            put(label, _count(value))
 
 
 def _size_text(n: int) -> str:

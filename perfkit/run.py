@@ -18,7 +18,7 @@ import time
 from typing import Callable
 
 from perfkit.engines import DEFAULT as DEFAULT_ENGINE
-from perfkit.engines import EngineHandle, counter_groups
+from perfkit.engines import EngineHandle
 from perfkit.engines import engines as list_engines
 from perfkit.engines import get as get_engine
 from perfkit import kinds, savefile
@@ -93,8 +93,8 @@ class Run:
         self.cluster = cluster  # a perfkit.Cluster: the spec split over its engines (perfkit.cluster)
         self.engine_name = engine or kinds.lookup(spec, "ENGINE", DEFAULT_ENGINE)
         self.interval = float(interval)
-        # the counter groups the engine writes: rows and the frame keep only their columns
-        self.groups = counter_groups(self.engine_name, spec)
+        # the counter groups the run writes, as its kind says: rows and the frame keep only their columns
+        self.groups = kinds.counter_groups(spec)
         self.rows: list[dict] = []
         self.summary: dict | None = None
         self.histogram: Histogram | None = None
@@ -120,10 +120,16 @@ class Run:
             raise RuntimeError("this run has already been started; make a new Run")
         mod = get_engine(self.engine_name)
         self.env = environment(self.engine_name, self.spec)
-        self._handle = mod.build(self.spec) if self.cluster is None else self.cluster.handle(self.spec, self.engine_name)
-        if self.cluster is not None:
+        if self.cluster is None:
+            plan = kinds.plan(self.spec, self.engine_name)   # None: a plan for another engine, which refuses the spec
+            self._handle = mod.build(plan if plan is not None else self.spec)
+        else:   # the spec split over the cluster's engines, each building its share's plan there
+            self._handle = self.cluster.handle(self.spec, self.engine_name)
             self.env["hosts"] = self._handle.envs
         self.roles = list(self._handle.roles)
+        extra = getattr(mod, "run_environment", None)   # an engine's own facts: DPDK ports' setup
+        if extra is not None:
+            self.env.update(extra(self._handle))
         self._thread = threading.Thread(target=self._sample, name="perfkit-sampler", daemon=True)
         self._handle.start()
         self._thread.start()
@@ -229,7 +235,7 @@ class Run:
             self.histogram = hist
             self.summary = summarize(getattr(self.spec, "test", type(self.spec).__name__),
                                      merge_counters(workers), hist, workers, self.roles,
-                                     getattr(self.spec, "size", 0))
+                                     getattr(self.spec, "size", 0), kinds.summary_figures(self.spec))
             self.summary["engine"] = self.engine_name
             extra = getattr(self._handle, "summary_extra", None)  # engine-specific fields
             if extra is not None:

@@ -32,11 +32,15 @@ def digest(frame, meta: dict) -> str:
 
 def write(path, frame, entries: dict[bytes, bytes]) -> None:
     """The frame and entries (perfkit.* keys, JSON bytes) into path, sealed with their checksum."""
-    import pyarrow.parquet as pq   # pyarrow loads in ~0.3 s: only when a file is written or read
+    import pyarrow as pa   # pyarrow loads in ~0.3 s: only when a file is written or read
+    import pyarrow.parquet as pq
     table = frame.to_arrow()
     meta = {**dict(table.schema.metadata or {}), **entries}
     meta[CHECKSUM_KEY] = digest(frame, meta).encode()
-    pq.write_table(table.replace_schema_metadata(meta), str(path))
+    buf = pa.BufferOutputStream()
+    pq.write_table(table.replace_schema_metadata(meta), buf)
+    with open(path, "wb") as f:   # Python's file raises on a full disk; pyarrow's writer was seen not to
+        f.write(buf.getvalue().to_pybytes())
 
 
 def _check_path(path) -> None:

@@ -20,6 +20,7 @@ from perfkit.engines.remote import (DEFAULT_PORT, PROTOCOL, SERVER_ROLE, Control
 from perfkit.errors import EngineError
 from perfkit.run import environment
 from perfkit.kinds import RemoteTest
+from perfkit.kinds.qperf import end_fields
 from perfkit.spec import CONTROL_TIMEOUT_S, WAIT_SERVER_S, check_cpu_here, check_target
 from perfkit.stats import COUNTER_NAMES
 
@@ -319,7 +320,8 @@ class Server:
         if spec.flip and spec.test.startswith("udp"):
             # datagrams go to the client's address on the control connection, nowhere else
             remote, port = (check_target(peer_ip, "client"), _int_field(msg, "port")), 0
-        engine = SockEngine([end_worker(spec, spec.flip, local_ip, cpu, spec.rem_sock_buf_size, remote, port)])
+        engine = SockEngine([end_worker(end_fields(spec), spec.flip, local_ip, cpu, spec.rem_sock_buf_size,
+                                        spec.polls(not spec.flip, cpu, local_ip), remote, port)])
         if not spec.flip:
             engine.start()
         return engine, spec

@@ -295,8 +295,10 @@ def end_fields(workers: list[list[int]], roles: list[str]) -> dict:
 
 
 def summarize(test: str, totals: list[int], hist: Histogram, workers: list[list[int]],
-              roles: list[str], size: int) -> dict:
-    """Whole-run figures: rates over the senders' active time, loss, latency, CPU."""
+              roles: list[str], size: int, figures=None) -> dict:
+    """Whole-run figures: rates over the senders' active time, loss, latency, CPU.
+    figures(totals by counter name, the summary so far) -> dict: a kind's own figures
+    (perfkit.kinds.summary_figures), placed after the latency ones."""
     t = dict(zip(COUNTER_NAMES, totals))
     wall = INDEX["cpu_wall_ns"]
     busy = INDEX["cpu_busy_ns"]
@@ -329,15 +331,8 @@ def summarize(test: str, totals: list[int], hist: Histogram, workers: list[list[
         out["latency_us"] = out["lat_mean_us"] / (2 if test.endswith("_lat") else 1)
     else:
         out["latency_us"] = None
-    if test == "http":  # nGrinder's terms: TPS, mean test time, error rate
-        out["tps"] = per_s(t["http_resp"])
-        out["requests"] = t["http_req"]
-        out["responses"] = t["http_resp"]
-        out["mean_test_time_ms"] = out["lat_mean_us"] / 1000 if out["lat_mean_us"] is not None else None
-        out["error_rate_pct"] = 100.0 * t["http_err"] / t["http_req"] if t["http_req"] else None
-        for k in ("http_2xx", "http_3xx", "http_4xx", "http_5xx", "http_err", "err_connect", "err_timeout",
-                  "err_reset", "err_read", "sock_open", "err_tls", "http_cut"):
-            out[k] = t[k]
+    if figures is not None:
+        out.update(figures(t, out))
     if t["rtt_count"]:  # first-packet RTT (DPDK TCP)
         out["rtt_count"] = t["rtt_count"]
         out["rtt_mean_us"] = t["rtt_sum_ns"] / t["rtt_count"] / 1e3

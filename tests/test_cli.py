@@ -5,6 +5,7 @@ qperf-style summary. --json: one object per row, then {"summary": {...}}.
 Bad input: exit 2, exactly one line on stderr, and nothing native starts.
 """
 import json
+import os
 import re
 import socket
 import subprocess
@@ -15,7 +16,7 @@ import pytest
 
 import perfkit
 from perfkit import cli, report
-from perfkit.engines.socket import STREAM_GROUPS
+from perfkit.kinds.qperf import STREAM_GROUPS
 from perfkit.stats import COUNTER_NAMES, COUNTERS, INDEX, Histogram, make_row, row_schema
 
 ROW = re.compile(r"^\s*(\d+\.\d)s  pktTx .*  pktRx .*  bitsTx .*  bitsRx .*  dropTx \d[\d,]*  "
@@ -286,3 +287,66 @@ def test_json_printers_of_runs_at_once_keep_each_line_whole():
         t.join()
     lines = "".join(out.parts).splitlines()
     assert len(lines) == 402 and all(json.loads(ln) for ln in lines)
+
+
+ADVANCED_FLAGS = {"local": ({"--batch", "--gso", "--busy-poll", "-lca", "-rca", "-ca", "-lsb", "-rsb", "-sb", "-ar",
+                             "-n"}, {"--size", "--rate", "--flows", "--duration", "--host", "--port", "--lab"}),
+                  "test": ({"-n", "-ws", "-to", "-lto", "-rto", "-ip", "-f1", "--gso", "-lsb"},
+                           {"--time", "--msg-size", "--rate", "--port", "--token"}),
+                  "flows": ({"--burst", "--sport", "--dst-mac", "--sizes", "--cores", "--probe-rate"},
+                            {"--port", "--peer", "--mode", "--size", "--rate", "--flows", "--duration", "--netns"}),
+                  "reflect": ({"--burst", "--ips", "--cores", "--dst-mac"}, {"--port", "--mode", "--duration"}),
+                  "http": ({"--think", "--ramp", "--keepalive", "--close", "-H", "--data", "--timeout", "--random",
+                            "--threads", "--processes"}, {"--users", "--duration", "--rate", "--method", "--lab"}),
+                  "http-serve": ({"--connections"}, {"--host", "--port", "--size", "--duration"})}
+
+
+@pytest.mark.parametrize("command", list(ADVANCED_FLAGS))
+def test_help_lists_the_advanced_fields_options_apart(command):
+    import argparse
+    sub = next(a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+    group = next(g for g in sub._action_groups if g.title == "advanced options")
+    advanced = {s for a in group._group_actions for s in a.option_strings}
+    want, essential = ADVANCED_FLAGS[command]
+    assert want <= advanced and not essential & advanced, (want - advanced, essential & advanced)
+    assert "\nadvanced options:\n" in sub.format_help()
+
+
+def _perfkit_cli(*args, timeout=60):
+    return subprocess.run([sys.executable, "-P", "-m", "perfkit", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_save_path_is_checked_before_the_run(tmp_path):
+    for path, words in ((tmp_path / "no" / "run.parquet", f"{tmp_path / 'no'}: no such folder"),
+                        (tmp_path, f"{tmp_path} is a folder; name a file in it (FILE.parquet)")):
+        out = _perfkit_cli("local", "udp_lat", "-t", "0.2", "-o", str(path))
+        assert out.returncode == 2 and out.stdout == "", out
+        assert out.stderr == f"perfkit: save: {words}\n"
+
+
+def test_a_run_whose_save_fails_is_kept_in_a_fallback_file(tmp_path):
+    """The folder passes the check at the start and is gone when the run ends: the run
+    lands in a fallback file named on stderr, and loads with the summary printed."""
+    folder = tmp_path / "gone"
+    folder.mkdir()
+    p = subprocess.Popen([sys.executable, "-P", "-m", "perfkit", "local", "udp_lat", "-t", "1.5", "--interval", "0.2",
+                          "--json", "-o", str(folder / "run.parquet")], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        first = p.stdout.readline()   # the first row: the run has started, the check is behind it
+        assert first.startswith("{"), first
+        folder.rmdir()
+        rest, err = p.communicate(timeout=60)
+    finally:
+        p.kill()
+    assert p.returncode == 1, (rest, err)
+    m = re.fullmatch(rf"perfkit: save: cannot write {folder}/run.parquet \(No such file or directory\); "
+                     r"the run is saved in (/\S+\.parquet)\n", err)
+    assert m, err
+    try:
+        summary = json.loads(rest.splitlines()[-1])["summary"]
+        kept = perfkit.load(m.group(1))
+        assert kept.summary["lat_count"] == summary["lat_count"] > 0
+    finally:
+        os.unlink(m.group(1))

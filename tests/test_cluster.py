@@ -14,7 +14,7 @@ pytest.importorskip("ipyparallel")
 import perfkit  # noqa: E402
 from perfkit._sock import SockEngine  # noqa: E402
 from perfkit.cluster import Cluster, ClusterError, clusters  # noqa: E402
-from perfkit.engines.socket import http_workers  # noqa: E402
+from perfkit.kinds.http import http_workers  # noqa: E402
 from perfkit.errors import EngineError  # noqa: E402
 from perfkit.kinds.split import split  # noqa: E402
 from perfkit.spec import HttpLoad, HttpServe, LocalTest, RemoteTest, SocketReflect  # noqa: E402

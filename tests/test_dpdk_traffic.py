@@ -21,6 +21,7 @@ _dpdk = pytest.importorskip(
 from perfkit.engines import dpdk  # noqa: E402
 from _dpdk_tests import counters, wait_done, csum, pull, stop_when_received  # noqa: E402,F401
 from perfkit.stats import COUNTER_NAMES  # noqa: E402
+from perfkit.kinds.dpdk_udp import ports_and_workers  # noqa: E402
 
 A_IP, B_IP = "198.18.0.1", "198.18.0.2"
 FAR = "198.18.1.0"   # a destination range clear of the sources
@@ -113,7 +114,7 @@ def test_a_hundred_thousand_flows_lose_nothing_and_count_loss_exactly(eal):
     assert s["pkts_tx"] == 200_000 == s["pkts_rx"]
     assert s["lost"] == s["dup"] == s["reorder"] == 0
     # the same flows through a receiver that drops every 7th frame: loss is exact per flow
-    ports, workers = dpdk.plan(DpdkFlows(port="ring:hl:0", peer="ring:hl:1", rate="200kpps", duration="0.5s",
+    ports, workers = ports_and_workers(DpdkFlows(port="ring:hl:0", peer="ring:hl:1", rate="200kpps", duration="0.5s",
                                          flows=100_000, src_ips=10, dst_ips=10, dports=10, peer_ip=FAR))
     workers[0]["drop_every"] = 7
     h = _dpdk.DpdkEngine([_dpdk.Port(d, ip=ip) for d, ip in ports], workers, own_ports=True)
@@ -284,7 +285,7 @@ def test_two_cores_each_with_its_queue_and_counters(eal):
 
 
 def test_two_cores_count_loss_exactly_in_one_shared_flow_table(eal):
-    ports, workers = dpdk.plan(DpdkFlows(port="ring:cl:0", peer="ring:cl:1", cores=2, flows=100_000,
+    ports, workers = ports_and_workers(DpdkFlows(port="ring:cl:0", peer="ring:cl:1", cores=2, flows=100_000,
                                          src_ips=10, dst_ips=10, peer_ip=FAR, rate="100kpps", duration="0.5s"))
     for w in workers[:2]:
         w["drop_every"] = 7
@@ -394,7 +395,7 @@ def test_probes_on_the_wire_and_in_reverse_mode(eal):
 
 
 def test_lost_probes_are_counted_in_the_loss(eal):
-    ports, workers = dpdk.plan(DpdkFlows(port="ring:pl:0", peer="ring:pl:1", flows=2, rate="20kpps",
+    ports, workers = ports_and_workers(DpdkFlows(port="ring:pl:0", peer="ring:pl:1", flows=2, rate="20kpps",
                                          duration="0.5s", probe_rate="1kpps"))
     workers[0]["drop_every"] = 5
     h = _dpdk.DpdkEngine([_dpdk.Port(d, ip=ip) for d, ip in ports], workers, own_ports=True)

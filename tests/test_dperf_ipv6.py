@@ -491,8 +491,8 @@ def test_spec_addresses_are_one_family():
         DpdkHttpServer(ip=SRV)
     with pytest.raises(ValueError, match=r"server: 198.18.0.2 is IPv4 but the port's address is IPv6"):
         DpdkHttpClient(ip=CLI, clients=((CLI, 1),))
-    with pytest.raises(ValueError, match=r"ip: 2001:db8::1 is not allowed: DPDK ports use lab addresses"):
-        DpdkHttpServer(ip="2001:db8::1")
+    with pytest.raises(ValueError, match=r"ip: 2606:4700::1 is refused by the network guard"):
+        DpdkHttpServer(ip="2606:4700::1")
     with pytest.raises(ValueError, match=r"pass \.\.\.ff"):
         DpdkHttpServer(ip=SRV, clients=(("2001:2::f0", 20),))
     with pytest.raises(ValueError, match=r"differ before their last 4 bytes"):
@@ -539,7 +539,8 @@ def test_dperf_conf_with_ipv6_addresses():
     ("server 2001:2:0:9::2 1", "server 198.18.0.2 1", r"c.conf:9: server: 198.18.0.2 is IPv4 \(address\) but"),
     ("port ring:d6:0 2001:2:0:9::1 2001:2:0:9::2", "port ring:d6:0 2001:2:0:9::1 198.18.0.2",
      r"c.conf:7: port: 198.18.0.2 is IPv4 \(gateway\)"),
-    ("client 2001:2:0:9::1 1", "client 2001:db8::1 1", r"c.conf:8: client: clients: 2001:db8::1 is not allowed"),
+    ("client 2001:2:0:9::1 1", "client 2606:4700::1 1", r"c.conf:8: client: clients: 2606:4700::1 is refused by the "
+                                                         r"network guard"),
 ])
 def test_malformed_ipv6_conf_lines_name_the_line(old, new, match):
     with pytest.raises(dperf.DperfError, match=match):

@@ -13,6 +13,7 @@ from perfkit.spec import DpdkHttpClient
 
 _dpdk = pytest.importorskip("perfkit._dpdk", reason="perfkit was built without DPDK")
 from perfkit.engines import dpdk_tcp  # noqa: E402
+from perfkit.kinds import dpdk_tcp as dpdk_tcp_kind  # noqa: E402
 from perfkit.stats import COUNTER_NAMES  # noqa: E402
 from _dpdk_tests import StallFirstProxy  # noqa: E402,F401
 
@@ -240,10 +241,11 @@ def test_client_workers_split_ports_rate_and_concurrency():
     """Each client worker gets its own slice of lport_range (disjoint, covering it) and
     its share of cps and cc; one queue is the spec's own config."""
     spec = DpdkHttpClient(cps=1000, cc=7, keepalive="1ms", queues=3, lport_range=(1000, 1009))
-    ws = dpdk_tcp.workers(spec)
+    ws = dpdk_tcp_kind.plan(spec)["workers"]
     assert [w["lport_range"] for w in ws] == [(1000, 1003), (1004, 1006), (1007, 1009)]
     assert [w["cc"] for w in ws] == [3, 2, 2] and all(abs(w["cps"] - 1000 / 3) < 1e-9 for w in ws)
-    assert dpdk_tcp.workers(DpdkHttpClient()) == [dpdk_tcp.config(DpdkHttpClient())]
+    one = dpdk_tcp_kind.plan(DpdkHttpClient())["workers"]
+    assert len(one) == 1 and one[0]["lport_range"] == DpdkHttpClient().lport_range and one[0]["cps"] == 1000
     with pytest.raises(ValueError, match="cc: 2 is below queues"):
         DpdkHttpClient(cc=2, keepalive="1ms", queues=3)
     with pytest.raises(ValueError, match="queues: 4 workers need at least as many client ports"):

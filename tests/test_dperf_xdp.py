@@ -25,6 +25,7 @@ from perfkit.errors import EngineError
 
 _dpdk = pytest.importorskip("perfkit._dpdk", reason="perfkit was built without DPDK")
 from perfkit.engines import dpdk  # noqa: E402
+from perfkit.kinds import dpdk_tcp as dpdk_tcp_kind  # noqa: E402
 from _nginx import needs_nginx  # noqa: E402
 from _labs import csum, if_mac, lab_module_or_skip, nginx_in_h2, offload_off_lab, ethtool_or_skip  # noqa: E402
 
@@ -144,7 +145,7 @@ def test_tcp_nic_counters_of_two_queues_are_the_pmds_own(lab):
         spec = DpdkHttpClient(port=dev, netns=h1.netns_path, ip=mine, clients=((mine, 1),), server="198.19.77.1",
                               gateway_mac="02:00:00:00:00:01", cps=2000, duration=0.3, retransmit_timeout="50ms",
                               retries=1, queues=2)
-        cfgs = dpdk_tcp.workers(spec)
+        cfgs = dpdk_tcp_kind.plan(spec)["workers"]
         for k, w in enumerate(cfgs):
             w["cpu"] = dpdk._cpu(k)
         h = _dpdk.TcpEngine(p, cfgs)

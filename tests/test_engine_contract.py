@@ -56,7 +56,7 @@ def _dpdk_tcp_handle(ring=None):
 
 
 def _process_handle():
-    from perfkit.engines.socket import workers_for
+    from perfkit.kinds.qperf import workers_for
     from perfkit.procs import ProcessHandle
     # 6 s, not 30: a clause it breaks by blocking then costs seconds, not the whole run
     return ProcessHandle([workers_for(LocalTest("udp_bw", duration="6s", rate="10kpps", port=_free_port()))],
@@ -170,20 +170,13 @@ def test_stop_from_another_thread_ends_the_run(kind, request):
         assert _in_thread(h.error) is None
 
 
-@pytest.mark.parametrize("kind", _kinds({
-    "process": "ProcessHandle.close() blocks while another thread waits in join(): join() holds "
-               "each child's pipe lock until that child's run ends, so close() can neither stop "
-               "nor close it until then (and a join() after close() returns None, not 'closed')",
-}))
+@pytest.mark.parametrize("kind", _kinds())
 def test_close_while_another_thread_joins(kind, request):
     with _made(kind, request) as h:
         close_while_another_thread_joins(h, within=SOON)
 
 
-@pytest.mark.parametrize("kind", _kinds({
-    "process": "ProcessHandle.snapshot() after close() returns [] (close() drops its "
-               "children) instead of raising EngineError('... closed')",
-}))
+@pytest.mark.parametrize("kind", _kinds())
 def test_snapshot_after_close_says_closed(kind, request):
     with _made(kind, request) as h:
         _in_thread(h.start)
@@ -238,3 +231,42 @@ def test_an_error_is_reported(kind, request):
             finally:
                 with contextlib.suppress(EngineError):
                     h.close()
+
+
+# ------------------------------------------------------------------ plans: what a kind hands its engine
+
+def _plain(x) -> bool:
+    if isinstance(x, (str, int, float, bool, bytes, type(None))):
+        return True
+    if isinstance(x, (list, tuple)):
+        return all(_plain(v) for v in x)
+    return isinstance(x, dict) and all(isinstance(k, str) and _plain(v) for k, v in x.items())
+
+
+def _specs_with_plans():
+    from perfkit.spec import DpdkFlows, DpdkReflect, HttpLoad, HttpServe, SocketReflect
+    return [LocalTest("udp_bw"), LocalTest("tcp_lat"), RemoteTest(test="udp_bw", flip=True),
+            HttpLoad(url="http://127.0.0.1:8080/", users=4), HttpLoad(url="http://127.0.0.1:8080/", users=4, processes=2),
+            HttpServe(port=0), SocketReflect(), DpdkFlows(port="ring:pp:0", peer="ring:pp:1", cores=2, flows=4),
+            DpdkReflect(port="ring:pq:1", peer="ring:pr:0", mode="forward")]
+
+
+@pytest.mark.parametrize("spec", _specs_with_plans(), ids=lambda s: type(s).__name__)
+def test_a_kinds_plan_is_plain_data_for_the_engine_it_names(spec):
+    from perfkit import kinds
+    plan = kinds.plan(spec)
+    assert _plain(plan), plan
+    assert plan["engine"] == kinds.lookup(spec, "ENGINE") and plan["spec"] == type(spec).__name__
+    assert kinds.plan(spec, "nonesuch") is None   # another engine's: that engine refuses the spec itself
+
+
+def test_an_engine_refuses_a_plan_or_spec_that_is_not_its_own():
+    from perfkit import kinds
+    from perfkit.engines import dpdk, socket as eng
+    from perfkit.spec import DpdkFlows
+    with pytest.raises(ValueError, match="^engine: socket runs .* not DpdkFlows$"):
+        eng.build(kinds.plan(DpdkFlows(port="ring:pp:0")))
+    with pytest.raises(ValueError, match="^engine: dpdk runs DpdkFlows and DpdkReflect specs, not LocalTest$"):
+        dpdk.build(LocalTest("udp_bw"))
+    with pytest.raises(ValueError, match="^engine: socket runs .* not object$"):
+        eng.build(object())

@@ -6,7 +6,7 @@ import html
 import pytest
 
 from perfkit import fields
-from perfkit.fields import Meta, help_text, like, meta, opt, spec_fields
+from perfkit.fields import Meta, essential_and_advanced, help_text, like, meta, opt, spec_fields
 from perfkit.spec import SPECS, LocalTest
 from perfkit.ui import panel
 
@@ -47,6 +47,7 @@ def test_the_panel_shows_what_the_fields_declare(spec):
             assert (fu.kind, fu.choices) == ("combo", m.suggestions)
         if m.widget is not None:
             assert fu.kind == m.widget
+        assert fu.advanced == m.advanced
     assert panel.field_hints(cls) == {f.name: m.help for f, m in spec_fields(cls)}
 
 
@@ -177,3 +178,45 @@ def test_the_command_line_keeps_its_spellings():
     # where the command works the default out itself (10s, or a --search trial's 1s)
     for command in ("local", "flows"):
         assert sp[command].get_default("duration") is None
+
+
+def test_a_field_is_essential_unless_declared_advanced():
+    @dataclasses.dataclass(frozen=True)
+    class A:
+        n: int = opt(1, help="how many")
+        buf: int = opt(0, help="socket buffer", advanced=True)
+        m: int = opt(2, help="more")
+    assert not meta(A, "n").advanced and meta(A, "buf").advanced
+    assert essential_and_advanced(A) == (["n", "m"], ["buf"])
+
+    @dataclasses.dataclass(frozen=True)
+    class B:
+        buf: int = like(A, "buf")                      # taken over with its grouping
+        n: int = like(A, "n", advanced=True)           # or changed
+    assert meta(B, "buf").advanced and meta(B, "n").advanced and not meta(A, "n").advanced
+
+
+# what each kind puts first: what runs, where, how long, how much; the tuning knobs after
+ESSENTIAL = {"LocalTest": ("test", "size", "rate", "flows", "duration", "host", "port", "lab"),
+             "RemoteTest": ("test", "size", "rate", "flows", "duration", "host", "port", "token"),
+             "HttpLoad": ("url", "users", "duration", "rate", "method", "lab"),
+             "HttpServe": ("host", "port", "size", "duration"),
+             "DpdkFlows": ("port", "peer", "mode", "size", "rate", "flows", "duration", "ip", "peer_ip", "netns"),
+             "DpdkReflect": ("port", "mode", "duration", "ip", "flows", "netns", "peer"),
+             "SocketReflect": ("host", "port", "mode", "flows", "duration", "netns"),
+             "DpdkHttpServer": ("port", "ip", "listen", "clients", "payload_size", "keepalive", "duration", "netns"),
+             "DpdkHttpClient": ("port", "ip", "clients", "server", "listen", "duration", "cps", "cc", "keepalive",
+                                "http_path", "http_method", "payload_size", "netns")}
+ADVANCED_SAMPLE = {"batch", "gso", "busy_poll", "loc_cpu_affinity", "loc_sock_buf_size", "burst", "cores", "mss",
+                   "tos", "vlan", "lport_range", "retries", "retransmit_timeout", "connect_timeout", "queues"}
+
+
+@pytest.mark.parametrize("spec", list(SPECS))
+def test_every_spec_declares_its_essential_and_advanced_fields(spec):
+    essential, advanced = essential_and_advanced(SPECS[spec])
+    assert tuple(essential) == ESSENTIAL[spec]
+    order = [f.name for f in dataclasses.fields(SPECS[spec])]
+    assert sorted(essential + advanced, key=order.index) == order      # every field, once
+    assert advanced == sorted(advanced, key=order.index)              # each list in field order
+    names = set(order)
+    assert ADVANCED_SAMPLE & names <= set(advanced)

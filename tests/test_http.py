@@ -15,7 +15,7 @@ import pytest
 
 import perfkit
 from perfkit._sock import SockEngine
-from perfkit.engines.socket import http_workers
+from perfkit.kinds.http import http_workers
 from perfkit.report import summary_text
 from perfkit.spec import HttpLoad, HttpServe
 from perfkit.stats import INDEX

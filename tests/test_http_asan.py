@@ -27,6 +27,7 @@ def driver(tmp_path_factory):
                     "-DPK_HAVE_OPENSSL=1", "-I", str(ROOT / "native/include"), "-I", str(ROOT / "native/sock"),
                     "-I", str(ROOT / "native/common"), str(ROOT / "native/common/engine.c"),
                     str(ROOT / "native/sock/sock_engine.c"), str(ROOT / "native/sock/http_roles.c"),
+                    str(ROOT / "native/sock/stream_roles.c"),
                     str(ROOT / "native/common/counters.c"),
                     str(ROOT / "tests/native/http_load_driver.c"), "-lssl", "-lcrypto", "-lpthread", "-o", str(exe)],
                    check=True, timeout=300)

@@ -1,5 +1,6 @@
 """Layers point one way: every import in perfkit/ (module-level or inside a function)
 goes to its own layer or one below, never up, and never to another module's private names.
+And no function in perfkit/ is over 80 lines.
 
     faces     perfkit (the package), cli, __main__, ui.*
     analysis  store, comparison, ratesearch, report, server, sweep, remote (old import path)
@@ -39,44 +40,15 @@ NATIVE = ("perfkit._sock", "perfkit._dpdk", "perfkit._counters", "perfkit._delay
 
 # What is still wrong, by "importer -> imported[.name]"; each entry says why it stays.
 # Fixed ones must leave: an entry that no longer matches fails the test too.
-ENGINES_READ_SPECS = ("the engines turn specs into workers, so they read the spec classes and spec's checks: "
-                      "this goes when the kinds hand the engines plain worker lists (spec.py, being rewritten)")
-PANEL_PRIVATE = "panel.py is being rewritten alongside: its colours and _launch get public names there"
-LAUNCHER_TAB = ("Launcher (in panel.py) has a tab of perfkit.ui.lab, which builds on panel.py: it ends when "
-                "Launcher moves to a module of its own (panel.py is being rewritten alongside)")
-ALLOWED_UP: dict[str, str] = {
-    "perfkit.engines.dpdk -> perfkit.kinds.DpdkFlows": ENGINES_READ_SPECS,
-    "perfkit.engines.dpdk -> perfkit.kinds.DpdkReflect": ENGINES_READ_SPECS,
-    "perfkit.engines.dpdk -> perfkit.spec.cpu_list": ENGINES_READ_SPECS,
-    "perfkit.engines.dpdk -> perfkit.spec.size_pattern": ENGINES_READ_SPECS,
-    "perfkit.engines.dpdk_tcp -> perfkit.kinds.DpdkHttpClient": ENGINES_READ_SPECS,
-    "perfkit.engines.dpdk_tcp -> perfkit.kinds.DpdkHttpServer": ENGINES_READ_SPECS,
-    "perfkit.engines.remote -> perfkit.spec.CONTROL_TIMEOUT_S": ENGINES_READ_SPECS,
-    "perfkit.engines.remote -> perfkit.spec.WAIT_SERVER_S": ENGINES_READ_SPECS,
-    "perfkit.engines.remote -> perfkit.spec.check_cpu_here": ENGINES_READ_SPECS,
-    "perfkit.engines.socket -> perfkit.kinds.HttpLoad": ENGINES_READ_SPECS,
-    "perfkit.engines.socket -> perfkit.kinds.HttpServe": ENGINES_READ_SPECS,
-    "perfkit.engines.socket -> perfkit.kinds.LocalTest": ENGINES_READ_SPECS,
-    "perfkit.engines.socket -> perfkit.kinds.RemoteTest": ENGINES_READ_SPECS,
-    "perfkit.engines.socket -> perfkit.kinds.SocketReflect": ENGINES_READ_SPECS,
-    "perfkit.engines.socket -> perfkit.spec.check_cpu_here": ENGINES_READ_SPECS,
-}
-ALLOWED_PRIVATE: dict[str, str] = {
-    "perfkit.cli -> perfkit.spec._int_in": "spec.py is being rewritten alongside: _int_in gets its public name there",
-    "perfkit.ui.lab -> perfkit.ui.panel._GREEN": PANEL_PRIVATE,
-    "perfkit.ui.lab -> perfkit.ui.panel._GREY": PANEL_PRIVATE,
-    "perfkit.ui.lab -> perfkit.ui.panel._RED": PANEL_PRIVATE,
-    "perfkit.ui.lab -> perfkit.ui.panel._launch": PANEL_PRIVATE,
-}
+ALLOWED_UP: dict[str, str] = {}
+ALLOWED_PRIVATE: dict[str, str] = {}
 # modules whose local imports of perfkit's own modules have a reason other than a cycle
 LOCAL_BY_DESIGN = {
     "perfkit": "import perfkit stays light: the UI modules load with the first HTML report",
     "perfkit.lab": "the delay-line process loads lab.py from its file, without the perfkit package: "
                    "its top imports only the standard library",
 }
-ALLOWED_LOCAL: dict[str, str] = {
-    "perfkit.ui.panel -> perfkit.ui.lab.LabPanel (cycle)": LAUNCHER_TAB,
-}
+ALLOWED_LOCAL: dict[str, str] = {}
 
 
 def module_name(path: Path) -> str:
@@ -232,3 +204,18 @@ def test_the_package_exports_every_spec():
     for name, cls in SPECS.items():
         assert getattr(perfkit, name) is cls and name in perfkit.__all__
     assert all(hasattr(perfkit, name) for name in perfkit.__all__)
+
+
+MAX_FUNCTION_LINES = 80
+
+
+def test_no_function_is_over_80_lines():
+    """A function that does not fit on a screen is split into named steps."""
+    long = []
+    for mod, path in FILES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.name} ({lines} lines)")
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines (split them):\n  " + "\n  ".join(long)

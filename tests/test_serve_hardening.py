@@ -46,7 +46,7 @@ def _closed_by_peer(sock: socket.socket, within: float) -> bool:
 
 
 def test_idle_and_dripping_strangers_cost_no_thread_and_do_not_starve_a_client():
-    """200 silent connections and 20 that send a byte every 0.3 s: the server holds no thread
+    """200 silent connections and 20 that send a hello a byte every 0.3 s: the server holds no thread
     for them, drops each at its handshake deadline, and a legitimate test runs meanwhile."""
     with serving(handshake_s=1.5) as srv:
         threads_before = threading.active_count()
@@ -54,14 +54,19 @@ def test_idle_and_dripping_strangers_cost_no_thread_and_do_not_starve_a_client()
         drip = [_connect(srv.port) for _ in range(20)]
         stop = threading.Event()
 
+        hello = json.dumps({"v": PROTOCOL, "op": "hello", "pad": "x" * 40}).encode()
+        hello = struct.pack("!I", len(hello)) + hello   # a real hello, a byte at a time: 17 s of it
+
         def dripper():
             deadline = time.monotonic() + 6   # bounded, whatever happens
+            k = 0
             while not stop.is_set() and time.monotonic() < deadline:
                 for s in drip:
                     try:
-                        s.send(b"\x00")
+                        s.send(hello[k:k + 1])
                     except OSError:
                         pass
+                k += 1
                 time.sleep(0.3)
         t = threading.Thread(target=dripper, daemon=True)
         t.start()
@@ -245,3 +250,30 @@ def test_serve_on_a_port_in_use_is_one_line():
                              capture_output=True, text=True, timeout=30)
     assert out.returncode == 2
     assert out.stderr == f"perfkit: port: cannot listen on 127.0.0.1 port {port}: Address already in use\n"
+
+
+@pytest.mark.parametrize("test", ["udp_bw", "udp_lat"])
+def test_a_udp_test_whose_server_dies_ends_at_once_with_its_counts(test):
+    """The server is killed a second into a 20 s test: the run ends within two seconds,
+    says the server went, and keeps what it measured."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    srv = subprocess.Popen([sys.executable, "-P", "-m", "perfkit", "serve", "--port", str(port)],
+                           stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        run = perfkit.Run(RemoteTest(test=test, port=port, rate="20kpps", duration=20, wait_server=30),
+                          interval=0.5).start()
+        deadline = time.monotonic() + 30
+        while not run.rows:
+            assert time.monotonic() < deadline and not run.done, run.error
+            time.sleep(0.05)
+        srv.kill()
+        killed = time.monotonic()
+        with pytest.raises(perfkit.EngineError, match="the server closed the control connection during the test"):
+            run.wait(timeout=10)
+        assert run.done and time.monotonic() - killed < 2.5
+    finally:
+        srv.kill()
+        srv.wait(timeout=10)
+    assert run.summary["pkts_tx"] > 5_000

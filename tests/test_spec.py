@@ -258,7 +258,7 @@ def test_af_packet_ports_get_perfkits_defaults_unless_given():
 
 
 def test_http_processes_each_need_a_user_per_thread():
-    from perfkit.engines.socket import http_workers
+    from perfkit.kinds.http import http_workers
     from perfkit.spec import HttpLoad
     spec = HttpLoad(url="http://127.0.0.1:8080/", users=10, threads=2, processes=2)
     workers = http_workers(spec)
@@ -284,7 +284,7 @@ def test_cpu_affinity_any_is_unpinned_and_numbers_are_kept():
 def test_a_cpu_this_host_lacks_still_loads_and_fails_at_start_naming_the_field():
     """A run saved on a bigger machine loads here; running it again says which CPUs there are."""
     import os
-    from perfkit.engines.socket import workers_for
+    from perfkit.kinds.qperf import workers_for
     lacking = max(os.sched_getaffinity(0)) + 1
     spec = from_dict(LocalTest(test="tcp_lat", rem_cpu_affinity=lacking).to_dict())
     assert spec.rem_cpu_affinity == lacking

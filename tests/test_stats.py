@@ -404,23 +404,21 @@ def test_groups_cover_every_counter_as_the_header_comments_say():
     assert by["sock"] == {"sock_open", "sock_close", "sock_current", "sock_error"}
 
 
-def test_every_engine_declares_groups_that_exist():
-    from perfkit import spec
-    from perfkit.engines import _ENGINES, counter_groups, dpdk, dpdk_tcp, socket
+def test_every_kind_declares_groups_that_exist():
+    from perfkit import kinds, spec
+    from perfkit.engines import _ENGINES, dpdk, dpdk_tcp, socket
     assert set(_ENGINES.values()) == {socket, dpdk, dpdk_tcp}
-    for mod in (socket, dpdk, dpdk_tcp):
-        assert callable(mod.counter_groups)
-    samples = {socket: [spec.LocalTest("udp_bw"), spec.LocalTest("tcp_lat"), spec.HttpLoad(url="http://127.0.0.1:1/"),
-                        spec.HttpServe(port=0)],
-               dpdk: [None], dpdk_tcp: [None]}
-    for mod, specs in samples.items():
-        for s in specs:
-            groups = counter_groups(mod.NAME, s)
-            assert groups and set(groups) <= set(stats.GROUPS) and {"traffic", "cpu"} <= set(groups), (mod, s)
-    assert "http" not in counter_groups("socket", spec.LocalTest("udp_bw"))
-    assert "http" in counter_groups("socket", spec.HttpLoad(url="http://127.0.0.1:1/"))
-    assert "tcp" in counter_groups("dpdk_tcp", None) and "tcp" not in counter_groups("dpdk", None)
-    assert counter_groups("nonesuch", None) is None
+    samples = [spec.LocalTest("udp_bw"), spec.LocalTest("tcp_lat"), spec.HttpLoad(url="http://127.0.0.1:1/"),
+               spec.HttpServe(port=0), spec.SocketReflect(), spec.DpdkFlows(), spec.DpdkReflect(),
+               spec.DpdkHttpServer(), spec.DpdkHttpClient()]
+    for s in samples:
+        groups = kinds.counter_groups(s)
+        assert groups and set(groups) <= set(stats.GROUPS) and {"traffic", "cpu"} <= set(groups), s
+    assert "http" not in kinds.counter_groups(spec.LocalTest("udp_bw"))
+    assert "http" in kinds.counter_groups(spec.HttpLoad(url="http://127.0.0.1:1/"))
+    assert "tcp" in kinds.counter_groups(spec.DpdkHttpServer()) and "tcp" not in kinds.counter_groups(spec.DpdkFlows())
+    assert kinds.counter_groups(object()) is None
+    assert not any(hasattr(mod, "counter_groups") or hasattr(mod, "COUNTER_GROUPS") for mod in _ENGINES.values())
 
 
 def test_row_schema_and_rows_keep_only_the_groups_asked_for():

@@ -123,6 +123,18 @@ def test_every_spec_gets_a_form_from_its_fields_with_units_ranges_choices_and_de
     for fname, box in panel.inputs.items():
         assert type(box) is WIDGET_OF[form[fname].kind], fname
         assert form[fname].help, f"{name}.{fname} has no help line"
+    # the essential fields' rows first, in the form; the advanced ones folded under "Advanced"
+    essential, advanced = perfkit.fields.essential_and_advanced(cls)
+    shown = [c for c in panel.widget.children if isinstance(c, ipywidgets.HBox) and c.children
+             and c.children[0] in panel.labels.values()]
+    assert [r.children[1] for r in shown] == [panel.inputs[n] for n in essential]
+    if advanced:
+        box = panel.advanced_box
+        assert isinstance(box, ipywidgets.Accordion) and box.get_title(0) == "Advanced"
+        assert box.selected_index is None and box in panel.widget.children   # closed
+        assert [r.children[1] for r in box.children[0].children] == [panel.inputs[n] for n in advanced]
+    else:
+        assert panel.advanced_box is None
     # the defaults make the spec's own default instance, and Start is enabled
     assert panel.error is None and panel.spec == cls(), panel.error
     assert not panel.start_button.disabled and panel.stop_button.disabled

@@ -97,6 +97,27 @@ def memif_control_held():
     return bool(pk_dpdk_ctl_parked())
 
 
+# the offloads port setup takes where the device offers them (rte_ethdev.h's bits)
+RX_OFFLOADS = {"rx_ipv4_cksum": 1 << 1, "rx_udp_cksum": 1 << 2, "rx_tcp_cksum": 1 << 3}
+TX_OFFLOADS = {"tx_ipv4_cksum": 1 << 1, "tx_udp_cksum": 1 << 2, "tx_tcp_cksum": 1 << 3, "tx_tcp_tso": 1 << 5}
+RX_OFFLOAD_SCATTER = 1 << 13
+
+
+def desc_fit(int n, int nb_min, int nb_max, int nb_align):
+    """n descriptors as port setup fits them to a device's rx_desc_lim/tx_desc_lim."""
+    return pk_dpdk_desc_fit(n, nb_min, nb_max, nb_align)
+
+
+cdef dict _dev_info_dict(pk_dpdk_port_setup *s):
+    return {"driver": s.driver.decode(errors="replace"), "max_rx_queues": s.max_rx_queues,
+            "max_tx_queues": s.max_tx_queues, "hash_key_size": s.hash_key_size,
+            "flow_type_rss_offloads": s.flow_type_rss_offloads, "rx_offload_capa": s.rx_offload_capa,
+            "tx_offload_capa": s.tx_offload_capa, "min_mtu": s.min_mtu, "max_mtu": s.max_mtu,
+            "max_rx_pktlen": s.max_rx_pktlen,
+            "rx_desc_lim": (s.rx_desc_min, s.rx_desc_max, s.rx_desc_align),
+            "tx_desc_lim": (s.tx_desc_min, s.tx_desc_max, s.tx_desc_align)}
+
+
 cdef uint32_t _ip4(object addr) except? 0:
     """An IPv4 address in network order, as a uint32 in memory order."""
     cdef uint32_t v = 0
@@ -110,12 +131,14 @@ cdef class Port:
     probed by rte_dev_probe, or ring:NAME:0 / ring:NAME:1, the ends of an in-process
     ring pair. ip: the port's own IPv4 address (answered for ARP and ICMP echo).
     netns: probe inside this network namespace file (af_packet binds there).
-    queues: rx and tx queues (a ring pair's two ends: as many on both)."""
+    queues: rx and tx queues (a ring pair's two ends: as many on both).
+    mtu: the MTU to set (None: the device's own), within what the device takes.
+    Setup follows what the device reports (rte_eth_dev_info); `setup` says what it chose."""
     cdef pk_dpdk_port *p
     cdef readonly str dev
     cdef readonly object ip
 
-    def __cinit__(self, str dev, str netns=None, ip=None, int queues=1):
+    def __cinit__(self, str dev, str netns=None, ip=None, int queues=1, mtu=None):
         cdef char err[512]
         self.p = NULL
         self.dev = dev
@@ -124,9 +147,10 @@ cdef class Port:
         bns = (netns or "").encode()
         cdef const char *cdev = bdev
         cdef const char *cns = bns
+        cdef int cmtu = 0 if mtu is None else int(mtu)
         err[0] = 0
         with nogil:
-            self.p = pk_dpdk_port_open_q(cdev, cns, queues, err, sizeof(err))
+            self.p = pk_dpdk_port_open_cfg(cdev, cns, queues, cmtu, err, sizeof(err))
         if self.p == NULL:
             raise EngineError(err.decode(errors="replace"))
         if ip is not None:
@@ -189,6 +213,42 @@ cdef class Port:
         return bool(pk_dpdk_port_rss(self._live()))
 
     @property
+    def setup(self):
+        """What port setup chose from what the device reports: driver, queues, RSS (key:
+        "symmetric", 0x6d5a repeated, so both directions of a flow hash alike; "pmd": the
+        PMD's own; None), each checksum/TSO offload done by the "device" or in "software"
+        ("off": TSO, which perfkit does not do itself), MTU, rx/tx descriptors, and the
+        limits they were fitted to (max_rx_pktlen, descriptor limits)."""
+        cdef pk_dpdk_port_setup s
+        pk_dpdk_port_get_setup(self._live(), &s)
+        out = _dev_info_dict(&s)
+        off = {k: "device" if s.rx_offloads & b else "software" for k, b in RX_OFFLOADS.items()}
+        off.update({k: "device" if s.tx_offloads & b else "software" for k, b in TX_OFFLOADS.items()})
+        off["tx_tcp_tso"] = "device" if s.tx_offloads & TX_OFFLOADS["tx_tcp_tso"] else "off"
+        out.update({
+            "queues": s.queues, "rss": bool(s.rss),
+            "rss_key": {0: None, 1: "symmetric", 2: "pmd"}[s.rss_key],
+            "rss_hf": s.rss_hf, "offloads": off,
+            "rx_offloads": s.rx_offloads, "tx_offloads": s.tx_offloads,
+            "mtu": s.mtu, "mtu_asked": s.mtu_asked or None,
+            "jumbo_rx": ("scatter" if s.rx_offloads & RX_OFFLOAD_SCATTER else
+                         "jumbo pool" if s.rx_pool_jumbo else None),
+            "rx_desc": s.nb_rxd, "tx_desc": s.nb_txd})
+        return out
+
+    def _software_checksums(self):
+        """Tests: frames stop asking the device for tx offloads (send(csum=True) sums in software)."""
+        pk_dpdk_port_tx_offloads_unused(self._live())
+
+    def dev_info(self):
+        """What the device reports now (a fresh rte_eth_dev_info_get): driver, queue, offload,
+        MTU, RSS and descriptor limits."""
+        cdef pk_dpdk_port_setup s
+        if pk_dpdk_port_dev_info(self._live(), &s) != 0:
+            raise EngineError(f"port {self.dev}: rte_eth_dev_info_get failed")
+        return _dev_info_dict(&s)
+
+    @property
     def busy(self):
         return bool(pk_dpdk_port_busy(self._live()))
 
@@ -210,9 +270,11 @@ cdef class Port:
         imissed, the engines' nic_imissed adds them. 0 for other ports."""
         return pk_dpdk_port_kernel_missed(self._live())
 
-    def send(self, frames):
+    def send(self, frames, bint csum=False):
         """Send raw Ethernet frames (bytes, without FCS) from this thread; returns
-        how many the port took. For tests and diagnostics; not while an engine runs."""
+        how many the port took. For tests and diagnostics; not while an engine runs.
+        csum: fill in each IPv4 frame's IPv4 and UDP/TCP checksums, by the device where
+        setup enabled that offload, else in software."""
         cdef pk_dpdk_port *p = self._live()
         frames = [bytes(f) for f in frames]
         if not frames:
@@ -220,8 +282,8 @@ cdef class Port:
         blob = b"".join(frames)
         cdef array.array lens = _array.array("I", [len(f) for f in frames])
         cdef const unsigned char[:] view = blob
-        rc = pk_dpdk_port_send(p, &view[0] if len(blob) else NULL,
-                               <const uint32_t *>lens.data.as_voidptr, len(frames))
+        rc = pk_dpdk_port_send_csum(p, &view[0] if len(blob) else NULL,
+                                    <const uint32_t *>lens.data.as_voidptr, len(frames), csum)
         if rc < 0:
             raise EngineError(f"port {self.dev} is in use by an engine")
         return rc
@@ -446,7 +508,7 @@ cdef class DpdkEngine(EngineBase):
         return out
 
     def _p9999(self, hist=None, lo=0, hi=0, prefix=""):
-        """p99.99 (issue 5: p50 .. p99.99, max) of the load's latencies, or of the probes' given
+        """p99.99 (one of p50 .. p99.99 and max) of the load's latencies, or of the probes' given
         their histogram, clamped to the exact min/max as latency_fields does; {} without samples."""
         from perfkit.stats import COUNTER_NAMES, Histogram
         if hist is None:

@@ -133,6 +133,33 @@ pk_dpdk_port *pk_dpdk_port_open(const char *dev, const char *netns, char *err, s
  * pair (both ends opened with nq) and net_ring / memif join tx queue q to rx queue q. */
 pk_dpdk_port *pk_dpdk_port_open_q(const char *dev, const char *netns, int nq, char *err, size_t errlen);
 int pk_dpdk_port_queues(const pk_dpdk_port *p);
+/* The same with an MTU (0 = the device's own): clamped to what the device takes (min_mtu,
+ * max_mtu, max_rx_pktlen less the Ethernet header and FCS). */
+pk_dpdk_port *pk_dpdk_port_open_cfg(const char *dev, const char *netns, int nq, int mtu, char *err, size_t errlen);
+
+/* What port setup chose from what the device reports (rte_eth_dev_info), and what it reports. */
+typedef struct pk_dpdk_port_setup {
+    char driver[32];
+    uint16_t queues, max_rx_queues, max_tx_queues;
+    int rss;                       /* rx flows spread over the queues by RSS */
+    int rss_key;                   /* 0 none, 1 symmetric (0x6d5a repeated), 2 the PMD's own */
+    uint8_t hash_key_size;         /* bytes of the device's Toeplitz key (0: not said) */
+    uint64_t rss_hf, flow_type_rss_offloads;
+    uint64_t rx_offload_capa, tx_offload_capa;
+    uint64_t rx_offloads, tx_offloads;   /* enabled on the port */
+    uint32_t mtu, mtu_asked, min_mtu, max_mtu, max_rx_pktlen;
+    uint16_t nb_rxd, nb_txd;
+    uint16_t rx_desc_min, rx_desc_max, rx_desc_align, tx_desc_min, tx_desc_max, tx_desc_align;
+    int rx_pool_jumbo;             /* rx mbufs from the jumbo pool (no scatter, MTU above 2 KiB) */
+} pk_dpdk_port_setup;
+void pk_dpdk_port_get_setup(const pk_dpdk_port *p, pk_dpdk_port_setup *out);
+/* n descriptors fitted to a device's limits (clamped to nb_min..nb_max, a multiple of nb_align). */
+uint16_t pk_dpdk_desc_fit(uint16_t n, uint16_t nb_min, uint16_t nb_max, uint16_t nb_align);
+/* Tests: no frame asks the device for a tx offload from now on (pkd_tx_csum sums in software). */
+void pk_dpdk_port_tx_offloads_unused(pk_dpdk_port *p);
+/* A fresh rte_eth_dev_info_get of the port, in the same shape (nothing chosen: queues, rss,
+ * offloads, mtu, nb_rxd/txd zero). 0, or -1. */
+int pk_dpdk_port_dev_info(const pk_dpdk_port *p, pk_dpdk_port_setup *out);
 int pk_dpdk_port_rss(const pk_dpdk_port *p);
 /* 1 link up, 0 down (memif: until the peer has connected), -1 unknown. */
 int pk_dpdk_port_link(const pk_dpdk_port *p);
@@ -167,6 +194,9 @@ int pk_dpdk_port_kernel(const pk_dpdk_port *p);
  * in lens (a frame longer than the room left is cut); returns how many. */
 int pk_dpdk_port_send(pk_dpdk_port *p, const uint8_t *buf, const uint32_t *lens, int n);
 int pk_dpdk_port_recv(pk_dpdk_port *p, uint8_t *buf, size_t cap, uint32_t *lens, int max);
+/* send, with csum: each IPv4 frame's IPv4 and UDP/TCP checksums filled in, by the device where
+ * the port enabled that tx offload, else in software (pkd_tx_csum). */
+int pk_dpdk_port_send_csum(pk_dpdk_port *p, const uint8_t *buf, const uint32_t *lens, int n, int csum);
 
 /* --------------------------------------------------------------- engine */
 

@@ -121,7 +121,8 @@ struct pk_dpdk_port {
     uint8_t arp_mac[6];
     int arp_claim, arp_done;          /* atomic */
     char netns[128];                  /* where it was probed: its control calls run there too */
-    int kernel;                       /* af_packet, af_xdp, tap: frames from a Linux stack */
+    int kernel;                       /* af_packet, af_xdp, tap: frames from a Linux stack; or
+                                       * an rx L4 checksum offload: partial sums may come in */
     /* af_packet and af_xdp: the PMD's own sockets, found when the port opened, for the drops
      * the kernel counts and DPDK 22.11 leaves out of imissed (see kernel_missed) */
     int kfd[PK_DPDK_MAX_QUEUES];
@@ -132,7 +133,14 @@ struct pk_dpdk_port {
     int pci;                          /* a NIC on the PCI bus (EAL's -a), not a vdev */
     int polling;                      /* workers polling it now (under ctl_lock) */
     uint64_t idle_moved[PK_DPDK_MAX_QUEUES];  /* pk_dpdk_port_poll_idle: frames at its last call */
+    pk_dpdk_port_setup setup;         /* what setup_queues chose from rte_eth_dev_info */
 };
+
+/* An outgoing IPv4 frame (its IPv4 header l2 bytes in, all of it in the first segment): its
+ * IPv4 and UDP/TCP checksums, by the device where the port enabled that tx offload (the mbuf
+ * is flagged, the L4 field holds the pseudo header's sum), else computed here. -1: not an
+ * IPv4 frame it can read (left as it is). */
+int pkd_tx_csum(const pk_dpdk_port *p, struct rte_mbuf *m, uint32_t l2);
 
 static inline void free_frames(struct rte_mbuf **m, unsigned n)
 {
@@ -310,6 +318,20 @@ static inline int feeders_done(const worker *w, int *any)
             return 0;
     }
     return 1;
+}
+
+/* A worker's poll loop went round from t0 to t1: busy time when it moved frames; after
+ * IDLE_YIELD rounds of nothing, a partner polling on this CPU runs, rather than the
+ * worker spinning out its time slice. */
+static inline void round_done(worker *w, uint32_t moved, uint64_t t0, uint64_t t1, uint32_t *idle)
+{
+    if (moved) {
+        w->busy += t1 - t0;
+        *idle = 0;
+    } else if (++*idle >= IDLE_YIELD) {
+        *idle = 0;
+        sched_yield();
+    }
 }
 
 static inline void housekeeping(worker *w, uint64_t now, uint64_t flush_c, uint64_t nic_c)

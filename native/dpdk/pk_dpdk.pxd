@@ -74,6 +74,24 @@ cdef extern from "dpdk_engine.h":
     uint64_t pk_dpdk_port_kernel_missed(pk_dpdk_port *p)
     int pk_dpdk_port_send(pk_dpdk_port *p, const uint8_t *buf, const uint32_t *lens, int n)
     int pk_dpdk_port_recv(pk_dpdk_port *p, uint8_t *buf, size_t cap, uint32_t *lens, int max)
+    int pk_dpdk_port_send_csum(pk_dpdk_port *p, const uint8_t *buf, const uint32_t *lens, int n, int csum)
+    pk_dpdk_port *pk_dpdk_port_open_cfg(const char *dev, const char *netns, int nq, int mtu, char *err,
+                                        size_t errlen) nogil
+    ctypedef struct pk_dpdk_port_setup:
+        char driver[32]
+        uint16_t queues, max_rx_queues, max_tx_queues
+        int rss, rss_key
+        uint8_t hash_key_size
+        uint64_t rss_hf, flow_type_rss_offloads
+        uint64_t rx_offload_capa, tx_offload_capa, rx_offloads, tx_offloads
+        uint32_t mtu, mtu_asked, min_mtu, max_mtu, max_rx_pktlen
+        uint16_t nb_rxd, nb_txd
+        uint16_t rx_desc_min, rx_desc_max, rx_desc_align, tx_desc_min, tx_desc_max, tx_desc_align
+        int rx_pool_jumbo
+    void pk_dpdk_port_get_setup(const pk_dpdk_port *p, pk_dpdk_port_setup *out)
+    void pk_dpdk_port_tx_offloads_unused(pk_dpdk_port *p)
+    uint16_t pk_dpdk_desc_fit(uint16_t n, uint16_t nb_min, uint16_t nb_max, uint16_t nb_align)
+    int pk_dpdk_port_dev_info(const pk_dpdk_port *p, pk_dpdk_port_setup *out)
 
     ctypedef struct pk_dpdk_engine:
         pass

@@ -8,6 +8,7 @@ cdef extern from "tcp_engine.h":
         PK_TCP_CLIENT
 
     enum: PK_TCP_MAX_RANGES
+    enum: PK_TCP_MAX_OWN
 
     ctypedef struct pk_tcp_cfg:
         int role
@@ -47,6 +48,10 @@ cdef extern from "tcp_engine.h":
         int flood
         int cpu
         uint16_t queue
+        uint32_t own_first[2]
+        uint32_t own_num[2]
+        uint8_t own6_hi[2][12]
+        int nown
 
     ctypedef struct pk_tcp_engine:
         pass

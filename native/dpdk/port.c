@@ -192,33 +192,137 @@ static int probe(const char *dev, char *err, size_t errlen)
     return 0;
 }
 
-static int setup_queues(pk_dpdk_port *p, const char *dev, char *err, size_t errlen)
+#define RX_CSUM (RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | RTE_ETH_RX_OFFLOAD_UDP_CKSUM | RTE_ETH_RX_OFFLOAD_TCP_CKSUM)
+#define TX_CSUM (RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | RTE_ETH_TX_OFFLOAD_UDP_CKSUM | RTE_ETH_TX_OFFLOAD_TCP_CKSUM | \
+                 RTE_ETH_TX_OFFLOAD_TCP_TSO)
+#define ETH_OVERHEAD (RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN)
+
+static uint16_t desc_fit(uint16_t n, const struct rte_eth_desc_lim *lim);
+
+/* n descriptors within a device's limits: clamped to nb_min..nb_max, a multiple of nb_align. */
+uint16_t pk_dpdk_desc_fit(uint16_t n, uint16_t nb_min, uint16_t nb_max, uint16_t nb_align)
+{
+    const struct rte_eth_desc_lim lim = { .nb_min = nb_min, .nb_max = nb_max, .nb_align = nb_align };
+    return desc_fit(n, &lim);
+}
+
+static uint16_t desc_fit(uint16_t n, const struct rte_eth_desc_lim *lim)
+{
+    uint16_t lo = lim->nb_min, hi = lim->nb_max ? lim->nb_max : UINT16_MAX, al = lim->nb_align ? lim->nb_align : 1;
+    if (n > hi)
+        n = hi;
+    if (n < lo)
+        n = lo;
+    n = (uint16_t)(n - n % al);
+    if (n < lo)   /* aligned down below the minimum: the next multiple up */
+        n = (uint16_t)(n + al);
+    return n ? n : al;
+}
+
+static void setup_from_info(pk_dpdk_port_setup *s, const struct rte_eth_dev_info *info)
+{
+    snprintf(s->driver, sizeof(s->driver), "%s", info->driver_name ? info->driver_name : "?");
+    s->max_rx_queues = info->max_rx_queues;
+    s->max_tx_queues = info->max_tx_queues;
+    s->hash_key_size = info->hash_key_size;
+    s->flow_type_rss_offloads = info->flow_type_rss_offloads;
+    s->rx_offload_capa = info->rx_offload_capa;
+    s->tx_offload_capa = info->tx_offload_capa;
+    s->min_mtu = info->min_mtu;
+    s->max_mtu = info->max_mtu;
+    s->max_rx_pktlen = info->max_rx_pktlen;
+    s->rx_desc_min = info->rx_desc_lim.nb_min;
+    s->rx_desc_max = info->rx_desc_lim.nb_max;
+    s->rx_desc_align = info->rx_desc_lim.nb_align;
+    s->tx_desc_min = info->tx_desc_lim.nb_min;
+    s->tx_desc_max = info->tx_desc_lim.nb_max;
+    s->tx_desc_align = info->tx_desc_lim.nb_align;
+}
+
+/* The port set up from what the device reports (rte_eth_dev_info), each choice kept in p->setup:
+ * RSS with a symmetric key over several queues, checksum and TSO offloads where offered, the
+ * MTU asked within the device's limits, descriptors within its limits. */
+static int setup_queues(pk_dpdk_port *p, const char *dev, int mtu, char *err, size_t errlen)
 {
     struct rte_eth_conf conf;
     memset(&conf, 0, sizeof(conf));
     struct rte_eth_dev_info info;
     memset(&info, 0, sizeof(info));
+    pk_dpdk_port_setup *s = &p->setup;
+    memset(s, 0, sizeof(*s));
     int rc = rte_eth_dev_info_get(p->pid, &info);
+    if (rc == 0)
+        setup_from_info(s, &info);
+    s->queues = p->nq;
     if (rc == 0 && (p->nq > info.max_rx_queues || p->nq > info.max_tx_queues)) {
         pkd_set_err(err, errlen, "port %s: %u queues asked, the %s PMD takes at most %u rx and %u tx queues",
                     dev, p->nq, info.driver_name ? info.driver_name : "?", info.max_rx_queues, info.max_tx_queues);
         return -1;
     }
-    /* RSS spreads flows over the rx queues where the PMD has it (a NIC, tap);
-     * net_ring and memif queues are fixed paths: tx queue q reaches rx queue q */
+    /* RSS spreads flows over the rx queues where the PMD has it (a NIC, tap); net_ring and
+     * memif queues are fixed paths: tx queue q reaches rx queue q. The key repeats 0x6d5a so
+     * a flow's two directions hash alike (one queue sees both). */
+    static uint8_t sym_key[255];
     uint64_t rss = (RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP | RTE_ETH_RSS_TCP) & info.flow_type_rss_offloads;
     if (rc == 0 && p->nq > 1 && rss) {
         conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
         conf.rx_adv_conf.rss_conf.rss_hf = rss;
+        if (info.hash_key_size) {
+            for (unsigned i = 0; i < info.hash_key_size; i++)
+                sym_key[i] = i % 2 ? 0x5a : 0x6d;
+            conf.rx_adv_conf.rss_conf.rss_key = sym_key;
+            conf.rx_adv_conf.rss_conf.rss_key_len = info.hash_key_size;
+            s->rss_key = 1;
+        } else {
+            s->rss_key = 2;   /* the PMD takes no key of ours */
+        }
         p->rss = 1;
+        s->rss = 1;
+        s->rss_hf = rss;
+    }
+    /* checksums and TSO where the device does them: a frame asks for them by its mbuf flags
+     * (pkd_tx_csum), frames without them go as they are */
+    conf.rxmode.offloads = info.rx_offload_capa & RX_CSUM;
+    conf.txmode.offloads = info.tx_offload_capa & TX_CSUM;
+    struct rte_mempool *rx_pool = pkd_pool;
+    s->mtu_asked = mtu > 0 ? (uint32_t)mtu : 0;
+    if (rc == 0 && mtu > 0) {
+        uint32_t m = (uint32_t)mtu;
+        if (info.max_rx_pktlen > ETH_OVERHEAD && m > info.max_rx_pktlen - ETH_OVERHEAD)
+            m = info.max_rx_pktlen - ETH_OVERHEAD;
+        if (info.max_mtu && m > info.max_mtu)
+            m = info.max_mtu;
+        if (m < info.min_mtu)
+            m = info.min_mtu;
+        conf.rxmode.mtu = m;
+        uint32_t room = rte_pktmbuf_data_room_size(pkd_pool) - RTE_PKTMBUF_HEADROOM;
+        if (m + ETH_OVERHEAD > room) {   /* a jumbo frame spans mbufs, or takes a jumbo one */
+            if (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_SCATTER) {
+                conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_SCATTER;
+            } else {
+                if (pkd_need_jumbo_pool(err, errlen) != 0)
+                    return -1;
+                rx_pool = pkd_jumbo_pool;
+                s->rx_pool_jumbo = 1;
+            }
+        }
     }
     if (rc == 0)
         rc = rte_eth_dev_configure(p->pid, p->nq, p->nq, &conf);
-    uint16_t nrx = NB_DESC, ntx = NB_DESC;
+    if (rc == 0 && conf.rxmode.mtu) {
+        int mrc = rte_eth_dev_set_mtu(p->pid, (uint16_t)conf.rxmode.mtu);   /* tap: the kernel side too */
+        if (mrc != 0 && mrc != -ENOTSUP)
+            rc = mrc;
+    }
+    s->rx_offloads = conf.rxmode.offloads;
+    s->tx_offloads = conf.txmode.offloads;
+    uint16_t nrx = desc_fit(NB_DESC, &info.rx_desc_lim), ntx = desc_fit(NB_DESC, &info.tx_desc_lim);
     if (rc == 0)
         rc = rte_eth_dev_adjust_nb_rx_tx_desc(p->pid, &nrx, &ntx);
+    s->nb_rxd = nrx;
+    s->nb_txd = ntx;
     for (uint16_t q = 0; rc == 0 && q < p->nq; q++) {
-        rc = rte_eth_rx_queue_setup(p->pid, q, nrx, pkd_main_socket(), NULL, pkd_pool);
+        rc = rte_eth_rx_queue_setup(p->pid, q, nrx, pkd_main_socket(), NULL, rx_pool);
         if (rc == 0)
             rc = rte_eth_tx_queue_setup(p->pid, q, ntx, pkd_main_socket(), NULL);
     }
@@ -233,6 +337,14 @@ static int setup_queues(pk_dpdk_port *p, const char *dev, char *err, size_t errl
                         : "");
         return -1;
     }
+    uint16_t now_mtu = 0;
+    if (rte_eth_dev_get_mtu(p->pid, &now_mtu) == 0)
+        s->mtu = now_mtu;
+    /* virtio with an rx L4 checksum offload may hand over a partial sum (the peer left it to
+     * an offload): the engines finish or accept it, as on a port fed by a Linux stack */
+    if ((s->rx_offloads & (RTE_ETH_RX_OFFLOAD_UDP_CKSUM | RTE_ETH_RX_OFFLOAD_TCP_CKSUM)) &&
+        strncmp(s->driver, "net_virtio", 10) == 0)
+        p->kernel = 1;
     rte_eth_stats_reset(p->pid);
     struct rte_ether_addr a;
     memset(&a, 0, sizeof(a));
@@ -287,10 +399,19 @@ pk_dpdk_port *pk_dpdk_port_open(const char *dev, const char *netns, char *err, s
 
 pk_dpdk_port *pk_dpdk_port_open_q(const char *dev, const char *netns, int nq, char *err, size_t errlen)
 {
+    return pk_dpdk_port_open_cfg(dev, netns, nq, 0, err, errlen);
+}
+
+pk_dpdk_port *pk_dpdk_port_open_cfg(const char *dev, const char *netns, int nq, int mtu, char *err, size_t errlen)
+{
     if (pkd_need_pool(err, errlen) != 0)
         return NULL;
     if (nq < 1 || nq > PK_DPDK_MAX_QUEUES) {
         pkd_set_err(err, errlen, "port %s: queues %d out of range 1..%d", dev, nq, PK_DPDK_MAX_QUEUES);
+        return NULL;
+    }
+    if (mtu < 0 || mtu > PK_DPDK_MAX_JUMBO) {
+        pkd_set_err(err, errlen, "port %s: mtu %d out of range 0..%d", dev, mtu, PK_DPDK_MAX_JUMBO);
         return NULL;
     }
     pk_dpdk_port *p = calloc(1, sizeof(*p));
@@ -393,7 +514,7 @@ pk_dpdk_port *pk_dpdk_port_open_q(const char *dev, const char *netns, int nq, ch
     if (netns_enter(p->netns, &home, dev, err, errlen) != 0) {
         rc = -1;
     } else {
-        rc = setup_queues(p, dev, err, errlen);
+        rc = setup_queues(p, dev, mtu, err, errlen);
         if (rc == 0 && p->pair < 0)
             pkd_find_kernel_sockets(p, dev, socks_before);
         netns_leave(home);
@@ -444,6 +565,19 @@ int pk_dpdk_port_link(const pk_dpdk_port *p)
     return link.link_status == RTE_ETH_LINK_UP;
 }
 int pk_dpdk_port_rss(const pk_dpdk_port *p) { return p->rss; }
+void pk_dpdk_port_get_setup(const pk_dpdk_port *p, pk_dpdk_port_setup *out) { *out = p->setup; }
+void pk_dpdk_port_tx_offloads_unused(pk_dpdk_port *p) { p->setup.tx_offloads = 0; }
+
+int pk_dpdk_port_dev_info(const pk_dpdk_port *p, pk_dpdk_port_setup *out)
+{
+    struct rte_eth_dev_info info;
+    memset(&info, 0, sizeof(info));
+    memset(out, 0, sizeof(*out));
+    if (rte_eth_dev_info_get(p->pid, &info) != 0)
+        return -1;
+    setup_from_info(out, &info);
+    return 0;
+}
 
 /* A memif client whose link is still down: stop the port (memif_disconnect drops its control
  * connection) and start it (memif_connect_client opens a new one), with the interrupt thread
@@ -491,7 +625,63 @@ int pk_dpdk_port_stats(const pk_dpdk_port *p, uint64_t out[5])
     return 0;
 }
 
+int pkd_tx_csum(const pk_dpdk_port *p, struct rte_mbuf *m, uint32_t l2)
+{
+    uint8_t *d = rte_pktmbuf_mtod(m, uint8_t *);
+    const uint32_t len = rte_pktmbuf_data_len(m);
+    if (l2 < ETH_LEN || len < l2 + IP_LEN || rd16(d + l2 - 2) != 0x0800 || (d[l2] >> 4) != 4)
+        return -1;
+    uint8_t *ip = d + l2;
+    const uint32_t ihl = (uint32_t)(ip[0] & 15) * 4, tot = rd16(ip + 2);
+    if (ihl < IP_LEN || tot < ihl || l2 + tot > len)
+        return -1;
+    const uint64_t tx = p->setup.tx_offloads;
+    uint8_t *l4 = ip + ihl;
+    const uint32_t l4len = tot - ihl;
+    const uint8_t proto = ip[9];
+    const int frag = (rd16(ip + 6) & 0x3fff) != 0;
+    uint8_t *field = NULL;
+    uint64_t l4flag = 0;
+    if (!frag && proto == 17 && l4len >= UDP_LEN) {
+        field = l4 + 6;
+        l4flag = tx & RTE_ETH_TX_OFFLOAD_UDP_CKSUM ? RTE_MBUF_F_TX_UDP_CKSUM : 0;
+    } else if (!frag && proto == 6 && l4len >= 20) {
+        field = l4 + 16;
+        l4flag = tx & RTE_ETH_TX_OFFLOAD_TCP_CKSUM ? RTE_MBUF_F_TX_TCP_CKSUM : 0;
+    }
+    memset(ip + 10, 0, 2);
+    m->l2_len = l2;
+    m->l3_len = ihl;
+    if (tx & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM) {
+        m->ol_flags |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM;
+    } else {
+        uint16_t c = (uint16_t)~fold(sum16(ip, ihl, 0));
+        memcpy(ip + 10, &c, 2);
+    }
+    if (!field)
+        return 0;
+    memset(field, 0, 2);
+    const uint8_t head[4] = { 0, proto, (uint8_t)(l4len >> 8), (uint8_t)l4len };
+    const uint64_t pseudo = sum16(ip + 12, 8, sum16(head, 4, 0));
+    if (l4flag) {   /* the device sums the segment over the pseudo header's sum */
+        m->ol_flags |= RTE_MBUF_F_TX_IPV4 | l4flag;
+        uint16_t c = (uint16_t)fold(pseudo);
+        memcpy(field, &c, 2);
+        return 0;
+    }
+    uint16_t c = (uint16_t)~fold(sum16(l4, l4len, pseudo));
+    if (proto == 17 && c == 0)
+        c = 0xffff;
+    memcpy(field, &c, 2);
+    return 0;
+}
+
 int pk_dpdk_port_send(pk_dpdk_port *p, const uint8_t *buf, const uint32_t *lens, int n)
+{
+    return pk_dpdk_port_send_csum(p, buf, lens, n, 0);
+}
+
+int pk_dpdk_port_send_csum(pk_dpdk_port *p, const uint8_t *buf, const uint32_t *lens, int n, int csum)
 {
     if (pk_dpdk_port_busy(p) || n < 0)
         return -1;
@@ -514,6 +704,8 @@ int pk_dpdk_port_send(pk_dpdk_port *p, const uint8_t *buf, const uint32_t *lens,
             }
             memcpy(d, buf + off, len);
             off += len;
+            if (csum)
+                pkd_tx_csum(p, m[k], ETH_LEN);
         }
         if (k == 0)
             break;
@@ -524,6 +716,24 @@ int pk_dpdk_port_send(pk_dpdk_port *p, const uint8_t *buf, const uint32_t *lens,
             break;
     }
     return sent;
+}
+
+/* A received IPv4 UDP/TCP frame whose L4 sum the device left partial: the whole sum. */
+static void rx_csum_finish(struct rte_mbuf *m)
+{
+    uint8_t *d = rte_pktmbuf_mtod(m, uint8_t *);
+    const uint32_t len = rte_pktmbuf_data_len(m);
+    if (len < ETH_LEN + IP_LEN || rd16(d + 12) != 0x0800 || (d[ETH_LEN] >> 4) != 4)
+        return;
+    uint8_t *ip = d + ETH_LEN;
+    const uint32_t ihl = (uint32_t)(ip[0] & 15) * 4, tot = rd16(ip + 2);
+    if (ihl < IP_LEN || tot < ihl || ETH_LEN + tot > len || (rd16(ip + 6) & 0x3fff) != 0)
+        return;
+    const uint32_t l4len = tot - ihl;
+    if (ip[9] == 17 && l4len >= UDP_LEN && rd16(ip + ihl + 4) >= UDP_LEN && rd16(ip + ihl + 4) <= l4len)
+        pkd_l4_csum_finish(ip, ip + ihl, rd16(ip + ihl + 4), 17);
+    else if (ip[9] == 6 && l4len >= 20)
+        pkd_l4_csum_finish(ip, ip + ihl, l4len, 6);
 }
 
 int pk_dpdk_port_recv(pk_dpdk_port *p, uint8_t *buf, size_t cap, uint32_t *lens, int max)
@@ -537,6 +747,8 @@ int pk_dpdk_port_recv(pk_dpdk_port *p, uint8_t *buf, size_t cap, uint32_t *lens,
     size_t off = 0;
     for (uint16_t i = 0; i < n; i++) {
         uint32_t len = rte_pktmbuf_pkt_len(m[i]);
+        if ((m[i]->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_NONE)
+            rx_csum_finish(m[i]);   /* the device left the sum partial: the frame as a wire carries it */
         if (len > cap - off)
             len = (uint32_t)(cap - off);
         const void *d = rte_pktmbuf_read(m[i], 0, len, buf + off);

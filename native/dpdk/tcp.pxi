@@ -17,7 +17,8 @@ cdef void _ip6_put(uint8_t *out, object addr, int n=16):
 TCP_WORKER_KEYS = frozenset((
     "role", "ip", "server_ip", "gateway_ip", "gateway_mac", "clients", "listen", "listen_num", "lport_range",
     "mss", "tos", "vlan", "tcp_rst", "rto", "retries", "burst", "duration", "msg", "keepalive", "cps", "cc",
-    "ka_interval", "ka_requests", "launch_num", "slow_start", "wait", "fast_close", "flood", "cpu"))
+    "ka_interval", "ka_requests", "launch_num", "slow_start", "wait", "fast_close", "flood", "cpu",
+    "port", "queue", "own"))
 
 
 cdef class TcpEngine(EngineBase):
@@ -26,26 +27,42 @@ cdef class TcpEngine(EngineBase):
     [(first, count)], listen, listen_num, lport_range, mss, tos, tcp_rst, rto (s),
     retries, burst, duration (s), msg (bytes: the response or the request),
     keepalive (server: bool), cps, cc, ka_interval (s), ka_requests, launch_num,
-    slow_start (s), wait (s), fast_close, cpu -- or a list of such dicts, one worker
-    each on queue 0, 1, ... of the port (their own sockets, ports and counters).
-    With own_ports, close() closes the port.
+    slow_start (s), wait (s), fast_close, cpu, own [(first, count)] (further addresses
+    answered for) -- or a list of such dicts, one worker each (their own sockets, ports and
+    counters). port: one open Port or a list of them; a worker's "port" is its index in the
+    list (default 0) and "queue" its queue there (default: the next one of that port); a
+    port's queue 0 comes first among its workers. With own_ports, close() closes the ports.
     The Run handle interface: start stop running join snapshot error close roles."""
     cdef pk_tcp_engine *es[PK_DPDK_MAX_QUEUES]
     cdef list ports
     cdef bint own_ports
     cdef list msgs
+    cdef list where
 
-    def __cinit__(self, Port port, c, bint own_ports=False):
-        self.ports = [port]
+    def __cinit__(self, port, c, bint own_ports=False):
+        ports = [port] if isinstance(port, Port) else list(port)
+        if not ports or not all(isinstance(p, Port) for p in ports):
+            raise TypeError("port: an open Port or a list of them")
+        self.ports = ports
         self.own_ports = own_ports
         self.msgs = []
+        self.where = []
         cfgs = [c] if isinstance(c, dict) else list(c)
-        if not 1 <= len(cfgs) <= PK_DPDK_MAX_QUEUES:
-            raise ValueError(f"workers: 1..{PK_DPDK_MAX_QUEUES}, one per queue")
+        if not 1 <= len(cfgs) <= PK_DPDK_MAX_QUEUES * len(ports):
+            raise ValueError(f"workers: 1..{PK_DPDK_MAX_QUEUES} a port, one per queue")
         self.roles = []
+        nextq = [0] * len(ports)
         try:
-            for q, w in enumerate(cfgs):
-                self._add(port, w, q)
+            for w in cfgs:
+                k = w.get("port", 0)
+                if not isinstance(k, int) or not 0 <= k < len(ports):
+                    raise ValueError(f"port: {k!r} is not an index of the {len(ports)} ports")
+                q = w.get("queue", nextq[k])
+                if q != nextq[k]:
+                    raise ValueError(f"queue: {q} on port {k}: its queues come in order from 0 (next: {nextq[k]})")
+                nextq[k] += 1
+                self._add(ports[k], w, q)
+                self.where.append((k, q))
         except BaseException:
             self._destroy()
             raise
@@ -118,6 +135,17 @@ cdef class TcpEngine(EngineBase):
         cfg.fast_close = 1 if c.get("fast_close") else 0
         cfg.flood = 1 if c.get("flood") else 0
         cfg.cpu = c.get("cpu", -1)
+        own = list(c.get("own") or ())
+        if len(own) > PK_TCP_MAX_OWN:
+            raise ValueError(f"own: at most {PK_TCP_MAX_OWN} address ranges")
+        for i, (first, n) in enumerate(own):
+            if v6:
+                _ip6_put(cfg.own6_hi[i], first, 12)
+                cfg.own_first[i] = int(ipaddress.IPv6Address(first)) & 0xffffffff
+            else:
+                cfg.own_first[i] = _ip4_host(first)
+            cfg.own_num[i] = n
+        cfg.nown = len(own)
         err[0] = 0
         e = pk_tcp_create(port._live(), &cfg, err, sizeof(err))
         if e == NULL:
@@ -188,7 +216,10 @@ cdef class TcpEngine(EngineBase):
             msg = pk_tcp_error(self.es[i])
             if msg != NULL:
                 text = msg.decode(errors="replace")
-                return text if self.n == 1 else f"queue {i}: {text}"
+                if self.n == 1:
+                    return text
+                k, q = self.where[i]
+                return f"queue {q}: {text}" if len(self.ports) == 1 else f"port {self.ports[k].dev} queue {q}: {text}"
         return None
 
     @property

@@ -223,6 +223,10 @@ pk_tcp_engine *pk_tcp_create(pk_dpdk_port *port, const pk_tcp_cfg *cfg, char *er
         set_err(err, errlen, "role: server or client");
         return NULL;
     }
+    if (cfg->nown < 0 || cfg->nown > PK_TCP_MAX_OWN) {
+        set_err(err, errlen, "own address ranges: 0..%d", PK_TCP_MAX_OWN);
+        return NULL;
+    }
     if (cfg->nranges < 1 || cfg->nranges > PK_TCP_MAX_RANGES || (cfg->role == PK_TCP_CLIENT && cfg->nranges != 1)) {
         set_err(err, errlen, "client address ranges: 1..%d (a client: 1)", PK_TCP_MAX_RANGES);
         return NULL;

@@ -1,4 +1,4 @@
-/* perfkit's TCP for load testing over DPDK (issue 6): an HTTP server and an HTTP
+/* perfkit's TCP for load testing over DPDK (dperf's job): an HTTP server and an HTTP
  * client, one worker thread per engine on one port opened by dpdk_engine.c.
  *
  * The design follows what dperf describes (the code is perfkit's own):
@@ -28,7 +28,8 @@
 enum pk_tcp_role { PK_TCP_SERVER = 0, PK_TCP_CLIENT = 1 };
 
 #define PK_TCP_MAX_RANGES 8
-#define PK_TCP_MAX_SOCKETS (1u << 24)
+#define PK_TCP_MAX_SOCKETS (1u << 30)   /* one worker's table: 64 GiB of address space, taken page by page */
+#define PK_TCP_MAX_OWN 2
 #define PK_TCP_MAX_MSG ((1u << 20) + 4096)
 
 typedef struct pk_tcp_cfg {
@@ -72,6 +73,13 @@ typedef struct pk_tcp_cfg {
     int cpu;
     uint16_t queue;              /* this worker's rx/tx queue pair; queue 0 claims the port
                                     and reads its NIC counters (several queues: one engine each) */
+    /* further address ranges of the port that ARP, ND and ping are answered for (a server's
+     * port address and its server addresses; TCP is served on ip only): host order, IPv6 as
+     * own6_hi[k] (first 12 bytes) and own_first[k] + i as the last 4 */
+    uint32_t own_first[PK_TCP_MAX_OWN];
+    uint32_t own_num[PK_TCP_MAX_OWN];
+    uint8_t own6_hi[PK_TCP_MAX_OWN][12];
+    int nown;
 } pk_tcp_cfg;
 
 typedef struct pk_tcp_engine pk_tcp_engine;

@@ -48,6 +48,29 @@ static int take_ack(pk_tcp_engine *e, tsock *s, uint32_t ack)
     return 0;
 }
 
+/* A segment its socket's state does not take: dropped, and answered with a reset where
+ * there is no connection. */
+static inline void drop_seg(pk_tcp_engine *e, const tsock *s, const seg *g)
+{
+    cnt(e, PK_tcp_drop);
+    if (s->state == S_CLOSED)
+        tcp_reply_nosock(e, g);
+}
+
+/* The handshake's answer to our SYN (either role): 0 when it acknowledges it (established,
+ * the first-packet RTT recorded unless the SYN was sent again), else -1 (dropped). */
+static inline int syn_acked(pk_tcp_engine *e, tsock *s, const seg *g, uint64_t now)
+{
+    if (g->ack != s->iss + 1) {
+        cnt(e, PK_tcp_drop);
+        return -1;
+    }
+    if (s->retries == 0)
+        record_rtt(e, now - s->t0);
+    s->state = S_ESTAB;
+    return 0;
+}
+
 /* IPv6: the server's address is the one expected and the client's has the clients'
  * first 12 bytes (its last 4 then go through tcp_ip_slot as an IPv4 address does). */
 static int ours6(const pk_tcp_engine *e, const seg *g, int server)
@@ -131,19 +154,12 @@ static void handle_tcp(pk_tcp_engine *e, const seg *g, uint64_t now)
         }
         /* CLIENT: SYN-ACK */
         if (!(g->flags & TH_ACK) || s->state == S_CLOSED) {
-            cnt(e, PK_tcp_drop);
-            if (s->state == S_CLOSED)
-                tcp_reply_nosock(e, g);
+            drop_seg(e, s, g);
             return;
         }
         if (s->state == S_SYN_SENT) {
-            if (g->ack != s->iss + 1) {
-                cnt(e, PK_tcp_drop);
+            if (syn_acked(e, s, g, now) != 0)
                 return;
-            }
-            if (s->retries == 0)
-                record_rtt(e, now - s->t0);
-            s->state = S_ESTAB;
             s->rcv_nxt = g->seq + 1;
             s->win = g->win;
             s->snd_base = s->iss + 1;
@@ -158,19 +174,12 @@ static void handle_tcp(pk_tcp_engine *e, const seg *g, uint64_t now)
     }
 
     if (s->state == S_CLOSED || !(g->flags & TH_ACK) || s->state == S_SYN_SENT) {
-        cnt(e, PK_tcp_drop);
-        if (s->state == S_CLOSED)
-            tcp_reply_nosock(e, g);
+        drop_seg(e, s, g);
         return;
     }
     if (s->state == S_SYN_RCVD) {
-        if (g->ack != s->iss + 1) {
-            cnt(e, PK_tcp_drop);
+        if (syn_acked(e, s, g, now) != 0)
             return;
-        }
-        if (s->retries == 0)
-            record_rtt(e, now - s->t0);
-        s->state = S_ESTAB;
         s->retries = 0;
         tcp_timer_del(e, idx);
     }

@@ -7,7 +7,10 @@ int tcp_my_addr(const pk_tcp_engine *e, uint32_t ip_net)
         return 0;                   /* an IPv6 engine has no IPv4 address */
     if (ip_net == e->cfg.ip)
         return 1;
-    uint32_t slot;
+    uint32_t h = rte_be_to_cpu_32(ip_net), slot;
+    for (int k = 0; k < e->cfg.nown; k++)
+        if (h - e->cfg.own_first[k] < e->cfg.own_num[k])
+            return 1;
     return e->cfg.role == PK_TCP_CLIENT && tcp_ip_slot(e, rte_be_to_cpu_32(ip_net), &slot) == 0;
 }
 
@@ -75,6 +78,9 @@ int tcp_my_addr6(const pk_tcp_engine *e, const uint8_t *a)
 {
     if (memcmp(a, e->cfg.ip6, 16) == 0)
         return 1;
+    for (int k = 0; k < e->cfg.nown; k++)
+        if (memcmp(a, e->cfg.own6_hi[k], 12) == 0 && rd32(a + 12) - e->cfg.own_first[k] < e->cfg.own_num[k])
+            return 1;
     uint32_t slot;
     return e->cfg.role == PK_TCP_CLIENT && memcmp(a, e->cfg.client6_hi, 12) == 0 &&
            tcp_ip_slot(e, rd32(a + 12), &slot) == 0;

@@ -141,25 +141,35 @@ void tcp_mbuf_unstash(pk_tcp_engine *e)
     e->stash_i = e->nstash = 0;
 }
 
+/* A segment's frame: an mbuf of the Ethernet header, written, and iplen bytes after it,
+ * which the caller fills; NULL (a transmit drop) when the pool or the mbuf has no room. */
+static inline uint8_t *seg_frame(pk_tcp_engine *e, struct rte_mbuf **mp, uint16_t ethertype, uint32_t iplen)
+{
+    struct rte_mbuf *m = mbuf_get(e);
+    if (!m) {
+        cnt(e, PK_drop_tx);
+        return NULL;
+    }
+    uint8_t *d = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)(e->l2 + iplen));
+    if (!d) {
+        rte_pktmbuf_free(m);
+        cnt(e, PK_drop_tx);
+        return NULL;
+    }
+    *mp = m;
+    return d + put_l2(e, d, dst_mac(e), ethertype);
+}
+
 /* An IPv6 segment: from la to ra (16 bytes each), or with la NULL between this role's
  * addresses from the template, the client's last 4 bytes being client_low (host order). */
 static void tx_seg6(pk_tcp_engine *e, const uint8_t *la, const uint8_t *ra, uint32_t client_low, uint16_t lport,
                     uint16_t rport, uint32_t seq, uint32_t ack, uint8_t flags, uint32_t off, uint32_t len)
 {
-    struct rte_mbuf *m = mbuf_get(e);
-    if (!m) {
-        cnt(e, PK_drop_tx);
+    const uint32_t opt = (flags & TH_SYN) ? 4 : 0, tcplen = TCP_LEN + opt + len;   /* SYN: the MSS option */
+    struct rte_mbuf *m;
+    uint8_t *ip = seg_frame(e, &m, 0x86DD, IP6_LEN + tcplen);
+    if (!ip)
         return;
-    }
-    uint32_t opt = (flags & TH_SYN) ? 4 : 0;
-    uint32_t tcplen = TCP_LEN + opt + len;
-    uint8_t *d = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)(e->l2 + IP6_LEN + tcplen));
-    if (!d) {
-        rte_pktmbuf_free(m);
-        cnt(e, PK_drop_tx);
-        return;
-    }
-    uint8_t *ip = d + put_l2(e, d, dst_mac(e), 0x86DD);
     memcpy(ip, e->ip6_tmpl, IP6_LEN);
     wr16(ip + 4, (uint16_t)tcplen);
     uint64_t as;
@@ -186,20 +196,11 @@ void tcp_tx_seg(pk_tcp_engine *e, uint32_t lip, uint32_t rip, uint16_t lport, ui
         tx_seg6(e, NULL, NULL, e->cfg.role == PK_TCP_SERVER ? rip : lip, lport, rport, seq, ack, flags, off, len);
         return;
     }
-    struct rte_mbuf *m = mbuf_get(e);
-    if (!m) {
-        cnt(e, PK_drop_tx);
+    const uint32_t opt = (flags & TH_SYN) ? 4 : 0, tcplen = TCP_LEN + opt + len;   /* SYN: the MSS option */
+    struct rte_mbuf *m;
+    uint8_t *ip = seg_frame(e, &m, 0x0800, IP_LEN + tcplen);
+    if (!ip)
         return;
-    }
-    uint32_t opt = (flags & TH_SYN) ? 4 : 0;
-    uint32_t tcplen = TCP_LEN + opt + len;
-    uint8_t *d = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)(e->l2 + IP_LEN + tcplen));
-    if (!d) {
-        rte_pktmbuf_free(m);
-        cnt(e, PK_drop_tx);
-        return;
-    }
-    uint8_t *ip = d + put_l2(e, d, dst_mac(e), 0x0800);
     /* the template's fixed fields (TOS, DF, TTL 64, TCP), then length and addresses,
      * summed from registers as put_tcp does */
     uint32_t la = rte_cpu_to_be_32(lip), ra = rte_cpu_to_be_32(rip);

@@ -15,6 +15,24 @@ static inline int tcp_csum_ok(const pk_tcp_engine *e, const uint8_t *l4, uint32_
     return e->kernel && field == fold(pseudo);
 }
 
+/* A segment whose headers and checksum passed, to the state machine when it is to one of
+ * our addresses (mine), else dropped. sa, da: its addresses of alen bytes in the packet. */
+static inline void seg_in(pk_tcp_engine *e, int mine, const uint8_t *sa, const uint8_t *da, uint32_t alen,
+                          const uint8_t *d, const uint8_t *l4, uint32_t doff, uint32_t len, uint64_t now)
+{
+    cnt(e, PK_tcp_rx);
+    if (!mine) {
+        cnt(e, PK_tcp_drop);
+        return;
+    }
+    seg g;
+    g.sip = rd32(sa + alen - 4);
+    g.dip = rd32(da + alen - 4);
+    g.sa = sa;
+    g.da = da;
+    tcp_in(e, &g, d, l4, doff, len, now);
+}
+
 /* An IPv6 frame: the fixed header, extension headers (perfkit/ip6ext.h: a fragment, a
  * Routing header with segments left or a discard option counts in other_rx and is
  * dropped; a cut or overlong chain in bad_rx), then ICMPv6 or TCP. */
@@ -59,17 +77,7 @@ static int handle_ip6(pk_tcp_engine *e, struct rte_mbuf *m, uint8_t *d, uint32_t
         cnt(e, PK_bad_rx);
         return 0;
     }
-    cnt(e, PK_tcp_rx);
-    if (!tcp_my_addr6(e, ip + 24)) {
-        cnt(e, PK_tcp_drop);
-        return 0;
-    }
-    seg g;
-    g.sip = rd32(ip + 20);
-    g.dip = rd32(ip + 36);
-    g.sa = ip + 8;
-    g.da = ip + 24;
-    tcp_in(e, &g, d, l4, doff, plen, now);
+    seg_in(e, tcp_my_addr6(e, ip + 24), ip + 8, ip + 24, 16, d, l4, doff, plen, now);
     return 0;
 }
 
@@ -185,17 +193,7 @@ int tcp_handle_frame(pk_tcp_engine *e, struct rte_mbuf *m, uint64_t now)
         cnt(e, PK_bad_rx);
         return 0;
     }
-    cnt(e, PK_tcp_rx);
-    if (!tcp_my_addr(e, dst)) {
-        cnt(e, PK_tcp_drop);
-        return 0;
-    }
-    seg g;
-    g.sip = rd32(ip + 12);
-    g.dip = rd32(ip + 16);
-    g.sa = ip + 12;
-    g.da = ip + 16;
-    tcp_in(e, &g, d, l4, doff, l4len, now);
+    seg_in(e, tcp_my_addr(e, dst), ip + 12, ip + 16, 4, d, l4, doff, l4len, now);
     return 0;
 }
 

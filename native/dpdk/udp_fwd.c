@@ -101,13 +101,7 @@ void pkd_run_fwd(worker *w)
         if (g)
             moved += fwd_service(g);
         uint64_t t1 = rte_rdtsc();
-        if (moved) {
-            w->busy += t1 - t0;
-            idle = 0;
-        } else if (++idle >= IDLE_YIELD) {
-            idle = 0;
-            sched_yield();
-        }
+        round_done(w, moved, t0, t1, &idle);
         housekeeping(w, t1, flush_c, nic_c);
         if (g && t1 - g->last_nic >= nic_c)
             pkd_read_nic(g, t1, 0);

@@ -339,15 +339,7 @@ void pkd_run_gen(worker *w)
             }
         }
         uint64_t t1 = rte_rdtsc();
-        if (moved) {
-            w->busy += t1 - t0;
-            idle = 0;
-        } else if (++idle >= IDLE_YIELD) {
-            /* nothing moves (a full queue, or the next frame is not due): let a
-             * partner polling on this CPU run, rather than spin out our time slice */
-            idle = 0;
-            sched_yield();
-        }
+        round_done(w, moved, t0, t1, &idle);   /* nothing moves: a full queue, or the next frame is not due */
         housekeeping(w, t1, flush_c, nic_c);
     }
     uint64_t done = rte_rdtsc();

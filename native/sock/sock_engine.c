@@ -24,25 +24,14 @@
 #include "perfkit/wire.h"
 
 #define QUIET_NS       50000000ull /* receivers: quiet this long after the peer is done */
-#define PACE_MIN_SLEEP_NS 50000ull /* a paced sender sleeps at least this long */
-#define PACE_MAX_SLEEP_NS 50000000ull /* ... and at most this long: it must see stop */
 #define SPIN_NS        50000ull    /* busy_poll: a receiver spins this long before blocking */
 /* ... and either end of a ping-pong this long: its wait is one round trip, which it then
- * spins through where that is under a millisecond. udp_lat 32 KiB over veth (~140 us round
- * trips), pinned, 5 alternating rounds: 55.6-70.5 us with 1 ms, 64.5-78.2 with 50 us */
+ * spins through where that is under a millisecond (see bench/RESULTS-notes.md#busy-polling-latency-ends) */
 #define LAT_SPIN_NS    1000000ull
 #define SOCK_BUF_BYTES (8 << 20)
-/* A stream receiver reads at most this much per recv(). 64 KiB writes over veth, both ends
- * pinned, 8 alternating rounds: 3.54 GB/s with 64 KiB reads against 2.82 with 256 KiB (qperf,
- * which reads one message, 3.20); 16 and 32 KiB as good, 128 KiB between. */
+/* A stream receiver reads at most this much per recv(): bigger reads ran slower
+ * (see bench/RESULTS-notes.md#stream-receiver-read-size). */
 #define TCP_RECV_BUF   (64 << 10)
-#define TCP_RCV_LOWAT  (16 << 10)  /* a stream receiver wakes per this many bytes at most (set_rcvlowat) */
-/* A stream sender writes batch messages per sendmmsg and reads the clock after them, but
- * at most this many bytes' worth (bigger messages: one send() each). Not per write:
- * with 64 B writes on loopback a clock read per write cost 3% of the message rate (1.235
- * vs 1.27 M/s medians, 8 alternating runs). 16 KiB keeps stop and the deadline prompt
- * (16 ms late at 8 Mbit/s). */
-#define STREAM_BURST_BYTES (16u << 10)
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -95,7 +84,7 @@ void sock_set_buffers(int fd, uint32_t bytes)
 }
 
 /* Blocking calls give up after 100 ms so a worker always sees stop and its deadline. */
-static void io_timeouts(int fd)
+void io_timeouts(int fd)
 {
     struct timeval tv = { 0, 100000 };
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
@@ -128,7 +117,7 @@ static int open_bound(const pk_sock_addr *local, int type, int proto, char *err,
 /* A worker's buffers: cfg.sock_buf when given; else 8 MiB, but a TCP sender or pinger
  * keeps the kernel's autotuning, as qperf's and iperf3's do. Set before connect or
  * listen: the window scale goes in the SYN. */
-static void worker_buffers(const worker *w, int fd)
+void worker_buffers(const worker *w, int fd)
 {
     if (w->cfg.sock_buf || !(w->cfg.role == PK_TCP_SEND || w->cfg.role == PK_TCP_PING))
         sock_set_buffers(fd, w->cfg.sock_buf);
@@ -136,7 +125,7 @@ static void worker_buffers(const worker *w, int fd)
 
 /* Does this stream worker connect (else it accepts one connection on its bound socket)?
  * Senders and pingers connect; flipped (qperf's -f1: the server sends), the other way. */
-static int dials(const worker *w)
+int dials(const worker *w)
 {
     int sends = w->cfg.role == PK_TCP_SEND || w->cfg.role == PK_TCP_PING || w->cfg.role == PK_HTTP_CLIENT;
     return sends != (w->cfg.flip != 0);
@@ -144,7 +133,7 @@ static int dials(const worker *w)
 
 /* Are the senders that target this worker done? With none (a server), it
  * runs until stop or the hard end. */
-static int feeders_done(const worker *w)
+int feeders_done(const worker *w)
 {
     const pk_sock_engine *e = w->engine;
     int me = (int)(w - e->w), any = 0;
@@ -173,89 +162,12 @@ static int receiver_finished(const worker *w, uint64_t now, uint64_t last_rx, ui
 
 /* ------------------------------------------------------------------ roles */
 
-/* access_recv (qperf's -ar): read every received byte, as an application would, a word at
- * a time (memcpy: any alignment) into a sum the worker keeps; counted in bytes_read. */
-static inline void read_data(worker *w, const uint8_t *p, size_t n)
-{
-    if (!w->cfg.access_recv)
-        return;
-    uint64_t sum = 0, v;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        memcpy(&v, p + i, 8);
-        sum += v;
-    }
-    for (; i < n; i++)
-        sum += p[i];
-    w->read_sum += sum;
-    pk_add(&w->c, PK_bytes_read, n);
-}
-
 static void fill_header(uint8_t *buf, uint32_t size, uint32_t flow, uint64_t seq, uint64_t now)
 {
     if (size < PK_WIRE_HDR_LEN)
         return;
     pk_wire_hdr h = { PK_WIRE_MAGIC, flow, seq, now };
     memcpy(buf, &h, sizeof(h));
-}
-
-/* A sender is done at stop, at the end of its duration, or once it has sent
- * cfg.count messages (qperf's -n). */
-static inline int sender_done(const worker *w, uint64_t now, uint64_t sent)
-{
-    return stopping(w) || now >= w->wall0 + w->cfg.duration_ns || (w->cfg.count && sent >= w->cfg.count);
-}
-
-/* How many messages the pacer allows now (never past cfg.count); 0 means wait
- * (and *wake says until when). Call only while !sender_done(). */
-static inline uint64_t pace(const worker *w, uint64_t now, uint64_t sent, uint64_t *wake)
-{
-    uint64_t most = (uint64_t)w->cfg.batch * (w->cfg.gso > 1 ? w->cfg.gso : 1);
-    if (w->cfg.count && w->cfg.count - sent < most)
-        most = w->cfg.count - sent;
-    if (w->cfg.rate <= 0)
-        return most;
-    double elapsed = (double)(now - w->wall0);
-    uint64_t allowed = (uint64_t)(elapsed * w->cfg.rate / 1e9) + 1;
-    if (allowed > sent)
-        return allowed - sent < most ? allowed - sent : most;
-    /* wake when the next message is due, but by the end of the run and within
-     * PACE_MAX_SLEEP_NS: a slow pacer must not sleep through stop or past its end */
-    double gap = (double)sent * 1e9 / w->cfg.rate;
-    uint64_t cap = w->wall0 + w->cfg.duration_ns;
-    if (cap > now + PACE_MAX_SLEEP_NS)
-        cap = now + PACE_MAX_SLEEP_NS;
-    *wake = gap < (double)(cap - w->wall0) ? w->wall0 + (uint64_t)gap : cap;
-    return 0;
-}
-
-/* Sleep until the next message is due, and at least PACE_MIN_SLEEP_NS: what
- * fell due meanwhile goes out as one batch, and the pacer keeps the average
- * rate exact. Spinning instead would take the CPU the receiver needs. */
-static inline void pace_wait(uint64_t now, uint64_t wake)
-{
-    pk_sleep_until_ns(wake > now + PACE_MIN_SLEEP_NS ? wake : now + PACE_MIN_SLEEP_NS);
-}
-
-/* busy_poll: spin (non-blocking) for up to SPIN_NS (ping-pong ends: LAT_SPIN_NS) after
- * waiting began (a pinger's send, a receiver's last arrival), then block, so a spinning
- * thread never starves its partner on a busy machine. A receiver that sleeps between
- * arrivals costs the sender a wake-up each time (over loopback and veth the sender's CPU
- * delivers the packet and wakes the reader); a sleeping ping-pong end, two per round trip. */
-static inline int wait_flag(const worker *w, uint64_t waiting_since, int blocking_flag)
-{
-    if (w->cfg.busy_poll && pk_now_ns() - waiting_since < w->spin_ns)
-        return MSG_DONTWAIT;
-    return blocking_flag;
-}
-
-/* After a receiver's poll found nothing: a spinning receiver lets a thread that shares its
- * CPU (its own sender, pinned to the same one) run first. tcp_bw over loopback, busy_poll,
- * both ends on CPU 0: 4.2-4.4 GB/s with the yield, 2.6 without, 3.1 sleeping. */
-static inline void spun(const worker *w)
-{
-    if (w->cfg.busy_poll)
-        sched_yield();
 }
 
 /* With UDP GSO one message carries up to cfg.gso datagrams, cut by the kernel
@@ -266,16 +178,9 @@ static void run_udp_send(worker *w)
     const uint32_t segs = w->cfg.gso > 1 ? w->cfg.gso : 1;
     uint64_t sent = 0;
     uint32_t flow = 0;
-    for (;;) {
-        uint64_t now = pk_now_ns(), wake = 0;
-        if (sender_done(w, now, sent))
-            break;
-        account_cpu(w, now, 0);
-        uint64_t n = pace(w, now, sent, &wake);
-        if (n == 0) {
-            pace_wait(now, wake);
+    for (uint64_t now, n; (n = sender_turn(w, sent, &now)) != SENDER_DONE;) {
+        if (n == 0)
             continue;
-        }
         /* n datagrams in ceil(n / segs) messages; headers numbered across segments */
         uint64_t seq = w->flow_sent[flow];
         unsigned nmsg = 0;
@@ -294,8 +199,7 @@ static void run_udp_send(worker *w)
                 pkts += w->iov[i].iov_len / size;
             w->flow_sent[flow] += pkts;
             sent += pkts;
-            pk_add(&w->c, PK_pkts_tx, pkts);
-            pk_add(&w->c, PK_bytes_tx, pkts * size);
+            count_tx(w, pkts, pkts * size);
         } else if (r < 0 && errno != EINTR) {
             /* ENOBUFS/EAGAIN under load, ECONNREFUSED once the receiver is gone */
             pk_add(&w->c, PK_drop_tx, n);
@@ -306,15 +210,24 @@ static void run_udp_send(worker *w)
     }
 }
 
+/* A datagram receiver's batch: up to cfg.batch datagrams, waiting for the first unless it
+ * spins (wait_flag); *now the clock after it, the CPU counters kept fresh. */
+static inline int recv_batch(worker *w, int fd, uint64_t last_rx, uint64_t *now)
+{
+    int r = sys_recvmmsg(fd, w->msgs, w->cfg.batch, wait_flag(w, last_rx, MSG_WAITFORONE));
+    *now = pk_now_ns();
+    account_cpu(w, *now, 0);
+    return r;
+}
+
 static void run_udp_recv(worker *w)
 {
     const int fd = w->fds[0];
     const int track = w->cfg.size >= PK_WIRE_HDR_LEN;
     uint64_t last_rx = 0, done_at = 0;
     for (;;) {
-        int r = sys_recvmmsg(fd, w->msgs, w->cfg.batch, wait_flag(w, last_rx, MSG_WAITFORONE));
-        uint64_t now = pk_now_ns();
-        account_cpu(w, now, 0);
+        uint64_t now;
+        int r = recv_batch(w, fd, last_rx, &now);
         if (r <= 0) {
             if (receiver_finished(w, now, last_rx, &done_at))
                 break;
@@ -342,9 +255,7 @@ static void run_udp_recv(worker *w)
             if (now >= h.tx_ns)
                 record_latency(w, now - h.tx_ns, &f->last_lat);
         }
-        pk_add(&w->c, PK_pkts_rx, (uint64_t)r);
-        pk_add(&w->c, PK_udp_rx, (uint64_t)r);
-        pk_add(&w->c, PK_bytes_rx, bytes);
+        count_udp_rx(w, (uint64_t)r, bytes);
         if (bad)
             pk_add(&w->c, PK_bad_rx, bad);
         if (lost)
@@ -375,16 +286,12 @@ static void run_udp_reflect_one(worker *w)
             continue;
         }
         last_rx = now;
-        pk_add(&w->c, PK_pkts_rx, 1);
-        pk_add(&w->c, PK_udp_rx, 1);
-        pk_add(&w->c, PK_bytes_rx, (uint64_t)r);
+        count_udp_rx(w, 1, (uint64_t)r);
         read_data(w, buf, (size_t)r);
-        if (sys_sendto(fd, buf, (size_t)r, 0, from, fromlen) == r) {
-            pk_add(&w->c, PK_pkts_tx, 1);
-            pk_add(&w->c, PK_bytes_tx, (uint64_t)r);
-        } else {
+        if (sys_sendto(fd, buf, (size_t)r, 0, from, fromlen) == r)
+            count_tx(w, 1, (uint64_t)r);
+        else
             pk_add(&w->c, PK_drop_tx, 1);
-        }
     }
 }
 
@@ -401,9 +308,8 @@ static void run_udp_reflect(worker *w)
             w->msgs[i].msg_hdr.msg_namelen = sizeof(struct sockaddr_storage);
             w->iov[i].iov_len = w->buf_len;
         }
-        int r = sys_recvmmsg(fd, w->msgs, w->cfg.batch, wait_flag(w, last_rx, MSG_WAITFORONE));
-        uint64_t now = pk_now_ns();
-        account_cpu(w, now, 0);
+        uint64_t now;
+        int r = recv_batch(w, fd, last_rx, &now);
         if (r <= 0) {
             if (receiver_finished(w, now, last_rx, &done_at))
                 break;
@@ -416,16 +322,13 @@ static void run_udp_reflect(worker *w)
             bytes += w->msgs[i].msg_len;
             read_data(w, w->iov[i].iov_base, w->msgs[i].msg_len);
         }
-        pk_add(&w->c, PK_pkts_rx, (uint64_t)r);
-        pk_add(&w->c, PK_udp_rx, (uint64_t)r);
-        pk_add(&w->c, PK_bytes_rx, bytes);
+        count_udp_rx(w, (uint64_t)r, bytes);
         int s = sys_sendmmsg(fd, w->msgs, (unsigned)r, 0);
         if (s > 0) {
             uint64_t sb = 0;
             for (int i = 0; i < s; i++)
                 sb += w->msgs[i].msg_len;
-            pk_add(&w->c, PK_pkts_tx, (uint64_t)s);
-            pk_add(&w->c, PK_bytes_tx, sb);
+            count_tx(w, (uint64_t)s, sb);
         }
         if (s < r)
             pk_add(&w->c, PK_drop_tx, (uint64_t)(r - (s > 0 ? s : 0)));
@@ -438,16 +341,10 @@ static void run_udp_ping(worker *w)
     const uint32_t size = w->cfg.size;
     const int tagged = size >= PK_WIRE_HDR_LEN;
     uint8_t *out = w->bufs, *in = w->bufs + w->buf_len;
-    uint64_t seq = 0, last_lat = 0, wake = 0;
-    for (;;) {
-        uint64_t now = pk_now_ns();
-        if (sender_done(w, now, seq))
-            break;
-        account_cpu(w, now, 0);
-        if (pace(w, now, seq, &wake) == 0) {
-            pace_wait(now, wake);
+    uint64_t seq = 0, last_lat = 0;
+    for (uint64_t now, turn; (turn = sender_turn(w, seq, &now)) != SENDER_DONE;) {
+        if (turn == 0)
             continue;
-        }
         fill_header(out, size, 0, seq, now);
         uint64_t t_send = pk_now_ns();
         if (sys_send(fd, out, size, 0) != (ssize_t)size) {
@@ -455,8 +352,7 @@ static void run_udp_ping(worker *w)
             seq++;
             continue;
         }
-        pk_add(&w->c, PK_pkts_tx, 1);
-        pk_add(&w->c, PK_bytes_tx, size);
+        count_tx(w, 1, size);
         /* a reply that does not come within 1 s is lost; stale replies are skipped */
         uint64_t give_up = t_send + 1000000000ull;
         int got = 0;
@@ -469,8 +365,7 @@ static void run_udp_ping(worker *w)
                     break;
                 continue;
             }
-            pk_add(&w->c, PK_pkts_rx, 1);
-            pk_add(&w->c, PK_bytes_rx, (uint64_t)r);
+            count_rx(w, 1, (uint64_t)r);
             read_data(w, in, (size_t)r);
             pk_wire_hdr h;
             if (tagged && (!pk_wire_parse(in, (uint64_t)r, &h) || h.seq != seq)) {
@@ -486,312 +381,12 @@ static void run_udp_ping(worker *w)
     }
 }
 
-/* Write or read exactly len bytes on a blocking socket with 100 ms timeouts.
- * Returns len, or less on EOF/error/stop. */
-static size_t xfer_all(worker *w, int fd, uint8_t *buf, size_t len, int writing)
-{
-    size_t done = 0;
-    const uint64_t since = w->cfg.busy_poll ? pk_now_ns() : 0;
-    while (done < len) {
-        ssize_t r = writing ? sys_send(fd, buf + done, len - done, MSG_NOSIGNAL)
-                            : sys_recv(fd, buf + done, len - done, wait_flag(w, since, 0));
-        if (r > 0) {
-            done += (size_t)r;
-            continue;
-        }
-        if (r == 0)
-            break;
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-            break;
-        if (pk_now_ns() >= w->engine->hard_end)
-            break;
-        if (writing && stopping(w))
-            break;
-    }
-    return done;
-}
-
-/* Ping-pong messages go out at once: TCP_NODELAY, or SCTP_NODELAY (same value, 1, at
- * SOL_SCTP). Streams keep Nagle: small writes coalesce into full segments, as
- * qperf's and iperf3's do (with NODELAY a 64 B stream sent one frame per write). */
-static void set_nodelay(const worker *w, int fd)
-{
-    if (w->cfg.role != PK_TCP_PING && w->cfg.role != PK_TCP_PONG)
-        return;
-    int one = 1;
-    setsockopt(fd, w->cfg.proto == IPPROTO_SCTP ? IPPROTO_SCTP : IPPROTO_TCP, 1, &one, sizeof(one));
-}
-
-static void set_rcvlowat(const worker *w, int fd);
-
-static int tcp_connect(worker *w)
-{
-    int fd = socket(w->cfg.remote.family, SOCK_STREAM | SOCK_CLOEXEC, w->cfg.proto);
-    if (fd < 0) {
-        sock_set_err(w->err, sizeof(w->err), "socket(): %s", strerror(errno));
-        return -1;
-    }
-    set_nodelay(w, fd);
-    worker_buffers(w, fd);
-    uint16_t port = w->cfg.peer >= 0 ? (uint16_t)w->engine->w[w->cfg.peer].bound_port : w->cfg.remote.port;
-    struct sockaddr_storage ss;
-    socklen_t len = sock_to_sockaddr(&w->cfg.remote, port, &ss);
-    if (connect(fd, (struct sockaddr *)&ss, len) != 0) {
-        char ip[INET6_ADDRSTRLEN] = "?";
-        inet_ntop(w->cfg.remote.family, w->cfg.remote.ip, ip, sizeof(ip));
-        sock_set_err(w->err, sizeof(w->err), "connect to %s port %u: %s", ip, port, strerror(errno));
-        pk_add(&w->c, PK_sock_error, 1);
-        close(fd);
-        return -1;
-    }
-    set_rcvlowat(w, fd);
-    io_timeouts(fd);
-    pk_add(&w->c, PK_sock_open, 1);
-    pk_set(&w->c, PK_sock_current, 1);
-    w->conn_fd = fd;
-    return fd;
-}
-
-/* A stream receiver asks to be woken once per TCP_RCV_LOWAT bytes instead of per arriving
- * segment. Each wake-up costs the sender, which runs it (loopback and veth deliver in the
- * sender's context) and is then preempted: with 64 B writes on loopback perfkit's sender
- * spent about a fifth more CPU per byte without it, and its receiver several times more.
- * 16 KiB: below one loopback segment (64 KiB writes still wake it per segment; 64 KiB
- * made it wait for two and cost a third of their bandwidth). At most a quarter of the
- * receive buffer; the kernel also wakes it at EOF, under memory pressure or a nearly
- * closed window, and recv() returns what it has after its timeout. The price: while fewer
- * than this many bytes wait unread, Linux acks every second segment at once, from the
- * softirq, so over veth (1448 B segments) the sender's CPU alone ran receive, acks and
- * Nagle. So the mark is set only where a segment (loopback: 32-64 KiB) or each message
- * is at least 16 KiB; below that the receiver wakes per arrival and acks from its own CPU.
- * On a quiet machine, 1 KiB writes over veth (bench/RESULTS-qperf.md): 63-85 MB/s with a
- * one-segment mark, 101-125 without, qperf 85-119; 64 KiB writes keep the mark (2.27 GB/s
- * median with it, 1.94 without). */
-static void set_rcvlowat(const worker *w, int fd)
-{
-    if (w->cfg.role != PK_TCP_RECV || w->cfg.proto != IPPROTO_TCP)
-        return;
-    int seg = 0, rcvbuf = 0;
-    socklen_t len = sizeof(seg);
-    if (getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &seg, &len) != 0)
-        seg = 0;
-    if (seg < TCP_RCV_LOWAT && (int)w->cfg.size < TCP_RCV_LOWAT)
-        return; /* small segments and messages: woken per arrival */
-    len = sizeof(rcvbuf);
-    if (getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &len) != 0)
-        return;
-    int lowat = rcvbuf / 4 < TCP_RCV_LOWAT ? rcvbuf / 4 : TCP_RCV_LOWAT;
-    if (lowat > 1)
-        setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat));
-}
-
-static int tcp_accept(worker *w)
-{
-    int lfd = w->fds[0];
-    for (;;) {
-        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-        if (fd >= 0) {
-            set_nodelay(w, fd);
-            set_rcvlowat(w, fd);
-            io_timeouts(fd);
-            pk_add(&w->c, PK_sock_open, 1);
-            pk_set(&w->c, PK_sock_current, 1);
-            w->conn_fd = fd;
-            return fd;
-        }
-        /* the listener has a 100 ms receive timeout: accept returns EAGAIN */
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            sock_set_err(w->err, sizeof(w->err), "accept(): %s", strerror(errno));
-            pk_add(&w->c, PK_sock_error, 1);
-            return -1;
-        }
-        if (pk_now_ns() >= w->engine->hard_end || feeders_done(w))
-            return -1;
-    }
-}
-
-/* The worker's one connection, made the way dials() says. */
-static int stream_open(worker *w)
-{
-    return dials(w) ? tcp_connect(w) : tcp_accept(w);
-}
-
-static void tcp_close(worker *w)
-{
-    if (w->conn_fd < 0)
-        return;
-    close(w->conn_fd);
-    w->conn_fd = -1;
-    pk_add(&w->c, PK_sock_close, 1);
-    pk_set(&w->c, PK_sock_current, 0);
-}
-
-static void run_tcp_send(worker *w)
-{
-    int fd = stream_open(w);
-    if (fd < 0)
-        return;
-    const uint32_t size = w->cfg.size;
-    /* writes between clock reads: what the pacer allows (at most batch), up to STREAM_BURST_BYTES */
-    const uint64_t burst = size >= STREAM_BURST_BYTES ? 1 : STREAM_BURST_BYTES / size;
-    uint64_t sent = 0, wake = 0;
-    for (;;) {
-        uint64_t now = pk_now_ns();
-        if (sender_done(w, now, sent))
-            break;
-        account_cpu(w, now, 0);
-        uint64_t n = pace(w, now, sent, &wake);
-        if (n == 0) {
-            pace_wait(now, wake);
-            continue;
-        }
-        if (n > burst)
-            n = burst;
-        uint64_t k = 0;
-        size_t r = size;
-        if (n > 1) {
-            /* n writes in one system call, each still its own write to the stream, as the
-             * UDP sender's datagrams: a small write's cost is mostly entering the kernel
-             * (64 B, pinned: 1.3x one send() per write over veth, 1.4x over loopback; README).
-             * Not waiting: where the send buffer fills, the next write waits below. */
-            int m = sys_sendmmsg(fd, w->msgs, (unsigned)n, MSG_NOSIGNAL | MSG_DONTWAIT);
-            uint64_t bytes = 0;
-            for (int j = 0; j < m; j++)
-                bytes += w->msgs[j].msg_len;
-            k = bytes / size;
-            if (k < n) {   /* the buffer filled: finish a write cut short (part of it went), waiting for room */
-                size_t part = (size_t)(bytes % size);
-                r = part + xfer_all(w, fd, w->bufs + part, size - part, 1);
-                if (r == size)
-                    k++;
-            }
-        } else {
-            while (k < n && (r = xfer_all(w, fd, w->bufs, size, 1)) == size)
-                k++;
-        }
-        sent += k;
-        pk_add(&w->c, PK_pkts_tx, k);
-        pk_add(&w->c, PK_bytes_tx, k * size + (r < size ? r : 0));
-        if (r < size) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                continue; /* send buffer full for 100 ms: the receiver is slow */
-            pk_add(&w->c, PK_sock_error, 1);
-            break;
-        }
-    }
-    shutdown(fd, SHUT_WR);
-    __atomic_store_n(&w->done_sending, 1, __ATOMIC_RELEASE);
-    /* wait for the receiver's EOF so every byte written is also counted there */
-    uint8_t sink[256];
-    for (;;) {
-        ssize_t r = sys_recv(fd, sink, sizeof(sink), 0);
-        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
-            break;
-        if (pk_now_ns() >= w->engine->hard_end)
-            break;
-    }
-    tcp_close(w);
-}
-
-static void run_tcp_recv(worker *w)
-{
-    int fd = stream_open(w);
-    if (fd < 0)
-        return;
-    const uint32_t size = w->cfg.size;
-    uint64_t bytes = 0, last_rx = 0;
-    for (;;) {
-        ssize_t r = sys_recv(fd, w->bufs, w->buf_len, wait_flag(w, last_rx, 0));
-        uint64_t now = pk_now_ns();
-        account_cpu(w, now, 0);
-        if (r > 0) {
-            last_rx = now;
-            uint64_t before = bytes / size;
-            bytes += (uint64_t)r;
-            pk_add(&w->c, PK_bytes_rx, (uint64_t)r);
-            read_data(w, w->bufs, (size_t)r);
-            if (bytes / size != before)
-                pk_add(&w->c, PK_pkts_rx, bytes / size - before);
-            continue;
-        }
-        if (r == 0)
-            break; /* EOF: the sender is done */
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            pk_add(&w->c, PK_sock_error, 1);
-            break;
-        }
-        if (now >= w->engine->hard_end)
-            break;
-        spun(w);
-    }
-    tcp_close(w);
-}
-
-static void run_tcp_ping(worker *w)
-{
-    int fd = stream_open(w);
-    if (fd < 0)
-        return;
-    const uint32_t size = w->cfg.size;
-    uint8_t *out = w->bufs, *in = w->bufs + w->buf_len;
-    uint64_t n = 0, last_lat = 0, wake = 0;
-    for (;;) {
-        uint64_t now = pk_now_ns();
-        if (sender_done(w, now, n))
-            break;
-        account_cpu(w, now, 0);
-        if (pace(w, now, n, &wake) == 0) {
-            pace_wait(now, wake);
-            continue;
-        }
-        uint64_t t_send = pk_now_ns();
-        if (xfer_all(w, fd, out, size, 1) != size)
-            break;
-        pk_add(&w->c, PK_pkts_tx, 1);
-        pk_add(&w->c, PK_bytes_tx, size);
-        if (xfer_all(w, fd, in, size, 0) != size)
-            break;
-        uint64_t t_recv = pk_now_ns();   /* (before reading the data, as the UDP ping's) */
-        read_data(w, in, size);
-        record_latency(w, t_recv - t_send, &last_lat);
-        pk_add(&w->c, PK_pkts_rx, 1);
-        pk_add(&w->c, PK_bytes_rx, size);
-        n++;
-    }
-    shutdown(fd, SHUT_WR);
-    __atomic_store_n(&w->done_sending, 1, __ATOMIC_RELEASE);
-    tcp_close(w);
-}
-
-static void run_tcp_pong(worker *w)
-{
-    int fd = stream_open(w);
-    if (fd < 0)
-        return;
-    const uint32_t size = w->cfg.size;
-    for (;;) {
-        size_t r = xfer_all(w, fd, w->bufs, size, 0);
-        uint64_t now = pk_now_ns();
-        account_cpu(w, now, 0);
-        if (r != size)
-            break; /* EOF, error or hard deadline */
-        pk_add(&w->c, PK_pkts_rx, 1);
-        pk_add(&w->c, PK_bytes_rx, size);
-        read_data(w, w->bufs, size);
-        if (xfer_all(w, fd, w->bufs, size, 1) != size)
-            break;
-        pk_add(&w->c, PK_pkts_tx, 1);
-        pk_add(&w->c, PK_bytes_tx, size);
-    }
-    tcp_close(w);
-}
-
 typedef void (*role_fn)(worker *);
 static const role_fn ROLE_FNS[PK_NROLES] = {
     [PK_UDP_SEND] = run_udp_send,     [PK_UDP_RECV] = run_udp_recv,
     [PK_UDP_REFLECT] = run_udp_reflect, [PK_UDP_PING] = run_udp_ping,
-    [PK_TCP_SEND] = run_tcp_send,     [PK_TCP_RECV] = run_tcp_recv,
-    [PK_TCP_PING] = run_tcp_ping,     [PK_TCP_PONG] = run_tcp_pong,
+    [PK_TCP_SEND] = run_stream,       [PK_TCP_RECV] = run_stream,
+    [PK_TCP_PING] = run_stream,       [PK_TCP_PONG] = run_stream,
     [PK_HTTP_CLIENT] = run_http_client, [PK_HTTP_SERVER] = run_http_server,
 };
 
@@ -802,8 +397,8 @@ static int cmp_int(const void *a, const void *b)
 
 /* Give the worker a file table of its own, holding only its sockets. In a process with
  * several threads sharing one table, every socket call takes and drops a reference on
- * its file (two atomic operations, fdget/fput: 3.6% of a 64 B tcp_bw sender's CPU and
- * about 2% of a tcp_lat pair's in perf record), where a one-thread process like qperf
+ * its file (two atomic operations, fdget/fput; see bench/RESULTS-notes.md#a-file-table-per-socket-worker),
+ * where a one-thread process like qperf
  * only borrows it. The copy keeps nothing else open: a file the rest of the process
  * closes meanwhile is closed at once, as before. Sockets the worker makes later (TCP
  * clients) live only in its table; it closes them itself, and its table goes when it
@@ -1069,23 +664,15 @@ pk_sock_engine *pk_sock_create(const pk_sock_worker_cfg *cfgs, int n, char *err,
         return NULL;
     }
     pk_sock_engine *e = calloc(1, sizeof(*e));
-    if (!e) {
-        sock_set_err(err, errlen, "out of memory");
-        return NULL;
-    }
-    e->w = aligned_alloc(64, sizeof(worker) * (size_t)n);
-    if (!e->w) {
+    worker *ws = aligned_alloc(64, sizeof(worker) * (size_t)n);
+    if (!e || !ws || pk_engine_init(&e->core, &SOCK_OPS, e, "pk-sock/%d", n) != 0) {
+        free(ws);
         free(e);
         sock_set_err(err, errlen, "out of memory");
         return NULL;
     }
-    memset(e->w, 0, sizeof(worker) * (size_t)n);
-    if (pk_engine_init(&e->core, &SOCK_OPS, e, "pk-sock/%d", n) != 0) {
-        free(e->w);
-        free(e);
-        sock_set_err(err, errlen, "out of memory");
-        return NULL;
-    }
+    memset(ws, 0, sizeof(worker) * (size_t)n);
+    e->w = ws;
     e->n = n;
     for (int i = 0; i < n; i++) {
         pk_engine_worker_init(&e->core, i, &e->w[i].c, &e->w[i].hist, e->w[i].err, cfgs[i].cpu);

@@ -1,5 +1,6 @@
-/* What the socket engine's units share (sock_engine.c: the engine and the stream and datagram
- * roles; http_roles.c: the HTTP roles): the worker, the engine, and the helpers both call.
+/* What the socket engine's units share (sock_engine.c: the engine and the datagram roles;
+ * stream_roles.c: the stream roles; http_roles.c: the HTTP roles): the worker, the engine,
+ * and the helpers they call (the hot ones static inline).
  * Not for Cython: the public face is sock_engine.h. */
 #ifndef PERFKIT_SOCK_INTERNAL_H
 #define PERFKIT_SOCK_INTERNAL_H
@@ -11,6 +12,8 @@
 #include "engine.h"
 
 #include <pthread.h>
+#include <sched.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -25,9 +28,8 @@ typedef pk_flow_state flow_state;  /* perfkit/seqwin.h */
 /* The data paths enter the kernel through syscall(), not glibc's send()/recv() family.
  * In a multi-threaded process (every perfkit process: Python's threads and the workers)
  * each of glibc's socket calls is a cancellation point that sets and clears the thread's
- * cancellation type around the call, two atomic compare-exchanges: 5% of a 64 B tcp_bw
- * sender's CPU (`perf record`, __pthread_{en,dis}able_asynccancel), where single-threaded
- * qperf skips them. No worker is ever cancelled, so nothing is lost. Under AddressSanitizer
+ * cancellation type around the call, two atomic compare-exchanges (see
+ * bench/RESULTS-notes.md#data-paths-through-syscall), where single-threaded qperf skips them. No worker is ever cancelled, so nothing is lost. Under AddressSanitizer
  * the glibc calls stay: its interceptors check every buffer the kernel reads or writes. */
 #if defined(__SANITIZE_ADDRESS__)
 #define PK_ASAN 1
@@ -145,13 +147,134 @@ static inline void record_latency(worker *w, uint64_t lat, uint64_t *last_lat)
     pk_record_latency(&w->c, &w->hist, &w->lat_min, lat, last_lat);
 }
 
-/* Each unit's functions for the other (kept inside the extension). */
+#define PACE_MIN_SLEEP_NS 50000ull /* a paced sender sleeps at least this long */
+#define PACE_MAX_SLEEP_NS 50000000ull /* ... and at most this long: it must see stop */
+
+/* access_recv (qperf's -ar): read every received byte, as an application would, a word at
+ * a time (memcpy: any alignment) into a sum the worker keeps; counted in bytes_read. */
+static inline void read_data(worker *w, const uint8_t *p, size_t n)
+{
+    if (!w->cfg.access_recv)
+        return;
+    uint64_t sum = 0, v;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&v, p + i, 8);
+        sum += v;
+    }
+    for (; i < n; i++)
+        sum += p[i];
+    w->read_sum += sum;
+    pk_add(&w->c, PK_bytes_read, n);
+}
+
+/* A sender is done at stop, at the end of its duration, or once it has sent
+ * cfg.count messages (qperf's -n). */
+static inline int sender_done(const worker *w, uint64_t now, uint64_t sent)
+{
+    return stopping(w) || now >= w->wall0 + w->cfg.duration_ns || (w->cfg.count && sent >= w->cfg.count);
+}
+
+/* How many messages the pacer allows now (never past cfg.count); 0 means wait
+ * (and *wake says until when). Call only while !sender_done(). */
+static inline uint64_t pace(const worker *w, uint64_t now, uint64_t sent, uint64_t *wake)
+{
+    uint64_t most = (uint64_t)w->cfg.batch * (w->cfg.gso > 1 ? w->cfg.gso : 1);
+    if (w->cfg.count && w->cfg.count - sent < most)
+        most = w->cfg.count - sent;
+    if (w->cfg.rate <= 0)
+        return most;
+    double elapsed = (double)(now - w->wall0);
+    uint64_t allowed = (uint64_t)(elapsed * w->cfg.rate / 1e9) + 1;
+    if (allowed > sent)
+        return allowed - sent < most ? allowed - sent : most;
+    /* wake when the next message is due, but by the end of the run and within
+     * PACE_MAX_SLEEP_NS: a slow pacer must not sleep through stop or past its end */
+    double gap = (double)sent * 1e9 / w->cfg.rate;
+    uint64_t cap = w->wall0 + w->cfg.duration_ns;
+    if (cap > now + PACE_MAX_SLEEP_NS)
+        cap = now + PACE_MAX_SLEEP_NS;
+    *wake = gap < (double)(cap - w->wall0) ? w->wall0 + (uint64_t)gap : cap;
+    return 0;
+}
+
+/* Sleep until the next message is due, and at least PACE_MIN_SLEEP_NS: what
+ * fell due meanwhile goes out as one batch, and the pacer keeps the average
+ * rate exact. Spinning instead would take the CPU the receiver needs. */
+static inline void pace_wait(uint64_t now, uint64_t wake)
+{
+    pk_sleep_until_ns(wake > now + PACE_MIN_SLEEP_NS ? wake : now + PACE_MIN_SLEEP_NS);
+}
+
+/* busy_poll: spin (non-blocking) for up to SPIN_NS (ping-pong ends: LAT_SPIN_NS) after
+ * waiting began (a pinger's send, a receiver's last arrival), then block, so a spinning
+ * thread never starves its partner on a busy machine. A receiver that sleeps between
+ * arrivals costs the sender a wake-up each time (over loopback and veth the sender's CPU
+ * delivers the packet and wakes the reader); a sleeping ping-pong end, two per round trip. */
+static inline int wait_flag(const worker *w, uint64_t waiting_since, int blocking_flag)
+{
+    if (w->cfg.busy_poll && pk_now_ns() - waiting_since < w->spin_ns)
+        return MSG_DONTWAIT;
+    return blocking_flag;
+}
+
+/* After a receiver's poll found nothing: a spinning receiver lets a thread that shares its
+ * CPU (its own sender, pinned to the same one) run first (see bench/RESULTS-notes.md#busy-polling-receivers). */
+static inline void spun(const worker *w)
+{
+    if (w->cfg.busy_poll)
+        sched_yield();
+}
+
+#define SENDER_DONE UINT64_MAX
+
+/* A sender's turn at the top of its loop: SENDER_DONE, or how many messages the pacer
+ * allows now (0: it slept until the next one was due; take another turn). */
+static inline uint64_t sender_turn(worker *w, uint64_t sent, uint64_t *now)
+{
+    uint64_t wake = 0;
+    *now = pk_now_ns();
+    if (sender_done(w, *now, sent))
+        return SENDER_DONE;
+    account_cpu(w, *now, 0);
+    uint64_t n = pace(w, *now, sent, &wake);
+    if (n == 0)
+        pace_wait(*now, wake);
+    return n;
+}
+
+static inline void count_tx(worker *w, uint64_t pkts, uint64_t bytes)
+{
+    pk_add(&w->c, PK_pkts_tx, pkts);
+    pk_add(&w->c, PK_bytes_tx, bytes);
+}
+
+static inline void count_rx(worker *w, uint64_t pkts, uint64_t bytes)
+{
+    pk_add(&w->c, PK_pkts_rx, pkts);
+    pk_add(&w->c, PK_bytes_rx, bytes);
+}
+
+static inline void count_udp_rx(worker *w, uint64_t pkts, uint64_t bytes)
+{
+    count_rx(w, pkts, bytes);
+    pk_add(&w->c, PK_udp_rx, pkts);
+}
+
+/* Each unit's functions for the others (kept inside the extension). */
 #pragma GCC visibility push(hidden)
 
 /* sock_engine.c */
 void sock_set_err(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 socklen_t sock_to_sockaddr(const pk_sock_addr *a, uint16_t port, struct sockaddr_storage *ss);
 void sock_set_buffers(int fd, uint32_t bytes);
+void io_timeouts(int fd);
+void worker_buffers(const worker *w, int fd);
+int dials(const worker *w);
+int feeders_done(const worker *w);
+
+/* stream_roles.c */
+void run_stream(worker *w);
 
 /* http_roles.c */
 int http_setup(worker *w, char *err, size_t errlen);

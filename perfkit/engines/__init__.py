@@ -3,7 +3,9 @@
 An engine module offers:
     NAME                   its name in perfkit.engines() and on the CLI
     status() -> dict       {"available": bool, "detail": str}
-    build(spec) -> handle  a native engine, created (sockets bound) but not started
+    build(plan) -> handle  a native engine, created (sockets bound) but not started, from
+                           the plan the spec's kind made (perfkit.kinds.plan; a spec is
+                           made into its plan); the module docstring lists the keys it reads
 
 A handle (EngineHandle, perfkit.engines.handle) has start(), stop(), running(), join(),
 snapshot(), error(), close() and `roles` (one per worker); perfkit.Run drives any handle
@@ -15,7 +17,7 @@ from perfkit.engines import dpdk, socket
 from perfkit.engines.handle import EngineHandle as EngineHandle  # the contract every handle meets
 
 _ENGINES = {socket.NAME: socket, dpdk.NAME: dpdk}
-from perfkit.engines import dpdk_tcp  # noqa: E402 (issue 6: TCP/HTTP over DPDK)
+from perfkit.engines import dpdk_tcp  # noqa: E402 (TCP/HTTP over DPDK)
 _ENGINES[dpdk_tcp.NAME] = dpdk_tcp
 DEFAULT = socket.NAME
 
@@ -23,12 +25,6 @@ DEFAULT = socket.NAME
 def engines() -> dict[str, dict]:
     """Every engine perfkit knows, with whether it is available here and why."""
     return {name: mod.status() for name, mod in _ENGINES.items()}
-
-
-def counter_groups(name: str, spec) -> tuple[str, ...] | None:
-    """The counter groups engine `name` writes for spec (None: an unknown engine, all of them)."""
-    mod = _ENGINES.get(name)
-    return tuple(mod.counter_groups(spec)) if mod is not None else None
 
 
 def get(name: str):

@@ -1,4 +1,4 @@
-"""The DPDK engine (issue 5): EAL once per process, ports from vdev strings, UDP flows.
+"""The DPDK engine: EAL once per process, ports from vdev strings, UDP flows.
 
     perfkit.Run(DpdkFlows(port="ring:a:0", peer="ring:a:1", rate="1Mpps"), engine="dpdk")
     perfkit.Run(DpdkReflect(port="net_memif0,role=server", mode="reverse"), engine="dpdk")
@@ -24,27 +24,35 @@ each with its own counters and mempool cache); the generators split the flows an
 the rate. Frames: a size, a size mix (IMIX) as one preallocated pattern, jumbo
 frames from a second pool; flows over address and port ranges; a TSC-paced ramp;
 a latency probe stream beside the load (its own histogram: summary probe_lat_*).
+
+build(plan) reads (perfkit.kinds.dpdk_udp makes the plan):
+    engine      "dpdk"
+    spec        the spec's class name (for the message when a plan is not this engine's)
+    ports       [(dev, ip or None)]: the ports to open, in the order workers name them
+    workers     the worker configurations (DpdkEngine's keys), receiving workers first;
+                each gets its CPU here (EalOptions.worker_cpus)
+    queues      the queues every port opens with
+    netns       the network namespace the ports open in, or None
+    wait_memif  a generator: wait (bounded) for its memif links to come up
 """
 from __future__ import annotations
 
 import os
+import sys
 import time
 from dataclasses import asdict, dataclass
 
-from perfkit.engines.handle import EngineHandle
+from perfkit.engines.handle import EngineHandle, as_plan
 from perfkit.errors import EngineError
 from perfkit import nics
 from perfkit.nics import pci_port_addresses
-from perfkit.kinds import DpdkFlows, DpdkReflect
-from perfkit.spec import cpu_list, size_pattern
 
 NAME = "dpdk"
-# The counter groups (perfkit.stats.GROUPS) DPDK flows and reflectors write: no TCP state, sockets or HTTP.
-COUNTER_GROUPS = ("traffic", "seq", "latency", "probe", "nic", "cpu")
 
 
-def counter_groups(spec) -> tuple[str, ...]:
-    return COUNTER_GROUPS
+def cpu_list(cpus) -> str:
+    """CPU numbers as taskset and EAL write them: 0,1,3."""
+    return ",".join(str(c) for c in sorted(cpus))
 
 
 LOG_LEVELS = {"emergency": 1, "alert": 2, "critical": 3, "error": 4, "warning": 5,
@@ -258,13 +266,44 @@ def _open(ports: list, dev: str, ip: str, netns, queues: int = 1):
     from perfkit import _dpdk
     port = _dpdk.Port(dev, netns=netns, ip=ip, queues=queues)
     ports.append(port)
+    say_setup(port)
     return port
 
 
-def _split(total: int, parts: int, k: int) -> tuple[int, int]:
-    """(first, count) of part k when total is cut into parts near-equal pieces."""
-    first = total * k // parts
-    return first, total * (k + 1) // parts - first
+_verbose = 0              # perfkit flows/reflect/dperf -v: each port's setup said when it opens
+_say_to = None            # None: stderr, so --json rows on stdout stay JSON lines
+
+
+def set_verbose(level: int, stream=None) -> None:
+    """Say each DPDK port's setup (setup_line) when it opens, from now on (0: not)."""
+    global _verbose, _say_to
+    _verbose = int(level)
+    _say_to = stream
+
+
+def setup_line(dev: str, s: dict) -> str:
+    """A port's setup (Port.setup) in one line: what the device reports and what was chosen."""
+    off = s["offloads"]
+    by = lambda keys: ", ".join(f"{k.split('_', 1)[1]} {off[k]}" for k in keys)  # noqa: E731
+    rss = (f"RSS on ({s['rss_key']} key)" if s["rss"] else "RSS off")
+    lo, hi, al = s["rx_desc_lim"]
+    tlo, thi, tal = s["tx_desc_lim"]
+    return (f"port {dev}: driver {s['driver']}, {s['queues']} queue(s) of {s['max_rx_queues']}, {rss}; "
+            f"rx {by(('rx_ipv4_cksum', 'rx_udp_cksum', 'rx_tcp_cksum'))}; "
+            f"tx {by(('tx_ipv4_cksum', 'tx_udp_cksum', 'tx_tcp_cksum', 'tx_tcp_tso'))}; "
+            f"MTU {s['mtu']}" + (f" (asked {s['mtu_asked']})" if s["mtu_asked"] else "") +
+            f", max_rx_pktlen {s['max_rx_pktlen']}; descriptors rx {s['rx_desc']} ({lo}..{hi} by {al}), "
+            f"tx {s['tx_desc']} ({tlo}..{thi} by {tal})")
+
+
+def say_setup(port) -> None:
+    if _verbose:
+        print(setup_line(port.dev, port.setup), file=_say_to or sys.stderr, flush=True)
+
+
+def run_environment(handle) -> dict:
+    """What a run records beside its environment: each port's setup (Port.setup), by its string."""
+    return {"ports": [{"dev": p.dev, **p.setup} for p in getattr(handle, "port_list", ())]}
 
 
 MEMIF_WAIT_S = 5.0        # a generator's memif link must be up this soon (it takes ~10 ms here)
@@ -298,72 +337,20 @@ def _wait_memif(ports) -> None:
             time.sleep(0.01)
 
 
-def plan(spec) -> tuple[list[tuple[str, str]], list[dict]]:
-    """The ports ((dev, ip)) and workers a spec runs on: receiving workers first.
-    With cores N, every port has N queues and each side N workers, one per queue;
-    generator k sends flows k*F/N .. (k+1)*F/N - 1 at rate/N."""
-    n = getattr(spec, "cores", 1)
-    if isinstance(spec, DpdkFlows):
-        gens = []
-        for k in range(n):
-            first, count = _split(spec.flows, n, k)
-            gens.append({
-                "role": "dpdk_send", "port": 0, "queue": k, "peer": -1, "track": spec.mode == "reverse",
-                "size": spec.size, "flows": count, "flow_first": first, "burst": spec.burst,
-                "rate": spec.messages_per_second / n, "duration": spec.duration,
-                "dst_mac": spec.dst_mac, "dst_ip": spec.peer_ip, "sport": spec.sport, "dport": spec.dport,
-                "src_ips": spec.src_ips, "dst_ips": spec.dst_ips, "sports": spec.sports, "dports": spec.dports,
-                "sizes": size_pattern(spec.sizes) if spec.sizes else None,
-                "rate_end": spec.ramp_end_per_second / n, "ramp": spec.ramp_time or 0.0,
-                "probe_rate": spec.probe_rate.value / n if spec.probe_rate else 0.0,
-                "probe_size": spec.probe_size})
-        if spec.peer is None:
-            if spec.dst_mac is None and spec.port.startswith("net_null"):
-                for g in gens:
-                    g["dst_mac"] = "ff:ff:ff:ff:ff:ff"  # nobody there to answer ARP
-            return [(spec.port, spec.ip)], gens
-        if spec.bidirectional:
-            # both ports generate (and receive: track 2); the peer's generators send from
-            # peer_ip to ip, their own address ranges swapped
-            back = [{**g, "port": 1, "track": 2, "dst_ip": spec.ip, "dst_ips": spec.src_ips,
-                     "src_ips": spec.dst_ips, "peer": n + k} for k, g in enumerate(gens)]
-            return [(spec.port, spec.ip), (spec.peer, spec.peer_ip)], back + [
-                {**g, "track": 2, "peer": k} for k, g in enumerate(gens)]
-        far = [{"role": "dpdk_recv" if spec.mode == "rxonly" else "dpdk_reflect", "port": 1, "queue": k,
-                "flows": spec.flows, "burst": spec.burst, "duration": spec.duration,
-                "dst_ips": spec.dst_ips} for k in range(n)]
-        return [(spec.port, spec.ip), (spec.peer, spec.peer_ip)], far + [{**g, "peer": k}
-                                                                          for k, g in enumerate(gens)]
-    if isinstance(spec, DpdkReflect) and spec.mode == "forward":
-        # no addresses: a forwarder is a wire. cores 1: one thread polls both ports (worker 0
-        # runs worker 1); 2N: one thread per direction and queue, N queues per port
-        queues = max(1, spec.cores // 2)
-        ways = ((0, 1, spec.peer_dst_mac), (1, 0, spec.dst_mac))   # (rx port, out port, next hop)
-        workers = [{"role": "dpdk_forward", "port": rx, "out": out, "queue": q, "burst": spec.burst,
-                    "duration": spec.duration, "dst_mac": mac, "with_worker": 1 if spec.cores == 1 and rx == 0 else -1}
-                   for rx, out, mac in ways for q in range(queues)]
-        return [(spec.port, None), (spec.peer, None)], workers
-    if isinstance(spec, DpdkReflect):
-        return [(spec.port, spec.ip)], [{"role": "dpdk_recv" if spec.mode == "rxonly" else "dpdk_reflect",
-                                         "port": 0, "queue": k, "flows": spec.flows, "burst": spec.burst,
-                                         "duration": spec.duration, "dst_ips": spec.ips} for k in range(n)]
-    raise ValueError(f"engine: dpdk runs DpdkFlows and DpdkReflect specs, not {type(spec).__name__}")
-
-
-def build(spec) -> EngineHandle:
-    """Open the spec's ports and make its engine (not started). The handle closes
-    the ports when it is closed."""
-    port_plan, workers = plan(spec)
+def build(plan) -> EngineHandle:
+    """Open the plan's ports and make its engine (not started); a spec is made into its
+    kind's plan. The handle closes the ports when it is closed."""
+    plan = as_plan(plan)
+    if plan.get("engine") != NAME:
+        raise ValueError(f"engine: dpdk runs DpdkFlows and DpdkReflect specs, not {plan.get('spec')}")
+    port_plan, workers = plan["ports"], [dict(w) for w in plan["workers"]]
     eal([dev for dev, _ in port_plan])
     from perfkit import _dpdk
     ports: list = []
     try:
-        queues = getattr(spec, "cores", 1)
-        if getattr(spec, "mode", None) == "forward":
-            queues = max(1, queues // 2)
         for dev, ip in port_plan:
-            _open(ports, dev, ip, spec.netns, queues)
-        if isinstance(spec, DpdkFlows):
+            _open(ports, dev, ip, plan["netns"], plan["queues"])
+        if plan["wait_memif"]:
             _wait_memif(ports)
         for i, w in enumerate(workers):
             w["cpu"] = _cpu(i)

@@ -1,26 +1,28 @@
-"""perfkit's TCP over DPDK (issue 6): DpdkHttpServer and DpdkHttpClient specs.
+"""perfkit's TCP over DPDK (dperf's job): builds an HTTP server or client from a plan.
 
-    perfkit.Run(DpdkHttpServer(port="ring:t:1", ...))   # engine "dpdk_tcp"
+    handle = build(plan)      # the plan: perfkit.kinds.dpdk_tcp.plan(spec)
 
 The same process-wide EAL, mbuf pool and ports as the dpdk engine
-(perfkit.engines.dpdk: configure() its EalOptions); one worker thread per queue
-(spec.queues), which own the port while they run (the port is closed when the run
-ends). Workers share nothing: each has its own socket table, counters and, on the
-client, its slice of the client port range and its share of cps and cc.
+(perfkit.engines.dpdk: configure() its EalOptions). One worker thread per (port, queue),
+which own the ports while they run (the ports are closed when the run ends). Workers
+share nothing: each has its own socket table and counters.
+
+The plan's keys (plain data):
+    engine      "dpdk_tcp"
+    ports       [{dev, netns, ip, queues}]: the ports to open, in order (dev: a vdev, a
+                ring:NAME:0|1 end, a PCI address or a bond; ip: the IPv4 address the port
+                answers for before the workers run, or None)
+    workers     [dict]: one _dpdk.TcpEngine worker configuration each (TCP_WORKER_KEYS),
+                with "port" (its index in ports) and "queue"; a port's queues in order
+    wait_link   True: wait for a memif port's link before the workers start (a client
+                opens connections at once)
 """
 from __future__ import annotations
 
 from perfkit.engines import dpdk
 from perfkit.engines.handle import EngineHandle
-from perfkit.kinds import DpdkHttpClient, DpdkHttpServer
 
 NAME = "dpdk_tcp"
-# The counter groups (perfkit.stats.GROUPS) the TCP worker writes, client and server alike.
-COUNTER_GROUPS = ("traffic", "tcp", "sock", "http", "latency", "nic", "cpu")
-
-
-def counter_groups(spec) -> tuple[str, ...]:
-    return COUNTER_GROUPS
 
 
 def status() -> dict:
@@ -28,73 +30,40 @@ def status() -> dict:
     if not st["available"]:
         return st
     return {"available": True, "detail": st["detail"].split(":")[0] +
-            ": HTTP server and client over perfkit's TCP on vdev ports and ring:NAME:0|1 pairs"}
+            ": HTTP server and client over perfkit's TCP on vdev, PCI and bond ports and ring:NAME:0|1 "
+            "pairs, several ports and queues"}
 
 
-def config(spec) -> dict:
-    """The worker's settings for _dpdk.TcpEngine."""
-    common = {"ip": spec.ip, "clients": [tuple(r) for r in spec.clients], "listen": spec.listen,
-              "listen_num": spec.listen_num, "mss": spec.mss, "tos": spec.tos, "vlan": spec.vlan,
-              "tcp_rst": spec.tcp_rst, "rto": spec.retransmit_timeout, "retries": spec.retries,
-              "burst": spec.burst, "duration": spec.duration}
-    if isinstance(spec, DpdkHttpServer):
-        return {**common, "role": "server", "msg": spec.response_bytes(), "keepalive": spec.keepalive}
-    if isinstance(spec, DpdkHttpClient):
-        return {**common, "role": "client", "server_ip": spec.server, "gateway_ip": spec.gateway,
-                "gateway_mac": spec.gateway_mac, "lport_range": tuple(spec.lport_range),
-                "msg": spec.request_bytes(), "cps": float(spec.cps), "cc": int(spec.cc),
-                "ka_interval": spec.keepalive, "ka_requests": spec.keepalive_requests,
-                "launch_num": spec.launch_num, "slow_start": spec.slow_start, "wait": spec.wait,
-                "fast_close": spec.fast_close, "flood": spec.flood}
-    raise ValueError(f"engine: dpdk_tcp runs DpdkHttpServer and DpdkHttpClient specs, "
-                     f"not {type(spec).__name__}")
-
-
-def _split(lo: int, n: int, parts: int, k: int) -> tuple[int, int]:
-    """(first, count) of slice k when lo .. lo + n - 1 is cut into parts near-equal slices."""
-    base, extra = divmod(n, parts)
-    return lo + k * base + min(k, extra), base + (1 if k < extra else 0)
-
-
-def workers(spec) -> list[dict]:
-    """One config per queue: the client's ports, cps and cc cut into spec.queues shares."""
-    cfg = config(spec)
-    q = spec.queues
-    if q == 1:
-        return [cfg]
-    out = []
-    for k in range(q):
-        w = dict(cfg)
-        if isinstance(spec, DpdkHttpClient):
-            lo, hi = spec.lport_range
-            first, n = _split(lo, hi - lo + 1, q, k)
-            w["lport_range"] = (first, first + n - 1)
-            w["cps"] = float(spec.cps) / q
-            if spec.cc:
-                w["cc"] = _split(0, int(spec.cc), q, k)[1]
-        out.append(w)
-    return out
-
-
-def build(spec) -> EngineHandle:
-    """Open the spec's port and make its TCP worker (not started); closing the
-    handle closes the port."""
-    cfgs = workers(spec)
-    dpdk.eal([spec.port])
+def build(plan) -> EngineHandle:
+    """Open the plan's ports and make their TCP workers (not started); closing the handle
+    closes the ports. A spec is taken through its own plan() while callers still pass one."""
+    if not isinstance(plan, dict):
+        plan = plan.plan()
+    if plan.get("engine") != NAME:
+        raise ValueError(f"engine: a plan for {plan.get('engine')!r}, not {NAME}")
+    specs = plan["ports"]
+    dpdk.eal([p["dev"] for p in specs])
     from perfkit import _dpdk  # the DPDK extension is built only where DPDK is installed
-    port = _dpdk.Port(spec.port, netns=spec.netns, ip=spec.ip if ":" not in spec.ip else None,  # the TCP worker answers ND
-                      queues=spec.queues)
+    ports = []
     try:
-        if port.queues != spec.queues:
-            raise ValueError(f"queues: port {spec.port} took {port.queues} queues, not {spec.queues}")
-        if isinstance(spec, DpdkHttpClient):
-            dpdk._wait_memif([port])    # a client opens connections at once: the link first
-        for k, w in enumerate(cfgs):
-            w["cpu"] = dpdk._cpu(k)
-        return _dpdk.TcpEngine(port, cfgs if spec.queues > 1 else cfgs[0], own_ports=True)
+        for p in specs:
+            port = _dpdk.Port(p["dev"], netns=p["netns"], ip=p["ip"], queues=p["queues"])
+            ports.append(port)
+            dpdk.say_setup(port)
+            if port.queues != p["queues"]:
+                raise ValueError(f"queues: port {p['dev']} took {port.queues} queues, not {p['queues']}")
+        if plan.get("wait_link"):
+            dpdk._wait_memif(ports)
+        workers = [dict(w, cpu=dpdk._cpu(k)) for k, w in enumerate(plan["workers"])]
+        return _dpdk.TcpEngine(ports if len(ports) > 1 else ports[0],
+                               workers if len(workers) > 1 else workers[0], own_ports=True)
     except BaseException:
-        port.close()
+        for port in reversed(ports):
+            port.close()
         raise
+
+
+run_environment = dpdk.run_environment   # the port's setup, recorded with the run
 
 
 def detail() -> dict:

@@ -31,21 +31,24 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import json
 import os
+import select
 import socket
 import struct
 import time
 
 from perfkit import sandbox
 from perfkit.errors import EngineError
-from perfkit.spec import CONTROL_TIMEOUT_S, WAIT_SERVER_S, check_cpu_here
 from perfkit.stats import COUNTER_NAMES, COUNTERS, Histogram
 
 PROTOCOL = 2
 DEFAULT_PORT = 19800
 MAX_MESSAGE = 1 << 20
 MAX_DEPTH = 16          # nesting of a message's JSON: ours go 4 deep
+WAIT_SERVER_S = 5.0        # a server not listening yet is tried this long (qperf's -ws default)
+CONTROL_TIMEOUT_S = 30.0   # a control request's answer, and a server's wait for its client, this long
 # the far end of each test: (role, protocol)
 SERVER_ROLE = {"udp_bw": ("udp_recv", "tcp"), "udp_lat": ("udp_reflect", "tcp"),
                "tcp_bw": ("tcp_recv", "tcp"), "tcp_lat": ("tcp_pong", "tcp"),
@@ -57,22 +60,24 @@ WAIT_SERVER_RETRY_S = 0.1    # a server not listening yet (-ws) is tried this of
 FLIP_POLL_S = 0.1      # flipped UDP tests: how often the client asks whether the server's sender is done
 
 
-def end_worker(spec, sends: bool, local_ip: str, cpu, sock_buf, remote=None, port: int = 0) -> dict:
+def end_worker(end: dict, sends: bool, local_ip: str, cpu, sock_buf, busy_poll: bool, remote=None,
+               port: int = 0) -> dict:
     """The worker of one end of a remote test, on either host: the sending (pinging) end,
     or the receiving (answering) end, which outlives the test by SERVER_MARGIN_S. Flipped
     (qperf's -f1), the server sends; a stream's server end still accepts, the client connects.
-    port: where this end's socket binds (the data port, qperf's -ip), 0 = any."""
-    recv_role, proto = SERVER_ROLE[spec.test]
+    end: the test's fields both ends share (perfkit.kinds.qperf.end_fields: test, duration,
+    rate, count, batch, gso, size, flows, flip, access_recv); busy_poll: whether this end
+    spins on its socket; port: where this end's socket binds (the data port, qperf's -ip), 0 = any."""
+    recv_role, proto = SERVER_ROLE[end["test"]]
     if sends:
-        w = {"role": CLIENT_ROLE[spec.test], "duration": spec.duration, "rate": spec.messages_per_second,
-             "count": spec.messages, "batch": spec.batch, "gso": spec.gso}
+        w = {"role": CLIENT_ROLE[end["test"]], "duration": end["duration"], "rate": end["rate"],
+             "count": end["count"], "batch": end["batch"], "gso": end["gso"]}
     else:
-        w = {"role": recv_role, "duration": spec.duration + SERVER_MARGIN_S,
-             "batch": spec.batch if recv_role == "udp_recv" else 1}
-    w.update({"local": (local_ip, port), "size": spec.size, "flows": spec.flows,
-              "busy_poll": spec.polls(not sends, cpu, local_ip),
-              "proto": proto, "cpu": cpu, "sock_buf": sock_buf, "flip": spec.flip,
-              "access_recv": spec.access_recv})
+        w = {"role": recv_role, "duration": end["duration"] + SERVER_MARGIN_S,
+             "batch": end["batch"] if recv_role == "udp_recv" else 1}
+    w.update({"local": (local_ip, port), "size": end["size"], "flows": end["flows"], "busy_poll": busy_poll,
+              "proto": proto, "cpu": cpu, "sock_buf": sock_buf, "flip": end["flip"],
+              "access_recv": end["access_recv"]})
     if remote is not None:
         w["remote"] = remote
     return w
@@ -220,67 +225,81 @@ class Control:
             raise EngineError(f"server: {printable(reply.get('error'))}")
         return reply
 
+    def peer_gone(self) -> bool:
+        """Has the server closed the control connection (it stopped or died)? Without waiting:
+        the server never speaks unasked, so a readable connection between requests is its end."""
+        if self.broken:
+            return True
+        try:
+            if not select.select([self.sock], [], [], 0)[0]:
+                return False
+            return self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:
+            return True
+
     def close(self) -> None:
         self.sock.close()
 
 
 class RemoteHandle:
     """An engine handle for perfkit.Run whose far end is a perfkit server: the local C
-    worker sends and the server's receives (flipped, the other way); snapshots hold both."""
+    worker sends and the server's receives (flipped, the other way); snapshots hold both.
 
-    def __init__(self, spec):
+    plan (perfkit.kinds.qperf.remote_plan): host, port, token, wait_server, loc_timeout
+    (the control connection); keepalive_s (a message at least this often); cpu, sock_buf
+    (this host's worker); polls ({"loopback": .., "other": ..}: whether this host's worker
+    spins, by whether the control connection's local address is loopback); end (the
+    fields both ends share, end_worker's); prepare (the prepare request, but the port)."""
+
+    def __init__(self, plan: dict):
         from perfkit._sock import SockEngine  # the native engine may be missing from a broken build
-        if spec.test.startswith("sctp") and (why := sctp_unavailable()):
-            raise ValueError(f"test: {spec.test} cannot run here: {why}")
-        loc_cpu = check_cpu_here(spec.loc_cpu_affinity, "loc_cpu_affinity")
-        self.flip = spec.flip
-        self.ctl = Control(spec.host, spec.port, spec.token, spec.wait_server, spec.loc_timeout)
-        self.keepalive_s = spec.rem_timeout / 3   # a message at least this often: the server waits rem_timeout
+        end, want = plan["end"], plan["prepare"]
+        test, flip = end["test"], end["flip"]
+        if test.startswith("sctp") and (why := sctp_unavailable()):
+            raise ValueError(f"test: {test} cannot run here: {why}")
+        loc_cpu = plan["cpu"]
+        self.flip = flip
+        self.ctl = Control(plan["host"], plan["port"], plan["token"], plan["wait_server"], plan["loc_timeout"])
+        self.keepalive_s = plan["keepalive_s"]   # a message at least this often: the server waits rem_timeout
         self.local = None
         try:
             local_ip = self.ctl.sock.getsockname()[0]
+            polls = plan["polls"]["loopback" if ipaddress.ip_address(local_ip).is_loopback else "other"]
             if self.ctl.remote_counters != list(COUNTER_NAMES):   # its counters would be read as others
                 raise EngineError(f"the server's perfkit ({self.ctl.remote_env.get('perfkit')}) counts other "
                                   "things than this one: run the same perfkit build on both hosts")
-            udp_flip = spec.flip and spec.test.startswith("udp")
+            udp_flip = flip and test.startswith("udp")
             if udp_flip:   # bound first: the server sends to its port
-                self.local = SockEngine([end_worker(spec, False, local_ip, loc_cpu, spec.loc_sock_buf_size,
-                                                    port=spec.ip_port)])
-            # whether the far end polls is decided here, where both ends' CPUs are known (a
-            # latency test's two ends on one CPU must not spin): the server answers on spec.host
-            far_polls = spec.polls(not spec.flip, spec.rem_cpu_affinity, spec.host)
-            ready = self.ctl.request("prepare", test=spec.test, size=spec.size, flows=spec.flows,
-                                     duration=spec.duration, batch=spec.batch, gso=spec.gso,
-                                     busy_poll=far_polls, cpu=spec.rem_cpu_affinity,
-                                     sock_buf=spec.rem_sock_buf_size, flip=spec.flip,
-                                     rate=spec.messages_per_second or None, messages=spec.messages,
-                                     port=self.local.bound_port(0) if udp_flip else None, ip_port=spec.ip_port,
-                                     access_recv=spec.access_recv, timeout=spec.rem_timeout)
+                self.local = SockEngine([end_worker(end, False, local_ip, loc_cpu, plan["sock_buf"], polls,
+                                                    port=want["ip_port"])])
+            ready = self.ctl.request("prepare", **want, port=self.local.bound_port(0) if udp_flip else None)
             older = f"(perfkit {self.ctl.remote_env.get('perfkit')} there is older than"
-            if ready.get("cpu") != spec.rem_cpu_affinity:   # a server from before -rca ignores it
+            if ready.get("cpu") != want["cpu"]:   # a server from before -rca ignores it
                 raise EngineError(f"rem_cpu_affinity: the server did not pin its worker to CPU "
-                                  f"{spec.rem_cpu_affinity} {older} -rca)")
-            if ready.get("sock_buf") != spec.rem_sock_buf_size:   # likewise before -rsb
+                                  f"{want['cpu']} {older} -rca)")
+            if ready.get("sock_buf") != want["sock_buf"]:   # likewise before -rsb
                 raise EngineError(f"rem_sock_buf_size: the server did not set its socket buffers {older} -rsb)")
-            if bool(ready.get("flip")) != spec.flip:   # and before -f1
+            if bool(ready.get("flip")) != flip:   # and before -f1
                 raise EngineError(f"flip: the server does not send {older} -f1)")
-            if ready.get("ip_port", 0) != spec.ip_port:   # and before -ip
-                raise EngineError(f"ip_port: the server did not take data port {spec.ip_port} {older} -ip)")
-            if ready.get("access_recv", False) != spec.access_recv:   # and before -ar
+            if ready.get("ip_port", 0) != want["ip_port"]:   # and before -ip
+                raise EngineError(f"ip_port: the server did not take data port {want['ip_port']} {older} -ip)")
+            if ready.get("access_recv", False) != want["access_recv"]:   # and before -ar
                 raise EngineError(f"access_recv: the server does not read what it receives {older} -ar)")
-            if ready.get("timeout", CONTROL_TIMEOUT_S) != spec.rem_timeout:   # and before -rto
-                raise EngineError(f"rem_timeout: the server does not wait {spec.rem_timeout:g} s {older} -rto)")
+            if ready.get("timeout", CONTROL_TIMEOUT_S) != want["timeout"]:   # and before -rto
+                raise EngineError(f"rem_timeout: the server does not wait {want['timeout']:g} s {older} -rto)")
             if not udp_flip:
-                self.local = SockEngine([end_worker(spec, not spec.flip, local_ip, loc_cpu, spec.loc_sock_buf_size,
-                                                    remote=(spec.host, int(ready["port"])))])
+                self.local = SockEngine([end_worker(end, not flip, local_ip, loc_cpu, plan["sock_buf"], polls,
+                                                    remote=(plan["host"], int(ready["port"])))])
         except BaseException:
             if self.local is not None:
                 self.local.close()
             self.ctl.close()
             raise
-        recv_role = SERVER_ROLE[spec.test][0]
-        self.roles = ([recv_role, "remote_" + CLIENT_ROLE[spec.test]] if spec.flip
-                      else [CLIENT_ROLE[spec.test], "remote_" + recv_role])
+        recv_role = SERVER_ROLE[test][0]
+        self.roles = ([recv_role, "remote_" + CLIENT_ROLE[test]] if flip
+                      else [CLIENT_ROLE[test], "remote_" + recv_role])
         self._last_remote = [([0] * len(COUNTERS), [0] * len(Histogram.LOWER))]
         self._final = None
         self._error = None
@@ -307,6 +326,11 @@ class RemoteHandle:
         client silent for rem_timeout (rows, which ask for its counters, may be further apart)."""
         if not self.local.running():
             return False
+        if self.ctl.peer_gone():   # a UDP sender would not notice: it stops now, its counts kept
+            self._error = self._error or "the server closed the control connection during the test (it stopped or died)"
+            self._sender_done = True
+            self.local.stop()
+            return self.local.running() > 0
         now = time.monotonic()
         flip_due = self.flip and not self._sender_done and now - self._asked_at >= FLIP_POLL_S
         if flip_due or now - self.ctl.last_request >= self.keepalive_s:

@@ -2,7 +2,10 @@
 the engine that runs it when none is named (ENGINE), its dashboard charts (LAYOUT: a name in
 perfkit.ui.charts.LAYOUTS, or one of the kind's own LAYOUTS), its panel tasks (TASKS) and the
 panel rows beyond its fields (PANEL_ROWS), the dashboard title's parts (TITLE, or the first
-part only: TITLE_HEAD); and a kind may add figures to a run's summary (summary_extra).
+part only: TITLE_HEAD); and a kind may add figures to a run's summary (summary_extra; from the
+counter totals, in summarize's order: SUMMARY). A kind turns a spec into its engine's plan
+(plan(spec): plain data, perfkit.engines.handle) and says which counter groups its runs write
+(COUNTER_GROUPS, or counter_groups(spec)).
 
 KINDS is the registry: a new kind is one new module here plus one line in KINDS. The faces
 (run, charts, panel, stats, CLI) ask kind_of(spec) instead of testing spec classes.
@@ -10,6 +13,7 @@ KINDS is the registry: a new kind is one new module here plus one line in KINDS.
 from __future__ import annotations
 
 from perfkit import dperf, spec
+from perfkit.engines.handle import set_planner
 from perfkit.kinds import dpdk_tcp, dpdk_udp, http, qperf, reflect
 from perfkit.kinds.dpdk_tcp import DpdkHttpClient, DpdkHttpServer
 from perfkit.kinds.dpdk_udp import DpdkFlows, DpdkReflect
@@ -63,6 +67,36 @@ def summary_extra(spec_obj, handle, roles) -> dict:
     return extra(spec_obj, handle, roles) if extra is not None else {}
 
 
+def plan(spec_obj, engine: str | None = None) -> dict | None:
+    """The plain plan spec's kind makes for its engine (the kind's plan(spec): the engine's
+    build() reads it); None for a kind that makes none yet, for anything that is not a spec,
+    or for a plan of another engine than engine (that engine then refuses the spec itself)."""
+    try:
+        make = getattr(kind_of(spec_obj), "plan", None)
+    except ValueError:
+        return None
+    out = make(spec_obj) if make is not None else None
+    return out if out is None or engine is None or out.get("engine") == engine else None
+
+
+def counter_groups(spec_obj) -> tuple[str, ...] | None:
+    """The counter groups (perfkit.stats.GROUPS) a spec's run writes, as its kind declares
+    them (COUNTER_GROUPS, or counter_groups(spec)); None where the kind does not say."""
+    try:
+        kind = kind_of(spec_obj)
+    except ValueError:
+        return None
+    fn = getattr(kind, "counter_groups", None)
+    groups = fn(spec_obj) if fn is not None else getattr(kind, "COUNTER_GROUPS", None)
+    return tuple(groups) if groups is not None else None
+
+
+def summary_figures(spec_obj):
+    """The kind's figures from a run's counter totals (its SUMMARY, by spec class:
+    fn(totals, summary) -> dict, which perfkit.stats.summarize places after latency), or None."""
+    return lookup(spec_obj, "SUMMARY")
+
+
 def from_dict(d: dict):
     """Any spec from its to_dict() form."""
     kind = d.get("kind", "LocalTest")
@@ -73,10 +107,14 @@ def from_dict(d: dict):
 
 from_dperf = dperf.from_dperf
 
+# the engines take a spec too (scripts and tests build from one): they cannot import the kinds
+set_planner(plan)
+
 # perfkit.spec keeps every spec's name (README, notebooks and saved runs use them): spec.py
 # holds only the shared checks, which the kinds import, so the kinds give it the names
 for _name, _value in {**SPECS, "SPECS": SPECS, "from_dict": from_dict, "from_dperf": from_dperf}.items():
     setattr(spec, _name, _value)
 
 __all__ = ["KINDS", "SPECS", "DpdkFlows", "DpdkHttpClient", "DpdkHttpServer", "DpdkReflect", "HttpLoad", "HttpServe",
-           "LocalTest", "RemoteTest", "SocketReflect", "for_spec_class", "from_dict", "from_dperf", "kind_of", "lookup", "summary_extra"]
+           "LocalTest", "RemoteTest", "SocketReflect", "counter_groups", "for_spec_class", "from_dict", "from_dperf", "kind_of",
+           "lookup", "plan", "summary_extra", "summary_figures"]

@@ -10,11 +10,33 @@ from typing import ClassVar
 from perfkit.fields import SECONDS, check_declared, like, opt, whole_number
 from perfkit.kinds.dpdk_udp import DpdkFlows
 from perfkit.spec import (DPDK_MAX_BURST, DPDK_MAX_QUEUES, DPERF_HTTP_METHODS, DpdkSpec, IPV6_MAX_MSS, MAC,
-                          MAX_DURATION_S, TCP_MAX_CLIENT_RANGES, TCP_MAX_SEGMENTS, TCP_MAX_SOCKETS, check_bool,
-                          check_dest_ip, check_dpdk_port, check_lab_ip, check_netns)
+                          TCP_MAX_CLIENT_RANGES, TCP_MAX_SEGMENTS, check_bool, check_dest_ip, check_dpdk_port,
+                          check_netns)
+from perfkit import sandbox
 from perfkit.units import parse_duration, parse_size
 
 _int_in = whole_number   # value as an int in lo..hi, else ValueError naming the field
+
+TCP_MAX_DURATION_S = 365 * 86400   # dperf's duration has no limit; its files run 10d
+TCP_TABLE_MAX = 1 << 30            # PK_TCP_MAX_SOCKETS: one worker's socket table (64 B each, taken page by page)
+TCP_MAX_PORTS = 8                  # ports one run drives (dperf's several port lines)
+
+
+def check_own_ip(addr, field: str, version: int | None = None) -> str:
+    """A port's own address (or one it serves or connects from): any unicast IPv4 or IPv6
+    address; version: the family the other addresses have. The network guard
+    (perfkit.sandbox) keeps tests to their lab ranges."""
+    try:
+        ip = ipaddress.ip_address(str(addr).strip())
+    except ValueError:
+        raise ValueError(f"{field}: {addr!r} is not an IPv4 or IPv6 address") from None
+    if ip.is_loopback or ip.is_unspecified or ip.is_multicast or str(ip) == "255.255.255.255":
+        raise ValueError(f"{field}: {ip} is not a unicast address a DPDK port can own")
+    if version is not None and ip.version != version:
+        raise ValueError(f"{field}: {ip} is IPv{ip.version} but the port's address is IPv{version}: "
+                         "one family per run")
+    sandbox.check(ip, field)
+    return str(ip)
 
 
 def _client_ranges(value, field: str, version: int = 4) -> tuple:
@@ -31,7 +53,7 @@ def _client_ranges(value, field: str, version: int = 4) -> tuple:
             ip, n = item
         except (TypeError, ValueError):
             raise ValueError(f"{field}: {item!r} is not (address, count) or 'ADDRESS+COUNT'") from None
-        ip = check_lab_ip(ip, field, version)
+        ip = check_own_ip(ip, field, version)
         n = _int_in(n, field, 1, 254)
         last = int(ipaddress.ip_address(ip)) & 0xff
         if version == 6 and out and ipaddress.ip_address(ip).packed[:12] != ipaddress.ip_address(out[0][0]).packed[:12]:
@@ -51,8 +73,8 @@ def _check_tcp_common(self, put) -> None:
     put("netns", check_netns(self.netns))
     put("port", check_dpdk_port(self.port, "port", self.netns))
     duration = parse_duration(self.duration, "duration")
-    if not 0 < duration <= MAX_DURATION_S:
-        raise ValueError(f"duration: {self.duration!r} is out of range (above 0, at most 24h)")
+    if not 0 < duration <= TCP_MAX_DURATION_S:
+        raise ValueError(f"duration: {self.duration!r} is out of range (above 0, at most 365d)")
     put("duration", duration)
     put("listen_num", _int_in(self.listen_num, "listen_num", 1, 65536 - self.listen))
     put("vlan", _int_in(self.vlan, "vlan", 0, 4094))
@@ -98,7 +120,8 @@ class DpdkHttpServer(_IpVersion, DpdkSpec):
     listen: int = opt(
         80, help="TCP ports listen .. listen + listen_num - 1", unit="TCP port", lo=1, hi=65535)
     listen_num: int = opt(
-        1, help="TCP ports listen .. listen + listen_num - 1", unit="TCP ports", range_text="1..65536 - listen")
+        1, help="TCP ports listen .. listen + listen_num - 1", unit="TCP ports", range_text="1..65536 - listen",
+        advanced=True)
     clients: tuple = opt(
         (("198.18.0.1", 1),),
         help=('client address ranges served, ((first, count), ...) or "ADDR+COUNT"; sockets are an '
@@ -110,28 +133,41 @@ class DpdkHttpServer(_IpVersion, DpdkSpec):
     keepalive: bool = opt(
         False, help="False: FIN goes with the response (dperf's fast close); True: the client closes")
     duration: float | str = opt(
-        10.0, help="how long to serve", unit=SECONDS, range_text="above 0, at most 24h")
+        10.0, help="how long to serve", unit=SECONDS, range_text="above 0, at most 365d")
     mss: int = opt(
         1460, help="largest segment sent (the client's MSS option lowers it); IPv6: at most 1440", unit="bytes",
-        lo=536, hi=1460)
+        lo=536, hi=1460, advanced=True)
     tos: int = opt(
-        0, help="IPv4 TOS (IPv6 traffic class) of every packet", unit="IPv4 TOS byte", lo=0, hi=255)
+        0, help="IPv4 TOS (IPv6 traffic class) of every packet", unit="IPv4 TOS byte", lo=0, hi=255, advanced=True)
     vlan: int = opt(
-        0, help="802.1Q VLAN id of every frame (0: untagged); frames of other VLANs are not ours")
+        0, help="802.1Q VLAN id of every frame (0: untagged); frames of other VLANs are not ours", advanced=True)
     tcp_rst: bool = opt(
-        True, help="answer segments for no connection (and SYNs to other ports) with RST")
+        True, help="answer segments for no connection (and SYNs to other ports) with RST", advanced=True)
     retransmit_timeout: float | str = opt(
-        1.0, help="stop-and-wait: resend after this, give up after retries", unit=SECONDS, range_text="1ms..60s")
+        1.0, help="stop-and-wait: resend after this, give up after retries", unit=SECONDS, range_text="1ms..60s",
+        advanced=True)
     retries: int = opt(
-        3, help="stop-and-wait: resend after this, give up after retries", unit="retransmits", lo=0, hi=16)
-    burst: int = like(DpdkFlows, "burst")
+        3, help="stop-and-wait: resend after this, give up after retries", unit="retransmits", lo=0, hi=16,
+        advanced=True)
+    burst: int = like(DpdkFlows, "burst", advanced=True)
     netns: str | None = opt(
         None, help="the DPDK port (as DpdkFlows)", unit="/run/netns/NAME")
     queues: int = opt(
         1,
         help=("workers, one rx/tx queue pair each (dperf's several cpus on a port), each with its own"
               " socket table: a connection must come back on the queue it arrived on (memif and ring "
-              "pairs: queue q to q; NICs: RSS)"))
+              "pairs: queue q to q; NICs: RSS)"), advanced=True)
+    server: str | None = opt(
+        None, help=("the first address served; worker q of a port listens on server + q % server_num "
+                    "(dperf's server ADDRESS COUNT); default: ip"),
+        unit="IPv4 or IPv6 address; empty: ip", advanced=True)
+    server_num: int = opt(
+        1, help="server addresses from server on, one per worker (ARP and ping answered for each)",
+        unit="addresses", range_text="1..254, the last byte only varying", advanced=True)
+    more_ports: tuple = opt(
+        (), help=("further ports, each with queues workers of its own (dperf's several port lines): "
+                  "((port, ip, gateway, gateway_mac, clients, server, server_num), ...)"),
+        unit="one port a line", widget="area", advanced=True)
 
     test = "dpdk_http_server"
     messages_per_second = 0.0
@@ -139,7 +175,7 @@ class DpdkHttpServer(_IpVersion, DpdkSpec):
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
         _check_tcp_common(self, put)
-        put("ip", check_lab_ip(self.ip, "ip"))
+        put("ip", check_own_ip(self.ip, "ip"))
         _mss_family(self, put)
         put("clients", _client_ranges(self.clients, "clients", self.ip_version))
         if any(ip == self.ip for ip, _ in self.clients):
@@ -148,13 +184,23 @@ class DpdkHttpServer(_IpVersion, DpdkSpec):
         if self.payload_size + 128 > TCP_MAX_SEGMENTS * self.mss:
             raise ValueError(f"payload_size: {self.payload_size} B does not fit in {TCP_MAX_SEGMENTS} "
                              f"segments of mss {self.mss} with the headers")
-        if self.sockets > TCP_MAX_SOCKETS:
-            raise ValueError(f"clients: {self.sockets} sockets (addresses x 65536 ports x listen_num) "
-                             f"pass {TCP_MAX_SOCKETS}: use fewer addresses or listen ports")
+        put("server", check_own_ip(self.server or self.ip, "server", self.ip_version))
+        put("server_num", _server_range(self.server, self.server_num, "server_num"))
+        if any(_in_range(ip, 1, self.server, self.server_num) for ip, _ in self.clients):
+            raise ValueError(f"clients: a client range starts at one of the server addresses "
+                             f"{self.server}+{self.server_num}")
+        put("more_ports", _more_ports(self, True))
+        if self.sockets > TCP_TABLE_MAX:
+            raise ValueError(f"clients: {self.sockets} sockets a worker (addresses x 65536 ports x listen_num) "
+                             f"pass {TCP_TABLE_MAX}: use fewer addresses or listen ports")
 
     @property
     def sockets(self) -> int:
         return sum(n for _, n in self.clients) * 65536 * self.listen_num
+
+    def plan(self) -> dict:
+        """The engine's plan (perfkit.kinds.dpdk_tcp.plan)."""
+        return plan(self)
 
     def response_bytes(self) -> bytes:
         """The response every request gets."""
@@ -180,22 +226,23 @@ class DpdkHttpClient(_IpVersion, DpdkSpec):
         None,
         help=("the next hop whose MAC frames go to (ARP; IPv6: Neighbor Discovery); default: the "
               "server"),
-        unit="IPv4 address; empty: the server")
+        unit="IPv4 address; empty: the server", advanced=True)
     gateway_mac: str | None = opt(
-        None, help="skip ARP and use this MAC", unit="aa:bb:cc:dd:ee:ff; empty: ARP")
+        None, help="skip ARP and use this MAC", unit="aa:bb:cc:dd:ee:ff; empty: ARP", advanced=True)
     clients: tuple = opt(
         (("198.18.0.1", 1),), help="source address ranges ((first, count), ...); one range here",
         unit="ADDR+COUNT, ... (198.18.0.1+4)", widget="ranges")
     lport_range: tuple = opt(
-        (1024, 65535), help="(first, last) client TCP ports", unit="FIRST-LAST (1024-65535)", widget="pair")
+        (1024, 65535), help="(first, last) client TCP ports", unit="FIRST-LAST (1024-65535)", widget="pair",
+        advanced=True)
     server: str = opt(
         "198.18.0.2", help="where connections go", unit="IPv4 address")
     listen: int = opt(
         80, help="where connections go", unit="TCP port", lo=1, hi=65535)
     listen_num: int = opt(
-        1, help="where connections go", unit="TCP ports", range_text="1..65536 - listen")
+        1, help="where connections go", unit="TCP ports", range_text="1..65536 - listen", advanced=True)
     duration: float | str = opt(
-        10.0, help="how long to load", unit=SECONDS, range_text="above 0, at most 24h")
+        10.0, help="how long to load", unit=SECONDS, range_text="above 0, at most 365d")
     cps: float | str = opt(
         1000, help="new connections per second (target; launched in batches of launch_num)",
         unit="connections/s (1000, 2k, 1.5m)", range_text="above 0, at most 100M")
@@ -207,17 +254,17 @@ class DpdkHttpClient(_IpVersion, DpdkSpec):
         unit="seconds between requests; 0: one request per connection", range_text="0..1h")
     keepalive_requests: int = opt(
         0, help="requests per connection before it closes (0: until the end)", unit="requests; 0: until the end",
-        lo=0, hi=1073741824)
+        lo=0, hi=1073741824, advanced=True)
     launch_num: int = opt(
         4, help="connections opened together; cps is reached in launches of this many",
-        unit="connections per launch", lo=1, hi=DPDK_MAX_BURST)
+        unit="connections per launch", lo=1, hi=DPDK_MAX_BURST, advanced=True)
     slow_start: float | str = opt(
         0.0, help="seconds over which cps rises to its target; wait: seconds before starting", unit=SECONDS,
-        range_text="0..600s")
+        range_text="0..600s", advanced=True)
     wait: float | str = opt(
-        0.0, help="seconds before starting", unit=SECONDS, range_text="0..600s")
+        0.0, help="seconds before starting", unit=SECONDS, range_text="0..600s", advanced=True)
     http_host: str = opt(
-        "perfkit", help="the request (GET; POST carries payload_size bytes)", unit="Host header")
+        "perfkit", help="the request (GET; POST carries payload_size bytes)", unit="Host header", advanced=True)
     http_path: str = opt(
         "/", help="the request (GET; POST carries payload_size bytes)", unit="/PATH")
     http_method: str = opt(
@@ -227,31 +274,40 @@ class DpdkHttpClient(_IpVersion, DpdkSpec):
         0, help="POST body bytes", unit="POST body bytes", lo=0, hi=1 << 20,
         check=False)   # a size with units: _check_tcp_common
     fast_close: bool = opt(
-        False, help="close with RST instead of FIN")
-    mss: int = like(DpdkHttpServer, "mss")
-    tos: int = like(DpdkHttpServer, "tos")
-    vlan: int = like(DpdkHttpServer, "vlan")
-    tcp_rst: bool = like(DpdkHttpServer, "tcp_rst")
-    retransmit_timeout: float | str = like(DpdkHttpServer, "retransmit_timeout")
-    retries: int = like(DpdkHttpServer, "retries")
-    burst: int = like(DpdkHttpServer, "burst")
+        False, help="close with RST instead of FIN", advanced=True)
+    mss: int = like(DpdkHttpServer, "mss", advanced=True)
+    tos: int = like(DpdkHttpServer, "tos", advanced=True)
+    vlan: int = like(DpdkHttpServer, "vlan", advanced=True)
+    tcp_rst: bool = like(DpdkHttpServer, "tcp_rst", advanced=True)
+    retransmit_timeout: float | str = like(DpdkHttpServer, "retransmit_timeout", advanced=True)
+    retries: int = like(DpdkHttpServer, "retries", advanced=True)
+    burst: int = like(DpdkHttpServer, "burst", advanced=True)
     netns: str | None = opt(
         None, help="the DPDK port", unit="/run/netns/NAME")
     flood: bool = opt(
         False,
         help=("SYN flood: only the first packet of each connection (a SYN at cps), no sockets kept; "
-              "SYN-ACKs that come back are answered with RST (tcp_rst)"))
+              "SYN-ACKs that come back are answered with RST (tcp_rst)"), advanced=True)
     queues: int = opt(
         1,
         help=("workers, one rx/tx queue pair each; worker k takes slice k of lport_range and "
-              "cps/queues, cc/queues (its own sockets: nothing shared between them)"))
+              "cps/queues, cc/queues (its own sockets: nothing shared between them)"), advanced=True)
+    server_num: int = opt(
+        1, help=("server addresses from server on: worker q of a port connects to server + q % server_num "
+                 "(dperf's server ADDRESS COUNT)"), unit="addresses", range_text="1..254, the last byte only varying",
+        advanced=True)
+    more_ports: tuple = like(DpdkHttpServer, "more_ports", advanced=True)
+    request_size: int = opt(
+        0, help=("pad the request to at least this many bytes with an X-Pad header (dperf's payload_size "
+                 "on a GET client: its requests are that long)"), unit="bytes; 0: no padding", lo=0, hi=1460,
+        advanced=True)
 
     test = "dpdk_http_client"
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
         _check_tcp_common(self, put)
-        put("ip", check_lab_ip(self.ip, "ip"))
+        put("ip", check_own_ip(self.ip, "ip"))
         _mss_family(self, put)
         put("server", check_dest_ip(self.server, "server", self.ip_version))
         put("gateway", check_dest_ip(self.gateway or self.server, "gateway", self.ip_version))
@@ -278,7 +334,7 @@ class DpdkHttpClient(_IpVersion, DpdkSpec):
             raise ValueError(f"cps: {self.cps!r} is out of range (above 0, at most 100M)")
         put("cps", cps)
         put("cc", int(_si_number(self.cc, "cc")))
-        if self.cc < 0 or self.cc > self.sockets:
+        if self.cc < 0 or (self.cc > self.sockets and not self.more_ports):
             raise ValueError(f"cc: {self.cc} is out of range 0..{self.sockets} (client addresses x "
                              "ports x listen ports)")
         ka = parse_duration(self.keepalive, "keepalive")
@@ -314,9 +370,17 @@ class DpdkHttpClient(_IpVersion, DpdkSpec):
                              f"(lport_range {lo}..{hi})")
         if self.cc and self.cc < self.queues:
             raise ValueError(f"cc: {self.cc} is below queues ({self.queues}): each worker holds its share")
-        if self.sockets > TCP_MAX_SOCKETS:
-            raise ValueError(f"clients: {self.sockets} sockets (addresses x lport_range x listen_num) "
-                             f"pass {TCP_MAX_SOCKETS}: use fewer addresses, ports or listen ports")
+        put("server_num", _server_range(self.server, self.server_num, "server_num"))
+        put("more_ports", _more_ports(self, False))
+        nworkers = self.queues * (1 + len(self.more_ports))
+        if self.cc and self.cc < nworkers:
+            raise ValueError(f"cc: {self.cc} is below the {nworkers} workers (ports x queues): each holds its share")
+        if self.cc > self.total_sockets:
+            raise ValueError(f"cc: {self.cc} is out of range 0..{self.total_sockets} (client addresses x "
+                             "ports x listen ports, over every port)")
+        if -(-self.sockets // self.queues) > TCP_TABLE_MAX:
+            raise ValueError(f"clients: {-(-self.sockets // self.queues)} sockets a worker (addresses x lport_range "
+                             f"x listen_num / queues) pass {TCP_TABLE_MAX}: use fewer addresses, ports or listen ports")
 
     @property
     def sockets(self) -> int:
@@ -324,8 +388,18 @@ class DpdkHttpClient(_IpVersion, DpdkSpec):
         return sum(n for _, n in self.clients) * (hi - lo + 1) * self.listen_num
 
     @property
+    def total_sockets(self) -> int:
+        """Client sockets over every port (cc's limit)."""
+        lo, hi = self.lport_range
+        return self.sockets + sum(sum(n for _, n in p[4]) for p in self.more_ports) * (hi - lo + 1) * self.listen_num
+
+    @property
     def messages_per_second(self) -> float:
         return float(self.cps)
+
+    def plan(self) -> dict:
+        """The engine's plan (perfkit.kinds.dpdk_tcp.plan)."""
+        return plan(self)
 
     def request_bytes(self) -> bytes:
         """The request every connection sends."""
@@ -333,7 +407,83 @@ class DpdkHttpClient(_IpVersion, DpdkSpec):
                "User-Agent: perfkit\r\nAccept: */*\r\n"
         if self.http_method == "POST":
             head += f"Content-Length: {self.payload_size}\r\n"
-        return (head + "\r\n").encode() + (b"x" * self.payload_size if self.http_method == "POST" else b"")
+        body = self.payload_size if self.http_method == "POST" else 0
+        pad = self.request_size - (len(head) + 2 + body)
+        if pad > 0:     # "X-Pad: " and its CRLF are 9 bytes: a shorter gap still gets the header
+            head += "X-Pad: " + "a" * max(1, pad - 9) + "\r\n"
+        return (head + "\r\n").encode() + b"x" * body
+
+
+def _in_range(ip: str, n: int, first: str, count: int) -> bool:
+    """Whether the ranges ip+n and first+count (same family) share an address."""
+    a, b = int(ipaddress.ip_address(ip)), int(ipaddress.ip_address(first))
+    return a < b + count and b < a + n
+
+
+def _server_range(first: str, n, field: str) -> int:
+    """server_num, checked: the addresses from first on differ in their last byte only (dperf's ranges)."""
+    n = _int_in(n, field, 1, 254)
+    ip = ipaddress.ip_address(first)
+    if (int(ip) & 0xff) + n - 1 > (254 if ip.version == 4 else 255):
+        raise ValueError(f"{field}: {first} + {n} addresses pass the last byte (only the last byte varies)")
+    return n
+
+
+PORT_ITEM = "(port, ip, gateway, gateway_mac, clients, server, server_num)"
+
+
+def _port_items(value) -> list:
+    """more_ports as a list of items; text takes one port a line: PORT IP GATEWAY [MAC] CLIENT+N SERVER+N."""
+    if not isinstance(value, str):
+        return list(value or ())
+    out = []
+    for line in value.splitlines():
+        words = line.split("#", 1)[0].split()
+        if not words or words == ["()"]:
+            continue
+        mac = words.pop(3) if len(words) == 6 else None
+        if len(words) != 5:
+            raise ValueError(f"more_ports: {line.strip()!r} is not PORT IP GATEWAY [MAC] CLIENT+N SERVER+N")
+        srv, _, n = words[4].partition("+")
+        out.append((words[0], words[1], words[2], mac, words[3], srv, n or 1))
+    return out
+
+
+def _more_ports(self, server: bool) -> tuple:
+    """The further ports, checked as the first one is: ((port, ip, gateway, gateway_mac, clients,
+    server, server_num), ...); a server takes spec.clients on every port (gateway and clients unused)."""
+    v = self.ip_version
+    out, devs, ips = [], {self.port}, {self.ip}
+    for k, item in enumerate(_port_items(self.more_ports)):
+        f = f"more_ports[{k}]"
+        try:
+            dev, ip, gw, mac, clients, srv, n = item
+        except (TypeError, ValueError):
+            raise ValueError(f"{f}: {item!r} is not {PORT_ITEM}") from None
+        dev = check_dpdk_port(dev, f, self.netns)
+        ip = check_own_ip(ip, f, v)
+        if dev in devs or ip in ips:
+            raise ValueError(f"{f}: port {dev} or address {ip} is another port's too")
+        devs.add(dev)
+        ips.add(ip)
+        if mac is not None:
+            if not MAC.fullmatch(str(mac)):
+                raise ValueError(f"{f}: {mac!r} is not a MAC address (aa:bb:cc:dd:ee:ff)")
+            mac = str(mac).lower()
+        if server:
+            srv = check_own_ip(srv or ip, f, v)
+            gw, clients = None, ()
+        else:
+            srv = check_dest_ip(srv, f, v)
+            gw = check_dest_ip(gw or srv, f, v)
+            clients = _client_ranges(clients, f, v)
+            if len(clients) != 1:
+                raise ValueError(f"{f}: the client takes one address range a port")
+        n = _server_range(srv, n, f)
+        out.append((dev, ip, gw, mac, clients, srv, n))
+    if len(out) + 1 > TCP_MAX_PORTS:
+        raise ValueError(f"more_ports: {len(out) + 1} ports: at most {TCP_MAX_PORTS}")
+    return tuple(out)
 
 
 def _si_number(value, field: str) -> float:
@@ -344,6 +494,79 @@ def _si_number(value, field: str) -> float:
     if not m:
         raise ValueError(f"{field}: cannot read {value!r} as a count (100, 2k, 1.5m)")
     return float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6}[m.group(2).lower()]
+
+
+def _share(lo: int, n: int, parts: int, k: int) -> tuple[int, int]:
+    """(first, count) of slice k when lo .. lo + n - 1 is cut into parts near-equal slices."""
+    base, extra = divmod(n, parts)
+    return lo + k * base + min(k, extra), base + (1 if k < extra else 0)
+
+
+SOCKET_BYTES = 64   # one socket of the C table (tsock): cc sockets stay in memory at once
+# the counter groups (perfkit.stats.GROUPS) the TCP workers write, client and server alike
+COUNTER_GROUPS = ("traffic", "tcp", "sock", "http", "latency", "nic", "cpu")
+
+
+def _mem_available() -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def plan(spec) -> dict:
+    """What the dpdk_tcp engine builds, as plain data: every port to open ({dev, netns, ip,
+    queues}) and one worker configuration per (port, queue) with its port index and queue
+    (dperf divides the cpus among the ports). A client's cps and cc are shared by every
+    worker, each takes its queue's slice of lport_range and connects to server + q %
+    server_num; a server's worker q listens on server + q % server_num and answers ARP and
+    ping for the port's address and every server address of the port."""
+    if not isinstance(spec, (DpdkHttpServer, DpdkHttpClient)):
+        raise ValueError(f"engine: dpdk_tcp runs DpdkHttpServer and DpdkHttpClient specs, "
+                         f"not {type(spec).__name__}")
+    server = isinstance(spec, DpdkHttpServer)
+    first = (spec.port, spec.ip, None if server else spec.gateway, None if server else spec.gateway_mac,
+             spec.clients, spec.server, spec.server_num)
+    ports = [first, *spec.more_ports]
+    q = spec.queues
+    nworkers = len(ports) * q
+    common = {"listen": spec.listen, "listen_num": spec.listen_num, "mss": spec.mss, "tos": spec.tos,
+              "vlan": spec.vlan, "tcp_rst": spec.tcp_rst, "rto": spec.retransmit_timeout, "retries": spec.retries,
+              "burst": spec.burst, "duration": spec.duration}
+    if server:
+        common.update(role="server", clients=[tuple(r) for r in spec.clients], msg=spec.response_bytes(),
+                      keepalive=spec.keepalive)
+    else:
+        if spec.cc and not spec.flood:
+            need, have = spec.cc * SOCKET_BYTES, _mem_available()
+            if have is not None and need > have:
+                raise ValueError(f"cc: {spec.cc:,} connections need {need / 1e9:.1f} GB of sockets "
+                                 f"({SOCKET_BYTES} B each) but this host has {have / 1e9:.1f} GB available")
+        common.update(role="client", msg=spec.request_bytes(), ka_interval=spec.keepalive,
+                      ka_requests=spec.keepalive_requests, launch_num=spec.launch_num, slow_start=spec.slow_start,
+                      wait=spec.wait, fast_close=spec.fast_close, flood=spec.flood, cps=float(spec.cps) / nworkers)
+    workers = []
+    for p, (dev, ip, gw, mac, clients, srv, n) in enumerate(ports):
+        for k in range(q):
+            w = dict(common, port=p, queue=k)
+            addr = str(ipaddress.ip_address(srv) + k % n)
+            if server:
+                w.update(ip=addr, own=[(ip, 1), (srv, n)])
+            else:
+                lo, hi = spec.lport_range
+                first_port, count = _share(lo, hi - lo + 1, q, k)
+                w.update(ip=ip, server_ip=addr, gateway_ip=gw, gateway_mac=mac,
+                         clients=[tuple(r) for r in clients], lport_range=(first_port, first_port + count - 1),
+                         cc=_share(0, int(spec.cc), nworkers, len(workers))[1] if spec.cc else 0)
+            workers.append(w)
+    return {"engine": "dpdk_tcp", "wait_link": not server,
+            "ports": [{"dev": dev, "netns": spec.netns, "ip": ip if ":" not in ip else None, "queues": q}
+                      for dev, ip, *_ in ports],
+            "workers": workers}
 
 
 # ------------------------------------------------------------------ the kind
@@ -358,3 +581,29 @@ TITLE = {DpdkHttpClient: lambda spec: (f"dpdk http client {spec.port} → {spec.
 LAYOUT = {DpdkHttpServer: "dpdk_tcp", DpdkHttpClient: "dpdk_tcp"}   # perfkit.ui.charts.LAYOUTS
 TASKS = {DpdkHttpServer: ("run",), DpdkHttpClient: ("run",)}             # the panel's tasks
 PANEL_ROWS = {DpdkHttpServer: ("dperf_conf",), DpdkHttpClient: ("dperf_conf",)}   # a dperf conf loader
+
+
+# ------------------------------------------------------------------ its command: perfkit dperf
+def _dperf_parser(sub) -> None:
+    dp = sub.add_parser("dperf", help="run dperf configuration files on perfkit's DPDK TCP")
+    dp.add_argument("-c", "--conf", required=True, action="append", metavar="FILE.conf",
+                    help="dperf's configuration file; give a server and a client conf to run both "
+                         "in this process (over a ring:NAME:0|1 pair)")
+    dp.add_argument("--netns", help="open the port in this network namespace (af_packet: a lab host's)")
+    dp.add_argument("--mem", default=512, help="EAL memory in MB (default 512)")
+    dp.add_argument("--hugepages", default="auto", help="auto, on or off (default auto)")
+    dp.add_argument("--cpus", help="pin the workers to these CPUs (the conf's cpu line is not used)")
+    dp.add_argument("--log-level", default="error", help="DPDK log level on stderr (default error)")
+    dp.add_argument("-v", "--verbose", action="store_true", help="say each port's setup as it opens")
+    dp.add_argument("--interval", default="1s", help="row interval (default 1s)")
+    dp.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
+    dp.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet (one conf)")
+
+
+def dperf_header(mode: str, path: str, spec) -> str:
+    """perfkit dperf's line for each conf as its run starts."""
+    return f"perfkit dperf: {mode} from {path} on {spec.port} ({spec.ip}) for {spec.duration:g} s (dpdk_tcp engine)"
+
+
+# command -> adds its parser to subparsers; its specs come from dperf's files (perfkit.dperf.load)
+CLI_PARSERS = {"dperf": _dperf_parser}

@@ -10,7 +10,7 @@ from perfkit.fields import SECONDS, check_declared, like, opt, whole_number
 from perfkit.spec import (DPDK_JUMBO_PORTS, DPDK_MAX_BURST, DPDK_MAX_FLOWS, DPDK_MAX_IPS, DPDK_MAX_QUEUES,
                           DPDK_MAX_SIZE, DPDK_MIN_SIZE, DPDK_MODES, DPDK_REFLECT_MODES, DPDK_RING, DPDK_STD_SIZE,
                           DpdkSpec, LAB_NETS, MAC, MAX_DURATION_S, MAX_RATE_PPS, check_dest_ip, check_dpdk_port, check_lab_ipv4,
-                          check_netns, parse_sizes, rate_limit)
+                          check_netns, parse_sizes, rate_limit, size_pattern)
 from perfkit.units import Rate, parse_duration, parse_rate, parse_size
 
 _int_in = whole_number   # value as an int in lo..hi, else ValueError naming the field
@@ -80,16 +80,16 @@ class DpdkFlows(DpdkSpec):
         help=("the destination MAC; None = the peer port's, else ARP for peer_ip (1 s; then "
               "broadcast)"),
         unit="aa:bb:cc:dd:ee:ff; empty: the peer port's, or ARP",
-        cli_help="destination MAC (default: the peer port's, or ARP)")
+        cli_help="destination MAC (default: the peer port's, or ARP)", advanced=True)
     sport: int = opt(
         10000, help="UDP ports", unit="UDP port", lo=1, hi=65535,
-        cli_help="first UDP source port (default 10000)")
+        cli_help="first UDP source port (default 10000)", advanced=True)
     dport: int = opt(
         9, help="UDP ports", unit="UDP port", lo=1, hi=65535,
-        cli_help="UDP destination port (default 9)")
+        cli_help="UDP destination port (default 9)", advanced=True)
     burst: int = opt(
         32, help="frames per rx/tx burst", unit="frames per burst", lo=1, hi=DPDK_MAX_BURST,
-        cli_help="frames per burst (default 32)")
+        cli_help="frames per burst (default 32)", advanced=True)
     netns: str | None = opt(
         None, help="open the ports inside this network namespace (af_packet, tap: a lab host's)",
         unit="/run/netns/NAME",
@@ -97,38 +97,38 @@ class DpdkFlows(DpdkSpec):
     src_ips: int = opt(
         1, help="source addresses ip .. ip + src_ips - 1 (default 1)", unit="addresses",
         range_text=f"1..{DPDK_MAX_IPS}",
-        cli_help="source addresses from --ip (default 1)")
+        cli_help="source addresses from --ip (default 1)", advanced=True)
     dst_ips: int = opt(
         1,
         help=("destination addresses peer_ip .. peer_ip + dst_ips - 1 (default 1; a reverse peer "
               "reflects for all of them)"),
         unit="addresses", range_text=f"1..{DPDK_MAX_IPS}",
-        cli_help="destination addresses from --peer-ip (default 1)")
+        cli_help="destination addresses from --peer-ip (default 1)", advanced=True)
     sports: int | None = opt(
         None, help="source ports sport .. sport + sports - 1 (default: as many as the flows need)",
         unit="ports; empty: as the flows need", range_text="1..65536 - sport",
-        cli_help="source ports from --sport (default: as many as --flows needs)")
+        cli_help="source ports from --sport (default: as many as --flows needs)", advanced=True)
     dports: int = opt(
         1,
         help=("destination ports dport .. dport + dports - 1 (default 1; more when the flows need "
               "more source ports than there are from sport)"),
         unit="ports", range_text="1..65536 - dport",
-        cli_help="destination ports from --dport (default 1)")
+        cli_help="destination ports from --dport (default 1)", advanced=True)
     sizes: tuple | str | None = opt(
         None,
         help=("a size mix instead: 'imix' (64:7,570:4,1518:1), '64,570,1518', '64:7,570:4,...', sent "
               "interleaved as one preallocated pattern; size becomes the mean (rounded)"),
         unit="imix, 64,570,1518 or 64:7,570:4 (size:weight)",
-        cli_help="a frame size mix instead of --size: imix, 64,570,1518 or 64:7,570:4,1518:1")
+        cli_help="a frame size mix instead of --size: imix, 64,570,1518 or 64:7,570:4,1518:1", advanced=True)
     ramp_to: Rate | str | float | None = opt(
         None,
         help=("with rate: the rate rises linearly from rate to ramp_to over ramp_time, then stays "
               "there; paced by the TSC"),
         unit="pps or bit/s; empty: no ramp",
-        cli_help="with --rate: the rate rises from --rate to this (1Mpps, 1Gbps)")
+        cli_help="with --rate: the rate rises from --rate to this (1Mpps, 1Gbps)", advanced=True)
     ramp_time: float | str | None = opt(
         None, help="how long the ramp from rate to ramp_to takes (default: the whole duration)", unit=SECONDS,
-        cli_help="how long the ramp takes (default: --duration)")
+        cli_help="how long the ramp takes (default: --duration)", advanced=True)
     cores: int = opt(
         1,
         help=("lcores (worker threads) per side, each with its own queue of the port(s), mempool "
@@ -136,21 +136,21 @@ class DpdkFlows(DpdkSpec):
               "fed by RSS where the PMD has it; a ring pair, net_ring and memif join tx queue q to rx"
               " queue q"),
         unit="lcores (worker threads) per side", range_text=f"1..{DPDK_MAX_QUEUES}, at most flows",
-        cli_help="lcores per side, one port queue each (default 1)")
+        cli_help="lcores per side, one port queue each (default 1)", advanced=True)
     probe_rate: Rate | str | float | None = opt(
         None,
         help=("a low-rate latency probe stream beside the load (100pps; None = none): probe frames "
               "are flagged in the payload and get their own histogram (summary: probe_lat_p50_us "
               "...); they count in the frames and the loss"),
-        cli_help="a latency probe stream beside the load: 100pps, 1kpps (default none)")
+        cli_help="a latency probe stream beside the load: 100pps, 1kpps (default none)", advanced=True)
     probe_size: int = opt(
         128, help="probe frame bytes, FCS counted (70..1518, default 128)",
-        cli_help="probe frame bytes with FCS (default 128)")
+        cli_help="probe frame bytes with FCS (default 128)", advanced=True)
     bidirectional: bool = opt(
         False,
         help=("with a peer port (mode rxonly): both ports send and receive, each the same flows and "
               "rate; loss and one-way latency counted at both ends"),
-        cli_help="with --peer: both ports send and receive")
+        cli_help="with --peer: both ports send and receive", advanced=True)
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
@@ -335,17 +335,17 @@ class DpdkReflect(DpdkSpec):
         1024, help="rxonly: flow ids tracked (0 .. flows - 1)", unit="flows", lo=1, hi=DPDK_MAX_FLOWS,
         short="-f",
         cli_help="rxonly: flow ids tracked (default 1024)")
-    burst: int = like(DpdkFlows, "burst")
+    burst: int = like(DpdkFlows, "burst", advanced=True)
     netns: str | None = like(DpdkFlows, "netns")
     ips: int = opt(
         1, help="reverse: reflect UDP for ip .. ip + ips - 1 (a generator's dst_ips)",
-        cli_help="reverse: reflect for this many addresses from --ip (default 1)")
+        cli_help="reverse: reflect for this many addresses from --ip (default 1)", advanced=True)
     cores: int = opt(
         1,
         help=("lcores, one queue of the port each (the generator's side needs as many). forward: 1 = "
               "one lcore for both directions; 2N = one lcore per direction and queue, N queues on "
               "each port"),
-        unit="lcores (worker threads) per side")
+        unit="lcores (worker threads) per side", advanced=True)
     peer: str | None = opt(
         None, help="forward: the second port",
         cli_help="forward: the second port (frames go from --port to --peer and back)")
@@ -354,10 +354,10 @@ class DpdkReflect(DpdkSpec):
         help=("forward: frames leaving port get this destination MAC and port's own MAC as source "
               "(the next hop's; None = untouched)"),
         unit="aa:bb:cc:dd:ee:ff; empty: the peer port's, or ARP",
-        cli_help="forward: the next hop's MAC for frames leaving --port (default: frames untouched)")
+        cli_help="forward: the next hop's MAC for frames leaving --port (default: frames untouched)", advanced=True)
     peer_dst_mac: str | None = opt(
         None, help="forward: the same for frames leaving peer",
-        cli_help="forward: the next hop's MAC for frames leaving --peer")
+        cli_help="forward: the next hop's MAC for frames leaving --peer", advanced=True)
 
     MODES: ClassVar[tuple] = DPDK_REFLECT_MODES
 
@@ -416,9 +416,293 @@ class DpdkReflect(DpdkSpec):
 # ------------------------------------------------------------------ the kind
 SPECS = (DpdkFlows, DpdkReflect)
 ENGINE = {DpdkFlows: "dpdk", DpdkReflect: "dpdk"}   # when perfkit.Run is given none
+# the counter groups (perfkit.stats.GROUPS) DPDK flows and reflectors write: no TCP state, sockets or HTTP
+COUNTER_GROUPS = ("traffic", "seq", "latency", "probe", "nic", "cpu")
+
+
+def plan(spec) -> dict:
+    """The DPDK engine's plan (perfkit.engines.dpdk): its ports and workers, the queues
+    each port opens with, the network namespace they open in, and whether a generator
+    waits for its memif links."""
+    ports, workers = ports_and_workers(spec)
+    queues = getattr(spec, "cores", 1)
+    if getattr(spec, "mode", None) == "forward":
+        queues = max(1, queues // 2)
+    return {"engine": "dpdk", "spec": type(spec).__name__, "ports": ports, "workers": workers,
+            "queues": queues, "netns": spec.netns, "wait_memif": isinstance(spec, DpdkFlows)}
+
+
+def ports_and_workers(spec) -> tuple[list[tuple[str, str]], list[dict]]:
+    """The ports ((dev, ip)) and workers a spec runs on: receiving workers first.
+    With cores N, every port has N queues and each side N workers, one per queue;
+    generator k sends flows k*F/N .. (k+1)*F/N - 1 at rate/N."""
+    n = getattr(spec, "cores", 1)
+    if isinstance(spec, DpdkFlows):
+        gens = []
+        for k in range(n):
+            first, count = _split(spec.flows, n, k)
+            gens.append({
+                "role": "dpdk_send", "port": 0, "queue": k, "peer": -1, "track": spec.mode == "reverse",
+                "size": spec.size, "flows": count, "flow_first": first, "burst": spec.burst,
+                "rate": spec.messages_per_second / n, "duration": spec.duration,
+                "dst_mac": spec.dst_mac, "dst_ip": spec.peer_ip, "sport": spec.sport, "dport": spec.dport,
+                "src_ips": spec.src_ips, "dst_ips": spec.dst_ips, "sports": spec.sports, "dports": spec.dports,
+                "sizes": size_pattern(spec.sizes) if spec.sizes else None,
+                "rate_end": spec.ramp_end_per_second / n, "ramp": spec.ramp_time or 0.0,
+                "probe_rate": spec.probe_rate.value / n if spec.probe_rate else 0.0,
+                "probe_size": spec.probe_size})
+        if spec.peer is None:
+            if spec.dst_mac is None and spec.port.startswith("net_null"):
+                for g in gens:
+                    g["dst_mac"] = "ff:ff:ff:ff:ff:ff"  # nobody there to answer ARP
+            return [(spec.port, spec.ip)], gens
+        if spec.bidirectional:
+            # both ports generate (and receive: track 2); the peer's generators send from
+            # peer_ip to ip, their own address ranges swapped
+            back = [{**g, "port": 1, "track": 2, "dst_ip": spec.ip, "dst_ips": spec.src_ips,
+                     "src_ips": spec.dst_ips, "peer": n + k} for k, g in enumerate(gens)]
+            return [(spec.port, spec.ip), (spec.peer, spec.peer_ip)], back + [
+                {**g, "track": 2, "peer": k} for k, g in enumerate(gens)]
+        far = [{"role": "dpdk_recv" if spec.mode == "rxonly" else "dpdk_reflect", "port": 1, "queue": k,
+                "flows": spec.flows, "burst": spec.burst, "duration": spec.duration,
+                "dst_ips": spec.dst_ips} for k in range(n)]
+        return [(spec.port, spec.ip), (spec.peer, spec.peer_ip)], far + [{**g, "peer": k}
+                                                                          for k, g in enumerate(gens)]
+    if isinstance(spec, DpdkReflect) and spec.mode == "forward":
+        # no addresses: a forwarder is a wire. cores 1: one thread polls both ports (worker 0
+        # runs worker 1); 2N: one thread per direction and queue, N queues per port
+        queues = max(1, spec.cores // 2)
+        ways = ((0, 1, spec.peer_dst_mac), (1, 0, spec.dst_mac))   # (rx port, out port, next hop)
+        workers = [{"role": "dpdk_forward", "port": rx, "out": out, "queue": q, "burst": spec.burst,
+                    "duration": spec.duration, "dst_mac": mac, "with_worker": 1 if spec.cores == 1 and rx == 0 else -1}
+                   for rx, out, mac in ways for q in range(queues)]
+        return [(spec.port, None), (spec.peer, None)], workers
+    if isinstance(spec, DpdkReflect):
+        return [(spec.port, spec.ip)], [{"role": "dpdk_recv" if spec.mode == "rxonly" else "dpdk_reflect",
+                                         "port": 0, "queue": k, "flows": spec.flows, "burst": spec.burst,
+                                         "duration": spec.duration, "dst_ips": spec.ips} for k in range(n)]
+    raise ValueError(f"engine: dpdk runs DpdkFlows and DpdkReflect specs, not {type(spec).__name__}")
+
+
+def _split(total: int, parts: int, k: int) -> tuple[int, int]:
+    """(first, count) of part k when total is cut into parts near-equal pieces."""
+    first = total * k // parts
+    return first, total * (k + 1) // parts - first
 # the dashboard's title (perfkit.ui.charts.spec_title): DpdkReflect's parts before the duration;
 # DpdkFlows' first part, then its size, rate and flows
 TITLE = {DpdkReflect: lambda spec: (f"dpdk {spec.mode} on {spec.port}",)}
 TITLE_HEAD = {DpdkFlows: lambda spec: f"dpdk {spec.mode} {spec.port}" + (f" → {spec.peer}" if spec.peer else "")}
 LAYOUT = {DpdkFlows: "dpdk", DpdkReflect: "dpdk"}   # perfkit.ui.charts.LAYOUTS: the dashboard's charts
 TASKS = {DpdkFlows: ("run", "search"), DpdkReflect: ("run",)}   # the panel's tasks: a rate search beside a run
+
+
+# ------------------------------------------------------------------ its commands: perfkit flows, perfkit reflect
+import dataclasses  # noqa: E402 (the command-line part of the kind, kept at its end)
+
+from perfkit.fields import add_option  # noqa: E402
+from perfkit.kinds.qperf import LocalTest, search_options, the_lab  # noqa: E402
+from perfkit.kinds.reflect import SocketReflect  # noqa: E402
+
+
+def _flows_parser(sub) -> None:
+    flw = sub.add_parser("flows", help="UDP flows from a DPDK port (generator; a peer port receives or reflects)")
+    flw.add_argument("--engine", default="dpdk", help="dpdk (default), or socket: UDP flows between kernel "
+                     "sockets on loopback (or --lab), both ends in this process (--size, --rate, --flows, "
+                     "--duration, --mode)")
+    flw.add_argument("--lab", help="socket engine: send from this lab's h1 to its h2")
+    add_option(flw, DpdkFlows, "port", default=None)   # no default port: perfkit flows asks for one
+    for name in ("peer", "mode", "size", "rate", "flows"):
+        add_option(flw, DpdkFlows, name)
+    add_option(flw, DpdkFlows, "duration", default=None)   # None: 10s, or a --search trial's 1s
+    for name in ("ip", "peer_ip", "dst_mac", "sport", "dport", "burst", "src_ips", "dst_ips", "sports", "dports",
+                 "sizes", "ramp_to", "ramp_time", "probe_rate", "probe_size", "bidirectional"):
+        add_option(flw, DpdkFlows, name)
+    _dpdk_options(flw)
+    search_options(flw)
+
+
+def _reflect_parser(sub) -> None:
+    rfl = sub.add_parser("reflect", help="the far end of DPDK flows on one port (rxonly or reverse), or a "
+                         "forwarder between two ports (forward)")
+    rfl.add_argument("--engine", default="dpdk", help="dpdk (default), or socket: a kernel UDP socket on "
+                     "--ip:--udp-port (rxonly or reverse; --netns for a lab host)")
+    add_option(rfl, DpdkReflect, "port", default=None)   # no default port: perfkit reflect asks for one
+    add_option(rfl, SocketReflect, "port")                # --udp-port
+    for name in ("mode", "peer", "dst_mac", "peer_dst_mac", "duration"):
+        add_option(rfl, DpdkReflect, name)
+    add_option(rfl, DpdkReflect, "ip", default=None)      # the engine's own: DPDK's or the socket's
+    for name in ("flows", "burst", "ips"):
+        add_option(rfl, DpdkReflect, name)
+    _dpdk_options(rfl)
+
+
+def _dpdk_options(sp) -> None:
+    """What perfkit flows and reflect share: cores and namespace, EAL's options, the output."""
+    add_option(sp, DpdkFlows, "cores")
+    add_option(sp, DpdkFlows, "netns")
+    sp.add_argument("--mem", default=512, help="EAL memory in MB (default 512)")
+    sp.add_argument("--hugepages", default="auto", help="auto, on or off (default auto: on where enough are free)")
+    sp.add_argument("--cpus", help="pin the datapath workers to these CPUs: 1 or 0,1 (default: not pinned)")
+    sp.add_argument("--log-level", default="error", help="DPDK log level on stderr (default error)")
+    sp.add_argument("-v", "--verbose", action="store_true",
+                    help="say each port's setup as it opens (driver, queues, RSS, offloads, MTU, descriptors)")
+    sp.add_argument("--pmd-dir", help="also load the PMD plugins in this directory (EAL's -d)")
+    sp.add_argument("--interval", default="1s", help="row interval (default 1s)")
+    sp.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
+    sp.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet")
+
+
+# DpdkFlows options the socket engine has no counterpart for (their defaults: the fields')
+_DPDK_ONLY_FLOWS = ("port", "peer", "dst_mac", "sizes", "ramp_to", "ramp_time", "probe_rate", "bidirectional",
+                    "src_ips", "dst_ips", "sports", "dports", "netns", "ip", "peer_ip", "sport", "dport", "burst",
+                    "cores")
+_ETH_IP_UDP_FCS = 14 + 20 + 8 + 4   # a frame's bytes around its UDP payload
+
+
+def socket_flows_from_args(a) -> LocalTest:
+    """perfkit flows --engine socket: the same flows on kernel sockets, both ends here (a LocalTest)."""
+    defaults = {**{f.name: f.default for f in dataclasses.fields(DpdkFlows)}, "port": None}   # --port has none
+    given = [k for k in _DPDK_ONLY_FLOWS if getattr(a, k, defaults[k]) not in (defaults[k], str(defaults[k]))]
+    if given:
+        raise ValueError(f"{given[0].replace('_', '-')}: the socket engine has no such option (dpdk engine only); "
+                         "it sends --flows UDP flows of --size at --rate for --duration, --mode rxonly or reverse")
+    if a.mode not in DPDK_MODES:
+        raise ValueError(f"mode: {a.mode!r} is not one of {', '.join(DPDK_MODES)}")
+    frame = parse_size(a.size, "size")
+    if frame <= _ETH_IP_UDP_FCS:
+        raise ValueError(f"size: a {frame} B frame has no UDP payload (frames are above {_ETH_IP_UDP_FCS} B)")
+    spec = LocalTest(test="udp_bw" if a.mode == "rxonly" else "udp_lat", size=frame - _ETH_IP_UDP_FCS,
+                     rate=a.rate, flows=a.flows if a.mode == "rxonly" else 1, duration=a.duration or "10s",
+                     lab=the_lab(a.lab))
+    if a.mode == "reverse" and str(a.flows) != "1":
+        raise ValueError("flows: reverse mode on the socket engine is one ping-pong flow (udp_lat)")
+    return spec
+
+
+def socket_flows_header(spec, a) -> str:
+    frame = spec.size + _ETH_IP_UDP_FCS
+    return (f"perfkit flows: {frame} B frames ({spec.size} B UDP payload), {spec.rate or 'unlimited'}, "
+            f"{spec.flows} flow(s), {spec.duration:g} s, {a.mode}, on "
+            f"{'lab ' + spec.lab + ' (h1 -> h2)' if spec.lab else spec.host} (socket engine)")
+
+
+def flows_from_args(a):
+    """perfkit flows' spec from its parsed arguments: a LocalTest on the socket engine, else a DpdkFlows."""
+    return socket_flows_from_args(a) if a.engine == "socket" else dpdk_flows_from_args(a)
+
+
+def dpdk_flows_from_args(a) -> DpdkFlows:
+    """perfkit flows' spec on the dpdk engine from its parsed arguments."""
+    if a.lab:
+        raise ValueError("lab: the dpdk engine takes a lab host's namespace as --netns, with an af_packet port")
+    if not a.port:
+        raise ValueError("port: give the DPDK port (--port ring:NAME:0, net_null0, net_memif0,..., "
+                         "net_af_packet0,iface=IF)")
+    return DpdkFlows(port=a.port, peer=a.peer, mode=a.mode, size=a.size, rate=a.rate, flows=a.flows,
+                     duration=a.duration or "10s", ip=a.ip, peer_ip=a.peer_ip, dst_mac=a.dst_mac, sport=a.sport,
+                     dport=a.dport, burst=a.burst, netns=a.netns, src_ips=a.src_ips, dst_ips=a.dst_ips,
+                     sports=a.sports, dports=a.dports, sizes=a.sizes, ramp_to=a.ramp_to,
+                     ramp_time=a.ramp_time, cores=a.cores, probe_rate=a.probe_rate, probe_size=a.probe_size,
+                     bidirectional=a.bidirectional)
+
+
+def _frames_text(spec) -> str:
+    if spec.sizes is None:
+        return f"{spec.size} B frames"
+    mix = ",".join(f"{s}:{w}" for s, w in spec.sizes)
+    return f"frames of {mix} (mean {spec.mean_size:.1f} B)"
+
+
+def flows_header(spec) -> str:
+    far = f"{spec.peer} ({spec.mode})" if spec.peer else f"{spec.peer_ip} ({spec.mode}, elsewhere)"
+    return (f"perfkit flows: {_frames_text(spec)}, {spec.rate or 'unlimited'}"
+            f"{f' rising to {spec.ramp_to} over {spec.ramp_time:g} s' if spec.ramp_to else ''}, {spec.flows} flow(s), "
+            f"{spec.duration:g} s from {spec.port} to {far} (dpdk engine)")
+
+
+def flows_flood(spec) -> tuple | None:
+    """(what, target) of flows with no rate and no peer port here: they flood whatever is at peer_ip."""
+    if spec.rate is None and spec.peer is None:
+        return (f"flows with no --rate send as fast as {spec.port} goes", spec.peer_ip)
+    return None
+
+
+def flows_summary_extra(s: dict) -> str:
+    """The lines perfkit flows adds to the summary: p99.99 latency, the probes' latency."""
+    text = ""
+    if s.get("lat_p9999_us") is not None:
+        text += f"\n    {'lat p99.99':<13} =  {s['lat_p9999_us']:.1f} us"
+    if s.get("probe_tx"):
+        f = lambda v: "-" if v is None else f"{v:.1f} us"  # noqa: E731
+        text += (f"\n    {'probe lat':<13} =  p50 {f(s['probe_lat_p50_us'])}  p99 {f(s['probe_lat_p99_us'])}"
+                 f"  max {f(s['probe_lat_max_us'])} ({s['probe_rx']} of {s['probe_tx']} probes)")
+    return text
+
+
+def socket_reflect_from_args(a) -> SocketReflect:
+    """perfkit reflect --engine socket: a kernel UDP socket on --ip:--udp-port."""
+    for k, default in (("port", None), ("peer", None), ("dst_mac", None), ("peer_dst_mac", None)):
+        if getattr(a, k) != default:
+            raise ValueError(f"{k.replace('_', '-')}: a DPDK option; the socket engine serves --ip:--udp-port")
+    return SocketReflect(host=a.ip or "127.0.0.1", port=a.udp_port, mode=a.mode, flows=a.flows,
+                         duration=a.duration, netns=a.netns)
+
+
+def socket_reflect_header(spec) -> str:
+    return (f"perfkit reflect: {spec.mode} on udp {spec.host}:{spec.port}"
+            f"{' in ' + spec.netns if spec.netns else ''} for {spec.duration:g} s (socket engine)")
+
+
+def reflect_from_args(a):
+    """perfkit reflect's spec from its parsed arguments: a SocketReflect on the socket engine, else a DpdkReflect."""
+    return socket_reflect_from_args(a) if a.engine == "socket" else dpdk_reflect_from_args(a)
+
+
+def dpdk_reflect_from_args(a) -> DpdkReflect:
+    """perfkit reflect's spec on the dpdk engine from its parsed arguments."""
+    if not a.port:
+        raise ValueError("port: give the DPDK port (--port ring:NAME:1, net_memif0,..., net_af_packet0,iface=IF)")
+    return DpdkReflect(port=a.port, mode=a.mode, duration=a.duration, ip=a.ip or "198.18.0.2", flows=a.flows,
+                       burst=a.burst, netns=a.netns, ips=a.ips, cores=a.cores, peer=a.peer,
+                       dst_mac=a.dst_mac, peer_dst_mac=a.peer_dst_mac)
+
+
+def reflect_header(spec) -> str:
+    where = (f"between {spec.port} and {spec.peer}" if spec.mode == "forward" else f"on {spec.port} ({spec.ip})")
+    return f"perfkit reflect: {spec.mode} {where} for {spec.duration:g} s (dpdk engine)"
+
+
+def reflect_text(s: dict, last: dict) -> str:
+    """perfkit reflect's summary (rxonly, reverse): s the run's summary, last its last row."""
+    secs = last.get("time_s") or 0.0
+    lines = [f"{s.get('test', 'reflect')}:"]
+    for name, value in (("received", s.get("pkts_rx", 0)), ("sent back", s.get("pkts_tx", 0)),
+                        ("udp", last.get("udp_rx", 0)), ("arp", last.get("arp_rx", 0)),
+                        ("icmp", last.get("icmp_rx", 0)), ("other", last.get("other_rx", 0)),
+                        ("malformed", last.get("bad_rx", 0)), ("drop_tx", s.get("drop_tx", 0))):
+        lines.append(f"    {name:<13} =  {round(value):,}")
+    if secs:
+        lines.append(f"    {'rx_rate':<13} =  {s.get('pkts_rx', 0) / secs:,.0f} /sec over {secs:.3g} s")
+    if s.get("lost") or s.get("dup") or s.get("reorder"):
+        lines.append(f"    {'seq':<13} =  {s['lost']:,} lost, {s['dup']:,} dup, {s['reorder']:,} reordered")
+    if s.get("lat_count"):
+        lines.append(f"    {'lat':<13} =  one-way p50 {s['lat_p50_us']:.3g} us  p99 {s['lat_p99_us']:.3g} us")
+    return "\n".join(lines)
+
+
+def forward_text(s: dict, last: dict) -> str:
+    """perfkit reflect --mode forward's summary: each direction's counts."""
+    secs = last.get("time_s") or 0.0
+    lines = [f"{s.get('test', 'dpdk_forward')}:"]
+    for d in s.get("forward", []):
+        rate = f", {d['fwd'] / secs:,.0f} /sec over {secs:.3g} s" if secs else ""
+        lines.append(f"    {d['from']} -> {d['to']}:")
+        lines.append(f"        received {d['rx']:,}  forwarded {d['fwd']:,}  drop_tx {d['drop_tx']:,}  "
+                     f"malformed {d['bad_rx']:,}{rate}")
+        lines.append(f"        nic ({d['from']}): imissed {d['nic_imissed']:,}  ierrors {d['nic_ierrors']:,}  "
+                     f"oerrors {d['nic_oerrors']:,}")
+    return "\n".join(lines)
+
+
+CLI_PARSERS = {"flows": _flows_parser, "reflect": _reflect_parser}   # command -> adds its parser to subparsers
+CLI_SPECS = {"flows": flows_from_args, "reflect": reflect_from_args}   # command -> its spec from parsed args

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 from perfkit.fields import SECONDS, check_declared, opt, whole_number
+from perfkit.lab import Lab
 from perfkit.spec import (HTTP_METHODS, LAB_NAME, MAX_DURATION_S, MAX_RATE_PPS, MAX_RESPONSE, MAX_URLS,
                           MAX_USERS, Serial, URL_ORDERS, check_target, parse_url, split_url)
 from perfkit.units import Rate, parse_duration, parse_rate, parse_size
@@ -43,31 +44,32 @@ class HttpLoad(Serial):
         cli_help="open loop: requests/s in total, latency from intended send times")
     think: float | str = opt(
         0.0, help="closed loop: pause after each response (0, 100ms)", unit=SECONDS, range_text="0..1h",
-        cli_help="pause after each response (closed loop): 100ms")
+        cli_help="pause after each response (closed loop): 100ms", advanced=True)
     ramp: float | str = opt(
         0.0, help="users start evenly over this time", unit=SECONDS, range_text="0..24h",
-        cli_help="start the users evenly over this time")
+        cli_help="start the users evenly over this time", advanced=True)
     keepalive: bool = opt(
-        True, help="reuse connections (False: a new connection per request)")
+        True, help="reuse connections (False: a new connection per request)", advanced=True)
     method: str = opt(
         "GET", help="the request (GET/HEAD/POST/PUT/DELETE; headers as a dict)", choices=HTTP_METHODS,
         short="-X",
         cli_help="GET HEAD POST PUT DELETE (default GET)")
     headers: dict | None = opt(
-        None, help="the request (GET/HEAD/POST/PUT/DELETE; headers as a dict)", unit="one 'Name: value' a line")
+        None, help="the request (GET/HEAD/POST/PUT/DELETE; headers as a dict)", unit="one 'Name: value' a line",
+        advanced=True)
     body: str | bytes | None = opt(
         None, help="the request (GET/HEAD/POST/PUT/DELETE; headers as a dict)", widget="area",
         flag="--data", short="-d",
-        cli_help="request body")
+        cli_help="request body", advanced=True)
     connect_timeout: float | str = opt(
-        5.0, help="a connection not made by then is an error", unit=SECONDS, range_text="1ms..10m")
+        5.0, help="a connection not made by then is an error", unit=SECONDS, range_text="1ms..10m", advanced=True)
     response_timeout: float | str = opt(
         10.0, help="a response not complete by then is an error", unit=SECONDS, range_text="1ms..1h",
         flag="--timeout",
-        cli_help="response timeout (default 10s)")
+        cli_help="response timeout (default 10s)", advanced=True)
     url_order: str = opt(
         "cycle", help='"cycle" or "random": how requests pick from a URL list',
-        unit="how requests pick from a URL list", choices=URL_ORDERS, check=False)   # its own message
+        unit="how requests pick from a URL list", choices=URL_ORDERS, check=False, advanced=True)   # its own message
     lab: str | None = opt(
         None,
         help=("run the client in this lab's first host (h1), e.g. against a server in h2 (url "
@@ -79,14 +81,14 @@ class HttpLoad(Serial):
         help=("client threads (each its own epoll loop), the users and the rate split evenly between "
               "them, as wrk -t"),
         unit="client threads", range_text="1..64, at most users",
-        cli_help="client threads, users split between them (default 1; wrk -t)")
+        cli_help="client threads, users split between them (default 1; wrk -t)", advanced=True)
     processes: int = opt(
         1,
         help=("client processes, each running `threads` threads with its own open-file limit: for "
               "more users than one process may hold open (RLIMIT_NOFILE, whose hard limit only "
               "CAP_SYS_RESOURCE raises)"),
         cli_help=("client processes of --threads threads each, every one with its own open-file limit: for more "
-                  "users than one process may open"))
+                  "users than one process may open"), advanced=True)
 
     test = "http"
 
@@ -208,7 +210,7 @@ class HttpServe(Serial):
         cli_help="how long to serve (default 60s)")
     connections: int = opt(
         10_000, help="connections served at once", unit="connections", lo=1, hi=MAX_USERS,
-        cli_help="connections served at once (default 10000)")
+        cli_help="connections served at once (default 10000)", advanced=True)
 
     test = "http_serve"
 
@@ -235,6 +237,63 @@ class HttpServe(Serial):
 # ------------------------------------------------------------------ the kind
 SPECS = (HttpLoad, HttpServe)
 ENGINE = {HttpLoad: "socket", HttpServe: "socket"}   # when perfkit.Run is given none
+# the counter groups (perfkit.stats.GROUPS) HTTP load and the HTTP server write
+COUNTER_GROUPS = ("traffic", "sock", "http", "latency", "cpu")
+
+
+def load_figures(t: dict, summary: dict) -> dict:
+    """HTTP load's summary in nGrinder's terms (TPS, mean test time, error rate) and its
+    counts, from the run's counter totals t; the rates over the senders' active time."""
+    active_s = summary["duration_s"]
+    out = {"tps": t["http_resp"] / active_s if active_s > 0 else 0.0,
+           "requests": t["http_req"], "responses": t["http_resp"],
+           "mean_test_time_ms": summary["lat_mean_us"] / 1000 if summary["lat_mean_us"] is not None else None,
+           "error_rate_pct": 100.0 * t["http_err"] / t["http_req"] if t["http_req"] else None}
+    for k in ("http_2xx", "http_3xx", "http_4xx", "http_5xx", "http_err", "err_connect", "err_timeout",
+              "err_reset", "err_read", "sock_open", "err_tls", "http_cut"):
+        out[k] = t[k]
+    return out
+
+
+SUMMARY = {HttpLoad: load_figures}   # perfkit.stats.summarize's figures from the counter totals
+
+
+def plan(spec) -> dict:
+    """The socket engine's plan (perfkit.engines.socket): the HTTP server's one worker, or
+    HTTP load's client workers, over child processes when processes > 1 (each its own
+    open-file limit)."""
+    workers = http_workers(spec)
+    out = {"engine": "socket", "spec": type(spec).__name__}
+    if isinstance(spec, HttpLoad) and spec.processes > 1:
+        t = spec.threads
+        return {**out, "handle": "process", "fd_field": "users",
+                "groups": [workers[k * t:(k + 1) * t] for k in range(spec.processes)]}
+    return {**out, "handle": "sock", "workers": workers,
+            "fd_limit": (getattr(spec, "users", 0) + getattr(spec, "connections", 0),
+                         "users" if isinstance(spec, HttpLoad) else "connections")}
+
+
+def http_workers(spec) -> list[dict]:
+    """HttpLoad: one client worker with every virtual user; HttpServe: one server."""
+    if isinstance(spec, HttpServe):
+        return [{"role": "http_server", "local": (spec.host, spec.port), "size": 1,
+                 "duration": spec.duration, "users": spec.connections, "blob": spec.response_bytes()}]
+    host, port = spec.target()
+    where = {}
+    if spec.lab is not None:  # the client works in the lab's first host
+        try:
+            where["netns"] = Lab.attach(spec.lab).hosts[0].netns_path
+        except ValueError:
+            raise ValueError(f"lab: no lab {spec.lab!r} is up (perfkit lab up; perfkit lab status)") from None
+    n = spec.threads * spec.processes  # users and rate split evenly; user_base keeps source addresses global
+    sizes = [spec.users // n + (1 if i < spec.users % n else 0) for i in range(n)]
+    return [{**where, "role": "http_client", "local": ("::" if ":" in host else "0.0.0.0", 0), "remote": (host, port),
+             "size": 1, "duration": spec.duration, "users": sizes[i], "user_base": sum(sizes[:i]),
+             "rate": spec.messages_per_second * sizes[i] / spec.users,
+             "keepalive": spec.keepalive, "think": spec.think, "ramp": spec.ramp,
+             "connect_timeout": spec.connect_timeout, "response_timeout": spec.response_timeout,
+             "blob": spec.request_bytes(), "url_random": spec.url_order == "random",
+             "tls": spec.tls} for i in range(n)]
 
 
 def summary_extra(spec, handle, roles) -> dict:
@@ -255,31 +314,36 @@ def summary_extra(spec, handle, roles) -> dict:
 
 
 # ------------------------------------------------------------------ its commands: perfkit http, http-serve
-def add_cli(sub, field_option) -> None:
-    """The parsers of perfkit http and perfkit http-serve in sub (argparse subparsers);
-    field_option(parser, spec_cls, name) adds a spec field's option as the field declares it."""
+from perfkit.fields import add_option, advanced_group  # noqa: E402 (the command-line part of the kind, kept at its end)
+
+
+def _http_parser(sub) -> None:
     ht = sub.add_parser("http", help="HTTP load with virtual users (nGrinder/wrk style)")
     ht.add_argument("url", nargs="?", help="http://HOST[:PORT]/PATH, HOST an address or a DNS name")
     ht.add_argument("--url-file", metavar="FILE", help="URLs, one a line (# comments): requests go through "
                                                         "them in turn (after URL, if given)")
-    ht.add_argument("--random", action="store_true", help="with several URLs: each request picks one at random")
+    advanced_group(ht).add_argument("--random", action="store_true",   # url_order
+                                    help="with several URLs: each request picks one at random")
     for name in ("lab", "threads", "processes", "users", "duration", "rate", "think", "ramp"):
-        field_option(ht, HttpLoad, name)
-    ka = ht.add_mutually_exclusive_group()
+        add_option(ht, HttpLoad, name)
+    ka = advanced_group(ht).add_mutually_exclusive_group()   # keepalive
     ka.add_argument("--keepalive", dest="keepalive", action="store_true", default=True,
                     help="reuse connections (default)")
     ka.add_argument("--close", dest="keepalive", action="store_false", help="a new connection per request")
-    field_option(ht, HttpLoad, "method")
-    ht.add_argument("-H", "--header", action="append", default=[], metavar="'NAME: VALUE'", help="add a header")
+    add_option(ht, HttpLoad, "method")
+    advanced_group(ht).add_argument("-H", "--header", action="append", default=[], metavar="'NAME: VALUE'",
+                                    help="add a header")   # headers
     for name in ("body", "connect_timeout", "response_timeout"):   # -d --data, --timeout
-        field_option(ht, HttpLoad, name)
+        add_option(ht, HttpLoad, name)
     ht.add_argument("--interval", default="1s", help="row interval (default 1s)")
     ht.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
     ht.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet")
 
+
+def _http_serve_parser(sub) -> None:
     hs = sub.add_parser("http-serve", help="perfkit's own HTTP server: a fixed response to every request")
     for name in ("host", "port", "size", "duration", "connections"):
-        field_option(hs, HttpServe, name)
+        add_option(hs, HttpServe, name)
     hs.add_argument("--interval", default="1s", help="row interval (default 1s)")
     hs.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
 
@@ -313,6 +377,7 @@ def serve_from_args(a) -> HttpServe:
     return HttpServe(host=a.host, port=a.port, size=a.size, duration=a.duration, connections=a.connections)
 
 
+CLI_PARSERS = {"http": _http_parser, "http-serve": _http_serve_parser}   # command -> adds its parser to subparsers
 CLI_SPECS = {"http": load_from_args, "http-serve": serve_from_args}   # command -> its spec from parsed args
 
 

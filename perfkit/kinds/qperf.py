@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from perfkit.fields import SECONDS, check_declared, like, opt, whole_number
+from perfkit.lab import Lab
 from perfkit.spec import (AUTO_GSO, CONTROL_TIMEOUT_S, DEFAULT_SIZE, LAB_NAME, LOCAL_DEFAULT_SIZE, LOCAL_TESTS,
                           MAX_BATCH, MAX_DURATION_S, MAX_FLOWS, MAX_GSO, MAX_MESSAGES, MAX_SIZE, REMOTE_TESTS,
-                          STREAM_POLL_SIZE, Serial, WAIT_SERVER_S, check_bool, check_cpu, check_sock_buf,
-                          check_target, check_timeout, check_wait_server, rate_limit)
+                          STREAM_POLL_SIZE, Serial, WAIT_SERVER_S, check_bool, check_cpu, check_cpu_here,
+                          check_sock_buf, check_target, check_timeout, check_wait_server, rate_limit)
 from perfkit.units import Rate, parse_duration, parse_size
 
 _int_in = whole_number   # value as an int in lo..hi, else ValueError naming the field
@@ -58,45 +59,46 @@ class _SocketTest(Serial):
               "KiB of them)"),
         unit="messages per call", lo=1, hi=MAX_BATCH,
         cli_help=("datagrams per sendmmsg/recvmmsg; tcp_bw: writes per sendmmsg, at most 16 KiB of them (default "
-                  "32)"))
+                  "32)"), advanced=True)
     gso: int | None = opt(
         None,
         help=("udp_bw: datagrams per UDP GSO send (the kernel cuts them; each arrives alone); 0 = "
               "off, plain sendmmsg with one datagram per message; None = 8 on loopback (fewer if 8 "
               "would pass 65507 B), off on a lab path"),
         unit="datagrams per send", lo=0, hi=MAX_GSO,
-        cli_help="udp_bw: datagrams per UDP GSO send, 0 = off (default: 8 on loopback, off in a lab)")
+        cli_help="udp_bw: datagrams per UDP GSO send, 0 = off (default: 8 on loopback, off in a lab)", advanced=True)
     busy_poll: bool | None = opt(
         None,
         help=("spin on the socket before sleeping: both ends of a latency test (up to 1 ms) and a "
               "bandwidth test's receiving end (50 us); False = never (a latency test then measures as"
               " qperf, whose ends sleep); None = where the end is pinned (loc/rem_cpu_affinity): "
               "either end of a latency test (on two CPUs; True with both on one is refused), a udp_bw"
-              " receiver in a lab (off loopback), a tcp_bw reader of messages of 16 KiB or more"))
+              " receiver in a lab (off loopback), a tcp_bw reader of messages of 16 KiB or more"), advanced=True)
     loc_cpu_affinity: int | str | None = opt(
         None,
         help=('pin the sending (pinging) end\'s thread to this CPU, as qperf\'s -lca; None or "any" = '
               "where the scheduler puts it"),
-        unit="CPU number; empty: any")
+        unit="CPU number; empty: any", advanced=True)
     rem_cpu_affinity: int | str | None = opt(
-        None, help="the same for the receiving (answering) end, as qperf's -rca", unit="CPU number; empty: any")
+        None, help="the same for the receiving (answering) end, as qperf's -rca", unit="CPU number; empty: any",
+        advanced=True)
     messages: int | None = opt(
         None,
         help=("end once the sender has sent this many messages (latency tests: round trips), as "
               "qperf's -n; duration still bounds the test. None = no count"),
-        unit="messages (latency: round trips); empty: until the duration ends")
+        unit="messages (latency: round trips); empty: until the duration ends", advanced=True)
     loc_sock_buf_size: int | str | None = opt(
         None,
         help=("SO_SNDBUF and SO_RCVBUF bytes of the sending (pinging) end's socket, as qperf's -lsb; "
               "None = the kernel's autotuning on a TCP sender or pinger, 8 MiB on UDP sockets"),
-        unit="bytes (64K); empty: perfkit's default")
+        unit="bytes (64K); empty: perfkit's default", advanced=True)
     rem_sock_buf_size: int | str | None = opt(
         None, help="the same for the receiving (answering) end, as qperf's -rsb; None = 8 MiB",
-        unit="bytes (64K); empty: perfkit's default")
+        unit="bytes (64K); empty: perfkit's default", advanced=True)
     access_recv: bool = opt(
         False,
         help=("read every byte received, at both ends, as an application would (qperf's -ar); the "
-              "summary's bytes_read counts them. False = the data is not looked at"))
+              "summary's bytes_read counts them. False = the data is not looked at"), advanced=True)
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
@@ -141,19 +143,14 @@ class _SocketTest(Serial):
         says, or, busy_poll left out, where the end has a CPU of its own (pinned: -lca, -rca)
         and it is either end of a latency test (not both pinned to one CPU), a udp_bw
         receiver off loopback (a lab link) or a tcp_bw reader of STREAM_POLL_SIZE messages
-        or more.
-        Latency: a sleeping end's wake-up is most of a small round trip on this VM; tcp_lat
-        64 B over loopback, pinned, 5 alternating rounds: 13.5-15.9 us sleeping, 6.4-7.2
-        polling (qperf, which sleeps: 12.6-16.6). --busy-poll 0 measures as qperf does.
-        Bandwidth: over loopback and veth the sender's CPU delivers each packet and wakes a
-        sleeping receiver, an IPI here. udp_bw over veth, pinned, 64 B: the receiver slept
-        15k times/s, and with it polling the sender sent 9-15% more at 64 B, 1 KiB and
-        32 KiB; not over loopback (with GSO, 64 B and 1 KiB: 7-10% less; 32 KiB: less in 5
-        of 6 rounds). tcp_bw: the wake-up was ~10% of a 64 KiB sender's CPU over loopback,
-        and with its reader polling 64 KiB went faster in 5 of 5 rounds over loopback and 4
-        of 5 over veth, 16 KiB over loopback in 4 of 4. Smaller messages keep a sleeping
-        reader: TCP's window and ACKs follow how the reader reads, and polling made 1 KiB
-        over loopback slower in 3 of 3 rounds (64 B: a third)."""
+        or more. --busy-poll 0 measures as qperf does.
+        Polling spares an end the wake-up that is most of a small round trip, and a receiver
+        the wake-ups its sender's CPU runs; the figures: see bench/RESULTS-notes.md#busy-polling-latency-ends
+        and #busy-polling-receivers."""
+        return self._polls(receives, cpu, ipaddress.ip_address(address).is_loopback)
+
+    def _polls(self, receives: bool, cpu: int | None, loopback: bool) -> bool:
+        """polls() for an end whose address is loopback or not (the address known later)."""
         if self.busy_poll is not None:
             return self.busy_poll
         if cpu is None:
@@ -164,12 +161,12 @@ class _SocketTest(Serial):
             return False
         if self.test == "tcp_bw":
             return self.size >= STREAM_POLL_SIZE
-        return self.test == "udp_bw" and not ipaddress.ip_address(address).is_loopback
+        return self.test == "udp_bw" and not loopback
 
     def _ends_share_a_cpu(self) -> bool:
         """Both ends pinned to one CPU (-ca N): a ping-pong end spinning there would keep its
-        peer off the CPU until its spin ends (tcp_lat 64 B, -ca 0: ~970 us against 11-13
-        sleeping). Every test runs on this machine (loopback or a lab): one number, one CPU."""
+        peer off the CPU until its spin ends (see bench/RESULTS-notes.md#busy-polling-latency-ends).
+        Every test runs on this machine (loopback or a lab): one number, one CPU."""
         return self.loc_cpu_affinity is not None and self.loc_cpu_affinity == self.rem_cpu_affinity
 
     def _auto_gso(self) -> int:
@@ -243,11 +240,11 @@ class RemoteTest(_SocketTest):
     flip: bool = opt(
         False, help="the server sends (pings) and this host receives (answers), as qperf -f1",
         short="-f1",
-        cli_help="the server sends (pings) and this host receives (answers), as qperf -f1")
+        cli_help="the server sends (pings) and this host receives (answers), as qperf -f1", advanced=True)
     wait_server: float | str = opt(
         WAIT_SERVER_S, help="keep trying a server that is not listening yet this long, as qperf -ws",
         short="-ws",
-        cli_help="keep trying a server that is not listening yet this long, as qperf -ws (default 5s)")
+        cli_help="keep trying a server that is not listening yet this long, as qperf -ws (default 5s)", advanced=True)
     ip_port: int = opt(
         0,
         help=("the data port: where the server listens or receives (flipped UDP: this host); 0 = any,"
@@ -255,11 +252,13 @@ class RemoteTest(_SocketTest):
         lo=0, hi=65535,
         short="-ip",
         cli_help=("the data port, as qperf -ip: where the server listens or receives (flipped UDP: where this host "
-                  "receives); default any free port"))
+                  "receives); default any free port"), advanced=True)
     loc_timeout: float | str = opt(
-        CONTROL_TIMEOUT_S, help="wait this long for the server's answer to a control request, as qperf -lto")
+        CONTROL_TIMEOUT_S, help="wait this long for the server's answer to a control request, as qperf -lto",
+        advanced=True)
     rem_timeout: float | str = opt(
-        CONTROL_TIMEOUT_S, help="the server waits this long for this host's next control message, as qperf -rto")
+        CONTROL_TIMEOUT_S, help="the server waits this long for this host's next control message, as qperf -rto",
+        advanced=True)
 
     def __post_init__(self):
         super().__post_init__()
@@ -277,6 +276,95 @@ class RemoteTest(_SocketTest):
 # ------------------------------------------------------------------ the kind
 SPECS = (LocalTest, RemoteTest)
 ENGINE = {LocalTest: "socket", RemoteTest: "socket"}   # when perfkit.Run is given none
+# the counter groups (perfkit.stats.GROUPS) a stream test writes; a run's frame keeps only these
+STREAM_GROUPS = ("traffic", "seq", "latency", "sock", "cpu")
+COUNTER_GROUPS = STREAM_GROUPS
+
+
+def plan(spec) -> dict:
+    """The socket engine's plan (perfkit.engines.socket): a local test's two workers, or,
+    for a RemoteTest, the near end and its perfkit server (perfkit.engines.remote)."""
+    if isinstance(spec, RemoteTest):
+        return {"engine": "socket", "spec": type(spec).__name__, "handle": "remote",
+                "fd_limit": (spec.flows + 64, "flows"), "remote": remote_plan(spec)}
+    return {"engine": "socket", "spec": type(spec).__name__, "handle": "sock",
+            "fd_limit": (spec.flows + 64, "flows"), "workers": workers_for(spec)}
+
+
+def _ends(spec: LocalTest) -> tuple[dict, dict]:
+    """Where the receiving end and the sender work: both on spec.host, or the
+    first two hosts of a lab (receiver in h2, sender in h1)."""
+    if spec.lab is None:
+        return {"local": (spec.host, spec.port)}, {"local": (spec.host, 0)}
+    try:
+        lab = Lab.attach(spec.lab)
+    except ValueError:
+        raise ValueError(f"lab: no lab {spec.lab!r} is up (perfkit lab up; perfkit lab status)") from None
+    if len(lab.hosts) < 2:
+        raise ValueError(f"lab: {spec.lab} has {len(lab.hosts)} host(s); a test needs two")
+    client, server = lab.hosts[0], lab.hosts[1]
+    v6 = ":" in spec.host
+    addr = (lambda h: h.ipv6) if v6 else (lambda h: h.ipv4)
+    return ({"local": (addr(server), spec.port), "netns": server.netns_path},
+            {"local": (addr(client), 0), "netns": client.netns_path})
+
+
+def workers_for(spec: LocalTest) -> list[dict]:
+    """The worker list for a local test: the receiving end first, then the sender
+    that targets it (peer 0)."""
+    server, client = _ends(spec)
+    common = {"size": spec.size, "duration": spec.duration, "access_recv": spec.access_recv}
+    here = server["local"]
+    sender = {**common, **client, "remote": here, "peer": 0, "rate": spec.messages_per_second,
+              "count": spec.messages, "sock_buf": spec.loc_sock_buf_size,
+              "cpu": check_cpu_here(spec.loc_cpu_affinity, "loc_cpu_affinity")}
+    sender["busy_poll"] = spec.polls(False, sender["cpu"], client["local"][0])
+    cpu = check_cpu_here(spec.rem_cpu_affinity, "rem_cpu_affinity")
+    common = {**common, **server, "cpu": cpu, "sock_buf": spec.rem_sock_buf_size,
+              "busy_poll": spec.polls(True, cpu, server["local"][0])}
+    if spec.test == "udp_bw":
+        return [{**common, "role": "udp_recv", "flows": spec.flows, "batch": spec.batch},
+                {**sender, "role": "udp_send", "flows": spec.flows, "batch": spec.batch,
+                 "gso": spec.gso}]
+    if spec.test == "udp_lat":
+        return [{**common, "role": "udp_reflect", "batch": 1},
+                {**sender, "role": "udp_ping"}]
+    if spec.test == "tcp_bw":
+        return [{**common, "role": "tcp_recv"},
+                {**sender, "role": "tcp_send", "batch": spec.batch}]
+    if spec.test == "tcp_lat":
+        return [{**common, "role": "tcp_pong"},
+                {**sender, "role": "tcp_ping"}]
+    raise ValueError(f"test: the socket engine does not run {spec.test!r}")
+
+
+def end_fields(spec) -> dict:
+    """What both ends of a remote test share (perfkit.engines.remote.end_worker's end)."""
+    return {"test": spec.test, "duration": spec.duration, "rate": spec.messages_per_second,
+            "count": spec.messages, "batch": spec.batch, "gso": spec.gso, "size": spec.size,
+            "flows": spec.flows, "flip": spec.flip, "access_recv": spec.access_recv}
+
+
+def remote_plan(spec: RemoteTest) -> dict:
+    """perfkit.engines.remote.RemoteHandle's plan: the control connection, this host's
+    worker, and the prepare request for the server's."""
+    cpu = check_cpu_here(spec.loc_cpu_affinity, "loc_cpu_affinity")
+    return {
+        "host": spec.host, "port": spec.port, "token": spec.token, "wait_server": spec.wait_server,
+        "loc_timeout": spec.loc_timeout, "keepalive_s": spec.rem_timeout / 3,
+        "cpu": cpu, "sock_buf": spec.loc_sock_buf_size,
+        # this host's worker receives when flipped; whether it spins may hang on its address
+        # being loopback, known once the control connection is up
+        "polls": {"loopback": spec._polls(spec.flip, cpu, True), "other": spec._polls(spec.flip, cpu, False)},
+        "end": end_fields(spec),
+        # whether the far end polls is decided here, where both ends' CPUs are known (a
+        # latency test's two ends on one CPU must not spin): the server answers on spec.host
+        "prepare": {"test": spec.test, "size": spec.size, "flows": spec.flows, "duration": spec.duration,
+                    "batch": spec.batch, "gso": spec.gso,
+                    "busy_poll": spec.polls(not spec.flip, spec.rem_cpu_affinity, spec.host),
+                    "cpu": spec.rem_cpu_affinity, "sock_buf": spec.rem_sock_buf_size, "flip": spec.flip,
+                    "rate": spec.messages_per_second or None, "messages": spec.messages,
+                    "ip_port": spec.ip_port, "access_recv": spec.access_recv, "timeout": spec.rem_timeout}}
 
 
 def summary_extra(spec, handle, roles) -> dict:
@@ -289,3 +377,220 @@ LAYOUT = {LocalTest: "socket", RemoteTest: "socket"}   # perfkit.ui.charts.LAYOU
 # the panel's tasks beside a run: a rate search (udp_bw), a qperf-style sweep (perfkit test --oo)
 TASKS = {LocalTest: ("run", "search"), RemoteTest: ("run", "sweep")}
 PANEL_ROWS = {RemoteTest: ("server_control",)}   # the panel's conf, quit and serve-here buttons
+
+
+# ------------------------------------------------------------------ its commands: perfkit local, perfkit test
+from perfkit import lab  # noqa: E402 (the command-line part of the kind, kept at its end)
+from perfkit.fields import add_option, advanced_group  # noqa: E402
+
+SEARCH_HELP = ("rate search: the highest rate holding CRITERION, by binary search over trials: "
+               "zero-loss (RFC 2544 throughput), pdr:0.1%% (tolerated loss), lat:p99<50us "
+               "(p50 p90 p99 p999 max mean), cpu or cpu:95%% (an engine worker saturates); join with ','. "
+               "--rate is then the upper bound (default: measured by an unpaced first trial), "
+               "--duration the length of each trial (default 1s); udp_bw only for perfkit local")
+
+# qperf's -v family, in perfkit.report.VERBOSE's order
+VERBOSE_HELP = {"conf": "configuration (the socket tests have none beyond the conf test, as in qperf)",
+                "stat": "statistics: -vs the message rate (shown anyway), -vvs each end's bytes and messages",
+                "time": "timing: -vt CPU use and cost (shown anyway), -vvt each end's user and kernel "
+                        "shares, real and CPU time",
+                "used": "parameters used: -vu the time, -vvu every parameter set"}
+
+
+def _local_parser(sub) -> None:
+    loc = sub.add_parser("local", help="run both ends of a test in this process, over loopback")
+    loc.add_argument("test", choices=LOCAL_TESTS, help="qperf's test names")
+    for name in ("size", "rate", "flows"):
+        add_option(loc, LocalTest, name)
+    add_option(loc, LocalTest, "duration", default=None)   # None: 10s, or a --search trial's 1s
+    count_option(loc)
+    add_option(loc, LocalTest, "host")
+    loc.add_argument("--lab", nargs="?", const="", metavar="NAME",
+                     help="run the ends in hosts h1 (sender) and h2 of a lab (default: the one that is up)")
+    for name in ("port", "batch", "gso"):
+        add_option(loc, LocalTest, name)
+    busy_poll_option(loc, "-rca")
+    ends_options(loc, "the sending end", "the receiving end")
+    loc.add_argument("--interval", default="1s", help="row interval (default 1s)")
+    loc.add_argument("--engine", default=ENGINE[LocalTest], help="engine (see perfkit engines)")
+    loc.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
+    loc.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet")
+    search_options(loc)
+
+
+def _test_parser(sub) -> None:
+    tst = sub.add_parser("test", help="qperf-style tests against a perfkit server")
+    tst.add_argument("host", help="the server: an IPv4 or IPv6 address or a DNS name")
+    tst.add_argument("tests", nargs="+", metavar="TEST",
+                     help=f"{' '.join(REMOTE_TESTS)}, conf (both hosts), quit (stop the server)")
+    for name in ("duration", "size"):   # -t --time, -m --msg-size
+        add_option(tst, RemoteTest, name)
+    add_option(tst, RemoteTest, "rate")
+    add_option(tst, RemoteTest, "flows")
+    count_option(tst)
+    add_option(tst, RemoteTest, "wait_server", metavar="TIME")
+    adv = advanced_group(tst)   # loc_timeout, rem_timeout
+    adv.add_argument("-to", "--timeout", metavar="TIME",
+                     help="both of the below, as qperf -to (default 30s; qperf's is 5s)")
+    adv.add_argument("-lto", "--loc-timeout", metavar="TIME",
+                     help="wait this long for the server's answer to a control request, as qperf -lto")
+    adv.add_argument("-rto", "--rem-timeout", metavar="TIME",
+                     help="the server waits this long for this host's next control message, as qperf -rto")
+    add_option(tst, RemoteTest, "ip_port", metavar="PORT")
+    add_option(tst, RemoteTest, "flip")
+    _output_options(tst)
+    tst.add_argument("-oo", "--oo", action="append", default=[], metavar="OPT:FROM:TO:STEP",
+                     help="sweep an option, as qperf: msg_size:1:64K:*2, rate:100kpps:1Mpps:+100kpps, "
+                          "no_msgs:1000:100000:*10")
+    add_option(tst, RemoteTest, "port", type=int)
+    add_option(tst, RemoteTest, "token")
+    add_option(tst, RemoteTest, "gso")
+    busy_poll_option(tst, "-rca, or -lca with -f1")
+    ends_options(tst, "this host's worker", "the server's worker")
+    tst.add_argument("--interval", default="1s", help="row interval with --json (default 1s)")
+    tst.add_argument("--json", action="store_true", help="JSON lines: rows, then a summary per test")
+
+
+def _output_options(parser) -> None:
+    """qperf's options for how perfkit test prints its summaries: -ub, -uu, -e, -un, the -v family."""
+    parser.add_argument("-ub", "--use-bits-per-sec", action="store_true",
+                        help="bandwidth in bits/s (Gb/sec), as qperf -ub")
+    parser.add_argument("-uu", "--unify-units", action="store_true",
+                        help="whole numbers in base units (bytes/sec, ns), as qperf -uu")
+    parser.add_argument("-e", "--precision", default=3, metavar="DIGITS",
+                        help="significant digits in the summary, as qperf -e (default 3)")
+    parser.add_argument("-un", "--unify-nodes", action="store_true",
+                        help="a bandwidth test's two ends named loc_ and rem_ (this host, the server) "
+                             "rather than send_ and recv_, as qperf -un")
+    verbose_options(parser)
+
+
+def verbose_options(parser) -> None:
+    """qperf's -v family: -v turns on -vc -vs -vt -vu; -vv their -vv forms."""
+    parser.add_argument("-v", "--verbose", action="store_true", help="all four below, as qperf -v")
+    parser.add_argument("-vv", "--verbose-more", action="store_true", help="all four -vv forms, as qperf -vv")
+    for kind in VERBOSE_HELP:
+        parser.add_argument(f"-v{kind[0]}", f"--verbose-{kind}", action="store_true",
+                            help=f"{VERBOSE_HELP[kind]}, as qperf -v{kind[0]}")
+        parser.add_argument(f"-vv{kind[0]}", f"--verbose-more-{kind}", action="store_true",
+                            help=f"as qperf -vv{kind[0]}")
+
+
+def count_option(parser) -> None:
+    """-n: the messages field (advanced)."""
+    advanced_group(parser).add_argument(
+        "-n", "--no-msgs", metavar="N",
+        help="end after N messages (latency tests: round trips), as qperf -n; "
+             "the time limit still holds (default: no count)")
+
+
+def ends_options(parser, loc: str, rem: str) -> None:
+    """qperf's options for each end (CPU affinity, socket buffers, reading the data), with its
+    short names: advanced fields, so under "advanced options"."""
+    parser = advanced_group(parser)
+    parser.add_argument("-lca", "--loc-cpu-affinity", metavar="CPU",
+                        help=f"pin {loc} to this CPU, as qperf -lca (default: any)")
+    parser.add_argument("-rca", "--rem-cpu-affinity", metavar="CPU",
+                        help=f"pin {rem} to this CPU, as qperf -rca (default: any)")
+    parser.add_argument("-ca", "--cpu-affinity", metavar="CPU", help="both of the above, as qperf -ca")
+    parser.add_argument("-lsb", "--loc-sock-buf-size", metavar="SIZE",
+                        help=f"socket buffers of {loc}'s socket, as qperf -lsb: 64K (default: 8 MiB; "
+                             "a TCP sender or pinger: the kernel's autotuning)")
+    parser.add_argument("-rsb", "--rem-sock-buf-size", metavar="SIZE",
+                        help=f"socket buffers of {rem}'s socket, as qperf -rsb (default 8 MiB)")
+    parser.add_argument("-sb", "--sock-buf-size", metavar="SIZE", help="both of the above, as qperf -sb")
+    parser.add_argument("-ar", "-ar1", "--access-recv", nargs="?", const="1", default="0", choices=("0", "1"),
+                        metavar="0|1", help="1: both ends read every byte they receive, as an application "
+                        "would, as qperf -ar (-ar1 and -ar alone: 1; default 0: the data is not looked at)")
+
+
+def busy_poll_option(parser, pinned: str) -> None:
+    """--busy-poll: the busy_poll field (advanced)."""
+    advanced_group(parser).add_argument(
+        "--busy-poll", nargs="?", const="1", default=None, choices=("0", "1"), metavar="0|1",
+        help="1: spin on the socket before sleeping (latency tests: both ends, up to 1 ms; "
+             "bandwidth tests: the receiving end, 50 us); 0: never, as qperf (default: where pinned, both ends of "
+             f"a latency test (-lca, -rca: two CPUs); {pinned}: a udp_bw receiver off loopback and a tcp_bw "
+             "reader of 16 KiB or bigger messages spin)")
+
+
+def search_options(parser) -> None:
+    """--search and its bounds: a rate search instead of one run (perfkit.ratesearch)."""
+    parser.add_argument("--search", metavar="CRITERION", help=SEARCH_HELP)
+    parser.add_argument("--low", help="--search: lower bound (default 1%% of the upper)")
+    parser.add_argument("--resolution", default="1%",
+                        help="--search: stop when pass and failure are this close: 1%% of the upper bound "
+                             "(default) or a rate (10kpps)")
+    parser.add_argument("--max-trials", default=16, help="--search: at most this many trials (default 16)")
+    parser.add_argument("--settle", default="0.5s", help="--search: pause between trials (default 0.5s)")
+    parser.add_argument("--retries", default=0, help="--search: run a failed trial again up to N times "
+                        "(default 0); the rate passes if one attempt does")
+
+
+def busy_poll_from_args(a) -> bool | None:
+    return None if a.busy_poll is None else a.busy_poll == "1"
+
+
+def ends_from_args(a) -> dict:
+    """-ca and -sb set both ends; -lca/-rca and -lsb/-rsb override them for their end."""
+    def pick(own, both):
+        return own if own is not None else both
+    return {"loc_cpu_affinity": pick(a.loc_cpu_affinity, a.cpu_affinity),
+            "rem_cpu_affinity": pick(a.rem_cpu_affinity, a.cpu_affinity),
+            "loc_sock_buf_size": pick(a.loc_sock_buf_size, a.sock_buf_size),
+            "rem_sock_buf_size": pick(a.rem_sock_buf_size, a.sock_buf_size),
+            "access_recv": a.access_recv == "1"}
+
+
+def the_lab(name):
+    """--lab NAME, or --lab alone: the one lab that is up."""
+    if name is None or name:
+        return name
+    up = sorted(s["name"] for s in lab.status() if s.get("status") == "up")
+    if len(up) != 1:
+        raise ValueError(f"lab: {len(up)} labs are up ({', '.join(up) or 'none: perfkit lab up'}); "
+                         "name one with --lab NAME")
+    return up[0]
+
+
+def local_from_args(a) -> LocalTest:
+    """perfkit local's spec from its parsed arguments."""
+    return LocalTest(test=a.test, size=a.size, rate=a.rate, flows=a.flows, duration=a.duration or "10s",
+                     host=a.host, port=a.port, batch=a.batch, gso=a.gso,
+                     busy_poll=busy_poll_from_args(a), lab=the_lab(a.lab), messages=a.no_msgs, **ends_from_args(a))
+
+
+def test_plan_args(a) -> dict:
+    """perfkit test's checked arguments, before anything runs: the tests with data (not conf
+    or quit), how long to wait for the server, each end's control timeout, and the fields
+    every RemoteTest takes (perfkit.sweep.plan's keywords)."""
+    data_tests = [t for t in a.tests if t not in ("conf", "quit")]
+    unknown = [t for t in data_tests if t not in REMOTE_TESTS]
+    if unknown:
+        raise ValueError(f"test: {unknown[0]!r} is not one of {', '.join(REMOTE_TESTS)}, conf, quit")
+    wait = check_wait_server(a.wait_server)   # conf and quit use it too
+    timeouts = {end: check_timeout(own if own is not None else a.timeout if a.timeout is not None
+                                   else CONTROL_TIMEOUT_S, end)
+                for end, own in (("loc_timeout", a.loc_timeout), ("rem_timeout", a.rem_timeout))}
+    fields = {"size": a.msg_size, "rate": a.rate, "flows": a.flows, "gso": a.gso, "busy_poll": busy_poll_from_args(a),
+              "messages": a.no_msgs, "flip": a.flip, "wait_server": wait, "ip_port": a.ip_port,
+              **timeouts, **ends_from_args(a)}
+    return {"data_tests": data_tests, "wait": wait, "timeouts": timeouts, "fields": fields}
+
+
+def cli_header(spec, engine: str) -> str:
+    """perfkit local's first line: what is about to run."""
+    return (f"perfkit local {spec.test}: {spec.size} B, {spec.rate or 'unlimited'}, "
+            f"{spec.flows} flow(s), {spec.duration:g} s"
+            f"{f' or {spec.messages:,} messages' if spec.messages else ''} on "
+            f"{'lab ' + spec.lab + ' (h1 -> h2)' if spec.lab else spec.host} ({engine} engine)")
+
+
+def unpaced_flood(spec) -> bool:
+    """A udp_bw run with no rate to an address off this host (and outside a lab): it floods."""
+    return (spec.test == "udp_bw" and spec.rate is None and getattr(spec, "lab", None) is None
+            and not ipaddress.ip_address(spec.host).is_loopback)
+
+
+CLI_PARSERS = {"local": _local_parser, "test": _test_parser}   # command -> adds its parser to subparsers
+CLI_SPECS = {"local": local_from_args}   # command -> its spec from parsed args (perfkit test: test_plan_args)

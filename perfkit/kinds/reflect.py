@@ -59,6 +59,17 @@ class SocketReflect(Serial):
 # ------------------------------------------------------------------ the kind
 SPECS = (SocketReflect,)
 ENGINE = {SocketReflect: "socket"}   # when perfkit.Run is given none
+# the counter groups (perfkit.stats.GROUPS) it writes: a stream test's (qperf.STREAM_GROUPS)
+COUNTER_GROUPS = ("traffic", "seq", "latency", "sock", "cpu")
+
+
+def plan(spec) -> dict:
+    """The socket engine's plan (perfkit.engines.socket): the far end alone, a sink or a
+    reflector on host:port."""
+    return {"engine": "socket", "spec": type(spec).__name__, "handle": "sock",
+            "workers": [{"role": "udp_recv" if spec.mode == "rxonly" else "udp_reflect",
+                         "local": (spec.host, spec.port), "size": spec.size, "flows": spec.flows,
+                         "batch": 32, "duration": spec.duration, "netns": spec.netns}]}
 # Its own dashboard: what arrives and, reversing, goes back, with the sequence errors and the
 # one-way latency perfkit's header gives (a sender's charts would show send drops it never has).
 _RATE = {"tickformat": "~s", "rangemode": "tozero"}

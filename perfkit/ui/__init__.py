@@ -23,7 +23,8 @@ from perfkit.ui.charts import histogram_figure, run_figure
 from perfkit.ui.dashboard import Dashboard, show
 from perfkit.ui.html import html_report
 from perfkit.ui.lab import LabPanel
-from perfkit.ui.panel import Launcher, Panel, summary_line
+from perfkit.ui.launcher import Launcher
+from perfkit.ui.panel import Panel, summary_line
 from perfkit.ui.points import PointsChart, search_figure, sweep_figure
 from perfkit.ui.store import StoreBrowser
 

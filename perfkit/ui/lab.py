@@ -18,7 +18,7 @@ import html
 import threading
 
 from perfkit.lab import Lab, status_text
-from perfkit.ui.panel import _GREEN, _GREY, _RED, FieldUI, Panel, _launch
+from perfkit.ui.form import GREEN, GREY, RED, FieldUI, field_row, label_html, launch
 
 _IMPAIR = ("delay", "jitter", "loss", "duplicate", "reorder", "corrupt", "rate")
 
@@ -49,7 +49,7 @@ class LabPanel:
         self._defaults = {fu.name: fu.default for fu in self.form}
         rows = []
         for fu in self.form:
-            box, label, _, row = Panel._field_row(self, w, fu, fu.default)   # the same rows as a Panel's
+            box, label, _, row = field_row(w, fu, fu.default)   # the same rows as a Panel's
             self.inputs[fu.name], self.labels[fu.name] = box, label
             rows.append(row)
         self.lab = None                   # the Lab this panel made (up)
@@ -65,15 +65,13 @@ class LabPanel:
         self._idle = threading.Event()
         self._idle.set()
         self.widget = w.VBox([w.HTML("<b>perfkit — lab</b> "
-                                     f'<span style="color:{_GREY}">(network namespaces joined by veth; root)</span>'),
+                                     f'<span style="color:{GREY}">(network namespaces joined by veth; root)</span>'),
                               *rows, self.message, w.HBox([*self.buttons.values(), self.line]), self.info])
         if values:
             self.set(**values)
         for box in self.inputs.values():
             box.observe(lambda _c: self.validate(), names="value")
         self.validate()
-
-    _label_html = staticmethod(Panel._label_html)
 
     def set(self, **values) -> "LabPanel":
         """Set fields as if typed (delay='10ms', loss='1%', hosts=3)."""
@@ -102,11 +100,11 @@ class LabPanel:
         self.error = error
         bad = error.split(":", 1)[0].strip() if error else None
         for name, label in self.labels.items():
-            label.value = self._label_html(name, name == bad)
+            label.value = label_html(name, name == bad)
         if error:
-            self.message.value = f'<span style="color:{_RED}">⚠ {html.escape(error)}</span>'
+            self.message.value = f'<span style="color:{RED}">⚠ {html.escape(error)}</span>'
         else:
-            self.message.value = f'<span style="color:{_GREEN}">✓ ready: {html.escape(str(made.initial))}</span>'
+            self.message.value = f'<span style="color:{GREEN}">✓ ready: {html.escape(str(made.initial))}</span>'
         self._refresh()
         return made
 
@@ -117,7 +115,7 @@ class LabPanel:
         self.buttons["impair"].disabled = busy or not up or self.error is not None
         self.buttons["down"].disabled = busy or not up
 
-    def _say(self, text: str, colour: str = _GREY) -> None:
+    def _say(self, text: str, colour: str = GREY) -> None:
         self.line.value = f'<span style="color:{colour}">{html.escape(text)}</span>'
 
     def _job(self, what: str, fn) -> None:
@@ -131,15 +129,15 @@ class LabPanel:
         def work():
             try:
                 done = fn()
-                self._say(f"■ {done}", _GREEN)
+                self._say(f"■ {done}", GREEN)
             except Exception as exc:  # noqa: BLE001 (shown in the panel; the kernel carries on)
-                self._say(f"⚠ {what}: {exc}", _RED)
+                self._say(f"⚠ {what}: {exc}", RED)
             finally:
                 self._busy.clear()
                 self._refresh()
                 self.status()
                 self._idle.set()
-        _launch(work)
+        launch(work)
 
     def up(self) -> None:
         """What the up button does: make the lab (perfkit lab up) in a background thread."""

@@ -5,7 +5,9 @@ declares (perfkit.fields): a dropdown where it declares choices (test, mode, met
 text box with suggestions for DPDK ports, a checkbox for booleans, an integer box for plain
 ints, a password box for the token, and a text box for everything that takes units
 (size 64K, rate 1.5Mpps, duration 10s). Next to each input: its unit, its range and its
-default, and its help line, all as the field declares them. The spec is built on every
+default, and its help line, all as the field declares them. The essential fields come
+first; the advanced ones (tuning knobs, perfkit.fields' advanced=True) are folded in a
+closed "Advanced" section, opened when one of them is in error. The spec is built on every
 change; its ValueError is shown under the form, the field's label turns red, and Start
 stays disabled until the input is valid, so nothing native starts on a bad value. An
 engine that is not available here (perfkit.engines()) disables Start the same way.
@@ -27,7 +29,6 @@ from __future__ import annotations
 import dataclasses
 import html
 import inspect
-import queue
 import re
 import threading
 
@@ -43,7 +44,9 @@ from perfkit.report import conf_text
 from perfkit.run import Run
 from perfkit.ui import charts, points
 from perfkit.ui.dashboard import Dashboard
-from perfkit.units import Rate, format_si
+from perfkit.ui.form import (GREEN, GREY, RED, TRISTATE, FieldUI, field_row, label_html, launch, start_launcher,
+                             text_value)
+from perfkit.units import format_si
 
 # Tasks beyond one run, by spec: what Start does (see the module doc); each kind declares its own.
 TASKS = {name: _kinds.lookup(cls, "TASKS", ("run",)) for name, cls in _kinds.SPECS.items()}
@@ -57,7 +60,7 @@ def _search_defaults() -> dict:
             if v.default is not inspect.Parameter.empty}
 
 
-def task_fields(task: str) -> list["FieldUI"]:
+def task_fields(task: str) -> list[FieldUI]:
     """The fields a task adds to the form (not spec fields: arguments of search() / test())."""
     if task == "search":
         d = _search_defaults()
@@ -67,7 +70,7 @@ def task_fields(task: str) -> list["FieldUI"]:
                     None, "what every trial must hold: no loss (RFC 2544 throughput), a tolerated loss "
                     "(PDR), a latency bound (p50 p90 p99 p999 max mean), or every engine worker below "
                     "a share of a core (BiTester)"),
-            FieldUI("trial", "text", d["trial"], (), _SECONDS, f"50ms..{MAX_TRIAL_S:g}s", None,
+            FieldUI("trial", "text", d["trial"], (), SECONDS, f"50ms..{MAX_TRIAL_S:g}s", None,
                     "how long each trial runs (the duration above is not used); the rate above is the "
                     "upper bound (empty: an unpaced first trial measures it)"),
             FieldUI("low", "text", d["low"], (), "pps or bit/s; empty: 1% of the upper bound", "", None,
@@ -76,7 +79,7 @@ def task_fields(task: str) -> list["FieldUI"]:
                     "", None, "stop when the highest pass and the lowest failure are this close"),
             FieldUI("max_trials", "int", d["max_trials"], (), "trials", f"1..{MAX_TRIALS}", (1, MAX_TRIALS),
                     "at most this many trials"),
-            FieldUI("settle", "text", d["settle"], (), _SECONDS, "0..60s", None,
+            FieldUI("settle", "text", d["settle"], (), SECONDS, "0..60s", None,
                     "pause between trials, so a backlog from one never reaches the next"),
             FieldUI("retries", "int", d["retries"], (), "trials", "0..5", (0, 5),
                     "run a failed trial again at the same rate up to this many times; the rate passes if one does"),
@@ -105,14 +108,6 @@ def task_fields(task: str) -> list["FieldUI"]:
         ]
     return []
 
-# A bool | None field: a drop-down whose "auto" is None (the spec decides).
-TRISTATE = {None: "auto", True: "on", False: "off"}
-_SECONDS = SECONDS
-
-_RED = "#b00020"
-_GREEN = "#1b5e20"
-_GREY = "#666"
-
 
 def _type_name(field: dataclasses.Field) -> str:
     t = field.type
@@ -122,19 +117,6 @@ def _type_name(field: dataclasses.Field) -> str:
 def field_hints(spec_cls) -> dict[str, str]:
     """Per-field help: each field's own (perfkit.fields.help_text)."""
     return help_text(spec_cls)
-
-
-@dataclasses.dataclass(frozen=True)
-class FieldUI:
-    """How one spec field shows in the form."""
-    name: str
-    kind: str            # choice | combo | bool | tristate | int | text | secret | lines | area | ranges | pair | multi
-    default: object      # the spec's default (None: empty box)
-    choices: tuple = ()  # choice: the options; combo: suggestions
-    unit: str = ""
-    range: str = ""      # 'lo..hi' as shown
-    bounds: tuple | None = None   # (lo, hi) where the range is two numbers
-    help: str = ""
 
 
 def form_fields(spec_cls, choices: dict | None = None) -> list[FieldUI]:
@@ -164,34 +146,8 @@ def form_fields(spec_cls, choices: dict | None = None) -> list[FieldUI]:
             kind = "int"
         else:
             kind = "text"
-        out.append(FieldUI(f.name, kind, default, tuple(opts or ()), m.unit, m.range, m.bounds, m.help))
+        out.append(FieldUI(f.name, kind, default, tuple(opts or ()), m.unit, m.range, m.bounds, m.help, m.advanced))
     return out
-
-
-def _text_value(value, name: str, seconds: bool = False) -> str:
-    """How a value shows in a text box: 10.0 -> '10s' for durations (seconds), None -> '',
-    a Rate -> '1500000pps' (exact), a dict of headers -> 'Name: value' lines."""
-    if value is None:
-        return ""
-    if isinstance(value, (tuple, list)) and name == "clients":      # ((ip, n), ...) or 'ip+n' strings
-        return ", ".join(v if isinstance(v, str) else f"{v[0]}+{v[1]}" for v in value)
-    if isinstance(value, (tuple, list)) and name == "lport_range":
-        return f"{value[0]}-{value[1]}"
-    if isinstance(value, (tuple, list)) and name == "sizes":        # ((size, weight), ...)
-        return ",".join(f"{a}:{b}" for a, b in value)
-    if isinstance(value, (tuple, list)):                             # a URL list
-        return " ".join(str(v) for v in value)
-    if isinstance(value, Rate):
-        return f"{value.value:.15g}{value.unit}"
-    if isinstance(value, dict):
-        return "\n".join(f"{k}: {v}" for k, v in value.items())
-    if isinstance(value, bytes):
-        return value.decode("latin-1")
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and seconds:
-        return f"{value:g}s"
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
 
 
 def _parse_pair(text: str, name: str):
@@ -215,7 +171,8 @@ def _parse_lines(text: str, name: str) -> dict | None:
     return out or None
 
 
-def _resolve(spec_cls):
+def resolve_spec(spec_cls):
+    """A spec class from itself or its name in perfkit.kinds.SPECS, else ValueError naming the known ones."""
     if isinstance(spec_cls, str):
         if spec_cls not in _kinds.SPECS:
             raise ValueError(f"spec_cls: {spec_cls!r} is not one of {', '.join(_kinds.SPECS)}")
@@ -245,7 +202,7 @@ class Panel:
         import ipywidgets as w  # the notebook extra: imported when a panel is made
 
         start_from = None
-        spec_cls = _resolve(spec_cls)
+        spec_cls = resolve_spec(spec_cls)
         if not isinstance(spec_cls, type):           # an instance: start from its values
             start_from, spec_cls = spec_cls, type(spec_cls)
         if not dataclasses.is_dataclass(spec_cls):
@@ -257,16 +214,38 @@ class Panel:
         self.engine = engine
         self.form = form_fields(spec_cls, choices)
         self._seconds = {fu.name for fu in self.form if fu.unit == SECONDS}   # shown as 10s
+        self._advanced = {fu.name for fu in self.form if fu.advanced}         # folded under "Advanced"
         self.fields = dataclasses.fields(spec_cls)
-        names = [f.name for f in self.form]
         self.engine_name = engine or _kinds.lookup(spec_cls, "ENGINE", "socket")
         self._dpdk = self.engine_name in ("dpdk", "dpdk_tcp")
-        extra_tasks = [*_kinds.lookup(spec_cls, "TASKS", ("run",))[1:], *(["eal"] if self._dpdk else [])]
+        self._check_names(values)
+        self._init_state()
+        rows = self._form_rows(w, start_from)
+        self._task_rows(w)
+        self._buttons(w)
+        self.widget = w.VBox([self._title(w), *self._kind_rows(w), *([self.task_box] if self.task_box else []),
+                              *rows, *([self.advanced_box] if self.advanced_box is not None else []),
+                              *([self.eal_box] if self._dpdk else []), *self.sections.values(),
+                              self.message, w.HBox([self.start_button, self.stop_button, *self._extra, self.status]),
+                              self.info, self.output])
+        if values:
+            self.set(**values)
+        self._observe()
+        self.validate()
+        _prewarm()
+        start_launcher()
+
+    # ---------------------------------------------------------------- building the form
+    def _check_names(self, values: dict) -> None:
+        """ValueError for a value given to the constructor that names no field or task field."""
+        names = [f.name for f in self.form]
+        extra_tasks = [*_kinds.lookup(self.spec_cls, "TASKS", ("run",))[1:], *(["eal"] if self._dpdk else [])]
         extra = ["task", *(fu.name for t in extra_tasks for fu in task_fields(t))]
         unknown = set(values) - set(names) - set(extra)
         if unknown:
             raise ValueError(f"{sorted(unknown)[0]}: unknown field (known: {', '.join(names)})")
 
+    def _init_state(self) -> None:
         self.run: Run | None = None
         self.dashboard: Dashboard | None = None
         self.error: str | None = None
@@ -277,16 +256,8 @@ class Panel:
         self.inputs: dict = {}      # field name -> input widget
         self.labels: dict = {}      # field name -> its label (turns red on that field's error)
         self.units: dict = {}       # field name -> its unit/range/default line
-        rows = []
-        for fu in self.form:
-            value = getattr(start_from, fu.name) if start_from is not None else fu.default
-            self._defaults[fu.name], self._kinds[fu.name] = fu.default, fu.kind
-            box, label, unit, row = self._field_row(w, fu, value, fu.name in self._seconds)
-            self.inputs[fu.name], self.labels[fu.name], self.units[fu.name] = box, label, unit
-            rows.append(row)
-
         # tasks: a rate search or a sweep beside the single run, with their own fields
-        self.tasks = _kinds.lookup(spec_cls, "TASKS", ("run",))
+        self.tasks = _kinds.lookup(self.spec_cls, "TASKS", ("run",))
         self.task = "run"
         self.task_inputs: dict = {}    # task -> {name: input widget} (not spec fields)
         self.task_labels: dict = {}    # task -> {name: label}
@@ -297,11 +268,32 @@ class Panel:
         self.server = None             # RemoteTest: the perfkit server this panel started (serve())
         self._plan = None              # the task's checked arguments
         self._stop_event: threading.Event | None = None
+
+    def _form_rows(self, w, start_from) -> list:
+        """A row per spec field (its value from start_from, an instance, or the default): the
+        essential fields' rows, returned; the advanced fields' (perfkit.fields: tuning knobs)
+        folded in self.advanced_box, a closed Accordion titled "Advanced" (None if none)."""
+        rows, advanced = [], []
+        for fu in self.form:
+            value = getattr(start_from, fu.name) if start_from is not None else fu.default
+            self._defaults[fu.name], self._kinds[fu.name] = fu.default, fu.kind
+            box, label, unit, row = field_row(w, fu, value, fu.name in self._seconds)
+            self.inputs[fu.name], self.labels[fu.name], self.units[fu.name] = box, label, unit
+            (advanced if fu.advanced else rows).append(row)
+        self.advanced_box = None
+        if advanced:
+            self.advanced_box = w.Accordion(children=[w.VBox(advanced)], selected_index=None)
+            self.advanced_box.set_title(0, "Advanced")
+        return rows
+
+    def _task_rows(self, w) -> None:
+        """Each task's own fields (a section shown for that task; DPDK's EAL options folded
+        away under the form) and the task buttons."""
         for task in [*self.tasks[1:], *(["eal"] if self._dpdk else [])]:
             self.task_inputs[task], self.task_labels[task], mrows = {}, {}, []
             for fu in task_fields(task):
                 self._defaults[f"{task}.{fu.name}"], self._kinds[f"{task}.{fu.name}"] = fu.default, fu.kind
-                box, label, _, row = self._field_row(w, fu, fu.default)
+                box, label, _, row = field_row(w, fu, fu.default)
                 self.task_inputs[task][fu.name], self.task_labels[task][fu.name] = box, label
                 mrows.append(row)
             if task == "eal":   # once per kernel: folded away under the form
@@ -313,6 +305,9 @@ class Panel:
         self.task_box = (w.ToggleButtons(options=[(TASK_LABELS[m], m) for m in self.tasks], value="run")
                          if len(self.tasks) > 1 else None)
 
+    def _buttons(self, w) -> None:
+        """Start, Stop, the message and status lines, the run's output; for a kind with
+        server control (RemoteTest), serve here, conf and quit server (self._extra)."""
         self.message = w.HTML()
         self.status = w.HTML()
         self.start_button = w.Button(description="Start", button_style="success", icon="play",
@@ -322,20 +317,9 @@ class Panel:
         self.output = w.Output()
         self.start_button.on_click(self._click_start)
         self.stop_button.on_click(lambda _b: self.stop())
-        title = w.HTML(f"<b>perfkit — {html.escape(spec_cls.__name__)}</b> "
-                       f'<span style="color:{_GREY}">({html.escape(self.engine_name)} engine)</span>')
         self.info = w.HTML()           # what the conf button brings back
-        extra = []
-        dperf_row = []
-        rows_of_kind = _kinds.lookup(spec_cls, "PANEL_ROWS", ())
-        if "dperf_conf" in rows_of_kind:   # perfkit dperf -c FILE.conf
-            self.dperf_conf = w.Text(placeholder="path/to/dperf.conf", layout=w.Layout(width="230px"))
-            self.dperf_button = w.Button(description="load", icon="folder-open", layout=w.Layout(width="80px"),
-                                         tooltip="fill the form from a dperf configuration file")
-            self.dperf_button.on_click(lambda _b: self.load_dperf(self.dperf_conf.value))
-            dperf_row = [w.HBox([w.HTML("dperf conf", layout=w.Layout(width="130px", min_width="130px")),
-                                 self.dperf_conf, self.dperf_button])]
-        if "server_control" in rows_of_kind:   # perfkit test HOST conf / quit
+        self._extra = []
+        if "server_control" in _kinds.lookup(self.spec_cls, "PANEL_ROWS", ()):   # perfkit test HOST conf / quit
             self.conf_button = w.Button(description="conf", icon="info", layout=w.Layout(width="80px"),
                                         tooltip="both ends' host, CPU, OS, kernel and perfkit (perfkit test HOST conf)")
             self.quit_button = w.Button(description="quit server", icon="power-off", layout=w.Layout(width="120px"),
@@ -346,13 +330,25 @@ class Panel:
             self.conf_button.on_click(lambda _b: self.conf())
             self.quit_button.on_click(lambda _b: self.quit_server())
             self.serve_button.on_click(lambda _b: self.serve(stop=self.server is not None))
-            extra = [self.serve_button, self.conf_button, self.quit_button]
-        self.widget = w.VBox([title, *dperf_row, *([self.task_box] if self.task_box else []), *rows,
-                              *([self.eal_box] if self._dpdk else []), *self.sections.values(), self.message,
-                              w.HBox([self.start_button, self.stop_button, *extra, self.status]),
-                              self.info, self.output])
-        if values:
-            self.set(**values)
+            self._extra = [self.serve_button, self.conf_button, self.quit_button]
+
+    def _title(self, w):
+        return w.HTML(f"<b>perfkit — {html.escape(self.spec_cls.__name__)}</b> "
+                      f'<span style="color:{GREY}">({html.escape(self.engine_name)} engine)</span>')
+
+    def _kind_rows(self, w) -> list:
+        """The rows a kind adds above its form (PANEL_ROWS): dperf's conf loader."""
+        if "dperf_conf" not in _kinds.lookup(self.spec_cls, "PANEL_ROWS", ()):   # perfkit dperf -c FILE.conf
+            return []
+        self.dperf_conf = w.Text(placeholder="path/to/dperf.conf", layout=w.Layout(width="230px"))
+        self.dperf_button = w.Button(description="load", icon="folder-open", layout=w.Layout(width="80px"),
+                                     tooltip="fill the form from a dperf configuration file")
+        self.dperf_button.on_click(lambda _b: self.load_dperf(self.dperf_conf.value))
+        return [w.HBox([w.HTML("dperf conf", layout=w.Layout(width="130px", min_width="130px")),
+                        self.dperf_conf, self.dperf_button])]
+
+    def _observe(self) -> None:
+        """Every input, task input and the task buttons check the form on each change."""
         for box in self.inputs.values():
             box.observe(self._on_change, names="value")
         for boxes in self.task_inputs.values():
@@ -360,54 +356,8 @@ class Panel:
                 box.observe(self._on_change, names="value")
         if self.task_box is not None:
             self.task_box.observe(self._on_task, names="value")
-        self.validate()
-        _prewarm()
-        _launcher()
 
     # ---------------------------------------------------------------- form
-    def _field_row(self, w, fu: "FieldUI", value, seconds: bool = False):
-        """One form row: label, input, unit/range/default, help line (seconds: durations as 10s)."""
-        layout = w.Layout(width="230px", min_width="230px")
-        default = fu.default
-        if fu.kind == "tristate":
-            value = TRISTATE.get(value, value)
-        if fu.kind in ("choice", "tristate"):
-            opts = list(fu.choices)
-            box = w.Dropdown(options=opts, value=value if value in opts else opts[0], layout=layout)
-        elif fu.kind == "combo":
-            box = w.Combobox(options=list(fu.choices), value=_text_value(value, fu.name, seconds),
-                             ensure_option=False, layout=layout,
-                             placeholder="(empty: none)" if default is None else "")
-        elif fu.kind == "bool":
-            box = w.Checkbox(value=bool(value), indent=False, layout=layout)
-        elif fu.kind == "int":
-            box = w.IntText(value=int(value or 0), layout=layout)
-        elif fu.kind == "secret":
-            box = w.Password(value=_text_value(value, fu.name, seconds), layout=layout,
-                             placeholder="(empty: PERFKIT_TOKEN)")
-        elif fu.kind == "multi":
-            box = w.SelectMultiple(options=list(fu.choices), value=tuple(value or ()), rows=3, layout=layout)
-        elif fu.kind in ("lines", "area"):
-            box = w.Textarea(value=_text_value(value, fu.name, seconds), rows=2, layout=layout,
-                             placeholder="(empty: none)")
-        else:
-            box = w.Text(value=_text_value(value, fu.name, seconds), layout=layout,
-                         placeholder="(empty: default)" if default is None else "")
-        box.tooltip = fu.help
-        label = w.HTML(self._label_html(fu.name, False), layout=w.Layout(width="130px", min_width="130px"))
-        info = [x for x in (fu.unit, fu.range and f"range {fu.range}",
-                            f"default {_text_value(default, fu.name, seconds) or 'none'}"
-                            if fu.kind not in ("secret",) else "") if x]
-        unit = w.HTML(f'<span style="color:{_GREY};font-size:90%">{html.escape(" · ".join(info))}</span>',
-                      layout=w.Layout(width="300px", min_width="300px"))
-        hint = w.HTML(f'<span style="color:{_GREY};font-size:90%">{html.escape(fu.help)}</span>')
-        return box, label, unit, w.HBox([label, box, unit, hint])
-
-    @staticmethod
-    def _label_html(name: str, bad: bool) -> str:
-        style = f"color:{_RED};font-weight:bold" if bad else ""
-        return f'<span style="{style}">{"⚠ " if bad else ""}{html.escape(name)}</span>'
-
     def set(self, **values) -> "Panel":
         """Set form fields as if typed (size='1500', rate='10kpps', busy_poll=True); task='search'
         or 'sweep' picks what Start does, and that task's fields are set the same way
@@ -437,7 +387,7 @@ class Panel:
                 if value not in TRISTATE.values():
                     raise ValueError(f"{name}: {value!r}: None, True or False (auto, on or off)")
             elif kind not in ("choice", "bool", "int"):   # text: what a person would type
-                value = _text_value(value, name, extra is None and name in self._seconds)
+                value = text_value(value, name, extra is None and name in self._seconds)
             box.value = value
         return self
 
@@ -470,7 +420,7 @@ class Panel:
                                  f"{'server' if 'Server' in type(spec).__name__ else 'client'}): "
                                  f"open it in the {type(spec).__name__} panel")
         except (OSError, ValueError) as exc:
-            self.info.value = f'<span style="color:{_RED}">⚠ dperf conf: {html.escape(str(exc))}</span>'
+            self.info.value = f'<span style="color:{RED}">⚠ dperf conf: {html.escape(str(exc))}</span>'
             return None
         self.set(**{f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)})
         self.info.value = f"loaded {html.escape(str(path))}"
@@ -572,12 +522,14 @@ class Panel:
             bad = error.split(":", 1)[0].strip() if error else None
             bad = {"high": "rate"}.get(bad, bad)     # a search's upper bound is the form's rate
             for name, label in self.labels.items():
-                label.value = self._label_html(name, name == bad)
+                label.value = label_html(name, name == bad)
+            if self.advanced_box is not None and bad in self._advanced:   # show the field in error
+                self.advanced_box.selected_index = 0
             for task in {self.task, "eal"}:
                 for name, label in self.task_labels.get(task, {}).items():
-                    label.value = self._label_html(name, name == bad)
+                    label.value = label_html(name, name == bad)
             if error:
-                self.message.value = f'<span style="color:{_RED}">⚠ {html.escape(error)}</span>'
+                self.message.value = f'<span style="color:{RED}">⚠ {html.escape(error)}</span>'
             else:
                 what = charts.spec_title(spec)
                 if self.task == "search":
@@ -587,7 +539,7 @@ class Panel:
                 elif self.task == "sweep":
                     what = (f"sweep {self.task_values()['sweep']} of {', '.join(plan['tests'])} to {spec.host}: "
                             f"{plan['points']} points of {spec.duration:g} s")
-                self.message.value = (f'<span style="color:{_GREEN}">✓ ready: '
+                self.message.value = (f'<span style="color:{GREEN}">✓ ready: '
                                       f'{html.escape(what)}</span>')
             self._refresh()
         return spec
@@ -613,7 +565,7 @@ class Panel:
             self.start_button.disabled = running or self._spec is None
             self.stop_button.disabled = not running
 
-    def _set_status(self, text: str, colour: str = _GREY) -> None:
+    def _set_status(self, text: str, colour: str = GREY) -> None:
         self.status.value = f'<span style="color:{colour}">{html.escape(text)}</span>'
 
     def start(self):
@@ -641,7 +593,7 @@ class Panel:
             self._set_status(f"… starting {charts.spec_title(spec)}")
             self._refresh()
         dash.attach(self.output)
-        _launch(self._start_run, run, dash)
+        launch(self._start_run, run, dash)
         return run
 
     def _start_run(self, run: Run, dash: Dashboard) -> None:
@@ -678,7 +630,7 @@ class Panel:
         self._set_status(f"… starting the {what}")
         self._refresh()
         chart.attach(self.output)
-        _launch(work, spec, plan, chart, stop)
+        launch(work, spec, plan, chart, stop)
         return chart
 
     def _search_job(self, spec, plan, chart, stop) -> None:
@@ -729,16 +681,16 @@ class Panel:
         a background thread and shown under the buttons (perfkit test HOST conf)."""
         spec = self._spec
         if spec is None:
-            self._set_status(f"⚠ {self.error}", _RED)
+            self._set_status(f"⚠ {self.error}", RED)
             return
 
         def fetch():
             try:
                 self.info.value = f"<pre>{html.escape(conf_text(remote.conf(spec.host, spec.port, spec.token)))}</pre>"
             except Exception as exc:  # noqa: BLE001
-                self.info.value = f'<span style="color:{_RED}">⚠ conf: {html.escape(str(exc))}</span>'
+                self.info.value = f'<span style="color:{RED}">⚠ conf: {html.escape(str(exc))}</span>'
         self.info.value = "… asking the server"
-        _launch(fetch)
+        launch(fetch)
 
     def serve(self, stop: bool = False):
         """What the serve here button does: a perfkit server (perfkit serve) in this kernel,
@@ -757,10 +709,10 @@ class Panel:
         try:
             srv = Server(v["host"], int(v["port"]), token=v["token"] or None, log=lambda line: None)
         except (OSError, ValueError) as exc:
-            self.info.value = f'<span style="color:{_RED}">⚠ serve: {html.escape(str(exc))}</span>'
+            self.info.value = f'<span style="color:{RED}">⚠ serve: {html.escape(str(exc))}</span>'
             return None
         self.server = srv
-        _launch(srv.serve_forever)
+        launch(srv.serve_forever)
         if int(v["port"]) != srv.port:
             self.set(port=srv.port)
         self.serve_button.description = "stop server"
@@ -772,7 +724,7 @@ class Panel:
         """What the quit server button does: ask perfkit serve on host:port to stop."""
         spec = self._spec
         if spec is None:
-            self._set_status(f"⚠ {self.error}", _RED)
+            self._set_status(f"⚠ {self.error}", RED)
             return
 
         def ask():
@@ -783,15 +735,15 @@ class Panel:
                     self.server = None
                     self.serve_button.description = "serve here"
             except Exception as exc:  # noqa: BLE001
-                self.info.value = f'<span style="color:{_RED}">⚠ quit: {html.escape(str(exc))}</span>'
+                self.info.value = f'<span style="color:{RED}">⚠ quit: {html.escape(str(exc))}</span>'
         self.info.value = "… asking the server to stop"
-        _launch(ask)
+        launch(ask)
 
     def _click_start(self, _button) -> None:
         try:
             self.start()
         except Exception as exc:  # show it in the panel; the kernel carries on
-            self._set_status(f"⚠ could not start: {exc}", _RED)
+            self._set_status(f"⚠ could not start: {exc}", RED)
             self._refresh()
 
     def stop(self) -> None:
@@ -825,22 +777,22 @@ class Panel:
             if self.run is None:             # a search or a sweep
                 res = self.result
                 if self.job_error:
-                    self._set_status(f"⚠ {self.job_error}", _RED)
+                    self._set_status(f"⚠ {self.job_error}", RED)
                 elif hasattr(res, "found_pps"):
                     found = (f"found {format_si(res.found_pps, 'pps')} ({format_si(res.found_bps, 'bit/s')})"
                              if res.found_pps is not None else "nothing passed")
                     self._set_status(f"■ finished: {found} after {len(res.rows)} trials ({res.stopped}), "
-                                     f"{res.elapsed_s:.1f} s", _GREEN)
+                                     f"{res.elapsed_s:.1f} s", GREEN)
                 else:
-                    self._set_status(f"■ finished: {0 if res is None else res.height} points", _GREEN)
+                    self._set_status(f"■ finished: {0 if res is None else res.height} points", GREEN)
                 self._refresh()
                 return
             run = dash.run
             if run.error:
-                self._set_status(f"⚠ {run.error}", _RED)
+                self._set_status(f"⚠ {run.error}", RED)
             else:
                 self._set_status(f"■ finished: {summary_line(run.summary, run.rows[-1] if run.rows else None)}",
-                                 _GREEN)
+                                 GREEN)
             self._refresh()
 
     # ------------------------------------------------------------ display
@@ -853,36 +805,6 @@ class Panel:
         return f"<perfkit.ui.Panel {self.spec_cls.__name__}{task} {state}, spec={self._spec!r}>"
 
 
-_jobs: queue.SimpleQueue = queue.SimpleQueue()
-_launcher_thread: threading.Thread | None = None
-_launcher_lock = threading.Lock()
-
-
-def _launcher() -> None:
-    """The process's launcher thread (started once, from the first Panel): it starts a
-    thread for each job. threading.Thread.start() waits until the new thread holds the
-    GIL, which can take long when other threads are busy; that wait happens here, so
-    Start only puts a job on a queue and returns at once."""
-    global _launcher_thread
-    with _launcher_lock:
-        if _launcher_thread is not None and _launcher_thread.is_alive():
-            return
-        _launcher_thread = threading.Thread(target=_launch_loop, name="perfkit-ui-launcher", daemon=True)
-        _launcher_thread.start()
-
-
-def _launch_loop() -> None:
-    while True:
-        fn, args = _jobs.get()
-        threading.Thread(target=fn, args=args, name="perfkit-ui-start", daemon=True).start()
-
-
-def _launch(fn, *args) -> None:
-    """fn(*args) in a thread of its own, started by the launcher thread."""
-    _launcher()
-    _jobs.put((fn, args))
-
-
 _prewarmed = threading.Event()
 warm = threading.Event()   # set once plotly's widget code and a dashboard figure have been made
 
@@ -891,7 +813,7 @@ def _prewarm() -> None:
     """Import plotly's widget code and build one dashboard figure (plotly loads its property
     validators on first use) in the background, once per process: the first FigureWidget
     takes a second or more of CPU holding the GIL, and if that happened while a run is live
-    the kernel's other cells would wait behind it (100-200 ms each, measured)."""
+    the kernel's other cells would wait behind it (see bench/RESULTS-notes.md#the-notebook-panels-prewarm)."""
     if _prewarmed.is_set():
         return
     _prewarmed.set()
@@ -954,46 +876,3 @@ def summary_line(s: dict | None, last: dict | None = None) -> str:
             parts.append(f"one-way p50 {_time(s['lat_p50_us'])}")
     parts.append(f"cpu {s.get('cpu_pct', 0):.0f}%")
     return ", ".join(parts)
-
-
-class Launcher:
-    """Every spec's Panel in one widget, a tab each (LocalTest, RemoteTest, HttpLoad,
-    HttpServe, DpdkFlows, DpdkReflect): every test perfkit runs, from one cell.
-
-        launcher = perfkit.ui.Launcher(interval=0.5)
-        launcher                       # pick a tab, fill in, Start
-        launcher["HttpLoad"].run       # a tab's Panel and its Run
-
-    kinds: which specs (names in perfkit.kinds.SPECS), in tab order; panel_kwargs go to
-    every Panel (interval, window, redraw_s). lab: a last tab with the LabPanel
-    (perfkit lab up / status / down), launcher.lab.
-    """
-
-    def __init__(self, kinds=None, lab: bool = True, **panel_kwargs):
-        import ipywidgets as w
-        kinds = list(kinds) if kinds is not None else list(_kinds.SPECS)
-        for k in kinds:
-            _resolve(k)                       # ValueError naming the known ones
-        self.panels = {k: Panel(k, **panel_kwargs) for k in kinds}
-        self.lab = None
-        if lab:
-            from perfkit.ui.lab import LabPanel  # perfkit.ui.lab builds on this module: a cycle
-            self.lab = LabPanel()
-        self.widget = w.Tab(children=[p.widget for p in self.panels.values()]
-                            + ([self.lab.widget] if self.lab else []))
-        self.widget.titles = tuple(kinds) + (("Lab",) if self.lab else ())
-
-    def __getitem__(self, kind: str) -> Panel:
-        return self.panels[kind]
-
-    @property
-    def current(self) -> Panel:
-        """The Panel of the selected tab (the LabPanel on the Lab tab)."""
-        i = self.widget.selected_index or 0
-        return list(self.panels.values())[i] if i < len(self.panels) else self.lab
-
-    def _repr_mimebundle_(self, **kwargs):
-        return self.widget._repr_mimebundle_(**kwargs)
-
-    def __repr__(self) -> str:
-        return f"<perfkit.ui.Launcher {', '.join(self.panels)}>"

@@ -17,7 +17,8 @@
  *                            Prints "W <parsed> <rejected>"; exits 3 on a wrong answer.
  *   V <iterations> <seed>    pk_seq_widen against the 64-bit truth for sequences within
  *                            2^31 of the flow's next. Prints "V <checked>"; exits 3 on a wrong answer.
- * Build the engine source from elsewhere with -DPK_ENGINE_SRC='"path"' (and -DPK_HTTP_ROLES_SRC).
+ * Build the engine source from elsewhere with -DPK_ENGINE_SRC='"path"' (and -DPK_HTTP_ROLES_SRC,
+ * -DPK_STREAM_ROLES_SRC).
  */
 #ifndef PK_ENGINE_SRC
 #define PK_ENGINE_SRC "../../native/sock/sock_engine.c"
@@ -27,6 +28,10 @@
 #define PK_HTTP_ROLES_SRC "../../native/sock/http_roles.c"   /* the engine's role table names its HTTP roles */
 #endif
 #include PK_HTTP_ROLES_SRC
+#ifndef PK_STREAM_ROLES_SRC
+#define PK_STREAM_ROLES_SRC "../../native/sock/stream_roles.c"   /* ... and its stream roles */
+#endif
+#include PK_STREAM_ROLES_SRC
 #include "perfkit/seqwin.h"
 
 #include <inttypes.h>
