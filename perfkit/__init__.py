@@ -10,6 +10,7 @@ from perfkit.engines import engines
 from perfkit.comparison import Comparison, compare
 from perfkit.errors import EngineError
 from perfkit.run import Run, load, set_report_writer
+from perfkit.cluster import Cluster
 from perfkit.remote import serve, test
 from perfkit.ratesearch import SearchResult, parse_criterion, search
 from perfkit.kinds import SPECS
@@ -30,11 +31,11 @@ def _write_report(obj, path, title: str | None = None) -> str:
 set_report_writer(_write_report)
 
 
-def run(spec, engine: str | None = None, interval: float = 1.0, subscribers=()) -> Run:
-    """Run spec to the end and return the finished Run."""
-    return Run(spec, engine=engine, interval=interval, subscribers=subscribers).run()
+def run(spec, engine: str | None = None, interval: float = 1.0, subscribers=(), cluster=None) -> Run:
+    """Run spec to the end and return the finished Run (cluster: split over its engines, perfkit.Cluster)."""
+    return Run(spec, engine=engine, interval=interval, subscribers=subscribers, cluster=cluster).run()
 
 
-__all__ = ["COUNTERS", "Comparison", "EngineError", "Histogram", "Rate", "Run", "SearchResult", "Store", "compare",
+__all__ = ["COUNTERS", "Cluster", "Comparison", "EngineError", "Histogram", "Rate", "Run", "SearchResult", "Store", "compare",
            "engines", "load", "parse_criterion", "parse_duration", "parse_rate", "parse_size", "run", "search", "serve",
            "test", "__version__", *SPECS]

@@ -86,10 +86,11 @@ class Run:
     """
 
     def __init__(self, spec, engine: str | None = None, interval: float = 1.0,
-                 subscribers: tuple[Callable[[dict], None], ...] = ()):
+                 subscribers: tuple[Callable[[dict], None], ...] = (), cluster=None):
         if not 0.05 <= float(interval) <= 3600:
             raise ValueError(f"interval: {interval} s is out of range 0.05..3600")
         self.spec = spec
+        self.cluster = cluster  # a perfkit.Cluster: the spec split over its engines (perfkit.cluster)
         self.engine_name = engine or kinds.lookup(spec, "ENGINE", DEFAULT_ENGINE)
         self.interval = float(interval)
         # the counter groups the run writes, as its kind says: rows and the frame keep only their columns
@@ -119,8 +120,12 @@ class Run:
             raise RuntimeError("this run has already been started; make a new Run")
         mod = get_engine(self.engine_name)
         self.env = environment(self.engine_name, self.spec)
-        plan = kinds.plan(self.spec, self.engine_name)   # None: a plan for another engine, which refuses the spec
-        self._handle = mod.build(plan if plan is not None else self.spec)
+        if self.cluster is None:
+            plan = kinds.plan(self.spec, self.engine_name)   # None: a plan for another engine, which refuses the spec
+            self._handle = mod.build(plan if plan is not None else self.spec)
+        else:   # the spec split over the cluster's engines, each building its share's plan there
+            self._handle = self.cluster.handle(self.spec, self.engine_name)
+            self.env["hosts"] = self._handle.envs
         self.roles = list(self._handle.roles)
         extra = getattr(mod, "run_environment", None)   # an engine's own facts: DPDK ports' setup
         if extra is not None:
@@ -149,6 +154,17 @@ class Run:
         if finished and self.error:
             raise EngineError(self.error)
         return finished
+
+    @property
+    def hosts(self) -> dict:
+        """A cluster run's summary per host (perfkit.cluster); {} for a run on one host."""
+        return (self.summary or {}).get("hosts", {})
+
+    @property
+    def host_frame(self):
+        """A cluster run's rows per host, with a host column (perfkit.cluster); None for one host."""
+        fn = getattr(self._handle, "host_frame", None)
+        return fn() if fn is not None else None
 
     @property
     def done(self) -> bool:

@@ -26,11 +26,11 @@ PKG = ROOT / "perfkit"
 LAYERS = ("base", "engines", "kinds", "run", "analysis", "faces")
 # a module's layer: its longest dotted prefix here
 LAYER_OF = {
-    "perfkit": "faces", "perfkit.__main__": "faces", "perfkit.cli": "faces", "perfkit.ui": "faces",
+    "perfkit": "faces", "perfkit.__main__": "faces", "perfkit.cli": "faces", "perfkit.cluster_cli": "faces", "perfkit.ui": "faces",
     "perfkit.store": "analysis", "perfkit.comparison": "analysis", "perfkit.ratesearch": "analysis",
     "perfkit.report": "analysis", "perfkit.server": "analysis", "perfkit.sweep": "analysis",
     "perfkit.remote": "analysis",
-    "perfkit.run": "run",
+    "perfkit.run": "run", "perfkit.cluster": "run",
     "perfkit.savefile": "run",
     "perfkit.kinds": "kinds", "perfkit.spec": "kinds", "perfkit.dperf": "kinds",
     "perfkit.engines": "engines", "perfkit.procs": "engines", "perfkit.nics": "engines", "perfkit.lab": "engines",

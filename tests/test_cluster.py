@@ -1,0 +1,244 @@
+"""One load from many engines as one run (perfkit.cluster, on ipyparallel): local engines on
+loopback here; every load is bounded in time and the engines inherit the network guard."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import polars as pl
+import pytest
+
+pytest.importorskip("ipyparallel")
+
+import perfkit  # noqa: E402
+from perfkit._sock import SockEngine  # noqa: E402
+from perfkit.cluster import Cluster, ClusterError, clusters  # noqa: E402
+from perfkit.kinds.http import http_workers  # noqa: E402
+from perfkit.errors import EngineError  # noqa: E402
+from perfkit.kinds.split import split  # noqa: E402
+from perfkit.spec import HttpLoad, HttpServe, LocalTest, RemoteTest, SocketReflect  # noqa: E402
+from perfkit.stats import INDEX  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    assert os.environ.get("PERFKIT_SANDBOX") == "1"   # the engines inherit it
+    c = Cluster.start(n=3, name=f"t{os.getpid()}")
+    yield c
+    c.down()
+
+
+@pytest.fixture
+def http_server():
+    eng = SockEngine(http_workers(HttpServe(port=0, size=200, duration=60)))
+    eng.start()
+    yield eng.bound_port(0), lambda: {k: eng.snapshot()[0][0][i] for k, i in INDEX.items()}
+    eng.stop()
+    eng.join()
+    eng.close()
+
+
+def test_split_rules():
+    shares = split(HttpLoad(url="http://127.0.0.1:1/", users=10, rate=1000, threads=4), 3)
+    assert [s.users for s in shares] == [4, 3, 3] and sum(s.rate.value for s in shares) == pytest.approx(1000)
+    assert [s.threads for s in shares] == [4, 3, 3]
+    shares = split(LocalTest("udp_bw", rate="30kpps", flows=5, messages=10), 2)
+    assert [s.flows for s in shares] == [3, 2] and [s.rate.value for s in shares] == [15000, 15000]
+    assert [s.messages for s in shares] == [5, 5]
+    with pytest.raises(ValueError, match="users: 2 virtual users cannot split over 3 engines"):
+        split(HttpLoad(url="http://127.0.0.1:1/", users=2), 3)
+    with pytest.raises(ValueError, match="SocketReflect does not split"):
+        split(SocketReflect(), 2)
+
+
+def test_engines_have_names_and_the_guard(cluster):
+    assert cluster.hosts == ["e0", "e1", "e2"]
+    assert [e["sandbox"] for e in cluster.engines()] == ["1"] * 3
+    assert any(c["name"] == cluster.name and all(e["alive"] for e in c["engines"]) for c in clusters())
+
+
+def test_http_load_split_over_two_engines(cluster, http_server):
+    port, server = http_server
+    run = perfkit.run(HttpLoad(url=f"http://127.0.0.1:{port}/x", users=8, duration=1.5), interval=0.5,
+                      cluster=cluster.select("e0,e1"))
+    s = run.summary
+    assert run.error is None and set(run.hosts) == {"e0", "e1"}
+    assert s["responses"] > 200 and s["responses"] == s["requests"] == server()["http_req"]
+    assert sum(h["responses"] for h in run.hosts.values()) == s["responses"]
+    assert all(h["responses"] > 0 and h["finished"] for h in run.hosts.values())
+    assert s["sock_open"] == 8 and s["http_err"] == 0
+    assert set(run.env["hosts"]) == {"e0", "e1"} and run.env["hosts"]["e0"]["host"] == "e0"
+
+
+def test_udp_from_three_engines(cluster, tmp_path):
+    run = perfkit.run(LocalTest("udp_bw", rate="30kpps", flows=3, duration=1.5), interval=0.5, cluster=cluster)
+    s = run.summary
+    assert run.error is None and len(run.roles) == 6   # a sender and a receiver on every engine
+    assert s["pkts_rx"] == sum(h["pkts_rx"] for h in run.hosts.values()) == s["pkts_tx"] - s["lost"] - s["drop_tx"]
+    assert s["pkts_tx"] == pytest.approx(45000, rel=0.1)
+    for h in run.hosts.values():
+        assert h["pkts_tx"] == pytest.approx(15000, rel=0.1)
+    assert run.frame["pkts_rx_per_s"].sum() > 0
+    hf = run.host_frame   # each host's rows beside the totals, a host column first
+    assert hf.columns[0] == "host" and set(hf["host"]) == {"e0", "e1", "e2"}
+    for h, part in hf.group_by("host"):
+        assert part["pkts_rx"][-1] == run.hosts[h[0]]["pkts_rx"]
+    assert hf.group_by("host").agg(pl.col("pkts_rx").max())["pkts_rx"].sum() == s["pkts_rx"]
+    back = perfkit.load(run.save(tmp_path / "cluster.parquet"))   # saved as any run, hosts included
+    assert back.hosts == run.hosts and set(back.env["hosts"]) == {"e0", "e1", "e2"}
+
+
+def test_start_skew_under_one_interval(cluster):
+    run = perfkit.run(LocalTest("udp_bw", rate="3kpps", duration=0.5), interval=0.5, cluster=cluster)
+    skew = run.summary["start_skew_s"]
+    assert skew is not None and 0 <= skew < 0.5, skew
+    starts = [h["started_at"] for h in run.hosts.values()]
+    assert max(starts) - min(starts) == pytest.approx(skew)
+    assert run.summary["clock_offset_s"] == {"e0": 0.0, "e1": 0.0, "e2": 0.0}   # one machine, one clock
+    print(f"start skew over 3 engines: {skew * 1e3:.3f} ms")
+
+
+def test_bad_input_is_one_error_before_anything_starts(cluster):
+    with pytest.raises(ClusterError, match="no running cluster for profile 'nosuchprofile'"):
+        Cluster.connect("nosuchprofile", timeout=1)
+    with pytest.raises(ClusterError, match="users: 2 virtual users cannot split over 3 engines"):
+        perfkit.Run(HttpLoad(url="http://127.0.0.1:1/", users=2, duration=1), cluster=cluster).start()
+    # every engine checks its share where it runs: a lab that is not up there, named by host
+    with pytest.raises(ClusterError, match=r"host e0: .*host e1: .*host e2: "):
+        perfkit.Run(LocalTest("udp_bw", lab="nolab", duration=1), cluster=cluster).start()
+    with pytest.raises(ClusterError, match="hosts: e9: not engines of cluster"):
+        cluster.select("e9")
+    from perfkit import cluster as mod
+    assert [cluster.submit(e["id"], mod._e_info).get(5)["shares"] for e in cluster.engines()] == [0, 0, 0]
+    assert mod._SHARES == {}
+
+
+def test_an_engine_killed_mid_run():
+    c = Cluster.start(n=3, name=f"k{os.getpid()}")
+    try:
+        victim = next(e for e in c.engines() if e["host"] == "e1")
+        run = perfkit.Run(LocalTest("udp_bw", rate="9kpps", duration=3), interval=0.5, cluster=c)
+        killed = []
+
+        def kill_after_one_second(row):
+            if row["time_s"] >= 0.9 and not killed:
+                killed.append(row["time_s"])
+                os.kill(victim["pid"], signal.SIGKILL)
+        run.subscribe(kill_after_one_second)
+        t0 = time.monotonic()
+        with pytest.raises(EngineError, match="host e1: engine"):
+            run.run()
+        assert time.monotonic() - t0 < 15
+        e1 = run.hosts["e1"]
+        assert not e1["finished"] and "engine" in e1["error"]
+        assert 0 < e1["pkts_tx"] < 3000 * 2.5          # what it sent before it died stands
+        for h in ("e0", "e2"):                          # the others ran to the end
+            assert run.hosts[h]["finished"] and run.hosts[h]["pkts_tx"] == pytest.approx(9000, rel=0.1)
+        assert run.summary["finished_hosts"] == ["e0", "e2"]
+        assert run.summary["pkts_tx"] == sum(h["pkts_tx"] for h in run.hosts.values())
+    finally:
+        c.down()
+
+
+@pytest.mark.netns
+@pytest.mark.nginx
+def test_lab_engines_load_nginx_in_h4(tmp_path):
+    from _labs import lab_module_or_skip, lab_up_or_skip
+    from _nginx import Nginx
+    lab = lab_up_or_skip(lab_module_or_skip(), hosts=4)
+    try:
+        h4 = lab.host("h4")
+        c = Cluster.start(lab=lab, hosts="h1,h2,h3", name=f"l{os.getpid()}")
+        try:
+            nets = {e["host"]: e["netns"] for e in c.engines()}
+            assert len(set(nets.values())) == 3   # every engine in its own namespace, its own stack
+            with Nginx(tmp_path, host=h4.ipv4, netns=h4.netns) as ngx:
+                run = perfkit.run(HttpLoad(url=f"http://{h4.ipv4}:{ngx.port}/", users=30, duration=1.5),
+                                  interval=0.5, cluster=c)
+            s = run.summary
+            assert run.error is None and s["responses"] > 100 and s["http_err"] == 0
+            log = ngx.log()
+            assert len(log) == s["requests"] == s["responses"]
+            ips = {lab.host(h).ipv4 for h in ("h1", "h2", "h3")}
+            by_ip = {ip: sum(1 for ln in log if ln[6] == ip) for ip in ips}   # each host's share, by its address
+            assert {lab.host(h).ipv4: run.hosts[h]["requests"] for h in ("h1", "h2", "h3")} == by_ip
+            assert s["start_skew_s"] < 0.5
+        finally:
+            c.down()
+    finally:
+        lab.down()
+
+
+def test_cli_up_status_down(capsys):
+    from perfkit.cli import main
+    name = f"c{os.getpid()}"
+    assert main(["cluster", "up", "-n", "2", "--name", name]) == 0
+    try:
+        out = capsys.readouterr().out
+        assert f"{name}: up, 2 engines" in out and "e0" in out and "e1" in out
+        assert main(["cluster", "status"]) == 0
+        assert f"{name}: up, 2 engines" in capsys.readouterr().out
+        c = Cluster.connect(name)
+        assert c.hosts == ["e0", "e1"]
+        c.close()
+        assert main(["cluster", "up", "-n", "2", "--name", name]) == 2
+        assert f"cluster {name!r} is up already" in capsys.readouterr().err
+    finally:
+        assert main(["cluster", "down", name]) == 0
+    assert f"{name}: down" in capsys.readouterr().out
+    assert main(["cluster", "down", name]) == 2
+    assert not any(c["name"] == name for c in clusters())
+
+
+def test_connect_to_a_running_ipcluster(tmp_path):
+    import ipyparallel as ipp
+    ipc = ipp.Cluster(n=2, profile_dir=str(tmp_path), cluster_id="pk", log_level=40)
+    ipc.start_cluster_sync()
+    try:
+        ipc.connect_client_sync().wait_for_engines(2, timeout=60)
+        c = Cluster.connect(url_file=str(tmp_path / "security" / "ipcontroller-pk-client.json"))
+        c.wait_for_engines(2, 60)
+        hosts = c.hosts
+        assert len(hosts) == 2 and len(set(hosts)) == 2   # one machine's engines told apart by id
+        run = perfkit.run(LocalTest("udp_bw", rate="4kpps", duration=0.5), interval=0.25, cluster=c)
+        assert run.error is None and set(run.hosts) == set(hosts)
+        assert run.summary["pkts_rx"] == sum(h["pkts_rx"] for h in run.hosts.values()) > 0
+        c.close()
+    finally:
+        ipc.stop_cluster_sync()
+
+
+def _udp_counters(netns: str) -> dict:
+    out = subprocess.run(["ip", "netns", "exec", netns, "cat", "/proc/net/snmp"], capture_output=True, text=True,
+                         timeout=20).stdout
+    head, values = [ln.split()[1:] for ln in out.splitlines() if ln.startswith("Udp:")][:2]
+    return dict(zip(head, map(int, values)))
+
+
+@pytest.mark.netns
+def test_lab_engines_send_udp_to_one_sink():
+    from _labs import lab_module_or_skip, lab_up_or_skip
+    lab = lab_up_or_skip(lab_module_or_skip(), hosts=4)
+    try:
+        h4 = lab.host("h4")
+        srv = lab.popen("h4", [sys.executable, "-m", "perfkit", "serve", "--bind", h4.ipv4, "--token", "sekrit"],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        c = Cluster.start(lab=lab, hosts="h1,h2,h3", name=f"u{os.getpid()}")
+        try:
+            before = _udp_counters(h4.netns)
+            run = perfkit.run(RemoteTest("udp_bw", host=h4.ipv4, token="sekrit", size=64, rate="30kpps",
+                                         duration=1.5, wait_server=10), interval=0.5, cluster=c)
+            after = _udp_counters(h4.netns)
+        finally:
+            c.down()
+            srv.terminate()
+        s = run.summary
+        assert run.error is None and run.roles == ["udp_send", "remote_udp_recv"] * 3
+        # what the three engines' shares received, summed, is what h4's kernel delivered to its sockets
+        assert s["pkts_rx"] == sum(h["pkts_rx"] for h in run.hosts.values()) == after["InDatagrams"] - before["InDatagrams"]
+        assert after["RcvbufErrors"] == before["RcvbufErrors"] and after["NoPorts"] == before["NoPorts"]
+        assert s["pkts_tx"] == pytest.approx(45000, rel=0.1)
+        assert all(h["pkts_tx"] == pytest.approx(15000, rel=0.1) for h in run.hosts.values())
+    finally:
+        lab.down()
