@@ -191,8 +191,9 @@ def test_cli_up_status_down(capsys):
     assert not any(c["name"] == name for c in clusters())
 
 
-def test_connect_to_a_running_ipcluster(tmp_path):
+def test_connect_to_a_running_ipcluster(tmp_path, monkeypatch):
     import ipyparallel as ipp
+    monkeypatch.chdir(tmp_path)   # its engines start here: a source checkout in the cwd would shadow the install
     ipc = ipp.Cluster(n=2, profile_dir=str(tmp_path), cluster_id="pk", log_level=40)
     ipc.start_cluster_sync()
     try:
@@ -222,7 +223,7 @@ def test_lab_engines_send_udp_to_one_sink():
     lab = lab_up_or_skip(lab_module_or_skip(), hosts=4)
     try:
         h4 = lab.host("h4")
-        srv = lab.popen("h4", [sys.executable, "-m", "perfkit", "serve", "--bind", h4.ipv4, "--token", "sekrit"],
+        srv = lab.popen("h4", [sys.executable, "-P", "-m", "perfkit", "serve", "--bind", h4.ipv4, "--token", "sekrit"],
                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         c = Cluster.start(lab=lab, hosts="h1,h2,h3", name=f"u{os.getpid()}")
         try:

@@ -321,7 +321,7 @@ def test_a_run_records_its_ports_setup_in_its_environment(eal, capsys):
 
 
 def test_perfkit_flows_v_says_each_ports_setup_on_stderr():
-    out = subprocess.run([sys.executable, "-m", "perfkit", "flows", "--port", "ring:v:0", "--peer", "ring:v:1",
+    out = subprocess.run([sys.executable, "-P", "-m", "perfkit", "flows", "--port", "ring:v:0", "--peer", "ring:v:1",
                           "--rate", "10kpps", "--duration", "0.2s", "--hugepages", "off", "--json", "-v"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

@@ -471,11 +471,16 @@ def test_three_hosts_share_a_bridge(labs):
 def test_delay_is_real(labs, backend):
     use_backend(backend)
     lab = labs(delay="10ms", backend=backend)
-    n, hist = ping(*lab.hosts, duration=1.0)
-    p50 = hist.percentile(0.5) / 1e6
-    print(f"{backend}: delay 10ms per direction: {n} round trips, p50 {p50:.2f} ms")
-    assert n >= 30
-    assert abs(p50 - 20.0) <= 1.0
+    seen = []
+    for _ in range(3):   # never early, in any attempt; late by more than 1 ms only when the machine was busy
+        n, hist = ping(*lab.hosts, duration=1.0)
+        p50 = hist.percentile(0.5) / 1e6
+        print(f"{backend}: delay 10ms per direction: {n} round trips, p50 {p50:.2f} ms")
+        assert n >= 30 and p50 >= 19.9, (n, p50)
+        seen.append(p50)
+        if p50 <= 21.0:
+            break
+    assert min(seen) <= 21.0, seen
 
 
 @needs_root
