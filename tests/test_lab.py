@@ -460,10 +460,14 @@ def test_three_hosts_share_a_bridge(labs):
     assert ping(h1, h3, duration=0.3)[0] > 0
     assert ping(h2, h3, v6=True, tcp=True, duration=0.3)[0] > 0
     lab.impair(0, delay="5ms")              # link 0 is h1's: h1 <-> h3 waits, h2 <-> h3 does not
-    n13, hist13 = ping(h1, h3, duration=0.5)
-    n23, hist23 = ping(h2, h3, duration=0.5)
-    assert 9.5e6 < hist13.percentile(0.5) < 11.5e6
-    assert hist23.percentile(0.5) < 2e6
+    seen = []
+    for _ in range(3):   # never early; within 1.5 ms of the delay in one of three tries (a busy moment is late)
+        hist13, hist23 = ping(h1, h3, duration=0.5)[1], ping(h2, h3, duration=0.5)[1]
+        seen.append((hist13.percentile(0.5) / 1e6, hist23.percentile(0.5) / 1e6))
+        assert seen[-1][0] > 9.5, seen
+        if seen[-1][0] < 11.5 and seen[-1][1] < 2:
+            break
+    assert any(p13 < 11.5 and p23 < 2 for p13, p23 in seen), seen
 
 
 @needs_root
