@@ -16,11 +16,17 @@ Ports are dperf's: a PCI address (0000:01:00.0 or 01:00.0), a bond (bondMODE:POL
 when the run opens it (perfkit.engines.dpdk checks sysfs before EAL starts). Several port
 lines pair with the client and server lines in order and share the cpus, as in dperf.
 Addresses are any unicast addresses (one family per file).
+
+load() reads regular files only, of at most MAX_BYTES (dperf's are a few KB), as UTF-8 (a
+BOM is accepted); parsing takes time linear in the file.
 """
 from __future__ import annotations
 
 import ipaddress
+import math
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 
 from perfkit.kinds.dpdk_tcp import DpdkHttpClient, DpdkHttpServer
@@ -35,6 +41,9 @@ DEFAULT_CPS = 1000          # dperf's cps when a client gives only cc
 KEEPALIVE_REQ_NUM = 32767   # dperf's most requests a connection
 HEADERS = {4: 14 + 20 + 20, 6: 14 + 40 + 20}   # Ethernet, IP, TCP: packet_size minus these is the payload
 PACKET_SIZE_MAX, JUMBO_PACKET_MAX = 1514, 9724
+MAX_BYTES = 1 << 20         # a dperf configuration is a few KB: more is not one
+WORD_MAX = 1024             # dperf's longest value (a bond of PCI addresses) is far shorter
+CPU_MAX = 8192              # Linux's largest NR_CPUS: `cpu 0-4000000000` must not build a list of that
 
 # Keywords of dperf that perfkit does not run: refused by name, with why.
 REFUSED = {
@@ -46,7 +55,16 @@ REFUSED = {
 }
 
 class DperfError(ValueError):
-    """A dperf configuration the parser or the spec refuses; names file and line."""
+    """A dperf configuration the parser or the spec refuses; names file and line. Its
+    message is one printable line (a file's control characters are escaped)."""
+
+    def __init__(self, msg: str = "", *args):
+        super().__init__(_printable(str(msg)), *args)
+
+
+def _printable(s: str) -> str:
+    """s with each unprintable character (newline, escape, NUL...) as its escape."""
+    return s if s.isprintable() else "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in s)
 
 
 @dataclass
@@ -97,6 +115,9 @@ class DperfConfig:
     port_lines: list = field(default_factory=list)        # the line of each port, client and server
     client_lines: list = field(default_factory=list)
     server_lines: list = field(default_factory=list)
+    # the port lines' devices and addresses, so a repeated one is found in O(1)
+    port_devs: set = field(default_factory=set, init=False, repr=False, compare=False)
+    port_ips: set = field(default_factory=set, init=False, repr=False, compare=False)
 
     def error(self, keyword: str | None, msg: str, line: int | None = None) -> DperfError:
         line = line or self.lines.get(keyword)
@@ -219,7 +240,10 @@ def _number(s: str, what: str = "a number", float_ok: bool = True, suffix: bool 
     m = re.fullmatch(pat + (r"([kKmM]?)" if suffix else "()"), s)
     if not m:
         raise ValueError(f"{s!r} is not {what}")
-    return float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6}[m.group(2).lower()]
+    v = float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6}[m.group(2).lower()]
+    if not math.isfinite(v):   # int(inf) would raise OverflowError, not a ValueError
+        raise ValueError(f"{s!r} is too large for {what}")
+    return v
 
 
 def _whole(s: str, what: str, lo: int, hi: int, suffix: bool = False) -> int:
@@ -232,9 +256,12 @@ def _whole(s: str, what: str, lo: int, hi: int, suffix: bool = False) -> int:
 def _duration(s: str) -> float:
     """dperf's duration: 100, 100s, 3.5m, 2h, 1.5d."""
     m = re.fullmatch(r"([0-9]+(?:\.[0-9]*)?)([smhd]?)", s)
-    if not m or float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)] < 1:
+    v = float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)] if m else 0.0
+    if v < 1:
         raise ValueError(f"{s!r} is not a duration (100s, 3.5m, 2h, 1.5d; at least 1 s)")
-    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+    if not math.isfinite(v):
+        raise ValueError(f"{s!r} is too long a duration")
+    return v
 
 
 def _interval(s: str) -> float:
@@ -242,7 +269,10 @@ def _interval(s: str) -> float:
     m = re.fullmatch(r"([0-9]+)(us|ms|s)", s)
     if not m:
         raise ValueError(f"{s!r} is not an interval (10us, 1ms, 60s)")
-    return int(m.group(1)) * {"us": 1e-6, "ms": 1e-3, "s": 1.0}[m.group(2)]
+    try:
+        return int(m.group(1)) * {"us": 1e-6, "ms": 1e-3, "s": 1.0}[m.group(2)]
+    except OverflowError:   # an int past float's range
+        raise ValueError(f"{s!r} is too long an interval") from None
 
 
 def _ip(s: str, what: str) -> str:
@@ -255,9 +285,10 @@ def _ip(s: str, what: str) -> str:
 
 
 def _family(c, ip: str, what: str) -> None:
-    """Every address of a configuration has the family of the first one given."""
-    have = {a for p in c.ports for a in p[1:3]} | {a for a, _ in c.clients + c.servers}
-    if have and (":" in ip) != (":" in next(iter(have))):
+    """Every address of a configuration has the family of the first one given (each line
+    keeps the rule, so any address given so far tells the family: O(1) a line)."""
+    have = c.ports[0][1] if c.ports else c.clients[0][0] if c.clients else c.servers[0][0] if c.servers else None
+    if have is not None and (":" in ip) != (":" in have):
         raise ValueError(f"{ip} is IPv{6 if ':' in ip else 4} ({what}) but the configuration's addresses are "
                          f"IPv{4 if ':' in ip else 6}: one family per run")
 
@@ -268,7 +299,7 @@ _BOND = re.compile(r"bond([0-6]):([0-3])\(([^()]+)\)")
 
 
 def _cpus(args: list[str]) -> list[int]:
-    out: list[int] = []
+    ranges = []
     for a in args:
         m = re.fullmatch(r"([0-9]+)(?:-([0-9]+))?", a)
         if not m:
@@ -276,9 +307,17 @@ def _cpus(args: list[str]) -> list[int]:
         lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
         if lo > hi:
             raise ValueError(f"{a!r}: {lo} is above {hi}")
-        out.extend(range(lo, hi + 1))
-    if len(set(out)) != len(out):
-        raise ValueError("a CPU is listed twice")
+        if hi >= CPU_MAX:
+            raise ValueError(f"{a!r}: CPU {hi} is above {CPU_MAX - 1}")
+        ranges.append((lo, hi))
+    out: list[int] = []
+    seen: set[int] = set()
+    for lo, hi in ranges:   # at most CPU_MAX distinct numbers: a repeat is found before the list grows past it
+        for cpu in range(lo, hi + 1):
+            if cpu in seen:
+                raise ValueError("a CPU is listed twice")
+            seen.add(cpu)
+            out.append(cpu)
     return out
 
 
@@ -324,9 +363,9 @@ def _kw_port(c, a):
                          f"IPv{6 if ':' in ip else 4}: one family per run")
     if ip == gw:
         raise ValueError(f"the address and the gateway are both {ip}")
-    if any(p[0] == dev for p in c.ports):
+    if dev in c.port_devs:
         raise ValueError(f"{dev} is on another port line too")
-    if any(p[1] == ip for p in c.ports):
+    if ip in c.port_ips:
         raise ValueError(f"{ip} is another port's address too")
     mac = None
     if len(a) == 4:
@@ -334,6 +373,8 @@ def _kw_port(c, a):
             raise ValueError(f"{a[3]!r} is not a MAC address")
         mac = a[3].lower()
     c.ports.append((dev, ip, gw, mac))
+    c.port_devs.add(dev)
+    c.port_ips.add(ip)
 
 
 def _range(a):
@@ -586,11 +627,17 @@ SERVER_REFUSES = {"wait", "slow_start", "http_host", "http_path"}
 def parse(text: str, source: str = "<string>") -> DperfConfig:
     """A DperfConfig from the text of a dperf configuration file."""
     c = DperfConfig(source=source)
+    if text.startswith("\ufeff"):   # a UTF-8 byte order mark some editors write
+        text = text[1:]
     for no, raw in enumerate(text.splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
-        kw, *args = line.split()
+        kw, *args = words = line.split()
+        longest = max(words, key=len)
+        if len(longest) > WORD_MAX:
+            raise DperfError(f"{source}:{no}: {longest[:20]}...: {len(longest):,} characters in one word "
+                             f"(at most {WORD_MAX})")
         where = f"{source}:{no}: {kw}"
         handler = KEYWORDS.get(kw)
         if handler is None:
@@ -599,7 +646,7 @@ def parse(text: str, source: str = "<string>") -> DperfConfig:
             raise DperfError(f"{where}: given twice (first on line {c.lines[kw]})")
         try:
             handler(c, args)
-        except ValueError as e:
+        except (ValueError, ArithmeticError) as e:
             raise DperfError(f"{where}: {e}") from None
         c.lines.setdefault(kw, no)
         if kw in REPEATABLE:
@@ -618,9 +665,54 @@ def parse(text: str, source: str = "<string>") -> DperfConfig:
 
 
 def load(path) -> DperfConfig:
-    """Parse a dperf configuration file."""
-    with open(path, encoding="utf-8") as f:
-        return parse(f.read(), source=str(path))
+    """Parse a dperf configuration file: a regular file of at most MAX_BYTES, UTF-8 text.
+    Every refusal is one DperfError naming the file (and the line of a bad byte)."""
+    source = str(path)
+    data = _read(path, source)
+    try:   # a BOM decodes to U+FEFF, which parse() drops
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        # the line as parse() counts them: splitlines over the valid text before the bad byte
+        no = len((data[:e.start].decode("utf-8", "replace") + "x").splitlines())
+        raise DperfError(f"{source}:{no}: not UTF-8 text (byte 0x{data[e.start]:02x})") from None
+    return parse(text, source=source)
+
+
+def _read(path, source: str) -> bytes:
+    """The bytes of a regular file of at most MAX_BYTES. A folder, device, FIFO or socket is
+    refused before it is opened (a FIFO would block, /dev/zero never end); what is read is
+    bounded even when the size stat gives is wrong (files in /proc say 0)."""
+    limit = f"{MAX_BYTES >> 20} MiB"
+    try:
+        st = os.stat(path)
+        if stat.S_ISDIR(st.st_mode):
+            raise DperfError(f"{source}: a folder, not a dperf configuration file")
+        if not stat.S_ISREG(st.st_mode):
+            raise DperfError(f"{source}: not a regular file (a device, FIFO or socket): a dperf configuration "
+                             "is a file")
+        if st.st_size > MAX_BYTES:
+            raise DperfError(f"{source}: {st.st_size:,} bytes: a dperf configuration is at most {limit}")
+        # O_NONBLOCK: a FIFO put in the file's place since the stat cannot block the open
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise DperfError(f"{source}: not a regular file (it changed while being opened)")
+            chunks, size = [], 0
+            while size <= MAX_BYTES:
+                chunk = os.read(fd, MAX_BYTES + 1 - size)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+        finally:
+            os.close(fd)
+    except FileNotFoundError:
+        raise DperfError(f"{source}: no such file") from None
+    except OSError as e:
+        raise DperfError(f"{source}: cannot be read: {e.strerror or e}") from None
+    if size > MAX_BYTES:
+        raise DperfError(f"{source}: more than {limit}: a dperf configuration is at most {limit}")
+    return b"".join(chunks)
 
 
 # ------------------------------------------------------------------ dperf's output layout
