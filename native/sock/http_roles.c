@@ -39,7 +39,6 @@
 #define HTTP_SWEEP_NS      5000000ull   /* timeouts are checked this often */
 #define HTTP_RETRY_NS      10000000ull  /* a failed connection waits this long to retry */
 #define HTTP_BACKLOG       65536        /* open loop: intended times waiting for a user */
-#define HTTP_REQ_MAX       (64 << 10)   /* a server reads request headers up to this */
 #define HTTP_RAMP_BATCH    256          /* users started per loop turn, so timeouts and the end still run */
 /* Linux's connect() takes source ports of one parity first (half the local port
  * range, ~14k by default) and searches all of them before the rest: past ~14k
@@ -61,6 +60,7 @@ typedef struct http_user {
     uint64_t t_start;       /* when the response time starts (send, or intended time) */
     uint64_t due;           /* U_THINKING/U_RETRY: when to go on; else the timeout */
     pk_http_resp resp;
+    pk_http_req q;          /* server: the request being read into resp.buf */
 } http_user;
 
 typedef struct http_state {
@@ -693,9 +693,9 @@ void run_http_client(worker *w)
 
 /* ------------------------------------------------------------------ server */
 
-/* Bytes of a complete request at the start of buf[0, len): headers up to the
- * blank line plus a Content-Length body; 0 if incomplete, -1 if malformed or
- * over max bytes. */
+/* Bytes of a complete request at the start of buf[0, len) (the client's request
+ * templates, which perfkit makes): headers up to the blank line plus a
+ * Content-Length body; 0 if incomplete, -1 if malformed or over max bytes. */
 static long http_request_len(const char *buf, size_t len, size_t max)
 {
     const char *end = NULL;
@@ -721,6 +721,29 @@ static long http_request_len(const char *buf, size_t len, size_t max)
     }
     size_t total = (size_t)(end - buf) + body;
     return total <= len ? (long)total : 0;
+}
+
+static const char *srv_error_response(int status)
+{
+    switch (status) {
+    case 413:
+        return "HTTP/1.1 413 Content Too Large\r\nServer: perfkit\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    case 431:
+        return "HTTP/1.1 431 Request Header Fields Too Large\r\nServer: perfkit\r\nContent-Length: 0\r\n"
+               "Connection: close\r\n\r\n";
+    case 501:
+        return "HTTP/1.1 501 Not Implemented\r\nServer: perfkit\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    default:
+        return "HTTP/1.1 400 Bad Request\r\nServer: perfkit\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    }
+}
+
+static void srv_close(worker *w, http_user *u)
+{
+    close(u->fd);
+    u->fd = -1;
+    pk_add(&w->c, PK_sock_close, 1);
+    pk_set(&w->c, PK_sock_current, pk_read(&w->c, PK_sock_current) - 1);
 }
 
 void run_http_server(worker *w)
@@ -761,6 +784,7 @@ void run_http_server(worker *w)
                     slot->fd = fd;
                     slot->resp.len = 0;
                     slot->resp.state = PK_HTTP_HEADER;
+                    pk_http_req_init(&slot->q);
                     struct epoll_event ev = { .events = EPOLLIN, .data.ptr = slot };
                     epoll_ctl(h->epfd, EPOLL_CTL_ADD, fd, &ev);
                     pk_add(&w->c, PK_sock_open, 1);
@@ -769,8 +793,8 @@ void run_http_server(worker *w)
                 continue;
             }
             /* a client: read, answer every whole request, keep the rest. After
-             * "Connection: close" it only waits for the client to close first, so
-             * TIME_WAIT stays on the client's side (resp.state marks that) */
+             * "Connection: close" or an error answer it only waits for the client to
+             * close first, so TIME_WAIT stays on the client's side (resp.state marks that) */
             char *buf = u->resp.buf;
             int close_it = 0;
             if (u->resp.state == PK_HTTP_DONE)
@@ -784,16 +808,24 @@ void run_http_server(worker *w)
                 pk_add(&w->c, PK_bytes_rx, (uint64_t)r);
                 u->resp.len += (uint32_t)r;
                 long q;
-                while (!close_it && (q = http_request_len(buf, u->resp.len, HTTP_REQ_MAX)) != 0) {
-                    if (q < 0) {
+                while ((q = pk_http_req_parse(&u->q, buf, u->resp.len, sizeof(u->resp.buf))) != 0) {
+                    if (q < 0) { /* answer why, then wait for the client to close */
+                        const char *e = srv_error_response((int)-q);
+                        size_t elen = strlen(e);
+                        if (sys_send(u->fd, e, elen, MSG_NOSIGNAL) == (ssize_t)elen) {
+                            pk_add(&w->c, PK_pkts_tx, 1);
+                            pk_add(&w->c, PK_bytes_tx, elen);
+                        }
                         pk_add(&w->c, PK_bad_rx, 1);
-                        close_it = 1;
+                        pk_add(&w->c, -q < 500 ? PK_http_4xx : PK_http_5xx, 1);
+                        shutdown(u->fd, SHUT_WR);
+                        u->resp.state = PK_HTTP_DONE;
                         break;
                     }
                     pk_add(&w->c, PK_pkts_rx, 1);
                     pk_add(&w->c, PK_http_req, 1);
-                    pk_add(&w->c, memcmp(buf, "POST ", 5) == 0 ? PK_http_post : PK_http_get, 1);
-                    int wants_close = pk_http__has(buf, buf + q, "connection: close");
+                    pk_add(&w->c, u->q.post ? PK_http_post : PK_http_get, 1);
+                    int wants_close = u->q.close;
                     ssize_t s = sys_send(u->fd, resp, resp_len, MSG_NOSIGNAL);
                     if (s != (ssize_t)resp_len) { /* a slow reader of a big response: give up on it */
                         pk_add(&w->c, PK_sock_error, 1);
@@ -805,22 +837,19 @@ void run_http_server(worker *w)
                     pk_add(&w->c, PK_http_2xx, 1);
                     memmove(buf, buf + q, u->resp.len - (uint32_t)q);
                     u->resp.len -= (uint32_t)q;
+                    pk_http_req_init(&u->q);
                     if (wants_close) {
                         u->resp.state = PK_HTTP_DONE;
                         break;
                     }
                 }
-                if (u->resp.len >= sizeof(u->resp.buf)) {
-                    pk_add(&w->c, PK_bad_rx, 1); /* a request larger than we take */
+                if (!close_it && u->resp.state != PK_HTTP_DONE && u->resp.len >= sizeof(u->resp.buf)) {
+                    pk_add(&w->c, PK_bad_rx, 1); /* (pk_http_req_parse answers this case first) */
                     close_it = 1;
                 }
             }
-            if (close_it) {
-                close(u->fd);
-                u->fd = -1;
-                pk_add(&w->c, PK_sock_close, 1);
-                pk_set(&w->c, PK_sock_current, pk_read(&w->c, PK_sock_current) - 1);
-            }
+            if (close_it)
+                srv_close(w, u);
         }
     }
 }
