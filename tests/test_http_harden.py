@@ -1,6 +1,8 @@
 """http-serve against clients that are not perfkit's: malformed requests get a 4xx
-answer and a close, and its request reader (in C, under ASan) agrees with a reference
-in any split. Raw sockets, loopback only, bounded in time."""
+answer and a close, its request reader (in C, under ASan) agrees with a reference in
+any split, and idle or dripping connections are closed at the idle timeout so they
+cannot hold every slot. Raw sockets, loopback only, bounded in time."""
+import argparse
 import random
 import re
 import shutil
@@ -151,7 +153,7 @@ def test_a_request_split_byte_by_byte_is_read_whole(serve):
 def test_random_garbage_never_topples_the_server(serve):
     """Mutated requests, each on its own connection, half-closed by the client: every
     answer is a whole status the server knows, and the server still serves after."""
-    port, counters = serve()
+    port, counters = serve(idle_timeout=1)
     rng = random.Random(29)
     base = [GOOD + CLOSE, b"POST / HTTP/1.1\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc",
             GOOD + b"Content-Length: 0\r\nX-Y: z\r\n" + CLOSE]
@@ -299,3 +301,75 @@ def test_the_request_reader_agrees_with_its_reference_in_any_split(req_driver):
     whole = [g for g in got[:600]]
     assert all(r > 0 for g in whole for r in g[:-1]) and all(g[-1] == 0 for g in whole)
     assert {r for g in got for r in g} >= {-400, -413, -431, 0}
+
+
+def test_idle_connections_are_closed_and_cannot_starve_the_slots(serve):
+    port, counters = serve(connections=100, idle_timeout="500ms")
+    idle = [socket.create_connection(("127.0.0.1", port), timeout=3) for _ in range(150)]
+    try:
+        t0 = time.monotonic()
+        for s in idle:  # 50 refused at once (no slot), 100 closed at the idle timeout
+            assert s.recv(1) == b""
+        took = time.monotonic() - t0
+        assert 0.4 < took < 3, took
+        assert statuses(exchange(port, GOOD + CLOSE)) == [200]  # a legitimate client is served
+    finally:
+        for s in idle:
+            s.close()
+    c = counters()
+    assert c["sock_error"] == 150 and c["sock_open"] == 101 and c["http_2xx"] == 1
+
+
+def test_a_dripping_client_is_closed_at_the_idle_timeout(serve):
+    port, _ = serve(idle_timeout="500ms")
+    with socket.create_connection(("127.0.0.1", port), timeout=3) as s:
+        t0 = time.monotonic()
+        s.sendall(b"GET / HTTP/1.1\r\n")
+        closed = False
+        for _ in range(40):  # a header byte every 50 ms: never a whole request
+            try:
+                s.sendall(b"X")
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+                break
+            time.sleep(0.05)
+            s.setblocking(False)
+            try:
+                if s.recv(1) == b"":
+                    closed = True
+                    break
+            except BlockingIOError:
+                pass
+            except ConnectionResetError:  # closed with a byte unread
+                closed = True
+                break
+            finally:
+                s.setblocking(True)
+        assert closed and 0.4 < time.monotonic() - t0 < 1.5
+
+
+def test_a_keepalive_connection_idle_after_its_answer_is_closed(serve):
+    port, counters = serve(idle_timeout="300ms")
+    with socket.create_connection(("127.0.0.1", port), timeout=3) as s:
+        s.sendall(GOOD + b"\r\n")
+        assert s.recv(65536).startswith(b"HTTP/1.1 200 OK")
+        time.sleep(0.1)
+        s.sendall(GOOD + b"\r\n")  # each answer gives the next request the whole timeout
+        assert s.recv(65536).startswith(b"HTTP/1.1 200 OK")
+        t0 = time.monotonic()
+        assert s.recv(1) == b"" and 0.2 < time.monotonic() - t0 < 1.5
+    assert counters()["http_2xx"] == 2
+
+
+def test_idle_timeout_is_a_field_with_a_flag():
+    assert HttpServe(idle_timeout="2s").idle_timeout == 2.0 and HttpServe().idle_timeout == 10.0
+    assert http_workers(HttpServe(idle_timeout=3))[0]["response_timeout"] == 3.0
+    for bad in (0, -1, "2h", "x"):
+        with pytest.raises(ValueError, match="idle_timeout"):
+            HttpServe(idle_timeout=bad)
+    from perfkit.cli import _parser
+    sub = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)).choices["http-serve"]
+    group = next(g for g in sub._action_groups if g.title == "advanced options")
+    action = next(a for a in group._group_actions if "--idle-timeout" in a.option_strings)
+    assert action.default == 10.0
+    assert sub.parse_args(["--idle-timeout", "3s"]).idle_timeout == "3s"

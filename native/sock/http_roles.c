@@ -39,6 +39,8 @@
 #define HTTP_SWEEP_NS      5000000ull   /* timeouts are checked this often */
 #define HTTP_RETRY_NS      10000000ull  /* a failed connection waits this long to retry */
 #define HTTP_BACKLOG       65536        /* open loop: intended times waiting for a user */
+#define HTTP_LINGER_NS     1000000000ull /* after an error answer, the client has this long to close first */
+#define HTTP_SRV_SWEEP_NS  100000000ull /* a server checks its idle timeouts this often */
 #define HTTP_RAMP_BATCH    256          /* users started per loop turn, so timeouts and the end still run */
 /* Linux's connect() takes source ports of one parity first (half the local port
  * range, ~14k by default) and searches all of them before the rest: past ~14k
@@ -58,7 +60,7 @@ typedef struct http_user {
     int inflight;           /* a request is out and not yet answered or failed */
     uint32_t sent;          /* request bytes written so far */
     uint64_t t_start;       /* when the response time starts (send, or intended time) */
-    uint64_t due;           /* U_THINKING/U_RETRY: when to go on; else the timeout */
+    uint64_t due;           /* U_THINKING/U_RETRY: when to go on; else the timeout (server: the idle deadline) */
     pk_http_resp resp;
     pk_http_req q;          /* server: the request being read into resp.buf */
 } http_user;
@@ -746,6 +748,21 @@ static void srv_close(worker *w, http_user *u)
     pk_set(&w->c, PK_sock_current, pk_read(&w->c, PK_sock_current) - 1);
 }
 
+/* A connection whose idle deadline passed (no whole request within the timeout of its
+ * opening or its last answer, or a client that does not close after its last answer) is
+ * closed, so idle or dripping clients cannot hold every slot. */
+static void srv_sweep(worker *w, http_state *h, uint64_t now)
+{
+    for (uint32_t k = 0; k < h->nusers; k++) {
+        http_user *u = &h->users[k];
+        if (u->fd < 0 || now < u->due)
+            continue;
+        if (u->resp.state != PK_HTTP_DONE)
+            pk_add(&w->c, PK_sock_error, 1); /* (one that did not close after its answer is no error) */
+        srv_close(w, u);
+    }
+}
+
 void run_http_server(worker *w)
 {
     http_state *h = w->http;
@@ -756,12 +773,21 @@ void run_http_server(worker *w)
     epoll_ctl(h->epfd, EPOLL_CTL_ADD, lfd, &lev);
     const uint8_t *resp = w->bufs;
     const uint32_t resp_len = w->cfg.blob_len;
+    /* the idle timeout (HttpServe.idle_timeout) comes as the worker's response timeout; 0: none */
+    const uint64_t idle_ns = w->cfg.response_timeout_ns ? w->cfg.response_timeout_ns : UINT64_MAX / 2;
+    const uint64_t linger_ns = idle_ns < HTTP_LINGER_NS ? idle_ns : HTTP_LINGER_NS;
+    uint64_t last_sweep = 0;
     for (;;) {
         uint64_t now = pk_now_ns();
         if (stopping(w) || now >= w->engine->hard_end)
             break;
         account_cpu(w, now, 0);
+        if (now - last_sweep >= HTTP_SRV_SWEEP_NS) {
+            srv_sweep(w, h, now);
+            last_sweep = now;
+        }
         int n = epoll_wait(h->epfd, evs, HTTP_EVENTS, 10);
+        now = pk_now_ns();
         for (int i = 0; i < n; i++) {
             http_user *u = evs[i].data.ptr;
             if (!u) { /* the listener: take every waiting connection */
@@ -785,6 +811,7 @@ void run_http_server(worker *w)
                     slot->resp.len = 0;
                     slot->resp.state = PK_HTTP_HEADER;
                     pk_http_req_init(&slot->q);
+                    slot->due = now + idle_ns;
                     struct epoll_event ev = { .events = EPOLLIN, .data.ptr = slot };
                     epoll_ctl(h->epfd, EPOLL_CTL_ADD, fd, &ev);
                     pk_add(&w->c, PK_sock_open, 1);
@@ -792,6 +819,8 @@ void run_http_server(worker *w)
                 }
                 continue;
             }
+            if (u->fd < 0)
+                continue; /* closed by the sweep since this event was taken */
             /* a client: read, answer every whole request, keep the rest. After
              * "Connection: close" or an error answer it only waits for the client to
              * close first, so TIME_WAIT stays on the client's side (resp.state marks that) */
@@ -820,6 +849,7 @@ void run_http_server(worker *w)
                         pk_add(&w->c, -q < 500 ? PK_http_4xx : PK_http_5xx, 1);
                         shutdown(u->fd, SHUT_WR);
                         u->resp.state = PK_HTTP_DONE;
+                        u->due = now + linger_ns;
                         break;
                     }
                     pk_add(&w->c, PK_pkts_rx, 1);
@@ -838,6 +868,7 @@ void run_http_server(worker *w)
                     memmove(buf, buf + q, u->resp.len - (uint32_t)q);
                     u->resp.len -= (uint32_t)q;
                     pk_http_req_init(&u->q);
+                    u->due = now + idle_ns; /* the next request has the whole timeout again */
                     if (wants_close) {
                         u->resp.state = PK_HTTP_DONE;
                         break;
