@@ -1,7 +1,7 @@
 """http-serve against clients that are not perfkit's: malformed requests get a 4xx
-answer and a close, its request reader (in C, under ASan) agrees with a reference in
-any split, and idle or dripping connections are closed at the idle timeout so they
-cannot hold every slot. Raw sockets, loopback only, bounded in time."""
+answer and a close, idle or dripping connections are closed at the idle timeout so
+they cannot hold every slot; and perfkit's client against servers that delimit a
+response by closing or never finish one. Raw sockets, loopback only, bounded in time."""
 import argparse
 import random
 import re
@@ -9,14 +9,16 @@ import shutil
 import socket
 import struct
 import subprocess
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
+import perfkit
 from perfkit._sock import SockEngine
 from perfkit.kinds.http import http_workers
-from perfkit.spec import HttpServe
+from perfkit.spec import HttpLoad, HttpServe
 from perfkit.stats import INDEX
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -373,3 +375,91 @@ def test_idle_timeout_is_a_field_with_a_flag():
     action = next(a for a in group._group_actions if "--idle-timeout" in a.option_strings)
     assert action.default == 10.0
     assert sub.parse_args(["--idle-timeout", "3s"]).idle_timeout == "3s"
+
+
+# ------------------------------------------------------------------ the client
+
+
+class _RawServer:
+    """Answers each request (read to its blank line) with `reply`, then closes the
+    connection (close=True) or holds it open until the end. Loopback only."""
+
+    def __init__(self, reply, close):
+        self.reply, self.close, self.answered = reply, close, 0
+        self.lsock = socket.socket()
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(128)
+        self.lsock.settimeout(0.1)
+        self.port = self.lsock.getsockname()[1]
+        self.stop, self.held, self.lock = threading.Event(), [], threading.Lock()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self):
+        while not self.stop.is_set():
+            try:
+                c, _ = self.lsock.accept()
+            except socket.timeout:
+                continue
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        c.settimeout(5)
+        buf = b""
+        try:
+            while not self.stop.is_set():
+                while b"\r\n\r\n" not in buf:
+                    b = c.recv(4096)
+                    if not b:
+                        return c.close()
+                    buf += b
+                buf = buf.split(b"\r\n\r\n", 1)[1]
+                c.sendall(self.reply)
+                with self.lock:
+                    self.answered += 1
+                if self.close:
+                    return c.close()
+                with self.lock:
+                    self.held.append(c)
+                return
+        except OSError:
+            c.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.stop.set()
+        self.thread.join(2)
+        self.lsock.close()
+        with self.lock:
+            for c in self.held:
+                c.close()
+
+
+@pytest.mark.parametrize("version", ["1.0", "1.1"])
+@pytest.mark.parametrize("keepalive", [True, False])
+def test_a_response_delimited_by_the_close_is_read_to_the_close(version, keepalive):
+    reply = f"HTTP/{version} 200 OK\r\nServer: t\r\n\r\n".encode() + b"b" * 300
+    with _RawServer(reply, close=True) as srv:
+        t0 = time.monotonic()
+        s = perfkit.run(HttpLoad(url=f"http://127.0.0.1:{srv.port}/", users=4, duration=0.5,
+                                 keepalive=keepalive, response_timeout="2s")).summary
+        took = time.monotonic() - t0
+        answered = srv.answered
+    # every request out was answered and counted: none held without a reader, none cut
+    assert s["requests"] == s["responses"] == answered and s["responses"] >= 8, s
+    assert s["http_cut"] == 0 and s["http_err"] == 0 and s["err_timeout"] == 0 and took < 5
+    assert s["bytes_rx"] == answered * len(reply) and s["sock_open"] == answered
+
+
+def test_a_response_that_never_ends_times_out():
+    # no length, and the server never closes: the body runs on until the response timeout
+    with _RawServer(b"HTTP/1.1 200 OK\r\nServer: t\r\n\r\npartial", close=False) as srv:
+        t0 = time.monotonic()
+        s = perfkit.run(HttpLoad(url=f"http://127.0.0.1:{srv.port}/", users=3, duration=1,
+                                 response_timeout="300ms")).summary
+        took = time.monotonic() - t0
+    assert s["responses"] == 0 and s["err_timeout"] >= 3 and s["http_err"] >= s["err_timeout"]
+    assert s["requests"] == s["err_timeout"] + s["http_cut"] and took < 5
+    assert s["error_rate_pct"] > 0

@@ -487,9 +487,9 @@ static void user_readable(worker *w, http_state *h, http_user *u, uint64_t now, 
             if (u->state == U_WAITING) {
                 pk_http_resp_eof(&u->resp);
                 if (u->resp.state == PK_HTTP_DONE) {
+                    /* closed first: user_done may start the next request on a new connection */
+                    user_close(w, u);
                     user_done(w, h, u, now, last_lat);
-                    if (u->fd >= 0)
-                        user_close(w, u);
                 } else {
                     user_fail(w, u, PK_err_read, now);
                 }
@@ -609,7 +609,9 @@ static void users_sweep(worker *w, http_state *h, uint64_t now, uint64_t started
             else if (w->cfg.rate > 0 && u->state == U_RETRY && now >= u->due)
                 u->state = U_OFF;
             break;
-        default:
+        default: /* a request out on a user nothing reads for: failed at its deadline, never held forever */
+            if (u->inflight && now >= u->due)
+                user_fail(w, u, PK_err_timeout, now);
             break;
         }
     }
