@@ -347,7 +347,7 @@ def test_a_dripping_client_is_closed_at_the_idle_timeout(serve):
                 break
             finally:
                 s.setblocking(True)
-        assert closed and 0.4 < time.monotonic() - t0 < 1.5
+        assert closed and 0.4 < time.monotonic() - t0 < 3
 
 
 def test_a_keepalive_connection_idle_after_its_answer_is_closed(serve):
@@ -359,7 +359,7 @@ def test_a_keepalive_connection_idle_after_its_answer_is_closed(serve):
         s.sendall(GOOD + b"\r\n")  # each answer gives the next request the whole timeout
         assert s.recv(65536).startswith(b"HTTP/1.1 200 OK")
         t0 = time.monotonic()
-        assert s.recv(1) == b"" and 0.2 < time.monotonic() - t0 < 1.5
+        assert s.recv(1) == b"" and 0.2 < time.monotonic() - t0 < 3
     assert counters()["http_2xx"] == 2
 
 
