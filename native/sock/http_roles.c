@@ -39,7 +39,8 @@
 #define HTTP_SWEEP_NS      5000000ull   /* timeouts are checked this often */
 #define HTTP_RETRY_NS      10000000ull  /* a failed connection waits this long to retry */
 #define HTTP_BACKLOG       65536        /* open loop: intended times waiting for a user */
-#define HTTP_REQ_MAX       (64 << 10)   /* a server reads request headers up to this */
+#define HTTP_LINGER_NS     1000000000ull /* after an error answer, the client has this long to close first */
+#define HTTP_SRV_SWEEP_NS  100000000ull /* a server checks its idle timeouts this often */
 #define HTTP_RAMP_BATCH    256          /* users started per loop turn, so timeouts and the end still run */
 /* Linux's connect() takes source ports of one parity first (half the local port
  * range, ~14k by default) and searches all of them before the rest: past ~14k
@@ -59,8 +60,9 @@ typedef struct http_user {
     int inflight;           /* a request is out and not yet answered or failed */
     uint32_t sent;          /* request bytes written so far */
     uint64_t t_start;       /* when the response time starts (send, or intended time) */
-    uint64_t due;           /* U_THINKING/U_RETRY: when to go on; else the timeout */
+    uint64_t due;           /* U_THINKING/U_RETRY: when to go on; else the timeout (server: the idle deadline) */
     pk_http_resp resp;
+    pk_http_req q;          /* server: the request being read into resp.buf */
 } http_user;
 
 typedef struct http_state {
@@ -485,9 +487,9 @@ static void user_readable(worker *w, http_state *h, http_user *u, uint64_t now, 
             if (u->state == U_WAITING) {
                 pk_http_resp_eof(&u->resp);
                 if (u->resp.state == PK_HTTP_DONE) {
+                    /* closed first: user_done may start the next request on a new connection */
+                    user_close(w, u);
                     user_done(w, h, u, now, last_lat);
-                    if (u->fd >= 0)
-                        user_close(w, u);
                 } else {
                     user_fail(w, u, PK_err_read, now);
                 }
@@ -607,7 +609,9 @@ static void users_sweep(worker *w, http_state *h, uint64_t now, uint64_t started
             else if (w->cfg.rate > 0 && u->state == U_RETRY && now >= u->due)
                 u->state = U_OFF;
             break;
-        default:
+        default: /* a request out on a user nothing reads for: failed at its deadline, never held forever */
+            if (u->inflight && now >= u->due)
+                user_fail(w, u, PK_err_timeout, now);
             break;
         }
     }
@@ -693,9 +697,9 @@ void run_http_client(worker *w)
 
 /* ------------------------------------------------------------------ server */
 
-/* Bytes of a complete request at the start of buf[0, len): headers up to the
- * blank line plus a Content-Length body; 0 if incomplete, -1 if malformed or
- * over max bytes. */
+/* Bytes of a complete request at the start of buf[0, len) (the client's request
+ * templates, which perfkit makes): headers up to the blank line plus a
+ * Content-Length body; 0 if incomplete, -1 if malformed or over max bytes. */
 static long http_request_len(const char *buf, size_t len, size_t max)
 {
     const char *end = NULL;
@@ -723,6 +727,44 @@ static long http_request_len(const char *buf, size_t len, size_t max)
     return total <= len ? (long)total : 0;
 }
 
+static const char *srv_error_response(int status)
+{
+    switch (status) {
+    case 413:
+        return "HTTP/1.1 413 Content Too Large\r\nServer: perfkit\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    case 431:
+        return "HTTP/1.1 431 Request Header Fields Too Large\r\nServer: perfkit\r\nContent-Length: 0\r\n"
+               "Connection: close\r\n\r\n";
+    case 501:
+        return "HTTP/1.1 501 Not Implemented\r\nServer: perfkit\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    default:
+        return "HTTP/1.1 400 Bad Request\r\nServer: perfkit\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    }
+}
+
+static void srv_close(worker *w, http_user *u)
+{
+    close(u->fd);
+    u->fd = -1;
+    pk_add(&w->c, PK_sock_close, 1);
+    pk_set(&w->c, PK_sock_current, pk_read(&w->c, PK_sock_current) - 1);
+}
+
+/* A connection whose idle deadline passed (no whole request within the timeout of its
+ * opening or its last answer, or a client that does not close after its last answer) is
+ * closed, so idle or dripping clients cannot hold every slot. */
+static void srv_sweep(worker *w, http_state *h, uint64_t now)
+{
+    for (uint32_t k = 0; k < h->nusers; k++) {
+        http_user *u = &h->users[k];
+        if (u->fd < 0 || now < u->due)
+            continue;
+        if (u->resp.state != PK_HTTP_DONE)
+            pk_add(&w->c, PK_sock_error, 1); /* (one that did not close after its answer is no error) */
+        srv_close(w, u);
+    }
+}
+
 void run_http_server(worker *w)
 {
     http_state *h = w->http;
@@ -733,12 +775,21 @@ void run_http_server(worker *w)
     epoll_ctl(h->epfd, EPOLL_CTL_ADD, lfd, &lev);
     const uint8_t *resp = w->bufs;
     const uint32_t resp_len = w->cfg.blob_len;
+    /* the idle timeout (HttpServe.idle_timeout) comes as the worker's response timeout; 0: none */
+    const uint64_t idle_ns = w->cfg.response_timeout_ns ? w->cfg.response_timeout_ns : UINT64_MAX / 2;
+    const uint64_t linger_ns = idle_ns < HTTP_LINGER_NS ? idle_ns : HTTP_LINGER_NS;
+    uint64_t last_sweep = 0;
     for (;;) {
         uint64_t now = pk_now_ns();
         if (stopping(w) || now >= w->engine->hard_end)
             break;
         account_cpu(w, now, 0);
+        if (now - last_sweep >= HTTP_SRV_SWEEP_NS) {
+            srv_sweep(w, h, now);
+            last_sweep = now;
+        }
         int n = epoll_wait(h->epfd, evs, HTTP_EVENTS, 10);
+        now = pk_now_ns();
         for (int i = 0; i < n; i++) {
             http_user *u = evs[i].data.ptr;
             if (!u) { /* the listener: take every waiting connection */
@@ -761,6 +812,8 @@ void run_http_server(worker *w)
                     slot->fd = fd;
                     slot->resp.len = 0;
                     slot->resp.state = PK_HTTP_HEADER;
+                    pk_http_req_init(&slot->q);
+                    slot->due = now + idle_ns;
                     struct epoll_event ev = { .events = EPOLLIN, .data.ptr = slot };
                     epoll_ctl(h->epfd, EPOLL_CTL_ADD, fd, &ev);
                     pk_add(&w->c, PK_sock_open, 1);
@@ -768,9 +821,11 @@ void run_http_server(worker *w)
                 }
                 continue;
             }
+            if (u->fd < 0)
+                continue; /* closed by the sweep since this event was taken */
             /* a client: read, answer every whole request, keep the rest. After
-             * "Connection: close" it only waits for the client to close first, so
-             * TIME_WAIT stays on the client's side (resp.state marks that) */
+             * "Connection: close" or an error answer it only waits for the client to
+             * close first, so TIME_WAIT stays on the client's side (resp.state marks that) */
             char *buf = u->resp.buf;
             int close_it = 0;
             if (u->resp.state == PK_HTTP_DONE)
@@ -784,16 +839,25 @@ void run_http_server(worker *w)
                 pk_add(&w->c, PK_bytes_rx, (uint64_t)r);
                 u->resp.len += (uint32_t)r;
                 long q;
-                while (!close_it && (q = http_request_len(buf, u->resp.len, HTTP_REQ_MAX)) != 0) {
-                    if (q < 0) {
+                while ((q = pk_http_req_parse(&u->q, buf, u->resp.len, sizeof(u->resp.buf))) != 0) {
+                    if (q < 0) { /* answer why, then wait for the client to close */
+                        const char *e = srv_error_response((int)-q);
+                        size_t elen = strlen(e);
+                        if (sys_send(u->fd, e, elen, MSG_NOSIGNAL) == (ssize_t)elen) {
+                            pk_add(&w->c, PK_pkts_tx, 1);
+                            pk_add(&w->c, PK_bytes_tx, elen);
+                        }
                         pk_add(&w->c, PK_bad_rx, 1);
-                        close_it = 1;
+                        pk_add(&w->c, -q < 500 ? PK_http_4xx : PK_http_5xx, 1);
+                        shutdown(u->fd, SHUT_WR);
+                        u->resp.state = PK_HTTP_DONE;
+                        u->due = now + linger_ns;
                         break;
                     }
                     pk_add(&w->c, PK_pkts_rx, 1);
                     pk_add(&w->c, PK_http_req, 1);
-                    pk_add(&w->c, memcmp(buf, "POST ", 5) == 0 ? PK_http_post : PK_http_get, 1);
-                    int wants_close = pk_http__has(buf, buf + q, "connection: close");
+                    pk_add(&w->c, u->q.post ? PK_http_post : PK_http_get, 1);
+                    int wants_close = u->q.close;
                     ssize_t s = sys_send(u->fd, resp, resp_len, MSG_NOSIGNAL);
                     if (s != (ssize_t)resp_len) { /* a slow reader of a big response: give up on it */
                         pk_add(&w->c, PK_sock_error, 1);
@@ -805,22 +869,20 @@ void run_http_server(worker *w)
                     pk_add(&w->c, PK_http_2xx, 1);
                     memmove(buf, buf + q, u->resp.len - (uint32_t)q);
                     u->resp.len -= (uint32_t)q;
+                    pk_http_req_init(&u->q);
+                    u->due = now + idle_ns; /* the next request has the whole timeout again */
                     if (wants_close) {
                         u->resp.state = PK_HTTP_DONE;
                         break;
                     }
                 }
-                if (u->resp.len >= sizeof(u->resp.buf)) {
-                    pk_add(&w->c, PK_bad_rx, 1); /* a request larger than we take */
+                if (!close_it && u->resp.state != PK_HTTP_DONE && u->resp.len >= sizeof(u->resp.buf)) {
+                    pk_add(&w->c, PK_bad_rx, 1); /* (pk_http_req_parse answers this case first) */
                     close_it = 1;
                 }
             }
-            if (close_it) {
-                close(u->fd);
-                u->fd = -1;
-                pk_add(&w->c, PK_sock_close, 1);
-                pk_set(&w->c, PK_sock_current, pk_read(&w->c, PK_sock_current) - 1);
-            }
+            if (close_it)
+                srv_close(w, u);
         }
     }
 }

@@ -211,6 +211,11 @@ class HttpServe(Serial):
     connections: int = opt(
         10_000, help="connections served at once", unit="connections", lo=1, hi=MAX_USERS,
         cli_help="connections served at once (default 10000)", advanced=True)
+    idle_timeout: float | str = opt(
+        10.0, help=("a connection that has not sent a whole request this long after it opened or got its "
+                    "last answer is closed, so idle clients cannot hold every connection slot"),
+        unit=SECONDS, range_text="1ms..1h",
+        cli_help="close a connection that sends no whole request for this long (default 10s)", advanced=True)
 
     test = "http_serve"
 
@@ -226,6 +231,10 @@ class HttpServe(Serial):
         if not 0 < d <= MAX_DURATION_S:
             raise ValueError(f"duration: {self.duration!r} is out of range (above 0, at most 24h)")
         put("duration", d)
+        t = parse_duration(self.idle_timeout, "idle_timeout")
+        if not 1e-3 <= t <= 3600:
+            raise ValueError(f"idle_timeout: {self.idle_timeout!r} is out of range 0.001..3600 s")
+        put("idle_timeout", t)
 
     messages_per_second = 0.0
 
@@ -277,7 +286,8 @@ def http_workers(spec) -> list[dict]:
     """HttpLoad: one client worker with every virtual user; HttpServe: one server."""
     if isinstance(spec, HttpServe):
         return [{"role": "http_server", "local": (spec.host, spec.port), "size": 1,
-                 "duration": spec.duration, "users": spec.connections, "blob": spec.response_bytes()}]
+                 "duration": spec.duration, "users": spec.connections, "blob": spec.response_bytes(),
+                 "response_timeout": spec.idle_timeout}]   # the server's idle timeout
     host, port = spec.target()
     where = {}
     if spec.lab is not None:  # the client works in the lab's first host
@@ -342,7 +352,7 @@ def _http_parser(sub) -> None:
 
 def _http_serve_parser(sub) -> None:
     hs = sub.add_parser("http-serve", help="perfkit's own HTTP server: a fixed response to every request")
-    for name in ("host", "port", "size", "duration", "connections"):
+    for name in ("host", "port", "size", "duration", "connections", "idle_timeout"):
         add_option(hs, HttpServe, name)
     hs.add_argument("--interval", default="1s", help="row interval (default 1s)")
     hs.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
@@ -374,7 +384,8 @@ def load_from_args(a) -> HttpLoad:
 
 def serve_from_args(a) -> HttpServe:
     """perfkit http-serve's spec from its parsed arguments."""
-    return HttpServe(host=a.host, port=a.port, size=a.size, duration=a.duration, connections=a.connections)
+    return HttpServe(host=a.host, port=a.port, size=a.size, duration=a.duration, connections=a.connections,
+                     idle_timeout=a.idle_timeout)
 
 
 CLI_PARSERS = {"http": _http_parser, "http-serve": _http_serve_parser}   # command -> adds its parser to subparsers

@@ -1,4 +1,4 @@
-/* Incremental HTTP/1.x response parser for load clients.
+/* Incremental HTTP/1.x response parser for load clients (and a request reader for servers).
  *
  * Fed whatever bytes a read returned, in any split; it keeps only the header
  * section (at most PK_HTTP_MAX_HEADER bytes) and counts the body without
@@ -13,6 +13,7 @@
  *       r.state == PK_HTTP_ERROR -> r.error
  *   at EOF: pk_http_resp_eof(&r) ends a read-until-close body.
  * The DPDK TCP client parses on its own, byte by byte (tcp_http.c): its 64-byte sockets hold no header buffer.
+ * Requests (a server's side): pk_http_req_parse, below.
  */
 #ifndef PERFKIT_HTTP1_H
 #define PERFKIT_HTTP1_H
@@ -282,6 +283,169 @@ static inline void pk_http_resp_eof(pk_http_resp *r)
         r->state = PK_HTTP_DONE;
     else if (r->state != PK_HTTP_DONE && r->state != PK_HTTP_ERROR)
         pk_http__fail(r, "connection closed mid-response");
+}
+
+
+/* ------------------------------------------------------------------ requests
+ * Incremental HTTP/1.x request reader for servers (perfkit http-serve): the
+ * request at the start of a connection's buffer, parsed a whole line at a time
+ * as bytes arrive, each byte searched once however the request is split.
+ * Strict, as a server facing strangers must be: "METHOD SP TARGET SP HTTP/1.x"
+ * and "Name: value" lines ending in CRLF, one Content-Length of digits only,
+ * at most PK_HTTP_MAX_HEADERS header lines; the body is skipped, not decoded.
+ *
+ *   pk_http_req q; pk_http_req_init(&q);
+ *   after each read into buf[0, len) (a buffer of cap bytes):
+ *       n = pk_http_req_parse(&q, buf, len, cap);
+ *       n > 0: buf[0, n) is a whole request (q.post, q.close); drop it and
+ *              pk_http_req_init(&q) for the next
+ *       n == 0: incomplete;  n < 0: answer status -n (400, 413, 431, 501) and close
+ */
+#ifndef PK_HTTP_MAX_HEADERS
+#define PK_HTTP_MAX_HEADERS 100
+#endif
+
+typedef struct pk_http_req {
+    uint32_t pos;           /* bytes of whole head lines parsed */
+    uint32_t scan;          /* bytes searched for the end of the next line */
+    uint32_t head;          /* the head's length (to its blank line) once whole, else 0 */
+    uint32_t nhdr;          /* header lines so far */
+    uint64_t clen;          /* Content-Length (saturated far above any cap) */
+    uint8_t started;        /* the request line is read */
+    uint8_t have_clen, te;  /* a Content-Length, a Transfer-Encoding */
+    uint8_t close;          /* Connection: close */
+    uint8_t post;           /* the method is POST */
+} pk_http_req;
+
+static inline void pk_http_req_init(pk_http_req *q)
+{
+    memset(q, 0, sizeof(*q));
+}
+
+/* RFC 9110 tchar: what a method or a header name is made of. */
+static inline int pk_http__tchar(unsigned char c)
+{
+    if (((c | 0x20) >= 'a' && (c | 0x20) <= 'z') || (c >= '0' && c <= '9'))
+        return 1;
+    switch (c) {
+    case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+':
+    case '-': case '.': case '^': case '_': case '`': case '|': case '~':
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* Is [p, e) "METHOD SP TARGET SP HTTP/1.x"? Sets q->post for a POST. */
+static inline int pk_http__request_line(pk_http_req *q, const char *p, const char *e)
+{
+    const char *m = p;
+    while (p < e && pk_http__tchar((unsigned char)*p))
+        p++;
+    if (p == m || p >= e || *p != ' ')
+        return 0;
+    q->post = p - m == 4 && memcmp(m, "POST", 4) == 0;
+    const char *t = ++p;
+    while (p < e && (unsigned char)*p > 0x20 && (unsigned char)*p < 0x7f)
+        p++;
+    if (p == t || p >= e || *p != ' ')
+        return 0;
+    p++;
+    return e - p == 8 && memcmp(p, "HTTP/1.", 7) == 0 && p[7] >= '0' && p[7] <= '9';
+}
+
+/* Is the header name [p, p + n) lname (lowercase)? */
+static inline int pk_http__name_is(const char *p, size_t n, const char *lname)
+{
+    if (n != strlen(lname))
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (pk_http__lower((unsigned char)p[i]) != lname[i])
+            return 0;
+    return 1;
+}
+
+/* One header line [p, e), its CRLF cut off: 0, or the status to answer. */
+static inline int pk_http__req_header(pk_http_req *q, const char *p, const char *e)
+{
+    const char *n = p;
+    while (p < e && pk_http__tchar((unsigned char)*p))
+        p++;
+    if (p == n || p >= e || *p != ':') /* no name, no colon, a space before it, or a folded line */
+        return 400;
+    size_t nlen = (size_t)(p - n);
+    const char *v = p + 1;
+    for (const char *c = v; c < e; c++)
+        if (((unsigned char)*c < 0x20 && *c != '\t') || *c == 0x7f)
+            return 400; /* a control byte in the value */
+    while (v < e && (*v == ' ' || *v == '\t'))
+        v++;
+    const char *ve = e;
+    while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
+        ve--;
+    if (pk_http__name_is(n, nlen, "content-length")) {
+        if (q->have_clen || v == ve)
+            return 400; /* a second one, even equal (two 5s were once read as 55), or empty */
+        uint64_t x = 0;
+        for (; v < ve; v++) {
+            if (*v < '0' || *v > '9')
+                return 400;
+            if (x < (1ull << 40))
+                x = x * 10 + (uint64_t)(*v - '0');
+        }
+        q->have_clen = 1;
+        q->clen = x;
+    } else if (pk_http__name_is(n, nlen, "transfer-encoding")) {
+        q->te = 1;
+    } else if (pk_http__name_is(n, nlen, "connection")) {
+        if (pk_http__has(v, ve, "close"))
+            q->close = 1;
+    }
+    return 0;
+}
+
+/* The request at the start of buf[0, len), parsing on from where q stopped: its
+ * length (head and Content-Length body) once whole, 0 while incomplete, or minus
+ * the status to answer: 400 malformed, 431 a head over cap bytes or over
+ * PK_HTTP_MAX_HEADERS lines, 413 a body that does not fit in cap with its head,
+ * 501 a Transfer-Encoding (bodies are not decoded). */
+static inline long pk_http_req_parse(pk_http_req *q, const char *buf, uint32_t len, uint32_t cap)
+{
+    while (!q->head) {
+        uint32_t from = q->scan > q->pos ? q->scan : q->pos;
+        const char *nl = from < len ? memchr(buf + from, '\n', len - from) : NULL;
+        if (!nl) {
+            q->scan = len;
+            return len >= cap ? -431 : 0;
+        }
+        const char *p = buf + q->pos;
+        if (nl == p || nl[-1] != '\r')
+            return -400; /* a bare LF */
+        const char *e = nl - 1;
+        uint32_t next = (uint32_t)(nl + 1 - buf);
+        if (!q->started) {
+            if (e != p) { /* (an empty line before the request line is ignored: RFC 9112 2.2) */
+                if (!pk_http__request_line(q, p, e))
+                    return -400;
+                q->started = 1;
+            }
+        } else if (e == p) {
+            q->head = next;
+        } else {
+            if (++q->nhdr > PK_HTTP_MAX_HEADERS)
+                return -431;
+            int bad = pk_http__req_header(q, p, e);
+            if (bad)
+                return -bad;
+        }
+        q->pos = q->scan = next;
+    }
+    if (q->te)
+        return q->have_clen ? -400 : -501;
+    if (q->head > cap || q->clen > cap - q->head)
+        return -413;
+    uint64_t total = q->head + q->clen;
+    return total <= len ? (long)total : 0;
 }
 
 #endif
