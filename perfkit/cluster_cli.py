@@ -118,7 +118,7 @@ def hosts_text(run) -> str:
         return ""
     skew = s.get("start_skew_s")
     line = (f"cluster {s.get('cluster') or run.cluster.name}: {len(hosts)} hosts ({', '.join(hosts)}), start skew "
-            + (f"{skew * 1e3:.2f} ms" if skew is not None else "not measured"))
+            + (f"{skew * 1e3:.3f} ms" if skew is not None else "not measured"))
     off = {h: o for h, o in (s.get("clock_offset_s") or {}).items() if abs(o) > run.interval}
     if off:   # their rows are off by as much: the hosts' clocks need syncing
         line += "; clock off by more than the interval: " + ", ".join(f"{h} {o:+.3f} s" for h, o in off.items())
