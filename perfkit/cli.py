@@ -122,10 +122,10 @@ def _search(a, spec, engine: str) -> int:
     return 130 if res.stopped == "interrupted" else 0
 
 
-def _run_printed(spec, a, line) -> int:
+def _run_printed(spec, a, line, cluster=None) -> int:
     """Run spec with one printed row per interval, then its summary; exit status."""
     printer = JsonPrinter() if a.json else LinePrinter(line=line)
-    run = Run(spec, interval=parse_duration(a.interval, "interval"), subscribers=(printer,))
+    run = Run(spec, interval=parse_duration(a.interval, "interval"), subscribers=(printer,), cluster=cluster)
     run.start()
     interrupted = False
     try:
@@ -137,7 +137,7 @@ def _run_printed(spec, a, line) -> int:
     if a.json:
         printer.summary(run.summary)
     else:
-        print(summary_text(run.summary))
+        print(summary_text(run.summary) + cluster_cli.hosts_text(run))
     saved = save_or_fallback(run, a.save) if getattr(a, "save", None) else True
     if run.error:
         print(f"perfkit: error: {run.error}", file=sys.stderr)
@@ -168,9 +168,10 @@ def _http(a) -> int:
     spec = http.CLI_SPECS[a.command](a)
     if a.command == "http":   # a client: the name it was given and where that went
         _say_target(urlsplit(spec.urls[0]).hostname, spec.target()[0])
-    if not a.json:
-        print(http.cli_header(spec), flush=True)
-    return _run_printed(spec, a, http_row_line)
+    with cluster_cli.connected(a, spec) as c:   # --cluster NAME: one line, exit 2, before anything starts
+        if not a.json:
+            print(http.cli_header(spec), flush=True)
+        return _run_printed(spec, a, http_row_line, c)
 
 
 def _serve(a) -> int:
@@ -206,27 +207,28 @@ def _test(a) -> int:
     for t, point, spec in remote.plan(host, *args["data_tests"], time=a.time, sweep=sweep, port=a.port,
                                       token=a.token, **args["fields"]):
         todo[t].append((point, spec))
-    if any(sp.rate is None for _, sp in todo.get("udp_bw", [])) and _off_loopback(host):
-        _warn_flood("udp_bw with no rate sends as fast as it can", host)
-    for name in a.tests:
-        if name == "conf":
-            both = remote.conf(host, a.port, a.token, wait, timeouts["loc_timeout"])
-            print(json.dumps({"conf": both}) if a.json else conf_text(both), flush=True)
-        elif name == "quit":
-            remote.quit_server(host, a.port, a.token, wait, timeouts["loc_timeout"])
-            print(json.dumps({"quit": host}) if a.json else "quit:\n    server stopped", flush=True)
-        else:
-            for point, spec in todo[name]:
-                if not _test_point(a, name, point, spec, interval, printer,
-                                   dict(bits=a.use_bits_per_sec, digits=digits, unify=a.unify_units,
-                                        verbose=verbose, unify_nodes=a.unify_nodes)):
-                    return 1
+    with cluster_cli.connected(a) as c:   # --cluster NAME: one line, exit 2, before anything starts
+        if any(sp.rate is None for _, sp in todo.get("udp_bw", [])) and _off_loopback(host):
+            _warn_flood("udp_bw with no rate sends as fast as it can", host)
+        for name in a.tests:
+            if name == "conf":
+                both = remote.conf(host, a.port, a.token, wait, timeouts["loc_timeout"])
+                print(json.dumps({"conf": both}) if a.json else conf_text(both), flush=True)
+            elif name == "quit":
+                remote.quit_server(host, a.port, a.token, wait, timeouts["loc_timeout"])
+                print(json.dumps({"quit": host}) if a.json else "quit:\n    server stopped", flush=True)
+            else:
+                for point, spec in todo[name]:
+                    if not _test_point(a, name, point, spec, interval, printer,
+                                       dict(bits=a.use_bits_per_sec, digits=digits, unify=a.unify_units,
+                                            verbose=verbose, unify_nodes=a.unify_nodes), c):
+                        return 1
     return 0
 
 
-def _test_point(a, name: str, point: dict, spec, interval: float, printer, style: dict) -> bool:
+def _test_point(a, name: str, point: dict, spec, interval: float, printer, style: dict, cluster=None) -> bool:
     """One run of perfkit test (a test at one sweep point) and its summary; False on an error."""
-    run = Run(spec, interval=interval, subscribers=(printer,) if printer else ())
+    run = Run(spec, interval=interval, subscribers=(printer,) if printer else (), cluster=cluster)
     run.start()
     try:
         run.wait()
@@ -236,7 +238,7 @@ def _test_point(a, name: str, point: dict, spec, interval: float, printer, style
         printer.summary({"test": name, **point, **run.summary})
     else:
         used = {k: v for k, v in used_params(spec).items() if k not in point}
-        print(summary_text(run.summary, point, used=used, **style), flush=True)
+        print(summary_text(run.summary, point, used=used, **style) + cluster_cli.hosts_text(run), flush=True)
     if run.error:
         print(f"perfkit: error: {run.error}", file=sys.stderr)
         return False
@@ -250,23 +252,26 @@ def _local(a) -> int:
     if a.search is not None:
         if spec.messages is not None:
             raise ValueError("no_msgs: -n does not go with --search (each trial runs for its time)")
+        if a.cluster is not None:
+            raise ValueError("cluster: --cluster does not go with --search (a search's trials run on this host)")
         return _search(a, spec, a.engine)
-    if qperf.unpaced_flood(spec):
-        _warn_flood("udp_bw with no --rate sends as fast as it can", spec.host)
     interval = parse_duration(a.interval, "interval")
-    printer = JsonPrinter() if a.json else LinePrinter()
-    run = Run(spec, engine=a.engine, interval=interval, subscribers=(printer,))
-    run.start()  # a bad engine or a failed start raises here: one line, nothing ran
-    if not a.json:
-        print(qperf.cli_header(spec, a.engine), flush=True)
-    interrupted = False
-    try:
-        run.wait()
-    except KeyboardInterrupt:
-        interrupted = True
-    except EngineError:
-        pass  # a worker failed: the rows so far and the error are reported below
-    return _run_done(a, run, printer, interrupted, summary_text(run.summary))
+    with cluster_cli.connected(a) as c:   # --cluster NAME: one line, exit 2, before anything starts
+        if qperf.unpaced_flood(spec):
+            _warn_flood("udp_bw with no --rate sends as fast as it can", spec.host)
+        printer = JsonPrinter() if a.json else LinePrinter()
+        run = Run(spec, engine=a.engine, interval=interval, subscribers=(printer,), cluster=c)
+        run.start()  # a bad engine or a failed start raises here: one line, nothing ran
+        if not a.json:
+            print(qperf.cli_header(spec, a.engine), flush=True)
+        interrupted = False
+        try:
+            run.wait()
+        except KeyboardInterrupt:
+            interrupted = True
+        except EngineError:
+            pass  # a worker failed: the rows so far and the error are reported below
+        return _run_done(a, run, printer, interrupted, summary_text(run.summary) + cluster_cli.hosts_text(run))
 
 
 def _lab(a) -> int:

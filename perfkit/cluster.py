@@ -205,7 +205,11 @@ class Cluster:
                                f"({str(exc).splitlines()[0]})") from None
         c = cls(client, name=profile, state=st)
         if st:
-            c.wait_for_engines(len(st["engines"]), timeout)
+            try:
+                c.wait_for_engines(len(st["engines"]), timeout)
+            except ClusterError:
+                client.close()
+                raise
         if not client.ids:
             client.close()
             raise ClusterError(f"cluster: {profile or url_file} has no engines (ipcluster engines, or perfkit cluster up)")
@@ -304,7 +308,10 @@ class Cluster:
                 raise ClusterError(f"cluster {self.name or ''}: no engines".replace("  ", " "))
             with self._lock:
                 infos = self.client[ids].apply_async(_e_info)
-            infos = infos.get(timeout=ANSWER_S * 2)
+            try:
+                infos = infos.get(timeout=ANSWER_S * 2)
+            except Exception as exc:  # noqa: BLE001 (an engine registered but gone: one line, before anything starts)
+                raise ClusterError(f"cluster {self.name or ''}: not every engine answers ({_why(exc)})") from None
             seen: dict = {}
             out = []
             for i, info in zip(ids, infos):

@@ -1,10 +1,15 @@
 """perfkit cluster up|status|down: ipyparallel clusters to run one load from many hosts (perfkit.cluster)."""
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import json
 import sys
 
 from perfkit import cluster
+from perfkit.kinds.split import split
+
+CONNECT_S = 10.0   # how long --cluster waits for the controller and its engines to answer
 
 
 def add_parser(sub) -> None:
@@ -63,3 +68,72 @@ def run(a) -> int:
         raise ValueError(f"name: no cluster {name!r}")
     print(f"{name}: down")
     return 0
+
+
+# ------------------------------------------------------------------ --cluster NAME on the commands that make load
+def connect(a, spec=None):
+    """--cluster NAME (a perfkit cluster or an ipyparallel profile): the cluster, every engine
+    of it answering (and spec, if given, split over them); None without the option. Bad input
+    (no such cluster, no engines, a spec that does not split) is a ValueError: one line, exit 2,
+    before anything starts."""
+    name = getattr(a, "cluster", None)
+    if name is None:
+        return None
+    if not name.strip():
+        raise ValueError("cluster: name a cluster (perfkit cluster status lists them)")
+    if importlib.util.find_spec("ipyparallel") is None:
+        raise ValueError("cluster: --cluster runs on ipyparallel, which is not installed here (pip install ipyparallel)")
+    c = cluster.Cluster.connect(name.strip(), timeout=CONNECT_S)
+    try:
+        n = len(c.engines())   # every engine answers now, or one line naming the cluster
+        if spec is not None:
+            split(spec, n)
+    except ValueError as exc:
+        c.close()
+        raise exc if isinstance(exc, cluster.ClusterError) else cluster.ClusterError(f"cluster: {exc}") from None
+    except BaseException:
+        c.close()
+        raise
+    return c
+
+
+@contextlib.contextmanager
+def connected(a, spec=None):
+    """with connected(a) as c: connect(a, spec), closed at the end (the cluster stays up)."""
+    c = connect(a, spec)
+    try:
+        yield c
+    finally:
+        if c is not None:
+            c.close()
+
+
+def hosts_text(run) -> str:
+    """A cluster run's last lines, after its summary: the hosts and the measured start skew,
+    then each host's share (requests, or packets/messages sent and received); "" for a run
+    on one host."""
+    s = run.summary or {}
+    hosts = s.get("hosts")
+    if run.cluster is None or not hosts:
+        return ""
+    skew = s.get("start_skew_s")
+    line = (f"cluster {s.get('cluster') or run.cluster.name}: {len(hosts)} hosts ({', '.join(hosts)}), start skew "
+            + (f"{skew * 1e3:.3f} ms" if skew is not None else "not measured"))
+    off = {h: o for h, o in (s.get("clock_offset_s") or {}).items() if abs(o) > run.interval}
+    if off:   # their rows are off by as much: the hosts' clocks need syncing
+        line += "; clock off by more than the interval: " + ", ".join(f"{h} {o:+.3f} s" for h, o in off.items())
+    width = max(len(h) for h in hosts)
+    lines = [line]
+    for h, hs in hosts.items():
+        lines.append(f"    {h:<{width}}  {_share(hs)}  "
+                     + ("finished" if hs.get("finished") else f"error: {hs.get('error', 'did not finish')}"))
+    return "\n" + "\n".join(lines)
+
+
+def _share(hs: dict) -> str:
+    """One host's figures: an HTTP load's requests, a socket test's packets (messages)."""
+    if hs.get("test") == "http":
+        return (f"{hs.get('requests', 0):,} requests  {hs.get('tps', 0.0):,.1f} req/s  "
+                f"{hs.get('http_err', 0):,} errors")
+    unit = "packets" if str(hs.get("test", "")).startswith("udp") else "messages"
+    return f"{hs.get('pkts_tx', 0):,} {unit} sent  {hs.get('pkts_rx', 0):,} received  {hs.get('msg_rate', 0.0):,.0f}/s"

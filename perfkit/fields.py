@@ -150,6 +150,13 @@ def advanced_group(parser):
     return group
 
 
+def cluster_option(parser) -> None:
+    """--cluster NAME, on the commands that make load: the run split over a cluster's engines (perfkit.cluster)."""
+    parser.add_argument("--cluster", metavar="NAME",
+                        help="run the load from every engine of this cluster (perfkit cluster up, or an "
+                             "ipyparallel profile), as one run: rows and summary summed, then each host's share")
+
+
 def whole_number(value, name: str, lo: int, hi: int) -> int:
     """value as an int in lo..hi, else ValueError naming the field (the specs' own message)."""
     if isinstance(value, bool) or not isinstance(value, int):

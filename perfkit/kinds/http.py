@@ -324,7 +324,7 @@ def summary_extra(spec, handle, roles) -> dict:
 
 
 # ------------------------------------------------------------------ its commands: perfkit http, http-serve
-from perfkit.fields import add_option, advanced_group  # noqa: E402 (the command-line part of the kind, kept at its end)
+from perfkit.fields import add_option, advanced_group, cluster_option  # noqa: E402 (the command-line part of the kind, kept at its end)
 
 
 def _http_parser(sub) -> None:
@@ -348,6 +348,7 @@ def _http_parser(sub) -> None:
     ht.add_argument("--interval", default="1s", help="row interval (default 1s)")
     ht.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
     ht.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet")
+    cluster_option(ht)
 
 
 def _http_serve_parser(sub) -> None:

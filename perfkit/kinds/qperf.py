@@ -381,7 +381,7 @@ PANEL_ROWS = {RemoteTest: ("server_control",)}   # the panel's conf, quit and se
 
 # ------------------------------------------------------------------ its commands: perfkit local, perfkit test
 from perfkit import lab  # noqa: E402 (the command-line part of the kind, kept at its end)
-from perfkit.fields import add_option, advanced_group  # noqa: E402
+from perfkit.fields import add_option, advanced_group, cluster_option  # noqa: E402
 
 SEARCH_HELP = ("rate search: the highest rate holding CRITERION, by binary search over trials: "
                "zero-loss (RFC 2544 throughput), pdr:0.1%% (tolerated loss), lat:p99<50us "
@@ -415,6 +415,7 @@ def _local_parser(sub) -> None:
     loc.add_argument("--engine", default=ENGINE[LocalTest], help="engine (see perfkit engines)")
     loc.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
     loc.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet")
+    cluster_option(loc)
     search_options(loc)
 
 
@@ -449,6 +450,7 @@ def _test_parser(sub) -> None:
     ends_options(tst, "this host's worker", "the server's worker")
     tst.add_argument("--interval", default="1s", help="row interval with --json (default 1s)")
     tst.add_argument("--json", action="store_true", help="JSON lines: rows, then a summary per test")
+    cluster_option(tst)
 
 
 def _output_options(parser) -> None:
