@@ -1,6 +1,7 @@
 """perfkit local TEST --lab: the two ends of a test in the first two hosts of a lab,
 across its (impaired) link, from Python and from the command line."""
 import json
+import os
 import subprocess
 import sys
 
@@ -13,13 +14,25 @@ from perfkit.lab import Lab
 needs_root = pytest.mark.root
 
 
+# A busy host makes the delayed link late, never early: the lower bound holds in every
+# attempt; the upper one needs one attempt within it, and with none the machine's load
+# decides between a skip with the figures (more runnable work than CPUs) and a failure.
 @needs_root
 def test_udp_lat_round_trip_across_a_10ms_link_is_20ms():
-    with Lab(delay="10ms") as lab:
-        run = perfkit.run(LocalTest("udp_lat", size=64, duration="1s", lab=lab.name))
-    s = run.summary
-    assert s["lat_count"] > 20
-    assert 19_000 <= s["lat_p50_us"] <= 21_000, s
+    seen = []
+    for _ in range(3):
+        with Lab(delay="10ms") as lab:
+            run = perfkit.run(LocalTest("udp_lat", size=64, duration="1s", lab=lab.name))
+        s = run.summary
+        assert s["lat_count"] > 20
+        assert s["lat_p50_us"] >= 19_000, s
+        if s["lat_p50_us"] <= 21_000:
+            return
+        seen.append(round(s["lat_p50_us"]))
+    load, cpus = os.getloadavg()[0], os.cpu_count()
+    if load > cpus:
+        pytest.skip(f"p50 {seen} us in three tries, above 21,000, at load {load:.1f} on {cpus} CPUs")
+    pytest.fail(f"p50 {seen} us in three tries, above 21,000, at load {load:.1f} on {cpus} CPUs")
 
 
 @needs_root
