@@ -81,10 +81,48 @@ def resolve(host, field: str = "host") -> str:
     return address
 
 
-def check_target(host, field: str = "host") -> str:
+def resolve_in(host, netns: str, field: str = "host") -> str:
+    """The address of host as a process in network namespace netns finds it: an address as it
+    is, or a name from that namespace's hosts file (/etc/netns/NETNS/hosts, which `ip netns exec`
+    puts over /etc/hosts; /etc/hosts where it has none), IPv4 first. A lab host has no route to
+    a resolver, so its hosts file is all it resolves."""
+    text = str(host).strip()
+    literal = text[1:-1] if text.startswith("[") and text.endswith("]") else text
+    try:
+        return str(ipaddress.ip_address(literal))
+    except ValueError:
+        pass
+    if not _DNS_NAME.fullmatch(text) or text.rstrip(".").rsplit(".", 1)[-1].isdigit():
+        raise ValueError(f"{field}: {host!r} is not an IPv4 or IPv6 address or a DNS name")
+    path = f"/etc/netns/{netns}/hosts"
+    if not os.path.exists(path):
+        path = "/etc/hosts"
+    want, found = text.rstrip(".").lower(), []
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                words = line.split("#", 1)[0].split()
+                if len(words) < 2 or want not in (w.rstrip(".").lower() for w in words[1:]):
+                    continue
+                try:
+                    found.append(ipaddress.ip_address(words[0].split("%", 1)[0]))
+                except ValueError:   # a malformed line: the C library skips it too
+                    continue
+    except OSError as exc:
+        raise ValueError(f"{field}: cannot read {path} ({exc.strerror})") from None
+    if not found:
+        raise ValueError(f"{field}: {text!r} does not resolve in {netns} (not in {path})")
+    found.sort(key=lambda a: a.version != 4)
+    address = str(found[0])
+    _NAMES[address] = text
+    return address
+
+
+def check_target(host, field: str = "host", netns: str | None = None) -> str:
     """The address a client sends to: any IPv4 or IPv6 address, or a DNS name resolved once
-    (resolve); the suite's network guard (perfkit.sandbox) is asked about the address."""
-    address = resolve(host, field)
+    (resolve; in netns's hosts file when the client runs there); the suite's network guard
+    (perfkit.sandbox) is asked about the address."""
+    address = resolve_in(host, netns, field) if netns else resolve(host, field)
     sandbox.check(address, field)
     return address
 
@@ -456,10 +494,11 @@ def split_url(url: str, field: str = "url") -> tuple[str, int, str]:
     return parts.hostname, port, path
 
 
-def parse_url(url: str, field: str = "url") -> tuple[str, int, str]:
-    """http[s]://HOST[:PORT]/PATH -> (address, port, path); HOST is an address or a DNS name."""
+def parse_url(url: str, field: str = "url", netns: str | None = None) -> tuple[str, int, str]:
+    """http[s]://HOST[:PORT]/PATH -> (address, port, path); HOST is an address or a DNS name
+    (resolved in netns's hosts file when the client runs there)."""
     host, port, path = split_url(url, field)
-    return check_target(host, field), port, path
+    return check_target(host, field, netns), port, path
 
 
 

@@ -273,3 +273,55 @@ def test_a_name_in_a_namespace_perfkit_http_against_nginx(tmp_path):
         assert s["responses"] > 10 and s["http_err"] == 0
         assert len(ok) == len(lines) == s["responses"] == s["requests"]
         assert {ln[6] for ln in lines} == {"192.0.2.1"}
+
+
+# ------------------------------------------------------------ a name in a lab host
+
+def test_resolve_in_reads_that_namespaces_hosts_file(tmp_path):
+    """A name resolves from /etc/netns/NETNS/hosts (what ip netns exec shows the process), IPv4 first;
+    a name it lacks is one line naming the file. No namespace is needed to read the file."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: writes /etc/netns/NAME/hosts")
+    ns = f"pktr{os.getpid() % 100000}"
+    etc = f"/etc/netns/{ns}"
+    os.makedirs(etc, exist_ok=True)
+    try:
+        with open(f"{etc}/hosts", "w") as f:
+            f.write("# comment far\n2001:db8::2 far\n192.0.2.2 web far.lab  # far\nbad-line near\n")
+        assert spec.resolve_in("far", ns) == "192.0.2.2"
+        assert spec.resolve_in("FAR.", ns) == "192.0.2.2" and spec.resolve_in("far.lab", ns) == "192.0.2.2"
+        assert spec.resolve_in("[2001:db8::5]", ns) == "2001:db8::5"
+        for name in ("near", "elsewhere"):
+            with pytest.raises(ValueError, match=rf"^url: '{name}' does not resolve in {ns} \(not in {etc}/hosts\)$"):
+                spec.resolve_in(name, ns, "url")
+        assert check_target("far", "url", ns) == "192.0.2.2"   # the guard allows documentation addresses
+    finally:
+        shutil.rmtree(etc, ignore_errors=True)
+
+
+@pytest.mark.root
+@pytest.mark.nginx
+def test_http_lab_resolves_a_name_in_the_lab_host(tmp_path, lab):
+    """HttpLoad(lab=...) with a name takes the address from h1's /etc/netns hosts, not the main
+    namespace's; the load reaches nginx in h2 (every request in its access log, from h1)."""
+    from _nginx import Nginx
+    h1, h2 = lab.hosts
+    etc = f"/etc/netns/{h1.netns}"
+    os.makedirs(etc, exist_ok=True)
+    try:
+        with open(f"{etc}/hosts", "w") as f:
+            f.write(f"127.0.0.1 localhost\n{h2.ipv4} pkfar\n")
+        with pytest.raises(ValueError, match=r"^lab: no lab 'nolabx' is up"):
+            HttpLoad(url="http://pkfar:80/", lab="nolabx")   # no such lab: the name is not resolved elsewhere
+        with Nginx(tmp_path, host=h2.ipv4, netns=h2.netns) as ngx:
+            load = HttpLoad(url=f"http://pkfar:{ngx.port}/", users=4, duration=1, lab=lab.name)
+            assert load.target() == (h2.ipv4, ngx.port)
+            import perfkit
+            r = perfkit.run(load)
+            time.sleep(0.2)
+        lines = ngx.log()
+    finally:
+        shutil.rmtree(etc, ignore_errors=True)
+    assert r.error is None and r.summary["responses"] > 10 and r.summary["http_err"] == 0, r.summary
+    assert len(lines) == r.summary["responses"] == r.summary["requests"]
+    assert {ln[6] for ln in lines} == {h1.ipv4}

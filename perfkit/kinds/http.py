@@ -2,6 +2,7 @@
 (perfkit's own server)."""
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass
 
@@ -10,6 +11,16 @@ from perfkit.lab import Lab
 from perfkit.spec import (HTTP_METHODS, LAB_NAME, MAX_DURATION_S, MAX_RATE_PPS, MAX_RESPONSE, MAX_URLS,
                           MAX_USERS, Serial, URL_ORDERS, check_target, parse_url, split_url)
 from perfkit.units import Rate, parse_duration, parse_rate, parse_size
+
+
+def _is_address(host: str) -> bool:
+    """Whether a URL's host is an IP address (nothing to resolve)."""
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+        return True
+    except ValueError:
+        return False
+
 
 _int_in = whole_number   # value as an int in lo..hi, else ValueError naming the field
 
@@ -99,18 +110,24 @@ class HttpLoad(Serial):
             if not 1 <= len(self.url) <= MAX_URLS:
                 raise ValueError(f"url: a list of 1..{MAX_URLS} URLs, not {len(self.url)}")
             put("url", [str(u) for u in self.url] if len(self.url) > 1 else str(self.url[0]))
-        first = parse_url(self.urls[0])
+        if self.lab is not None and not LAB_NAME.fullmatch(str(self.lab)):
+            raise ValueError(f"lab: {self.lab!r} is not a lab name (1-8 lowercase letters or digits)")
+        netns = None   # a lab client resolves names as its lab host does (that host's hosts file)
+        if self.lab is not None and any(not _is_address(split_url(u)[0]) for u in self.urls):
+            try:
+                netns = Lab.attach(self.lab).hosts[0].netns
+            except ValueError:
+                raise ValueError(f"lab: no lab {self.lab!r} is up (perfkit lab up; perfkit lab status)") from None
+        first = parse_url(self.urls[0], netns=netns)
         addresses = {split_url(self.urls[0])[0]: first[0]}   # each name resolved once
         object.__setattr__(self, "_address", first[0])   # where the load goes (not a field: not saved)
         for u in self.urls[1:]:  # one connection pool: every URL names the same server
             name, port, _ = split_url(u)
             if name not in addresses:
-                addresses[name] = check_target(name, "url")
+                addresses[name] = check_target(name, "url", netns)
             if (addresses[name], port) != first[:2] or u.split(":", 1)[0] != self.urls[0].split(":", 1)[0]:
                 raise ValueError(f"url: {u!r} is not on {self.urls[0].split('/')[2]} with the same scheme "
                                  "as the first URL (one server per load)")
-        if self.lab is not None and not LAB_NAME.fullmatch(str(self.lab)):
-            raise ValueError(f"lab: {self.lab!r} is not a lab name (1-8 lowercase letters or digits)")
         if self.tls:
             try:
                 from perfkit._sock import HAVE_TLS  # the native engine: missing from a broken build
