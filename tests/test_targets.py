@@ -287,7 +287,7 @@ def test_resolve_in_reads_that_namespaces_hosts_file(tmp_path):
     os.makedirs(etc, exist_ok=True)
     try:
         with open(f"{etc}/hosts", "w") as f:
-            f.write("# comment far\n2001:db8::2 far\n192.0.2.2 web far.lab  # far\nbad-line near\n")
+            f.write("# comment far\n2001:db8::2 far\n192.0.2.2 web far far.lab  # far\nbad-line near\n")
         assert spec.resolve_in("far", ns) == "192.0.2.2"
         assert spec.resolve_in("FAR.", ns) == "192.0.2.2" and spec.resolve_in("far.lab", ns) == "192.0.2.2"
         assert spec.resolve_in("[2001:db8::5]", ns) == "2001:db8::5"
