@@ -257,7 +257,9 @@ def load_figures(t: dict, summary: dict) -> dict:
     out = {"tps": t["http_resp"] / active_s if active_s > 0 else 0.0,
            "requests": t["http_req"], "responses": t["http_resp"],
            "mean_test_time_ms": summary["lat_mean_us"] / 1000 if summary["lat_mean_us"] is not None else None,
-           "error_rate_pct": 100.0 * t["http_err"] / t["http_req"] if t["http_req"] else None}
+           # every request that started and got no answer: failed, or cut off by the stop (http_cut)
+           "error_rate_pct": 100.0 * (t["http_err"] + t["http_cut"]) / t["http_req"] if t["http_req"] else None,
+           "unanswered": t["http_err"] - t["http_4xx"] - t["http_5xx"] + t["http_cut"]}
     for k in ("http_2xx", "http_3xx", "http_4xx", "http_5xx", "http_err", "err_connect", "err_timeout",
               "err_reset", "err_read", "sock_open", "err_tls", "http_cut"):
         out[k] = t[k]
