@@ -29,6 +29,7 @@ from perfkit.report import VERBOSE, JsonPrinter, LinePrinter, conf_text, http_ro
 from perfkit.run import Run
 from perfkit.remote import DEFAULT_PORT, Server
 from perfkit.spec import check_target
+from perfkit.thresholds import parse_all as parse_thresholds
 from perfkit.units import parse_duration
 from perfkit.version import __version__
 
@@ -125,7 +126,8 @@ def _search(a, spec, engine: str) -> int:
 def _run_printed(spec, a, line, cluster=None) -> int:
     """Run spec with one printed row per interval, then its summary; exit status."""
     printer = JsonPrinter() if a.json else LinePrinter(line=line)
-    run = Run(spec, interval=parse_duration(a.interval, "interval"), subscribers=(printer,), cluster=cluster)
+    run = Run(spec, interval=parse_duration(a.interval, "interval"), subscribers=(printer,), cluster=cluster,
+              thresholds=getattr(a, "threshold", None))   # --threshold: a bad one exits 2 before the run
     run.start()
     interrupted = False
     try:
@@ -136,13 +138,18 @@ def _run_printed(spec, a, line, cluster=None) -> int:
         pass
     if a.json:
         printer.summary(run.summary)
+        if run.threshold_specs:
+            print(json.dumps({"thresholds": [c.to_dict() for c in run.thresholds], "passed": run.passed}), flush=True)
     else:
         print(summary_text(run.summary) + cluster_cli.hosts_text(run))
+        for c in run.thresholds:   # k6's pass/fail lines
+            print(c.line())
     saved = save_or_fallback(run, a.save) if getattr(a, "save", None) else True
     if run.error:
         print(f"perfkit: error: {run.error}", file=sys.stderr)
         return 1
-    return 1 if not saved else 130 if interrupted else 0
+    # a failed threshold is status 3 (CI), unless the run was cut short or its save failed
+    return 1 if not saved else 130 if interrupted else 3 if run.passed is False else 0
 
 
 def _say_target(written, address) -> None:
@@ -166,6 +173,7 @@ def _off_loopback(address: str) -> bool:
 def _http(a) -> int:
     """perfkit http and perfkit http-serve: the HTTP kind makes the spec and its first line."""
     spec = http.CLI_SPECS[a.command](a)
+    parse_thresholds(getattr(a, "threshold", None))   # a bad --threshold: one line, exit 2, before the header
     if a.command == "http":   # a client: the name it was given and where that went
         _say_target(urlsplit(spec.urls[0]).hostname, spec.target()[0])
     with cluster_cli.connected(a, spec) as c:   # --cluster NAME: one line, exit 2, before anything starts

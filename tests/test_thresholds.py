@@ -31,3 +31,90 @@ def test_requests_cut_off_by_the_end_are_errors_not_a_zero_rate():
     text = summary_text(s)
     assert "100.00 %" in text and f"{users:,} requests still out at the stop" in text
     assert took < 15
+
+
+# ------------------------------------------------------------------ thresholds
+import json  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+import pytest  # noqa: E402
+
+from perfkit.thresholds import parse  # noqa: E402
+
+
+def _perfkit(*args, timeout=60):
+    return subprocess.run([sys.executable, "-P", "-m", "perfkit", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def http_serve():
+    """`perfkit http-serve` on loopback in its own process, for the module's runs (bounded: 60 s)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-P", "-m", "perfkit", "http-serve", "--port", str(port),
+                             "--duration", "60s"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else "slow"
+            time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}/"
+    proc.terminate()
+    proc.wait(10)
+
+
+def test_thresholds_that_hold_exit_0_and_say_pass(http_serve):
+    r = _perfkit("http", http_serve, "-u", "4", "-t", "1", "--threshold", "error_rate<1%",
+                 "--threshold", "p99<5s", "--threshold", "tps>10", "--threshold", "cut<=0")
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("threshold ")]
+    assert len(lines) == 4 and all(ln.startswith("threshold pass") for ln in lines), r.stdout
+
+
+def test_a_failed_threshold_exits_3_and_names_it(http_serve):
+    r = _perfkit("http", http_serve, "-u", "4", "-t", "1", "--threshold", "error_rate<1%",
+                 "--threshold", "tps>1G", "--threshold", "p99<1ns")
+    assert r.returncode == 3, (r.returncode, r.stderr)
+    lines = {ln.split()[2]: ln.split()[1] for ln in r.stdout.splitlines() if ln.startswith("threshold ")}
+    assert lines == {"error_rate<1%": "pass", "tps>1G": "FAIL", "p99<1ns": "FAIL"}, r.stdout
+
+
+def test_thresholds_in_json_lines(http_serve):
+    r = _perfkit("http", http_serve, "-u", "2", "-t", "1", "--json", "--threshold", "tps>1G")
+    assert r.returncode == 3
+    last = json.loads(r.stdout.splitlines()[-1])
+    assert last["passed"] is False and last["thresholds"][0]["threshold"] == "tps>1G"
+    assert last["thresholds"][0]["value"] > 0 and last["thresholds"][0]["passed"] is False
+
+
+@pytest.mark.parametrize("bad, says", [
+    ("p99<200", "takes a time with its unit"), ("latency<1ms", "unknown metric 'latency'"),
+    ("error_rate<0.01", "takes a percentage"), ("tps=>5", "is not METRIC<VALUE")])
+def test_a_bad_threshold_is_one_line_and_exit_2_before_anything_runs(bad, says):
+    # port 9 on loopback: nothing runs, so nothing is sent
+    r = _perfkit("http", "http://127.0.0.1:9/", "-t", "1", "--threshold", bad, timeout=30)
+    assert r.returncode == 2 and r.stdout == "" and says in r.stderr and len(r.stderr.splitlines()) == 1, r
+
+
+def test_run_passed_in_python_and_kept_by_save(http_serve, tmp_path):
+    run = perfkit.run(HttpLoad(url=http_serve, users=2, duration=0.5), thresholds=["error_rate<1%", "tps>1G"])
+    checks = run.thresholds
+    assert [c.passed for c in checks] == [True, False] and run.passed is False
+    assert checks[1].value == run.summary["tps"] and "FAIL" in checks[1].line()
+    back = perfkit.load(run.save(tmp_path / "r.parquet"))
+    assert [c.to_dict() for c in back.thresholds] == [c.to_dict() for c in checks] and back.passed is False
+    ok = perfkit.run(HttpLoad(url=http_serve, users=2, duration=0.5), thresholds="error_rate<1%")
+    assert ok.passed is True and perfkit.run(HttpLoad(url=http_serve, users=1, duration=0.2)).passed is True
+
+
+def test_thresholds_parse_units():
+    assert parse("p99<200ms").bound == 200_000 and parse("mean<=1.5s").bound == 1.5e6
+    assert parse("tps>5k").bound == 5000 and parse("tps>=5000/s").op == ">=" and parse("error_rate<1%").bound == 1
+    with pytest.raises(ValueError, match="unknown metric"):
+        perfkit.Run(HttpLoad(url="http://127.0.0.1:9/"), thresholds=["nope<1"])

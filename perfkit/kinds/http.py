@@ -347,6 +347,9 @@ def _http_parser(sub) -> None:
                                     help="add a header")   # headers
     for name in ("body", "connect_timeout", "response_timeout"):   # -d --data, --timeout
         add_option(ht, HttpLoad, name)
+    ht.add_argument("--threshold", action="append", metavar="'METRIC<VALUE'",
+                    help="pass/fail on the summary, repeatable: 'error_rate<1%%', 'p99<200ms', 'tps>5000'; "
+                         "exit status 3 when any fails (perfkit.thresholds)")
     ht.add_argument("--interval", default="1s", help="row interval (default 1s)")
     ht.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
     ht.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet")
