@@ -30,6 +30,7 @@ LAYER_OF = {
     "perfkit.store": "analysis", "perfkit.comparison": "analysis", "perfkit.ratesearch": "analysis",
     "perfkit.report": "analysis", "perfkit.server": "analysis", "perfkit.sweep": "analysis",
     "perfkit.remote": "analysis",
+    "perfkit.ladder": "analysis",
     "perfkit.run": "run", "perfkit.cluster": "run",
     "perfkit.savefile": "run",
     "perfkit.thresholds": "run",

@@ -118,3 +118,41 @@ def test_thresholds_parse_units():
     assert parse("tps>5k").bound == 5000 and parse("tps>=5000/s").op == ">=" and parse("error_rate<1%").bound == 1
     with pytest.raises(ValueError, match="unknown metric"):
         perfkit.Run(HttpLoad(url="http://127.0.0.1:9/"), thresholds=["nope<1"])
+
+
+# ------------------------------------------------------------------ user ladders
+import polars as pl  # noqa: E402
+
+
+def test_a_ladder_is_one_frame_with_a_users_column_and_one_table_row_per_step(http_serve):
+    lad = perfkit.ladder(HttpLoad(url=http_serve, duration=0.5), users="1:3:+1", thresholds=["error_rate<1%"])
+    t, f = lad.table, lad.frame
+    assert lad.users == [1, 2, 3] and t["users"].to_list() == [1, 2, 3] and t["vusers"].to_list() == [1, 2, 3]
+    assert t["passed"].to_list() == [True, True, True] and lad.passed is True and lad.error is None
+    assert f.columns[0] == "users" and f["users"].unique().sort().to_list() == [1, 2, 3]
+    for u, run in zip(lad.users, lad.runs):
+        step = f.filter(pl.col("users") == u)
+        assert step.height == run.frame.height
+        # the step's last row holds its totals: what the table says it sent and got back
+        last = step.row(-1, named=True)
+        row = t.filter(pl.col("users") == u).row(0, named=True)
+        assert last["http_req"] == row["requests"] == run.summary["requests"] > 0
+        assert last["http_resp"] == row["responses"] == row["requests"]   # all answered, none cut
+
+
+def test_a_ladder_on_the_command_line_prints_a_table_and_fails_a_step_with_3(http_serve):
+    r = _perfkit("http", http_serve, "--users", "1,2", "-t", "0.5", "--threshold", "requests<0")
+    assert r.returncode == 3, r.stderr
+    out = r.stdout.splitlines()
+    assert [ln for ln in out if ln.startswith("step: ")] == ["step: 1 users", "step: 2 users"]
+    table = out[out.index("ladder:") + 2:out.index("ladder:") + 4]
+    assert [ln.split()[0] for ln in table] == ["1", "2"] and all(ln.endswith("NO") for ln in table)
+    assert sum("threshold FAIL  requests<0" in ln for ln in out) == 2
+
+
+@pytest.mark.parametrize("users, says", [("100:10:+10", "FROM (100) is above TO (10)"),
+                                         ("1:100000:+1", "more than 100 steps"), ("10,x", "'x' is not a whole"),
+                                         ("1:5:-1", "is not +N or *N")])
+def test_a_bad_ladder_is_one_line_and_exit_2(users, says):
+    r = _perfkit("http", "http://127.0.0.1:9/", "--users", users, "-t", "1", timeout=30)
+    assert r.returncode == 2 and says in r.stderr and len(r.stderr.splitlines()) == 1, r

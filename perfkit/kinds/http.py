@@ -29,7 +29,8 @@ class HttpLoad(Serial):
     users: int = opt(
         10, help="virtual users: one connection each (1..100000)", unit="virtual users", lo=1, hi=MAX_USERS,
         short="-u",
-        cli_help="virtual users, one connection each (default 10)")
+        cli_help=("virtual users, one connection each (default 10); a ladder, one run per step: "
+                  "50,100,200 or 100:1000:+100"))
     duration: float | str = opt(
         10.0, help="how long to load (10s, 2m)", unit=SECONDS, range_text="1ms..24h",
         short="-t",
@@ -381,11 +382,76 @@ def load_from_args(a) -> HttpLoad:
         urls += [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("#")]
     if not urls:
         raise ValueError("url: give a URL or --url-file FILE")
-    return HttpLoad(url=urls if len(urls) > 1 else urls[0], url_order="random" if a.random else "cycle", users=a.users,
+    users = ladder_users(a)[0] if ladder_users(a) else a.users   # a ladder: its first step (perfkit.ladder)
+    return HttpLoad(url=urls if len(urls) > 1 else urls[0], url_order="random" if a.random else "cycle", users=users,
                     duration=a.duration, rate=a.rate, think=a.think, ramp=a.ramp,
                     keepalive=a.keepalive, method=a.method, headers=headers or None, body=a.data,
                     connect_timeout=a.connect_timeout, response_timeout=a.timeout, lab=a.lab,
                     threads=a.threads, processes=a.processes)
+
+
+def ladder_users(a) -> list[int] | None:
+    """--users 50,100,200 or 100:1000:+100: the ladder's steps (perfkit.ladder); None for one user count."""
+    return parse_users(a.users) if is_ladder(a.users) else None
+
+
+# ------------------------------------------------------------------ user ladders: their steps
+MAX_STEPS = 100
+
+
+def _whole(v: str, text: str) -> int:
+    try:
+        n = int(v.strip(), 10)
+    except ValueError:
+        raise ValueError(f"users: {text!r}: {v.strip()!r} is not a whole number of users") from None
+    if not 1 <= n <= MAX_USERS:
+        raise ValueError(f"users: {text!r}: {n} is out of range 1..{MAX_USERS}")
+    return n
+
+
+def parse_users(text) -> list[int]:
+    """The steps of a ladder: 50,100,200 (a list), FROM:TO:+N or FROM:TO:*N (users:100:1000:+100
+    too, as qperf's -oo writes it), or one number (one step)."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        return [_whole(str(text), str(text))]
+    if isinstance(text, (list, tuple)):
+        out = [_whole(str(v), str(list(text))) for v in text]
+    else:
+        t = str(text).strip()
+        parts = t.split(":")
+        if parts[0].strip() == "users":
+            parts = parts[1:]
+        if len(parts) == 1:
+            out = [_whole(v, t) for v in parts[0].split(",")]
+        elif len(parts) == 3:
+            lo, hi, step = _whole(parts[0], t), _whole(parts[1], t), parts[2].strip()
+            if lo > hi:
+                raise ValueError(f"users: {t!r}: FROM ({lo}) is above TO ({hi})")
+            if step[:1] not in ("+", "*"):
+                raise ValueError(f"users: {t!r}: the step {step!r} is not +N or *N (e.g. 100:1000:+100)")
+            try:
+                n = float(step[1:]) if step[0] == "*" else int(step[1:], 10)
+            except ValueError:
+                raise ValueError(f"users: {t!r}: the step {step!r} is not +N or *N with a number N") from None
+            if not (n > 1 if step[0] == "*" else n >= 1):
+                raise ValueError(f"users: {t!r}: the step {step!r} does not grow")
+            out, v = [], lo
+            while v <= hi and len(out) <= MAX_STEPS:
+                out.append(v)
+                v = max(v + 1, int(v * n)) if step[0] == "*" else v + n
+        else:
+            raise ValueError(f"users: {t!r} is not N, N1,N2,... or FROM:TO:+STEP (e.g. 100:1000:+100)")
+    if not out or len(out) > MAX_STEPS:
+        raise ValueError(f"users: {text!r} has {'no' if not out else 'more than ' + str(MAX_STEPS)} steps; "
+                         f"a ladder has 1..{MAX_STEPS}")
+    return out
+
+
+def is_ladder(text) -> bool:
+    """users given as several steps (a list or a range), not one number."""
+    return isinstance(text, (list, tuple)) or any(c in str(text) for c in ",:")
+
+
 
 
 def serve_from_args(a) -> HttpServe:
