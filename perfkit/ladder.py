@@ -64,6 +64,8 @@ class Ladder:
 
 def plan(spec, users) -> list:
     """One spec per step, every one checked before anything runs."""
+    if getattr(spec, "stages", None):
+        raise ValueError("users: a ladder runs steps of fixed users; a stage plan sets its own (leave one out)")
     return [dataclasses.replace(spec, users=u) for u in parse_users(users)]
 
 

@@ -49,6 +49,13 @@ class HttpLoad(Serial):
     ramp: float | str = opt(
         0.0, help="users start evenly over this time", unit=SECONDS, range_text="0..24h",
         cli_help="start the users evenly over this time", advanced=True)
+    stages: str | list | None = opt(
+        None,
+        help=("closed loop: load stages (k6's stages), DURATION:USERS each, e.g. 30s:100,1m:100,30s:500,30s:0: the "
+              "users ramp linearly from the previous stage's count (0 at the start) to each stage's; users and "
+              "duration then come from the plan (its most users, its total time)"),
+        unit="DURATION:USERS,... (30s:100,1m:100,30s:0)",
+        cli_help="load stages, closed loop: 30s:100,1m:100,30s:500,30s:0 (ramp to 100 users over 30 s, hold, ...)")
     keepalive: bool = opt(
         True, help="reuse connections (False: a new connection per request)", advanced=True)
     method: str = opt(
@@ -95,6 +102,12 @@ class HttpLoad(Serial):
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
+        if self.stages is not None:   # the plan sets users (its most) and duration (its total)
+            put("stages", parse_stages(self.stages))
+            put("users", max(u for _, u in self.stages))
+            put("duration", sum(d for d, _ in self.stages))
+            if self.rate is not None or parse_duration(self.ramp, "ramp"):
+                raise ValueError("stages: a closed loop's plan; leave rate and ramp out")
         check_declared(self)   # users, method
         if isinstance(self.url, (list, tuple)):
             if not 1 <= len(self.url) <= MAX_URLS:
@@ -244,6 +257,28 @@ class HttpServe(Serial):
                 f"Content-Length: {self.size}\r\n\r\n").encode() + b"x" * self.size
 
 
+MAX_STAGES = 64   # the socket engine's PK_SOCK_MAX_STAGES
+
+
+def parse_stages(text) -> list[list]:
+    """[[seconds, users], ...] from '30s:100,1m:100,30s:0' (or such pairs); ValueError naming what is wrong."""
+    items = [p for p in str(text).split(",")] if isinstance(text, str) else list(text)
+    out = []
+    for item in items:
+        pair = item.strip().split(":") if isinstance(item, str) else list(item)
+        if len(pair) != 2:
+            raise ValueError(f"stages: {item!r} is not DURATION:USERS (e.g. 30s:100)")
+        secs = parse_duration(pair[0], "stages")
+        if not 0 <= secs <= MAX_DURATION_S:
+            raise ValueError(f"stages: {item!r}: the duration is out of range 0..24h")
+        out.append([secs, _int_in(pair[1], "stages", 0, MAX_USERS)])
+    if not 1 <= len(out) <= MAX_STAGES:
+        raise ValueError(f"stages: 1..{MAX_STAGES} stages, not {len(out)}")
+    if not any(u for _, u in out) or not 1e-3 <= sum(d for d, _ in out) <= MAX_DURATION_S:
+        raise ValueError(f"stages: {text!r} needs some users and 1ms..24h in total")
+    return out
+
+
 # ------------------------------------------------------------------ the kind
 SPECS = (HttpLoad, HttpServe)
 ENGINE = {HttpLoad: "socket", HttpServe: "socket"}   # when perfkit.Run is given none
@@ -299,14 +334,15 @@ def http_workers(spec) -> list[dict]:
         except ValueError:
             raise ValueError(f"lab: no lab {spec.lab!r} is up (perfkit lab up; perfkit lab status)") from None
     n = spec.threads * spec.processes  # users and rate split evenly; user_base keeps source addresses global
-    sizes = [spec.users // n + (1 if i < spec.users % n else 0) for i in range(n)]
+    share = lambda total, i: total // n + (1 if i < total % n else 0)  # noqa: E731 (users split evenly)
+    sizes = [share(spec.users, i) for i in range(n)]
     return [{**where, "role": "http_client", "local": ("::" if ":" in host else "0.0.0.0", 0), "remote": (host, port),
              "size": 1, "duration": spec.duration, "users": sizes[i], "user_base": sum(sizes[:i]),
              "rate": spec.messages_per_second * sizes[i] / spec.users,
              "keepalive": spec.keepalive, "think": spec.think, "ramp": spec.ramp,
              "connect_timeout": spec.connect_timeout, "response_timeout": spec.response_timeout,
              "blob": spec.request_bytes(), "url_random": spec.url_order == "random",
-             "tls": spec.tls} for i in range(n)]
+             "tls": spec.tls, "stages": [(d, share(u, i)) for d, u in spec.stages or ()]} for i in range(n)]
 
 
 def summary_extra(spec, handle, roles) -> dict:
@@ -337,7 +373,7 @@ def _http_parser(sub) -> None:
                                                         "them in turn (after URL, if given)")
     advanced_group(ht).add_argument("--random", action="store_true",   # url_order
                                     help="with several URLs: each request picks one at random")
-    for name in ("lab", "threads", "processes", "users", "duration", "rate", "think", "ramp"):
+    for name in ("lab", "threads", "processes", "users", "duration", "rate", "think", "ramp", "stages"):
         add_option(ht, HttpLoad, name)
     ka = advanced_group(ht).add_mutually_exclusive_group()   # keepalive
     ka.add_argument("--keepalive", dest="keepalive", action="store_true", default=True,
@@ -386,7 +422,7 @@ def load_from_args(a) -> HttpLoad:
     return HttpLoad(url=urls if len(urls) > 1 else urls[0], url_order="random" if a.random else "cycle", users=users,
                     duration=a.duration, rate=a.rate, think=a.think, ramp=a.ramp,
                     keepalive=a.keepalive, method=a.method, headers=headers or None, body=a.data,
-                    connect_timeout=a.connect_timeout, response_timeout=a.timeout, lab=a.lab,
+                    connect_timeout=a.connect_timeout, response_timeout=a.timeout, lab=a.lab, stages=a.stages,
                     threads=a.threads, processes=a.processes)
 
 
@@ -469,6 +505,10 @@ def cli_header(spec) -> str:
     if isinstance(spec, HttpServe):
         return f"perfkit http-serve: {spec.host} port {spec.port}, {spec.size} B responses, {spec.duration:g} s"
     where = spec.url if len(spec.urls) == 1 else f"{len(spec.urls)} URLs ({spec.url_order})"
+    if spec.stages:
+        plan = ",".join(f"{d:g}s:{u}" for d, u in spec.stages)
+        return (f"perfkit http {spec.method} {where}: stages {plan} (up to {spec.users} users), "
+                f"{'keep-alive' if spec.keepalive else 'a connection per request'}, closed loop, {spec.duration:g} s")
     return (f"perfkit http {spec.method} {where}: {spec.users} users, "
             f"{'keep-alive' if spec.keepalive else 'a connection per request'}, "
             f"{str(spec.rate) + ' (open loop)' if spec.rate else 'closed loop'}, {spec.duration:g} s")
