@@ -1,5 +1,5 @@
 """Load stages (k6's stages) on the socket engine's HTTP client: users added and retired in C,
-counted per interval (users_active), against perfkit's own server on loopback."""
+counted per interval (http_users), against perfkit's own server on loopback."""
 import subprocess
 import sys
 
@@ -42,10 +42,10 @@ def test_users_per_interval_follow_the_stage_plan_within_one_interval(server_por
         t = row["time_s"]
         # the gauge is read at t; the plan's count anywhere within one interval of t bounds it
         near = [_target(plan, t + k * iv / 10) for k in range(-10, 11)]
-        assert min(near) - 1 <= row["users_active"] <= max(near) + 1, (t, row["users_active"], near)
+        assert min(near) - 1 <= row["http_users"] <= max(near) + 1, (t, row["http_users"], near)
         # a retired user closes once its last answer is in: connections follow the plan too
         assert row["sock_current"] <= max(near) + 1, (t, row["sock_current"], near)
-    assert max(f["users_active"]) == 20 and f["users_active"][-1] == 0 and f["sock_current"][-1] == 0
+    assert max(f["http_users"]) == 20 and f["http_users"][-1] == 0 and f["sock_current"][-1] == 0
     # retired users finish the request they have out: every request answered, none cut
     assert s["requests"] == s["responses"] > 0 and s["http_cut"] == 0 and s["http_err"] == 0, s
 

@@ -731,8 +731,8 @@ void run_http_client(worker *w)
             }
             live = started;
         }
-        if (pk_read(&w->c, PK_users_active) != live)
-            pk_set(&w->c, PK_users_active, live);
+        if (pk_read(&w->c, PK_http_users) != live)
+            pk_set(&w->c, PK_http_users, live);
         if (w->cfg.rate > 0 && !h->draining)
             dispatch_due(w, h, now, &intended_n);
         if (now - last_sweep >= HTTP_SWEEP_NS) {

@@ -55,7 +55,8 @@ class HttpLoad(Serial):
               "users ramp linearly from the previous stage's count (0 at the start) to each stage's; users and "
               "duration then come from the plan (its most users, its total time)"),
         unit="DURATION:USERS,... (30s:100,1m:100,30s:0)",
-        cli_help="load stages, closed loop: 30s:100,1m:100,30s:500,30s:0 (ramp to 100 users over 30 s, hold, ...)")
+        cli_help="load stages, closed loop: 30s:100,1m:100,30s:500,30s:0 (ramp to 100 users over 30 s, hold, ...)",
+        advanced=True)
     keepalive: bool = opt(
         True, help="reuse connections (False: a new connection per request)", advanced=True)
     method: str = opt(
