@@ -13,6 +13,7 @@ from perfkit.run import Run, load, set_report_writer
 from perfkit.cluster import Cluster
 from perfkit.remote import serve, test
 from perfkit.ratesearch import SearchResult, parse_criterion, search
+from perfkit.ladder import Ladder, ladder   # user ladders: one HTTP load per user count
 from perfkit.kinds import SPECS
 from perfkit.stats import COUNTERS, Histogram
 from perfkit.store import Store
@@ -31,11 +32,13 @@ def _write_report(obj, path, title: str | None = None) -> str:
 set_report_writer(_write_report)
 
 
-def run(spec, engine: str | None = None, interval: float = 1.0, subscribers=(), cluster=None) -> Run:
-    """Run spec to the end and return the finished Run (cluster: split over its engines, perfkit.Cluster)."""
-    return Run(spec, engine=engine, interval=interval, subscribers=subscribers, cluster=cluster).run()
+def run(spec, engine: str | None = None, interval: float = 1.0, subscribers=(), cluster=None, thresholds=()) -> Run:
+    """Run spec to the end and return the finished Run (cluster: split over its engines, perfkit.Cluster;
+    thresholds: pass/fail conditions such as "p99<200ms", run.passed and run.thresholds)."""
+    return Run(spec, engine=engine, interval=interval, subscribers=subscribers, cluster=cluster,
+               thresholds=thresholds).run()
 
 
 __all__ = ["COUNTERS", "Cluster", "Comparison", "EngineError", "Histogram", "Rate", "Run", "SearchResult", "Store", "compare",
-           "engines", "load", "parse_criterion", "parse_duration", "parse_rate", "parse_size", "run", "search", "serve",
+           "engines", "load", "Ladder", "ladder", "parse_criterion", "parse_duration", "parse_rate", "parse_size", "run", "search", "serve",
            "test", "__version__", *SPECS]

@@ -24,11 +24,13 @@ from perfkit.engines import engines as list_engines
 from perfkit.errors import EngineError
 from perfkit.fields import whole_number
 from perfkit.kinds import KINDS, dpdk_tcp, dpdk_udp, http, qperf
+from perfkit.ladder import ladder, plan as ladder_plan, table_text as ladder_text
 from perfkit.ratesearch import parse_criterion, result_text, search, trial_line
 from perfkit.report import VERBOSE, JsonPrinter, LinePrinter, conf_text, http_row_line, summary_text, used_params
 from perfkit.run import Run
 from perfkit.remote import DEFAULT_PORT, Server
 from perfkit.spec import check_target
+from perfkit.thresholds import parse_all as parse_thresholds
 from perfkit.units import parse_duration
 from perfkit.version import __version__
 
@@ -125,7 +127,8 @@ def _search(a, spec, engine: str) -> int:
 def _run_printed(spec, a, line, cluster=None) -> int:
     """Run spec with one printed row per interval, then its summary; exit status."""
     printer = JsonPrinter() if a.json else LinePrinter(line=line)
-    run = Run(spec, interval=parse_duration(a.interval, "interval"), subscribers=(printer,), cluster=cluster)
+    run = Run(spec, interval=parse_duration(a.interval, "interval"), subscribers=(printer,), cluster=cluster,
+              thresholds=getattr(a, "threshold", None))   # --threshold: a bad one exits 2 before the run
     run.start()
     interrupted = False
     try:
@@ -136,13 +139,18 @@ def _run_printed(spec, a, line, cluster=None) -> int:
         pass
     if a.json:
         printer.summary(run.summary)
+        if run.threshold_specs:
+            print(json.dumps({"thresholds": [c.to_dict() for c in run.thresholds], "passed": run.passed}), flush=True)
     else:
         print(summary_text(run.summary) + cluster_cli.hosts_text(run))
+        for c in run.thresholds:   # k6's pass/fail lines
+            print(c.line())
     saved = save_or_fallback(run, a.save) if getattr(a, "save", None) else True
     if run.error:
         print(f"perfkit: error: {run.error}", file=sys.stderr)
         return 1
-    return 1 if not saved else 130 if interrupted else 0
+    # a failed threshold is status 3 (CI), unless the run was cut short or its save failed
+    return 1 if not saved else 130 if interrupted else 3 if run.passed is False else 0
 
 
 def _say_target(written, address) -> None:
@@ -166,12 +174,44 @@ def _off_loopback(address: str) -> bool:
 def _http(a) -> int:
     """perfkit http and perfkit http-serve: the HTTP kind makes the spec and its first line."""
     spec = http.CLI_SPECS[a.command](a)
+    parse_thresholds(getattr(a, "threshold", None))   # a bad --threshold: one line, exit 2, before the header
+    steps = http.ladder_users(a) if a.command == "http" else None   # --users 50,100,200: a ladder
+    if steps:
+        ladder_plan(spec, steps)   # every step's spec checked before anything runs
+        if a.save:
+            raise ValueError("save: -o saves one run; a ladder's steps: --json, or perfkit.ladder in Python")
     if a.command == "http":   # a client: the name it was given and where that went
         _say_target(urlsplit(spec.urls[0]).hostname, spec.target()[0])
     with cluster_cli.connected(a, spec) as c:   # --cluster NAME: one line, exit 2, before anything starts
         if not a.json:
-            print(http.cli_header(spec), flush=True)
-        return _run_printed(spec, a, http_row_line, c)
+            print(http.cli_header(spec) if not steps else
+                  http.cli_header(spec).replace(f"{spec.users} users", f"users {','.join(map(str, steps))}"),
+                  flush=True)
+        return _ladder_printed(spec, steps, a, c) if steps else _run_printed(spec, a, http_row_line, c)
+
+
+def _ladder_printed(spec, steps, a, cluster=None) -> int:
+    """perfkit http --users 50,100,200: each step's rows as they come, then one table line per step
+    and each step's thresholds; exit status (3: a step failed a threshold)."""
+    printer = JsonPrinter() if a.json else LinePrinter(line=http_row_line)
+
+    def step(users, run):
+        print(json.dumps({"step": {"users": users}}) if a.json else f"step: {users} users", flush=True)
+
+    lad = ladder(spec, steps, interval=parse_duration(a.interval, "interval"), thresholds=a.threshold,
+                 subscribers=(printer,), progress=step, cluster=cluster)
+    if a.json:
+        table = [{k: v for k, v in r.items()} for r in lad.table.to_dicts()]
+        print(json.dumps({"ladder": table, "passed": lad.passed}, default=str), flush=True)
+    else:
+        print(ladder_text(lad))
+        for u, run in zip(lad.users, lad.runs):
+            for c in run.thresholds:
+                print(f"{u:>6} users  {c.line()}")
+    if lad.error:
+        print(f"perfkit: error: {lad.error}", file=sys.stderr)
+        return 1
+    return 130 if lad.interrupted else 3 if lad.passed is False else 0
 
 
 def _serve(a) -> int:

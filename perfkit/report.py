@@ -36,7 +36,9 @@ def http_row_line(row: dict) -> str:
              f"2xx {_count(value(row, 'http_2xx_per_s') * row['interval_s'])}",
              f"4xx {_count(value(row, 'http_4xx_per_s') * row['interval_s'])}",
              f"5xx {_count(value(row, 'http_5xx_per_s') * row['interval_s'])}",
-             f"err {_count(errs)}", f"conn {value(row, 'sock_current')}",
+             f"err {_count(errs)}", *([f"cut {_count(row['http_cut_per_s'] * row['interval_s'])}"]
+                                      if row.get("http_cut_per_s") else []), f"conn {value(row, 'sock_current')}",
+             *([f"users {row['http_users']}"] if row.get("http_users") is not None else []),
              f"bitsRx {_si(row['bits_rx_per_s'], 'bps')}", f"cpu {row['cpu_pct']:.0f}%"]
     return "  ".join(parts)
 
@@ -118,7 +120,10 @@ def _http_pairs(s: dict, put) -> None:
     put("Vuser", s.get("vusers"))
     put("TPS", f"{s['tps']:.1f}")
     put("Mean Test Time", format_time_us(s["lat_mean_us"]))
-    put("Error rate", f"{s['error_rate_pct'] or 0:.2f} % ({_count(s['http_err'])} of {_count(s['requests'])})")
+    failed = s["http_err"] + (s.get("http_cut") or 0)   # cut off by the stop: no answer, so an error too
+    put("Error rate", f"{s['error_rate_pct'] or 0:.2f} % ({_count(failed)} of {_count(s['requests'])})")
+    if s.get("http_cut"):
+        put("cut off", f"{_count(s['http_cut'])} requests still out at the stop, counted as errors")
     put("responses", f"{_count(s['responses'])}: 2xx {_count(s['http_2xx'])}  3xx {_count(s['http_3xx'])}  "
                      f"4xx {_count(s['http_4xx'])}  5xx {_count(s['http_5xx'])}")
     put("errors", f"connect {_count(s['err_connect'])}  timeout {_count(s['err_timeout'])}  "

@@ -21,7 +21,7 @@ from perfkit.engines import DEFAULT as DEFAULT_ENGINE
 from perfkit.engines import EngineHandle
 from perfkit.engines import engines as list_engines
 from perfkit.engines import get as get_engine
-from perfkit import kinds, savefile
+from perfkit import kinds, savefile, thresholds as _thresholds
 from perfkit.errors import EngineError
 from perfkit.spec import target_of
 from perfkit.stats import Histogram, keep_groups, make_row, merge_counters, row_schema, summarize
@@ -86,9 +86,11 @@ class Run:
     """
 
     def __init__(self, spec, engine: str | None = None, interval: float = 1.0,
-                 subscribers: tuple[Callable[[dict], None], ...] = (), cluster=None):
+                 subscribers: tuple[Callable[[dict], None], ...] = (), cluster=None, thresholds=()):
         if not 0.05 <= float(interval) <= 3600:
             raise ValueError(f"interval: {interval} s is out of range 0.05..3600")
+        # k6-style pass/fail conditions on the summary (perfkit.thresholds), parsed before anything starts
+        self.threshold_specs = _thresholds.parse_all(thresholds)
         self.spec = spec
         self.cluster = cluster  # a perfkit.Cluster: the spec split over its engines (perfkit.cluster)
         self.engine_name = engine or kinds.lookup(spec, "ENGINE", DEFAULT_ENGINE)
@@ -154,6 +156,16 @@ class Run:
         if finished and self.error:
             raise EngineError(self.error)
         return finished
+
+    @property
+    def thresholds(self) -> list:
+        """Each threshold checked on the summary (perfkit.thresholds.Check: .passed, .value, .line())."""
+        return _thresholds.check_all(self.threshold_specs, self.summary)
+
+    @property
+    def passed(self) -> bool | None:
+        """Every threshold passed (True also with none); None while the run has no summary."""
+        return _thresholds.passed(self.thresholds)
 
     @property
     def hosts(self) -> dict:
@@ -282,7 +294,8 @@ class Run:
             b"perfkit.summary": json.dumps(self.summary).encode(),
             b"perfkit.histogram": json.dumps(self.histogram.nonzero() if self.histogram else []).encode(),
             b"perfkit.run": json.dumps({"engine": self.engine_name, "interval": self.interval,
-                                        "roles": self.roles, "error": self.error}).encode(),
+                                        "roles": self.roles, "error": self.error,
+                                        "thresholds": [t.text for t in self.threshold_specs]}).encode(),
             **(extra or {}),
         })
         return str(path)
@@ -295,7 +308,7 @@ class Run:
         info = savefile.decode(path, raw, b"perfkit.run")
         try:
             run = cls(kinds.from_dict(savefile.decode(path, raw, b"perfkit.spec")), engine=info["engine"],
-                      interval=info["interval"])
+                      interval=info["interval"], thresholds=info.get("thresholds", ()))
             run.histogram = Histogram.from_nonzero(savefile.decode(path, raw, b"perfkit.histogram"))
             run.roles = info["roles"]
             run.error = info["error"]

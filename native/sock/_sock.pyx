@@ -24,7 +24,8 @@ include "engine_base.pxi"
 WORKER_KEYS = frozenset((
     "role", "local", "remote", "peer", "size", "flows", "batch", "gso", "rate", "duration", "count",
     "busy_poll", "cpu", "proto", "sock_buf", "flip", "access_recv", "netns", "users", "keepalive",
-    "think", "ramp", "connect_timeout", "response_timeout", "blob", "url_random", "tls", "user_base"))
+    "think", "ramp", "connect_timeout", "response_timeout", "blob", "url_random", "tls", "user_base",
+    "stages"))
 
 ROLES = {
     "udp_send": PK_UDP_SEND, "udp_recv": PK_UDP_RECV,
@@ -59,8 +60,8 @@ cdef class SockEngine(EngineBase):
     flip (stream roles: a sender accepts, a receiver connects), access_recv (read every byte
     received), netns; HTTP roles: users, keepalive,
     think, ramp, connect_timeout, response_timeout (s), blob (request or response bytes;
-    a client's blob may hold several requests back to back), url_random, tls, user_base (netns: a
-    /run/netns/NAME path to work in)."""
+    a client's blob may hold several requests back to back), url_random, tls, user_base, stages
+    ([(seconds, users)], a closed loop's load stages) (netns: a /run/netns/NAME path to work in)."""
     cdef pk_sock_engine *e
 
     def __cinit__(self, list workers):
@@ -116,6 +117,15 @@ cdef class SockEngine(EngineBase):
                 cfgs[i].url_random = 1 if w.get("url_random", False) else 0
                 cfgs[i].tls = 1 if w.get("tls", False) else 0
                 cfgs[i].user_base = w.get("user_base", 0)
+                stages = w.get("stages") or ()   # [(seconds, users)]: the stage plan, ends cumulative here
+                if len(stages) > PK_SOCK_MAX_STAGES:
+                    raise ValueError(f"stages: at most {PK_SOCK_MAX_STAGES}, not {len(stages)}")
+                cfgs[i].nstages = len(stages)
+                end = 0.0
+                for k, (secs, users) in enumerate(stages):
+                    end += secs
+                    cfgs[i].stage_end_ns[k] = <unsigned long long>(end * 1e9)
+                    cfgs[i].stage_users[k] = users
             err[0] = 0
             self.e = pk_sock_create(cfgs, self.n, err, sizeof(err))
             if self.e == NULL:

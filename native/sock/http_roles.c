@@ -58,6 +58,7 @@ typedef struct http_user {
     int tls_up;             /* HTTPS: the handshake on this connection is done */
     uint32_t watching;      /* epoll events registered for fd; 0 = not in the set */
     int inflight;           /* a request is out and not yet answered or failed */
+    int live;               /* client: wanted now (a stage plan retires users by clearing it) */
     uint32_t sent;          /* request bytes written so far */
     uint64_t t_start;       /* when the response time starts (send, or intended time) */
     uint64_t due;           /* U_THINKING/U_RETRY: when to go on; else the timeout (server: the idle deadline) */
@@ -222,8 +223,19 @@ int http_setup(worker *w, char *err, size_t errlen)
     }
     h->spread_src = w->cfg.role == PK_HTTP_CLIENT && w->cfg.remote.family == AF_INET &&
                     w->cfg.remote.ip[0] == 127 && w->cfg.user_base + h->nusers > HTTP_USERS_PER_SRC;
-    if (w->cfg.role == PK_HTTP_CLIENT)
+    if (w->cfg.role == PK_HTTP_CLIENT) {
+        uint64_t prev = 0; /* a stage plan: ends in order, counts within the users' slots */
+        for (uint32_t k = 0; k < w->cfg.nstages; k++) {
+            if (k >= PK_SOCK_MAX_STAGES || w->cfg.stage_end_ns[k] < prev || w->cfg.stage_users[k] > h->nusers ||
+                w->cfg.rate > 0) {
+                sock_set_err(err, errlen, "HTTP: stage %u is out of order, over %u users, or in an open loop", k,
+                             h->nusers);
+                return -1;
+            }
+            prev = w->cfg.stage_end_ns[k];
+        }
         return http_templates(w, h, err, errlen);
+    }
     return 0;
 }
 
@@ -417,6 +429,10 @@ static void user_request(worker *w, http_state *h, http_user *u, uint64_t t_star
 {
     if (h->draining) { /* the time is up: no new request */
         u->state = u->fd >= 0 ? U_IDLE : U_OFF;
+        return;
+    }
+    if (w->cfg.nstages && !u->live) { /* retired by the stage plan: its last request is done */
+        user_close(w, u);
         return;
     }
     u->t_start = t_start;
@@ -647,13 +663,52 @@ static void dispatch_due(worker *w, http_state *h, uint64_t now, uint64_t *inten
     }
 }
 
+/* The users a stage plan wants t ns after the start: linear from the previous stage's
+ * count (0 at the start) to this stage's, rounded; after the last stage, its count. */
+static uint32_t stage_target(const pk_sock_worker_cfg *c, uint64_t t)
+{
+    uint64_t start = 0;
+    uint32_t from = 0;
+    for (uint32_t k = 0; k < c->nstages; k++) {
+        uint64_t end = c->stage_end_ns[k];
+        uint32_t to = c->stage_users[k];
+        if (t < end) { /* start <= t < end: d > 0; users * 24 h in ns fits 64 bits */
+            uint64_t d = end - start, dt = t - start;
+            return (uint32_t)(((uint64_t)from * (d - dt) + (uint64_t)to * dt + d / 2) / d);
+        }
+        start = end;
+        from = to;
+    }
+    return from;
+}
+
+/* A stage plan: retire the users above the count wanted now (each finishes the request it has
+ * out), start the ones below it (a retired one still busy just carries on). *live: users [0, live)
+ * are wanted; *started: the most ever started (the sweep's range). */
+static void stage_users(worker *w, http_state *h, uint64_t now, uint32_t *live, uint32_t *started)
+{
+    uint32_t want = h->draining ? *live : stage_target(&w->cfg, now - w->wall0);
+    if (want > h->nusers)
+        want = h->nusers;
+    for (; *live > want; (*live)--)
+        h->users[*live - 1].live = 0;
+    for (int k = 0; k < HTTP_RAMP_BATCH && *live < want; k++) {
+        http_user *u = &h->users[(*live)++];
+        u->live = 1;
+        if (*live > *started)
+            *started = *live;
+        if (u->state == U_OFF && u->fd < 0 && !u->inflight)
+            user_request(w, h, u, now, now);
+    }
+}
+
 void run_http_client(worker *w)
 {
     http_state *h = w->http;
     struct epoll_event evs[HTTP_EVENTS];
     const uint64_t end = w->wall0 + w->cfg.duration_ns;
     uint64_t last_lat = 0, last_sweep = 0, intended_n = 0;
-    uint32_t started = 0;
+    uint32_t started = 0, live = 0;
     for (;;) {
         uint64_t now = pk_now_ns();
         if (stopping(w) || now >= w->engine->hard_end)
@@ -664,12 +719,20 @@ void run_http_client(worker *w)
             break;
         account_cpu(w, now, 0);
         /* ramp-up: user i starts at i/users of the ramp time */
-        for (int k = 0; k < HTTP_RAMP_BATCH && !h->draining && started < h->nusers &&
-                        (w->cfg.ramp_ns == 0 || now - w->wall0 >= w->cfg.ramp_ns * started / h->nusers); k++) {
-            http_user *u = &h->users[started++];
-            if (w->cfg.rate <= 0)
-                user_request(w, h, u, now, now);
+        if (w->cfg.nstages) {
+            stage_users(w, h, now, &live, &started);
+        } else {
+            for (int k = 0; k < HTTP_RAMP_BATCH && !h->draining && started < h->nusers &&
+                            (w->cfg.ramp_ns == 0 || now - w->wall0 >= w->cfg.ramp_ns * started / h->nusers); k++) {
+                http_user *u = &h->users[started++];
+                u->live = 1;
+                if (w->cfg.rate <= 0)
+                    user_request(w, h, u, now, now);
+            }
+            live = started;
         }
+        if (pk_read(&w->c, PK_http_users) != live)
+            pk_set(&w->c, PK_http_users, live);
         if (w->cfg.rate > 0 && !h->draining)
             dispatch_due(w, h, now, &intended_n);
         if (now - last_sweep >= HTTP_SWEEP_NS) {

@@ -50,12 +50,16 @@ cdef extern from "sock_engine.h":
         int url_random
         int tls
         uint32_t user_base
+        uint32_t nstages
+        uint64_t stage_end_ns[64]
+        uint32_t stage_users[64]
 
     enum: PK_SOCK_MAX_WORKERS
     enum: PK_SOCK_MAX_FLOWS
     enum: PK_SOCK_MAX_BATCH
     enum: PK_SOCK_MAX_GSO
     enum: PK_SOCK_MAX_USERS
+    enum: PK_SOCK_MAX_STAGES
 
     ctypedef struct pk_sock_engine:
         pass

@@ -39,6 +39,8 @@ typedef struct pk_sock_addr {
     uint16_t port;     /* host order; 0 = any (bind) */
 } pk_sock_addr;
 
+#define PK_SOCK_MAX_STAGES  64
+
 typedef struct pk_sock_worker_cfg {
     int role;
     pk_sock_addr local;     /* bind address */
@@ -73,6 +75,12 @@ typedef struct pk_sock_worker_cfg {
                                takes the next (0) or one at random (1) */
     int tls;                /* client: HTTPS (through OpenSSL; no certificate check, as wrk) */
     uint32_t user_base;     /* client: index of this worker's first user among all workers' */
+    /* client, closed loop: load stages (k6's stages). The users wanted ramp linearly from the
+     * previous stage's count (0 at the start) to stage_users[k] at stage_end_ns[k] after the
+     * start; users above the count finish their request out, then close. 0 stages: all users */
+    uint32_t nstages;
+    uint64_t stage_end_ns[PK_SOCK_MAX_STAGES];
+    uint32_t stage_users[PK_SOCK_MAX_STAGES];
 } pk_sock_worker_cfg;
 
 #define PK_SOCK_MAX_WORKERS 64

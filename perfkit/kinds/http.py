@@ -40,7 +40,8 @@ class HttpLoad(Serial):
     users: int = opt(
         10, help="virtual users: one connection each (1..100000)", unit="virtual users", lo=1, hi=MAX_USERS,
         short="-u",
-        cli_help="virtual users, one connection each (default 10)")
+        cli_help=("virtual users, one connection each (default 10); a ladder, one run per step: "
+                  "50,100,200 or 100:1000:+100"))
     duration: float | str = opt(
         10.0, help="how long to load (10s, 2m)", unit=SECONDS, range_text="1ms..24h",
         short="-t",
@@ -59,6 +60,14 @@ class HttpLoad(Serial):
     ramp: float | str = opt(
         0.0, help="users start evenly over this time", unit=SECONDS, range_text="0..24h",
         cli_help="start the users evenly over this time", advanced=True)
+    stages: str | list | None = opt(
+        None,
+        help=("closed loop: load stages (k6's stages), DURATION:USERS each, e.g. 30s:100,1m:100,30s:500,30s:0: the "
+              "users ramp linearly from the previous stage's count (0 at the start) to each stage's; users and "
+              "duration then come from the plan (its most users, its total time)"),
+        unit="DURATION:USERS,... (30s:100,1m:100,30s:0)",
+        cli_help="load stages, closed loop: 30s:100,1m:100,30s:500,30s:0 (ramp to 100 users over 30 s, hold, ...)",
+        advanced=True)
     keepalive: bool = opt(
         True, help="reuse connections (False: a new connection per request)", advanced=True)
     method: str = opt(
@@ -105,6 +114,12 @@ class HttpLoad(Serial):
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
+        if self.stages is not None:   # the plan sets users (its most) and duration (its total)
+            put("stages", parse_stages(self.stages))
+            put("users", max(u for _, u in self.stages))
+            put("duration", sum(d for d, _ in self.stages))
+            if self.rate is not None or parse_duration(self.ramp, "ramp"):
+                raise ValueError("stages: a closed loop's plan; leave rate and ramp out")
         check_declared(self)   # users, method
         if isinstance(self.url, (list, tuple)):
             if not 1 <= len(self.url) <= MAX_URLS:
@@ -260,6 +275,28 @@ class HttpServe(Serial):
                 f"Content-Length: {self.size}\r\n\r\n").encode() + b"x" * self.size
 
 
+MAX_STAGES = 64   # the socket engine's PK_SOCK_MAX_STAGES
+
+
+def parse_stages(text) -> list[list]:
+    """[[seconds, users], ...] from '30s:100,1m:100,30s:0' (or such pairs); ValueError naming what is wrong."""
+    items = [p for p in str(text).split(",")] if isinstance(text, str) else list(text)
+    out = []
+    for item in items:
+        pair = item.strip().split(":") if isinstance(item, str) else list(item)
+        if len(pair) != 2:
+            raise ValueError(f"stages: {item!r} is not DURATION:USERS (e.g. 30s:100)")
+        secs = parse_duration(pair[0], "stages")
+        if not 0 <= secs <= MAX_DURATION_S:
+            raise ValueError(f"stages: {item!r}: the duration is out of range 0..24h")
+        out.append([secs, _int_in(pair[1], "stages", 0, MAX_USERS)])
+    if not 1 <= len(out) <= MAX_STAGES:
+        raise ValueError(f"stages: 1..{MAX_STAGES} stages, not {len(out)}")
+    if not any(u for _, u in out) or not 1e-3 <= sum(d for d, _ in out) <= MAX_DURATION_S:
+        raise ValueError(f"stages: {text!r} needs some users and 1ms..24h in total")
+    return out
+
+
 # ------------------------------------------------------------------ the kind
 SPECS = (HttpLoad, HttpServe)
 ENGINE = {HttpLoad: "socket", HttpServe: "socket"}   # when perfkit.Run is given none
@@ -274,7 +311,9 @@ def load_figures(t: dict, summary: dict) -> dict:
     out = {"tps": t["http_resp"] / active_s if active_s > 0 else 0.0,
            "requests": t["http_req"], "responses": t["http_resp"],
            "mean_test_time_ms": summary["lat_mean_us"] / 1000 if summary["lat_mean_us"] is not None else None,
-           "error_rate_pct": 100.0 * t["http_err"] / t["http_req"] if t["http_req"] else None}
+           # every request that started and got no answer: failed, or cut off by the stop (http_cut)
+           "error_rate_pct": 100.0 * (t["http_err"] + t["http_cut"]) / t["http_req"] if t["http_req"] else None,
+           "unanswered": t["http_err"] - t["http_4xx"] - t["http_5xx"] + t["http_cut"]}
     for k in ("http_2xx", "http_3xx", "http_4xx", "http_5xx", "http_err", "err_connect", "err_timeout",
               "err_reset", "err_read", "sock_open", "err_tls", "http_cut"):
         out[k] = t[k]
@@ -313,14 +352,15 @@ def http_workers(spec) -> list[dict]:
         except ValueError:
             raise ValueError(f"lab: no lab {spec.lab!r} is up (perfkit lab up; perfkit lab status)") from None
     n = spec.threads * spec.processes  # users and rate split evenly; user_base keeps source addresses global
-    sizes = [spec.users // n + (1 if i < spec.users % n else 0) for i in range(n)]
+    share = lambda total, i: total // n + (1 if i < total % n else 0)  # noqa: E731 (users split evenly)
+    sizes = [share(spec.users, i) for i in range(n)]
     return [{**where, "role": "http_client", "local": ("::" if ":" in host else "0.0.0.0", 0), "remote": (host, port),
              "size": 1, "duration": spec.duration, "users": sizes[i], "user_base": sum(sizes[:i]),
              "rate": spec.messages_per_second * sizes[i] / spec.users,
              "keepalive": spec.keepalive, "think": spec.think, "ramp": spec.ramp,
              "connect_timeout": spec.connect_timeout, "response_timeout": spec.response_timeout,
              "blob": spec.request_bytes(), "url_random": spec.url_order == "random",
-             "tls": spec.tls} for i in range(n)]
+             "tls": spec.tls, "stages": [(d, share(u, i)) for d, u in spec.stages or ()]} for i in range(n)]
 
 
 def summary_extra(spec, handle, roles) -> dict:
@@ -351,7 +391,7 @@ def _http_parser(sub) -> None:
                                                         "them in turn (after URL, if given)")
     advanced_group(ht).add_argument("--random", action="store_true",   # url_order
                                     help="with several URLs: each request picks one at random")
-    for name in ("lab", "threads", "processes", "users", "duration", "rate", "think", "ramp"):
+    for name in ("lab", "threads", "processes", "users", "duration", "rate", "think", "ramp", "stages"):
         add_option(ht, HttpLoad, name)
     ka = advanced_group(ht).add_mutually_exclusive_group()   # keepalive
     ka.add_argument("--keepalive", dest="keepalive", action="store_true", default=True,
@@ -362,6 +402,9 @@ def _http_parser(sub) -> None:
                                     help="add a header")   # headers
     for name in ("body", "connect_timeout", "response_timeout"):   # -d --data, --timeout
         add_option(ht, HttpLoad, name)
+    ht.add_argument("--threshold", action="append", metavar="'METRIC<VALUE'",
+                    help="pass/fail on the summary, repeatable: 'error_rate<1%%', 'p99<200ms', 'tps>5000'; "
+                         "exit status 3 when any fails (perfkit.thresholds)")
     ht.add_argument("--interval", default="1s", help="row interval (default 1s)")
     ht.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
     ht.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet")
@@ -393,11 +436,76 @@ def load_from_args(a) -> HttpLoad:
         urls += [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("#")]
     if not urls:
         raise ValueError("url: give a URL or --url-file FILE")
-    return HttpLoad(url=urls if len(urls) > 1 else urls[0], url_order="random" if a.random else "cycle", users=a.users,
+    users = ladder_users(a)[0] if ladder_users(a) else a.users   # a ladder: its first step (perfkit.ladder)
+    return HttpLoad(url=urls if len(urls) > 1 else urls[0], url_order="random" if a.random else "cycle", users=users,
                     duration=a.duration, rate=a.rate, think=a.think, ramp=a.ramp,
                     keepalive=a.keepalive, method=a.method, headers=headers or None, body=a.data,
-                    connect_timeout=a.connect_timeout, response_timeout=a.timeout, lab=a.lab,
+                    connect_timeout=a.connect_timeout, response_timeout=a.timeout, lab=a.lab, stages=a.stages,
                     threads=a.threads, processes=a.processes)
+
+
+def ladder_users(a) -> list[int] | None:
+    """--users 50,100,200 or 100:1000:+100: the ladder's steps (perfkit.ladder); None for one user count."""
+    return parse_users(a.users) if is_ladder(a.users) else None
+
+
+# ------------------------------------------------------------------ user ladders: their steps
+MAX_STEPS = 100
+
+
+def _whole(v: str, text: str) -> int:
+    try:
+        n = int(v.strip(), 10)
+    except ValueError:
+        raise ValueError(f"users: {text!r}: {v.strip()!r} is not a whole number of users") from None
+    if not 1 <= n <= MAX_USERS:
+        raise ValueError(f"users: {text!r}: {n} is out of range 1..{MAX_USERS}")
+    return n
+
+
+def parse_users(text) -> list[int]:
+    """The steps of a ladder: 50,100,200 (a list), FROM:TO:+N or FROM:TO:*N (users:100:1000:+100
+    too, as qperf's -oo writes it), or one number (one step)."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        return [_whole(str(text), str(text))]
+    if isinstance(text, (list, tuple)):
+        out = [_whole(str(v), str(list(text))) for v in text]
+    else:
+        t = str(text).strip()
+        parts = t.split(":")
+        if parts[0].strip() == "users":
+            parts = parts[1:]
+        if len(parts) == 1:
+            out = [_whole(v, t) for v in parts[0].split(",")]
+        elif len(parts) == 3:
+            lo, hi, step = _whole(parts[0], t), _whole(parts[1], t), parts[2].strip()
+            if lo > hi:
+                raise ValueError(f"users: {t!r}: FROM ({lo}) is above TO ({hi})")
+            if step[:1] not in ("+", "*"):
+                raise ValueError(f"users: {t!r}: the step {step!r} is not +N or *N (e.g. 100:1000:+100)")
+            try:
+                n = float(step[1:]) if step[0] == "*" else int(step[1:], 10)
+            except ValueError:
+                raise ValueError(f"users: {t!r}: the step {step!r} is not +N or *N with a number N") from None
+            if not (n > 1 if step[0] == "*" else n >= 1):
+                raise ValueError(f"users: {t!r}: the step {step!r} does not grow")
+            out, v = [], lo
+            while v <= hi and len(out) <= MAX_STEPS:
+                out.append(v)
+                v = max(v + 1, int(v * n)) if step[0] == "*" else v + n
+        else:
+            raise ValueError(f"users: {t!r} is not N, N1,N2,... or FROM:TO:+STEP (e.g. 100:1000:+100)")
+    if not out or len(out) > MAX_STEPS:
+        raise ValueError(f"users: {text!r} has {'no' if not out else 'more than ' + str(MAX_STEPS)} steps; "
+                         f"a ladder has 1..{MAX_STEPS}")
+    return out
+
+
+def is_ladder(text) -> bool:
+    """users given as several steps (a list or a range), not one number."""
+    return isinstance(text, (list, tuple)) or any(c in str(text) for c in ",:")
+
+
 
 
 def serve_from_args(a) -> HttpServe:
@@ -415,6 +523,10 @@ def cli_header(spec) -> str:
     if isinstance(spec, HttpServe):
         return f"perfkit http-serve: {spec.host} port {spec.port}, {spec.size} B responses, {spec.duration:g} s"
     where = spec.url if len(spec.urls) == 1 else f"{len(spec.urls)} URLs ({spec.url_order})"
+    if spec.stages:
+        plan = ",".join(f"{d:g}s:{u}" for d, u in spec.stages)
+        return (f"perfkit http {spec.method} {where}: stages {plan} (up to {spec.users} users), "
+                f"{'keep-alive' if spec.keepalive else 'a connection per request'}, closed loop, {spec.duration:g} s")
     return (f"perfkit http {spec.method} {where}: {spec.users} users, "
             f"{'keep-alive' if spec.keepalive else 'a connection per request'}, "
             f"{str(spec.rate) + ' (open loop)' if spec.rate else 'closed loop'}, {spec.duration:g} s")

@@ -101,7 +101,9 @@
     X(rtt_max_ns,      MAX,   "ns",   tcp,      "first-packet RTT maximum")                        \
     /* a polling worker's loop passes longer than a scheduler slice: it was not on                 \
      * its CPU (DPDK TCP; kept out of cpu_busy_ns) */                                              \
-    X(cpu_stall_ns,    SUM,   "ns",   cpu,      "worker time descheduled (loop passes over 1 ms)")
+    X(cpu_stall_ns,    SUM,   "ns",   cpu,      "worker time descheduled (loop passes over 1 ms)")  \
+    /* HTTP load: virtual users running now (a stage plan adds and retires them) */                \
+    X(http_users,      GAUGE, "user", http,     "virtual users running")
 
 enum pk_counter_kind { PK_SUM = 0, PK_GAUGE = 1, PK_MIN = 2, PK_MAX = 3 };
 

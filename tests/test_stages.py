@@ -1,0 +1,70 @@
+"""Load stages (k6's stages) on the socket engine's HTTP client: users added and retired in C,
+counted per interval (http_users), against perfkit's own server on loopback."""
+import subprocess
+import sys
+
+import pytest
+
+import perfkit
+from perfkit._sock import SockEngine
+from perfkit.kinds.http import http_workers
+from perfkit.spec import HttpLoad, HttpServe
+
+
+@pytest.fixture
+def server_port():
+    eng = SockEngine(http_workers(HttpServe(port=0, size=100, duration=30)))
+    eng.start()
+    yield eng.bound_port(0)
+    eng.stop()
+    eng.join()
+    eng.close()
+
+
+def _target(plan, t):
+    """The users the plan wants t s after the start (linear between stage ends, 0 at the start)."""
+    start, prev = 0.0, 0
+    for d, u in plan:
+        if t < start + d:
+            return prev + (u - prev) * (t - start) / d
+        start, prev = start + d, u
+    return prev
+
+
+def test_users_per_interval_follow_the_stage_plan_within_one_interval(server_port):
+    plan = [(2.0, 20), (1.0, 20), (2.0, 0)]
+    iv = 0.5
+    run = perfkit.run(HttpLoad(url=f"http://127.0.0.1:{server_port}/", threads=2,
+                               stages=",".join(f"{d:g}s:{u}" for d, u in plan)), interval=iv)
+    s, f = run.summary, run.frame
+    assert run.error is None and s["vusers"] == 20 and run.spec.duration == 5
+    for row in f.iter_rows(named=True):
+        t = row["time_s"]
+        # the gauge is read at t; the plan's count anywhere within one interval of t bounds it
+        near = [_target(plan, t + k * iv / 10) for k in range(-10, 11)]
+        assert min(near) - 1 <= row["http_users"] <= max(near) + 1, (t, row["http_users"], near)
+        # a retired user closes once its last answer is in: connections follow the plan too
+        assert row["sock_current"] <= max(near) + 1, (t, row["sock_current"], near)
+    assert max(f["http_users"]) == 20 and f["http_users"][-1] == 0 and f["sock_current"][-1] == 0
+    # retired users finish the request they have out: every request answered, none cut
+    assert s["requests"] == s["responses"] > 0 and s["http_cut"] == 0 and s["http_err"] == 0, s
+
+
+@pytest.mark.parametrize("stages, says", [("1s", "is not DURATION:USERS"), ("1s:0,1s:0", "needs some users"),
+                                          ("1s:x", "not a whole number"), ("-1s:5", "stages")])
+def test_a_bad_stage_plan_is_one_line_and_exit_2(stages, says):
+    r = subprocess.run([sys.executable, "-P", "-m", "perfkit", "http", "http://127.0.0.1:9/", "--stages", stages],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and says in r.stderr and len(r.stderr.splitlines()) == 1, r
+
+
+def test_stages_are_a_closed_loop_plan():
+    with pytest.raises(ValueError, match="leave rate and ramp out"):
+        HttpLoad(stages="1s:5", rate=100)
+    spec = HttpLoad(stages="30s:100,1m:100,30s:500,30s:0")
+    assert spec.users == 500 and spec.duration == 150 and spec.stages[1] == [60.0, 100]
+    assert perfkit.HttpLoad.from_dict(spec.to_dict()) == spec   # saved and loaded as it was
+    workers = http_workers(HttpLoad(stages="1s:5,1s:0", threads=2))
+    assert [w["stages"] for w in workers] == [[(1.0, 3), (1.0, 0)], [(1.0, 2), (1.0, 0)]]
+    with pytest.raises(ValueError, match="a ladder runs steps of fixed users"):
+        perfkit.ladder(spec, users="1,2")
