@@ -22,14 +22,14 @@ from perfkit import cluster_cli, dperf, lab, nics, remote
 from perfkit.engines import dpdk
 from perfkit.engines import engines as list_engines
 from perfkit.errors import EngineError
-from perfkit.fields import whole_number
+from perfkit.fields import int_arg, whole_number
 from perfkit.kinds import KINDS, dpdk_tcp, dpdk_udp, http, qperf
 from perfkit.ratesearch import parse_criterion, result_text, search, trial_line
 from perfkit.report import VERBOSE, JsonPrinter, LinePrinter, conf_text, http_row_line, summary_text, used_params
 from perfkit.run import Run
 from perfkit.remote import DEFAULT_PORT, Server
 from perfkit.spec import check_target
-from perfkit.units import parse_duration
+from perfkit.units import parse_duration, parse_int
 from perfkit.version import __version__
 
 
@@ -66,7 +66,7 @@ def _lab_parser(sub) -> None:
     lab = sub.add_parser("lab", help="test hosts in network namespaces, with impairments (root)")
     lsub = lab.add_subparsers(dest="lab_command", required=True)
     up = lsub.add_parser("up", help="make a lab; it stays up until perfkit lab down")
-    up.add_argument("--hosts", type=int, default=2, help="hosts (default 2; more than 2 share a bridge)")
+    up.add_argument("--hosts", type=int_arg, default=2, help="hosts (default 2; more than 2 share a bridge)")
     up.add_argument("--delay", help="one-way delay per link: 10ms")
     up.add_argument("--jitter", help="delay variation (uniform, ±): 1ms")
     up.add_argument("--loss", help="packet loss per link: 1%%")
@@ -86,7 +86,7 @@ def _lab_parser(sub) -> None:
 def _serve_parser(sub) -> None:
     srv = sub.add_parser("serve", help="the far end of every test, for perfkit test clients")
     srv.add_argument("--bind", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    srv.add_argument("-lp", "--port", default=DEFAULT_PORT, type=int,
+    srv.add_argument("-lp", "--port", default=DEFAULT_PORT, type=int_arg,
                      help=f"control port, as qperf -lp (default {DEFAULT_PORT})")
     srv.add_argument("--token", help="shared secret, required off loopback (default: $PERFKIT_TOKEN)")
     srv.add_argument("--once", action="store_true", help="exit after the first client")
@@ -95,14 +95,8 @@ def _serve_parser(sub) -> None:
 def _search(a, spec, engine: str) -> int:
     """--search: trials printed as they finish (or JSON lines), then the rate found."""
     crit = parse_criterion(a.search)
-    try:
-        max_trials = int(str(a.max_trials), 10)
-    except ValueError:
-        raise ValueError(f"max_trials: {a.max_trials!r} is not a whole number") from None
-    try:
-        retries = int(str(a.retries), 10)
-    except ValueError:
-        raise ValueError(f"retries: {a.retries!r} is not a whole number") from None
+    max_trials = parse_int(str(a.max_trials), "max_trials")
+    retries = parse_int(str(a.retries), "retries")
     trial = a.duration if a.duration is not None else "1s"
     if a.save:
         raise ValueError("save: -o saves one run; a search keeps its trials: use --json")
@@ -313,10 +307,7 @@ def _dpdk_eal(a) -> None:
     huge = {"auto": None, "on": True, "off": False}.get(str(a.hugepages).lower(), "bad")
     if huge == "bad":
         raise ValueError(f"hugepages: {a.hugepages!r} is not auto, on or off")
-    try:
-        mem = int(str(a.mem), 10)
-    except ValueError:
-        raise ValueError(f"mem: {a.mem!r} is not a whole number of MB") from None
+    mem = parse_int(str(a.mem), "mem", "a whole number of MB")
     dpdk.configure(dpdk.EalOptions(memory_mb=mem, hugepages=huge, log_level=a.log_level,
                                    worker_cpus=a.cpus, pmd_dir=getattr(a, "pmd_dir", None)))
     dpdk.set_verbose(getattr(a, "verbose", False))

@@ -14,6 +14,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import MISSING
 
+from perfkit.units import parse_float, parse_int
+
 KEY = "perfkit"   # the dataclasses metadata key this module owns
 
 SECONDS = "seconds (500ms, 10s, 2m)"   # the unit of every duration field shown as '10s'
@@ -122,6 +124,19 @@ def help_text(spec_cls, name: str | None = None):
     return {f.name: m.help for f, m in spec_fields(spec_cls) if m is not None}
 
 
+def int_arg(text: str) -> int:
+    """argparse's type for a whole number: ASCII digits only (type=int reads '١٠' too)."""
+    return parse_int(text, "value")
+
+
+def float_arg(text: str) -> float:
+    """argparse's type for a number: ASCII digits only, finite (type=float reads '１.5' and 'nan')."""
+    return parse_float(text, "value")
+
+
+int_arg.__name__, float_arg.__name__ = "int", "float"   # argparse names the type in its error: "invalid int value"
+
+
 def add_option(parser, spec_cls, name: str, **kw):
     """The command-line option for a spec field as the field declares it: its flag and
     short option, its help and its default, listed under "advanced options" for an
@@ -130,6 +145,8 @@ def add_option(parser, spec_cls, name: str, **kw):
     f = _field(spec_cls, name)
     m = meta(spec_cls, name)
     flags = [x for x in (m.short, m.flag or "--" + name.replace("_", "-")) if x]
+    if kw.get("type") in (int, float):   # ASCII digits only: int() and float() read '١٠' too
+        kw["type"] = int_arg if kw["type"] is int else float_arg
     kw.setdefault("help", m.cli_help or m.help.replace("%", "%%"))
     if f.type == "bool" and f.default is False:
         kw.setdefault("action", "store_true")
@@ -160,10 +177,7 @@ def cluster_option(parser) -> None:
 def whole_number(value, name: str, lo: int, hi: int) -> int:
     """value as an int in lo..hi, else ValueError naming the field (the specs' own message)."""
     if isinstance(value, bool) or not isinstance(value, int):
-        try:
-            value = int(str(value), 10)
-        except ValueError:
-            raise ValueError(f"{name}: {value!r} is not a whole number") from None
+        value = parse_int(str(value), name)   # ASCII digits only: int() reads '１００' too
     if not lo <= value <= hi:
         raise ValueError(f"{name}: {value} is out of range {lo}..{hi}")
     return value
