@@ -22,7 +22,7 @@ from perfkit import cluster_cli, dperf, lab, nics, remote
 from perfkit.engines import dpdk
 from perfkit.engines import engines as list_engines
 from perfkit.errors import EngineError
-from perfkit.fields import int_arg, whole_number
+from perfkit.fields import applies, check_applies, int_arg, whole_number
 from perfkit.kinds import KINDS, dpdk_tcp, dpdk_udp, http, qperf
 from perfkit.ratesearch import parse_criterion, result_text, search, trial_line
 from perfkit.report import VERBOSE, JsonPrinter, LinePrinter, conf_text, http_row_line, summary_text, used_params
@@ -71,7 +71,7 @@ def _lab_parser(sub) -> None:
     up.add_argument("--jitter", help="delay variation (uniform, ±): 1ms")
     up.add_argument("--loss", help="packet loss per link: 1%%")
     up.add_argument("--duplicate", help="duplicated packets: 1%%")
-    up.add_argument("--reorder", help="packets sent without the delay (needs --delay): 25%%")
+    applies(up.add_argument("--reorder", help="packets sent without the delay (needs --delay): 25%%"), delay=True)
     up.add_argument("--corrupt", help="packets with a flipped bit: 0.1%%")
     up.add_argument("--rate", help="link rate, whole frames: 100mbit, 1Gbit")
     up.add_argument("--mtu", default=1500, help="MTU (default 1500)")
@@ -419,17 +419,103 @@ def save_or_fallback(run, path: str) -> bool:
     return False
 
 
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    parser = _parser()
+class _Unset(list):
+    """An option's default while given_options parses: a list, so that append actions copy it."""
+
+
+def _parse(parser, argv):
     if argv[:1] == ["test"]:
         a = parser.test_parser.parse_intermixed_args(argv[1:])
         a.command = "test"
-    else:
-        a = parser.parse_args(argv)
+        return a
+    return parser.parse_args(argv)
+
+
+def _chosen_actions(parser, a):
+    """The actions of parser and of the subcommands a chose (perfkit lab up: lab's and up's)."""
+    if a.command == "test":   # parsed by its own parser (intermixed)
+        parser = parser.test_parser
+    out = []
+    for action in parser._actions:
+        out.append(action)
+        if isinstance(action, argparse._SubParsersAction) and getattr(a, action.dest, None) in action.choices:
+            out += _chosen_actions(action.choices[getattr(a, action.dest)], a)
+    return out
+
+
+def given_options(parser, argv, a) -> dict:
+    """{option name as written: (its action, its value)} for the options argv gives (a value
+    equal to the default included): argv parsed again with every default a marker."""
+    actions = [x for x in _chosen_actions(parser, a) if x.option_strings and x.dest is not argparse.SUPPRESS
+               and not isinstance(x, (argparse._HelpAction, argparse._VersionAction))]
+    saved = [(x, x.default) for x in actions]
+    marks = {}
+    try:
+        for x in actions:
+            x.default = marks.setdefault(x.dest, _Unset())
+        a = vars(_parse(parser, argv))
+    finally:
+        for x, default in saved:
+            x.default = default
+    out = {}
+    for dest, value in a.items():
+        if dest not in marks or value is marks[dest]:
+            continue
+        mine = [x for x in actions if x.dest == dest]
+        written = [(x, s) for x in mine for s in x.option_strings
+                   if any(t == s or t.startswith(s + "=") for t in argv)]
+        for x, s in written or [(x, max(x.option_strings, key=len)) for x in mine]:
+            out.setdefault(s, (x, list(value) if isinstance(value, _Unset) else value))
+    return out
+
+
+def _port_kind(port) -> str | None:
+    """A DPDK port's kind for Meta.applies' port_kind: ring, null, memif, af_packet, tap, pci..."""
+    if not isinstance(port, str) or not port.strip():
+        return None
+    p = port.strip().lower()
+    if p.startswith("ring:"):
+        return "ring"
+    if p.startswith("net_"):
+        return p[4:].split(",")[0].rstrip("0123456789")
+    return "pci"
+
+
+def option_context(a) -> dict:
+    """What Meta.applies is checked against: every parsed argument, the tests as a set (perfkit
+    test runs several), their protocols, and the DPDK port's kind."""
+    ctx = dict(vars(a))
+    tests = [t for t in getattr(a, "tests", None) or [] if t not in ("conf", "quit")]
+    if tests:
+        ctx["test"] = set(tests)
+    if "test" in ctx:
+        names = ctx["test"] if isinstance(ctx["test"], set) else {ctx["test"]}
+        ctx["protocol"] = {str(t).split("_")[0] for t in names}
+    if getattr(a, "engine", "dpdk") == "dpdk" and isinstance(getattr(a, "port", None), str):
+        ctx["port_kind"] = _port_kind(a.port)
+    return ctx
+
+
+def check_options(parser, argv, a) -> None:
+    """No option silently ignored: ValueError naming the first one given where its Meta.applies
+    (or perfkit.fields.applies) says it means nothing, or given an empty value."""
+    given = given_options(parser, argv, a)
+    flags = {x.dest: max(x.option_strings, key=len) for x in _chosen_actions(parser, a) if x.option_strings}
+    flags.update({x.dest: name for name, (x, _) in given.items()})
+
+    def label(key):
+        return {"port_kind": "a DPDK port of kind", "protocol": "protocol"}.get(key, flags.get(key, key))
+    check_applies(given, option_context(a), label)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = _parser()
+    a = _parse(parser, argv)
     if a.command not in COMMANDS:
         return 2
     try:
+        check_options(parser, argv, a)   # before anything: an option given where it means nothing
         if getattr(a, "save", None):
             check_save_path(a.save)   # before the run: a measurement is not made only to be lost
         return COMMANDS[a.command](a)

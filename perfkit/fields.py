@@ -38,6 +38,10 @@ class Meta:
     advanced     a tuning knob (buffers, batches, timeouts, CPU pinning...), not what the test is,
                  where it goes, how long or how much: the panel folds it under "Advanced" and
                  perfkit's help lists it under "advanced options"
+    applies      where the option means something, as {key: values}: the command line refuses it
+                 given elsewhere (check_applies). key: a parsed argument (test, mode, engine) or
+                 one the CLI derives (protocol, port_kind); values: a tuple it must be in, or
+                 True: that option given too (search=True: only with --search). Empty: everywhere
     """
     help: str
     unit: str = ""
@@ -52,6 +56,7 @@ class Meta:
     short: str | None = None
     cli_help: str | None = None
     advanced: bool = False
+    applies: tuple = ()
 
     @property
     def bounds(self) -> tuple[int, int] | None:
@@ -66,7 +71,7 @@ class Meta:
 def opt(default=MISSING, *, help: str, unit: str = "", lo: int | None = None, hi: int | None = None,
         range_text: str = "", choices=None, suggestions=None, widget: str | None = None,
         check: bool = True, flag: str | None = None, short: str | None = None,
-        cli_help: str | None = None, advanced: bool = False, repr: bool = True,
+        cli_help: str | None = None, advanced: bool = False, applies: dict | None = None, repr: bool = True,
         compare: bool = True) -> dataclasses.Field:
     """A dataclass field with its metadata (see Meta)."""
     if not help or not str(help).strip():
@@ -75,7 +80,7 @@ def opt(default=MISSING, *, help: str, unit: str = "", lo: int | None = None, hi
         raise TypeError("opt: lo and hi go together")
     m = Meta(str(help), unit, lo, hi, range_text, None if choices is None else tuple(choices),
              None if suggestions is None else tuple(suggestions), widget, check, flag, short, cli_help,
-             bool(advanced))
+             bool(advanced), conditions(applies))
     return dataclasses.field(default=default, repr=repr, compare=compare, metadata={KEY: m})
 
 
@@ -83,6 +88,8 @@ def like(spec_cls, name: str, default=MISSING, **changes) -> dataclasses.Field:
     """Another spec's field declaration again (a new Field: dataclasses owns each one),
     with its default or metadata changed where given."""
     f = _field(spec_cls, name)
+    if "applies" in changes:
+        changes["applies"] = conditions(changes["applies"])
     m = dataclasses.replace(f.metadata[KEY], **changes)
     return dataclasses.field(default=f.default if default is MISSING else default, repr=f.repr,
                              compare=f.compare, metadata={KEY: m})
@@ -152,7 +159,53 @@ def add_option(parser, spec_cls, name: str, **kw):
         kw.setdefault("action", "store_true")
     else:
         kw.setdefault("default", f.default)
-    return (advanced_group(parser) if m.advanced else parser).add_argument(*flags, **kw)
+    action = (advanced_group(parser) if m.advanced else parser).add_argument(*flags, **kw)
+    action.perfkit_applies = m.applies
+    return action
+
+
+def conditions(applies: dict | None) -> tuple:
+    """applies as Meta keeps it: ((key, True or a tuple of values), ...)."""
+    out = []
+    for key, values in (applies or {}).items():
+        if values is not True:
+            values = (values,) if isinstance(values, str) else tuple(values)
+            if not values:
+                raise TypeError(f"applies: {key} lists no values")
+        out.append((str(key), values))
+    return tuple(out)
+
+
+def applies(action, **where):
+    """An option the command adds itself (not a spec field) declared as Meta.applies does:
+    applies(parser.add_argument("--low", ...), search=True). Returns the action."""
+    action.perfkit_applies = conditions(where)
+    return action
+
+
+def check_applies(given: dict, context: dict, label=lambda key: key) -> None:
+    """ValueError for the first option given where it does not apply, starting with its name.
+    given: {option name as written: (its action, its value)}; context: {key: value, or a
+    list/set of values (perfkit test's several tests)}; a key the context lacks is not
+    checked (that command has no such choice). label(key): how the message names a key
+    (--engine, test). An empty value is refused everywhere."""
+    dests = {a.dest for a, _ in given.values()}
+    for name, (action, value) in given.items():
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, str) and not v.strip() and not (action.nargs == "?" and v == action.const):
+                raise ValueError(f"{name}: an empty value: give one, or leave {name} out")
+        for key, values in getattr(action, "perfkit_applies", ()):
+            if values is True:
+                if key in context and key not in dests:
+                    raise ValueError(f"{name}: only with {label(key)}")
+                continue
+            if key not in context:
+                continue
+            have = context[key]
+            have = sorted(have) if isinstance(have, (list, set, tuple, frozenset)) else [have]
+            if not any(h in values for h in have):
+                shown = ", ".join(str(h) for h in have) or "none"
+                raise ValueError(f"{name}: only with {label(key)} {' or '.join(map(str, values))}, not {shown}")
 
 
 ADVANCED_OPTIONS = "advanced options"

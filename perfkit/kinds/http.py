@@ -324,7 +324,7 @@ def summary_extra(spec, handle, roles) -> dict:
 
 
 # ------------------------------------------------------------------ its commands: perfkit http, http-serve
-from perfkit.fields import add_option, advanced_group, cluster_option  # noqa: E402 (the command-line part of the kind, kept at its end)
+from perfkit.fields import add_option, advanced_group, applies, cluster_option  # noqa: E402 (the command-line part of the kind, kept at its end)
 
 
 def _http_parser(sub) -> None:
@@ -332,8 +332,9 @@ def _http_parser(sub) -> None:
     ht.add_argument("url", nargs="?", help="http://HOST[:PORT]/PATH, HOST an address or a DNS name")
     ht.add_argument("--url-file", metavar="FILE", help="URLs, one a line (# comments): requests go through "
                                                         "them in turn (after URL, if given)")
-    advanced_group(ht).add_argument("--random", action="store_true",   # url_order
-                                    help="with several URLs: each request picks one at random")
+    applies(advanced_group(ht).add_argument("--random", action="store_true",   # url_order
+                                            help="with several URLs: each request picks one at random"),
+            url_file=True)
     for name in ("lab", "threads", "processes", "users", "duration", "rate", "think", "ramp"):
         add_option(ht, HttpLoad, name)
     ka = advanced_group(ht).add_mutually_exclusive_group()   # keepalive
