@@ -34,11 +34,35 @@ from perfkit.version import __version__
 
 
 class _Parser(argparse.ArgumentParser):
-    """Bad arguments: exit 2 with one line, like every other bad input."""
+    """Bad arguments: exit 2 with one line, like every other bad input. It keeps the options
+    added to it and to its groups (options) and its subcommands (subcommands), for check_options."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.options, self.subcommands = [], None
+        _track(self, self.options)
+
+    def add_subparsers(self, **kw):
+        self.subcommands = super().add_subparsers(**kw)
+        return self.subcommands
 
     def error(self, message):
         print(f"{self.prog}: {message}", file=sys.stderr)
         sys.exit(2)
+
+
+def _track(container, options: list):
+    """Every option added to container, or to a group of it, goes into options too."""
+    add, group, mutex = container.add_argument, container.add_argument_group, container.add_mutually_exclusive_group
+
+    def add_argument(*args, **kw):
+        action = add(*args, **kw)
+        options.append(action)
+        return action
+    container.add_argument = add_argument
+    container.add_argument_group = lambda *a, **kw: _track(group(*a, **kw), options)
+    container.add_mutually_exclusive_group = lambda **kw: _track(mutex(**kw), options)
+    return container
 
 
 # the subcommands in perfkit --help's order: the kinds' (perfkit.kinds.KINDS, CLI_PARSERS) and cli's own
@@ -432,22 +456,20 @@ def _parse(parser, argv):
 
 
 def _chosen_actions(parser, a):
-    """The actions of parser and of the subcommands a chose (perfkit lab up: lab's and up's)."""
+    """The options of parser and of the subcommands a chose (perfkit lab up: lab's and up's)."""
     if a.command == "test":   # parsed by its own parser (intermixed)
         parser = parser.test_parser
-    out = []
-    for action in parser._actions:
-        out.append(action)
-        if isinstance(action, argparse._SubParsersAction) and getattr(a, action.dest, None) in action.choices:
-            out += _chosen_actions(action.choices[getattr(a, action.dest)], a)
+    out = list(parser.options)
+    sub = parser.subcommands
+    if sub is not None and getattr(a, sub.dest, None) in sub.choices:
+        out += _chosen_actions(sub.choices[getattr(a, sub.dest)], a)
     return out
 
 
 def given_options(parser, argv, a) -> dict:
     """{option name as written: (its action, its value)} for the options argv gives (a value
     equal to the default included): argv parsed again with every default a marker."""
-    actions = [x for x in _chosen_actions(parser, a) if x.option_strings and x.dest is not argparse.SUPPRESS
-               and not isinstance(x, (argparse._HelpAction, argparse._VersionAction))]
+    actions = [x for x in _chosen_actions(parser, a) if x.option_strings and x.dest != argparse.SUPPRESS]
     saved = [(x, x.default) for x in actions]
     marks = {}
     try:

@@ -512,7 +512,7 @@ TASKS = {DpdkFlows: ("run", "search"), DpdkReflect: ("run",)}   # the panel's ta
 # ------------------------------------------------------------------ its commands: perfkit flows, perfkit reflect
 import dataclasses  # noqa: E402 (the command-line part of the kind, kept at its end)
 
-from perfkit.fields import add_option, applies  # noqa: E402
+from perfkit.fields import add_option, applies, spec_fields  # noqa: E402
 from perfkit.kinds.qperf import LocalTest, search_options, the_lab  # noqa: E402
 from perfkit.kinds.reflect import SocketReflect  # noqa: E402
 
@@ -568,10 +568,10 @@ def _dpdk_options(sp) -> None:
     sp.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet")
 
 
-# DpdkFlows options the socket engine has no counterpart for (their defaults: the fields')
-_DPDK_ONLY_FLOWS = ("port", "peer", "dst_mac", "sizes", "ramp_to", "ramp_time", "probe_rate", "bidirectional",
-                    "src_ips", "dst_ips", "sports", "dports", "netns", "ip", "peer_ip", "sport", "dport", "burst",
-                    "cores")
+# DpdkFlows options the socket engine has no counterpart for (their defaults: the fields'): those their
+# Meta.applies keeps to the dpdk engine, and netns (kept to the port kinds that reach a kernel)
+_DPDK_ONLY_FLOWS = (*(f.name for f, m in spec_fields(DpdkFlows) if m and m.applies and dict(m.applies).get("engine")
+                      == DPDK_ONLY["engine"]), "netns")
 _ETH_IP_UDP_FCS = 14 + 20 + 8 + 4   # a frame's bytes around its UDP payload
 
 
