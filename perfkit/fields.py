@@ -41,7 +41,8 @@ class Meta:
     applies      where the option means something, as {key: values}: the command line refuses it
                  given elsewhere (check_applies). key: a parsed argument (test, mode, engine) or
                  one the CLI derives (protocol, port_kind); values: a tuple it must be in, or
-                 True: that option given too (search=True: only with --search). Empty: everywhere
+                 True: that option given too (search=True: only with --search), False: that
+                 option not given (rate=False: closed loop only). Empty: everywhere
     """
     help: str
     unit: str = ""
@@ -165,10 +166,10 @@ def add_option(parser, spec_cls, name: str, **kw):
 
 
 def conditions(applies: dict | None) -> tuple:
-    """applies as Meta keeps it: ((key, True or a tuple of values), ...)."""
+    """applies as Meta keeps it: ((key, True, False or a tuple of values), ...)."""
     out = []
     for key, values in (applies or {}).items():
-        if values is not True:
+        if values is not True and values is not False:
             values = (values,) if isinstance(values, str) else tuple(values)
             if not values:
                 raise TypeError(f"applies: {key} lists no values")
@@ -195,9 +196,9 @@ def check_applies(given: dict, context: dict, label=lambda key: key) -> None:
             if isinstance(v, str) and not v.strip() and not (action.nargs == "?" and v == action.const):
                 raise ValueError(f"{name}: an empty value: give one, or leave {name} out")
         for key, values in getattr(action, "perfkit_applies", ()):
-            if values is True:
-                if key in context and key not in dests:
-                    raise ValueError(f"{name}: only with {label(key)}")
+            if values is True or values is False:
+                if key in context and (key in dests) is not values:
+                    raise ValueError(f"{name}: only {'with' if values else 'without'} {label(key)}")
                 continue
             if key not in context:
                 continue

@@ -276,3 +276,9 @@ def test_no_documented_command_line_is_refused():
             bad.append(f"{where}: {exc}")
     assert not bad, "\n".join(bad)
     assert parsed >= 60, f"only {parsed} documented command lines parsed: is the extraction broken?"
+
+
+def test_an_option_for_the_closed_loop_is_refused_with_a_rate():
+    assert refused(["http", "http://127.0.0.1:1/", "-r", "1000", "--think", "100ms"]) == \
+        "--think: only without -r"   # the label: the option as the line wrote it
+    assert refused(["http", "http://127.0.0.1:1/", "--think", "100ms", "--ramp", "5s"]) is None

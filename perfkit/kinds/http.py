@@ -44,7 +44,7 @@ class HttpLoad(Serial):
         cli_help="open loop: requests/s in total, latency from intended send times")
     think: float | str = opt(
         0.0, help="closed loop: pause after each response (0, 100ms)", unit=SECONDS, range_text="0..1h",
-        cli_help="pause after each response (closed loop): 100ms", advanced=True)
+        cli_help="pause after each response (closed loop): 100ms", advanced=True, applies={"rate": False})
     ramp: float | str = opt(
         0.0, help="users start evenly over this time", unit=SECONDS, range_text="0..24h",
         cli_help="start the users evenly over this time", advanced=True)
