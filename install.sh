@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Install perfkit and everything it needs on Debian 12, into ./.venv.
 #   As root: Debian packages first (compiler, libdpdk-dev for the DPDK extension,
-#   iproute2, and the peer tools the benchmarks compare against).
+#   iproute2, the peer tools the benchmarks compare against, and stress-ng for
+#   .ci/run's contention stage).
 #   Then: a virtual environment in .venv with
 #   perfkit built from this folder and its extras (notebook, test).
 set -euo pipefail
 cd "$(dirname "$0")"
 
-APT_PACKAGES="build-essential pkg-config python3-dev python3-venv python3-pip libdpdk-dev libssl-dev openssl iproute2 iputils-ping ethtool curl strace iperf3 qperf sockperf chromium nginx-light wrk"
+APT_PACKAGES="build-essential pkg-config python3-dev python3-venv python3-pip libdpdk-dev libssl-dev openssl iproute2 iputils-ping ethtool curl strace iperf3 qperf sockperf chromium nginx-light wrk stress-ng"
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "install.sh: Debian packages: $APT_PACKAGES"
     apt-get update -qq

@@ -22,7 +22,7 @@ from perfkit import cluster_cli, dperf, lab, nics, remote
 from perfkit.engines import dpdk
 from perfkit.engines import engines as list_engines
 from perfkit.errors import EngineError
-from perfkit.fields import whole_number
+from perfkit.fields import applies, check_applies, int_arg, whole_number
 from perfkit.kinds import KINDS, dpdk_tcp, dpdk_udp, http, qperf
 from perfkit.ladder import ladder, plan as ladder_plan, table_text as ladder_text
 from perfkit.ratesearch import parse_criterion, result_text, search, trial_line
@@ -31,16 +31,40 @@ from perfkit.run import Run
 from perfkit.remote import DEFAULT_PORT, Server
 from perfkit.spec import check_target
 from perfkit.thresholds import parse_all as parse_thresholds
-from perfkit.units import parse_duration
+from perfkit.units import parse_duration, parse_int
 from perfkit.version import __version__
 
 
 class _Parser(argparse.ArgumentParser):
-    """Bad arguments: exit 2 with one line, like every other bad input."""
+    """Bad arguments: exit 2 with one line, like every other bad input. It keeps the options
+    added to it and to its groups (options) and its subcommands (subcommands), for check_options."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.options, self.subcommands = [], None
+        _track(self, self.options)
+
+    def add_subparsers(self, **kw):
+        self.subcommands = super().add_subparsers(**kw)
+        return self.subcommands
 
     def error(self, message):
         print(f"{self.prog}: {message}", file=sys.stderr)
         sys.exit(2)
+
+
+def _track(container, options: list):
+    """Every option added to container, or to a group of it, goes into options too."""
+    add, group, mutex = container.add_argument, container.add_argument_group, container.add_mutually_exclusive_group
+
+    def add_argument(*args, **kw):
+        action = add(*args, **kw)
+        options.append(action)
+        return action
+    container.add_argument = add_argument
+    container.add_argument_group = lambda *a, **kw: _track(group(*a, **kw), options)
+    container.add_mutually_exclusive_group = lambda **kw: _track(mutex(**kw), options)
+    return container
 
 
 # the subcommands in perfkit --help's order: the kinds' (perfkit.kinds.KINDS, CLI_PARSERS) and cli's own
@@ -68,12 +92,12 @@ def _lab_parser(sub) -> None:
     lab = sub.add_parser("lab", help="test hosts in network namespaces, with impairments (root)")
     lsub = lab.add_subparsers(dest="lab_command", required=True)
     up = lsub.add_parser("up", help="make a lab; it stays up until perfkit lab down")
-    up.add_argument("--hosts", type=int, default=2, help="hosts (default 2; more than 2 share a bridge)")
+    up.add_argument("--hosts", type=int_arg, default=2, help="hosts (default 2; more than 2 share a bridge)")
     up.add_argument("--delay", help="one-way delay per link: 10ms")
     up.add_argument("--jitter", help="delay variation (uniform, ±): 1ms")
     up.add_argument("--loss", help="packet loss per link: 1%%")
     up.add_argument("--duplicate", help="duplicated packets: 1%%")
-    up.add_argument("--reorder", help="packets sent without the delay (needs --delay): 25%%")
+    applies(up.add_argument("--reorder", help="packets sent without the delay (needs --delay): 25%%"), delay=True)
     up.add_argument("--corrupt", help="packets with a flipped bit: 0.1%%")
     up.add_argument("--rate", help="link rate, whole frames: 100mbit, 1Gbit")
     up.add_argument("--mtu", default=1500, help="MTU (default 1500)")
@@ -88,7 +112,7 @@ def _lab_parser(sub) -> None:
 def _serve_parser(sub) -> None:
     srv = sub.add_parser("serve", help="the far end of every test, for perfkit test clients")
     srv.add_argument("--bind", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    srv.add_argument("-lp", "--port", default=DEFAULT_PORT, type=int,
+    srv.add_argument("-lp", "--port", default=DEFAULT_PORT, type=int_arg,
                      help=f"control port, as qperf -lp (default {DEFAULT_PORT})")
     srv.add_argument("--token", help="shared secret, required off loopback (default: $PERFKIT_TOKEN)")
     srv.add_argument("--once", action="store_true", help="exit after the first client")
@@ -97,14 +121,8 @@ def _serve_parser(sub) -> None:
 def _search(a, spec, engine: str) -> int:
     """--search: trials printed as they finish (or JSON lines), then the rate found."""
     crit = parse_criterion(a.search)
-    try:
-        max_trials = int(str(a.max_trials), 10)
-    except ValueError:
-        raise ValueError(f"max_trials: {a.max_trials!r} is not a whole number") from None
-    try:
-        retries = int(str(a.retries), 10)
-    except ValueError:
-        raise ValueError(f"retries: {a.retries!r} is not a whole number") from None
+    max_trials = parse_int(str(a.max_trials), "max_trials")
+    retries = parse_int(str(a.retries), "retries")
     trial = a.duration if a.duration is not None else "1s"
     if a.save:
         raise ValueError("save: -o saves one run; a search keeps its trials: use --json")
@@ -353,10 +371,7 @@ def _dpdk_eal(a) -> None:
     huge = {"auto": None, "on": True, "off": False}.get(str(a.hugepages).lower(), "bad")
     if huge == "bad":
         raise ValueError(f"hugepages: {a.hugepages!r} is not auto, on or off")
-    try:
-        mem = int(str(a.mem), 10)
-    except ValueError:
-        raise ValueError(f"mem: {a.mem!r} is not a whole number of MB") from None
+    mem = parse_int(str(a.mem), "mem", "a whole number of MB")
     dpdk.configure(dpdk.EalOptions(memory_mb=mem, hugepages=huge, log_level=a.log_level,
                                    worker_cpus=a.cpus, pmd_dir=getattr(a, "pmd_dir", None)))
     dpdk.set_verbose(getattr(a, "verbose", False))
@@ -468,17 +483,101 @@ def save_or_fallback(run, path: str) -> bool:
     return False
 
 
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    parser = _parser()
+class _Unset(list):
+    """An option's default while given_options parses: a list, so that append actions copy it."""
+
+
+def _parse(parser, argv):
     if argv[:1] == ["test"]:
         a = parser.test_parser.parse_intermixed_args(argv[1:])
         a.command = "test"
-    else:
-        a = parser.parse_args(argv)
+        return a
+    return parser.parse_args(argv)
+
+
+def _chosen_actions(parser, a):
+    """The options of parser and of the subcommands a chose (perfkit lab up: lab's and up's)."""
+    if a.command == "test":   # parsed by its own parser (intermixed)
+        parser = parser.test_parser
+    out = list(parser.options)
+    sub = parser.subcommands
+    if sub is not None and getattr(a, sub.dest, None) in sub.choices:
+        out += _chosen_actions(sub.choices[getattr(a, sub.dest)], a)
+    return out
+
+
+def given_options(parser, argv, a) -> dict:
+    """{option name as written: (its action, its value)} for the options argv gives (a value
+    equal to the default included): argv parsed again with every default a marker."""
+    actions = [x for x in _chosen_actions(parser, a) if x.option_strings and x.dest != argparse.SUPPRESS]
+    saved = [(x, x.default) for x in actions]
+    marks = {}
+    try:
+        for x in actions:
+            x.default = marks.setdefault(x.dest, _Unset())
+        a = vars(_parse(parser, argv))
+    finally:
+        for x, default in saved:
+            x.default = default
+    out = {}
+    for dest, value in a.items():
+        if dest not in marks or value is marks[dest]:
+            continue
+        mine = [x for x in actions if x.dest == dest]
+        written = [(x, s) for x in mine for s in x.option_strings
+                   if any(t == s or t.startswith(s + "=") for t in argv)]
+        for x, s in written or [(x, max(x.option_strings, key=len)) for x in mine]:
+            out.setdefault(s, (x, list(value) if isinstance(value, _Unset) else value))
+    return out
+
+
+def _port_kind(port) -> str | None:
+    """A DPDK port's kind for Meta.applies' port_kind: ring, null, memif, af_packet, tap, pci..."""
+    if not isinstance(port, str) or not port.strip():
+        return None
+    p = port.strip().lower()
+    if p.startswith("ring:"):
+        return "ring"
+    if p.startswith("net_"):
+        return p[4:].split(",")[0].rstrip("0123456789")
+    return "pci"
+
+
+def option_context(a) -> dict:
+    """What Meta.applies is checked against: every parsed argument, the tests as a set (perfkit
+    test runs several), their protocols, and the DPDK port's kind."""
+    ctx = dict(vars(a))
+    tests = [t for t in getattr(a, "tests", None) or [] if t not in ("conf", "quit")]
+    if tests:
+        ctx["test"] = set(tests)
+    if "test" in ctx:
+        names = ctx["test"] if isinstance(ctx["test"], set) else {ctx["test"]}
+        ctx["protocol"] = {str(t).split("_")[0] for t in names}
+    if getattr(a, "engine", "dpdk") == "dpdk" and isinstance(getattr(a, "port", None), str):
+        ctx["port_kind"] = _port_kind(a.port)
+    return ctx
+
+
+def check_options(parser, argv, a) -> None:
+    """No option silently ignored: ValueError naming the first one given where its Meta.applies
+    (or perfkit.fields.applies) says it means nothing, or given an empty value."""
+    given = given_options(parser, argv, a)
+    flags = {x.dest: max(x.option_strings, key=len) for x in _chosen_actions(parser, a) if x.option_strings}
+    flags.update({x.dest: name for name, (x, _) in given.items()})
+
+    def label(key):
+        return {"port_kind": "a DPDK port of kind", "protocol": "protocol"}.get(key, flags.get(key, key))
+    check_applies(given, option_context(a), label)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = _parser()
+    a = _parse(parser, argv)
     if a.command not in COMMANDS:
         return 2
     try:
+        check_options(parser, argv, a)   # before anything: an option given where it means nothing
         if getattr(a, "save", None):
             check_save_path(a.save)   # before the run: a measurement is not made only to be lost
         return COMMANDS[a.command](a)

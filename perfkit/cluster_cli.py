@@ -7,6 +7,7 @@ import json
 import sys
 
 from perfkit import cluster
+from perfkit.fields import applies, float_arg, int_arg
 from perfkit.kinds.split import split
 
 CONNECT_S = 10.0   # how long --cluster waits for the controller and its engines to answer
@@ -18,10 +19,10 @@ def add_parser(sub) -> None:
     csub = p.add_subparsers(dest="cluster_command", required=True)
     up = csub.add_parser("up", help="start a controller and engines; they stay up until perfkit cluster down")
     up.add_argument("--lab", help="one engine in each host of this lab (perfkit lab up), inside its namespace")
-    up.add_argument("--hosts", help="which hosts of the lab: h1,h2,h3 (default every host)")
-    up.add_argument("-n", "--engines", type=int, help="without --lab: this many local engines (default 3)")
+    applies(up.add_argument("--hosts", help="which hosts of the lab: h1,h2,h3 (default every host)"), lab=True)
+    up.add_argument("-n", "--engines", type=int_arg, help="without --lab: this many local engines (default 3)")
     up.add_argument("--name", help="the cluster's name (default the lab's name, or local)")
-    up.add_argument("--timeout", type=float, default=60.0, help="seconds the engines may take to register (default 60)")
+    up.add_argument("--timeout", type=float_arg, default=60.0, help="seconds the engines may take to register (default 60)")
     st = csub.add_parser("status", help="the clusters that are up, and their engines")
     st.add_argument("--json", action="store_true", help="as JSON")
     dn = csub.add_parser("down", help="stop a cluster's engines and controller")

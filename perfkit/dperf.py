@@ -500,10 +500,10 @@ def _kw_lport_range(c, a):
 
 def _kw_tos(c, a):
     _nargs(a, 1, 1, "0-255 or 0x00-0xff")
-    try:
-        v = int(a[0], 16) if a[0].lower().startswith("0x") else int(a[0], 10)
-    except ValueError:
-        raise ValueError(f"{a[0]!r} is not a number (0-255 or 0x00-0xff)") from None
+    m = re.fullmatch(r"0[xX]([0-9a-fA-F]+)|([0-9]+)", a[0])   # ASCII only: int() reads other scripts' digits
+    if not m:
+        raise ValueError(f"{a[0]!r} is not a number (0-255 or 0x00-0xff)")
+    v = int(m.group(1), 16) if m.group(1) else int(m.group(2), 10)
     if not 0 <= v <= 255:
         raise ValueError(f"{v} is out of range 0..255")
     c.tos = v

@@ -14,6 +14,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import MISSING
 
+from perfkit.units import parse_float, parse_int
+
 KEY = "perfkit"   # the dataclasses metadata key this module owns
 
 SECONDS = "seconds (500ms, 10s, 2m)"   # the unit of every duration field shown as '10s'
@@ -36,6 +38,11 @@ class Meta:
     advanced     a tuning knob (buffers, batches, timeouts, CPU pinning...), not what the test is,
                  where it goes, how long or how much: the panel folds it under "Advanced" and
                  perfkit's help lists it under "advanced options"
+    applies      where the option means something, as {key: values}: the command line refuses it
+                 given elsewhere (check_applies). key: a parsed argument (test, mode, engine) or
+                 one the CLI derives (protocol, port_kind); values: a tuple it must be in, or
+                 True: that option given too (search=True: only with --search), False: that
+                 option not given (rate=False: closed loop only). Empty: everywhere
     """
     help: str
     unit: str = ""
@@ -50,6 +57,7 @@ class Meta:
     short: str | None = None
     cli_help: str | None = None
     advanced: bool = False
+    applies: tuple = ()
 
     @property
     def bounds(self) -> tuple[int, int] | None:
@@ -64,7 +72,7 @@ class Meta:
 def opt(default=MISSING, *, help: str, unit: str = "", lo: int | None = None, hi: int | None = None,
         range_text: str = "", choices=None, suggestions=None, widget: str | None = None,
         check: bool = True, flag: str | None = None, short: str | None = None,
-        cli_help: str | None = None, advanced: bool = False, repr: bool = True,
+        cli_help: str | None = None, advanced: bool = False, applies: dict | None = None, repr: bool = True,
         compare: bool = True) -> dataclasses.Field:
     """A dataclass field with its metadata (see Meta)."""
     if not help or not str(help).strip():
@@ -73,7 +81,7 @@ def opt(default=MISSING, *, help: str, unit: str = "", lo: int | None = None, hi
         raise TypeError("opt: lo and hi go together")
     m = Meta(str(help), unit, lo, hi, range_text, None if choices is None else tuple(choices),
              None if suggestions is None else tuple(suggestions), widget, check, flag, short, cli_help,
-             bool(advanced))
+             bool(advanced), conditions(applies))
     return dataclasses.field(default=default, repr=repr, compare=compare, metadata={KEY: m})
 
 
@@ -81,6 +89,8 @@ def like(spec_cls, name: str, default=MISSING, **changes) -> dataclasses.Field:
     """Another spec's field declaration again (a new Field: dataclasses owns each one),
     with its default or metadata changed where given."""
     f = _field(spec_cls, name)
+    if "applies" in changes:
+        changes["applies"] = conditions(changes["applies"])
     m = dataclasses.replace(f.metadata[KEY], **changes)
     return dataclasses.field(default=f.default if default is MISSING else default, repr=f.repr,
                              compare=f.compare, metadata={KEY: m})
@@ -122,6 +132,19 @@ def help_text(spec_cls, name: str | None = None):
     return {f.name: m.help for f, m in spec_fields(spec_cls) if m is not None}
 
 
+def int_arg(text: str) -> int:
+    """argparse's type for a whole number: ASCII digits only (type=int reads '١٠' too)."""
+    return parse_int(text, "value")
+
+
+def float_arg(text: str) -> float:
+    """argparse's type for a number: ASCII digits only, finite (type=float reads '１.5' and 'nan')."""
+    return parse_float(text, "value")
+
+
+int_arg.__name__, float_arg.__name__ = "int", "float"   # argparse names the type in its error: "invalid int value"
+
+
 def add_option(parser, spec_cls, name: str, **kw):
     """The command-line option for a spec field as the field declares it: its flag and
     short option, its help and its default, listed under "advanced options" for an
@@ -130,12 +153,60 @@ def add_option(parser, spec_cls, name: str, **kw):
     f = _field(spec_cls, name)
     m = meta(spec_cls, name)
     flags = [x for x in (m.short, m.flag or "--" + name.replace("_", "-")) if x]
+    if kw.get("type") in (int, float):   # ASCII digits only: int() and float() read '١٠' too
+        kw["type"] = int_arg if kw["type"] is int else float_arg
     kw.setdefault("help", m.cli_help or m.help.replace("%", "%%"))
     if f.type == "bool" and f.default is False:
         kw.setdefault("action", "store_true")
     else:
         kw.setdefault("default", f.default)
-    return (advanced_group(parser) if m.advanced else parser).add_argument(*flags, **kw)
+    action = (advanced_group(parser) if m.advanced else parser).add_argument(*flags, **kw)
+    action.perfkit_applies = m.applies
+    return action
+
+
+def conditions(applies: dict | None) -> tuple:
+    """applies as Meta keeps it: ((key, True, False or a tuple of values), ...)."""
+    out = []
+    for key, values in (applies or {}).items():
+        if values is not True and values is not False:
+            values = (values,) if isinstance(values, str) else tuple(values)
+            if not values:
+                raise TypeError(f"applies: {key} lists no values")
+        out.append((str(key), values))
+    return tuple(out)
+
+
+def applies(action, **where):
+    """An option the command adds itself (not a spec field) declared as Meta.applies does:
+    applies(parser.add_argument("--low", ...), search=True). Returns the action."""
+    action.perfkit_applies = conditions(where)
+    return action
+
+
+def check_applies(given: dict, context: dict, label=lambda key: key) -> None:
+    """ValueError for the first option given where it does not apply, starting with its name.
+    given: {option name as written: (its action, its value)}; context: {key: value, or a
+    list/set of values (perfkit test's several tests)}; a key the context lacks is not
+    checked (that command has no such choice). label(key): how the message names a key
+    (--engine, test). An empty value is refused everywhere."""
+    dests = {a.dest for a, _ in given.values()}
+    for name, (action, value) in given.items():
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, str) and not v.strip() and not (action.nargs == "?" and v == action.const):
+                raise ValueError(f"{name}: an empty value: give one, or leave {name} out")
+        for key, values in getattr(action, "perfkit_applies", ()):
+            if values is True or values is False:
+                if key in context and (key in dests) is not values:
+                    raise ValueError(f"{name}: only {'with' if values else 'without'} {label(key)}")
+                continue
+            if key not in context:
+                continue
+            have = context[key]
+            have = sorted(have) if isinstance(have, (list, set, tuple, frozenset)) else [have]
+            if not any(h in values for h in have):
+                shown = ", ".join(str(h) for h in have) or "none"
+                raise ValueError(f"{name}: only with {label(key)} {' or '.join(map(str, values))}, not {shown}")
 
 
 ADVANCED_OPTIONS = "advanced options"
@@ -160,10 +231,7 @@ def cluster_option(parser) -> None:
 def whole_number(value, name: str, lo: int, hi: int) -> int:
     """value as an int in lo..hi, else ValueError naming the field (the specs' own message)."""
     if isinstance(value, bool) or not isinstance(value, int):
-        try:
-            value = int(str(value), 10)
-        except ValueError:
-            raise ValueError(f"{name}: {value!r} is not a whole number") from None
+        value = parse_int(str(value), name)   # ASCII digits only: int() reads '１００' too
     if not lo <= value <= hi:
         raise ValueError(f"{name}: {value} is out of range {lo}..{hi}")
     return value

@@ -44,7 +44,7 @@ from perfkit.errors import EngineError
 from perfkit.run import Run
 from perfkit.kinds import DpdkFlows, LocalTest
 from perfkit.stats import INDEX
-from perfkit.units import Rate, format_si, parse_duration, parse_rate
+from perfkit.units import Rate, format_si, parse_duration, parse_float, parse_rate
 
 MAX_TRIALS = 64
 MAX_TRIAL_S = 600.0
@@ -314,10 +314,7 @@ def _rate_pps(value, spec, field: str) -> float:
 def _resolution_pps(value) -> tuple[float | None, float]:
     """(absolute pps or None, share of the upper bound or 0) from '1%', 0.01 (share) or '10kpps'."""
     if isinstance(value, str) and value.strip().endswith("%"):
-        try:
-            share = float(value.strip()[:-1]) / 100
-        except ValueError:
-            raise ValueError(f"resolution: {value!r} is not a percentage (1%)") from None
+        share = parse_float(value.strip()[:-1], "resolution", "a percentage (1%)") / 100
         if not 0 < share < 1:
             raise ValueError(f"resolution: {value!r} is not a share in (0, 100)%")
         return None, share

@@ -8,7 +8,7 @@ from perfkit.engines.remote import DEFAULT_PORT
 from perfkit.run import Run
 from perfkit.kinds import RemoteTest
 from perfkit.spec import check_target
-from perfkit.units import parse_duration, parse_rate, parse_size
+from perfkit.units import parse_duration, parse_float, parse_rate, parse_size
 
 
 # qperf's option names -> RemoteTest fields, with the unit parser of each
@@ -33,10 +33,7 @@ def parse_sweep(text: str) -> tuple[str, list]:
     if not 0 < start <= stop:
         raise ValueError(f"sweep: {text!r} needs 0 < FROM <= TO")
     if step[:1] == "*":
-        try:
-            factor = float(step[1:])
-        except ValueError:
-            raise ValueError(f"sweep: step {step!r} is not *N with a number N") from None
+        factor = parse_float(step[1:], "sweep", f"a factor in step {step!r} (*N with a number N)")
         if not factor > 1:
             raise ValueError(f"sweep: step {step!r} must multiply by more than 1")
         nxt = lambda v: v * factor  # noqa: E731

@@ -4,7 +4,9 @@
     sizes      64 1500 64K 1M 64KiB 9000B  (K/M/G are binary, as in qperf and iperf3)
     rates      1.5Mpps 100kpps 10Gbps 100Mbit 5000  (decimal prefixes; bare number = packets/s)
 
-Every parser raises ValueError naming the field and what is allowed.
+Every parser raises ValueError naming the field and what is allowed. Only ASCII digits
+are numbers: int() and float() also read '１００' and '٣' (and '1_000'); every number a
+user writes goes through parse_int or parse_float here, or a [0-9] pattern.
 """
 from __future__ import annotations
 
@@ -12,20 +14,51 @@ import math
 import re
 from dataclasses import dataclass
 
-_NUMBER = r"\s*(-?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*"
+_SP = r"[ \t\n\r\f\v]*"   # ASCII spaces: \s would also take other scripts'
+_NUMBER = _SP + r"(-?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)" + _SP
+_INT = re.compile(_SP + r"([-+]?[0-9]+)" + _SP)
+_FLOAT = re.compile(_SP + r"([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)" + _SP)
+
+
+def _ascii_hint(value) -> str:
+    """' (digits 0-9 only)' where value holds another script's digits ('١٠', '²'), else ''."""
+    return " (digits 0-9 only)" if any(c.isnumeric() and not c.isascii() for c in str(value)) else ""
+
+
+def parse_int(value, field: str, what: str = "a whole number") -> int:
+    """An int from an int or from ASCII digits (an optional sign, spaces around): int() alone
+    would also take other scripts' digits and underscores."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    m = _INT.fullmatch(value) if isinstance(value, str) else None
+    if not m:
+        raise ValueError(f"{field}: {value!r} is not {what}{_ascii_hint(value)}")
+    return int(m.group(1), 10)
+
+
+def parse_float(value, field: str, what: str = "a number") -> float:
+    """A finite float from a number or from ASCII digits (12, 1.5, .5, 1e3): float() alone
+    would also take other scripts' digits, underscores, 'inf' and 'nan'."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return _finite(float(value), value, field)
+    m = _FLOAT.fullmatch(value) if isinstance(value, str) else None
+    if not m:
+        raise ValueError(f"{field}: {value!r} is not {what}{_ascii_hint(value)}")
+    return _finite(float(m.group(1)), value, field)
+
 
 _DURATION_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "ms": 1e-3, "us": 1e-6, "m": 60.0,
                    "min": 60.0, "h": 3600.0}
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20,
                "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
 _SI = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
-_RATE = re.compile(_NUMBER + r"([kKmMgGtT]?)(pps|bps|bit/s|bit|b/s)?\s*$")
+_RATE = re.compile(_NUMBER + r"([kKmMgGtT]?)(pps|bps|bit/s|bit|b/s)?" + _SP)
 
 
 def _split(value, field: str, what: str):
-    m = re.fullmatch(_NUMBER + r"([A-Za-z/]*)\s*", str(value))
+    m = re.fullmatch(_NUMBER + r"([A-Za-z/]*)" + _SP, str(value))
     if not m:
-        raise ValueError(f"{field}: cannot read {value!r} as {what}")
+        raise ValueError(f"{field}: cannot read {value!r} as {what}{_ascii_hint(value)}")
     return _finite(float(m.group(1)), value, field), m.group(2)
 
 
@@ -91,7 +124,7 @@ def parse_rate(value, field: str = "rate") -> Rate:
     m = _RATE.fullmatch(str(value))
     if not m:
         raise ValueError(f"{field}: cannot read {value!r} as a rate "
-                         "(use pps or bps with k, M, G: 1.5Mpps, 10Gbps, 100kpps)")
+                         f"(use pps or bps with k, M, G: 1.5Mpps, 10Gbps, 100kpps){_ascii_hint(value)}")
     number, prefix, unit = _finite(float(m.group(1)), value, field), m.group(2), m.group(3)
     if unit is None:
         if prefix:

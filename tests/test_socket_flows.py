@@ -78,10 +78,10 @@ def test_spec_checks_and_the_cli_refuses_dpdk_only_options():
     with pytest.raises(ValueError, match="port: 0 is out of range"):
         SocketReflect(port=0)
     cmd = [sys.executable, "-P", "-m", "perfkit"]
-    for args, field in ((["flows", "--engine", "socket", "--ramp-to", "1Mpps"], "ramp-to"),
-                        (["flows", "--engine", "socket", "--peer", "ring:x:1"], "peer"),
+    for args, field in ((["flows", "--engine", "socket", "--ramp-to", "1Mpps"], "--ramp-to"),   # Meta.applies
+                        (["flows", "--engine", "socket", "--peer", "ring:x:1"], "--peer"),
                         (["flows", "--engine", "socket", "-m", "46"], "size"),
-                        (["reflect", "--engine", "socket", "--port", "ring:x:1"], "port"),
+                        (["reflect", "--engine", "socket", "--port", "ring:x:1"], "--port"),
                         (["flows", "-t", "1s"], "port")):
         cp = subprocess.run(cmd + args, capture_output=True, text=True, timeout=60)
         assert cp.returncode == 2 and cp.stderr.startswith(f"perfkit: {field}:"), (args, cp.stderr)

@@ -11,9 +11,14 @@ from perfkit.spec import (DPDK_JUMBO_PORTS, DPDK_MAX_BURST, DPDK_MAX_FLOWS, DPDK
                           DPDK_MAX_SIZE, DPDK_MIN_SIZE, DPDK_MODES, DPDK_REFLECT_MODES, DPDK_RING, DPDK_STD_SIZE,
                           DpdkSpec, LAB_NETS, MAC, MAX_DURATION_S, MAX_RATE_PPS, check_dest_ip, check_dpdk_port, check_lab_ipv4,
                           check_netns, parse_sizes, rate_limit, size_pattern)
+from perfkit.spec import DPDK_KERNEL_DRIVERS
 from perfkit.units import Rate, parse_duration, parse_rate, parse_size
 
 _int_in = whole_number   # value as an int in lo..hi, else ValueError naming the field
+
+
+DPDK_ONLY = {"engine": ("dpdk",)}   # Meta.applies: perfkit flows/reflect --engine socket has no such option
+KERNEL_PORTS = tuple(d[len("net_"):] for d in DPDK_KERNEL_DRIVERS)   # Meta.applies' port_kind: a netns means something
 
 
 @dataclass(frozen=True)
@@ -29,13 +34,13 @@ class DpdkFlows(DpdkSpec):
         unit="ring:NAME:0|1 or a vdev",
         suggestions=("ring:pk:0", "net_null0", "net_ring0", "net_memif0,role=client"),
         cli_help=("DPDK port: ring:NAME:0, net_null0,no-rx=1, net_memif0,..., net_af_packet0,iface=IF (with "
-                  "--netns)"))
+                  "--netns)"), applies=DPDK_ONLY)
     peer: str | None = opt(
         None,
         help=("a second port in this process that receives the frames (mode rxonly) or sends each one"
               " back (mode reverse); None: the far end is elsewhere"),
         unit="a second port here; empty: none", suggestions=("ring:pk:1",),
-        cli_help="a second port in this process that receives (ring:NAME:1, ...)")
+        cli_help="a second port in this process that receives (ring:NAME:1, ...)", applies=DPDK_ONLY)
     mode: str = opt(
         "rxonly",
         help=("what the far end does. rxonly: loss and one-way latency measured there; reverse: "
@@ -71,64 +76,66 @@ class DpdkFlows(DpdkSpec):
     ip: str = opt(
         "198.18.0.1", help="the port's own address; peer_ip: the destination (and the peer port's address)",
         unit="IPv4 address",
-        cli_help="the port's address (default 198.18.0.1)")
+        cli_help="the port's address (default 198.18.0.1)", applies=DPDK_ONLY)
     peer_ip: str = opt(
         "198.18.0.2", help="the destination (and the peer port's address)", unit="IPv4 address",
-        cli_help="destination address (default 198.18.0.2)")
+        cli_help="destination address (default 198.18.0.2)", applies=DPDK_ONLY)
     dst_mac: str | None = opt(
         None,
         help=("the destination MAC; None = the peer port's, else ARP for peer_ip (1 s; then "
               "broadcast)"),
         unit="aa:bb:cc:dd:ee:ff; empty: the peer port's, or ARP",
-        cli_help="destination MAC (default: the peer port's, or ARP)", advanced=True)
+        cli_help="destination MAC (default: the peer port's, or ARP)", advanced=True, applies=DPDK_ONLY)
     sport: int = opt(
         10000, help="UDP ports", unit="UDP port", lo=1, hi=65535,
-        cli_help="first UDP source port (default 10000)", advanced=True)
+        cli_help="first UDP source port (default 10000)", advanced=True, applies=DPDK_ONLY)
     dport: int = opt(
         9, help="UDP ports", unit="UDP port", lo=1, hi=65535,
-        cli_help="UDP destination port (default 9)", advanced=True)
+        cli_help="UDP destination port (default 9)", advanced=True, applies=DPDK_ONLY)
     burst: int = opt(
         32, help="frames per rx/tx burst", unit="frames per burst", lo=1, hi=DPDK_MAX_BURST,
-        cli_help="frames per burst (default 32)", advanced=True)
+        cli_help="frames per burst (default 32)", advanced=True, applies=DPDK_ONLY)
     netns: str | None = opt(
         None, help="open the ports inside this network namespace (af_packet, tap: a lab host's)",
         unit="/run/netns/NAME",
-        cli_help="open the port in this network namespace (/run/netns/NAME)")
+        cli_help="open the port in this network namespace (/run/netns/NAME)", applies={"port_kind": KERNEL_PORTS})
     src_ips: int = opt(
         1, help="source addresses ip .. ip + src_ips - 1 (default 1)", unit="addresses",
         range_text=f"1..{DPDK_MAX_IPS}",
-        cli_help="source addresses from --ip (default 1)", advanced=True)
+        cli_help="source addresses from --ip (default 1)", advanced=True, applies=DPDK_ONLY)
     dst_ips: int = opt(
         1,
         help=("destination addresses peer_ip .. peer_ip + dst_ips - 1 (default 1; a reverse peer "
               "reflects for all of them)"),
         unit="addresses", range_text=f"1..{DPDK_MAX_IPS}",
-        cli_help="destination addresses from --peer-ip (default 1)", advanced=True)
+        cli_help="destination addresses from --peer-ip (default 1)", advanced=True, applies=DPDK_ONLY)
     sports: int | None = opt(
         None, help="source ports sport .. sport + sports - 1 (default: as many as the flows need)",
         unit="ports; empty: as the flows need", range_text="1..65536 - sport",
-        cli_help="source ports from --sport (default: as many as --flows needs)", advanced=True)
+        cli_help="source ports from --sport (default: as many as --flows needs)", advanced=True, applies=DPDK_ONLY)
     dports: int = opt(
         1,
         help=("destination ports dport .. dport + dports - 1 (default 1; more when the flows need "
               "more source ports than there are from sport)"),
         unit="ports", range_text="1..65536 - dport",
-        cli_help="destination ports from --dport (default 1)", advanced=True)
+        cli_help="destination ports from --dport (default 1)", advanced=True, applies=DPDK_ONLY)
     sizes: tuple | str | None = opt(
         None,
         help=("a size mix instead: 'imix' (64:7,570:4,1518:1), '64,570,1518', '64:7,570:4,...', sent "
               "interleaved as one preallocated pattern; size becomes the mean (rounded)"),
         unit="imix, 64,570,1518 or 64:7,570:4 (size:weight)",
-        cli_help="a frame size mix instead of --size: imix, 64,570,1518 or 64:7,570:4,1518:1", advanced=True)
+        cli_help="a frame size mix instead of --size: imix, 64,570,1518 or 64:7,570:4,1518:1", advanced=True,
+        applies=DPDK_ONLY)
     ramp_to: Rate | str | float | None = opt(
         None,
         help=("with rate: the rate rises linearly from rate to ramp_to over ramp_time, then stays "
               "there; paced by the TSC"),
         unit="pps or bit/s; empty: no ramp",
-        cli_help="with --rate: the rate rises from --rate to this (1Mpps, 1Gbps)", advanced=True)
+        cli_help="with --rate: the rate rises from --rate to this (1Mpps, 1Gbps)", advanced=True, applies=DPDK_ONLY)
     ramp_time: float | str | None = opt(
         None, help="how long the ramp from rate to ramp_to takes (default: the whole duration)", unit=SECONDS,
-        cli_help="how long the ramp takes (default: --duration)", advanced=True)
+        cli_help="how long the ramp takes (default: --duration)", advanced=True,
+        applies={**DPDK_ONLY, "ramp_to": True})
     cores: int = opt(
         1,
         help=("lcores (worker threads) per side, each with its own queue of the port(s), mempool "
@@ -136,21 +143,23 @@ class DpdkFlows(DpdkSpec):
               "fed by RSS where the PMD has it; a ring pair, net_ring and memif join tx queue q to rx"
               " queue q"),
         unit="lcores (worker threads) per side", range_text=f"1..{DPDK_MAX_QUEUES}, at most flows",
-        cli_help="lcores per side, one port queue each (default 1)", advanced=True)
+        cli_help="lcores per side, one port queue each (default 1)", advanced=True, applies=DPDK_ONLY)
     probe_rate: Rate | str | float | None = opt(
         None,
         help=("a low-rate latency probe stream beside the load (100pps; None = none): probe frames "
               "are flagged in the payload and get their own histogram (summary: probe_lat_p50_us "
               "...); they count in the frames and the loss"),
-        cli_help="a latency probe stream beside the load: 100pps, 1kpps (default none)", advanced=True)
+        cli_help="a latency probe stream beside the load: 100pps, 1kpps (default none)", advanced=True,
+        applies=DPDK_ONLY)
     probe_size: int = opt(
         128, help="probe frame bytes, FCS counted (70..1518, default 128)",
-        cli_help="probe frame bytes with FCS (default 128)", advanced=True)
+        cli_help="probe frame bytes with FCS (default 128)", advanced=True, applies={**DPDK_ONLY, "probe_rate": True})
     bidirectional: bool = opt(
         False,
         help=("with a peer port (mode rxonly): both ports send and receive, each the same flows and "
               "rate; loss and one-way latency counted at both ends"),
-        cli_help="with --peer: both ports send and receive", advanced=True)
+        cli_help="with --peer: both ports send and receive", advanced=True,
+        applies={**DPDK_ONLY, "mode": ("rxonly",), "peer": True})
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
@@ -311,7 +320,7 @@ class DpdkReflect(DpdkSpec):
     port: str = opt(
         "ring:pk:1", help="the port to answer on: ring:NAME:1 (the far end of a pair) or a vdev",
         unit="ring:NAME:0|1 or a vdev", suggestions=("ring:pk:1", "net_null0", "net_memif0,role=server"),
-        cli_help="DPDK port (see perfkit flows)")
+        cli_help="DPDK port (see perfkit flows)", applies=DPDK_ONLY)
     mode: str = opt(
         "reverse",
         help=("rxonly: count, parse, loss/duplicates/reordering and one-way latency per flow (the "
@@ -334,30 +343,34 @@ class DpdkReflect(DpdkSpec):
     flows: int = opt(
         1024, help="rxonly: flow ids tracked (0 .. flows - 1)", unit="flows", lo=1, hi=DPDK_MAX_FLOWS,
         short="-f",
-        cli_help="rxonly: flow ids tracked (default 1024)")
+        cli_help="rxonly: flow ids tracked (default 1024)", applies={"mode": ("rxonly",)})
     burst: int = like(DpdkFlows, "burst", advanced=True)
     netns: str | None = like(DpdkFlows, "netns")
     ips: int = opt(
         1, help="reverse: reflect UDP for ip .. ip + ips - 1 (a generator's dst_ips)",
-        cli_help="reverse: reflect for this many addresses from --ip (default 1)", advanced=True)
+        cli_help="reverse: reflect for this many addresses from --ip (default 1)", advanced=True,
+        applies={**DPDK_ONLY, "mode": ("reverse",)})
     cores: int = opt(
         1,
         help=("lcores, one queue of the port each (the generator's side needs as many). forward: 1 = "
               "one lcore for both directions; 2N = one lcore per direction and queue, N queues on "
               "each port"),
-        unit="lcores (worker threads) per side", advanced=True)
+        unit="lcores (worker threads) per side", advanced=True, applies=DPDK_ONLY)
     peer: str | None = opt(
         None, help="forward: the second port",
-        cli_help="forward: the second port (frames go from --port to --peer and back)")
+        cli_help="forward: the second port (frames go from --port to --peer and back)",
+        applies={**DPDK_ONLY, "mode": ("forward",)})
     dst_mac: str | None = opt(
         None,
         help=("forward: frames leaving port get this destination MAC and port's own MAC as source "
               "(the next hop's; None = untouched)"),
         unit="aa:bb:cc:dd:ee:ff; empty: the peer port's, or ARP",
-        cli_help="forward: the next hop's MAC for frames leaving --port (default: frames untouched)", advanced=True)
+        cli_help="forward: the next hop's MAC for frames leaving --port (default: frames untouched)", advanced=True,
+        applies={**DPDK_ONLY, "mode": ("forward",)})
     peer_dst_mac: str | None = opt(
         None, help="forward: the same for frames leaving peer",
-        cli_help="forward: the next hop's MAC for frames leaving --peer", advanced=True)
+        cli_help="forward: the next hop's MAC for frames leaving --peer", advanced=True,
+        applies={**DPDK_ONLY, "mode": ("forward",)})
 
     MODES: ClassVar[tuple] = DPDK_REFLECT_MODES
 
@@ -499,7 +512,7 @@ TASKS = {DpdkFlows: ("run", "search"), DpdkReflect: ("run",)}   # the panel's ta
 # ------------------------------------------------------------------ its commands: perfkit flows, perfkit reflect
 import dataclasses  # noqa: E402 (the command-line part of the kind, kept at its end)
 
-from perfkit.fields import add_option  # noqa: E402
+from perfkit.fields import add_option, applies, spec_fields  # noqa: E402
 from perfkit.kinds.qperf import LocalTest, search_options, the_lab  # noqa: E402
 from perfkit.kinds.reflect import SocketReflect  # noqa: E402
 
@@ -509,7 +522,7 @@ def _flows_parser(sub) -> None:
     flw.add_argument("--engine", default="dpdk", help="dpdk (default), or socket: UDP flows between kernel "
                      "sockets on loopback (or --lab), both ends in this process (--size, --rate, --flows, "
                      "--duration, --mode)")
-    flw.add_argument("--lab", help="socket engine: send from this lab's h1 to its h2")
+    applies(flw.add_argument("--lab", help="socket engine: send from this lab's h1 to its h2"), engine=("socket",))
     add_option(flw, DpdkFlows, "port", default=None)   # no default port: perfkit flows asks for one
     for name in ("peer", "mode", "size", "rate", "flows"):
         add_option(flw, DpdkFlows, name)
@@ -540,22 +553,25 @@ def _dpdk_options(sp) -> None:
     """What perfkit flows and reflect share: cores and namespace, EAL's options, the output."""
     add_option(sp, DpdkFlows, "cores")
     add_option(sp, DpdkFlows, "netns")
-    sp.add_argument("--mem", default=512, help="EAL memory in MB (default 512)")
-    sp.add_argument("--hugepages", default="auto", help="auto, on or off (default auto: on where enough are free)")
-    sp.add_argument("--cpus", help="pin the datapath workers to these CPUs: 1 or 0,1 (default: not pinned)")
-    sp.add_argument("--log-level", default="error", help="DPDK log level on stderr (default error)")
-    sp.add_argument("-v", "--verbose", action="store_true",
-                    help="say each port's setup as it opens (driver, queues, RSS, offloads, MTU, descriptors)")
-    sp.add_argument("--pmd-dir", help="also load the PMD plugins in this directory (EAL's -d)")
+    eal = [sp.add_argument("--mem", default=512, help="EAL memory in MB (default 512)"),
+           sp.add_argument("--hugepages", default="auto",
+                           help="auto, on or off (default auto: on where enough are free)"),
+           sp.add_argument("--cpus", help="pin the datapath workers to these CPUs: 1 or 0,1 (default: not pinned)"),
+           sp.add_argument("--log-level", default="error", help="DPDK log level on stderr (default error)"),
+           sp.add_argument("-v", "--verbose", action="store_true",
+                           help="say each port's setup as it opens (driver, queues, RSS, offloads, MTU, descriptors)"),
+           sp.add_argument("--pmd-dir", help="also load the PMD plugins in this directory (EAL's -d)")]
+    for action in eal:   # DPDK's EAL: nothing to the socket engine
+        applies(action, **DPDK_ONLY)
     sp.add_argument("--interval", default="1s", help="row interval (default 1s)")
     sp.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
     sp.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet")
 
 
-# DpdkFlows options the socket engine has no counterpart for (their defaults: the fields')
-_DPDK_ONLY_FLOWS = ("port", "peer", "dst_mac", "sizes", "ramp_to", "ramp_time", "probe_rate", "bidirectional",
-                    "src_ips", "dst_ips", "sports", "dports", "netns", "ip", "peer_ip", "sport", "dport", "burst",
-                    "cores")
+# DpdkFlows options the socket engine has no counterpart for (their defaults: the fields'): those their
+# Meta.applies keeps to the dpdk engine, and netns (kept to the port kinds that reach a kernel)
+_DPDK_ONLY_FLOWS = (*(f.name for f, m in spec_fields(DpdkFlows) if m and m.applies and dict(m.applies).get("engine")
+                      == DPDK_ONLY["engine"]), "netns")
 _ETH_IP_UDP_FCS = 14 + 20 + 8 + 4   # a frame's bytes around its UDP payload
 
 

@@ -56,7 +56,7 @@ class HttpLoad(Serial):
         cli_help="open loop: requests/s in total, latency from intended send times")
     think: float | str = opt(
         0.0, help="closed loop: pause after each response (0, 100ms)", unit=SECONDS, range_text="0..1h",
-        cli_help="pause after each response (closed loop): 100ms", advanced=True)
+        cli_help="pause after each response (closed loop): 100ms", advanced=True, applies={"rate": False})
     ramp: float | str = opt(
         0.0, help="users start evenly over this time", unit=SECONDS, range_text="0..24h",
         cli_help="start the users evenly over this time", advanced=True)
@@ -381,7 +381,7 @@ def summary_extra(spec, handle, roles) -> dict:
 
 
 # ------------------------------------------------------------------ its commands: perfkit http, http-serve
-from perfkit.fields import add_option, advanced_group, cluster_option  # noqa: E402 (the command-line part of the kind, kept at its end)
+from perfkit.fields import add_option, advanced_group, applies, cluster_option  # noqa: E402 (the command-line part of the kind, kept at its end)
 
 
 def _http_parser(sub) -> None:
@@ -389,8 +389,9 @@ def _http_parser(sub) -> None:
     ht.add_argument("url", nargs="?", help="http://HOST[:PORT]/PATH, HOST an address or a DNS name")
     ht.add_argument("--url-file", metavar="FILE", help="URLs, one a line (# comments): requests go through "
                                                         "them in turn (after URL, if given)")
-    advanced_group(ht).add_argument("--random", action="store_true",   # url_order
-                                    help="with several URLs: each request picks one at random")
+    applies(advanced_group(ht).add_argument("--random", action="store_true",   # url_order
+                                            help="with several URLs: each request picks one at random"),
+            url_file=True)
     for name in ("lab", "threads", "processes", "users", "duration", "rate", "think", "ramp", "stages"):
         add_option(ht, HttpLoad, name)
     ka = advanced_group(ht).add_mutually_exclusive_group()   # keepalive

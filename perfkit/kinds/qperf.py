@@ -42,7 +42,7 @@ class _SocketTest(Serial):
     flows: int = opt(
         1, help="UDP flows (source ports), udp_bw only", unit="flows", lo=1, hi=MAX_FLOWS,
         short="-f",
-        cli_help="UDP flows (source ports), udp_bw only")
+        cli_help="UDP flows (source ports), udp_bw only", applies={"test": ("udp_bw",)})
     duration: float | str = opt(
         10.0, help="how long to send (10s, 2m, ...)", unit=SECONDS, range_text="above 0, at most 24h",
         short="-t", cli_help="how long to send: 10s, 2m (default 10s; a --search trial: 1s)")
@@ -59,14 +59,15 @@ class _SocketTest(Serial):
               "KiB of them)"),
         unit="messages per call", lo=1, hi=MAX_BATCH,
         cli_help=("datagrams per sendmmsg/recvmmsg; tcp_bw: writes per sendmmsg, at most 16 KiB of them (default "
-                  "32)"), advanced=True)
+                  "32)"), advanced=True, applies={"test": ("udp_bw", "tcp_bw", "sctp_bw")})
     gso: int | None = opt(
         None,
         help=("udp_bw: datagrams per UDP GSO send (the kernel cuts them; each arrives alone); 0 = "
               "off, plain sendmmsg with one datagram per message; None = 8 on loopback (fewer if 8 "
               "would pass 65507 B), off on a lab path"),
         unit="datagrams per send", lo=0, hi=MAX_GSO,
-        cli_help="udp_bw: datagrams per UDP GSO send, 0 = off (default: 8 on loopback, off in a lab)", advanced=True)
+        cli_help="udp_bw: datagrams per UDP GSO send, 0 = off (default: 8 on loopback, off in a lab)", advanced=True,
+        applies={"test": ("udp_bw",)})
     busy_poll: bool | None = opt(
         None,
         help=("spin on the socket before sleeping: both ends of a latency test (up to 1 ms) and a "
@@ -381,7 +382,7 @@ PANEL_ROWS = {RemoteTest: ("server_control",)}   # the panel's conf, quit and se
 
 # ------------------------------------------------------------------ its commands: perfkit local, perfkit test
 from perfkit import lab  # noqa: E402 (the command-line part of the kind, kept at its end)
-from perfkit.fields import add_option, advanced_group, cluster_option  # noqa: E402
+from perfkit.fields import add_option, advanced_group, applies, cluster_option  # noqa: E402
 
 SEARCH_HELP = ("rate search: the highest rate holding CRITERION, by binary search over trials: "
                "zero-loss (RFC 2544 throughput), pdr:0.1%% (tolerated loss), lat:p99<50us "
@@ -519,14 +520,16 @@ def busy_poll_option(parser, pinned: str) -> None:
 def search_options(parser) -> None:
     """--search and its bounds: a rate search instead of one run (perfkit.ratesearch)."""
     parser.add_argument("--search", metavar="CRITERION", help=SEARCH_HELP)
-    parser.add_argument("--low", help="--search: lower bound (default 1%% of the upper)")
-    parser.add_argument("--resolution", default="1%",
-                        help="--search: stop when pass and failure are this close: 1%% of the upper bound "
-                             "(default) or a rate (10kpps)")
-    parser.add_argument("--max-trials", default=16, help="--search: at most this many trials (default 16)")
-    parser.add_argument("--settle", default="0.5s", help="--search: pause between trials (default 0.5s)")
-    parser.add_argument("--retries", default=0, help="--search: run a failed trial again up to N times "
-                        "(default 0); the rate passes if one attempt does")
+    applies(parser.add_argument("--low", help="--search: lower bound (default 1%% of the upper)"), search=True)
+    applies(parser.add_argument("--resolution", default="1%",
+                                help="--search: stop when pass and failure are this close: 1%% of the upper bound "
+                                     "(default) or a rate (10kpps)"), search=True)
+    applies(parser.add_argument("--max-trials", default=16, help="--search: at most this many trials (default 16)"),
+            search=True)
+    applies(parser.add_argument("--settle", default="0.5s", help="--search: pause between trials (default 0.5s)"),
+            search=True)
+    applies(parser.add_argument("--retries", default=0, help="--search: run a failed trial again up to N times "
+                                "(default 0); the rate passes if one attempt does"), search=True)
 
 
 def busy_poll_from_args(a) -> bool | None:

@@ -22,7 +22,8 @@ class SocketReflect(Serial):
         9, help="where to listen (loopback or a lab host's address, with netns)",
         unit="UDP port (9: where DPDK flows send)", lo=1, hi=65535,
         flag="--udp-port",
-        cli_help="socket engine: the UDP port to serve (default 9, where perfkit flows sends)")
+        cli_help="socket engine: the UDP port to serve (default 9, where perfkit flows sends)",
+        applies={"engine": ("socket",)})
     mode: str = opt(
         "reverse", help="rxonly or reverse", choices=DPDK_MODES,
         check=False)   # its message says why forward is not here
