@@ -51,7 +51,6 @@ REFUSED = {
     "kni": "KNI is gone from DPDK (22.11 has no rte_kni): reach the kernel through a tap or af_packet port",
     "change_dip": "a flood's destination address list is not built (one server range a port)",
     "pipeline": "UDP pipelining needs protocol udp, which perfkit's DPDK engines do not run for dperf",
-    "disable_ack": "perfkit's TCP always acknowledges what it receives",
 }
 
 class DperfError(ValueError):
@@ -101,6 +100,7 @@ class DperfConfig:
     tcp_rst: bool = True
     fast_close: bool = False
     flood: bool = False
+    disable_ack: bool = False
     quiet: bool = False
     daemon: bool = False
     client_hop: bool = False
@@ -202,7 +202,8 @@ class DperfConfig:
                                   http_method=self.http_method,
                                   payload_size=payload or 0 if self.http_method == "POST" else 0,
                                   request_size=payload or 0 if self.http_method != "POST" else 0,
-                                  fast_close=self.fast_close, flood=self.flood, **common)
+                                  fast_close=self.fast_close, flood=self.flood,
+                                  disable_ack=self.disable_ack, **common)
         except DperfError:
             raise
         except ValueError as e:
@@ -614,6 +615,7 @@ KEYWORDS = {
     "rss": _kw_rss, "client_hop": _kw_flag("client_hop"), "simd512": _kw_flag("simd512"),
     "clear_screen": _kw_flag("clear_screen"), "socket_mem": _kw_socket_mem, "log_level": _kw_log_level,
     "send_window": _kw_send_window,
+    "disable_ack": _kw_flag("disable_ack"),
     **{kw: _kw_refused(kw) for kw in REFUSED},
 }
 REPEATABLE = {"port", "client", "server"}

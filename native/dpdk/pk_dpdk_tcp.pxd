@@ -52,6 +52,7 @@ cdef extern from "tcp_engine.h":
         uint32_t own_num[2]
         uint8_t own6_hi[2][12]
         int nown
+        int disable_ack
 
     ctypedef struct pk_tcp_engine:
         pass

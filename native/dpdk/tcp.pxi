@@ -18,7 +18,8 @@ TCP_WORKER_KEYS = frozenset((
     "role", "ip", "server_ip", "gateway_ip", "gateway_mac", "clients", "listen", "listen_num", "lport_range",
     "mss", "tos", "vlan", "tcp_rst", "rto", "retries", "burst", "duration", "msg", "keepalive", "cps", "cc",
     "ka_interval", "ka_requests", "launch_num", "slow_start", "wait", "fast_close", "flood", "cpu",
-    "port", "queue", "own"))
+    "port", "queue", "own",
+    "disable_ack"))
 
 
 cdef class TcpEngine(EngineBase):
@@ -135,6 +136,7 @@ cdef class TcpEngine(EngineBase):
         cfg.fast_close = 1 if c.get("fast_close") else 0
         cfg.flood = 1 if c.get("flood") else 0
         cfg.cpu = c.get("cpu", -1)
+        cfg.disable_ack = 1 if c.get("disable_ack") else 0
         own = list(c.get("own") or ())
         if len(own) > PK_TCP_MAX_OWN:
             raise ValueError(f"own: at most {PK_TCP_MAX_OWN} address ranges")

@@ -80,6 +80,9 @@ typedef struct pk_tcp_cfg {
     uint32_t own_num[PK_TCP_MAX_OWN];
     uint8_t own6_hi[PK_TCP_MAX_OWN][12];
     int nown;
+    /* dperf's disable_ack: a CLIENT leaves a complete response unacknowledged; its next
+     * request (or FIN) carries the ACK */
+    int disable_ack;
 } pk_tcp_cfg;
 
 typedef struct pk_tcp_engine pk_tcp_engine;

@@ -238,6 +238,8 @@ static void handle_tcp(pk_tcp_engine *e, const seg *g, uint64_t now)
                     if (e->socks[idx].state == S_CLOSED)
                         return;    /* fast close */
                     sent = (s->flags & F_FIN_SENT) != 0;
+                    if (e->cfg.disable_ack && !(g->flags & TH_FIN))
+                        need_ack = 0;   /* disable_ack: the next request or FIN acknowledges it */
                 }
             }
             if ((g->flags & TH_FIN) && !(s->flags & F_FIN_RCVD)) {

@@ -275,6 +275,9 @@ class DpdkHttpClient(_IpVersion, DpdkSpec):
         check=False)   # a size with units: _check_tcp_common
     fast_close: bool = opt(
         False, help="close with RST instead of FIN", advanced=True)
+    disable_ack: bool = opt(
+        False, help="dperf's disable_ack: leave a complete response unacknowledged (the next request or FIN acks it)",
+        advanced=True)
     mss: int = like(DpdkHttpServer, "mss", advanced=True)
     tos: int = like(DpdkHttpServer, "tos", advanced=True)
     vlan: int = like(DpdkHttpServer, "vlan", advanced=True)
@@ -362,6 +365,7 @@ class DpdkHttpClient(_IpVersion, DpdkSpec):
             raise ValueError(f"payload_size: the request ({len(self.request_bytes())} B) must fit in one "
                              f"segment (mss {self.mss})")
         put("fast_close", check_bool(self.fast_close, "fast_close"))
+        put("disable_ack", check_bool(self.disable_ack, "disable_ack"))
         put("flood", check_bool(self.flood, "flood"))
         if self.flood and (self.cc or self.keepalive):
             raise ValueError("flood: a SYN flood keeps no connections: no cc or keepalive with it")
@@ -548,7 +552,8 @@ def plan(spec) -> dict:
                                  f"({SOCKET_BYTES} B each) but this host has {have / 1e9:.1f} GB available")
         common.update(role="client", msg=spec.request_bytes(), ka_interval=spec.keepalive,
                       ka_requests=spec.keepalive_requests, launch_num=spec.launch_num, slow_start=spec.slow_start,
-                      wait=spec.wait, fast_close=spec.fast_close, flood=spec.flood, cps=float(spec.cps) / nworkers)
+                      wait=spec.wait, fast_close=spec.fast_close, flood=spec.flood, cps=float(spec.cps) / nworkers,
+                      disable_ack=spec.disable_ack)
     workers = []
     for p, (dev, ip, gw, mac, clients, srv, n) in enumerate(ports):
         for k in range(q):
