@@ -861,7 +861,7 @@ def finish_status(summary: dict | None, last: dict | None, *, stopped_by_user: b
     elif errs is not None and errs > 0:
         colour = AMBER
     elif s.get("test") not in ("http", "http_serve") and not str(s.get("test", "")).startswith("dpdk_http") \
-            and summary and not (s.get("rx_pps") or s.get("latency_us")):
+            and "rx_pps" in s and not s.get("rx_pps") and not s.get("latency_us"):
         head, colour = head + ": nothing received", RED
     return f"{head}: {line}", colour
 
