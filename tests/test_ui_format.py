@@ -35,7 +35,7 @@ def test_finish_status_colours():
     text, colour = finish_status({**ok, "error_rate_pct": 100.0}, None)
     assert colour == RED and "every request failed" in text
     text, colour = finish_status({**ok, "duration_s": 4.9}, None, stopped_by_user=True, planned_s=12)
-    assert text.startswith("■ stopped by you after 4.9 of 12 s")
+    assert text.startswith("■ stopped by you after 4.9 of 12 s: ")
     udp = {"test": "udp_bw", "rx_pps": 0.0, "rx_bps": 0.0, "loss_pct": 100.0, "cpu_pct": 5.0}
     text, colour = finish_status(udp, None)
     assert colour == RED and "nothing received" in text

@@ -848,7 +848,7 @@ def finish_status(summary: dict | None, last: dict | None, *, stopped_by_user: b
     elapsed = s.get("duration_s") or (last or {}).get("time_s")
     head = "■ finished"
     if stopped_by_user:
-        head = "■ stopped by you" + (f" after {elapsed:.2g} of {planned_s:.3g} s"
+        head = "■ stopped by you" + (f" after {elapsed:.1f} of {planned_s:.3g} s"
                                       if elapsed is not None and planned_s else "")
     errs = s.get("error_rate_pct")
     if errs is None and last and str(s.get("test", "")).startswith("dpdk_http"):
