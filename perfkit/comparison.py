@@ -15,7 +15,7 @@ from pathlib import Path
 
 from perfkit.run import Run, write_report
 from perfkit.stats import HTTP_KEY_FIGURES, KEY_FIGURES, LOWER_IS_BETTER
-from perfkit.units import format_si, rate_text
+from perfkit.units import format_si, human, rate_text
 
 # one colour per run, in order (plotly's D3 palette)
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
@@ -216,9 +216,9 @@ def compare(runs, names=None, keys=None) -> Comparison:
 
 # ---------------------------------------------------------------- formatting
 LABELS = {"rx_pps": "rx pkt/s", "rx_bps": "rx bit/s", "msg_rate": "msg/s", "loss_pct": "loss %",
-          "latency_us": "latency µs", "lat_p50_us": "p50 µs", "lat_p99_us": "p99 µs",
-          "lat_max_us": "max µs", "jitter_us": "jitter µs", "cpu_pct": "cpu %", "tps": "TPS",
-          "lat_mean_us": "mean µs", "error_rate_pct": "error %", "vusers": "users"}
+          "latency_us": "latency", "lat_p50_us": "p50", "lat_p99_us": "p99",
+          "lat_max_us": "max", "jitter_us": "jitter", "cpu_pct": "cpu %", "tps": "TPS",
+          "lat_mean_us": "mean", "error_rate_pct": "error %", "vusers": "users"}
 
 
 def _num(v):
@@ -231,6 +231,8 @@ def fmt(key: str, v) -> str:
         return "-"
     if key in ("rx_pps", "rx_bps", "msg_rate", "tx_pps", "tx_bps", "tps"):
         return format_si(v)
+    if key.endswith("_us"):   # 20200 µs reads as 20.2 ms
+        return human(v, "µs")
     return f"{v:.3g}"
 
 

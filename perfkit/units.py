@@ -162,3 +162,20 @@ def rate_text(spec: dict) -> str | None:
         return str(Rate(float(rate["value"]), rate["unit"]))
     except Exception:  # noqa: BLE001 (a listing must not fail on one odd file)
         return f"{rate.get('value')} {rate.get('unit')}"
+
+
+def human(value, unit: str = "", digits: int = 3) -> str:
+    """One formatter for people: SI prefixes and 3 significant digits (196000000, 'bps' ->
+    '196 Mbps'); times given in µs switch to ms/s ('µs': 20200 -> '20.2 ms'); '-' for none."""
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "-" if value is None else str(value)
+    if value != value:   # NaN: a figure with no samples
+        return "-"
+    if unit in ("µs", "us"):
+        for scale, name in ((1e6, "s"), (1e3, "ms")):
+            if abs(float(f"{value:.{digits}g}")) >= scale:
+                return f"{value / scale:.{digits}g} {name}"
+        return f"{value:.{digits}g} µs"
+    if unit == "%":
+        return f"{value:.{digits}g} %"
+    return format_si(value, unit, digits)

@@ -356,7 +356,7 @@ def test_start_returns_at_once_and_the_run_goes_on_until_stop():
     assert panel.wait(30) is run and run.done
     assert run.rows[-1]["time_s"] < 10                   # stopped long before 20 s
     assert not panel.start_button.disabled and panel.stop_button.disabled
-    assert "finished" in panel.status.value
+    assert re.search(r"stopped by you after [\d.]+ of 20 s: ", panel.status.value), panel.status.value
     assert PLOTLY in panel.output.outputs[0]["data"]     # the static chart under the form
 
 

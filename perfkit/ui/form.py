@@ -16,6 +16,7 @@ TRISTATE = {None: "auto", True: "on", False: "off"}
 RED = "#b00020"
 GREEN = "#1b5e20"
 GREY = "#666"
+AMBER = "#b26a00"   # finished, but some requests/packets failed
 
 
 @dataclasses.dataclass(frozen=True)

@@ -44,9 +44,9 @@ from perfkit.report import conf_text
 from perfkit.run import Run
 from perfkit.ui import charts, points
 from perfkit.ui.dashboard import Dashboard
-from perfkit.ui.form import (GREEN, GREY, RED, TRISTATE, FieldUI, field_row, label_html, launch, start_launcher,
+from perfkit.ui.form import (AMBER, GREEN, GREY, RED, TRISTATE, FieldUI, field_row, label_html, launch, start_launcher,
                              text_value)
-from perfkit.units import format_si
+from perfkit.units import format_si, human
 
 # Tasks beyond one run, by spec: what Start does (see the module doc); each kind declares its own.
 TASKS = {name: _kinds.lookup(cls, "TASKS", ("run",)) for name, cls in _kinds.SPECS.items()}
@@ -268,6 +268,7 @@ class Panel:
         self.server = None             # RemoteTest: the perfkit server this panel started (serve())
         self._plan = None              # the task's checked arguments
         self._stop_event: threading.Event | None = None
+        self._user_stopped = False     # Stop pressed for the current run (its status says so)
 
     def _form_rows(self, w, start_from) -> list:
         """A row per spec field (its value from start_from, an instance, or the default): the
@@ -581,6 +582,7 @@ class Panel:
             if spec is None:
                 raise ValueError(self.error or "the form is not valid")
             self._apply_eal()                # DPDK: the form's EAL options, before the first start
+            self._user_stopped = False
             if self.dashboard is not None:   # its last redraw must not land on the new chart
                 self.dashboard.detach(self.output)
             if self.task != "run":
@@ -751,10 +753,12 @@ class Panel:
         is still starting ends as soon as it has started)."""
         run = self.run
         if run is not None and not run.done:
+            self._user_stopped = True
             run.stop()
             self.stop_button.disabled = True
             self._set_status("■ stopping…")
         elif self._stop_event is not None and self.running:   # a search or sweep
+            self._user_stopped = True
             self._stop_event.set()
             self.stop_button.disabled = True
             self._set_status("■ stopping…")
@@ -782,7 +786,7 @@ class Panel:
                     found = (f"found {format_si(res.found_pps, 'pps')} ({format_si(res.found_bps, 'bit/s')})"
                              if res.found_pps is not None else "nothing passed")
                     self._set_status(f"■ finished: {found} after {len(res.rows)} trials ({res.stopped}), "
-                                     f"{res.elapsed_s:.1f} s", GREEN)
+                                     f"{res.elapsed_s:.1f} s", GREEN if res.found_pps is not None else RED)
                 else:
                     self._set_status(f"■ finished: {0 if res is None else res.height} points", GREEN)
                 self._refresh()
@@ -791,8 +795,9 @@ class Panel:
             if run.error:
                 self._set_status(f"⚠ {run.error}", RED)
             else:
-                self._set_status(f"■ finished: {summary_line(run.summary, run.rows[-1] if run.rows else None)}",
-                                 GREEN)
+                self._set_status(*finish_status(run.summary, run.rows[-1] if run.rows else None,
+                                                 stopped_by_user=self._user_stopped,
+                                                 planned_s=getattr(run.spec, "duration", None)))
             self._refresh()
 
     # ------------------------------------------------------------ display
@@ -831,11 +836,34 @@ def _prewarm() -> None:
 
 
 def _time(us: float) -> str:
-    if us >= 1e6:
-        return f"{us / 1e6:.3g} s"
-    if us >= 1e3:
-        return f"{us / 1e3:.3g} ms"
-    return f"{us:.3g} µs"
+    return human(us, "µs")
+
+
+def finish_status(summary: dict | None, last: dict | None, *, stopped_by_user: bool = False,
+                  planned_s: float | None = None) -> tuple[str, str]:
+    """The finished line and its colour: red when nothing got through (100% errors, nothing
+    received), amber for errors above zero, green otherwise; says when Stop ended it early."""
+    line = summary_line(summary, last)
+    s = summary or {}
+    elapsed = s.get("duration_s") or (last or {}).get("time_s")
+    head = "■ finished"
+    if stopped_by_user:
+        head = "■ stopped by you" + (f" after {elapsed:.1f} of {planned_s:.3g} s"
+                                      if elapsed is not None and planned_s else "")
+    errs = s.get("error_rate_pct")
+    if errs is None and last and str(s.get("test", "")).startswith("dpdk_http"):
+        n = sum(last.get(k) or 0 for k in ("http_err", "err_connect", "err_timeout", "err_reset", "err_read"))
+        done = (last.get("http_resp") or 0) + n
+        errs = 100.0 * n / done if done else None
+    colour = GREEN
+    if errs is not None and errs >= 100:
+        head, colour = head + ": every request failed", RED
+    elif errs is not None and errs > 0:
+        colour = AMBER
+    elif s.get("test") not in ("http", "http_serve") and not str(s.get("test", "")).startswith("dpdk_http") \
+            and "rx_pps" in s and not s.get("rx_pps") and not s.get("latency_us"):
+        head, colour = head + ": nothing received", RED
+    return f"{head}: {line}", colour
 
 
 def summary_line(s: dict | None, last: dict | None = None) -> str:
