@@ -148,13 +148,7 @@ def _run_printed(spec, a, line, cluster=None) -> int:
     run = Run(spec, interval=parse_duration(a.interval, "interval"), subscribers=(printer,), cluster=cluster,
               thresholds=getattr(a, "threshold", None))   # --threshold: a bad one exits 2 before the run
     run.start()
-    interrupted = False
-    try:
-        run.wait()
-    except KeyboardInterrupt:
-        interrupted = True
-    except EngineError:
-        pass
+    interrupted = _wait(run)
     if a.json:
         printer.summary(run.summary)
         if run.threshold_specs:
@@ -231,6 +225,18 @@ def _ladder_printed(spec, steps, a, cluster=None) -> int:
         return 1
     return 130 if lad.interrupted else 3 if lad.passed is False else 0
 
+
+
+def _wait(run) -> bool:
+    """Wait for a run to end; True when Ctrl-C ended it. A worker's failure is kept in run.error,
+    and the rows so far are reported with it."""
+    try:
+        run.wait()
+    except KeyboardInterrupt:
+        return True
+    except EngineError:
+        pass
+    return False
 
 def _serve(a) -> int:
     server = Server(a.bind, a.port, a.token, a.once)
@@ -322,13 +328,7 @@ def _local(a) -> int:
         run.start()  # a bad engine or a failed start raises here: one line, nothing ran
         if not a.json:
             print(qperf.cli_header(spec, a.engine), flush=True)
-        interrupted = False
-        try:
-            run.wait()
-        except KeyboardInterrupt:
-            interrupted = True
-        except EngineError:
-            pass  # a worker failed: the rows so far and the error are reported below
+        interrupted = _wait(run)
         return _run_done(a, run, printer, interrupted, summary_text(run.summary) + cluster_cli.hosts_text(run))
 
 
@@ -391,13 +391,7 @@ def _dpdk_run(a, spec, header: str, flood: tuple | None = None):
     run.start()  # EAL, ports: a failure raises here, one line, nothing ran
     if not a.json:
         print(header, flush=True)
-    interrupted = False
-    try:
-        run.wait()
-    except KeyboardInterrupt:
-        interrupted = True
-    except EngineError:
-        pass  # reported below
+    interrupted = _wait(run)
     return run, printer, interrupted
 
 
