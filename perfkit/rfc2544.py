@@ -352,7 +352,7 @@ class _Runner:
     def trial(self, spec, pps, trial_s):
         """One trial run, its row judged for zero loss (the RFC's every test counts loss)."""
         row, run = run_trial(spec, pps, trial_s, self.engine, self.stop)
-        lost = max(int(row["lost"]), int(row["sent"]) - int(row["received"]))   # the tail's losses too
+        lost = max(0, int(row["sent"]) - int(row["received"]))   # the RFC's input - output: the tail's losses too
         row["lost"] = lost
         row["loss_ratio"] = lost / row["sent"] if row["sent"] else 0.0
         return row, run

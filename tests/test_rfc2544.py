@@ -1,0 +1,116 @@
+"""RFC 2544 (perfkit.rfc2544, `perfkit rfc2544`): frame sizes convert to what each spec sends,
+bad options are one line before anything runs, and on a lab link shaped by tbf to a known
+rate the throughput at two frame sizes is that rate in frames/s within the resolution, and
+frame loss rate steps down 10% at a time until two trials in a row lose nothing.
+
+Trials are short (0.5 s): the lab test takes ~20 s. It needs root and network namespaces.
+"""
+import subprocess
+import sys
+
+import pytest
+
+from perfkit.rfc2544 import JUMBO, SIZES, load, rfc2544, spec_at, validate
+from perfkit.spec import DpdkFlows, LocalTest
+
+from _labs import lab_module_or_skip, lab_up_or_skip  # noqa: E402
+
+
+def test_frame_sizes_convert_to_each_specs_size_field():
+    """Ethernet frames with FCS: a DPDK size is the frame; a socket size is the UDP payload
+    (frame - 46 over IPv4, - 66 over IPv6); a frame too small for perfkit's sequence is skipped."""
+    assert spec_at(DpdkFlows(port="ring:r:0", peer="ring:r:1"), 1518).size == 1518
+    assert spec_at(LocalTest("udp_bw"), 128).size == 128 - 46
+    assert spec_at(LocalTest("udp_bw", host="::1"), 1518).size == 1518 - 66
+    plan = validate(LocalTest("udp_bw"), trial="1s")
+    assert [f for f, _, _ in plan.sizes] == list(SIZES)
+    skipped = {f: why for f, s, why in plan.sizes if s is None}
+    assert list(skipped) == [64] and "18 B of UDP payload" in skipped[64]
+    assert "not supported on" not in plan.b2b_unsupported   # the socket engine sends a counted burst
+    dp = validate(DpdkFlows(port="ring:r:0", peer="ring:r:1"), trial="1s")
+    assert [f for f, s, _ in dp.sizes if s] == [*SIZES, JUMBO]   # ring ports take jumbo frames
+    assert dp.b2b_unsupported.startswith("back-to-back: not supported on dpdk")
+
+
+@pytest.mark.parametrize("kw, field", [
+    (dict(sizes="64,abc"), "sizes"), (dict(sizes=[32]), "sizes"), (dict(sizes=[10000]), "sizes"),
+    (dict(tests="throughput,speed"), "tests"), (dict(trial="0s"), "trial"), (dict(latency_trials=0), "latency_trials"),
+    (dict(loss_step="70%"), "loss_step"), (dict(b2b_trials=101), "b2b_trials"), (dict(max_burst=1), "max_burst"),
+    (dict(high="1kpps", low="2kpps"), "low"), (dict(resolution="150%"), "resolution"), (dict(sizes=[64]), "sizes"),
+])
+def test_arguments_are_checked_before_anything_runs(kw, field):
+    with pytest.raises(ValueError, match=f"^{field}: "):
+        rfc2544(LocalTest("udp_bw"), **{"trial": "1s", **kw})
+
+
+@pytest.mark.parametrize("args, field", [
+    (["--frame-sizes", "64,x"], "sizes"), (["--tests", "speed"], "tests"), (["--trial", "2h"], "trial"),
+    (["--duration", "1s"], "duration"), (["--search", "pdr:1%"], "search"), (["--size", "128"], "size"),
+    (["--latency-trials", "0"], "latency_trials"), (["--loss-step", "x"], "loss_step"),
+])
+def test_cli_bad_options_exit_2_with_one_line(args, field):
+    p = subprocess.run([sys.executable, "-P", "-m", "perfkit", "rfc2544", "local", "udp_bw", *args],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"perfkit: {field}: "), p.stderr
+    assert p.stdout == ""
+
+
+def check_frame_loss(rows, size, step=10.0):
+    """RFC 2544 26.3: 100%, 90%, ... until two trials in a row lose nothing, and not longer."""
+    mine = [r for r in rows if r["size"] == size]
+    assert [r["percent"] for r in mine] == pytest.approx([100 - step * k for k in range(len(mine))])
+    clean = [r["lost"] == 0 for r in mine]
+    assert len(mine) >= 2 and clean[-2:] == [True, True], mine
+    assert not any(a and b for a, b in zip(clean[:-2], clean[1:-1])), mine   # no earlier stop
+    for r in mine:
+        assert r["sent"] == r["received"] + r["lost"]
+        assert r["loss_pct"] == pytest.approx(100 * r["lost"] / r["sent"])
+    return mine
+
+
+@pytest.mark.root
+@pytest.mark.netns
+def test_rfc2544_finds_a_lab_links_rate_limit(tmp_path):
+    """h1 -> h2 over a veth shaped by tbf at 5 Mbit/s. tbf counts a frame without its FCS:
+    F - 4 bytes, so the link carries 5e6 / 8 / (F - 4) frames/s. tbf queues 64 KiB and a
+    3 KB burst, so in a T-second trial a rate up to limit + queue / (F - 4) / T frames/s
+    still loses nothing (tests/test_ratesearch.py's window). The upper bound, 7.5 Mbit/s of
+    frames, is ~1.5 x the limit: its first frame loss trial loses frames at every size."""
+    lab = lab_up_or_skip(lab_module_or_skip(), rate="5mbit")
+    trial, sizes = 0.5, (128, 512)
+    try:
+        res = rfc2544(LocalTest("udp_bw", lab=lab.name), sizes=sizes, tests="throughput,frame_loss",
+                      high="7.5mbit", low="2.5mbit", resolution="4%", max_trials=10, trial=trial, settle="0.3s",
+                      retries=1)
+    finally:
+        lab.down()
+    assert res.error is None and res.stopped == "done", (res.error, res.stopped)
+    tp = {r["size"]: r for r in res.rows["throughput"]}
+    assert sorted(tp) == list(sizes)
+    for f in sizes:
+        limit = 5e6 / 8 / (f - 4)
+        queued = (65536 + 3028) / (f - 4)
+        res_fps = tp[f]["resolution_fps"]
+        assert res_fps == pytest.approx(0.04 * 7.5e6 / 8 / f)
+        found = tp[f]["throughput_fps"]
+        shown = res.trials.filter(res.trials["size"] == f).select("test", "offered_pps", "sent", "received",
+                                                                 "lost", "passed").rows()
+        assert found is not None, shown
+        assert limit - 2 * res_fps <= found <= limit + queued / trial + res_fps, shown
+        assert tp[f]["throughput_bps"] == pytest.approx(found * 8 * f)
+        mine = check_frame_loss(res.rows["frame_loss"], f)
+        assert mine[0]["lost"] > 0                                   # 1.5 x the link loses frames
+        assert mine[0]["offered_fps"] == pytest.approx(7.5e6 / 8 / f)
+    # saved and loaded back: the same tables, the text report has a table per test
+    path = tmp_path / "rfc.parquet"
+    res.save(path)
+    back = load(path)
+    assert back.rows == res.rows and back.trials.height == res.trials.height
+    text = back.text()
+    assert "Throughput (26.1)" in text and "Frame loss rate (26.3)" in text and "128" in text
+    # resumed: everything was done, so nothing runs again
+    again = rfc2544(LocalTest("udp_bw", lab="nolab"), sizes=sizes, tests="throughput,frame_loss", high="7.5mbit",
+                    low="2.5mbit", resolution="4%", trial=trial, resume=back)
+    assert again.stopped == "done" and again.rows == res.rows and again.trials.height == res.trials.height
