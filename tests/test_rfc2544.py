@@ -47,14 +47,62 @@ def test_arguments_are_checked_before_anything_runs(kw, field):
     (["--frame-sizes", "64,x"], "sizes"), (["--tests", "speed"], "tests"), (["--trial", "2h"], "trial"),
     (["--duration", "1s"], "duration"), (["--search", "pdr:1%"], "search"), (["--size", "128"], "size"),
     (["--latency-trials", "0"], "latency_trials"), (["--loss-step", "x"], "loss_step"),
+    (["--resolution", "fine"], "resolution"), (["--resume", "/nonexistent.parquet"], "/nonexistent.parquet"),
 ])
-def test_cli_bad_options_exit_2_with_one_line(args, field):
-    p = subprocess.run([sys.executable, "-P", "-m", "perfkit", "rfc2544", "local", "udp_bw", *args],
+def test_cli_bad_options_exit_2_with_one_line(args, field, capsys):
+    from perfkit.cli import main
+    assert main(["rfc2544", "local", "udp_bw", *args]) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith(f"perfkit: {field}: ") and err.count("\n") == 1 and out == "", err
+
+
+def test_cli_bad_option_exits_2_from_the_command():
+    p = subprocess.run([sys.executable, "-P", "-m", "perfkit", "rfc2544", "local", "tcp_bw"],
                        capture_output=True, text=True, timeout=60)
-    assert p.returncode == 2, p.stderr
-    lines = p.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"perfkit: {field}: "), p.stderr
-    assert p.stdout == ""
+    assert p.returncode == 2 and p.stderr == "perfkit: test: rfc2544 runs udp_bw on the socket engine, not tcp_bw\n"
+
+
+def test_cli_loopback_all_four_tests_report_and_save(tmp_path, capsys):
+    """Over loopback at a rate it holds: a line per trial, a table per test, the file loads back."""
+    from perfkit.cli import main
+    path = tmp_path / "r.parquet"
+    assert main(["rfc2544", "local", "udp_bw", "--rate", "20kpps", "--frame-sizes", "64,256", "--trial", "0.2s",
+                 "--settle", "0.05s", "--latency-trials", "2", "--b2b-trials", "2", "--max-burst", "500",
+                 "--max-trials", "3", "-o", str(path)]) == 0
+    out = capsys.readouterr().out
+    for head in ("Throughput (26.1)", "Latency (26.2)", "Frame loss rate (26.3)", "Back-to-back frames (26.4)",
+                 "64 B frames: skipped"):
+        assert head in out, out
+    assert "throughput     256 B: trial  1: offered" in out and "back_to_back   256 B: burst" in out
+    back = load(path)
+    lat = back.latency.row(0, named=True)
+    assert lat["size"] == 256 and lat["trials"] == 2 and lat["lat_count"] > 0
+    assert lat["p50_us"] <= lat["p99_us"] <= lat["max_us"]
+    b2b = back.back_to_back
+    assert b2b.height == 2 and (b2b["burst_frames"] <= 500).all()
+    t = back.trials
+    assert (t["sent"] >= t["received"]).all()
+    fl = back.frame_loss
+    assert (fl["sent"] == fl["received"] + fl["lost"]).all()
+
+
+@pytest.fixture(scope="module")
+def dpdk(eal):
+    from perfkit.engines import dpdk as eng
+    return eng
+
+
+def test_dpdk_ring_pair_standard_and_jumbo_frames(dpdk):
+    """A ring pair loses nothing: the throughput is the upper bound at 64 B and at 9018 B
+    (jumbo: ring ports take it); back-to-back is said to be unsupported, with no numbers."""
+    res = rfc2544(DpdkFlows(port="ring:r25:0", peer="ring:r25:1"), sizes=(64, JUMBO),
+                  tests="throughput,back_to_back", high="100kpps", trial="0.2s", settle=0)
+    assert res.error is None and res.stopped == "done"
+    tp = res.throughput
+    assert tp["size"].to_list() == [64, JUMBO] and tp["throughput_fps"].to_list() == [100e3, 100e3]
+    assert tp["throughput_bps"].to_list() == [100e3 * 8 * 64, 100e3 * 8 * JUMBO]
+    assert res.back_to_back.height == 0
+    assert "back-to-back: not supported on dpdk" in res.text()
 
 
 def check_frame_loss(rows, size, step=10.0):
