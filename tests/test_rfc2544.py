@@ -3,7 +3,7 @@ bad options are one line before anything runs, and on a lab link shaped by tbf t
 rate the throughput at two frame sizes is that rate in frames/s within the resolution, and
 frame loss rate steps down 10% at a time until two trials in a row lose nothing.
 
-Trials are short (0.5 s): the lab test takes ~20 s. It needs root and network namespaces.
+Trials are short (0.5 s): the lab test takes ~30 s. It needs root and network namespaces.
 """
 import subprocess
 import sys
@@ -126,8 +126,8 @@ def test_rfc2544_finds_a_lab_links_rate_limit(tmp_path):
     3 KB burst, drained after the trial, so in a T-second trial a rate up to
     limit + queue / (F - 4) / T frames/s still loses nothing (tests/test_ratesearch.py's
     window). The upper bound, 7.5 Mbit/s of frames, is ~1.5 x the limit: frame loss's first
-    trial loses frames. Throughput runs at two sizes, then a resumed run adds frame loss at
-    one (the throughput it finished is kept, not run again)."""
+    trial loses frames. Throughput runs at two sizes, then a resumed run adds frame loss and
+    back-to-back at one (the throughput it finished is kept, not run again)."""
     lab = lab_up_or_skip(lab_module_or_skip(), rate="5mbit")
     trial, sizes = 0.5, (128, 512)
     kw = dict(high="7.5mbit", low="2.5mbit", resolution="5%", max_trials=10, trial=trial, settle="0.2s", retries=1)
@@ -135,8 +135,8 @@ def test_rfc2544_finds_a_lab_links_rate_limit(tmp_path):
         res = rfc2544(LocalTest("udp_bw", lab=lab.name), sizes=sizes, tests="throughput", **kw)
         path = tmp_path / "rfc.parquet"
         res.save(path)   # saved and resumed from the file, as perfkit rfc2544 --resume does
-        more = rfc2544(LocalTest("udp_bw", lab=lab.name), sizes=(512,), tests="throughput,frame_loss",
-                       resume=load(path), **kw)
+        more = rfc2544(LocalTest("udp_bw", lab=lab.name), sizes=(512,), tests="throughput,frame_loss,back_to_back",
+                       resume=load(path), b2b_trials=1, max_burst=300, b2b_trial="0.5s", **kw)
     finally:
         lab.down()
     for r in (res, more):
@@ -162,6 +162,15 @@ def test_rfc2544_finds_a_lab_links_rate_limit(tmp_path):
     mine = check_frame_loss(more.rows["frame_loss"], 512)
     assert mine[0]["lost"] > 0                                       # 1.5 x the link loses frames
     assert mine[0]["offered_fps"] == pytest.approx(7.5e6 / 8 / 512)
+    # back-to-back: the longest burst tbf takes is its queue, 64 KiB + a 3 KB burst of 508-byte
+    # frames (135); a sender descheduled mid-burst lets the queue drain, so more may pass
+    b2b = more.back_to_back.row(0, named=True)
+    assert 0.9 * 68564 / 508 <= b2b["burst_frames"] <= 1.5 * 68564 / 508, b2b
+    bursts = t.filter(t["test"] == "back_to_back")
+    assert (bursts["sent"] == bursts["burst"]).all()
+    passed = bursts.filter(bursts["passed"])["burst"].to_list()
+    failed = bursts.filter(~bursts["passed"])["burst"].to_list()
+    assert max(passed) == b2b["burst_frames"] and min(failed) > max(passed)   # a binary search's result
     text = more.text()
     assert "Throughput (26.1)" in text and "Frame loss rate (26.3)" in text
-    assert "Back-to-back" not in text and "Latency" not in text     # only the tests asked for
+    assert "Back-to-back frames (26.4)" in text and "Latency" not in text     # only the tests asked for
