@@ -27,7 +27,7 @@ def add_parser(sub) -> None:
         kind.CLI_PARSERS[cmd](on)
         p = on.choices[cmd]
         # the throughput's search options apply (RFC: 2 s between trials); the frame size is --frame-sizes
-        p.set_defaults(search="zero-loss", settle="2s", size=None)
+        p.set_defaults(search="zero-loss", settle="2s", size=None, interval=None)
         for x in p.options:   # the search's options apply here without --search
             if x.dest in ("low", "resolution", "max_trials", "settle", "retries"):
                 x.perfkit_applies = ()
@@ -55,6 +55,8 @@ def _spec(a):
         raise ValueError("duration: each RFC 2544 trial lasts --trial; leave --duration out")
     if getattr(a, "cluster", None) is not None:
         raise ValueError("cluster: --cluster does not go with rfc2544 (its trials run on this host)")
+    if a.interval is not None:
+        raise ValueError("interval: RFC 2544 prints a line per trial, not per interval; leave --interval out")
     if a.size is not None:
         raise ValueError("size: each RFC 2544 trial has its frame size from --frame-sizes; leave --size out")
     if getattr(a, "sizes", None) is not None:
