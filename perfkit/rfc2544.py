@@ -330,6 +330,9 @@ class _Runner:
 
     def emit(self, test, size, row):
         row = {"test": test, "size": size, **row}
+        for k, pps in (("offered_bps", "offered_pps"), ("rx_bps", "rx_pps")):   # frame bits, FCS counted
+            if row.get(pps) is not None:
+                row[k] = row[pps] * 8 * size
         self.res.trial_rows.append({k: row.get(k) for k in TRIAL_COLUMNS})
         if self.progress is not None:
             self.progress(test, size, row)
