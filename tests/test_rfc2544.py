@@ -174,3 +174,29 @@ def test_rfc2544_finds_a_lab_links_rate_limit(tmp_path):
     text = more.text()
     assert "Throughput (26.1)" in text and "Frame loss rate (26.3)" in text
     assert "Back-to-back frames (26.4)" in text and "Latency" not in text     # only the tests asked for
+
+
+def test_a_stopped_run_keeps_its_trials_and_resumes_where_it_stopped():
+    """Stop during frame loss at the second size: what finished is kept, the partial size's
+    steps are shown but not counted done; the resumed run runs only what is left."""
+    import threading
+    stop = threading.Event()
+    seen = []
+
+    def progress(test, size, row):
+        seen.append((test, size))
+        if (test, size) == ("frame_loss", 256):
+            stop.set()
+
+    kw = dict(sizes=(128, 256), tests="throughput,frame_loss", high="20kpps", trial="0.1s", settle="0.02s",
+              max_trials=2)
+    res = rfc2544(LocalTest("udp_bw"), stop=stop, progress=progress, **kw)
+    assert res.stopped == "stopped" and res.error is None
+    assert res.done == [["throughput", 128], ["throughput", 256], ["frame_loss", 128]]
+    assert not res.is_done("frame_loss", 256)
+    more = rfc2544(LocalTest("udp_bw"), resume=res, progress=lambda t, s, r: seen.append(("more", t, s)), **kw)
+    assert more.stopped == "done" and more.is_done("frame_loss", 256)
+    assert {x[1:] for x in seen if x[0] == "more"} == {("frame_loss", 256)}   # nothing else ran again
+    assert more.rows["throughput"] == res.rows["throughput"]
+    check_frame_loss(more.rows["frame_loss"], 128)
+    check_frame_loss(more.rows["frame_loss"], 256)
