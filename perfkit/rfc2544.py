@@ -556,6 +556,8 @@ def report_text(res: Rfc2544Result) -> str:
     what = (f"DpdkFlows {sp.port} -> {sp.peer or sp.peer_ip} ({sp.mode}) on the dpdk engine"
             if isinstance(sp, DpdkFlows) else
             f"LocalTest udp_bw {'lab ' + sp.lab + ' (h1 -> h2)' if sp.lab else sp.host} on the socket engine")
+    if getattr(sp, "bidirectional", False):
+        what += ", bidirectional (each direction at the rate shown; sent and received count both)"
     out = [f"RFC 2544: {what}; frame sizes are Ethernet frames, FCS counted ({res.stopped}, {res.elapsed_s:.1f} s)"]
     for f, why in sorted(res.skipped.items()):
         out.append(f"    {f} B frames: skipped: {why}")
