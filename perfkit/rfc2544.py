@@ -425,7 +425,8 @@ class _Runner:
                 self.pause()
             k += 1
             row, _ = self.trial(spec, high * share, self.p.trial_s)
-            row.update(trial=k, passed=row["lost"] == 0, reason="no loss" if row["lost"] == 0 else f"{row['lost']} lost")
+            clean_now = row["lost"] == 0
+            row.update(trial=k, passed=clean_now, reason="no loss" if clean_now else f"{row['lost']} lost")
             self.emit("frame_loss", frame, row)
             self.res.rows["frame_loss"].append({
                 "size": frame, "percent": round(share * 100, 6), "offered_fps": high * share, "sent": row["sent"],
@@ -604,7 +605,8 @@ def report_text(res: Rfc2544Result) -> str:
 def progress_line(test: str, size: int, row: dict) -> str:
     """One trial as the CLI prints it: the test and frame size, then search's trial line."""
     if test == "back_to_back":
-        return (f"{test:<12} {size:>5} B: burst {row['burst']:>9}  sent {row['sent']:>9}  received {row['received']:>9}  "
+        return (f"{test:<12} {size:>5} B: burst {row['burst']:>9}  sent {row['sent']:>9}  "
+                f"received {row['received']:>9}  "
                 f"{'pass' if row['passed'] else 'FAIL'} ({row['reason']})")
     row = {"counted": True, "cpu_pct_max_worker": 0.0, **row}
     return f"{test:<12} {size:>5} B: " + trial_line(row).split("  cpu ")[0] + \

@@ -32,7 +32,8 @@ def add_parser(sub) -> None:
             if x.dest in ("low", "resolution", "max_trials", "settle", "retries"):
                 x.perfkit_applies = ()
         g = p.add_argument_group("RFC 2544")
-        g.add_argument("--frame-sizes", help="Ethernet frame bytes, FCS counted (default 64,128,256,512,1024,1280,1518, "
+        g.add_argument("--frame-sizes", help="Ethernet frame bytes, FCS counted (default "
+                       "64,128,256,512,1024,1280,1518, "
                        "and 9018 on a DPDK port that takes jumbo frames); a socket test sends frame - 46 B of UDP")
         g.add_argument("--tests", default="all",
                        help="throughput,latency,frame_loss,back_to_back or all (default all)")

@@ -47,7 +47,8 @@ def test_arguments_are_checked_before_anything_runs(kw, field):
     (["--frame-sizes", "64,x"], "sizes"), (["--tests", "speed"], "tests"), (["--trial", "2h"], "trial"),
     (["--duration", "1s"], "duration"), (["--search", "pdr:1%"], "search"), (["--size", "128"], "size"),
     (["--latency-trials", "0"], "latency_trials"), (["--loss-step", "x"], "loss_step"),
-    (["--resolution", "fine"], "resolution"), (["--interval", "1s"], "interval"), (["-n", "100"], "messages"), (["--resume", "/nonexistent.parquet"], "/nonexistent.parquet"),
+    (["--resolution", "fine"], "resolution"), (["--interval", "1s"], "interval"), (["-n", "100"], "messages"),
+    (["--resume", "/nonexistent.parquet"], "/nonexistent.parquet"),
 ])
 def test_cli_bad_options_exit_2_with_one_line(args, field, capsys):
     from perfkit.cli import main
