@@ -14,6 +14,7 @@ from perfkit.cluster import Cluster
 from perfkit.remote import serve, test
 from perfkit.ratesearch import SearchResult, parse_criterion, search
 from perfkit.ladder import Ladder, ladder   # user ladders: one HTTP load per user count
+from perfkit.rfc2544 import Rfc2544Result, rfc2544   # RFC 2544's four tests at each frame size
 from perfkit.kinds import SPECS
 from perfkit.stats import COUNTERS, Histogram
 from perfkit.store import Store
@@ -40,5 +41,5 @@ def run(spec, engine: str | None = None, interval: float = 1.0, subscribers=(), 
 
 
 __all__ = ["COUNTERS", "Cluster", "Comparison", "EngineError", "Histogram", "Rate", "Run", "SearchResult", "Store", "compare",
-           "engines", "load", "Ladder", "ladder", "parse_criterion", "parse_duration", "parse_rate", "parse_size", "run", "search", "serve",
+           "engines", "load", "Ladder", "ladder", "Rfc2544Result", "rfc2544", "parse_criterion", "parse_duration", "parse_rate", "parse_size", "run", "search", "serve",
            "test", "__version__", *SPECS]

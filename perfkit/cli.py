@@ -18,7 +18,7 @@ import tempfile
 import time
 from urllib.parse import urlsplit
 
-from perfkit import cluster_cli, dperf, lab, nics, remote
+from perfkit import cluster_cli, dperf, lab, nics, remote, rfc2544_cli
 from perfkit.engines import dpdk
 from perfkit.engines import engines as list_engines
 from perfkit.errors import EngineError
@@ -77,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     parsers = {cmd: add for kind in KINDS for cmd, add in getattr(kind, "CLI_PARSERS", {}).items()}
     parsers.update({"engines": _engines_parser, "lab": _lab_parser, "serve": _serve_parser, "nics": _nics_parser,
-                    "cluster": cluster_cli.add_parser})
+                    "cluster": cluster_cli.add_parser, "rfc2544": rfc2544_cli.add_parser})
     for cmd in [*COMMAND_ORDER, *sorted(set(parsers) - set(COMMAND_ORDER))]:
         parsers[cmd](sub)
     p.test_parser = sub.choices["test"]  # qperf takes options between test names: parsed intermixed in main()
@@ -678,7 +678,8 @@ def _nics(a) -> int:
 # each command's handler: the kinds' commands (their parsers and specs in perfkit.kinds) and cli's own
 COMMANDS = {"local": _local, "engines": _engines, "lab": _lab, "serve": _serve, "test": _test,
             "http": _http, "http-serve": _http, "flows": _flows, "reflect": _reflect, "dperf": _dperf,
-            "nics": _nics, "cluster": cluster_cli.run}
+            "nics": _nics, "cluster": cluster_cli.run,
+            "rfc2544": lambda a: rfc2544_cli.run(a, _dpdk_eal)}
 
 
 if __name__ == "__main__":
