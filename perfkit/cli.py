@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from perfkit import cluster_cli, dperf, lab, nics, remote, rfc2544_cli
 from perfkit.engines import dpdk
-from perfkit.engines import engines as list_engines
+from perfkit.engines import check_name as check_engine_name, engines as list_engines
 from perfkit.errors import EngineError
 from perfkit.fields import applies, check_applies, int_arg, whole_number
 from perfkit.kinds import KINDS, dpdk_tcp, dpdk_udp, http, qperf
@@ -541,6 +541,8 @@ def option_context(a) -> dict:
     """What Meta.applies is checked against: every parsed argument, the tests as a set (perfkit
     test runs several), their protocols, and the DPDK port's kind."""
     ctx = dict(vars(a))
+    if isinstance(ctx.get("engine"), str):   # an unknown engine is named as such, not as the options it rules out
+        check_engine_name(ctx["engine"])
     tests = [t for t in getattr(a, "tests", None) or [] if t not in ("conf", "quit")]
     if tests:
         ctx["test"] = set(tests)

@@ -546,7 +546,7 @@ def test_cli_flows_and_reflect_text(eal, capsys):
 @pytest.mark.parametrize("args, field", [
     (["flows", "--port", "eth0"], "port"),
     (["flows", "--port", "ring:a:0", "--size", "9019"], "size"),
-    (["flows", "--port", "ring:a:0", "--engine", "socket"], "port"),     # a DPDK port on the socket engine
+    (["flows", "--port", "ring:a:0", "--engine", "socket"], "--port"),   # a DPDK port on the socket engine
     (["flows", "--port", "ring:a:0", "--engine", "kernel"], "engine"),
     (["flows", "--port", "ring:a:0", "--mem", "lots"], "mem"),
     (["flows", "--port", "ring:a:0", "--cpus", "77"], "worker_cpus"),

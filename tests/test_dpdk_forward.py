@@ -46,7 +46,7 @@ def test_cli_forward_errors_are_one_line_and_exit_2(capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("perfkit: peer: mode forward needs a second port")
     assert cli.main(["reflect", "--mode", "reverse", "--port", "ring:fv:1", "--peer", "ring:fw:0"]) == 2
-    assert capsys.readouterr().err.startswith("perfkit: peer: only mode forward")
+    assert capsys.readouterr().err.startswith("perfkit: --peer: only with --mode forward, not reverse")
 
 
 def test_the_panel_offers_forward_for_dpdk_reflect_only():

@@ -276,4 +276,5 @@ def test_a_udp_test_whose_server_dies_ends_at_once_with_its_counts(test):
     finally:
         srv.kill()
         srv.wait(timeout=10)
-    assert run.summary["pkts_tx"] > 5_000
+    # what was measured before the kill is kept (a starved udp_lat may have done only a few thousand)
+    assert run.summary["pkts_tx"] >= run.rows[0]["pkts_tx"] > 0, (run.summary, run.rows[0])

@@ -26,10 +26,11 @@ def test_requests_cut_off_by_the_end_are_errors_not_a_zero_rate():
         s = perfkit.run(HttpLoad(url=f"http://127.0.0.1:{srv.getsockname()[1]}/", users=users, duration=1,
                                  response_timeout="30s", connect_timeout="30s")).summary
         took = time.monotonic() - t0
-    assert s["requests"] == s["http_cut"] == users and s["responses"] == 0, s
-    assert s["error_rate_pct"] == 100.0 and s["unanswered"] == users
+    # a loaded machine may not have every user's request out within the second: whatever went out is cut
+    assert 0 < s["requests"] <= users and s["responses"] == 0, s
+    assert s["requests"] == s["http_cut"] == s["unanswered"] and s["error_rate_pct"] == 100.0, s
     text = summary_text(s)
-    assert "100.00 %" in text and f"{users:,} requests still out at the stop" in text
+    assert "100.00 %" in text and f"{s['requests']:,} requests still out at the stop" in text
     assert took < 15
 
 

@@ -27,11 +27,16 @@ def engines() -> dict[str, dict]:
     return {name: mod.status() for name, mod in _ENGINES.items()}
 
 
+def check_name(name: str) -> None:
+    """ValueError saying what there is, unless perfkit has an engine called name."""
+    if name not in _ENGINES:
+        raise ValueError(f"engine: {name!r} is not one of {', '.join(_ENGINES)}")
+
+
 def get(name: str):
     """The engine module called name, or ValueError saying what there is."""
-    mod = _ENGINES.get(name)
-    if mod is None:
-        raise ValueError(f"engine: {name!r} is not one of {', '.join(_ENGINES)}")
+    check_name(name)
+    mod = _ENGINES[name]
     st = mod.status()
     if not st["available"]:
         raise ValueError(f"engine: {name} is not available here: {st['detail']}")
