@@ -142,15 +142,13 @@ def _walk(obj, netns, out: list) -> None:
             v = obj.get(how)
             if isinstance(v, (tuple, list)) and v and isinstance(v[0], str):
                 out.append((netns, how, v[0]))
-        dev = obj.get("dev")
-        m = re.search(r"\biface=([^,]+)", dev) if isinstance(dev, str) else None
-        if m:
-            out.append((netns, "iface", m.group(1)))
         for v in obj.values():
             _walk(v, netns, out)
     elif isinstance(obj, (list, tuple)):
         for v in obj:
             _walk(v, netns, out)
+    elif isinstance(obj, str):   # a DPDK kernel port: net_af_packet0,iface=IF (af_xdp too)
+        out += [(netns, "iface", m) for m in re.findall(r"\biface=([^,\s]+)", obj)]
 
 
 def _label(ifname: str, netns: str | None) -> str:
@@ -182,6 +180,7 @@ def interfaces(spec, plan=None, target: dict | None = None) -> list[Iface]:
     if not named and target:   # a cluster run: where the spec sends, from this host
         named.append((None, "remote", target.get("address")))
     lab_ns = {ns for _, ns in found}
+    wild: list = []   # namespaces where something listens on every address
     for netns, how, value in named:
         netns = _ns_path(netns)
         if netns in lab_ns and netns is not None:
@@ -189,6 +188,11 @@ def interfaces(spec, plan=None, target: dict | None = None) -> list[Iface]:
         ifname = value if how == "iface" else _iface_of(value, how, netns)
         if ifname:
             found.append((ifname, netns))
+        elif how == "local" and getattr(_address(value), "is_unspecified", False):
+            wild.append(netns)
+    for netns in dict.fromkeys(wild):   # a server on 0.0.0.0 alone: every interface it may answer on
+        if all(ns != netns for _, ns in found):
+            found += [(name, netns) for name in _names_in(netns)]
     out = []
     for ifname, netns in dict.fromkeys(found):
         out.append(Iface(_label(ifname, netns), ifname, netns))
@@ -218,6 +222,18 @@ def _open_in(netns: str) -> int:
     if isinstance(result[0], OSError):
         raise result[0]
     return result[0]
+
+
+def _names_in(netns: str | None) -> list[str]:
+    """The interfaces of a namespace (lo first), from its /proc/net/dev; [] when it cannot be read."""
+    try:
+        fd = os.open("/proc/self/net/dev", os.O_RDONLY | os.O_CLOEXEC) if netns is None else _open_in(netns)
+    except OSError:
+        return []
+    try:
+        return sorted(net_dev(os.pread(fd, _READ, 0).decode("ascii", "replace")), key=lambda n: n != "lo")
+    finally:
+        os.close(fd)
 
 
 # ------------------------------------------------------------------ the sampler

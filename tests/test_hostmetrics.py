@@ -96,6 +96,10 @@ def test_lab_http_run_has_both_link_ends_and_the_servers_cpu(lab, tmp_path):
     # a DPDK kernel port's interface, named in its plan, is followed in its namespace
     port_plan = {"ports": [{"dev": f"net_af_packet0,iface={h1.ifname}", "netns": h1.netns_path}]}
     assert hostmetrics.interfaces(object(), port_plan) == [hostmetrics.Iface("h1", h1.ifname, h1.netns_path)]
+    # a server on 0.0.0.0 in h2 alone: every interface of h2's namespace, read from inside it
+    wild = hostmetrics.interfaces(object(), {"workers": [{"local": ("0.0.0.0", 80), "netns": h2.netns_path}]})
+    assert wild[0] == hostmetrics.Iface("h2_lo", "lo", h2.netns_path)
+    assert hostmetrics.Iface("h2", h2.ifname, h2.netns_path) in wild
 
     with Nginx(tmp_path, host=h2.ipv4, netns=h2.netns) as ngx:
         server = [ngx.proc.pid, *_children(ngx.proc.pid)]   # nginx's master and its worker
