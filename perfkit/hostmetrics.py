@@ -39,7 +39,8 @@ NETNS_DIR = "/run/netns"
 CLONE_NEWNET = 0x40000000
 HZ = os.sysconf("SC_CLK_TCK")
 IP_TIMEOUT_S = 5.0
-_READ = 1 << 20      # /proc/stat and /proc/net/dev are read whole (bounded)
+_READ = 1 << 16      # first read size of /proc/stat and /proc/net/dev: grows while a file fills it
+_READ_MAX = 1 << 24  # ... up to this
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -224,6 +225,16 @@ def _open_in(netns: str) -> int:
     return result[0]
 
 
+def _whole(fd: int) -> str:
+    """A /proc file's text, read whole from its start (a buffer that fits it: one read per interval)."""
+    size = _READ
+    while True:
+        data = os.pread(fd, size, 0)
+        if len(data) < size or size >= _READ_MAX:
+            return data.decode("ascii", "replace")
+        size *= 4
+
+
 def _names_in(netns: str | None) -> list[str]:
     """The interfaces of a namespace (lo first), from its /proc/net/dev; [] when it cannot be read."""
     try:
@@ -231,7 +242,7 @@ def _names_in(netns: str | None) -> list[str]:
     except OSError:
         return []
     try:
-        return sorted(net_dev(os.pread(fd, _READ, 0).decode("ascii", "replace")), key=lambda n: n != "lo")
+        return sorted(net_dev(_whole(fd)), key=lambda n: n != "lo")
     finally:
         os.close(fd)
 
@@ -262,7 +273,7 @@ class HostSampler:
         self.per_cpu = len(self.cpus) <= PER_CPU_MAX
 
     def _pread(self, fd: int) -> str:
-        return os.pread(fd, _READ, 0).decode("ascii", "replace")
+        return _whole(fd)
 
     def _read(self):
         t = time.monotonic()

@@ -140,7 +140,12 @@ class Run:
             self.env.update(extra(self._handle))
         self._thread = threading.Thread(target=self._sample, name="perfkit-sampler", daemon=True)
         self._start_host_metrics(plan)   # its first read is the baseline: right before the engine starts
-        self._handle.start()
+        try:
+            self._handle.start()
+        except BaseException:
+            if self._host is not None:   # no sampler thread will close its files
+                self._host.close()
+            raise
         self._thread.start()
         return self
 
