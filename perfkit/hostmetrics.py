@@ -376,3 +376,21 @@ def summary_line(s: dict) -> str | None:
         if rx is not None and tx is not None:
             line += f"; {label} pkts in {rx:,} out {tx:,}"
     return line
+
+
+_IF_WHAT = {"pkts": "packets", "bytes": "bytes", "drop": "packets dropped", "err": "errors"}
+
+
+def label_of(column: str) -> tuple[str, str] | None:
+    """(label, unit) of a host metric column, for charts and tables; None for any other column."""
+    m = re.fullmatch(r"host_cpu(\d*)_(\w+?)_pct", column)
+    if m and m.group(2) in CPU_FIELDS:
+        return f"{'host' if not m.group(1) else 'CPU ' + m.group(1)} {m.group(2)} time", "%"
+    m = re.fullmatch(r"if_(\w+)_(rx|tx)_(pkts|bytes|drop|err)", column)
+    if m:
+        way = "received" if m.group(2) == "rx" else "sent"
+        return f"{m.group(1)}: {_IF_WHAT[m.group(3)]} {way} in the interval", "bytes" if m.group(3) == "bytes" else "count"
+    m = re.fullmatch(r"proc_(\w+)_(user|system)_pct", column)
+    if m:
+        return f"{m.group(1)} process {m.group(2)} CPU, % of one core", "%"
+    return None

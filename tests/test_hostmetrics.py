@@ -42,6 +42,7 @@ def test_loopback_run_host_cpu_matches_proc_stat_and_lo_counts_match_sysfs():
     f, s = run.frame, run.summary
     assert run.error is None and len(f) >= 4
     assert run.env["host_metrics"]["interfaces"] == {"lo": "lo"}
+    assert all(hostmetrics.label_of(c) for c in run.host_schema)   # each host column says what it shows
 
     # every interval's six shares add up to the whole of the CPUs' time
     for row in f.iter_rows(named=True):
