@@ -247,6 +247,23 @@ def _names_in(netns: str | None) -> list[str]:
         os.close(fd)
 
 
+def check_watch(watch) -> dict[str, list[int]]:
+    """{name: pid or [pids]} as {name: [pids]}, or one ValueError naming what is wrong."""
+    if watch is None:
+        return {}
+    if not isinstance(watch, dict):
+        raise ValueError(f"watch: {watch!r} is not a dict of name -> pid or [pids]")
+    out = {}
+    for name, pids in watch.items():
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_]{1,32}", name):
+            raise ValueError(f"watch: name {name!r} is not 1-32 letters, digits or _")
+        pids = list(pids) if isinstance(pids, (list, tuple)) else [pids]
+        if not pids or not all(isinstance(p, int) and not isinstance(p, bool) and p > 0 for p in pids):
+            raise ValueError(f"watch: {name}: {pids!r} is not a process id or a list of them")
+        out[name] = pids
+    return out
+
+
 # ------------------------------------------------------------------ the sampler
 class HostSampler:
     """Reads /proc/stat, each namespace's /proc/net/dev and watched processes' stat; each
@@ -266,8 +283,7 @@ class HostSampler:
                 self.ifaces.append(i)
             except OSError as exc:
                 self.skipped[f"{i.netns or ''}:{i.ifname}"] = str(exc)
-        self.watch = {re.sub(r"\W", "_", str(k)): [int(p) for p in (v if isinstance(v, (list, tuple)) else [v])]
-                      for k, v in (watch or {}).items()}
+        self.watch = check_watch(watch)
         self._prev = self._read()
         self.cpus = sorted((k for k in self._prev[0] if k != "host"), key=lambda c: int(c[3:]))
         self.per_cpu = len(self.cpus) <= PER_CPU_MAX

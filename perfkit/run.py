@@ -111,7 +111,7 @@ class Run:
         self._done = threading.Event()
         self._frame = None
         # processes whose CPU the rows record beside the host's ({name: pid or [pids]}, e.g. a server)
-        self.watch = {str(k): v for k, v in (watch or {}).items()}
+        self.watch = hostmetrics.check_watch(watch)
         self._host: hostmetrics.HostSampler | None = None
         self.host_schema: dict = {}   # the host metric columns' dtypes (perfkit.hostmetrics)
 

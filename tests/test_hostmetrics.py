@@ -4,6 +4,7 @@ counters and with what the engine sent, a lab run has both link ends' columns, a
 server's CPU agrees with its /proc/PID/stat. Identities that hold on a busy machine: the run's
 window lies inside the independent one, so its counts are bounded by the outer deltas."""
 import os
+import re
 import time
 
 import polars  # noqa: F401 (loaded before the window opens: its import is not the run's time)
@@ -125,3 +126,14 @@ def test_lab_http_run_has_both_link_ends_and_the_servers_cpu(lab, tmp_path):
                for r in run.frame.iter_rows(named=True))
     assert 0 < used <= after - before + 2 / hostmetrics.HZ, (used, after - before)
     assert s["proc_server_user_pct_mean"] is not None and s["proc_server_system_pct_max"] >= 0
+
+
+@pytest.mark.parametrize("watch, message", [
+    ({"server": "12"}, "watch: server: ['12'] is not a process id"),
+    ({"a b": 12}, "watch: name 'a b' is not"),
+    ([12], "watch: [12] is not a dict"),
+    ({"server": []}, "watch: server: [] is not"),
+])
+def test_a_bad_watch_is_one_line_before_anything_starts(watch, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        perfkit.Run(LocalTest("udp_bw", duration="1s"), watch=watch)
