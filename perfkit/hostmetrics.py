@@ -182,7 +182,7 @@ def interfaces(spec, plan=None, target: dict | None = None) -> list[Iface]:
         named.append((None, "remote", target.get("address")))
     lab_ns = {ns for _, ns in found}
     wild: list = []   # namespaces where something listens on every address
-    for netns, how, value in named:
+    for netns, how, value in dict.fromkeys(named):   # each worker names the same addresses: ask once
         netns = _ns_path(netns)
         if netns in lab_ns and netns is not None:
             continue
@@ -194,9 +194,12 @@ def interfaces(spec, plan=None, target: dict | None = None) -> list[Iface]:
     for netns in dict.fromkeys(wild):   # a server on 0.0.0.0 alone: every interface it may answer on
         if all(ns != netns for _, ns in found):
             found += [(name, netns) for name in _names_in(netns)]
-    out = []
+    out: list[Iface] = []
     for ifname, netns in dict.fromkeys(found):
-        out.append(Iface(_label(ifname, netns), ifname, netns))
+        label = _label(ifname, netns)
+        if any(i.label == label for i in out):   # one column prefix per interface
+            label = f"{label}_{len(out)}"
+        out.append(Iface(label, ifname, netns))
     return out[:MAX_IFACES]
 
 
