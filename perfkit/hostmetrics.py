@@ -365,7 +365,7 @@ class HostSampler:
 # ------------------------------------------------------------------ summaries
 def summarize(rows: list[dict]) -> dict:
     """Means (weighted by each interval's length) and peaks of the host CPU and watched
-    process columns; each interface counter's total over the run."""
+    process columns; each interface counter's total over the run, and its packet rates."""
     out: dict = {}
     if not rows:
         return out
@@ -377,9 +377,12 @@ def summarize(rows: list[dict]) -> dict:
         out[f"{c}_max"] = max((v for v, _ in pairs), default=None)
     idle = [r["host_cpu_idle_pct"] for r in rows if r.get("host_cpu_idle_pct") is not None]
     out["host_cpu_busy_pct_max"] = 100.0 - min(idle) if idle else None
+    span = sum(r.get("interval_s") or 0.0 for r in rows)
     for c in (c for c in rows[0] if c.startswith("if_")):
         vals = [r[c] for r in rows if r.get(c) is not None]
         out[c] = sum(vals) if vals else None
+        if c.endswith("_pkts"):   # packet rates over the run (a ladder's table shows them per step)
+            out[c[:-len("_pkts")] + "_pps"] = sum(vals) / span if vals and span > 0 else None
     return out
 
 
