@@ -330,7 +330,14 @@ class HostSampler:
                 **({"skipped": self.skipped} if self.skipped else {})}
 
     def sample(self) -> dict:
-        """The columns of the interval since the previous read."""
+        """The columns of the interval since the previous read; nulls where /proc failed (a
+        host metric never stops the measurement)."""
+        try:
+            return self._sample()
+        except (OSError, ValueError, IndexError, KeyError):
+            return dict.fromkeys(self.columns)
+
+    def _sample(self) -> dict:
         (pcpu, pdev, pproc, pt), cur = self._prev, self._read()
         ccpu, cdev, cproc, ct = cur
         self._prev = cur
