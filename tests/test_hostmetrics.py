@@ -54,17 +54,17 @@ def test_loopback_run_host_cpu_matches_proc_stat_and_lo_counts_match_sysfs():
             assert sum(row[f"host_cpu0_{x}_pct"] for x in FIELDS) == pytest.approx(100.0, abs=1e-6)
 
     # the run's interval-weighted shares against /proc/stat over the outer window: they can
-    # differ by at most the outer window's share outside the run (+2 points for tick rounding)
+    # differ by at most the outer window's share outside the run (+3 points: ticks at both ends)
     d = [a - b for a, b in zip(after_j, before_j)]
     outer = {x: 100.0 * v / sum(d) for x, v in zip(FIELDS, d)}
     inside = sum(f["interval_s"])
     outside_pct = 100.0 * max(0.0, window - inside) / window
     assert outside_pct < 30, (window, inside)
     for x in FIELDS:
-        assert abs(s[f"host_cpu_{x}_pct_mean"] - outer[x]) <= outside_pct + 2, (x, s, outer, outside_pct)
+        assert abs(s[f"host_cpu_{x}_pct_mean"] - outer[x]) <= outside_pct + 3, (x, s, outer, outside_pct)
         assert s[f"host_cpu_{x}_pct_max"] >= s[f"host_cpu_{x}_pct_mean"] - 1e-9
     busy = ("user", "system", "softirq")
-    assert abs(sum(s[f"host_cpu_{x}_pct_mean"] for x in busy) - sum(outer[x] for x in busy)) <= outside_pct + 2
+    assert abs(sum(s[f"host_cpu_{x}_pct_mean"] for x in busy) - sum(outer[x] for x in busy)) <= outside_pct + 3
 
     # lo: what the engine sent <= what lo counted in the run's intervals <= the outer delta
     # (other processes share lo: their packets are in both, never only in the run's)
