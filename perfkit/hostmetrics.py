@@ -418,7 +418,8 @@ def label_of(column: str) -> tuple[str, str] | None:
     m = re.fullmatch(r"if_(\w+)_(rx|tx)_(pkts|bytes|drop|err)", column)
     if m:
         way = "received" if m.group(2) == "rx" else "sent"
-        return f"{m.group(1)}: {_IF_WHAT[m.group(3)]} {way} in the interval", "bytes" if m.group(3) == "bytes" else "count"
+        unit = "bytes" if m.group(3) == "bytes" else "count"
+        return f"{m.group(1)}: {_IF_WHAT[m.group(3)]} {way} in the interval", unit
     m = re.fullmatch(r"proc_(\w+)_(user|system)_pct", column)
     if m:
         return f"{m.group(1)} process {m.group(2)} CPU, % of one core", "%"

@@ -93,7 +93,8 @@ def summary_text(s: dict, point: dict | None = None, bits: bool = False, digits:
         if level["used"] >= at:
             put(name, text)
     _cpu_pairs(s, st, level, unify_nodes, put)
-    if host_line(s) and "loc_cpus_used" not in s:   # the whole host (perfkit.hostmetrics); perfkit test keeps qperf's lines
+    # the whole host (perfkit.hostmetrics); perfkit test keeps qperf's lines
+    if host_line(s) and "loc_cpus_used" not in s:
         put("host", host_line(s))
     if s.get("error"):
         put("error", s["error"])
