@@ -139,3 +139,18 @@ def test_lab_http_run_has_both_link_ends_and_the_servers_cpu(lab, tmp_path):
 def test_a_bad_watch_is_one_line_before_anything_starts(watch, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         perfkit.Run(LocalTest("udp_bw", duration="1s"), watch=watch)
+
+
+@pytest.mark.dpdk
+def test_a_dpdk_run_has_the_host_cpu_columns_and_no_interface_of_its_own(eal):
+    """The DPDK engine's ring ports cross no kernel interface: host CPU columns, no if_ ones."""
+    from perfkit.kinds.dpdk_udp import DpdkFlows
+    run = perfkit.run(DpdkFlows(port="ring:hm:0", peer="ring:hm:1", duration="0.6s", rate="50kpps"),
+                      interval=0.25, engine="dpdk")
+    assert run.error is None and run.summary["pkts_rx"] > 0
+    assert run.env["host_metrics"]["interfaces"] == {}
+    assert not [c for c in run.frame.columns if c.startswith("if_")]
+    for row in run.frame.iter_rows(named=True):
+        shares = [row[f"host_cpu_{x}_pct"] for x in FIELDS]
+        assert None in shares or sum(shares) == pytest.approx(100.0, abs=1e-6)
+    assert run.summary["host_cpu_idle_pct_mean"] is not None
