@@ -33,11 +33,13 @@ def _write_report(obj, path, title: str | None = None) -> str:
 set_report_writer(_write_report)
 
 
-def run(spec, engine: str | None = None, interval: float = 1.0, subscribers=(), cluster=None, thresholds=()) -> Run:
+def run(spec, engine: str | None = None, interval: float = 1.0, subscribers=(), cluster=None, thresholds=(),
+        watch=None) -> Run:
     """Run spec to the end and return the finished Run (cluster: split over its engines, perfkit.Cluster;
-    thresholds: pass/fail conditions such as "p99<200ms", run.passed and run.thresholds)."""
+    thresholds: pass/fail conditions such as "p99<200ms", run.passed and run.thresholds; watch:
+    {name: pid or [pids]}, processes whose CPU the rows record, e.g. a server)."""
     return Run(spec, engine=engine, interval=interval, subscribers=subscribers, cluster=cluster,
-               thresholds=thresholds).run()
+               thresholds=thresholds, watch=watch).run()
 
 
 __all__ = ["COUNTERS", "Cluster", "Comparison", "EngineError", "Histogram", "Rate", "Run", "SearchResult", "Store", "compare",

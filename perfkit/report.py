@@ -5,6 +5,7 @@ import json
 import sys
 import threading
 
+from perfkit.hostmetrics import summary_line as host_line
 from perfkit.stats import value
 from perfkit.units import format_time_us
 
@@ -92,6 +93,9 @@ def summary_text(s: dict, point: dict | None = None, bits: bool = False, digits:
         if level["used"] >= at:
             put(name, text)
     _cpu_pairs(s, st, level, unify_nodes, put)
+    # the whole host (perfkit.hostmetrics); perfkit test keeps qperf's lines
+    if host_line(s) and "loc_cpus_used" not in s:
+        put("host", host_line(s))
     if s.get("error"):
         put("error", s["error"])
     width = max([13] + [len(name) for name, _ in pairs])   # aligned as qperf aligns them

@@ -21,7 +21,7 @@ from perfkit.engines import DEFAULT as DEFAULT_ENGINE
 from perfkit.engines import EngineHandle
 from perfkit.engines import engines as list_engines
 from perfkit.engines import get as get_engine
-from perfkit import kinds, savefile, thresholds as _thresholds
+from perfkit import hostmetrics, kinds, savefile, thresholds as _thresholds
 from perfkit.errors import EngineError
 from perfkit.spec import target_of
 from perfkit.stats import Histogram, keep_groups, make_row, merge_counters, row_schema, summarize
@@ -86,7 +86,8 @@ class Run:
     """
 
     def __init__(self, spec, engine: str | None = None, interval: float = 1.0,
-                 subscribers: tuple[Callable[[dict], None], ...] = (), cluster=None, thresholds=()):
+                 subscribers: tuple[Callable[[dict], None], ...] = (), cluster=None, thresholds=(),
+                 watch: dict | None = None):
         if not 0.05 <= float(interval) <= 3600:
             raise ValueError(f"interval: {interval} s is out of range 0.05..3600")
         # k6-style pass/fail conditions on the summary (perfkit.thresholds), parsed before anything starts
@@ -109,6 +110,10 @@ class Run:
         self._stop = threading.Event()
         self._done = threading.Event()
         self._frame = None
+        # processes whose CPU the rows record beside the host's ({name: pid or [pids]}, e.g. a server)
+        self.watch = hostmetrics.check_watch(watch)
+        self._host: hostmetrics.HostSampler | None = None
+        self.host_schema: dict = {}   # the host metric columns' dtypes (perfkit.hostmetrics)
 
     # ------------------------------------------------------------- control
     def subscribe(self, fn: Callable[[dict], None]) -> "Run":
@@ -122,6 +127,7 @@ class Run:
             raise RuntimeError("this run has already been started; make a new Run")
         mod = get_engine(self.engine_name)
         self.env = environment(self.engine_name, self.spec)
+        plan = None
         if self.cluster is None:
             plan = kinds.plan(self.spec, self.engine_name)   # None: a plan for another engine, which refuses the spec
             self._handle = mod.build(plan if plan is not None else self.spec)
@@ -133,9 +139,27 @@ class Run:
         if extra is not None:
             self.env.update(extra(self._handle))
         self._thread = threading.Thread(target=self._sample, name="perfkit-sampler", daemon=True)
-        self._handle.start()
+        self._start_host_metrics(plan)   # its first read is the baseline: right before the engine starts
+        try:
+            self._handle.start()
+        except BaseException:
+            if self._host is not None:   # no sampler thread will close its files
+                self._host.close()
+            raise
         self._thread.start()
         return self
+
+    def _start_host_metrics(self, plan) -> None:
+        """The host sampler (perfkit.hostmetrics) for the interfaces this run's traffic crosses;
+        a host that refuses it (no /proc) runs without host columns, and the environment says why."""
+        try:
+            self._host = hostmetrics.HostSampler(
+                hostmetrics.interfaces(self.spec, plan, self.env.get("target")), self.watch)
+        except (OSError, ValueError) as exc:
+            self.env["host_metrics"] = {"error": str(exc)}
+            return
+        self.host_schema = self._host.schema()
+        self.env["host_metrics"] = self._host.describe()
 
     def stop(self) -> None:
         """Ask the run to stop now; safe from any thread. wait() for the final row."""
@@ -247,10 +271,13 @@ class Run:
                 self._row(prev_workers, prev_hist, prev_t, time.monotonic() - t0, final=True)
             finally:
                 h.close()
+                if self._host is not None:
+                    self._host.close()
                 self._done.set()
 
     def _row(self, prev_workers, prev_hist, prev_t, t, final=False):
         snaps = self._handle.snapshot()
+        host = self._host.sample() if self._host is not None else {}   # the same moment as the counters
         workers = [list(c) for c, _ in snaps]
         hist = Histogram.merge(h for _, h in snaps)
         if final:  # the results first: nothing a subscriber does can lose them
@@ -267,8 +294,10 @@ class Run:
                 self.summary["error"] = self.error
         dt = t - prev_t
         if not final or dt > 1e-3 or not self.rows or workers != prev_workers:
-            self._emit(make_row(t, dt, merge_counters(prev_workers), merge_counters(workers),
-                                prev_hist, hist, prev_workers, workers))
+            self._emit({**make_row(t, dt, merge_counters(prev_workers), merge_counters(workers),
+                                   prev_hist, hist, prev_workers, workers), **host})
+        if final:   # host CPU means and peaks, interface totals: from the rows, so after the last
+            self.summary.update(hostmetrics.summarize(self.rows))
         return workers, hist, t
 
     # -------------------------------------------------------------- results
@@ -277,7 +306,7 @@ class Run:
         """Every row so far as a polars DataFrame."""
         import polars as pl
         if self._frame is None:
-            schema = row_schema(len(self.roles), self.groups)
+            schema = {**row_schema(len(self.roles), self.groups), **self.host_schema}
             self._frame = pl.DataFrame(self.rows, schema=schema, orient="row"
                                        ) if self.rows else pl.DataFrame(schema=schema)
         return self._frame

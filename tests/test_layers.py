@@ -35,6 +35,7 @@ LAYER_OF = {
     "perfkit.run": "run", "perfkit.cluster": "run",
     "perfkit.savefile": "run",
     "perfkit.thresholds": "run",
+    "perfkit.hostmetrics": "run",
     "perfkit.kinds": "kinds", "perfkit.spec": "kinds", "perfkit.dperf": "kinds",
     "perfkit.engines": "engines", "perfkit.procs": "engines", "perfkit.nics": "engines", "perfkit.lab": "engines",
     "perfkit.stats": "base", "perfkit.units": "base", "perfkit.fields": "base", "perfkit.sandbox": "base", "perfkit.errors": "base", "perfkit.version": "base",

@@ -34,7 +34,9 @@ def test_file_is_parquet_with_perfkit_metadata(saved, finished_run):
 def test_load_gives_the_same_frame(saved, finished_run):
     back = perfkit.load(saved)
     assert back.frame.schema == finished_run.frame.schema
-    assert dict(back.frame.schema) == row_schema(len(finished_run.roles), finished_run.groups)
+    # the counter columns, then the host metrics' (perfkit.hostmetrics)
+    assert dict(back.frame.schema) == {**row_schema(len(finished_run.roles), finished_run.groups),
+                                       **finished_run.host_schema}
     assert back.frame.equals(finished_run.frame)
     assert back.rows == finished_run.rows
 
@@ -99,7 +101,7 @@ def test_a_run_saved_with_every_counter_column_still_loads_and_compares(finished
     they load as they are, compare with a run of today, and an absent column reads as 0."""
     import polars as pl
     old = perfkit.load(finished_run.save(tmp_path / "now.parquet"))
-    full = row_schema(len(old.roles))
+    full = {**row_schema(len(old.roles)), **finished_run.host_schema}   # the host metrics' columns kept
     old._frame = old.frame.with_columns([pl.lit(0, dtype=dtype).alias(c) for c, dtype in full.items()
                                          if c not in old.frame.columns]).select(list(full))
     old.rows = old._frame.to_dicts()
