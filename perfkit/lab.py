@@ -639,6 +639,15 @@ def _detect_backend(ipr) -> str:
     return _BACKEND
 
 
+def _cgroups():
+    """perfkit.cgroups' way here (v2, else v1), or LabError in one line."""
+    from perfkit.cgroups import CgroupError, Cgroups
+    try:
+        return Cgroups.detect()
+    except CgroupError as exc:
+        raise LabError(f"perfkit lab: {exc}") from None
+
+
 # ----------------------------------------------------------------------------- the lab
 
 @dataclass(frozen=True)
@@ -665,13 +674,16 @@ class Lab:
 
     delay/jitter: 10ms, 1ms (bare numbers are seconds); loss, duplicate, reorder, corrupt:
     1%, 0.5%; rate: 100mbit, 1Gbit (bits/s on the wire). They apply to every link; change
-    them later with impair(). Everything is validated here, before anything is made.
+    them later with impair(). cpu_quota (50%), cpus (1, 0-1), mem (256M): VM-like hosts
+    through cgroups (perfkit.cgroups), a value for every host or "h2=50%" (or {"h2": "50%"})
+    for one; change them later with limit(). Everything is validated here, before anything is made.
     A lab made with up() stays up until down() (from any process); `with` always
     removes it, also on exceptions and Ctrl-C. With the bpf backend, a host whose link
     is delayed also holds the delay line's tap (pk<lab>d<k>: no addresses, no IPv6)."""
 
     def __init__(self, hosts: int = 2, delay=None, jitter=None, loss=None, duplicate=None,
-                 reorder=None, corrupt=None, rate=None, mtu=1500, name=None, backend=None):
+                 reorder=None, corrupt=None, rate=None, mtu=1500, name=None, backend=None,
+                 cpu_quota=None, cpus=None, mem=None):
         self.nhosts = _check_hosts(hosts)
         self.mtu = _check_mtu(mtu)
         self.requested_name = _check_name(name)
@@ -680,6 +692,9 @@ class Lab:
         self.requested_backend = backend
         self.initial = Impairment.parse(delay=delay, jitter=jitter, loss=loss, duplicate=duplicate,
                                         reorder=reorder, corrupt=corrupt, rate=rate)
+        from perfkit.cgroups import parse_limits   # VM-like hosts: {host: Limits}, checked here
+        self.initial_limits = parse_limits({"cpu_quota": cpu_quota, "cpus": cpus, "mem": mem},
+                                           [f"h{i}" for i in range(1, self.nhosts + 1)])
         self.state: dict | None = None
         self._procs: list[subprocess.Popen] = []
         self._daemon: subprocess.Popen | None = None
@@ -764,6 +779,8 @@ class Lab:
             import pyroute2  # noqa: F401
         except ImportError:
             raise LabError("perfkit lab needs pyroute2 (pip install pyroute2)") from None
+        if self.initial_limits:
+            _cgroups()   # no cgroups here: one line before anything is made
         with _deferred_sigint(), _locked():
             self.state = self._allocate()
         try:
@@ -823,7 +840,8 @@ class Lab:
               "ipv4_net": str(v4), "ipv6_net": str(v6), "hosts": hosts,
               "switch": f"pk-{name}-sw" if switched else None,
               "bridge": f"pk{name}br" if switched else None,
-              "links": links, "egress": egress, "delay_line": None, "procs": []}
+              "links": links, "egress": egress, "delay_line": None, "procs": [],
+              "cgroups": {}, "limits": {}}
         _write_state(st)
         return st
 
@@ -882,6 +900,8 @@ class Lab:
                                       state=0x80)  # NUD_PERMANENT
                 if st["backend"] is None:
                     st["backend"] = self.requested_backend or _detect_backend(ipr)
+        for h, lim in self.initial_limits.items():
+            self._set_limits(h, lim)
         if self.initial.off:
             return
         for ln in st["links"]:
@@ -920,6 +940,75 @@ class Lab:
     def clear(self, link=None) -> list[Impairment]:
         """Remove every impairment from link (or from all links)."""
         return self.impair(link, reset=True)
+
+    # ------------------------------------------------------------- VM-like hosts (cgroups)
+    @_off_loop
+    def limit(self, host=None, cpu_quota=None, cpus=None, mem=None) -> dict:
+        """Change hosts' limits while they run: host (h2, an index or a Host; None: as the
+        values say, every host for a bare value), cpu_quota (50%), cpus (1, 0-1), mem (256M);
+        None keeps a limit, "max" removes it. Every process in the host's namespace goes into
+        its cgroup (also ones started with ip netns exec). Returns {host: limits text}."""
+        if not self.state:
+            raise LabError("perfkit lab: the lab is not up")
+        _require_root()
+        from perfkit.cgroups import parse_limits
+        names = [h.name for h in self.hosts]
+        values = {"cpu_quota": cpu_quota, "cpus": cpus, "mem": mem}
+        if host is not None:
+            h = self.host(host).name
+            values = {k: (v if v is None or isinstance(v, dict) else {h: v}) for k, v in values.items()}
+        with _deferred_sigint(), _locked():
+            fresh = _read_state(self.name)
+            if not fresh or fresh.get("status") != "up":
+                raise LabError(f"perfkit lab: {self.name} is no longer up")
+            self.state = fresh
+            new = parse_limits(values, names, base=fresh.get("limits") or {})
+            if new:
+                _cgroups()
+            try:
+                for h, lim in new.items():
+                    self._set_limits(h, lim)
+            finally:
+                _write_state(self.state)
+        return self.limits
+
+    @property
+    def limits(self) -> dict:
+        """{host: its limits as text} for hosts with a cgroup."""
+        from perfkit.cgroups import limits_text
+        return {h: limits_text(v) for h, v in (self.state or {}).get("limits", {}).items()}
+
+    def cpu_usage(self, host) -> float:
+        """CPU seconds the host's cgroup has used (cpu.stat usage_usec, v1 cpuacct.usage)."""
+        from perfkit.cgroups import Cgroups
+        paths = (self.state or {}).get("cgroups", {}).get(self.host(host).name)
+        if not paths:
+            raise LabError(f"perfkit lab: host {self.host(host).name} has no cgroup (give it a limit)")
+        return Cgroups.usage_s(paths)
+
+    def cgroup(self, host) -> dict | None:
+        """The host's cgroup paths (perfkit.cgroups), None where it has no limits yet."""
+        return (self.state or {}).get("cgroups", {}).get(self.host(host).name)
+
+    def _set_limits(self, host: str, lim) -> None:
+        """Under the lock: the host's cgroup made if new, lim written, the host's processes in it."""
+        from dataclasses import asdict as as_dict
+        from perfkit.cgroups import CgroupError, Cgroups, netns_procs
+        st = self.state
+        cg = _cgroups()
+        paths = st.setdefault("cgroups", {}).get(host)
+        try:
+            if not paths:
+                paths = cg.create(st["name"], host)
+                st["cgroups"][host] = paths
+                _write_state(st)   # recorded at once, so down() removes it
+            cg.apply(paths, lim)
+            st.setdefault("limits", {})[host] = as_dict(lim)
+            for pid in netns_procs(f"{NETNS_DIR}/{self.host(host).netns}"):
+                with contextlib.suppress(CgroupError):   # gone meanwhile, or a kernel thread
+                    Cgroups.attach(paths, pid)
+        except CgroupError as exc:
+            raise LabError(f"perfkit lab: {host}: {exc}") from None
 
     def _link_indexes(self, link) -> list[int]:
         n = len(self.state["links"])
@@ -1009,8 +1098,12 @@ class Lab:
         h = self.host(host)
         user_pre = kw.pop("preexec_fn", None)
         path = h.netns_path
+        cg = self._fresh_cgroup(h.name)
+        from perfkit.cgroups import Cgroups   # imported before the fork
 
         def pre():
+            if cg:   # into the host's cgroup before exec: all it runs is limited
+                Cgroups.attach(cg)
             _enter_host(path)
             if user_pre:
                 user_pre()
@@ -1034,12 +1127,16 @@ class Lab:
         (concatenating or pickling a frame) waits forever. Seen in a notebook: a frame from
         pl.concat in fn hung in pickling. Return plain data (lists, dicts) and build frames here."""
         path = self.host(host).netns_path
+        cg = self._fresh_cgroup(self.host(host).name)
+        from perfkit.cgroups import Cgroups   # imported before the fork
         r, w = os.pipe()
         pid = os.fork()
         if pid == 0:  # child
             try:
                 os.close(r)
                 try:
+                    if cg:
+                        Cgroups.attach(cg)
                     _setns_path(path)
                     result = (True, fn(*args, **kwargs))
                 except BaseException as exc:
@@ -1075,6 +1172,33 @@ class Lab:
         if ok:
             return value
         raise value
+
+    def _fresh_cgroup(self, host: str) -> dict | None:
+        """The host's cgroup as the state file says now (another process may have limited it)."""
+        fresh = _read_state(self.name) if self.name else None
+        if fresh and fresh.get("id") == (self.state or {}).get("id"):
+            self.state = fresh
+        return (self.state or {}).get("cgroups", {}).get(host)
+
+    def enter(self, host) -> Host:
+        """Make this process one of host's: into its cgroup (if it has one) and, for this
+        thread and the threads it starts from now on, its network namespace; recorded, so
+        that down() ends it. For perfkit http-serve --lab."""
+        h = self.host(host)
+        cg = self._fresh_cgroup(h.name)
+        if cg:
+            from perfkit.cgroups import CgroupError, Cgroups
+            try:
+                Cgroups.attach(cg)
+            except CgroupError as exc:
+                raise LabError(f"perfkit lab: {h.name}: {exc}") from None
+        _setns_path(h.netns_path)
+        with _locked():
+            fresh = _read_state(self.name) or self.state
+            fresh["procs"].append([os.getpid(), (_proc_start(os.getpid()) or (0,))[0], False])
+            self.state = fresh
+            _write_state(fresh)
+        return h
 
     # ------------------------------------------------------------- down
     @_off_loop
@@ -1190,6 +1314,11 @@ def _teardown_state(st: dict) -> None:
     dl = st.get("delay_line")
     if dl:
         _kill(dl["pid"], dl.get("start"))
+    if st.get("cgroups"):
+        from perfkit.cgroups import CgroupError, Cgroups
+        for paths in st["cgroups"].values():
+            with contextlib.suppress(CgroupError, OSError):   # best effort, as the rest of teardown
+                Cgroups.remove(paths)
     spaces = [h["netns"] for h in st.get("hosts", [])] + ([st["switch"]] if st.get("switch") else [])
     for ns in spaces:
         _remove_netns(ns)
@@ -1287,6 +1416,9 @@ def status() -> list[dict]:
             "links": [{"index": ln["index"], "hosts": ln["hosts"], "impairment": ln["impairment"],
                        "text": str(Impairment(**ln["impairment"]))} for ln in st["links"]],
             "delay_line": dl["pid"] if dl and _alive(dl["pid"], dl.get("start")) else None,
+            "limits": st.get("limits", {}),
+            "cgroups": {h: p["dir"] if p["v"] == 2 else f"v1 {p['dirs']['cpu']}"
+                        for h, p in st.get("cgroups", {}).items()},
             "owner": st.get("owner"), "created": st.get("created"),
         })
     for ns in _pk_netns():
@@ -1310,6 +1442,9 @@ def status_text(labs=None) -> str:
                      f"{lab['ipv4_net']} {lab['ipv6_net']}, mtu {lab['mtu']}, {lab['backend']} impairments")
         for h in lab["hosts"]:
             lines.append(f"  {h['name']}  {h['ipv4']:<15} {h['ipv6']:<22} {h['netns_path']}  dev {h['ifname']}")
+            if h["name"] in lab.get("limits", {}):   # a VM-like host
+                from perfkit.cgroups import limits_text
+                lines.append(f"      {limits_text(lab['limits'][h['name']])} (cgroup {lab['cgroups'][h['name']]})")
         for ln in lab["links"]:
             lines.append(f"  link {ln['index']} ({' <-> '.join(ln['hosts'])}): {ln['text']}")
     return "\n".join(lines)
