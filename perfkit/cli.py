@@ -102,11 +102,35 @@ def _lab_parser(sub) -> None:
     up.add_argument("--rate", help="link rate, whole frames: 100mbit, 1Gbit")
     up.add_argument("--mtu", default=1500, help="MTU (default 1500)")
     up.add_argument("--name", help="lab name, 1-8 lowercase letters/digits (default l<block>)")
+    _host_limit_options(up)
+    imp = lsub.add_parser("impair", help="change a lab's links and hosts while traffic flows")
+    imp.add_argument("name", nargs="?", help="the lab (default: the only one)")
+    imp.add_argument("--link", type=int_arg, action="append",
+                     help="the link to change (repeatable; default: every link)")
+    imp.add_argument("--reset", action="store_true", help="clear the links' impairments first")
+    for flag, text in (("--delay", "one-way delay per link: 10ms (0: off)"), ("--jitter", "delay variation: 1ms"),
+                       ("--loss", "packet loss: 1%%"), ("--duplicate", "duplicated packets: 1%%"),
+                       ("--reorder", "packets sent without the delay: 25%%"),
+                       ("--corrupt", "packets with a flipped bit: 0.1%%"), ("--rate", "link rate: 100mbit (0: off)")):
+        imp.add_argument(flag, help=text)
+    _host_limit_options(imp)
+    ex = lsub.add_parser("exec", help="run a command inside a lab host: its namespace and its cgroup")
+    ex.add_argument("name", help="the lab")
+    ex.add_argument("host", help="the host: h1, h2, ...")
+    ex.add_argument("cmd", nargs=argparse.REMAINDER, help="the command and its arguments (after --)")
     st = lsub.add_parser("status", help="the labs that are up, from any process")
     st.add_argument("--json", action="store_true", help="as JSON")
     dn = lsub.add_parser("down", help="take a lab down")
     dn.add_argument("name", nargs="?", help="the lab (default: the only one)")
     dn.add_argument("--all", action="store_true", help="every perfkit namespace, link and lab")
+
+
+def _host_limit_options(p) -> None:
+    """VM-like hosts: perfkit.cgroups.LIMITS as options; VALUE for every host, HOST=VALUE for one."""
+    from perfkit.cgroups import LIMITS
+    g = p.add_argument_group("VM-like hosts (cgroups): VALUE for every host, HOST=VALUE for one (h2=50%)")
+    for name, (flag, text, unit) in LIMITS.items():
+        g.add_argument(flag, dest=name, action="append", metavar="[HOST=]VALUE", help=text.replace("%", "%%"))
 
 
 def _serve_parser(sub) -> None:
@@ -337,9 +361,14 @@ def _lab(a) -> int:
         if a.lab_command == "up":
             made = lab.Lab(hosts=a.hosts, delay=a.delay, jitter=a.jitter, loss=a.loss,
                            duplicate=a.duplicate, reorder=a.reorder, corrupt=a.corrupt,
-                           rate=a.rate, mtu=a.mtu, name=a.name).up()
+                           rate=a.rate, mtu=a.mtu, name=a.name,
+                           cpu_quota=a.cpu_quota, cpus=a.cpus, mem=a.mem).up()
             print(lab.status_text([s for s in lab.status() if s["name"] == made.name]))
             return 0
+        if a.lab_command == "impair":
+            return _lab_impair(a)
+        if a.lab_command == "exec":
+            return _lab_exec(a)
         if a.lab_command == "status":
             labs = lab.status()
             print(json.dumps(labs, indent=2) if a.json else lab.status_text(labs))
@@ -349,13 +378,7 @@ def _lab(a) -> int:
                 gone = lab.down_all()
                 print(f"removed: {', '.join(gone)}" if gone else "no perfkit labs")
                 return 0
-            name = a.name
-            if name is None:
-                names = sorted({s["name"] for s in lab.status()})
-                if len(names) != 1:
-                    raise ValueError(f"name: {len(names)} labs are up ({', '.join(names) or 'none'}): "
-                                     "name one, or use --all")
-                name = names[0]
+            name = _only_lab(a.name, "or use --all")
             if not lab.down(name):
                 raise ValueError(f"name: no lab {name!r}")
             print(f"{name}: down")
@@ -364,6 +387,64 @@ def _lab(a) -> int:
         print(f"perfkit: error: {exc}", file=sys.stderr)
         return 1
     return 2
+
+
+def _only_lab(name, hint: str = "") -> str:
+    """name, or the one lab there is (ValueError when there are none or several)."""
+    if name is not None:
+        return name
+    names = sorted({s["name"] for s in lab.status()})
+    if len(names) != 1:
+        raise ValueError(f"name: {len(names)} labs are up ({', '.join(names) or 'none'}): name one"
+                         + (f", {hint}" if hint else ""))
+    return names[0]
+
+
+def _lab_impair(a) -> int:
+    """perfkit lab impair: links (--delay ...) and hosts (--cpu-quota ...), every value checked
+    before anything changes."""
+    from perfkit.cgroups import parse_limits
+    links = {k: getattr(a, k) for k in lab.IMPAIRMENTS if getattr(a, k) is not None}
+    limits = {k: getattr(a, k) for k in ("cpu_quota", "cpus", "mem") if getattr(a, k) is not None}
+    if not links and not limits and not a.reset:
+        raise ValueError("impair: nothing to change (give --delay, --loss, ... or --cpu-quota, --cpus, --mem)")
+    name = _only_lab(a.name)
+    try:
+        made = lab.Lab.attach(name)
+    except ValueError:
+        raise ValueError(f"name: no lab {name!r} is up (perfkit lab status)") from None
+    indexes = made._link_indexes(a.link)   # a bad --link: one line, nothing changed
+    for i in indexes:
+        base = lab.Impairment() if a.reset else made.impairments[i]
+        lab.Impairment.parse(base, **links)
+    parse_limits(limits, [h.name for h in made.hosts], base=made.state.get("limits") or {})
+    if links or a.reset:
+        made.impair(indexes, reset=a.reset, **links)
+    if limits:
+        made.limit(**limits)
+    print(lab.status_text([s for s in lab.status() if s["name"] == name]))
+    return 0
+
+
+def _lab_exec(a) -> int:
+    """perfkit lab exec NAME HOST -- CMD: CMD replaces this process inside the host (its
+    network namespace, its /sys, its cgroup), recorded so that lab down ends it."""
+    cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
+    if not cmd:
+        raise ValueError("cmd: give the command to run after --: perfkit lab exec NAME h2 -- CMD ...")
+    try:
+        made = lab.Lab.attach(a.name)
+    except ValueError:
+        raise ValueError(f"name: no lab {a.name!r} is up (perfkit lab status)") from None
+    host = made.host(a.host)
+    made.enter(host, own_mounts=True)
+    sys.stdout.flush()
+    try:
+        os.execvp(cmd[0], cmd)
+    except OSError as exc:
+        print(f"perfkit: error: {cmd[0]}: {exc.strerror}", file=sys.stderr)
+        return 127
+    return 1
 
 
 def _dpdk_eal(a) -> None:

@@ -1180,10 +1180,11 @@ class Lab:
             self.state = fresh
         return (self.state or {}).get("cgroups", {}).get(host)
 
-    def enter(self, host) -> Host:
+    def enter(self, host, own_mounts: bool = False) -> Host:
         """Make this process one of host's: into its cgroup (if it has one) and, for this
-        thread and the threads it starts from now on, its network namespace; recorded, so
-        that down() ends it. For perfkit http-serve --lab."""
+        thread and the threads it starts from now on, its network namespace (own_mounts: and
+        its own /sys, as ip netns exec; for a process about to exec); recorded, so that down()
+        ends it. For perfkit http-serve --lab and perfkit lab exec."""
         h = self.host(host)
         cg = self._fresh_cgroup(h.name)
         if cg:
@@ -1192,7 +1193,10 @@ class Lab:
                 Cgroups.attach(cg)
             except CgroupError as exc:
                 raise LabError(f"perfkit lab: {h.name}: {exc}") from None
-        _setns_path(h.netns_path)
+        if own_mounts:
+            _enter_host(h.netns_path)
+        else:
+            _setns_path(h.netns_path)
         with _locked():
             fresh = _read_state(self.name) or self.state
             fresh["procs"].append([os.getpid(), (_proc_start(os.getpid()) or (0,))[0], False])
