@@ -215,8 +215,11 @@ def _off_loopback(address: str) -> bool:
 
 def _http(a) -> int:
     """perfkit http and perfkit http-serve: the HTTP kind makes the spec and its first line."""
+    in_lab = _lab_server(a) if getattr(a, "lab", None) and a.command == "http-serve" else None
     spec = http.CLI_SPECS[a.command](a)
     parse_thresholds(getattr(a, "threshold", None))   # a bad --threshold: one line, exit 2, before the header
+    if in_lab:   # http-serve --lab: this process becomes the lab host's (namespace, cgroup) before it serves
+        in_lab[0].enter(in_lab[1])
     steps = http.ladder_users(a) if a.command == "http" else None   # --users 50,100,200: a ladder
     if steps:
         ladder_plan(spec, steps)   # every step's spec checked before anything runs
@@ -387,6 +390,16 @@ def _lab(a) -> int:
         print(f"perfkit: error: {exc}", file=sys.stderr)
         return 1
     return 2
+
+
+def _lab_server(a):
+    """http-serve --lab NAME [--host h2]: (the lab, its host); a.host becomes the address to listen on."""
+    try:
+        made = lab.Lab.attach(a.lab)
+    except ValueError:
+        raise ValueError(f"lab: no lab {a.lab!r} is up (perfkit lab up; perfkit lab status)") from None
+    host, a.host = made.server_host(a.host)
+    return made, host
 
 
 def _only_lab(name, hint: str = "") -> str:

@@ -1180,6 +1180,30 @@ class Lab:
             self.state = fresh
         return (self.state or {}).get("cgroups", {}).get(host)
 
+    def server_host(self, which) -> tuple[Host, str]:
+        """(host, address to listen on) for a server in this lab: which is a host (h2), one of
+        the hosts' addresses, an unspecified address (0.0.0.0, ::: the last host, every
+        address) or None/loopback (the last host's IPv4: clients run in h1)."""
+        hosts = self.hosts
+        text = "" if which is None else str(which).strip().strip("[]")
+        if text in ("", "127.0.0.1", "::1", "localhost"):
+            return hosts[-1], hosts[-1].ipv4
+        if re.fullmatch(r"h[0-9]{1,3}", text):
+            h = self.host(text)
+            return h, h.ipv4
+        try:
+            addr = ipaddress.ip_address(text)
+        except ValueError:
+            raise ValueError(f"host: {which!r} is not a host of lab {self.name} ({', '.join(h.name for h in hosts)}) "
+                             "or an address of one") from None
+        if addr.is_unspecified:
+            return hosts[-1], str(addr)
+        for h in hosts:
+            if addr in (ipaddress.ip_address(h.ipv4), ipaddress.ip_address(h.ipv6)):
+                return h, str(addr)
+        raise ValueError(f"host: {which!r} is not an address of lab {self.name}'s hosts "
+                         f"({', '.join(h.name + ' ' + h.ipv4 for h in hosts)})")
+
     def enter(self, host, own_mounts: bool = False) -> Host:
         """Make this process one of host's: into its cgroup (if it has one) and, for this
         thread and the threads it starts from now on, its network namespace (own_mounts: and
