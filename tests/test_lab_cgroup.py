@@ -184,3 +184,13 @@ def test_limit_values_parse():
     assert kept["h2"] == cgroups.Limits(mem=1 << 30)
     assert cgroups.cpu_list_text([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
     assert str(kept["h2"]) == "mem 1G"
+
+
+def test_lab_panel_checks_host_limits_with_the_labs_own_code():
+    pytest.importorskip("ipywidgets")
+    import perfkit.ui
+    lp = perfkit.ui.LabPanel(cpu_quota="h2=25%", cpus="h2=0")
+    assert lp.error is None and "h2 cpu quota 25%, cpus 0" in lp.message.value
+    lp.set(cpu_quota="0%")
+    assert lp.error.startswith("cpu_quota:") and lp.buttons["up"].disabled
+    assert "⚠" in lp.labels["cpu_quota"].value
