@@ -19,6 +19,7 @@ import time
 from urllib.parse import urlsplit
 
 from perfkit import cluster_cli, dperf, lab, nics, remote
+from perfkit.cgroups import LIMITS, parse_limits
 from perfkit.engines import dpdk
 from perfkit.engines import engines as list_engines
 from perfkit.errors import EngineError
@@ -127,7 +128,6 @@ def _lab_parser(sub) -> None:
 
 def _host_limit_options(p) -> None:
     """VM-like hosts: perfkit.cgroups.LIMITS as options; VALUE for every host, HOST=VALUE for one."""
-    from perfkit.cgroups import LIMITS
     g = p.add_argument_group("VM-like hosts (cgroups): VALUE for every host, HOST=VALUE for one (h2=50%)")
     for name, (flag, text, unit) in LIMITS.items():
         g.add_argument(flag, dest=name, action="append", metavar="[HOST=]VALUE", help=text.replace("%", "%%"))
@@ -416,7 +416,6 @@ def _only_lab(name, hint: str = "") -> str:
 def _lab_impair(a) -> int:
     """perfkit lab impair: links (--delay ...) and hosts (--cpu-quota ...), every value checked
     before anything changes."""
-    from perfkit.cgroups import parse_limits
     links = {k: getattr(a, k) for k in lab.IMPAIRMENTS if getattr(a, k) is not None}
     limits = {k: getattr(a, k) for k in ("cpu_quota", "cpus", "mem") if getattr(a, k) is not None}
     if not links and not limits and not a.reset:
@@ -426,13 +425,9 @@ def _lab_impair(a) -> int:
         made = lab.Lab.attach(name)
     except ValueError:
         raise ValueError(f"name: no lab {name!r} is up (perfkit lab status)") from None
-    indexes = made._link_indexes(a.link)   # a bad --link: one line, nothing changed
-    for i in indexes:
-        base = lab.Impairment() if a.reset else made.impairments[i]
-        lab.Impairment.parse(base, **links)
     parse_limits(limits, [h.name for h in made.hosts], base=made.state.get("limits") or {})
-    if links or a.reset:
-        made.impair(indexes, reset=a.reset, **links)
+    if links or a.reset:   # checks links and values before it changes any
+        made.impair(a.link, reset=a.reset, **links)
     if limits:
         made.limit(**limits)
     print(lab.status_text([s for s in lab.status() if s["name"] == name]))
