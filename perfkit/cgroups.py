@@ -349,7 +349,7 @@ class Cgroups:
         quota = None if lim.cpu_quota is None else max(1000, round(lim.cpu_quota * PERIOD_US / 100))
         if paths["v"] == 2:
             d = paths["dir"]
-            cpus = lim.cpus if lim.cpus is not None else ""   # empty: the parent's
+            cpus = lim.cpus if lim.cpus is not None else "\n"   # empty: the parent's (a write, not none)
             _write(f"{d}/cpuset.cpus", cpus, "CPU set")
             _write(f"{d}/cpu.max", f"{quota if quota else 'max'} {PERIOD_US}", "CPU quota")
             _write(f"{d}/memory.max", str(lim.mem) if lim.mem else "max", "memory limit")
