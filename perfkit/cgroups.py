@@ -431,6 +431,34 @@ class Cgroups:
                     raise CgroupError(f"cgroup: cannot remove {level}: {exc.strerror}") from None
 
 
+def leftovers(keep=()) -> list[dict]:
+    """The paths (as create returns them) of every perfkit/LAB/HOST cgroup here whose lab is not
+    in keep: what an interrupted lab left, for perfkit lab down --all. [] without cgroups."""
+    try:
+        cg = Cgroups.detect()
+    except CgroupError:
+        return []
+    found = {}
+    if cg.version == 2:
+        places = {None: (cg.where, "")}
+    else:
+        places = {c: (os.path.normpath(point + "/" + own), "") for c, (point, own) in cg.where.items()}
+    for c, (base, _) in places.items():
+        top = f"{base}/perfkit"
+        with contextlib.suppress(OSError):
+            for lab in os.listdir(top):
+                if lab in keep or not os.path.isdir(f"{top}/{lab}"):
+                    continue
+                for host in os.listdir(f"{top}/{lab}"):
+                    if re.fullmatch(r"h[0-9]{1,3}", host) and os.path.isdir(f"{top}/{lab}/{host}"):
+                        entry = found.setdefault((lab, host), {"v": cg.version, "dirs": {}, "bases": {}})
+                        if c is None:
+                            entry.update({"dir": f"{top}/{lab}/{host}", "base": base})
+                        else:
+                            entry["dirs"][c], entry["bases"][c] = f"{top}/{lab}/{host}", base
+    return [{k: v for k, v in e.items() if not (e["v"] == 2 and k in ("dirs", "bases"))} for e in found.values()]
+
+
 def netns_procs(netns_path: str) -> list[int]:
     """The processes whose network namespace (main thread's) is the one bound at netns_path:
     what runs in that lab host, however it was started (ip netns exec too)."""

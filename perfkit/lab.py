@@ -1414,6 +1414,11 @@ def down_all() -> list[str]:
             names.add(NETNS_RE.match(ns).group(1))
         for name in sorted(names):
             removed += _remove_root_links(name)
+        from perfkit.cgroups import CgroupError, Cgroups, leftovers   # host cgroups no state names
+        for paths in leftovers(keep={st["name"] for st in _all_states()}):
+            with contextlib.suppress(CgroupError, OSError):
+                Cgroups.remove(paths)
+                removed.append("cgroup " + (paths.get("dir") or next(iter(paths["dirs"].values()))))
         for fn in os.listdir(LABS_DIR):
             if fn.endswith((".sock", ".log", ".tmp")):
                 with contextlib.suppress(OSError):
