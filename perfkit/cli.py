@@ -220,6 +220,8 @@ def _http(a) -> int:
     parse_thresholds(getattr(a, "threshold", None))   # a bad --threshold: one line, exit 2, before the header
     if in_lab:   # http-serve --lab: this process becomes the lab host's (namespace, cgroup) before it serves
         in_lab[0].enter(in_lab[1])
+        print(f"perfkit: in lab {in_lab[0].name} host {in_lab[1].name}"
+              f" ({in_lab[0].limits.get(in_lab[1].name, 'no limits')})", file=sys.stderr, flush=True)
     steps = http.ladder_users(a) if a.command == "http" else None   # --users 50,100,200: a ladder
     if steps:
         ladder_plan(spec, steps)   # every step's spec checked before anything runs
