@@ -329,20 +329,24 @@ class Cgroups:
                            "enabling controllers")
                 _mkdir(child)
             return {"v": 2, "dir": f"{base}/perfkit/{lab}/{host}", "base": base}
-        dirs, bases = {}, {}
-        for c, (point, own) in self.where.items():
-            base = os.path.normpath(point + "/" + own)
-            bases[c] = base
-            chain = [f"{base}/perfkit", f"{base}/perfkit/{lab}", f"{base}/perfkit/{lab}/{host}"]
-            parent = base
-            for d in chain:
-                made = _mkdir(d)
-                if c == "cpuset" and (made or not _read(f"{d}/cpuset.cpus")):   # v1 cpusets start empty
-                    _write(f"{d}/cpuset.mems", _read(f"{parent}/cpuset.mems"), "cpuset mems")
-                    _write(f"{d}/cpuset.cpus", _read(f"{parent}/cpuset.cpus"), "cpuset cpus")
-                parent = d
-            dirs[c] = chain[-1]
-        return {"v": 1, "dirs": dirs, "bases": bases}
+        paths = {"v": 1, "dirs": {}, "bases": {}}
+        try:
+            for c, (point, own) in self.where.items():
+                base = os.path.normpath(point + "/" + own)
+                chain = [f"{base}/perfkit", f"{base}/perfkit/{lab}", f"{base}/perfkit/{lab}/{host}"]
+                paths["dirs"][c], paths["bases"][c] = chain[-1], base   # before mkdir: removed on failure
+                parent = base
+                for d in chain:
+                    made = _mkdir(d)
+                    if c == "cpuset" and (made or not _read(f"{d}/cpuset.cpus")):   # v1 cpusets start empty
+                        _write(f"{d}/cpuset.mems", _read(f"{parent}/cpuset.mems"), "cpuset mems")
+                        _write(f"{d}/cpuset.cpus", _read(f"{parent}/cpuset.cpus"), "cpuset cpus")
+                    parent = d
+        except (CgroupError, OSError):
+            with contextlib.suppress(CgroupError, OSError):   # no half-made host left behind
+                self.remove(paths)
+            raise
+        return paths
 
     # ------------------------------------------------------------- limits
     def apply(self, paths: dict, lim: Limits) -> None:

@@ -1007,7 +1007,7 @@ class Lab:
             for pid in netns_procs(f"{NETNS_DIR}/{self.host(host).netns}"):
                 with contextlib.suppress(CgroupError):   # gone meanwhile, or a kernel thread
                     Cgroups.attach(paths, pid)
-        except CgroupError as exc:
+        except (CgroupError, OSError) as exc:   # OSError: a cgroup file that cannot be read
             raise LabError(f"perfkit lab: {host}: {exc}") from None
 
     def _link_indexes(self, link) -> list[int]:
