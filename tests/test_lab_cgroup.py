@@ -98,7 +98,7 @@ def test_quota_measured_then_changed_live_then_gone_at_down():
 
 @pytest.mark.root
 @pytest.mark.netns
-def test_cpus_pin_running_and_new_processes():
+def test_cpus_pin_running_and_new_processes_and_memory_is_limited():
     cpu = cgroups.available_cpus()[-1]
     lab = _lab()
     try:
@@ -117,6 +117,14 @@ def test_cpus_pin_running_and_new_processes():
         name = "memory.max" if paths["v"] == 2 else "memory.limit_in_bytes"
         with open(f"{mem_dir}/{name}") as f:
             assert int(f.read()) == 64 << 20
+        # the limit holds: 16 MiB written fits, 200 MiB gets the host's process OOM-killed
+        with open("/proc/swaps") as f:
+            swap = len(f.read().splitlines()) > 1   # with swap, a v1 host pages out instead
+        if not swap:
+            fits = lab.popen("h2", [sys.executable, "-c", "b = b'x' * (16 << 20)"])
+            big = lab.popen("h2", [sys.executable, "-c", "b = b'x' * (200 << 20)"])
+            assert fits.wait(timeout=30) == 0
+            assert big.wait(timeout=30) == -9
     finally:
         lab.down()
     assert sleeper.poll() is not None
