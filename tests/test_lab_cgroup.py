@@ -132,6 +132,13 @@ def test_cpus_pin_running_and_new_processes_and_memory_is_limited():
         assert not os.path.exists(d), d
 
 
+def _listening(address: str, port: int) -> bool:
+    import socket
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex((address, port)) == 0
+
+
 @pytest.mark.root
 @pytest.mark.netns
 def test_http_serve_in_a_limited_lab_host():
@@ -141,10 +148,11 @@ def test_http_serve_in_a_limited_lab_host():
         server = subprocess.Popen([sys.executable, "-P", "-m", "perfkit", "http-serve", "--lab", lab.name,
                                    "--host", "h2", "--port", "8080", "-t", "15"],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 15
-        while server.pid not in cgroups.Cgroups.procs(lab.cgroup("h2")):
+        deadline = time.monotonic() + 15   # listening (in h2's cgroup) before the client starts
+        while not lab.call("h1", _listening, lab.hosts[1].ipv4, 8080, timeout=5):
             assert server.poll() is None and time.monotonic() < deadline, server.stderr.read()
             time.sleep(0.05)
+        assert server.pid in cgroups.Cgroups.procs(lab.cgroup("h2"))
         r = _perfkit("http", f"http://{lab.hosts[1].ipv4}:8080/", "--lab", lab.name, "-t", "1", "--users", "2",
                      "--json")
         assert r.returncode == 0, r.stderr
