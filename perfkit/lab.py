@@ -6,6 +6,7 @@ with impairments (delay, jitter, loss, duplication, reordering, corruption, rate
         lab.impair(0, rate="100mbit") # change link 0 while traffic flows
         lab.popen(h2, ["sleep", "1"]) # a process inside h2's namespace
         lab.call(h1, os.getpid)       # a Python callable inside h1's namespace
+        lab.limit("h2", cpu_quota="50%", cpus="1", mem="256M")   # a VM-like host (perfkit.cgroups)
 
 Two hosts share one veth pair (link 0); more hosts hang off a bridge in the lab's own
 switch namespace, one link per host (link i joins hosts[i] to the switch). A link's
