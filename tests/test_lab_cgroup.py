@@ -125,9 +125,19 @@ def test_cpus_pin_running_and_new_processes_and_memory_is_limited():
             big = lab.popen("h2", [sys.executable, "-c", "b = b'x' * (200 << 20)"])
             assert fits.wait(timeout=30) == 0
             assert big.wait(timeout=30) == -9
+        # a command left running through the wrapper ends with the lab
+        wrapped = subprocess.Popen([sys.executable, "-P", "-m", "perfkit", "lab", "exec", lab.name, "h2", "--",
+                                    "sleep", "30"])
+        deadline = time.monotonic() + 15
+        while wrapped.pid not in cgroups.Cgroups.procs(paths):
+            assert wrapped.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        assert os.readlink(f"/proc/{wrapped.pid}/exe").endswith("sleep")   # perfkit exec'd into it
     finally:
         lab.down()
     assert sleeper.poll() is not None
+    wrapped.wait(timeout=10)   # lab.down's kill may have reaped it already (it is this process's child)
+    assert not os.path.exists(f"/proc/{wrapped.pid}") and time.monotonic() < deadline + 10   # long before sleep 30
     for d in _dirs(paths):
         assert not os.path.exists(d), d
 
