@@ -914,10 +914,18 @@ class Lab:
     def impair(self, link=None, reset: bool = False, **values) -> list[Impairment]:
         """Change impairments while traffic flows. link: an index in links, a list of them,
         or None for every link. Given fields change, others stay (reset=True clears them
-        first); 0 turns one off. Returns the links' impairments."""
+        first); 0 turns one off. Returns the links' impairments. Host limits (cpu_quota,
+        cpus, mem: "h2=50%") go to limit(), checked before any link changes."""
         if not self.state:
             raise LabError("perfkit lab: the lab is not up")
         _require_root()
+        limits = {k: values.pop(k) for k in ("cpu_quota", "cpus", "mem") if k in values}
+        if limits:
+            from perfkit.cgroups import parse_limits
+            parse_limits(limits, [h.name for h in self.hosts], base=self.state.get("limits") or {})
+            now = self.impair(link, reset, **values) if values or reset else self.impairments
+            self.limit(**limits)
+            return now
         links = self._link_indexes(link)
         with _locked():
             fresh = _read_state(self.name)

@@ -8,6 +8,7 @@ thread (making namespaces takes a second or more), so the buttons return at once
     lp.up(); lp.wait()            # what the up button does
     lp.lab.name                   # put it in a LocalTest or HttpLoad panel's lab field
     lp.set(delay="20ms").impair() # change every link while traffic flows
+    lp.set(cpu_quota="h2=50%").impair()   # VM-like hosts: cpu_quota, cpus, mem (perfkit.cgroups)
     lp.down()
 
 Needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN): without, the form still checks and up says why.
