@@ -129,10 +129,10 @@ def test_cpus_pin_running_and_new_processes_and_memory_is_limited():
         wrapped = subprocess.Popen([sys.executable, "-P", "-m", "perfkit", "lab", "exec", lab.name, "h2", "--",
                                     "sleep", "30"])
         deadline = time.monotonic() + 15
-        while wrapped.pid not in cgroups.Cgroups.procs(paths):
+        while not os.readlink(f"/proc/{wrapped.pid}/exe").endswith("sleep"):   # perfkit exec'd into it
             assert wrapped.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
-        assert os.readlink(f"/proc/{wrapped.pid}/exe").endswith("sleep")   # perfkit exec'd into it
+        assert wrapped.pid in cgroups.Cgroups.procs(paths)
     finally:
         lab.down()
     assert sleeper.poll() is not None
