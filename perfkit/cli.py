@@ -32,7 +32,7 @@ from perfkit.run import Run
 from perfkit.remote import DEFAULT_PORT, Server
 from perfkit.spec import check_target
 from perfkit.thresholds import parse_all as parse_thresholds
-from perfkit.units import parse_duration, parse_int
+from perfkit.units import parse_duration, parse_int, parse_size
 from perfkit.version import __version__
 
 
@@ -119,6 +119,12 @@ def _lab_parser(sub) -> None:
     ex.add_argument("name", help="the lab")
     ex.add_argument("host", help="the host: h1, h2, ...")
     ex.add_argument("cmd", nargs=argparse.REMAINDER, help="the command and its arguments (after --)")
+    ng = lsub.add_parser("nginx", help="start nginx in a lab host (its namespace and cgroup), until lab down")
+    ng.add_argument("name", nargs="?", help="the lab (default: the only one)")
+    ng.add_argument("--host", help="h2, or one of its addresses (default: the last host)")
+    ng.add_argument("--port", type=int_arg, default=8080, help="port (default 8080)")
+    ng.add_argument("--size", default="100", help="response body bytes for every URL (default 100)")
+    ng.add_argument("--workers", type=int_arg, default=1, help="nginx worker processes (default 1)")
     st = lsub.add_parser("status", help="the labs that are up, from any process")
     st.add_argument("--json", action="store_true", help="as JSON")
     dn = lsub.add_parser("down", help="take a lab down")
@@ -374,6 +380,16 @@ def _lab(a) -> int:
             return _lab_impair(a)
         if a.lab_command == "exec":
             return _lab_exec(a)
+        if a.lab_command == "nginx":
+            name = _only_lab(a.name)
+            try:
+                made = lab.Lab.attach(name)
+            except ValueError:
+                raise ValueError(f"name: no lab {name!r} is up (perfkit lab status)") from None
+            ngx = made.nginx(a.host, port=a.port, size=parse_size(a.size, "size"), workers=a.workers)
+            print(f"nginx in {name} {ngx.host.name} ({made.limits.get(ngx.host.name, 'no limits')}): {ngx.url}\n"
+                  f"access log: {ngx.access_log}\nit runs until perfkit lab down {name}")
+            return 0
         if a.lab_command == "status":
             labs = lab.status()
             print(json.dumps(labs, indent=2) if a.json else lab.status_text(labs))

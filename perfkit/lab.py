@@ -1189,6 +1189,43 @@ class Lab:
             self.state = fresh
         return (self.state or {}).get("cgroups", {}).get(host)
 
+    def nginx(self, host=None, port: int = 8080, size: int = 100, workers: int = 1,
+              timeout: float = 10.0) -> "LabNginx":
+        """nginx inside host (default: the last one; h2, its address, as server_host takes it),
+        in its namespace and cgroup, answering every URL with size bytes, with an access log
+        the run can read back (LabNginx.lines()). It runs until down() (or its stop())."""
+        h, address = self.server_host(host)
+        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+            raise ValueError(f"port: {port!r} is outside 1..65535")
+        if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= 1 << 30:
+            raise ValueError(f"size: {size!r} is outside 0..1G bytes")
+        if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 64:
+            raise ValueError(f"workers: {workers!r} is outside 1..64")
+        import shutil
+        exe = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx")
+                                             if os.access(p, os.X_OK)), None)
+        if exe is None:
+            raise LabError("perfkit lab: nginx is not installed (apt-get install nginx-light)")
+        d = f"{LABS_DIR}/{self.name}-nginx-{h.name}"
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d, mode=0o755)
+        with open(f"{d}/body", "wb") as f:
+            f.write(b"x" * size)
+        listen = f"[{address}]" if ":" in address else address
+        with open(f"{d}/nginx.conf", "w") as f:
+            f.write(NGINX_CONF.format(d=d, listen=listen, port=port, workers=workers))
+        p = self.popen(h, [exe, "-c", f"{d}/nginx.conf", "-p", d, "-g", "daemon off;"],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        server = LabNginx(h, address, port, d, p)
+        deadline = time.monotonic() + timeout
+        while not server.listening():
+            if p.poll() is not None or time.monotonic() > deadline:
+                err = p.stderr.read().decode(errors="replace").strip() if p.poll() is not None else "timed out"
+                server.stop()
+                raise LabError(f"perfkit lab: nginx in {h.name} did not start: {err.splitlines()[-1] if err else '?'}")
+            time.sleep(0.02)
+        return server
+
     def server_host(self, which) -> tuple[Host, str]:
         """(host, address to listen on) for a server in this lab: which is a host (h2), one of
         the hosts' addresses, an unspecified address (0.0.0.0, ::: the last host, every
@@ -1265,6 +1302,69 @@ class Lab:
                 self._daemon.wait(timeout=1)
             self._daemon = None
         self.state = None
+
+
+NGINX_CONF = """worker_processes {workers};
+error_log {d}/error.log;
+pid {d}/nginx.pid;
+worker_rlimit_nofile 16000;
+events {{ worker_connections 12000; }}
+http {{
+    log_format pk '$msec $request_method $request_uri $status $body_bytes_sent $request_time $remote_addr';
+    access_log {d}/access.log pk;
+    client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_temp_path {d};
+    uwsgi_temp_path {d}; scgi_temp_path {d};
+    keepalive_requests 1000000;
+    default_type text/plain;
+    server {{
+        listen {listen}:{port};
+        root {d};
+        location / {{ try_files /body =404; }}
+    }}
+}}
+"""
+
+
+class LabNginx:
+    """nginx in a lab host (Lab.nginx): url, access_log, lines() (one dict per request:
+    time, method, uri, status, bytes, request_time, client), stop()."""
+
+    def __init__(self, host: Host, address: str, port: int, d: str, proc: subprocess.Popen):
+        self.host, self.address, self.port, self.dir, self.proc = host, address, port, d, proc
+        self.url = f"http://{'[' + address + ']' if ':' in address else address}:{port}/"
+        self.access_log = f"{d}/access.log"
+
+    def listening(self) -> bool:
+        """nginx listens on its port (read from its own namespace's /proc/PID/net/tcp*)."""
+        want = f":{self.port:04X} "
+        for table in ("tcp", "tcp6"):
+            with contextlib.suppress(OSError):
+                with open(f"/proc/{self.proc.pid}/net/{table}") as f:
+                    if any(want in ln and ln.split()[3] == "0A" for ln in f.read().splitlines()[1:]):
+                        return True
+        return False
+
+    def lines(self) -> list[dict]:
+        """The access log so far, one dict per request."""
+        out = []
+        with contextlib.suppress(FileNotFoundError):
+            with open(self.access_log) as f:
+                for ln in f:
+                    p = ln.split()
+                    if len(p) == 7:
+                        out.append({"time": float(p[0]), "method": p[1], "uri": p[2], "status": int(p[3]),
+                                    "bytes": int(p[4]), "request_time": float(p[5]), "client": p[6]})
+        return out
+
+    def stop(self) -> None:
+        _kill(self.proc.pid, group=True)
+        with contextlib.suppress(Exception):
+            self.proc.wait(timeout=1)
+        if self.proc.stderr:
+            self.proc.stderr.close()
+
+    def __repr__(self) -> str:
+        return f"<nginx in {self.host.name} at {self.url}, log {self.access_log}>"
 
 
 @contextlib.contextmanager
@@ -1363,6 +1463,9 @@ def _teardown_state(st: dict) -> None:
     for suffix in (".sock", ".log", ".json"):
         with contextlib.suppress(OSError):
             os.unlink(f"{LABS_DIR}/{st['name']}{suffix}")
+    import shutil   # here: the delay line loads this file and never removes a lab
+    for h in st.get("hosts", []):   # Lab.nginx's files
+        shutil.rmtree(f"{LABS_DIR}/{st['name']}-nginx-{h['name']}", ignore_errors=True)
 
 
 def _remove_netns(ns: str) -> None:

@@ -220,3 +220,35 @@ def test_lab_panel_checks_host_limits_with_the_labs_own_code():
     lp.set(cpu_quota="0%")
     assert lp.error.startswith("cpu_quota:") and lp.buttons["up"].disabled
     assert "⚠" in lp.labels["cpu_quota"].value
+
+
+@pytest.mark.root
+@pytest.mark.netns
+@pytest.mark.nginx
+def test_lab_nginx_in_a_limited_host_logs_what_the_client_counted():
+    import json
+    lab = _lab(cpu_quota="h2=50%")
+    try:
+        r = _perfkit("lab", "nginx", lab.name, "--size", "1K")
+        assert r.returncode == 0, r.stderr
+        assert f"http://{lab.hosts[1].ipv4}:8080/" in r.stdout and "cpu quota 50%" in r.stdout
+        in_h2 = cgroups.Cgroups.procs(lab.cgroup("h2"))
+        names = set()
+        for pid in in_h2:
+            with open(f"/proc/{pid}/comm") as f:
+                names.add(f.read().strip())
+        assert names == {"nginx"} and len(in_h2) == 2          # master and its one worker
+        r = _perfkit("http", f"http://{lab.hosts[1].ipv4}:8080/a", "--lab", lab.name, "-t", "1", "--users", "2",
+                     "--json")
+        assert r.returncode == 0, r.stderr
+        s = json.loads(r.stdout.strip().splitlines()[-1])["summary"]
+        log = f"/run/perfkit/labs/{lab.name}-nginx-h2/access.log"
+        with open(log) as f:
+            lines = [ln.split() for ln in f]
+        ok = [p for p in lines if p[2] == "/a" and p[3] == "200" and p[4] == "1024" and p[6] == lab.hosts[0].ipv4]
+        assert len(ok) == len(lines)
+        # every answer the client counted is in the log; the log has no more than it asked
+        assert s["http_2xx"] > 0 and s["http_2xx"] <= len(lines) <= s["requests"], (s, len(lines))
+    finally:
+        lab.down()
+    assert not os.path.exists(f"/run/perfkit/labs/{lab.name}-nginx-h2")
