@@ -1206,7 +1206,12 @@ class Lab:
                                              if os.access(p, os.X_OK)), None)
         if exe is None:
             raise LabError("perfkit lab: nginx is not installed (apt-get install nginx-light)")
-        d = f"{LABS_DIR}/{self.name}-nginx-{h.name}"
+        d = f"{LABS_DIR}/{self.name}-nginx-{h.name}-{port}"
+        with contextlib.suppress(OSError, ValueError):
+            with open(f"{d}/nginx.pid") as f:
+                running = int(f.read().strip())
+            if _alive(running):
+                raise LabError(f"perfkit lab: nginx already serves {h.name} port {port} (pid {running})")
         shutil.rmtree(d, ignore_errors=True)
         os.makedirs(d, mode=0o755)
         with open(f"{d}/body", "wb") as f:
@@ -1214,15 +1219,17 @@ class Lab:
         listen = f"[{address}]" if ":" in address else address
         with open(f"{d}/nginx.conf", "w") as f:
             f.write(NGINX_CONF.format(d=d, listen=listen, port=port, workers=workers))
-        p = self.popen(h, [exe, "-c", f"{d}/nginx.conf", "-p", d, "-g", "daemon off;"],
-                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        with open(f"{d}/stderr.log", "wb") as err:   # a file, not a pipe: nginx outlives perfkit lab nginx
+            p = self.popen(h, [exe, "-c", f"{d}/nginx.conf", "-p", d, "-g", "daemon off;"],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
         server = LabNginx(h, address, port, d, p)
         deadline = time.monotonic() + timeout
-        while not server.listening():
+        while not server.started():
             if p.poll() is not None or time.monotonic() > deadline:
-                err = p.stderr.read().decode(errors="replace").strip() if p.poll() is not None else "timed out"
                 server.stop()
-                raise LabError(f"perfkit lab: nginx in {h.name} did not start: {err.splitlines()[-1] if err else '?'}")
+                with open(f"{d}/stderr.log", errors="replace") as f:
+                    said = f.read().strip().splitlines()
+                raise LabError(f"perfkit lab: nginx in {h.name} did not start: {said[-1] if said else 'timed out'}")
             time.sleep(0.02)
         return server
 
@@ -1334,6 +1341,16 @@ class LabNginx:
         self.url = f"http://{'[' + address + ']' if ':' in address else address}:{port}/"
         self.access_log = f"{d}/access.log"
 
+    def started(self) -> bool:
+        """nginx wrote its pid file (after it bound its port) and listens."""
+        try:
+            with open(f"{self.dir}/nginx.pid") as f:
+                if f.read().strip() != str(self.proc.pid):
+                    return False
+        except OSError:
+            return False
+        return self.listening()
+
     def listening(self) -> bool:
         """nginx listens on its port (read from its own namespace's /proc/PID/net/tcp*)."""
         want = f":{self.port:04X} "
@@ -1360,8 +1377,6 @@ class LabNginx:
         _kill(self.proc.pid, group=True)
         with contextlib.suppress(Exception):
             self.proc.wait(timeout=1)
-        if self.proc.stderr:
-            self.proc.stderr.close()
 
     def __repr__(self) -> str:
         return f"<nginx in {self.host.name} at {self.url}, log {self.access_log}>"
@@ -1464,8 +1479,11 @@ def _teardown_state(st: dict) -> None:
         with contextlib.suppress(OSError):
             os.unlink(f"{LABS_DIR}/{st['name']}{suffix}")
     import shutil   # here: the delay line loads this file and never removes a lab
-    for h in st.get("hosts", []):   # Lab.nginx's files
-        shutil.rmtree(f"{LABS_DIR}/{st['name']}-nginx-{h['name']}", ignore_errors=True)
+    prefix = f"{st['name']}-nginx-"   # Lab.nginx's files: LAB-nginx-HOST-PORT
+    with contextlib.suppress(OSError):
+        for fn in os.listdir(LABS_DIR):
+            if fn.startswith(prefix) and re.fullmatch(r"h[0-9]{1,3}-[0-9]{1,5}", fn[len(prefix):]):
+                shutil.rmtree(f"{LABS_DIR}/{fn}", ignore_errors=True)
 
 
 def _remove_netns(ns: str) -> None:

@@ -242,7 +242,7 @@ def test_lab_nginx_in_a_limited_host_logs_what_the_client_counted():
                      "--json")
         assert r.returncode == 0, r.stderr
         s = json.loads(r.stdout.strip().splitlines()[-1])["summary"]
-        log = f"/run/perfkit/labs/{lab.name}-nginx-h2/access.log"
+        log = f"/run/perfkit/labs/{lab.name}-nginx-h2-8080/access.log"
         with open(log) as f:
             lines = [ln.split() for ln in f]
         ok = [p for p in lines if p[2] == "/a" and p[3] == "200" and p[4] == "1024" and p[6] == lab.hosts[0].ipv4]
@@ -251,4 +251,4 @@ def test_lab_nginx_in_a_limited_host_logs_what_the_client_counted():
         assert s["http_2xx"] > 0 and s["http_2xx"] <= len(lines) <= s["requests"], (s, len(lines))
     finally:
         lab.down()
-    assert not os.path.exists(f"/run/perfkit/labs/{lab.name}-nginx-h2")
+    assert not os.path.exists(f"/run/perfkit/labs/{lab.name}-nginx-h2-8080")
