@@ -19,9 +19,9 @@ import time
 from urllib.parse import urlsplit
 
 from perfkit import cluster_cli, dperf, lab, nics, remote
-from perfkit.cgroups import LIMITS, parse_limits
 from perfkit.engines import dpdk
 from perfkit.engines import engines as list_engines
+from perfkit.cgroups import LIMITS, parse_limits   # after the engines: apart from lines others edit
 from perfkit.errors import EngineError
 from perfkit.fields import applies, check_applies, int_arg, whole_number
 from perfkit.kinds import KINDS, dpdk_tcp, dpdk_udp, http, qperf
