@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from perfkit import cluster_cli, dperf, lab, nics, remote, rfc2544_cli
 from perfkit.engines import dpdk
 from perfkit.engines import check_name as check_engine_name, engines as list_engines
+from perfkit.cgroups import LIMITS, parse_limits
 from perfkit.errors import EngineError
 from perfkit.fields import applies, check_applies, int_arg, whole_number
 from perfkit.kinds import KINDS, dpdk_tcp, dpdk_udp, http, qperf
@@ -31,7 +32,7 @@ from perfkit.run import Run
 from perfkit.remote import DEFAULT_PORT, Server
 from perfkit.spec import check_target
 from perfkit.thresholds import parse_all as parse_thresholds
-from perfkit.units import parse_duration, parse_int
+from perfkit.units import parse_duration, parse_int, parse_size
 from perfkit.version import __version__
 
 
@@ -102,11 +103,40 @@ def _lab_parser(sub) -> None:
     up.add_argument("--rate", help="link rate, whole frames: 100mbit, 1Gbit")
     up.add_argument("--mtu", default=1500, help="MTU (default 1500)")
     up.add_argument("--name", help="lab name, 1-8 lowercase letters/digits (default l<block>)")
+    _host_limit_options(up)
+    imp = lsub.add_parser("impair", help="change a lab's links and hosts while traffic flows")
+    imp.add_argument("name", nargs="?", help="the lab (default: the only one)")
+    imp.add_argument("--link", type=int_arg, action="append",
+                     help="the link to change (repeatable; default: every link)")
+    imp.add_argument("--reset", action="store_true", help="clear the links' impairments first")
+    for flag, text in (("--delay", "one-way delay per link: 10ms (0: off)"), ("--jitter", "delay variation: 1ms"),
+                       ("--loss", "packet loss: 1%%"), ("--duplicate", "duplicated packets: 1%%"),
+                       ("--reorder", "packets sent without the delay: 25%%"),
+                       ("--corrupt", "packets with a flipped bit: 0.1%%"), ("--rate", "link rate: 100mbit (0: off)")):
+        imp.add_argument(flag, help=text)
+    _host_limit_options(imp)
+    ex = lsub.add_parser("exec", help="run a command inside a lab host: its namespace and its cgroup")
+    ex.add_argument("name", help="the lab")
+    ex.add_argument("host", help="the host: h1, h2, ...")
+    ex.add_argument("cmd", nargs=argparse.REMAINDER, help="the command and its arguments (after --)")
+    ng = lsub.add_parser("nginx", help="start nginx in a lab host (its namespace and cgroup), until lab down")
+    ng.add_argument("name", nargs="?", help="the lab (default: the only one)")
+    ng.add_argument("--host", help="h2, or one of its addresses (default: the last host)")
+    ng.add_argument("--port", type=int_arg, default=8080, help="port (default 8080)")
+    ng.add_argument("--size", default="100", help="response body bytes for every URL (default 100)")
+    ng.add_argument("--workers", type=int_arg, default=1, help="nginx worker processes (default 1)")
     st = lsub.add_parser("status", help="the labs that are up, from any process")
     st.add_argument("--json", action="store_true", help="as JSON")
     dn = lsub.add_parser("down", help="take a lab down")
     dn.add_argument("name", nargs="?", help="the lab (default: the only one)")
     dn.add_argument("--all", action="store_true", help="every perfkit namespace, link and lab")
+
+
+def _host_limit_options(p) -> None:
+    """VM-like hosts: perfkit.cgroups.LIMITS as options; VALUE for every host, HOST=VALUE for one."""
+    g = p.add_argument_group("VM-like hosts (cgroups): VALUE for every host, HOST=VALUE for one (h2=50%)")
+    for name, (flag, text, unit) in LIMITS.items():
+        g.add_argument(flag, dest=name, action="append", metavar="[HOST=]VALUE", help=text.replace("%", "%%"))
 
 
 def _serve_parser(sub) -> None:
@@ -185,8 +215,13 @@ def _off_loopback(address: str) -> bool:
 
 def _http(a) -> int:
     """perfkit http and perfkit http-serve: the HTTP kind makes the spec and its first line."""
+    in_lab = _lab_server(a) if getattr(a, "lab", None) and a.command == "http-serve" else None
     spec = http.CLI_SPECS[a.command](a)
     parse_thresholds(getattr(a, "threshold", None))   # a bad --threshold: one line, exit 2, before the header
+    if in_lab:   # http-serve --lab: this process becomes the lab host's (namespace, cgroup) before it serves
+        in_lab[0].enter(in_lab[1])
+        print(f"perfkit: in lab {in_lab[0].name} host {in_lab[1].name}"
+              f" ({in_lab[0].limits.get(in_lab[1].name, 'no limits')})", file=sys.stderr, flush=True)
     steps = http.ladder_users(a) if a.command == "http" else None   # --users 50,100,200: a ladder
     if steps:
         ladder_plan(spec, steps)   # every step's spec checked before anything runs
@@ -337,8 +372,23 @@ def _lab(a) -> int:
         if a.lab_command == "up":
             made = lab.Lab(hosts=a.hosts, delay=a.delay, jitter=a.jitter, loss=a.loss,
                            duplicate=a.duplicate, reorder=a.reorder, corrupt=a.corrupt,
-                           rate=a.rate, mtu=a.mtu, name=a.name).up()
+                           rate=a.rate, mtu=a.mtu, name=a.name,
+                           cpu_quota=a.cpu_quota, cpus=a.cpus, mem=a.mem).up()
             print(lab.status_text([s for s in lab.status() if s["name"] == made.name]))
+            return 0
+        if a.lab_command == "impair":
+            return _lab_impair(a)
+        if a.lab_command == "exec":
+            return _lab_exec(a)
+        if a.lab_command == "nginx":
+            name = _only_lab(a.name)
+            try:
+                made = lab.Lab.attach(name)
+            except ValueError:
+                raise ValueError(f"name: no lab {name!r} is up (perfkit lab status)") from None
+            ngx = made.nginx(a.host, port=a.port, size=parse_size(a.size, "size"), workers=a.workers)
+            print(f"nginx in {name} {ngx.host.name} ({made.limits.get(ngx.host.name, 'no limits')}): {ngx.url}\n"
+                  f"access log: {ngx.access_log}\nit runs until perfkit lab down {name}")
             return 0
         if a.lab_command == "status":
             labs = lab.status()
@@ -349,13 +399,7 @@ def _lab(a) -> int:
                 gone = lab.down_all()
                 print(f"removed: {', '.join(gone)}" if gone else "no perfkit labs")
                 return 0
-            name = a.name
-            if name is None:
-                names = sorted({s["name"] for s in lab.status()})
-                if len(names) != 1:
-                    raise ValueError(f"name: {len(names)} labs are up ({', '.join(names) or 'none'}): "
-                                     "name one, or use --all")
-                name = names[0]
+            name = _only_lab(a.name, "or use --all")
             if not lab.down(name):
                 raise ValueError(f"name: no lab {name!r}")
             print(f"{name}: down")
@@ -364,6 +408,69 @@ def _lab(a) -> int:
         print(f"perfkit: error: {exc}", file=sys.stderr)
         return 1
     return 2
+
+
+def _lab_server(a):
+    """http-serve --lab NAME [--host h2]: (the lab, its host); a.host becomes the address to listen on."""
+    try:
+        made = lab.Lab.attach(a.lab)
+    except ValueError:
+        raise ValueError(f"lab: no lab {a.lab!r} is up (perfkit lab up; perfkit lab status)") from None
+    host, a.host = made.server_host(a.host)
+    return made, host
+
+
+def _only_lab(name, hint: str = "") -> str:
+    """name, or the one lab there is (ValueError when there are none or several)."""
+    if name is not None:
+        return name
+    names = sorted({s["name"] for s in lab.status()})
+    if len(names) != 1:
+        raise ValueError(f"name: {len(names)} labs are up ({', '.join(names) or 'none'}): name one"
+                         + (f", {hint}" if hint else ""))
+    return names[0]
+
+
+def _lab_impair(a) -> int:
+    """perfkit lab impair: links (--delay ...) and hosts (--cpu-quota ...), every value checked
+    before anything changes."""
+    links = {k: getattr(a, k) for k in lab.IMPAIRMENTS if getattr(a, k) is not None}
+    limits = {k: getattr(a, k) for k in ("cpu_quota", "cpus", "mem") if getattr(a, k) is not None}
+    if not links and not limits and not a.reset:
+        raise ValueError("impair: nothing to change (give --delay, --loss, ... or --cpu-quota, --cpus, --mem)")
+    name = _only_lab(a.name)
+    try:
+        made = lab.Lab.attach(name)
+    except ValueError:
+        raise ValueError(f"name: no lab {name!r} is up (perfkit lab status)") from None
+    parse_limits(limits, [h.name for h in made.hosts], base=made.state.get("limits") or {})
+    if links or a.reset:   # checks links and values before it changes any
+        made.impair(a.link, reset=a.reset, **links)
+    if limits:
+        made.limit(**limits)
+    print(lab.status_text([s for s in lab.status() if s["name"] == name]))
+    return 0
+
+
+def _lab_exec(a) -> int:
+    """perfkit lab exec NAME HOST -- CMD: CMD replaces this process inside the host (its
+    network namespace, its /sys, its cgroup), recorded so that lab down ends it."""
+    cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
+    if not cmd:
+        raise ValueError("cmd: give the command to run after --: perfkit lab exec NAME h2 -- CMD ...")
+    try:
+        made = lab.Lab.attach(a.name)
+    except ValueError:
+        raise ValueError(f"name: no lab {a.name!r} is up (perfkit lab status)") from None
+    host = made.host(a.host)
+    made.enter(host, own_mounts=True)
+    sys.stdout.flush()
+    try:
+        os.execvp(cmd[0], cmd)
+    except OSError as exc:
+        print(f"perfkit: error: {cmd[0]}: {exc.strerror}", file=sys.stderr)
+        return 127
+    return 1
 
 
 def _dpdk_eal(a) -> None:

@@ -6,6 +6,7 @@ with impairments (delay, jitter, loss, duplication, reordering, corruption, rate
         lab.impair(0, rate="100mbit") # change link 0 while traffic flows
         lab.popen(h2, ["sleep", "1"]) # a process inside h2's namespace
         lab.call(h1, os.getpid)       # a Python callable inside h1's namespace
+        lab.limit("h2", cpu_quota="50%", cpus="1", mem="256M")   # a VM-like host (perfkit.cgroups)
 
 Two hosts share one veth pair (link 0); more hosts hang off a bridge in the lab's own
 switch namespace, one link per host (link i joins hosts[i] to the switch). A link's
@@ -639,6 +640,15 @@ def _detect_backend(ipr) -> str:
     return _BACKEND
 
 
+def _cgroups():
+    """perfkit.cgroups' way here (v2, else v1), or LabError in one line."""
+    from perfkit.cgroups import CgroupError, Cgroups
+    try:
+        return Cgroups.detect()
+    except CgroupError as exc:
+        raise LabError(f"perfkit lab: {exc}") from None
+
+
 # ----------------------------------------------------------------------------- the lab
 
 @dataclass(frozen=True)
@@ -665,13 +675,16 @@ class Lab:
 
     delay/jitter: 10ms, 1ms (bare numbers are seconds); loss, duplicate, reorder, corrupt:
     1%, 0.5%; rate: 100mbit, 1Gbit (bits/s on the wire). They apply to every link; change
-    them later with impair(). Everything is validated here, before anything is made.
+    them later with impair(). cpu_quota (50%), cpus (1, 0-1), mem (256M): VM-like hosts
+    through cgroups (perfkit.cgroups), a value for every host or "h2=50%" (or {"h2": "50%"})
+    for one; change them later with limit(). Everything is validated here, before anything is made.
     A lab made with up() stays up until down() (from any process); `with` always
     removes it, also on exceptions and Ctrl-C. With the bpf backend, a host whose link
     is delayed also holds the delay line's tap (pk<lab>d<k>: no addresses, no IPv6)."""
 
     def __init__(self, hosts: int = 2, delay=None, jitter=None, loss=None, duplicate=None,
-                 reorder=None, corrupt=None, rate=None, mtu=1500, name=None, backend=None):
+                 reorder=None, corrupt=None, rate=None, mtu=1500, name=None, backend=None,
+                 cpu_quota=None, cpus=None, mem=None):
         self.nhosts = _check_hosts(hosts)
         self.mtu = _check_mtu(mtu)
         self.requested_name = _check_name(name)
@@ -680,6 +693,9 @@ class Lab:
         self.requested_backend = backend
         self.initial = Impairment.parse(delay=delay, jitter=jitter, loss=loss, duplicate=duplicate,
                                         reorder=reorder, corrupt=corrupt, rate=rate)
+        from perfkit.cgroups import parse_limits   # VM-like hosts: {host: Limits}, checked here
+        self.initial_limits = parse_limits({"cpu_quota": cpu_quota, "cpus": cpus, "mem": mem},
+                                           [f"h{i}" for i in range(1, self.nhosts + 1)])
         self.state: dict | None = None
         self._procs: list[subprocess.Popen] = []
         self._daemon: subprocess.Popen | None = None
@@ -764,6 +780,8 @@ class Lab:
             import pyroute2  # noqa: F401
         except ImportError:
             raise LabError("perfkit lab needs pyroute2 (pip install pyroute2)") from None
+        if self.initial_limits:
+            _cgroups()   # no cgroups here: one line before anything is made
         with _deferred_sigint(), _locked():
             self.state = self._allocate()
         try:
@@ -823,7 +841,8 @@ class Lab:
               "ipv4_net": str(v4), "ipv6_net": str(v6), "hosts": hosts,
               "switch": f"pk-{name}-sw" if switched else None,
               "bridge": f"pk{name}br" if switched else None,
-              "links": links, "egress": egress, "delay_line": None, "procs": []}
+              "links": links, "egress": egress, "delay_line": None, "procs": [],
+              "cgroups": {}, "limits": {}}
         _write_state(st)
         return st
 
@@ -882,6 +901,8 @@ class Lab:
                                       state=0x80)  # NUD_PERMANENT
                 if st["backend"] is None:
                     st["backend"] = self.requested_backend or _detect_backend(ipr)
+        for h, lim in self.initial_limits.items():
+            self._set_limits(h, lim)
         if self.initial.off:
             return
         for ln in st["links"]:
@@ -893,10 +914,18 @@ class Lab:
     def impair(self, link=None, reset: bool = False, **values) -> list[Impairment]:
         """Change impairments while traffic flows. link: an index in links, a list of them,
         or None for every link. Given fields change, others stay (reset=True clears them
-        first); 0 turns one off. Returns the links' impairments."""
+        first); 0 turns one off. Returns the links' impairments. Host limits (cpu_quota,
+        cpus, mem: "h2=50%") go to limit(), checked before any link changes."""
         if not self.state:
             raise LabError("perfkit lab: the lab is not up")
         _require_root()
+        limits = {k: values.pop(k) for k in ("cpu_quota", "cpus", "mem") if k in values}
+        if limits:
+            from perfkit.cgroups import parse_limits
+            parse_limits(limits, [h.name for h in self.hosts], base=self.state.get("limits") or {})
+            now = self.impair(link, reset, **values) if values or reset else self.impairments
+            self.limit(**limits)
+            return now
         links = self._link_indexes(link)
         with _locked():
             fresh = _read_state(self.name)
@@ -920,6 +949,75 @@ class Lab:
     def clear(self, link=None) -> list[Impairment]:
         """Remove every impairment from link (or from all links)."""
         return self.impair(link, reset=True)
+
+    # ------------------------------------------------------------- VM-like hosts (cgroups)
+    @_off_loop
+    def limit(self, host=None, cpu_quota=None, cpus=None, mem=None) -> dict:
+        """Change hosts' limits while they run: host (h2, an index or a Host; None: as the
+        values say, every host for a bare value), cpu_quota (50%), cpus (1, 0-1), mem (256M);
+        None keeps a limit, "max" removes it. Every process in the host's namespace goes into
+        its cgroup (also ones started with ip netns exec). Returns {host: limits text}."""
+        if not self.state:
+            raise LabError("perfkit lab: the lab is not up")
+        _require_root()
+        from perfkit.cgroups import parse_limits
+        names = [h.name for h in self.hosts]
+        values = {"cpu_quota": cpu_quota, "cpus": cpus, "mem": mem}
+        if host is not None:
+            h = self.host(host).name
+            values = {k: (v if v is None or isinstance(v, dict) else {h: v}) for k, v in values.items()}
+        with _deferred_sigint(), _locked():
+            fresh = _read_state(self.name)
+            if not fresh or fresh.get("status") != "up":
+                raise LabError(f"perfkit lab: {self.name} is no longer up")
+            self.state = fresh
+            new = parse_limits(values, names, base=fresh.get("limits") or {})
+            if new:
+                _cgroups()
+            try:
+                for h, lim in new.items():
+                    self._set_limits(h, lim)
+            finally:
+                _write_state(self.state)
+        return self.limits
+
+    @property
+    def limits(self) -> dict:
+        """{host: its limits as text} for hosts with a cgroup."""
+        from perfkit.cgroups import limits_text
+        return {h: limits_text(v) for h, v in (self.state or {}).get("limits", {}).items()}
+
+    def cpu_usage(self, host) -> float:
+        """CPU seconds the host's cgroup has used (cpu.stat usage_usec, v1 cpuacct.usage)."""
+        from perfkit.cgroups import Cgroups
+        paths = (self.state or {}).get("cgroups", {}).get(self.host(host).name)
+        if not paths:
+            raise LabError(f"perfkit lab: host {self.host(host).name} has no cgroup (give it a limit)")
+        return Cgroups.usage_s(paths)
+
+    def cgroup(self, host) -> dict | None:
+        """The host's cgroup paths (perfkit.cgroups), None where it has no limits yet."""
+        return (self.state or {}).get("cgroups", {}).get(self.host(host).name)
+
+    def _set_limits(self, host: str, lim) -> None:
+        """Under the lock: the host's cgroup made if new, lim written, the host's processes in it."""
+        from dataclasses import asdict as as_dict
+        from perfkit.cgroups import CgroupError, Cgroups, netns_procs
+        st = self.state
+        cg = _cgroups()
+        paths = st.setdefault("cgroups", {}).get(host)
+        try:
+            if not paths:
+                paths = cg.create(st["name"], host)
+                st["cgroups"][host] = paths
+                _write_state(st)   # recorded at once, so down() removes it
+            cg.apply(paths, lim)
+            st.setdefault("limits", {})[host] = as_dict(lim)
+            for pid in netns_procs(f"{NETNS_DIR}/{self.host(host).netns}"):
+                with contextlib.suppress(CgroupError):   # gone meanwhile, or a kernel thread
+                    Cgroups.attach(paths, pid)
+        except (CgroupError, OSError) as exc:   # OSError: a cgroup file that cannot be read
+            raise LabError(f"perfkit lab: {host}: {exc}") from None
 
     def _link_indexes(self, link) -> list[int]:
         n = len(self.state["links"])
@@ -1009,8 +1107,12 @@ class Lab:
         h = self.host(host)
         user_pre = kw.pop("preexec_fn", None)
         path = h.netns_path
+        cg = self._fresh_cgroup(h.name)
+        from perfkit.cgroups import Cgroups   # imported before the fork
 
         def pre():
+            if cg:   # into the host's cgroup before exec: all it runs is limited
+                Cgroups.attach(cg)
             _enter_host(path)
             if user_pre:
                 user_pre()
@@ -1034,12 +1136,16 @@ class Lab:
         (concatenating or pickling a frame) waits forever. Seen in a notebook: a frame from
         pl.concat in fn hung in pickling. Return plain data (lists, dicts) and build frames here."""
         path = self.host(host).netns_path
+        cg = self._fresh_cgroup(self.host(host).name)
+        from perfkit.cgroups import Cgroups   # imported before the fork
         r, w = os.pipe()
         pid = os.fork()
         if pid == 0:  # child
             try:
                 os.close(r)
                 try:
+                    if cg:
+                        Cgroups.attach(cg)
                     _setns_path(path)
                     result = (True, fn(*args, **kwargs))
                 except BaseException as exc:
@@ -1076,6 +1182,105 @@ class Lab:
             return value
         raise value
 
+    def _fresh_cgroup(self, host: str) -> dict | None:
+        """The host's cgroup as the state file says now (another process may have limited it)."""
+        fresh = _read_state(self.name) if self.name else None
+        if fresh and fresh.get("id") == (self.state or {}).get("id"):
+            self.state = fresh
+        return (self.state or {}).get("cgroups", {}).get(host)
+
+    def nginx(self, host=None, port: int = 8080, size: int = 100, workers: int = 1,
+              timeout: float = 10.0) -> "LabNginx":
+        """nginx inside host (default: the last one; h2, its address, as server_host takes it),
+        in its namespace and cgroup, answering every URL with size bytes, with an access log
+        the run can read back (LabNginx.lines()). It runs until down() (or its stop())."""
+        h, address = self.server_host(host)
+        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+            raise ValueError(f"port: {port!r} is outside 1..65535")
+        if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= 1 << 30:
+            raise ValueError(f"size: {size!r} is outside 0..1G bytes")
+        if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 64:
+            raise ValueError(f"workers: {workers!r} is outside 1..64")
+        import shutil
+        exe = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx")
+                                             if os.access(p, os.X_OK)), None)
+        if exe is None:
+            raise LabError("perfkit lab: nginx is not installed (apt-get install nginx-light)")
+        d = f"{LABS_DIR}/{self.name}-nginx-{h.name}-{port}"
+        with contextlib.suppress(OSError, ValueError):
+            with open(f"{d}/nginx.pid") as f:
+                running = int(f.read().strip())
+            if _alive(running):
+                raise LabError(f"perfkit lab: nginx already serves {h.name} port {port} (pid {running})")
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d, mode=0o755)
+        with open(f"{d}/body", "wb") as f:
+            f.write(b"x" * size)
+        listen = f"[{address}]" if ":" in address else address
+        with open(f"{d}/nginx.conf", "w") as f:
+            f.write(NGINX_CONF.format(d=d, listen=listen, port=port, workers=workers))
+        with open(f"{d}/stderr.log", "wb") as err:   # a file, not a pipe: nginx outlives perfkit lab nginx
+            p = self.popen(h, [exe, "-c", f"{d}/nginx.conf", "-p", d, "-g", "daemon off;"],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+        server = LabNginx(h, address, port, d, p)
+        deadline = time.monotonic() + timeout
+        while not server.started():
+            if p.poll() is not None or time.monotonic() > deadline:
+                server.stop()
+                with open(f"{d}/stderr.log", errors="replace") as f:
+                    said = f.read().strip().splitlines()
+                raise LabError(f"perfkit lab: nginx in {h.name} did not start: {said[-1] if said else 'timed out'}")
+            time.sleep(0.02)
+        return server
+
+    def server_host(self, which) -> tuple[Host, str]:
+        """(host, address to listen on) for a server in this lab: which is a host (h2), one of
+        the hosts' addresses, an unspecified address (0.0.0.0, ::: the last host, every
+        address) or None/loopback (the last host's IPv4: clients run in h1)."""
+        hosts = self.hosts
+        text = "" if which is None else str(which).strip().strip("[]")
+        if text in ("", "127.0.0.1", "::1", "localhost"):
+            return hosts[-1], hosts[-1].ipv4
+        if re.fullmatch(r"h[0-9]{1,3}", text):
+            h = self.host(text)
+            return h, h.ipv4
+        try:
+            addr = ipaddress.ip_address(text)
+        except ValueError:
+            raise ValueError(f"host: {which!r} is not a host of lab {self.name} ({', '.join(h.name for h in hosts)}) "
+                             "or an address of one") from None
+        if addr.is_unspecified:
+            return hosts[-1], str(addr)
+        for h in hosts:
+            if addr in (ipaddress.ip_address(h.ipv4), ipaddress.ip_address(h.ipv6)):
+                return h, str(addr)
+        raise ValueError(f"host: {which!r} is not an address of lab {self.name}'s hosts "
+                         f"({', '.join(h.name + ' ' + h.ipv4 for h in hosts)})")
+
+    def enter(self, host, own_mounts: bool = False) -> Host:
+        """Make this process one of host's: into its cgroup (if it has one) and, for this
+        thread and the threads it starts from now on, its network namespace (own_mounts: and
+        its own /sys, as ip netns exec; for a process about to exec); recorded, so that down()
+        ends it. For perfkit http-serve --lab and perfkit lab exec."""
+        h = self.host(host)
+        cg = self._fresh_cgroup(h.name)
+        if cg:
+            from perfkit.cgroups import CgroupError, Cgroups
+            try:
+                Cgroups.attach(cg)
+            except CgroupError as exc:
+                raise LabError(f"perfkit lab: {h.name}: {exc}") from None
+        if own_mounts:
+            _enter_host(h.netns_path)
+        else:
+            _setns_path(h.netns_path)
+        with _locked():
+            fresh = _read_state(self.name) or self.state
+            fresh["procs"].append([os.getpid(), (_proc_start(os.getpid()) or (0,))[0], False])
+            self.state = fresh
+            _write_state(fresh)
+        return h
+
     # ------------------------------------------------------------- down
     @_off_loop
     def down(self) -> None:
@@ -1104,6 +1309,77 @@ class Lab:
                 self._daemon.wait(timeout=1)
             self._daemon = None
         self.state = None
+
+
+NGINX_CONF = """worker_processes {workers};
+error_log {d}/error.log;
+pid {d}/nginx.pid;
+worker_rlimit_nofile 16000;
+events {{ worker_connections 12000; }}
+http {{
+    log_format pk '$msec $request_method $request_uri $status $body_bytes_sent $request_time $remote_addr';
+    access_log {d}/access.log pk;
+    client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_temp_path {d};
+    uwsgi_temp_path {d}; scgi_temp_path {d};
+    keepalive_requests 1000000;
+    default_type text/plain;
+    server {{
+        listen {listen}:{port};
+        root {d};
+        location / {{ try_files /body =404; }}
+    }}
+}}
+"""
+
+
+class LabNginx:
+    """nginx in a lab host (Lab.nginx): url, access_log, lines() (one dict per request:
+    time, method, uri, status, bytes, request_time, client), stop()."""
+
+    def __init__(self, host: Host, address: str, port: int, d: str, proc: subprocess.Popen):
+        self.host, self.address, self.port, self.dir, self.proc = host, address, port, d, proc
+        self.url = f"http://{'[' + address + ']' if ':' in address else address}:{port}/"
+        self.access_log = f"{d}/access.log"
+
+    def started(self) -> bool:
+        """nginx wrote its pid file (after it bound its port) and listens."""
+        try:
+            with open(f"{self.dir}/nginx.pid") as f:
+                if f.read().strip() != str(self.proc.pid):
+                    return False
+        except OSError:
+            return False
+        return self.listening()
+
+    def listening(self) -> bool:
+        """nginx listens on its port (read from its own namespace's /proc/PID/net/tcp*)."""
+        want = f":{self.port:04X} "
+        for table in ("tcp", "tcp6"):
+            with contextlib.suppress(OSError):
+                with open(f"/proc/{self.proc.pid}/net/{table}") as f:
+                    if any(want in ln and ln.split()[3] == "0A" for ln in f.read().splitlines()[1:]):
+                        return True
+        return False
+
+    def lines(self) -> list[dict]:
+        """The access log so far, one dict per request."""
+        out = []
+        with contextlib.suppress(FileNotFoundError):
+            with open(self.access_log) as f:
+                for ln in f:
+                    p = ln.split()
+                    if len(p) == 7:
+                        out.append({"time": float(p[0]), "method": p[1], "uri": p[2], "status": int(p[3]),
+                                    "bytes": int(p[4]), "request_time": float(p[5]), "client": p[6]})
+        return out
+
+    def stop(self) -> None:
+        _kill(self.proc.pid, group=True)
+        with contextlib.suppress(Exception):
+            self.proc.wait(timeout=1)
+
+    def __repr__(self) -> str:
+        return f"<nginx in {self.host.name} at {self.url}, log {self.access_log}>"
 
 
 @contextlib.contextmanager
@@ -1190,6 +1466,11 @@ def _teardown_state(st: dict) -> None:
     dl = st.get("delay_line")
     if dl:
         _kill(dl["pid"], dl.get("start"))
+    if st.get("cgroups"):
+        from perfkit.cgroups import CgroupError, Cgroups
+        for paths in st["cgroups"].values():
+            with contextlib.suppress(CgroupError, OSError):   # best effort, as the rest of teardown
+                Cgroups.remove(paths)
     spaces = [h["netns"] for h in st.get("hosts", [])] + ([st["switch"]] if st.get("switch") else [])
     for ns in spaces:
         _remove_netns(ns)
@@ -1197,6 +1478,12 @@ def _teardown_state(st: dict) -> None:
     for suffix in (".sock", ".log", ".json"):
         with contextlib.suppress(OSError):
             os.unlink(f"{LABS_DIR}/{st['name']}{suffix}")
+    import shutil   # here: the delay line loads this file and never removes a lab
+    prefix = f"{st['name']}-nginx-"   # Lab.nginx's files: LAB-nginx-HOST-PORT
+    with contextlib.suppress(OSError):
+        for fn in os.listdir(LABS_DIR):
+            if fn.startswith(prefix) and re.fullmatch(r"h[0-9]{1,3}-[0-9]{1,5}", fn[len(prefix):]):
+                shutil.rmtree(f"{LABS_DIR}/{fn}", ignore_errors=True)
 
 
 def _remove_netns(ns: str) -> None:
@@ -1257,6 +1544,11 @@ def down_all() -> list[str]:
             names.add(NETNS_RE.match(ns).group(1))
         for name in sorted(names):
             removed += _remove_root_links(name)
+        from perfkit.cgroups import CgroupError, Cgroups, leftovers   # host cgroups no state names
+        for paths in leftovers(keep={st["name"] for st in _all_states()}):
+            with contextlib.suppress(CgroupError, OSError):
+                Cgroups.remove(paths)
+                removed.append("cgroup " + (paths.get("dir") or next(iter(paths["dirs"].values()))))
         for fn in os.listdir(LABS_DIR):
             if fn.endswith((".sock", ".log", ".tmp")):
                 with contextlib.suppress(OSError):
@@ -1287,6 +1579,9 @@ def status() -> list[dict]:
             "links": [{"index": ln["index"], "hosts": ln["hosts"], "impairment": ln["impairment"],
                        "text": str(Impairment(**ln["impairment"]))} for ln in st["links"]],
             "delay_line": dl["pid"] if dl and _alive(dl["pid"], dl.get("start")) else None,
+            "limits": st.get("limits", {}),
+            "cgroups": {h: p["dir"] if p["v"] == 2 else f"v1 {p['dirs']['cpu']}"
+                        for h, p in st.get("cgroups", {}).items()},
             "owner": st.get("owner"), "created": st.get("created"),
         })
     for ns in _pk_netns():
@@ -1310,6 +1605,9 @@ def status_text(labs=None) -> str:
                      f"{lab['ipv4_net']} {lab['ipv6_net']}, mtu {lab['mtu']}, {lab['backend']} impairments")
         for h in lab["hosts"]:
             lines.append(f"  {h['name']}  {h['ipv4']:<15} {h['ipv6']:<22} {h['netns_path']}  dev {h['ifname']}")
+            if h["name"] in lab.get("limits", {}):   # a VM-like host
+                from perfkit.cgroups import limits_text
+                lines.append(f"      {limits_text(lab['limits'][h['name']])} (cgroup {lab['cgroups'][h['name']]})")
         for ln in lab["links"]:
             lines.append(f"  link {ln['index']} ({' <-> '.join(ln['hosts'])}): {ln['text']}")
     return "\n".join(lines)

@@ -418,6 +418,8 @@ def _http_serve_parser(sub) -> None:
         add_option(hs, HttpServe, name)
     hs.add_argument("--interval", default="1s", help="row interval (default 1s)")
     hs.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
+    hs.add_argument("--lab", metavar="NAME", help="serve inside this lab's host (its namespace and cgroup): "
+                    "--host h2 (the default: the last host) or one of its addresses")
 
 
 def load_from_args(a) -> HttpLoad:

@@ -8,6 +8,7 @@ thread (making namespaces takes a second or more), so the buttons return at once
     lp.up(); lp.wait()            # what the up button does
     lp.lab.name                   # put it in a LocalTest or HttpLoad panel's lab field
     lp.set(delay="20ms").impair() # change every link while traffic flows
+    lp.set(cpu_quota="h2=50%").impair()   # VM-like hosts: cpu_quota, cpus, mem (perfkit.cgroups)
     lp.down()
 
 Needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN): without, the form still checks and up says why.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import html
 import threading
 
+from perfkit.cgroups import LIMITS
 from perfkit.lab import Lab, status_text
 from perfkit.ui.form import GREEN, GREY, RED, FieldUI, field_row, label_html, launch
 
@@ -36,6 +38,9 @@ def lab_fields() -> list[FieldUI]:
         FieldUI("mtu", "int", 1500, (), "bytes", "", None, "MTU of every link"),
         FieldUI("name", "text", None, (), "1-8 lowercase letters/digits", "", None,
                 "the lab's name (empty: l<block>); put it in a test's lab field"),
+        # VM-like hosts: perfkit.cgroups.LIMITS (a value for every host, h2=50% for one)
+        *[FieldUI(name, "text", None, (), unit + "; h2=… for one host", "", None, text)
+          for name, (_flag, text, unit) in LIMITS.items()],
     ]
 
 
@@ -104,7 +109,9 @@ class LabPanel:
         if error:
             self.message.value = f'<span style="color:{RED}">⚠ {html.escape(error)}</span>'
         else:
-            self.message.value = f'<span style="color:{GREEN}">✓ ready: {html.escape(str(made.initial))}</span>'
+            hosts = "; ".join(f"{h} {lim}" for h, lim in made.initial_limits.items())
+            self.message.value = (f'<span style="color:{GREEN}">✓ ready: {html.escape(str(made.initial))}'
+                                  f'{html.escape("; " + hosts) if hosts else ""}</span>')
         self._refresh()
         return made
 
@@ -153,14 +160,18 @@ class LabPanel:
 
     def impair(self) -> None:
         """What the impair button does: every link of this lab gets the form's impairments
-        (the others off), while traffic flows."""
+        (the others off), and the hosts its limits (an empty field: no limit), while traffic flows."""
         if self.lab is None or self.validate() is None:
             raise ValueError(self.error or "no lab is up: press up first")
         lab, imp = self.lab, self.impairments()
+        limits = {k: v for k, v in self.values().items() if k in LIMITS}
 
         def work():
             now = lab.impair(None, reset=True, **imp)
-            return "links: " + "; ".join(str(i) for i in now)
+            if any(limits.values()) or lab.limits:   # the form's limits; an empty field: none
+                lab.limit(**{k: v or "max" for k, v in limits.items()})
+            hosts = "; ".join(f"{h}: {t}" for h, t in lab.limits.items())
+            return "links: " + "; ".join(str(i) for i in now) + (f"; hosts: {hosts}" if hosts else "")
         self._job("changing the links", work)
 
     def down(self) -> None:
