@@ -271,19 +271,24 @@ def test_dashboard_draws_live_on_one_thread_and_ends_with_a_static_figure():
     assert dash.draw_threads == {dash._thread.ident}
     assert threading.get_ident() not in dash.draw_threads
     assert run._thread.ident not in dash.draw_threads
-    # the static figure has every row: one point per row in every trace
+    # the static figure has every row but the drain after the planned end: a point per row in every trace
+    from perfkit.ui import charts
     fig = dash.static()
     assert type(fig).__name__ == "Figure"
+    shown = charts.plot_rows(run)
+    assert len(rows) - 3 <= len(shown) <= len(rows) and len(shown) >= 10
     for trace in fig.data:
-        assert len(trace.x) == len(rows), trace.name
+        assert len(trace.x) == len(shown), trace.name
     tx = next(t for t in fig.data if t.name == "tx pkt/s")
-    assert list(tx.x) == [r["time_s"] for r in rows]
-    assert list(tx.y) == [r["pkts_tx_per_s"] for r in rows]
-    # and it replaced the live widget where it was shown
+    assert list(tx.x) == [r["time_s"] for r in shown]
+    assert list(tx.y) == [r["pkts_tx_per_s"] for r in shown]
+    assert tx.x[-1] <= 1.5 + 0.11                        # nothing plotted after the planned end
+    # and it replaced the live widget where it was shown, with plotly's own HTML beside it
     data = out.outputs[0]["data"]
     assert WIDGET not in data and PLOTLY in data
-    assert len(data[PLOTLY]["data"][0]["x"]) == len(rows)
+    assert len(data[PLOTLY]["data"][0]["x"]) == len(shown)
     assert "finished" in data[PLOTLY]["layout"]["title"]["text"]
+    assert '<div id="' in data["text/html"] and "plotly" in data["text/html"]
 
 
 def test_every_chart_trace_is_named_by_the_counter_list_unless_its_layout_names_it():
@@ -317,7 +322,8 @@ def test_dashboard_of_a_finished_or_loaded_run_is_static(tmp_path):
     back = perfkit.load(run.save(tmp_path / "r.parquet"))
     dash = perfkit.ui.Dashboard(back)
     assert dash.wait(30)
-    assert [len(t.x) for t in dash.static().data] == [len(back.rows)] * len(dash.static().data)
+    n = len(perfkit.ui.charts.plot_rows(back))
+    assert [len(t.x) for t in dash.static().data] == [n] * len(dash.static().data)
     hist = perfkit.ui.histogram_figure(back)
     assert sum(hist.data[0].y) == pytest.approx(100.0)
 
@@ -327,7 +333,7 @@ def test_dashboard_attached_to_a_running_run_gets_the_earlier_rows_too():
     time.sleep(0.45)
     dash = perfkit.ui.Dashboard(run, redraw_s=0.2)
     assert dash.wait(30) and run.done
-    assert [r["time_s"] for r in run.rows] == list(dash.static().data[0].x)
+    assert [r["time_s"] for r in perfkit.ui.charts.plot_rows(run)] == list(dash.static().data[0].x)
     assert list(dash.figure.data[0].x) == list(dash.static().data[0].x)   # the last redraw has all
 
 
