@@ -929,3 +929,106 @@ def test_the_lab_panel_checks_with_labs_own_code_and_makes_impairs_and_removes_a
         assert lp.wait(60)
     assert lp.lab is None and "down" in lp.line.value
     assert not [s for s in status() if s["name"] == name]
+
+
+# ------------------------------------------- progress, live figures, results (issue 28)
+def test_a_panel_run_shows_progress_then_results_in_human_units_and_exports_that_load_back(tmp_path):
+    import polars as pl
+    from perfkit.ui import charts, results
+    from perfkit.units import human
+    panel = perfkit.ui.Panel(test="udp_bw", rate="20kpps", duration="1.5s", interval=0.2, redraw_s=0.2)
+    run = panel.start()
+    assert panel.progress_row.layout.display == "" and panel.progress.value == 0.0
+    assert panel.wait(60) is run and not run.error
+    # the run ended on its own: the bar is full, the text says elapsed of planned
+    assert panel.progress.value == 1.0 and panel.progress.bar_style == "success"
+    assert "1.5 / 1.5 s" in panel.progress_text.value
+    # the results table: the summary's figures as people read them
+    s = run.summary
+    table = panel.results.table.value
+    for label, text in (("received", human(s["rx_pps"], "pps")), ("loss", human(s["loss_pct"], "%")),
+                        ("p99", human(s["lat_p99_us"], "µs")), ("CPU", human(s["cpu_pct"], "%"))):
+        assert f">{label}</th>" in table and f"<b>{html_escape(text)}</b>" in table, (label, text)
+    assert "e+" not in table and "e-0" not in table                  # no raw floats
+    # the live figures a socket run shows, from one of its rows
+    figs = dict(results.live_figures(run.spec, run.rows[2]))
+    assert list(figs) == ["received", "loss", "p99", "errors", "CPU"]
+    assert figs["received"] == human(run.rows[2]["pkts_rx_per_s"], "pps")
+    # the finished chart: plotly's own HTML beside the plotly JSON, the live widget gone
+    data = panel.output.outputs[0]["data"]
+    assert PLOTLY in data and WIDGET not in data and 'class="plotly-graph-div"' in data["text/html"]
+    # no cliff to zero: traffic ran to the end, so the last plotted receive rate is about the offered rate
+    rx = next(t for t in panel.dashboard.static().data if t.name == "rx pkt/s")
+    assert rx.y[-1] > 10_000, list(rx.y)
+    assert rx.x[-1] == charts.plot_rows(run)[-1]["time_s"]
+    # Save, CSV, Parquet, HTML report: files that load back equal
+    res = panel.results
+    res.folder = tmp_path
+    stored = perfkit.Store(tmp_path / "runs").load(res.save())
+    assert stored.frame.equals(run.frame) and stored.summary == run.summary
+    assert pl.read_csv(res.export_csv(), schema=run.frame.schema).equals(run.frame)
+    assert pl.read_parquet(res.export_parquet()).equals(run.frame)
+    assert "plotly" in (tmp_path / res.report().rsplit("/", 1)[1]).read_text()
+    assert "report written" in res.message.value
+    # a button does the same in a thread of its own and says where it wrote
+    (tmp_path / "clicked").mkdir()
+    res.folder = tmp_path / "clicked"
+    res.buttons[1].click()
+    deadline = time.monotonic() + 30
+    while not list((tmp_path / "clicked").glob("*.csv")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    [csv] = (tmp_path / "clicked").glob("*.csv")
+    assert pl.read_csv(csv, schema=run.frame.schema).equals(run.frame)
+
+
+def test_chart_rows_drop_the_drain_and_fold_a_partial_last_row():
+    from perfkit.ui import charts
+    full = [{"time_s": float(t), "interval_s": 1.0, "pkts_rx_per_s": 1000.0, "pkts_rx": 1000 * t,
+             "cpu_pct": 50.0, "lat_p99_us": 20.0} for t in range(1, 6)]
+    drain = {"time_s": 6.0, "interval_s": 1.0, "pkts_rx_per_s": 3.0, "pkts_rx": 5003, "cpu_pct": 1.0,
+             "lat_p99_us": 900.0}
+    tail = {"time_s": 6.02, "interval_s": 0.02, "pkts_rx_per_s": 0.0, "pkts_rx": 5003, "cpu_pct": 0.0,
+            "lat_p99_us": None}
+    shown = charts.chart_rows([*full, drain, tail], interval=1.0, duration=5.0)
+    assert shown == full                                   # the drain after the planned 5 s is not plotted
+    # stopped at 3.3 s of 10: the partial last row is folded into the one before, time-weighted
+    part = {"time_s": 3.3, "interval_s": 0.3, "pkts_rx_per_s": 2000.0, "pkts_rx": 3600, "cpu_pct": 100.0,
+            "lat_p99_us": 50.0}
+    shown = charts.chart_rows([*full[:3], part], interval=1.0, duration=10.0)
+    assert shown[:2] == full[:2] and len(shown) == 3
+    last = shown[-1]
+    assert last["time_s"] == 3.3 and last["interval_s"] == pytest.approx(1.3) and last["pkts_rx"] == 3600
+    assert last["pkts_rx_per_s"] == pytest.approx((1000 * 1.0 + 2000 * 0.3) / 1.3)
+    assert last["cpu_pct"] == pytest.approx((50 * 1.0 + 100 * 0.3) / 1.3)
+    assert last["lat_p99_us"] == 20.0                      # from the row with the samples
+    # the planned end inside a row (ticks at 1.4 and 1.6 s, 1.5 s planned): its rates over its traffic part
+    mid = {"time_s": 1.6, "interval_s": 0.2, "pkts_rx_per_s": 10_000.0, "pkts_rx": 30_000, "cpu_pct": 25.0}
+    rows = [{"time_s": 1.4, "interval_s": 0.2, "pkts_rx_per_s": 20_000.0, "pkts_rx": 28_000, "cpu_pct": 50.0},
+            mid, {**tail, "time_s": 1.72, "interval_s": 0.12}]
+    shown = charts.chart_rows(rows, interval=0.2, duration=1.5)
+    assert shown[-1]["time_s"] == 1.5 and shown[-1]["pkts_rx"] == 30_000   # (folded or not: 0.1 s is half a row)
+    assert shown[-1]["pkts_rx_per_s"] == pytest.approx(20_000) and shown[-1]["cpu_pct"] == pytest.approx(50)
+    # a run of one short row keeps it
+    assert charts.chart_rows([part], interval=1.0, duration=10.0) == [part]
+
+
+def test_chart_axes_carry_units_whole_number_ticks_for_counts_and_say_none_when_empty():
+    from perfkit.ui import charts
+    assert [charts.axis_unit(t) for t, _, _ in charts.PANELS] == [
+        "packets/s", "bits/s", "µs", "%", "errors/s", "% of one core"]
+    assert charts.axis_unit("bits/s (frames, FCS counted)") == "bits/s"
+    assert charts.axis_unit("concurrent connections") == "connections"
+    panels = charts.HTTP_PANELS
+    fig = charts.empty_figure("t", panels)
+    rows = [{"time_s": float(t), "interval_s": 1.0, "http_resp_per_s": 1500.0 + t, "sock_current": t % 3,
+             "sock_open_per_s": 0.0} for t in range(1, 5)]
+    x, ys = charts.columns(rows, panels)
+    for trace, y in zip(fig.data, ys):
+        trace.x, trace.y = x, y
+    charts.fit_axes(fig, panels, ys, static=True)
+    axis = {title: fig.layout["yaxis" + (str(p + 1) if p else "")] for p, (title, _, _) in enumerate(panels)}
+    assert axis["connections"].dtick == 1                  # 0, 1, 2 open: no "0.5 connections"
+    assert axis["transactions/s"].dtick is None            # rates keep plotly's own ticks
+    assert axis["errors/s"].range == (0, 1) and axis["errors/s"].showticklabels is False
+    assert axis["response time (ms)"].title.text == "ms"
+    assert sum(a.text == "none" for a in fig.layout.annotations) == 3   # errors, status, CPU: nothing drawn

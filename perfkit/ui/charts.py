@@ -244,9 +244,23 @@ def chart_rows(rows, interval: float | None = None, duration: float | None = Non
     if duration and rows:
         kept = [r for r in rows if r["time_s"] - r.get("interval_s", 0.0) < duration - 1e-3]
         rows = kept or rows
+        last = rows[-1]
+        start = last["time_s"] - last.get("interval_s", 0.0)
+        if last["time_s"] > duration + 1e-3 and start < duration and last.get("interval_s"):
+            rows[-1] = _clip(last, duration - start)   # the row the planned end falls in: its traffic part
     if interval and len(rows) >= 2 and 0 < rows[-1].get("interval_s", interval) < 0.5 * interval:
         rows = rows[:-2] + [_merge(rows[-2], rows[-1])]
     return rows
+
+
+def _clip(row: dict, part: float) -> dict:
+    """row as the rates over its first `part` seconds, where the traffic ran (the rest was drain)."""
+    scale = row["interval_s"] / part
+    out = {k: (v * scale if (k.endswith("_per_s") or k.startswith("cpu_pct")) and isinstance(v, (int, float))
+               and not isinstance(v, bool) else v) for k, v in row.items()}
+    out["time_s"] = round(row["time_s"] - row["interval_s"] + part, 6)
+    out["interval_s"] = part
+    return out
 
 
 def _merge(a: dict, b: dict) -> dict:

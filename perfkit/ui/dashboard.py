@@ -44,6 +44,7 @@ class LiveChart:
         self._outputs: list = []               # ipywidgets.Output widgets showing it
         self._static = None                    # (figure, bundle) once finished
         self._finished = threading.Event()
+        self._settled = threading.Event()      # set once on_done has run too (wait() returns then)
 
     def start(self):
         if self._thread.ident is None:
@@ -95,11 +96,13 @@ class LiveChart:
             self._call_done()
 
     def _call_done(self) -> None:
-        if self.on_done is not None:
-            try:
+        try:
+            if self.on_done is not None:
                 self.on_done(self)
-            except Exception as exc:  # noqa: BLE001
-                print(f"perfkit.ui.{type(self).__name__}: on_done failed: {exc!r}")
+        except Exception as exc:  # noqa: BLE001
+            print(f"perfkit.ui.{type(self).__name__}: on_done failed: {exc!r}")
+        finally:
+            self._settled.set()
 
     # ---------------------------------------------------------------- public
     @property
@@ -114,8 +117,8 @@ class LiveChart:
         return self._finished.is_set()
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until the static figure is in place (True), or timeout passes (False)."""
-        return self._finished.wait(timeout)
+        """Block until the static figure is in place and on_done has run (True), or timeout passes (False)."""
+        return self._settled.wait(timeout)
 
     def attach(self, output) -> None:
         """Show the chart in an ipywidgets.Output (as the Panel does): the live figure now,
