@@ -505,7 +505,7 @@ def test_dpdk_flows_from_the_panel_on_a_ring_pair_with_the_dpdk_charts():
                  "cpu % (all workers)", "busiest worker %"):
         assert want in names, (want, names)
     fig = dash.static()
-    assert _trace_names(fig) == names and all(len(t.x) == len(run.rows) for t in fig.data)
+    assert _trace_names(fig) == names and all(len(t.x) == len(perfkit.ui.charts.plot_rows(run)) for t in fig.data)
     assert dash.draw_threads == {dash._thread.ident}
     assert "finished" in panel.status.value and "kpps" in panel.status.value
     assert PLOTLY in panel.output.outputs[0]["data"]

@@ -13,8 +13,10 @@ import html
 import re
 from pathlib import Path
 
+from perfkit.store import Store
 from perfkit.ui import charts
 from perfkit.ui.form import GREY, RED, launch
+from perfkit.ui.html import html_report
 from perfkit.units import human
 
 # Error columns summed into the live "errors" figure (lost packets are the loss figure instead).
@@ -159,7 +161,6 @@ class Results:
 
     def save(self, name: str | None = None) -> str:
         """Save the run to the store folder (perfkit.Store); returns its name in the store."""
-        from perfkit.store import Store
         store = Store(self.folder / self.store_box.value.strip() if self.store_box.value.strip() else self.folder)
         saved = store.save(self.run, name=name)
         self._said(f"saved as {saved!r} in the store", store.file(saved))
@@ -179,5 +180,4 @@ class Results:
 
     def report(self, path=None) -> str:
         """The run's self-contained HTML report (perfkit.ui.html_report); returns the path."""
-        from perfkit.ui.html import html_report
         return self._said("report written", html_report(self.run, self._path(path, ".html")))
