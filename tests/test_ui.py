@@ -979,6 +979,9 @@ def test_a_panel_run_shows_progress_then_results_in_human_units_and_exports_that
         time.sleep(0.05)
     [csv] = (tmp_path / "clicked").glob("*.csv")
     assert pl.read_csv(csv, schema=run.frame.schema).equals(run.frame)
+    # the next run's start closes these widgets: none stays in a saved notebook's widget state
+    panel._drop_results()
+    assert panel.results is None and res.widget.comm is None and res.buttons[0].comm is None
 
 
 def test_chart_rows_drop_the_drain_and_fold_a_partial_last_row():

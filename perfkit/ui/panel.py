@@ -619,8 +619,13 @@ class Panel:
             self.progress.bar_style = ("warning" if self._user_stopped else "success") if state == "finished" else "info"
         self.progress_text.value = f'<span style="color:{GREY}">{html.escape(text)}</span>'
         if state == "running":
-            self.results_box.children, self.results = (), None
+            self._drop_results()
             self.live.value = results.figures_html(results.live_figures(spec, rows[-1] if rows else None))
+
+    def _drop_results(self) -> None:
+        old, self.results, self.results_box.children = self.results, None, ()
+        if old is not None:
+            old.close()
 
     def _on_draw(self, dash: Dashboard, rows: list, state: str) -> None:
         """From the dashboard's drawing thread after each live redraw: progress and live figures."""
@@ -657,8 +662,8 @@ class Panel:
                 redraw_s=min(self.redraw_s, 0.5), on_done=self._on_done)
             work, what = self._sweep_job, f"sweep of {', '.join(plan['tests'])}"
         self.run, self.result, self.frame, self.dashboard, self._stop_event = None, None, None, chart, stop
-        self.progress_row.layout.display, self.live.value, self.results_box.children = "none", "", ()
-        self.results = None
+        self.progress_row.layout.display, self.live.value = "none", ""
+        self._drop_results()
         self.job_error = None
         self._set_status(f"… starting the {what}")
         self._refresh()

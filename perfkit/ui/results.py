@@ -146,6 +146,11 @@ class Results:
         self.widget = w.VBox([self.table, w.HBox([*buttons, w.HTML("&nbsp;store:"), self.store_box]),
                               self.message])
 
+    def close(self) -> None:
+        """Close its widgets (a new run's results replace them; closed ones leave no saved state)."""
+        for wid in (*self.widget.children[1].children, *self.widget.children, self.widget):
+            wid.close()
+
     def _do(self, fn) -> None:
         try:
             fn()
