@@ -100,13 +100,16 @@ def results_rows(summary: dict | None) -> list[tuple[str, str]]:
 
 
 def results_html(run) -> str:
-    """The compact results table of a finished run."""
-    cells = "".join(f'<tr><th style="text-align:left;padding:2px 12px 2px 0;font-weight:normal;color:{GREY}">'
-                    f'{html.escape(label)}</th><td style="text-align:right;padding:2px 0;'
-                    f'font-variant-numeric:tabular-nums"><b>{html.escape(text)}</b></td></tr>'
-                    for label, text in results_rows(run.summary))
+    """The compact results table of a finished run: the labels in a row, the figures under them."""
+    pairs = results_rows(run.summary)
+    cell = "padding:1px 14px 1px 0;text-align:left;white-space:nowrap"
+    labels = "".join(f'<th style="{cell};font-weight:normal;color:{GREY};font-size:0.85em">{html.escape(label)}</th>'
+                     for label, _ in pairs)
+    values = "".join(f'<td style="{cell};font-variant-numeric:tabular-nums;font-size:1.15em">'
+                     f'<b>{html.escape(text)}</b></td>' for _, text in pairs)
     err = f'<div style="color:{RED}">⚠ {html.escape(run.error)}</div>' if run.error else ""
-    return f'{err}<table style="border-collapse:collapse;margin:4px 0">{cells}</table>'
+    return (f'{err}<table style="border-collapse:collapse;margin:4px 0"><tr>{labels}</tr>'
+            f'<tr>{values}</tr></table>')
 
 
 def default_stem(run) -> str:
