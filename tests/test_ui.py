@@ -363,6 +363,7 @@ def test_start_returns_at_once_and_the_run_goes_on_until_stop():
     assert run.rows[-1]["time_s"] < 10                   # stopped long before 20 s
     assert not panel.start_button.disabled and panel.stop_button.disabled
     assert re.search(r"stopped by you after [\d.]+ of 20 s: ", panel.status.value), panel.status.value
+    assert panel.progress.bar_style == "warning" and 0 < panel.progress.value < 0.5   # where Stop left it
     assert PLOTLY in panel.output.outputs[0]["data"]     # the static chart under the form
 
 
