@@ -249,12 +249,13 @@ def test_quickstart_runs_in_jupyterlab_and_the_panel_starts_a_live_run(jupyter, 
         duration.fill("soon")
         expect(start).to_be_disabled(timeout=10_000)
         expect(message).to_contain_text("duration:", timeout=10_000)
-        duration.fill("15s")  # long enough to be seen live by a browser on a loaded machine
+        # long enough to be seen live: a new FigureWidget held this page ~15 s on a loaded 2-CPU machine
+        duration.fill("30s")
         expect(start).to_be_enabled(timeout=10_000)
         # a paced UDP test: little CPU, so the browser keeps up on a small machine
         field("test").locator("select").select_option("udp_bw")
         field("rate").locator("input").fill("2kpps")
-        expect(message).to_contain_text("ready: udp_bw, 64 B, 2 kpps, 15 s", timeout=10_000)
+        expect(message).to_contain_text("ready: udp_bw, 64 B, 2 kpps, 30 s", timeout=10_000)
 
         before = _chart_points(cell)
         start.click()
@@ -274,6 +275,16 @@ def test_quickstart_runs_in_jupyterlab_and_the_panel_starts_a_live_run(jupyter, 
         assert live_shot, f"the live chart never showed 3 points while running (before: {before}): {seen}"
         growth = [p for _, p, t in seen if "running" in t]
         assert growth and growth == sorted(growth), seen     # points only ever get added
+        # the progress bar advances (elapsed / planned beside it) and the large live figures show
+        elapsed = cell.locator(".widget-html").filter(has_text=re.compile(r"^[\d.]+ / 30 s$"))
+        first = float(elapsed.inner_text().split("/")[0])
+        expect(cell.locator(".widget-html").filter(has_text=re.compile(r"^[\d.]+ kpps\s*received"))).to_have_count(
+            1, timeout=10_000)
+        page.wait_for_function("([cell, t]) => [...cell.querySelectorAll('.widget-html')].some(e => "
+                               "/^[\\d.]+ \\/ 30 s$/.test(e.textContent.trim()) && "
+                               "parseFloat(e.textContent) > t)", arg=[cell.element_handle(), first], timeout=30_000)
+        bar = cell.locator(".progress > .progress-bar")   # ipywidgets' FloatProgress
+        expect(bar).to_have_count(1)
 
         # the end: the status line carries the run's summary; the chart is the full static one
         expect(status).to_contain_text("finished", timeout=LIVE_S * 1000)
@@ -283,7 +294,13 @@ def test_quickstart_runs_in_jupyterlab_and_the_panel_starts_a_live_run(jupyter, 
         page.wait_for_function("cell => { const t = [...cell.querySelectorAll('.js-plotly-plot .gtitle')];"
                                " return t.length && t[t.length - 1].textContent.includes('finished'); }",
                                arg=cell.element_handle(), timeout=30_000)
-        assert _chart_points(cell) >= 15         # 15 s at one row per second, plus the final row
+        assert _chart_points(cell) >= 30         # 30 s at one row per second
+        # the results table in human units, its buttons, and a full bar
+        expect(cell.locator("table").filter(has_text="received")).to_contain_text("kpps", timeout=10_000)
+        for name in ("Save", "CSV", "Parquet", "HTML report"):
+            expect(cell.get_by_role("button", name=name)).to_have_count(1)
+        assert "100%" in (bar.get_attribute("style") or "") or bar.evaluate(
+            "b => b.getBoundingClientRect().width / b.parentElement.getBoundingClientRect().width") > 0.99
         final = _shot(page, "browser-quickstart.png", tmp_path)
         assert final.stat().st_size > 20_000
         assert not [e for e in errors if "perfkit" in e.lower() or "plotly" in e.lower()], errors

@@ -271,19 +271,24 @@ def test_dashboard_draws_live_on_one_thread_and_ends_with_a_static_figure():
     assert dash.draw_threads == {dash._thread.ident}
     assert threading.get_ident() not in dash.draw_threads
     assert run._thread.ident not in dash.draw_threads
-    # the static figure has every row: one point per row in every trace
+    # the static figure has every row but the drain after the planned end: a point per row in every trace
+    from perfkit.ui import charts
     fig = dash.static()
     assert type(fig).__name__ == "Figure"
+    shown = charts.plot_rows(run)
+    assert len(rows) - 3 <= len(shown) <= len(rows) and len(shown) >= 10
     for trace in fig.data:
-        assert len(trace.x) == len(rows), trace.name
+        assert len(trace.x) == len(shown), trace.name
     tx = next(t for t in fig.data if t.name == "tx pkt/s")
-    assert list(tx.x) == [r["time_s"] for r in rows]
-    assert list(tx.y) == [r["pkts_tx_per_s"] for r in rows]
-    # and it replaced the live widget where it was shown
+    assert list(tx.x) == [r["time_s"] for r in shown]
+    assert list(tx.y) == [r["pkts_tx_per_s"] for r in shown]
+    assert tx.x[-1] <= 1.5 + 0.11                        # nothing plotted after the planned end
+    # and it replaced the live widget where it was shown, with plotly's own HTML beside it
     data = out.outputs[0]["data"]
     assert WIDGET not in data and PLOTLY in data
-    assert len(data[PLOTLY]["data"][0]["x"]) == len(rows)
+    assert len(data[PLOTLY]["data"][0]["x"]) == len(shown)
     assert "finished" in data[PLOTLY]["layout"]["title"]["text"]
+    assert '<div id="' in data["text/html"] and "plotly" in data["text/html"]
 
 
 def test_every_chart_trace_is_named_by_the_counter_list_unless_its_layout_names_it():
@@ -317,7 +322,8 @@ def test_dashboard_of_a_finished_or_loaded_run_is_static(tmp_path):
     back = perfkit.load(run.save(tmp_path / "r.parquet"))
     dash = perfkit.ui.Dashboard(back)
     assert dash.wait(30)
-    assert [len(t.x) for t in dash.static().data] == [len(back.rows)] * len(dash.static().data)
+    n = len(perfkit.ui.charts.plot_rows(back))
+    assert [len(t.x) for t in dash.static().data] == [n] * len(dash.static().data)
     hist = perfkit.ui.histogram_figure(back)
     assert sum(hist.data[0].y) == pytest.approx(100.0)
 
@@ -327,7 +333,7 @@ def test_dashboard_attached_to_a_running_run_gets_the_earlier_rows_too():
     time.sleep(0.45)
     dash = perfkit.ui.Dashboard(run, redraw_s=0.2)
     assert dash.wait(30) and run.done
-    assert [r["time_s"] for r in run.rows] == list(dash.static().data[0].x)
+    assert [r["time_s"] for r in perfkit.ui.charts.plot_rows(run)] == list(dash.static().data[0].x)
     assert list(dash.figure.data[0].x) == list(dash.static().data[0].x)   # the last redraw has all
 
 
@@ -357,6 +363,7 @@ def test_start_returns_at_once_and_the_run_goes_on_until_stop():
     assert run.rows[-1]["time_s"] < 10                   # stopped long before 20 s
     assert not panel.start_button.disabled and panel.stop_button.disabled
     assert re.search(r"stopped by you after [\d.]+ of 20 s: ", panel.status.value), panel.status.value
+    assert panel.progress.bar_style == "warning" and 0 < panel.progress.value < 0.5   # where Stop left it
     assert PLOTLY in panel.output.outputs[0]["data"]     # the static chart under the form
 
 
@@ -499,7 +506,7 @@ def test_dpdk_flows_from_the_panel_on_a_ring_pair_with_the_dpdk_charts():
                  "cpu % (all workers)", "busiest worker %"):
         assert want in names, (want, names)
     fig = dash.static()
-    assert _trace_names(fig) == names and all(len(t.x) == len(run.rows) for t in fig.data)
+    assert _trace_names(fig) == names and all(len(t.x) == len(perfkit.ui.charts.plot_rows(run)) for t in fig.data)
     assert dash.draw_threads == {dash._thread.ident}
     assert "finished" in panel.status.value and "kpps" in panel.status.value
     assert PLOTLY in panel.output.outputs[0]["data"]
@@ -923,3 +930,110 @@ def test_the_lab_panel_checks_with_labs_own_code_and_makes_impairs_and_removes_a
         assert lp.wait(60)
     assert lp.lab is None and "down" in lp.line.value
     assert not [s for s in status() if s["name"] == name]
+
+
+# ------------------------------------------- progress, live figures, results (issue 28)
+def test_a_panel_run_shows_progress_then_results_in_human_units_and_exports_that_load_back(tmp_path):
+    import polars as pl
+    from perfkit.ui import charts, results
+    from perfkit.units import human
+    panel = perfkit.ui.Panel(test="udp_bw", rate="20kpps", duration="1.5s", interval=0.2, redraw_s=0.2)
+    run = panel.start()
+    assert panel.progress_row.layout.display == "" and panel.progress.value == 0.0
+    assert panel.wait(60) is run and not run.error
+    # the run ended on its own: the bar is full, the text says elapsed of planned
+    assert panel.progress.value == 1.0 and panel.progress.bar_style == "success"
+    assert "1.5 / 1.5 s" in panel.progress_text.value
+    # the results table: the summary's figures as people read them
+    s = run.summary
+    table = panel.results.table.value
+    shown = list(zip(re.findall(r">([^<>]+)</th>", table), re.findall(r"<b>([^<>]+)</b>", table)))
+    for pair in (("received", human(s["rx_pps"], "pps")), ("loss", human(s["loss_pct"], "%")),
+                 ("p99", human(s["lat_p99_us"], "µs")), ("CPU", human(s["cpu_pct"], "%"))):
+        assert (pair[0], html_escape(pair[1])) in shown, (pair, shown)
+    assert "e+" not in table and "e-0" not in table                  # no raw floats
+    # the live figures a socket run shows, from one of its rows
+    figs = dict(results.live_figures(run.spec, run.rows[2]))
+    assert list(figs) == ["received", "loss", "p99", "errors", "CPU"]
+    assert figs["received"] == human(run.rows[2]["pkts_rx_per_s"], "pps")
+    # the finished chart: plotly's own HTML beside the plotly JSON, the live widget gone
+    data = panel.output.outputs[0]["data"]
+    assert PLOTLY in data and WIDGET not in data and 'class="plotly-graph-div"' in data["text/html"]
+    # no cliff to zero: traffic ran to the end, so the last plotted receive rate is about the offered rate
+    rx = next(t for t in panel.dashboard.static().data if t.name == "rx pkt/s")
+    assert rx.y[-1] > 10_000, list(rx.y)
+    assert rx.x[-1] == charts.plot_rows(run)[-1]["time_s"]
+    # Save, CSV, Parquet, HTML report: files that load back equal
+    res = panel.results
+    res.folder = tmp_path
+    stored = perfkit.Store(tmp_path / "runs").load(res.save())
+    assert stored.frame.equals(run.frame) and stored.summary == run.summary
+    assert pl.read_csv(res.export_csv(), schema=run.frame.schema).equals(run.frame)
+    assert pl.read_parquet(res.export_parquet()).equals(run.frame)
+    assert "plotly" in (tmp_path / res.report().rsplit("/", 1)[1]).read_text()
+    assert "report written" in res.message.value
+    # a button does the same in a thread of its own and says where it wrote
+    (tmp_path / "clicked").mkdir()
+    res.folder = tmp_path / "clicked"
+    res.buttons[1].click()
+    deadline = time.monotonic() + 30
+    while not list((tmp_path / "clicked").glob("*.csv")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    [csv] = (tmp_path / "clicked").glob("*.csv")
+    assert pl.read_csv(csv, schema=run.frame.schema).equals(run.frame)
+    # the next run's start closes these widgets: none stays in a saved notebook's widget state
+    panel._drop_results()
+    assert panel.results is None and res.widget.comm is None and res.buttons[0].comm is None
+
+
+def test_chart_rows_drop_the_drain_and_fold_a_partial_last_row():
+    from perfkit.ui import charts
+    full = [{"time_s": float(t), "interval_s": 1.0, "pkts_rx_per_s": 1000.0, "pkts_rx": 1000 * t,
+             "cpu_pct": 50.0, "lat_p99_us": 20.0} for t in range(1, 6)]
+    drain = {"time_s": 6.0, "interval_s": 1.0, "pkts_rx_per_s": 3.0, "pkts_rx": 5003, "cpu_pct": 1.0,
+             "lat_p99_us": 900.0}
+    tail = {"time_s": 6.02, "interval_s": 0.02, "pkts_rx_per_s": 0.0, "pkts_rx": 5003, "cpu_pct": 0.0,
+            "lat_p99_us": None}
+    shown = charts.chart_rows([*full, drain, tail], interval=1.0, duration=5.0)
+    assert shown == full                                   # the drain after the planned 5 s is not plotted
+    # stopped at 3.3 s of 10: the partial last row is folded into the one before, time-weighted
+    part = {"time_s": 3.3, "interval_s": 0.3, "pkts_rx_per_s": 2000.0, "pkts_rx": 3600, "cpu_pct": 100.0,
+            "lat_p99_us": 50.0}
+    shown = charts.chart_rows([*full[:3], part], interval=1.0, duration=10.0)
+    assert shown[:2] == full[:2] and len(shown) == 3
+    last = shown[-1]
+    assert last["time_s"] == 3.3 and last["interval_s"] == pytest.approx(1.3) and last["pkts_rx"] == 3600
+    assert last["pkts_rx_per_s"] == pytest.approx((1000 * 1.0 + 2000 * 0.3) / 1.3)
+    assert last["cpu_pct"] == pytest.approx((50 * 1.0 + 100 * 0.3) / 1.3)
+    assert last["lat_p99_us"] == 20.0                      # from the row with the samples
+    # the planned end inside a row (ticks at 1.4 and 1.6 s, 1.5 s planned): its rates over its traffic part
+    mid = {"time_s": 1.6, "interval_s": 0.2, "pkts_rx_per_s": 10_000.0, "pkts_rx": 30_000, "cpu_pct": 25.0}
+    rows = [{"time_s": 1.4, "interval_s": 0.2, "pkts_rx_per_s": 20_000.0, "pkts_rx": 28_000, "cpu_pct": 50.0},
+            mid, {**tail, "time_s": 1.72, "interval_s": 0.12}]
+    shown = charts.chart_rows(rows, interval=0.2, duration=1.5)
+    assert shown[-1]["time_s"] == 1.5 and shown[-1]["pkts_rx"] == 30_000   # (folded or not: 0.1 s is half a row)
+    assert shown[-1]["pkts_rx_per_s"] == pytest.approx(20_000) and shown[-1]["cpu_pct"] == pytest.approx(50)
+    # a run of one short row keeps it
+    assert charts.chart_rows([part], interval=1.0, duration=10.0) == [part]
+
+
+def test_chart_axes_carry_units_whole_number_ticks_for_counts_and_say_none_when_empty():
+    from perfkit.ui import charts
+    assert [charts.axis_unit(t) for t, _, _ in charts.PANELS] == [
+        "packets/s", "bits/s", "µs", "%", "errors/s", "% of one core"]
+    assert charts.axis_unit("bits/s (frames, FCS counted)") == "bits/s"
+    assert charts.axis_unit("concurrent connections") == "connections"
+    panels = charts.HTTP_PANELS
+    fig = charts.empty_figure("t", panels)
+    rows = [{"time_s": float(t), "interval_s": 1.0, "http_resp_per_s": 1500.0 + t, "sock_current": t % 3,
+             "sock_open_per_s": 0.0} for t in range(1, 5)]
+    x, ys = charts.columns(rows, panels)
+    for trace, y in zip(fig.data, ys):
+        trace.x, trace.y = x, y
+    charts.fit_axes(fig, panels, ys, static=True)
+    axis = {title: fig.layout["yaxis" + (str(p + 1) if p else "")] for p, (title, _, _) in enumerate(panels)}
+    assert axis["connections"].dtick == 1                  # 0, 1, 2 open: no "0.5 connections"
+    assert axis["transactions/s"].dtick is None            # rates keep plotly's own ticks
+    assert axis["errors/s"].range == (0, 1) and axis["errors/s"].showticklabels is False
+    assert axis["response time (ms)"].title.text == "ms"
+    assert sum(a.text == "none" for a in fig.layout.annotations) == 3   # errors, status, CPU: nothing drawn

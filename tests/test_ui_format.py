@@ -41,3 +41,22 @@ def test_finish_status_colours():
     assert colour == RED and "nothing received" in text
     text, colour = finish_status({**udp, "rx_pps": 5e5, "rx_bps": 2.5e8, "loss_pct": 0.0}, None)
     assert colour == GREEN and "500 kpps" in text
+
+
+def test_results_and_live_figures_are_in_human_units():
+    from perfkit import HttpLoad
+    from perfkit.ui.results import live_figures, progress, results_rows
+    http = {"test": "http", "tps": 1234.5, "lat_p50_us": 800.0, "lat_p99_us": 20_200.0, "error_rate_pct": 0.25,
+            "cpu_pct": 31.4, "duration_s": 12.0, "vusers": 10, "rx_bps": 1.96e8}
+    rows = dict(results_rows(http))
+    assert rows["transactions/s"] == "1.23 ktps" and rows["p99"] == "20.2 ms" and rows["p50"] == "800 µs"
+    assert rows["errors"] == "0.25 %" and rows["received"] == "196 Mbit/s" and rows["duration"] == "12 s"
+    assert "loss" not in rows                                   # a figure the summary lacks is not shown
+    spec = HttpLoad(url="http://127.0.0.1:8080/", duration="12s")
+    row = {"time_s": 3.0, "http_resp_per_s": 1500.0, "lat_p99_us": 1500.0, "http_err_per_s": 2.0,
+           "err_timeout_per_s": 1.0, "sock_current": 10, "cpu_pct": 12.0}
+    assert live_figures(spec, row) == [("transactions", "1.5 ktps"), ("p99", "1.5 ms"), ("errors", "3 /s"),
+                                       ("open", "10"), ("CPU", "12 %")]
+    assert progress(spec, [row], "running") == (0.25, "3.0 / 12 s")
+    assert progress(spec, [row], "finished") == (1.0, "3.0 / 12 s")
+    assert progress(spec, [row], "finished", stopped=True)[0] == 0.25

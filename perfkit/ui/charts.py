@@ -10,6 +10,7 @@ a kind's LAYOUT names one of LAYOUTS, or one of the kind's own LAYOUTS).
 from __future__ import annotations
 
 import json
+import re
 from typing import Callable, NamedTuple
 
 from perfkit import kinds
@@ -210,12 +211,104 @@ def empty_figure(title: str = "", panels=PANELS):
                                      legendgroup=title_p,
                                      hovertemplate=f"{name} %{{y:.4~s}} at %{{x:.1f}} s<extra></extra>"),
                           row=r, col=c)
-        fig.update_yaxes(row=r, col=c, **yopts)
+        fig.update_yaxes(row=r, col=c, **{"title_text": axis_unit(title_p), "title_standoff": 4, **yopts})
         fig.update_xaxes(row=r, col=c, title_text="time (s)" if r == rows else None)
     fig.update_layout(title={"text": title, "x": 0.01, "font": {"size": 14}}, height=260 * rows,
                       margin={"l": 50, "r": 20, "t": 60, "b": 40}, template="plotly_white",
                       legend={"font": {"size": 11}, "tracegroupgap": 12}, uirevision="perfkit")
     return fig
+
+
+_UNIT_NAMES = {"HTTP/s": "requests/s", "responses by status/s": "responses/s"}
+
+
+def axis_unit(title: str) -> str:
+    """A panel's y-axis unit from its title: 'latency (µs)' -> 'µs', 'sequence and port errors/s' ->
+    'errors/s', 'bits/s (frames, FCS counted)' -> 'bits/s', 'concurrent connections' -> 'connections'."""
+    if title in _UNIT_NAMES:
+        return _UNIT_NAMES[title]
+    m = re.search(r"\(([^)]*)\)", title)
+    if m and re.search(r"µs|ms|%", m.group(1)):
+        return m.group(1)
+    words = re.sub(r"\(.*?\)", "", title).split()
+    per_s = [w for w in words if w.endswith("/s")]
+    return per_s[-1] if per_s else (words[-1] if words else "")
+
+
+def chart_rows(rows, interval: float | None = None, duration: float | None = None) -> list[dict]:
+    """The rows a chart plots: without the drain rows that start after the traffic's planned end
+    (the engine lingers to catch packets in flight: a false cliff to zero), and with a final
+    partial row (shorter than half an interval: a spike or a dip) time-weighted into the row
+    before it. run.rows and run.frame keep every row; the totals are the last row's either way."""
+    rows = list(rows)
+    if duration and rows:
+        kept = [r for r in rows if r["time_s"] - r.get("interval_s", 0.0) < duration - 1e-3]
+        rows = kept or rows
+        last = rows[-1]
+        start = last["time_s"] - last.get("interval_s", 0.0)
+        if last["time_s"] > duration + 1e-3 and start < duration and last.get("interval_s"):
+            rows[-1] = _clip(last, duration - start)   # the row the planned end falls in: its traffic part
+    if interval and len(rows) >= 2 and 0 < rows[-1].get("interval_s", interval) < 0.5 * interval:
+        rows = rows[:-2] + [_merge(rows[-2], rows[-1])]
+    return rows
+
+
+def _clip(row: dict, part: float) -> dict:
+    """row as the rates over its first `part` seconds, where the traffic ran (the rest was drain)."""
+    scale = row["interval_s"] / part
+    out = {k: (v * scale if (k.endswith("_per_s") or k.startswith("cpu_pct")) and isinstance(v, (int, float))
+               and not isinstance(v, bool) else v) for k, v in row.items()}
+    out["time_s"] = round(row["time_s"] - row["interval_s"] + part, 6)
+    out["interval_s"] = part
+    return out
+
+
+def _merge(a: dict, b: dict) -> dict:
+    """Row b folded into the row a before it: rates and CPU shares weighted by each row's
+    interval; totals, the time and the interval from b (latency and loss from a, which has
+    the most samples)."""
+    da, db = a.get("interval_s") or 0.0, b.get("interval_s") or 0.0
+    out = dict(a)
+    for k, v in b.items():
+        if k.endswith("_per_s") or k.startswith("cpu_pct"):
+            va = a.get(k)
+            if isinstance(v, (int, float)) and isinstance(va, (int, float)) and da + db > 0:
+                out[k] = (va * da + v * db) / (da + db)
+        elif not (k.startswith("lat_") or k in ("loss_pct", "jitter_us", "rtt_mean_us")):
+            out[k] = v
+    out["interval_s"] = da + db
+    return out
+
+
+def plot_rows(run, rows=None) -> list[dict]:
+    """chart_rows for a run (its interval and, where the spec has one, its planned duration)."""
+    duration = getattr(run.spec, "duration", None)
+    duration = duration if isinstance(duration, (int, float)) and duration > 0 else None
+    return chart_rows(list(run.rows) if rows is None else rows, getattr(run, "interval", None), duration)
+
+
+def fit_axes(fig, panels, ys, static: bool = False) -> None:
+    """Per panel, from the values drawn: whole-number ticks (dtick 1) where every value is a
+    whole number up to 10 (counts: no '0.5 connections'); an empty panel 0..1 (no '800m'
+    ticks), which a static figure labels 'none'."""
+    i = 0
+    for p, (_, yopts, lines) in enumerate(panels):
+        vals = [v for y in ys[i:i + len(lines)] for v in y if isinstance(v, (int, float)) and v == v]
+        i += len(lines)
+        if yopts.get("type") == "log":
+            continue
+        axis = fig.layout["yaxis" + (str(p + 1) if p else "")]
+        top = max((abs(v) for v in vals), default=0)
+        if top == 0:
+            axis.update(range=[0, 1], dtick=1, autorange=False, showticklabels=not static)
+            if static:
+                fig.add_annotation(text="none", showarrow=False, font={"color": "#999"},
+                                   xref=f"x{p + 1 if p else ''} domain", yref=f"y{p + 1 if p else ''} domain",
+                                   x=0.5, y=0.5)
+        elif top <= 10 and all(float(v).is_integer() for v in vals):
+            axis.update(range=None, autorange=True, dtick=1, showticklabels=True)
+        else:
+            axis.update(range=None, autorange=True, dtick=None, showticklabels=True)
 
 
 def columns(rows, panels=PANELS) -> tuple[list, list[list]]:
@@ -229,9 +322,10 @@ def run_figure(run, title: str | None = None):
     rows = list(run.rows)
     panels = layout_for(run.spec)
     fig = empty_figure(title if title is not None else figure_title(run, rows), panels)
-    x, ys = columns(rows, panels)
+    x, ys = columns(plot_rows(run, rows), panels)
     for trace, y in zip(fig.data, ys):
         trace.x, trace.y = x, y
+    fit_axes(fig, panels, ys, static=True)
     return fig
 
 
@@ -283,3 +377,29 @@ def mimebundle(fig, text: str | None = None) -> dict:
     data["config"] = {"displaylogo": False}
     return {"application/vnd.plotly.v1+json": data,
             "text/plain": text or f"<perfkit figure: {len(fig.data)} traces>"}
+
+
+def static_bundle(fig, text: str | None = None) -> dict:
+    """mimebundle plus plotly's own HTML (plotly.js from its CDN), which nbconvert, nbviewer and
+    an exported widget state show without a kernel or plotly's renderer, and a PNG where kaleido
+    is installed (GitHub shows only images). JupyterLab draws the plotly mimetype."""
+    import plotly.io as pio
+    bundle = mimebundle(fig, text)
+    bundle["text/html"] = pio.to_html(fig, full_html=False, include_plotlyjs="cdn", validate=False,
+                                      config={"displaylogo": False}, default_width="100%")
+    png = png_of(fig)
+    if png is not None:
+        bundle["image/png"] = png
+    return bundle
+
+
+def png_of(fig) -> str | None:
+    """fig as a base64 PNG through kaleido (optional: None when it is not installed or fails)."""
+    import importlib.util
+    if importlib.util.find_spec("kaleido") is None:
+        return None
+    try:
+        import base64
+        return base64.b64encode(fig.to_image(format="png", scale=1)).decode()
+    except Exception:  # noqa: BLE001 (kaleido needs a browser of its own; the HTML is there anyway)
+        return None

@@ -44,6 +44,7 @@ class LiveChart:
         self._outputs: list = []               # ipywidgets.Output widgets showing it
         self._static = None                    # (figure, bundle) once finished
         self._finished = threading.Event()
+        self._settled = threading.Event()      # set once on_done has run too (wait() returns then)
 
     def start(self):
         if self._thread.ident is None:
@@ -73,7 +74,18 @@ class LiveChart:
             self._static = (static, bundle)
             self._replace_live(bundle)
             self._finished.set()
+        self._close_live()
         self._call_done()
+
+    def _close_live(self) -> None:
+        """Close the replaced FigureWidget's comm: its state would otherwise stay in the saved
+        notebook beside the static copy (the Python object keeps its data)."""
+        fig = self._figure
+        if fig is not None and hasattr(fig, "close"):
+            try:
+                fig.close()
+            except Exception:  # noqa: BLE001 (no kernel comm: nothing to close)
+                pass
 
     def _drawing_failed(self, exc: Exception) -> None:
         """A broken chart must never disturb the work or the kernel: say so and end."""
@@ -84,11 +96,13 @@ class LiveChart:
             self._call_done()
 
     def _call_done(self) -> None:
-        if self.on_done is not None:
-            try:
+        try:
+            if self.on_done is not None:
                 self.on_done(self)
-            except Exception as exc:  # noqa: BLE001
-                print(f"perfkit.ui.{type(self).__name__}: on_done failed: {exc!r}")
+        except Exception as exc:  # noqa: BLE001
+            print(f"perfkit.ui.{type(self).__name__}: on_done failed: {exc!r}")
+        finally:
+            self._settled.set()
 
     # ---------------------------------------------------------------- public
     @property
@@ -103,8 +117,8 @@ class LiveChart:
         return self._finished.is_set()
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until the static figure is in place (True), or timeout passes (False)."""
-        return self._finished.wait(timeout)
+        """Block until the static figure is in place and on_done has run (True), or timeout passes (False)."""
+        return self._settled.wait(timeout)
 
     def attach(self, output) -> None:
         """Show the chart in an ipywidgets.Output (as the Panel does): the live figure now,
@@ -146,7 +160,8 @@ class Dashboard(LiveChart):
 
     _STARTING = "perfkit: starting the dashboard…"
 
-    def __init__(self, run, window: int = 300, redraw_s: float = 1.0, on_done=None, autostart: bool = True):
+    def __init__(self, run, window: int = 300, redraw_s: float = 1.0, on_done=None, autostart: bool = True,
+                 on_draw=None):
         if int(window) < 2:
             raise ValueError(f"window: {window} rows is too few (at least 2)")
         if not 0.05 <= float(redraw_s) <= 60:
@@ -161,6 +176,7 @@ class Dashboard(LiveChart):
         self._handles: list = []               # IPython DisplayHandles showing the live figure (under _lock)
         self._closed = threading.Event()
         self.aborted: str | None = None        # why the run never started (abort())
+        self.on_draw = on_draw                 # on_draw(rows, state) after each redraw, on the drawing thread
         run.subscribe(self._on_row)
         for row in list(run.rows):             # rows from before we subscribed (deduped by time)
             self._inbox.append(row)
@@ -221,18 +237,24 @@ class Dashboard(LiveChart):
 
     def _redraw(self, rows: list[dict], state: str) -> None:
         self.draw_threads.add(threading.get_ident())
-        x, ys = charts.columns(rows, self.panels)
+        x, ys = charts.columns(charts.plot_rows(self.run, rows), self.panels)
         fig = self._figure
         with fig.batch_update():
             for trace, y in zip(fig.data, ys):
                 trace.x, trace.y = x, y
+            charts.fit_axes(fig, self.panels, ys)
             fig.layout.title.text = charts.figure_title(self.run, rows, state)
         self.redraws += 1
+        if self.on_draw is not None:   # the panel's progress bar and live figures: drawn by this thread too
+            try:
+                self.on_draw(rows, state)
+            except Exception as exc:  # noqa: BLE001
+                print(f"perfkit.ui.Dashboard: on_draw failed: {exc!r}")
 
     def _finish(self, state: str = "finished") -> None:
         static = charts.run_figure(self.run, title=charts.figure_title(self.run, list(self.run.rows), state))
         text = f"<perfkit dashboard: {charts.spec_title(self.run.spec)}, {len(self.run.rows)} rows>"
-        self._end_static(static, charts.mimebundle(static, text))
+        self._end_static(static, charts.static_bundle(static, text))
 
     def _replace_live(self, bundle: dict) -> None:
         for handle in self._handles:

@@ -42,7 +42,7 @@ from perfkit.ratesearch import MAX_TRIAL_S, MAX_TRIALS
 from perfkit.remote import SWEEPABLE, Server
 from perfkit.report import conf_text
 from perfkit.run import Run
-from perfkit.ui import charts, points
+from perfkit.ui import charts, points, results
 from perfkit.ui.dashboard import Dashboard
 from perfkit.ui.form import (AMBER, GREEN, GREY, RED, TRISTATE, FieldUI, field_row, label_html, launch, start_launcher,
                              text_value)
@@ -227,7 +227,7 @@ class Panel:
                               *rows, *([self.advanced_box] if self.advanced_box is not None else []),
                               *([self.eal_box] if self._dpdk else []), *self.sections.values(),
                               self.message, w.HBox([self.start_button, self.stop_button, *self._extra, self.status]),
-                              self.info, self.output])
+                              self.info, self.progress_row, self.live, self.results_box, self.output])
         if values:
             self.set(**values)
         self._observe()
@@ -316,6 +316,15 @@ class Panel:
         self.stop_button = w.Button(description="Stop", button_style="danger", icon="stop",
                                     disabled=True, layout=w.Layout(width="100px"))
         self.output = w.Output()
+        # while a run goes: elapsed / planned and a few large figures; after it: the results (perfkit.ui.results)
+        self.progress = w.FloatProgress(value=0.0, min=0.0, max=1.0, bar_style="info",
+                                        layout=w.Layout(width="300px"))
+        self.progress_text = w.HTML()
+        self.progress_row = w.HBox([self.progress, self.progress_text], layout=w.Layout(display="none"))
+        self.live = w.HTML()
+        self.results_box = w.VBox()
+        self.results: results.Results | None = None   # the last finished run's table and buttons
+        self._w = w
         self.start_button.on_click(self._click_start)
         self.stop_button.on_click(lambda _b: self.stop())
         self.info = w.HTML()           # what the conf button brings back
@@ -591,12 +600,37 @@ class Panel:
             run = Run(spec, interval=self.interval, **kw)
             dash = Dashboard(run, window=self.window, redraw_s=self.redraw_s, on_done=self._on_done,
                              autostart=False)
+            dash.on_draw = lambda rows, state: self._on_draw(dash, rows, state)
             self.run, self.dashboard = run, dash
+            self._show_progress(spec, [], "running")
             self._set_status(f"… starting {charts.spec_title(spec)}")
             self._refresh()
         dash.attach(self.output)
         launch(self._start_run, run, dash)
         return run
+
+    def _show_progress(self, spec, rows, state: str) -> None:
+        """The progress bar and its 'elapsed / planned' text (a run without a planned end: the text only)."""
+        value, text = results.progress(spec, rows, state, stopped=self._user_stopped)
+        self.progress_row.layout.display = ""
+        self.progress.layout.display = "none" if value is None else ""
+        if value is not None:
+            self.progress.value = value
+            self.progress.bar_style = ("warning" if self._user_stopped else "success") if state == "finished" else "info"
+        self.progress_text.value = f'<span style="color:{GREY}">{html.escape(text)}</span>'
+        if state == "running":
+            self._drop_results()
+            self.live.value = results.figures_html(results.live_figures(spec, rows[-1] if rows else None))
+
+    def _drop_results(self) -> None:
+        old, self.results, self.results_box.children = self.results, None, ()
+        if old is not None:
+            old.close()
+
+    def _on_draw(self, dash: Dashboard, rows: list, state: str) -> None:
+        """From the dashboard's drawing thread after each live redraw: progress and live figures."""
+        if dash is self.dashboard and state == "running":
+            self._show_progress(dash.run.spec, rows, state)
 
     def _start_run(self, run: Run, dash: Dashboard) -> None:
         """The starter thread: start the dashboard's drawing thread, build the engine and
@@ -628,6 +662,8 @@ class Panel:
                 redraw_s=min(self.redraw_s, 0.5), on_done=self._on_done)
             work, what = self._sweep_job, f"sweep of {', '.join(plan['tests'])}"
         self.run, self.result, self.frame, self.dashboard, self._stop_event = None, None, None, chart, stop
+        self.progress_row.layout.display, self.live.value = "none", ""
+        self._drop_results()
         self.job_error = None
         self._set_status(f"… starting the {what}")
         self._refresh()
@@ -792,6 +828,13 @@ class Panel:
                 self._refresh()
                 return
             run = dash.run
+            if dash.aborted is None:
+                self._show_progress(run.spec, run.rows, "finished")
+                self.live.value = ""     # the results table says it now
+                self.results = results.Results(self._w, run)
+                self.results_box.children = (self.results.widget,)
+            else:
+                self.progress_row.layout.display = "none"
             if run.error:
                 self._set_status(f"⚠ {run.error}", RED)
             else:
