@@ -22,6 +22,7 @@ from _dpdk_tests import counters, wait_done  # noqa: E402
 pytestmark = [pytest.mark.dpdk, pytest.mark.root, pytest.mark.netns]
 
 KERNEL, MINE = "198.18.211.1", "198.18.211.2"
+KERNEL6, MINE6 = "2001:db8:0:211::1", "2001:db8:0:211::2"
 TX = ("tx_ipv4_cksum", "tx_udp_cksum", "tx_tcp_cksum")
 
 
@@ -55,6 +56,7 @@ def _snmp(ns):
 def _tap_up(ns):
     """The tap the port made (it is made anew at each probe): its kernel side addressed and up."""
     _ip("-n", ns, "addr", "replace", f"{KERNEL}/24", "dev", "pkcs0")
+    _ip("-n", ns, "addr", "replace", f"{KERNEL6}/64", "dev", "pkcs0", "nodad")
     _ip("-n", ns, "link", "set", "pkcs0", "up")
 
 
@@ -98,18 +100,21 @@ def test_udp_flows_sums_by_the_device_or_in_software_reach_the_kernel_whole(eal,
 
 @pytest.mark.nginx
 @pytest.mark.parametrize("mode", ["auto", "sw"])
-def test_http_client_sums_by_the_device_or_in_software_against_nginx(eal, ns, tmp_path, monkeypatch, mode):
-    """The DPDK HTTP client on net_tap against nginx on the tap's kernel side: every response it
-    counts is a line in nginx's access log, and the kernel counted no bad TCP or IPv4 sum."""
+@pytest.mark.parametrize("family", [4, 6])
+def test_http_client_sums_by_the_device_or_in_software_against_nginx(eal, ns, tmp_path, monkeypatch, mode, family):
+    """The DPDK HTTP client on net_tap against nginx on the tap's kernel side, over IPv4 and IPv6:
+    every response it counts is a line in nginx's access log, and the kernel counted no bad TCP
+    or IPv4 sum."""
     from _nginx import Nginx
     monkeypatch.setenv(dpdk.CSUM_ENV, mode)
-    spec = DpdkHttpClient(port="net_tap0,iface=pkcs0", netns=f"/run/netns/{ns}", ip=MINE,
-                          clients=((MINE, 1),), server=KERNEL, listen=8080, cps=200, duration=1.0)
+    mine, kernel = (MINE, KERNEL) if family == 4 else (MINE6, KERNEL6)
+    spec = DpdkHttpClient(port="net_tap0,iface=pkcs0", netns=f"/run/netns/{ns}", ip=mine,
+                          clients=((mine, 1),), server=kernel, listen=8080, cps=200, duration=1.0)
     h = _build(dpdk_tcp.build, spec)
     try:
         env = dpdk_tcp.run_environment(h)
         _tap_up(ns)
-        with Nginx(tmp_path, host=KERNEL, netns=ns) as ngx:
+        with Nginx(tmp_path, host=kernel if family == 4 else f"[{kernel}]", netns=ns) as ngx:
             before = _snmp(ns)
             h.start()
             wait_done(h, 30)
@@ -125,6 +130,7 @@ def test_http_client_sums_by_the_device_or_in_software_against_nginx(eal, ns, tm
     assert _offloads(env) == dict.fromkeys(TX, want)
     assert c["sock_error"] == 0 and c["http_err"] == 0 and c["bad_rx"] == 0, c
     assert c["http_2xx"] == c["sock_open"] == c["sock_close"] == len(log) >= 150, (c["http_2xx"], len(log))
+    assert all(ln[2] == "200" and ln[6] == mine for ln in log)
     assert after["Tcp"]["InCsumErrors"] == before["Tcp"]["InCsumErrors"]
     assert after["Tcp"]["InErrs"] == before["Tcp"]["InErrs"]
     assert after["Ip"]["InHdrErrors"] == before["Ip"]["InHdrErrors"]
