@@ -141,3 +141,12 @@ def test_a_bad_csum_mode_is_one_line_before_eal(monkeypatch):
     with pytest.raises(ValueError) as e:
         dpdk.build(DpdkFlows(port="ring:cm:0", peer="ring:cm:1", rate="10kpps", duration="0.2s"))
     assert str(e.value) == "PERFKIT_DPDK_CSUM: 'hw' is not auto or sw"
+
+
+def test_perfkit_flows_with_a_bad_csum_mode_exits_2_in_one_line():
+    import sys
+    out = subprocess.run([sys.executable, "-P", "-m", "perfkit", "flows", "--port", "ring:cm:0", "--peer", "ring:cm:1",
+                          "--rate", "10kpps", "--duration", "0.2s", "--hugepages", "off"],
+                         capture_output=True, text=True, timeout=60, env={**os.environ, dpdk.CSUM_ENV: "hw"})
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr == "perfkit: PERFKIT_DPDK_CSUM: 'hw' is not auto or sw\n"
