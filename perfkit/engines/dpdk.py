@@ -282,7 +282,7 @@ def use_csum_mode(port) -> None:
     """With PERFKIT_DPDK_CSUM=sw, the port's frames stop asking for tx checksum offloads
     (before any engine reads its setup, so its record says software)."""
     if csum_mode() == "sw":
-        port._software_checksums()
+        port.software_checksums()
 
 
 def _open(ports: list, dev: str, ip: str, netns, queues: int = 1):
