@@ -11,7 +11,7 @@ import time
 import pytest
 
 from perfkit.errors import EngineError
-from perfkit.spec import DpdkFlows, DpdkHttpClient
+from perfkit.spec import DpdkFlows, DpdkHttpClient, DpdkHttpServer
 
 _dpdk = pytest.importorskip(
     "perfkit._dpdk", reason="perfkit was built without DPDK (Debian: apt install libdpdk-dev "
@@ -133,6 +133,40 @@ def test_http_client_sums_by_the_device_or_in_software_against_nginx(eal, ns, tm
     assert all(ln[2] == "200" and ln[6] == mine for ln in log)
     assert after["Tcp"]["InCsumErrors"] == before["Tcp"]["InCsumErrors"]
     assert after["Tcp"]["InErrs"] == before["Tcp"]["InErrs"]
+    assert after["Ip"]["InHdrErrors"] == before["Ip"]["InHdrErrors"]
+
+
+@pytest.mark.tools("curl")
+@pytest.mark.parametrize("mode", ["auto", "sw"])
+def test_http_server_sums_by_the_device_or_in_software_for_curl(eal, ns, monkeypatch, mode):
+    """The DPDK HTTP server on net_tap, curl on the tap's kernel side: each of its requests gets
+    a whole response (a segment with a bad sum would be dropped and resent until curl gives up)."""
+    monkeypatch.setenv(dpdk.CSUM_ENV, mode)
+    spec = DpdkHttpServer(port="net_tap0,iface=pkcs0", netns=f"/run/netns/{ns}", ip=MINE, listen=80,
+                          clients=((KERNEL, 1),), payload_size=3000, duration=20)
+    h = _build(dpdk_tcp.build, spec)
+    n = 20
+    try:
+        env = dpdk_tcp.run_environment(h)
+        _tap_up(ns)
+        before = _snmp(ns)
+        h.start()
+        urls = [a for i in range(n) for a in ("-o", "/dev/null", f"http://{MINE}/{i}")]   # bodies dropped
+        out = subprocess.run(["ip", "netns", "exec", ns, "curl", "-s", "--max-time", "10",
+                              "-w", "%{http_code} %{size_download}\\n", *urls],
+                             capture_output=True, text=True, timeout=30)
+        after = _snmp(ns)
+        h.stop()
+        wait_done(h, 10)
+        c = counters(h, 0)
+    finally:
+        h.close()
+    want = "device" if mode == "auto" else "software"
+    assert _offloads(env) == dict.fromkeys(TX, want)
+    assert out.stdout.splitlines() == [f"200 {3000}"] * n, out
+    assert c["http_get"] == c["sock_open"] == c["sock_close"] == n and c["bad_rx"] == 0, c
+    assert after["Tcp"]["InCsumErrors"] == before["Tcp"]["InCsumErrors"]
+    assert after["Tcp"]["RetransSegs"] == before["Tcp"]["RetransSegs"]   # nothing lost to a bad sum either way
     assert after["Ip"]["InHdrErrors"] == before["Ip"]["InHdrErrors"]
 
 
