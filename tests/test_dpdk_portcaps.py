@@ -187,7 +187,7 @@ def test_tap_checksums_are_right_by_the_device_or_in_software(eal, lab, offload)
 
 def _force_software(p):
     """The software path of the same port: pkd_tx_csum with the tx offloads taken off (tests)."""
-    p._software_checksums()
+    p.software_checksums()
     assert set(v for k, v in p.setup["offloads"].items() if k.startswith("tx_")) <= {"software", "off"}
 
 

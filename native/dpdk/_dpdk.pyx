@@ -236,8 +236,9 @@ cdef class Port:
             "rx_desc": s.nb_rxd, "tx_desc": s.nb_txd})
         return out
 
-    def _software_checksums(self):
-        """Tests: frames stop asking the device for tx offloads (send(csum=True) sums in software)."""
+    def software_checksums(self):
+        """From now on no frame asks the device for a tx offload: engines built on the port and
+        send(csum=True) sum in software (PERFKIT_DPDK_CSUM=sw); setup then says "software"."""
         pk_dpdk_port_tx_offloads_unused(self._live())
 
     def dev_info(self):

@@ -155,7 +155,8 @@ typedef struct pk_dpdk_port_setup {
 void pk_dpdk_port_get_setup(const pk_dpdk_port *p, pk_dpdk_port_setup *out);
 /* n descriptors fitted to a device's limits (clamped to nb_min..nb_max, a multiple of nb_align). */
 uint16_t pk_dpdk_desc_fit(uint16_t n, uint16_t nb_min, uint16_t nb_max, uint16_t nb_align);
-/* Tests: no frame asks the device for a tx offload from now on (pkd_tx_csum sums in software). */
+/* No frame asks the device for a tx offload from now on: engines built on the port after this and
+ * pkd_tx_csum sum in software (PERFKIT_DPDK_CSUM=sw, tests). */
 void pk_dpdk_port_tx_offloads_unused(pk_dpdk_port *p);
 /* A fresh rte_eth_dev_info_get of the port, in the same shape (nothing chosen: queues, rss,
  * offloads, mtu, nb_rxd/txd zero). 0, or -1. */

@@ -193,6 +193,10 @@ typedef struct worker {
     uint32_t npattern, next_size;
     uint64_t ip_base;            /* IPv4 header words that never change (length, addresses: 0) */
     uint64_t udp_base;           /* UDP words that never change (protocol; the filler is 0) */
+    /* tx checksum offloads, chosen once from the port's setup (gen_offloads): each frame's
+     * mbuf flags, and which sums the device fills in */
+    uint64_t ol_flags;
+    uint8_t ol_ip, ol_udp;
     uint64_t *flow_seq;          /* next sequence per flow = frames sent per flow */
     uint32_t next_flow;
     uint32_t src_h, dst_h;       /* first source and destination address, host order */

@@ -277,6 +277,11 @@ pk_tcp_engine *pk_tcp_create(pk_dpdk_port *port, const pk_tcp_cfg *cfg, char *er
     e->cfg = *cfg;
     e->port = port;
     e->kernel = pk_dpdk_port_kernel(port);
+    {
+        pk_dpdk_port_setup ps;
+        pk_dpdk_port_get_setup(port, &ps);
+        tcp_offloads_init(e, ps.tx_offloads);
+    }
     e->pid = (uint16_t)pk_dpdk_port_id(port);
     pk_dpdk_port_mac(port, e->mac);
     e->pool = pool;

@@ -146,6 +146,9 @@ struct pk_tcp_engine {
     pk_engine core;                 /* its one worker's thread, stop flag, running, error */
     int ran;                        /* started once; -1: and joined since */
     int kernel;                  /* the port takes frames from a Linux stack (tcp_csum_ok) */
+    /* tx checksum offloads, chosen once from the port's setup (tcp_offloads_init): the device
+     * fills in the IPv4 header's sum (ol_ip4) and the TCP one (ol_tcp); seg_offload flags mbufs */
+    int ol_ip4, ol_tcp;
     char err[512];
 };
 
@@ -185,6 +188,7 @@ void tcp_tx_flush_mode(pk_tcp_engine *e, int drop);
 void tcp_tx_flush(pk_tcp_engine *e);
 void tcp_end_flush(pk_tcp_engine *e);
 void tcp_mbuf_unstash(pk_tcp_engine *e);
+void tcp_offloads_init(pk_tcp_engine *e, uint64_t tx_offloads);
 void tcp_tx_seg(pk_tcp_engine *e, uint32_t lip, uint32_t rip, uint16_t lport, uint16_t rport,
                 uint32_t seq, uint32_t ack, uint8_t flags, uint32_t off, uint32_t len);
 void tcp_sock_tx(pk_tcp_engine *e, uint32_t idx, uint32_t seq, uint8_t flags, uint32_t off, uint32_t len);

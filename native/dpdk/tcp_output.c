@@ -90,12 +90,41 @@ static void put_tcp(const pk_tcp_engine *e, uint8_t *th, uint64_t addr_sum, uint
     } else {
         memcpy(th, w, TCP_LEN);
     }
+    if (e->ol_tcp) {   /* the device sums header and payload over the pseudo header's sum */
+        uint16_t ph = fold(addr_sum + rte_cpu_to_be_16(6) + rte_cpu_to_be_16((uint16_t)tcplen));
+        if (len)
+            memcpy(th + TCP_LEN + opt, e->msg + off, len);
+        memcpy(th + 16, &ph, 2);
+        return;
+    }
     if (len) {
         memcpy(th + TCP_LEN + opt, e->msg + off, len);
         s += msg_sum(e, off, off + len);
     }
     uint16_t ck = (uint16_t)~fold(s);
     memcpy(th + 16, &ck, 2);
+}
+
+/* Which sums the device fills in: what the port enabled and left in use, decided once per
+ * engine (no per-segment lookups). */
+void tcp_offloads_init(pk_tcp_engine *e, uint64_t tx_offloads)
+{
+    e->ol_ip4 = (tx_offloads & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM) != 0;
+    e->ol_tcp = (tx_offloads & RTE_ETH_TX_OFFLOAD_TCP_CKSUM) != 0;
+}
+
+/* A segment's mbuf asks the device for the sums it does (DPDK: flags, l2/l3 lengths). */
+static inline void seg_offload(const pk_tcp_engine *e, struct rte_mbuf *m, int ipv6)
+{
+    if (ipv6) {
+        if (e->ol_tcp)
+            m->ol_flags |= RTE_MBUF_F_TX_IPV6 | RTE_MBUF_F_TX_TCP_CKSUM;
+    } else if (e->ol_ip4 || e->ol_tcp) {
+        m->ol_flags |= RTE_MBUF_F_TX_IPV4 | (e->ol_ip4 ? RTE_MBUF_F_TX_IP_CKSUM : 0) |
+                       (e->ol_tcp ? RTE_MBUF_F_TX_TCP_CKSUM : 0);
+    }
+    m->l2_len = e->l2;
+    m->l3_len = ipv6 ? IP6_LEN : IP_LEN;
 }
 
 /* Queue a built segment; count its flags when the queue took it. */
@@ -183,6 +212,8 @@ static void tx_seg6(pk_tcp_engine *e, const uint8_t *la, const uint8_t *ra, uint
         as = e->ph6_sum + sum16(c, 4, 0);
     }
     put_tcp(e, ip + IP6_LEN, as, lport, rport, seq, ack, flags, opt, off, len);
+    if (e->ol_tcp)
+        seg_offload(e, m, 1);
     tx_seg_put(e, m, flags);
 }
 
@@ -210,9 +241,11 @@ void tcp_tx_seg(pk_tcp_engine *e, uint32_t lip, uint32_t rip, uint16_t lport, ui
     memcpy(ip + 12, &la, 4);
     memcpy(ip + 16, &ra, 4);
     uint64_t as = (la & 0xffff) + (la >> 16) + (ra & 0xffff) + (ra >> 16);
-    uint16_t ipck = (uint16_t)~fold(e->ip4_sum + tot + as);
+    uint16_t ipck = e->ol_ip4 ? 0 : (uint16_t)~fold(e->ip4_sum + tot + as);
     memcpy(ip + 10, &ipck, 2);
     put_tcp(e, ip + IP_LEN, as, lport, rport, seq, ack, flags, opt, off, len);
+    if (e->ol_ip4 | e->ol_tcp)
+        seg_offload(e, m, 0);
     tx_seg_put(e, m, flags);
 }
 

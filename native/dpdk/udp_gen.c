@@ -31,6 +31,26 @@ static void gen_template(worker *w)
     w->udp_base = sum16(proto, 2, 0);
 }
 
+/* Which sums the device fills in: what the port enabled and left in use (setup.tx_offloads),
+ * decided once here so that gen_build looks up nothing per frame. */
+static void gen_offloads(worker *w)
+{
+    const uint64_t tx = w->port->setup.tx_offloads;
+    w->ol_ip = (tx & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM) != 0;
+    w->ol_udp = (tx & RTE_ETH_TX_OFFLOAD_UDP_CKSUM) != 0;
+    w->ol_flags = (w->ol_ip || w->ol_udp ? RTE_MBUF_F_TX_IPV4 : 0) | (w->ol_ip ? RTE_MBUF_F_TX_IP_CKSUM : 0) |
+                  (w->ol_udp ? RTE_MBUF_F_TX_UDP_CKSUM : 0);
+}
+
+/* A built frame's sums handed to the device: its mbuf flagged, l2/l3 lengths set (the IPv4 header
+ * field is 0 and the UDP one holds the pseudo header's sum, as DPDK asks). */
+static inline void gen_offload_mark(const worker *w, struct rte_mbuf *m)
+{
+    m->ol_flags |= w->ol_flags;
+    m->l2_len = ETH_LEN;
+    m->l3_len = IP_LEN;
+}
+
 static inline uint64_t bswap_word(uint16_t v) { return (uint16_t)((v >> 8) | (v << 8)); }
 
 /* next_flow's tuple from scratch (at a start or a wrap). */
@@ -109,7 +129,7 @@ static inline __attribute__((always_inline)) uint32_t gen_build(worker *w, uint3
         memcpy(ip + 12, &src, 4);
         memcpy(ip + 16, &dst, 4);
         const uint64_t addrs = words32(src) + words32(dst);
-        uint16_t c = (uint16_t)~fold(w->ip_base + bswap_word(ip_len) + addrs);
+        uint16_t c = w->ol_ip ? 0 : (uint16_t)~fold(w->ip_base + bswap_word(ip_len) + addrs);
         memcpy(ip + 10, &c, 2);
         wr16(udp, sp);
         wr16(udp + 2, dp);
@@ -127,7 +147,11 @@ static inline __attribute__((always_inline)) uint32_t gen_build(worker *w, uint3
         c = (uint16_t)~fold(sum);
         if (c == 0)
             c = 0xffff;
+        if (w->ol_udp)   /* the device's: the pseudo header alone (protocol, addresses, length) */
+            c = fold(w->udp_base + addrs + bswap_word(udp_len));
         memcpy(udp + 6, &c, 2);
+        if (w->ol_flags)
+            gen_offload_mark(w, m);
     }
     w->npend += n;
     return n;
@@ -384,6 +408,7 @@ int pkd_gen_alloc(worker *w)
         w->wrap[2] = w->dsi;
         w->wrap[3] = w->ddi;
         gen_template(w);
+        gen_offloads(w);
     }
     return 0;
 }

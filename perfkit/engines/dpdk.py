@@ -267,10 +267,29 @@ def worker_cpu(i: int):
     return cpus[i % len(cpus)] if cpus else -1
 
 
+CSUM_ENV = "PERFKIT_DPDK_CSUM"   # "sw": every checksum in software even where the port offloads them
+
+
+def csum_mode() -> str:
+    """PERFKIT_DPDK_CSUM: "auto" (the default: the device sums where its port offers it) or "sw"."""
+    mode = os.environ.get(CSUM_ENV, "auto").strip().lower() or "auto"
+    if mode not in ("auto", "sw"):
+        raise ValueError(f"{CSUM_ENV}: {mode!r} is not auto or sw")
+    return mode
+
+
+def use_csum_mode(port) -> None:
+    """With PERFKIT_DPDK_CSUM=sw, the port's frames stop asking for tx checksum offloads
+    (before any engine reads its setup, so its record says software)."""
+    if csum_mode() == "sw":
+        port.software_checksums()
+
+
 def _open(ports: list, dev: str, ip: str, netns, queues: int = 1):
     from perfkit import _dpdk
     port = _dpdk.Port(dev, netns=netns, ip=ip, queues=queues)
     ports.append(port)
+    use_csum_mode(port)
     say_setup(port)
     return port
 
@@ -349,6 +368,7 @@ def build(plan) -> EngineHandle:
     if plan.get("engine") != NAME:
         raise ValueError(f"engine: dpdk runs DpdkFlows and DpdkReflect specs, not {plan.get('spec')}")
     port_plan, workers = plan["ports"], [dict(w) for w in plan["workers"]]
+    csum_mode()   # a bad value: one line before EAL starts
     eal([dev for dev, _ in port_plan])
     from perfkit import _dpdk
     ports: list = []

@@ -42,6 +42,7 @@ def build(plan) -> EngineHandle:
     if plan.get("engine") != NAME:
         raise ValueError(f"engine: a plan for {plan.get('engine')!r}, not {NAME}")
     specs = plan["ports"]
+    dpdk.csum_mode()   # a bad value: one line before EAL starts
     dpdk.eal([p["dev"] for p in specs])
     from perfkit import _dpdk  # the DPDK extension is built only where DPDK is installed
     ports = []
@@ -49,6 +50,7 @@ def build(plan) -> EngineHandle:
         for p in specs:
             port = _dpdk.Port(p["dev"], netns=p["netns"], ip=p["ip"], queues=p["queues"])
             ports.append(port)
+            dpdk.use_csum_mode(port)
             dpdk.say_setup(port)
             if port.queues != p["queues"]:
                 raise ValueError(f"queues: port {p['dev']} took {port.queues} queues, not {p['queues']}")
