@@ -186,6 +186,11 @@ static int check_worker(pk_dpdk_engine *e, pk_dpdk_port *const *ports, int nport
                     "is only %llu", i, c->flow_first + c->flows, (unsigned long long)(nsp * ndp * nsi * ndi));
             return -1;
         }
+        if (c->flows_start > c->flows || !(c->flow_rate >= 0) || c->flow_rate > 1e9) {
+            pkd_set_err(err, errlen, "worker %d: flows_start %u of %u flows, flow_rate %g: 0..flows, 0..1e9/s", i,
+                    c->flows_start, c->flows, c->flow_rate);
+            return -1;
+        }
         if (!(c->rate >= 0) || c->rate > 1e10) {
             pkd_set_err(err, errlen, "worker %d: rate %g out of range", i, c->rate);
             return -1;
@@ -480,6 +485,16 @@ void pk_dpdk_join(pk_dpdk_engine *e)
 void pk_dpdk_snapshot(const pk_dpdk_engine *e, int i, uint64_t *counters, uint64_t *hist)
 {
     pk_engine_snapshot(&e->core, i, counters, hist);
+}
+
+int pk_dpdk_set_rate(pk_dpdk_engine *e, int i, double rate)
+{
+    if (i < 0 || i >= e->n || e->w[i].cfg.role != PK_DPDK_GEN || !(rate >= 0) || rate > 1e10)
+        return -1;
+    worker *w = &e->w[i];
+    __atomic_store(&w->ctl_rate, &rate, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&w->ctl_gen, 1, __ATOMIC_RELEASE);   /* the rate is visible before the new generation */
+    return 0;
 }
 
 int pk_dpdk_flow_sent(const pk_dpdk_engine *e, int i, uint64_t *out, uint32_t n)
