@@ -583,6 +583,12 @@ cdef class DpdkEngine(EngineBase):
             if pk_dpdk_set_rate(e, i, rate) != 0:
                 raise ValueError(f"set_rate: {rate!r} frames/s per generator is out of range 0..1e10")
 
+    def flows_seen(self, int worker):
+        """After join: the load flows that had at least one frame in at this receiving worker's port
+        (worker: the port's first receiver, the owner of its flow table), else None."""
+        n = pk_dpdk_flows_seen(self._live(), worker)
+        return None if n < 0 else n
+
     def flow_sent(self, int worker):
         """A dpdk_send worker's frames sent per flow (its next sequence numbers)."""
         cdef pk_dpdk_engine *e = self._live()

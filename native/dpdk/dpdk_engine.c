@@ -472,6 +472,8 @@ void pk_dpdk_join(pk_dpdk_engine *e)
         worker *w = &e->w[i];
         if (!w->owns_flows)
             continue;
+        for (uint32_t f = 0; f < w->nflows; f++)   /* before settling moves next for frames never seen */
+            w->flows_seen += w->flows[f].next > 0;
         uint64_t *sent = sent_into(e, w->port, w->nflows);
         uint64_t lost = 0;
         for (uint32_t f = 0; f < w->nflows + PK_DPDK_MAX_QUEUES; f++)
@@ -506,6 +508,13 @@ int pk_dpdk_flow_sent(const pk_dpdk_engine *e, int i, uint64_t *out, uint32_t n)
     for (uint32_t f = 0; f < k; f++)
         out[f] = __atomic_load_n(&w->flow_seq[f], __ATOMIC_RELAXED);
     return (int)k;
+}
+
+int64_t pk_dpdk_flows_seen(const pk_dpdk_engine *e, int i)
+{
+    if (i < 0 || i >= e->n || !e->settled || !e->w[i].owns_flows)
+        return -1;
+    return e->w[i].flows_seen;
 }
 
 int pk_dpdk_dst_mac(const pk_dpdk_engine *e, int i, uint8_t mac[6])

@@ -224,6 +224,9 @@ void pk_dpdk_snapshot(const pk_dpdk_engine *e, int worker, uint64_t *counters, u
 int pk_dpdk_set_rate(pk_dpdk_engine *e, int worker, double rate);
 /* GEN: frames sent per flow (= next sequence numbers); returns flows copied. */
 int pk_dpdk_flow_sent(const pk_dpdk_engine *e, int worker, uint64_t *out, uint32_t n);
+/* After join, a port's first receiver (its flow table's owner): how many load flows had at least
+ * one frame in (BiTester's growing flows: all flows_max of them); -1 for other workers. */
+int64_t pk_dpdk_flows_seen(const pk_dpdk_engine *e, int worker);
 /* GEN: the destination MAC it used (after ARP); 0 = resolved/known, 1 = broadcast fallback, -1 n/a. */
 int pk_dpdk_dst_mac(const pk_dpdk_engine *e, int worker, uint8_t mac[6]);
 /* After join, a receiver whose sender ran elsewhere (another process): what the

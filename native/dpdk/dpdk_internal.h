@@ -217,6 +217,7 @@ typedef struct worker {
     flow_state *flows;           /* nflows load flows, then PK_DPDK_MAX_QUEUES probe flows */
     uint32_t nflows;
     int owns_flows;              /* this worker allocated it, settles and frees it */
+    uint32_t flows_seen;         /* the table's owner, at join: load flows that had a frame in */
     uint64_t drop_ctr;
     uint64_t lat_min;
 
