@@ -317,7 +317,7 @@ void pkd_run_gen(worker *w)
     const uint32_t burst = w->cfg.burst;
     const uint64_t start = rte_rdtsc(), end = start + tb_cycles(tb, w->cfg.duration_ns);
     pace p = pace_make(w, tb, start);
-    uint32_t ctl_seen = __atomic_load_n(&w->ctl_gen, __ATOMIC_ACQUIRE);
+    uint32_t ctl_seen = 0;   /* a set_rate made before this thread ran is taken at its first burst */
     const int growing = w->cfg.flow_rate > 0 && w->flow_end < w->cfg.flow_first + w->cfg.flows;
     uint64_t last_gauge = start;
     pk_set(&w->c, PK_rate_target, (uint64_t)pace_rate_now(&p, start, tb));

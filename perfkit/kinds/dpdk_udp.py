@@ -487,6 +487,16 @@ def live_rate(spec, value) -> float:
     return rate.messages_per_second(spec.mean_size) / spec.cores
 
 
+def summary_extra(spec, handle, roles) -> dict:
+    """Growing flows: flows_seen, the distinct load flows the receiving port's table saw (its
+    first receiver's, after join; the larger of the two tables in a bidirectional run)."""
+    seen_of = getattr(handle, "flows_seen", None)
+    if not isinstance(spec, DpdkFlows) or not spec.flows_max or seen_of is None:
+        return {}
+    seen = [n for i in range(len(roles)) if (n := seen_of(i)) is not None]
+    return {"flows_seen": max(seen)} if seen else {}
+
+
 LIVE_RATE = {DpdkFlows: live_rate}   # perfkit.run.Run.set_rate: the specs whose rate changes while running
 
 
