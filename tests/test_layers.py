@@ -37,6 +37,7 @@ LAYER_OF = {
     "perfkit.kinds": "kinds", "perfkit.spec": "kinds", "perfkit.dperf": "kinds",
     "perfkit.engines": "engines", "perfkit.procs": "engines", "perfkit.nics": "engines", "perfkit.lab": "engines",
     "perfkit.stats": "base", "perfkit.units": "base", "perfkit.fields": "base", "perfkit.sandbox": "base", "perfkit.errors": "base", "perfkit.version": "base",
+    "perfkit.converge": "analysis",   # live rate convergence (issue 30)
 }
 NATIVE = ("perfkit._sock", "perfkit._dpdk", "perfkit._counters", "perfkit._delayline")
 

@@ -156,3 +156,45 @@ def test_cli_refuses_flow_growth_where_it_means_nothing(args, words, capsys):
     assert main(["flows", *port, "--flows", "10", *args]) == 2
     err = capsys.readouterr().err
     assert words in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.dpdk
+def test_converge_finds_a_receiver_capacity_and_stays_in_its_bounds(eal, monkeypatch):
+    """A receiver that takes at most CAP frames/s (the engine's rx_cap test hook: its queue fills
+    and holds the sender back): the controller bisects run.set_rate to about CAP."""
+    import perfkit.kinds.dpdk_udp as kind
+    from perfkit.converge import Converge
+    cap, plan = 30_000.0, kind.plan
+
+    def capped(spec):   # the far end of this test's link is slow; the plan is otherwise the kind's
+        p = plan(spec)
+        p["workers"] = [{**w, "rx_cap": cap} if w["role"] == "dpdk_recv" else w for w in p["workers"]]
+        return p
+    monkeypatch.setattr(kind, "plan", capped)
+    spec = DpdkFlows(port="ring:sr10:0", peer="ring:sr10:1", rate="10kpps", duration=4.5, flows=4)
+    run = Run(spec, interval=0.25).start()
+    conv = Converge(lo="5kpps", hi="100kpps", criterion="keeps-up", resolution=0.05).attach(run)
+    run.wait()
+    s = run.summary
+    assert s["pkts_tx"] == s["pkts_rx"] + s["lost"]
+    assert all(5_000 <= t["rate"] <= 100_000 for t in conv.trajectory)        # never leaves its bounds
+    assert all(5_000 <= r <= 100_000 for r in run.frame["rate_target"])
+    assert s["converged_pps"] is not None and s["converge_steps"] == len(conv.trajectory)
+    # above the capacity the sender cannot keep up (a hard cap); well below it, a busy machine may still
+    # have slowed the receiver, so the lower bound is loose
+    assert 0.5 * cap <= s["converged_pps"] <= cap * 1.05 / 0.95, s
+    assert any(not t["held"] for t in conv.trajectory) and any(t["held"] for t in conv.trajectory)
+
+
+@pytest.mark.parametrize("kw, words", [
+    ({"lo": "10kpps", "hi": "5kpps"}, "hi: '5kpps' must be above lo"),
+    ({"lo": "1Mbps", "hi": "5kpps"}, "lo: '1Mbps': a rate in packets per second"),
+    ({"lo": 1, "hi": 2, "criterion": "fast"}, "criterion: 'fast' is not one of keeps-up, zero-loss, cpu"),
+    ({"lo": 1, "hi": 2, "resolution": 0}, "resolution: 0 is out of range"),
+    ({"lo": 1, "hi": 2, "skip": 1.5}, "skip: 1.5 is not a whole number"),
+])
+def test_converge_bad_settings_are_one_line(kw, words):
+    from perfkit.converge import Converge
+    with pytest.raises(ValueError) as e:
+        Converge(**kw)
+    assert words in str(e.value) and "\n" not in str(e.value)

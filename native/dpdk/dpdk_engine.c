@@ -251,6 +251,9 @@ static int check_worker(pk_dpdk_engine *e, pk_dpdk_port *const *ports, int nport
                     return -1;
                 }
         }
+    } else if (!(c->rx_cap >= 0) || c->rx_cap > 1e10) {
+        pkd_set_err(err, errlen, "worker %d: rx_cap %g out of range 0..1e10", i, c->rx_cap);
+        return -1;
     } else if (c->flows == 0 || c->flows > PK_DPDK_MAX_FLOWS) {
         pkd_set_err(err, errlen, "worker %d: flows %u out of range 1..%d", i, c->flows, PK_DPDK_MAX_FLOWS);
         return -1;

@@ -96,6 +96,9 @@ typedef struct pk_dpdk_worker_cfg {
      * sends all `flows`; flows_active says how many it sends now */
     uint32_t flows_start;
     double flow_rate;
+    /* RXONLY, tests only: take at most this many frames per second (0 = all): a receiver of
+     * known capacity, whose port's queue fills and holds the sender back */
+    double rx_cap;
 } pk_dpdk_worker_cfg;
 
 #define PK_DPDK_MAX_WORKERS 16

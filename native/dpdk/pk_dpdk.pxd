@@ -40,6 +40,7 @@ cdef extern from "dpdk_engine.h":
         uint64_t pause_ns
         uint32_t flows_start
         double flow_rate
+        double rx_cap
 
     enum: PK_DPDK_MAX_PATTERN
     enum: PK_DPDK_MAX_QUEUES

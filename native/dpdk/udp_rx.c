@@ -262,6 +262,10 @@ void pkd_run_rx(worker *w)
             while (rte_rdtsc() < until && rte_rdtsc() < hard && !stopping(w))
                 usleep(1000);
         }
+        /* the test hook: a receiver of known capacity waits while it is ahead of rx_cap */
+        while (moved && w->cfg.rx_cap > 0 && !stopping(w) && rte_rdtsc() < hard &&
+               (double)pk_read(&w->c, PK_pkts_rx) > w->cfg.rx_cap * (double)(rte_rdtsc() - start) / (double)tb->hz)
+            usleep(200);
         housekeeping(w, t1, flush_c, nic_c);
         if (t1 >= hard)
             break;
