@@ -7,7 +7,8 @@ watching and re-converge when the load no longer holds (or, for cpu, has room to
     run.wait(); run.summary["converged_pps"], conv.trajectory
 
 Unlike perfkit.ratesearch (one trial per rate, each a run of its own), this retunes one run.
-Criteria: keeps-up (sent at least (1 - tolerance) of the target, nothing lost), zero-loss
+Criteria: keeps-up (sent, and with a peer port here received, at least (1 - tolerance) of the
+target, nothing lost), zero-loss
 (nothing lost), cpu (every generator's busy time under cpu_pct of its wall time: BiTester's
 95%). The frame's rate_target column is the trajectory; the summary gets converged_pps and
 how stable the rate was after it.
@@ -26,10 +27,13 @@ class Converge:
     tolerance   keeps-up: the share of the target a row may fall short by
     cpu_pct     cpu: the busiest generator's limit, in percent
     skip        rows left out after each change (the row a change fell in mixes two rates)
+    patience    converged: re-converge after this many judged rows in a row that fail (one
+                late row on a busy machine is not a drift)
+    Rows past the spec's duration (the generators stopping) are not judged.
     """
 
     def __init__(self, lo, hi, criterion: str = "keeps-up", resolution: float = 0.05,
-                 tolerance: float = 0.05, cpu_pct: float = 95.0, skip: int = 1):
+                 tolerance: float = 0.05, cpu_pct: float = 95.0, skip: int = 1, patience: int = 2):
         self.lo_bound, self.hi_bound = (_pps(lo, "lo"), _pps(hi, "hi"))
         if not 0 < self.lo_bound < self.hi_bound:
             raise ValueError(f"hi: {hi!r} must be above lo ({lo!r}), both above 0")
@@ -39,10 +43,12 @@ class Converge:
                              ("cpu_pct", cpu_pct, 100.0)):
             if not 0 < float(v) <= top:
                 raise ValueError(f"{name}: {v!r} is out of range (above 0, at most {top:g})")
-        if int(skip) != skip or not 0 <= skip <= 10:
-            raise ValueError(f"skip: {skip!r} is not a whole number of rows in 0..10")
+        for name, v, low in (("skip", skip, 0), ("patience", patience, 1)):
+            if int(v) != v or not low <= v <= 10:
+                raise ValueError(f"{name}: {v!r} is not a whole number of rows in {low}..10")
         self.criterion, self.resolution, self.tolerance = criterion, float(resolution), float(tolerance)
-        self.cpu_pct, self.skip = float(cpu_pct), int(skip)
+        self.cpu_pct, self.skip, self.patience = float(cpu_pct), int(skip), int(patience)
+        self._failed = 0       # judged rows in a row that failed since convergence
         self.lo, self.hi = self.lo_bound, self.hi_bound
         self.rate = (self.lo + self.hi) / 2
         self.converged: float | None = None
@@ -52,11 +58,13 @@ class Converge:
         self._wait = 0
         self._run = None
         self._gens: list[int] = []
+        self._receives = False
 
     def attach(self, run) -> "Converge":
         """Steer a started run (its kind takes set_rate: DPDK flows): its first rate now."""
         self._run = run
         self._gens = [i for i, r in enumerate(run.roles) if r == "dpdk_send"]
+        self._receives = getattr(run.spec, "peer", None) is not None   # a peer port here: rx is counted too
         run.set_rate(self.rate)
         self._wait = self.skip
         run.subscribe(self)
@@ -70,8 +78,11 @@ class Converge:
         if self.criterion == "cpu":
             busiest = max((row.get(f"cpu_pct_w{i}") or 0.0 for i in self._gens), default=0.0)
             return busiest < self.cpu_pct
-        target = row.get("rate_target") or self.rate
-        return lost == 0 and row.get("pkts_tx_per_s", 0) >= (1 - self.tolerance) * target
+        least = (1 - self.tolerance) * (row.get("rate_target") or self.rate)
+        # where this run receives too, the far end must keep up as well: a queue filling up
+        # lets the sender run ahead of a slow receiver for a while
+        return (lost == 0 and row.get("pkts_tx_per_s", 0) >= least and
+                (not self._receives or row.get("pkts_rx_per_s", 0) >= least))
 
     def __call__(self, row: dict) -> None:
         run = self._run
@@ -80,6 +91,8 @@ class Converge:
             return
         if self._wait > 0:
             self._wait -= 1
+            return
+        if row["time_s"] > getattr(run.spec, "duration", float("inf")):   # the generators stop: not a rate
             return
         ok = self.held(row)
         self.trajectory.append({"time_s": row["time_s"], "rate": self.rate, "held": ok, "lo": self.lo, "hi": self.hi})
@@ -101,8 +114,10 @@ class Converge:
         roomy = (self.criterion == "cpu" and ok and self.rate < self.hi_bound and
                  max((row.get(f"cpu_pct_w{i}") or 0.0 for i in self._gens), default=0.0)
                  < self.cpu_pct * (1 - 4 * self.resolution))
-        if ok and not roomy:
+        self._failed = 0 if ok else self._failed + 1
+        if (ok and not roomy) or 0 < self._failed < self.patience:
             return
+        self._failed = 0
         self.reconverged += 1
         self.converged = None
         self.lo, self.hi = (self.rate, self.hi_bound) if ok else (self.lo_bound, self.rate)

@@ -584,6 +584,14 @@ cdef class DpdkEngine(EngineBase):
             if pk_dpdk_set_rate(e, i, rate) != 0:
                 raise ValueError(f"set_rate: {rate!r} frames/s per generator is out of range 0..1e10")
 
+    def _set_rx_cap(self, double cap):
+        """Tests: every dpdk_recv worker takes at most cap frames/s from now on (its rx_cap)."""
+        cdef pk_dpdk_engine *e = self._live()
+        cdef int i
+        for i, role in enumerate(self.roles):
+            if role == "dpdk_recv" and pk_dpdk_set_rx_cap(e, i, cap) != 0:
+                raise ValueError(f"rx_cap: {cap!r} is out of range 0..1e10")
+
     def flows_seen(self, int worker):
         """After join: the load flows that had at least one frame in at this receiving worker's port
         (worker: the port's first receiver, the owner of its flow table), else None."""

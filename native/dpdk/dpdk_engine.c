@@ -502,6 +502,16 @@ int pk_dpdk_set_rate(pk_dpdk_engine *e, int i, double rate)
     return 0;
 }
 
+int pk_dpdk_set_rx_cap(pk_dpdk_engine *e, int i, double cap)
+{
+    if (i < 0 || i >= e->n || e->w[i].cfg.role != PK_DPDK_RXONLY || !(cap >= 0) || cap > 1e10)
+        return -1;
+    worker *w = &e->w[i];
+    __atomic_store(&w->ctl_rate, &cap, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&w->ctl_gen, 1, __ATOMIC_RELEASE);
+    return 0;
+}
+
 int pk_dpdk_flow_sent(const pk_dpdk_engine *e, int i, uint64_t *out, uint32_t n)
 {
     if (i < 0 || i >= e->n || e->w[i].cfg.role != PK_DPDK_GEN || !e->w[i].flow_seq)

@@ -225,6 +225,9 @@ void pk_dpdk_snapshot(const pk_dpdk_engine *e, int worker, uint64_t *counters, u
  * lock), picked up by the worker at its next burst, which re-bases its pacer there (no
  * catch-up burst; a ramp ends). 0, or -1: not a generator, or rate out of 0..1e10. */
 int pk_dpdk_set_rate(pk_dpdk_engine *e, int worker, double rate);
+/* RXONLY, tests only: a new rx_cap (frames/s, 0 = none) through the same control slot, counted
+ * from when the worker takes it (a receiver whose capacity changes mid-run). 0, or -1. */
+int pk_dpdk_set_rx_cap(pk_dpdk_engine *e, int worker, double cap);
 /* GEN: frames sent per flow (= next sequence numbers); returns flows copied. */
 int pk_dpdk_flow_sent(const pk_dpdk_engine *e, int worker, uint64_t *out, uint32_t n);
 /* After join, a port's first receiver (its flow table's owner): how many load flows had at least

@@ -107,6 +107,7 @@ cdef extern from "dpdk_engine.h":
     void pk_dpdk_snapshot(const pk_dpdk_engine *e, int worker, uint64_t *counters, uint64_t *hist) nogil
     int pk_dpdk_set_rate(pk_dpdk_engine *e, int worker, double rate)
     int64_t pk_dpdk_flows_seen(const pk_dpdk_engine *e, int worker)
+    int pk_dpdk_set_rx_cap(pk_dpdk_engine *e, int worker, double cap)
     int pk_dpdk_flow_sent(const pk_dpdk_engine *e, int worker, uint64_t *out, uint32_t n) nogil
     int pk_dpdk_dst_mac(const pk_dpdk_engine *e, int worker, uint8_t *mac)
     int pk_dpdk_settle_remote(pk_dpdk_engine *e, int worker, const uint64_t *sent, uint32_t n) nogil
