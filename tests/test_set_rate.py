@@ -44,10 +44,11 @@ def test_set_rate_mid_run_retunes_the_pacer_without_a_catch_up_burst(eal):
     assert all(r["rate_target"] == TX_NEW for r in after)
     mean = lambda rs: sum(r["pkts_tx_per_s"] * r["interval_s"] for r in rs) / sum(r["interval_s"] for r in rs)  # noqa: E731
     assert mean(after) > 1.6 * mean(before)
-    # the pacer re-based at the change: frames = old rate until then + new rate after, within
-    # when the call ran (t_c in the worker's clock lies between asked - started and answered - (started - 5 s));
-    # without re-basing it would have sent new rate x duration, catching up the difference at once
-    t_lo, t_hi = asked - started, answered - started + 0.05
+    # the pacer re-based at the change: frames = old rate until then + new rate after. In the worker's
+    # clock the change came after asked - started (it started before `started`), and soon after answered
+    # (its next burst: 0.25 s allows for a worker descheduled then). Without re-basing it would have
+    # sent new rate x duration, the difference caught up at once.
+    t_lo, t_hi = asked - started, answered - started + 0.25
     most = TX_NEW * duration - (TX_NEW - TX_OLD) * t_lo
     least = TX_NEW * duration - (TX_NEW - TX_OLD) * t_hi
     assert least - 2 <= s["pkts_tx"] <= most + 2, (least, s["pkts_tx"], most)
