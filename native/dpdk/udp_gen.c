@@ -267,15 +267,16 @@ static inline uint64_t pace_due(const pace *p, uint64_t dt)
     return (uint64_t)(p->r0 * p->T + (p->r1 - p->r0) * p->T / 2 + p->r1 * (t - p->T)) + 1;
 }
 
-/* The pacer's target now, in frames/s (the ramp's rate at t), for the rate_target gauge. */
-static double pace_rate_now(const pace *p, uint64_t t, const timebase *tb)
+/* The pacer's target now, in whole frames/s (the ramp's rate at t), for the rate_target gauge;
+ * rounded: per cycle and back is not exact in floating point. */
+static uint64_t pace_rate_now(const pace *p, uint64_t t, const timebase *tb)
 {
     if (!p->paced)
         return 0;
     double dt = (double)(t - p->start), r = p->r0;
     if (p->T > 0)
         r = dt >= p->T ? p->r1 : p->r0 + (p->r1 - p->r0) * dt / p->T;
-    return r * (double)tb->hz;
+    return (uint64_t)(r * (double)tb->hz + 0.5);
 }
 
 /* A new rate from the control slot (pk_dpdk_set_rate): the schedule starts again at now, from
@@ -320,7 +321,7 @@ void pkd_run_gen(worker *w)
     uint32_t ctl_seen = 0;   /* a set_rate made before this thread ran is taken at its first burst */
     const int growing = w->cfg.flow_rate > 0 && w->flow_end < w->cfg.flow_first + w->cfg.flows;
     uint64_t last_gauge = start;
-    pk_set(&w->c, PK_rate_target, (uint64_t)pace_rate_now(&p, start, tb));
+    pk_set(&w->c, PK_rate_target, pace_rate_now(&p, start, tb));
     pk_set(&w->c, PK_flows_active, w->flow_end - w->cfg.flow_first);
     const uint64_t rx_every = w->cfg.track ? 0 : tb_cycles(tb, GEN_RX_EVERY_NS);
     uint64_t built = 0, last_rx_poll = 0;
@@ -344,7 +345,7 @@ void pkd_run_gen(worker *w)
             ctl_seen = g;
             pace_rebase(w, &p, t0, built, tb);
             target = pace_target(&p, end);
-            pk_set(&w->c, PK_rate_target, (uint64_t)pace_rate_now(&p, t0, tb));
+            pk_set(&w->c, PK_rate_target, pace_rate_now(&p, t0, tb));
         }
         if (t0 >= end && (!p.paced || (built >= target && w->npend == 0) || t0 >= catchup_end))
             break;
@@ -398,7 +399,7 @@ void pkd_run_gen(worker *w)
         if (t1 - last_gauge >= flush_c) {      /* a ramp's rate and growing flows, every ms */
             last_gauge = t1;
             if (p.T > 0)
-                pk_set(&w->c, PK_rate_target, (uint64_t)pace_rate_now(&p, t1 < end ? t1 : end - 1, tb));
+                pk_set(&w->c, PK_rate_target, pace_rate_now(&p, t1 < end ? t1 : end - 1, tb));
             if (growing)
                 gen_grow_flows(w, t1 - start, tb);
         }
