@@ -111,7 +111,7 @@ class Converge:
     def _watch(self, ok: bool, row: dict) -> None:
         """Converged: a load that no longer holds searches down again from here (the lower
         bound widened to lo_bound); cpu with room to spare searches up to hi_bound."""
-        roomy = (self.criterion == "cpu" and ok and self.rate < self.hi_bound and
+        roomy = (self.criterion == "cpu" and ok and self.rate < self.hi_bound * (1 - self.resolution) and
                  max((row.get(f"cpu_pct_w{i}") or 0.0 for i in self._gens), default=0.0)
                  < self.cpu_pct * (1 - 4 * self.resolution))
         self._failed = 0 if ok else self._failed + 1

@@ -196,6 +196,21 @@ def test_converge_finds_a_receiver_capacity_tracks_its_change_and_stays_in_bound
     assert s["converge_steps"] == len(conv.trajectory)
 
 
+@pytest.mark.dpdk
+def test_converge_on_cpu_climbs_to_its_upper_bound_when_the_cores_have_room(eal):
+    """BiTester's criterion: the busiest generator under 95% of its core. A ring pair at 60 kpps
+    keeps a generator far below that, so bisection climbs to the upper bound."""
+    from perfkit.converge import Converge
+    spec = DpdkFlows(port="ring:sr11:0", peer="ring:sr11:1", rate="5kpps", duration=3, flows=4)
+    run = Run(spec, interval=0.2).start()
+    conv = Converge(lo="5kpps", hi="60kpps", criterion="cpu", resolution=0.08).attach(run)
+    run.wait()
+    s = run.summary
+    assert s["pkts_tx"] == s["pkts_rx"] + s["lost"]
+    assert s["converged_pps"] is not None and s["converged_pps"] >= 60_000 * (1 - 0.08), conv.trajectory
+    assert all(5_000 <= t["rate"] <= 60_000 for t in conv.trajectory)
+
+
 @pytest.mark.parametrize("kw, words", [
     ({"lo": "10kpps", "hi": "5kpps"}, "hi: '5kpps' must be above lo"),
     ({"lo": "1Mbps", "hi": "5kpps"}, "lo: '1Mbps': a rate in packets per second"),
