@@ -147,8 +147,11 @@ class Run:
         burst and paces from there (no catch-up burst; a ramp ends). The frame's rate_target
         column records it per interval. ValueError: a bad value, or a spec whose rate is fixed."""
         per_generator = kinds.lookup(self.spec, "LIVE_RATE")
-        if per_generator is None or (self._handle is not None and not hasattr(self._handle, "set_rate")):
+        if per_generator is None:
             raise ValueError("set_rate: DPDK flows only")
+        if self._handle is not None and not hasattr(self._handle, "set_rate"):
+            raise ValueError(f"set_rate: this run's {type(self._handle).__name__} takes no live changes "
+                             "(DPDK flows in this process only)")
         value = per_generator(self.spec, rate)   # checked before anything reaches the engine
         if self._handle is None or self.done:
             raise RuntimeError("set_rate: the run is not running (start() it first; a finished run keeps its rate)")
