@@ -393,7 +393,7 @@ def test_percentiles_table():
 
 # =================================================================== groups
 def test_groups_cover_every_counter_as_the_header_comments_say():
-    assert set(stats.GROUPS) == {"traffic", "tcp", "sock", "http", "nic", "seq", "latency", "cpu", "probe"}
+    assert set(stats.GROUPS) == {"traffic", "tcp", "sock", "http", "nic", "seq", "latency", "cpu", "probe", "control"}
     assert all(c.group in stats.GROUPS for c in COUNTERS)
     by = {g: {c.name for c in COUNTERS if c.group == g} for g in stats.GROUPS}
     assert sum(len(v) for v in by.values()) == N          # each counter in exactly one group

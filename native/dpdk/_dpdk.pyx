@@ -26,7 +26,8 @@ include "engine_base.pxi"
 WORKER_KEYS = frozenset((
     "role", "port", "out", "peer", "track", "size", "sizes", "flows", "burst", "rate", "rate_end", "ramp",
     "duration", "dst_mac", "dst_ip", "sport", "dport", "cpu", "drop_every", "src_ips", "dst_ips", "sports",
-    "dports", "queue", "flow_first", "probe_rate", "probe_size", "with_worker", "pause"))
+    "dports", "queue", "flow_first", "probe_rate", "probe_size", "with_worker", "pause",
+    "flows_start", "flow_rate", "rx_cap"))
 
 cdef extern from "rte_version.h":
     const char *rte_version()
@@ -414,6 +415,9 @@ cdef class DpdkEngine(EngineBase):
                 cfgs[i].out_port = w.get("out", -1)
                 cfgs[i].with_worker = w.get("with_worker", -1)
                 cfgs[i].pause_ns = <unsigned long long>(w.get("pause", 0.0) * 1e9)
+                cfgs[i].flows_start = w.get("flows_start", 0)
+                cfgs[i].flow_rate = w.get("flow_rate", 0.0)
+                cfgs[i].rx_cap = w.get("rx_cap", 0.0)
             err[0] = 0
             self.e = pk_dpdk_create(cports, len(self.ports), cfgs, self.n, err, sizeof(err))
             if self.e == NULL:
@@ -567,6 +571,33 @@ cdef class DpdkEngine(EngineBase):
     def _forward_summary(self):
         dirs = self.forward_counts()
         return {"forward": dirs} if dirs else {}
+
+    def set_rate(self, double rate):
+        """A new target for every dpdk_send worker while it runs: rate frames/s each (0 = as fast
+        as the port takes them). Each takes it at its next burst and paces from there (a ramp
+        ends); the rate_target gauge follows. The caller checks the value (perfkit.run.Run.set_rate)."""
+        cdef pk_dpdk_engine *e = self._live()
+        cdef int i
+        gens = [i for i, role in enumerate(self.roles) if role == "dpdk_send"]
+        if not gens:
+            raise EngineError("set_rate: this engine has no generator")
+        for i in gens:
+            if pk_dpdk_set_rate(e, i, rate) != 0:
+                raise ValueError(f"set_rate: {rate!r} frames/s per generator is out of range 0..1e10")
+
+    def _set_rx_cap(self, double cap):
+        """Tests: every dpdk_recv worker takes at most cap frames/s from now on (its rx_cap)."""
+        cdef pk_dpdk_engine *e = self._live()
+        cdef int i
+        for i, role in enumerate(self.roles):
+            if role == "dpdk_recv" and pk_dpdk_set_rx_cap(e, i, cap) != 0:
+                raise ValueError(f"rx_cap: {cap!r} is out of range 0..1e10")
+
+    def flows_seen(self, int worker):
+        """After join: the load flows that had at least one frame in at this receiving worker's port
+        (worker: the port's first receiver, the owner of its flow table), else None."""
+        n = pk_dpdk_flows_seen(self._live(), worker)
+        return None if n < 0 else n
 
     def flow_sent(self, int worker):
         """A dpdk_send worker's frames sent per flow (its next sequence numbers)."""

@@ -186,6 +186,11 @@ static int check_worker(pk_dpdk_engine *e, pk_dpdk_port *const *ports, int nport
                     "is only %llu", i, c->flow_first + c->flows, (unsigned long long)(nsp * ndp * nsi * ndi));
             return -1;
         }
+        if (c->flows_start > c->flows || !(c->flow_rate >= 0) || c->flow_rate > 1e9) {
+            pkd_set_err(err, errlen, "worker %d: flows_start %u of %u flows, flow_rate %g: 0..flows, 0..1e9/s", i,
+                    c->flows_start, c->flows, c->flow_rate);
+            return -1;
+        }
         if (!(c->rate >= 0) || c->rate > 1e10) {
             pkd_set_err(err, errlen, "worker %d: rate %g out of range", i, c->rate);
             return -1;
@@ -246,6 +251,9 @@ static int check_worker(pk_dpdk_engine *e, pk_dpdk_port *const *ports, int nport
                     return -1;
                 }
         }
+    } else if (!(c->rx_cap >= 0) || c->rx_cap > 1e10) {
+        pkd_set_err(err, errlen, "worker %d: rx_cap %g out of range 0..1e10", i, c->rx_cap);
+        return -1;
     } else if (c->flows == 0 || c->flows > PK_DPDK_MAX_FLOWS) {
         pkd_set_err(err, errlen, "worker %d: flows %u out of range 1..%d", i, c->flows, PK_DPDK_MAX_FLOWS);
         return -1;
@@ -467,6 +475,8 @@ void pk_dpdk_join(pk_dpdk_engine *e)
         worker *w = &e->w[i];
         if (!w->owns_flows)
             continue;
+        for (uint32_t f = 0; f < w->nflows; f++)   /* before settling moves next for frames never seen */
+            w->flows_seen += w->flows[f].next > 0;
         uint64_t *sent = sent_into(e, w->port, w->nflows);
         uint64_t lost = 0;
         for (uint32_t f = 0; f < w->nflows + PK_DPDK_MAX_QUEUES; f++)
@@ -482,6 +492,26 @@ void pk_dpdk_snapshot(const pk_dpdk_engine *e, int i, uint64_t *counters, uint64
     pk_engine_snapshot(&e->core, i, counters, hist);
 }
 
+int pk_dpdk_set_rate(pk_dpdk_engine *e, int i, double rate)
+{
+    if (i < 0 || i >= e->n || e->w[i].cfg.role != PK_DPDK_GEN || !(rate >= 0) || rate > 1e10)
+        return -1;
+    worker *w = &e->w[i];
+    __atomic_store(&w->ctl_rate, &rate, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&w->ctl_gen, 1, __ATOMIC_RELEASE);   /* the rate is visible before the new generation */
+    return 0;
+}
+
+int pk_dpdk_set_rx_cap(pk_dpdk_engine *e, int i, double cap)
+{
+    if (i < 0 || i >= e->n || e->w[i].cfg.role != PK_DPDK_RXONLY || !(cap >= 0) || cap > 1e10)
+        return -1;
+    worker *w = &e->w[i];
+    __atomic_store(&w->ctl_rate, &cap, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&w->ctl_gen, 1, __ATOMIC_RELEASE);
+    return 0;
+}
+
 int pk_dpdk_flow_sent(const pk_dpdk_engine *e, int i, uint64_t *out, uint32_t n)
 {
     if (i < 0 || i >= e->n || e->w[i].cfg.role != PK_DPDK_GEN || !e->w[i].flow_seq)
@@ -491,6 +521,13 @@ int pk_dpdk_flow_sent(const pk_dpdk_engine *e, int i, uint64_t *out, uint32_t n)
     for (uint32_t f = 0; f < k; f++)
         out[f] = __atomic_load_n(&w->flow_seq[f], __ATOMIC_RELAXED);
     return (int)k;
+}
+
+int64_t pk_dpdk_flows_seen(const pk_dpdk_engine *e, int i)
+{
+    if (i < 0 || i >= e->n || !e->settled || !e->w[i].owns_flows)
+        return -1;
+    return e->w[i].flows_seen;
 }
 
 int pk_dpdk_dst_mac(const pk_dpdk_engine *e, int i, uint8_t mac[6])

@@ -91,6 +91,14 @@ typedef struct pk_dpdk_worker_cfg {
     /* RXONLY, tests only: after its first frame, poll nothing for this long (a receiver that
      * falls behind: the port's rx ring overflows) */
     uint64_t pause_ns;
+    /* GEN: flows that grow while running (BiTester's flow timer): it starts sending flows_start
+     * of its `flows` (0 = all of them) and adds flow_rate flows per second (0 = none) until it
+     * sends all `flows`; flows_active says how many it sends now */
+    uint32_t flows_start;
+    double flow_rate;
+    /* RXONLY, tests only: take at most this many frames per second (0 = all): a receiver of
+     * known capacity, whose port's queue fills and holds the sender back */
+    double rx_cap;
 } pk_dpdk_worker_cfg;
 
 #define PK_DPDK_MAX_WORKERS 16
@@ -213,8 +221,19 @@ int pk_dpdk_running(const pk_dpdk_engine *e);
 /* Wait for every worker (all are time-bounded), then settle loss accounting. */
 void pk_dpdk_join(pk_dpdk_engine *e);
 void pk_dpdk_snapshot(const pk_dpdk_engine *e, int worker, uint64_t *counters, uint64_t *hist);
+/* GEN: a new target rate (frames/s; 0 = as fast as the port takes them), from any thread while
+ * it runs: written into the worker's control slot (the rate, then a generation counter; no
+ * lock), picked up by the worker at its next burst, which re-bases its pacer there (no
+ * catch-up burst; a ramp ends). 0, or -1: not a generator, or rate out of 0..1e10. */
+int pk_dpdk_set_rate(pk_dpdk_engine *e, int worker, double rate);
+/* RXONLY, tests only: a new rx_cap (frames/s, 0 = none) through the same control slot, counted
+ * from when the worker takes it (a receiver whose capacity changes mid-run). 0, or -1. */
+int pk_dpdk_set_rx_cap(pk_dpdk_engine *e, int worker, double cap);
 /* GEN: frames sent per flow (= next sequence numbers); returns flows copied. */
 int pk_dpdk_flow_sent(const pk_dpdk_engine *e, int worker, uint64_t *out, uint32_t n);
+/* After join, a port's first receiver (its flow table's owner): how many load flows had at least
+ * one frame in (BiTester's growing flows: all flows_max of them); -1 for other workers. */
+int64_t pk_dpdk_flows_seen(const pk_dpdk_engine *e, int worker);
 /* GEN: the destination MAC it used (after ARP); 0 = resolved/known, 1 = broadcast fallback, -1 n/a. */
 int pk_dpdk_dst_mac(const pk_dpdk_engine *e, int worker, uint8_t mac[6]);
 /* After join, a receiver whose sender ran elsewhere (another process): what the

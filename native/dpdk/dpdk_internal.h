@@ -209,6 +209,11 @@ typedef struct worker {
     uint64_t probe_every, next_probe;  /* TSC */
     uint64_t probe_min;
     uint32_t npend;
+    uint32_t flow_end;           /* flow_first + the flows it sends now (grows to flow_first + flows) */
+    /* the control slot (pk_dpdk_set_rate): ctl_rate written first, then ctl_gen (release);
+     * the worker reads ctl_gen once per burst and compares it with the one it applied */
+    double ctl_rate;
+    uint32_t ctl_gen;
     uint8_t dst_mac[6];
     int resolved, dst_broadcast;
 
@@ -216,6 +221,7 @@ typedef struct worker {
     flow_state *flows;           /* nflows load flows, then PK_DPDK_MAX_QUEUES probe flows */
     uint32_t nflows;
     int owns_flows;              /* this worker allocated it, settles and frees it */
+    uint32_t flows_seen;         /* the table's owner, at join: load flows that had a frame in */
     uint64_t drop_ctr;
     uint64_t lat_min;
 

@@ -1,5 +1,5 @@
 # Cython declarations for perfkit's DPDK engine (dpdk_engine.h).
-from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int64_t
 
 cdef extern from "dpdk_engine.h":
     enum pk_dpdk_role:
@@ -38,6 +38,9 @@ cdef extern from "dpdk_engine.h":
         int out_port
         int with_worker
         uint64_t pause_ns
+        uint32_t flows_start
+        double flow_rate
+        double rx_cap
 
     enum: PK_DPDK_MAX_PATTERN
     enum: PK_DPDK_MAX_QUEUES
@@ -102,6 +105,9 @@ cdef extern from "dpdk_engine.h":
     int pk_dpdk_running(const pk_dpdk_engine *e) nogil
     void pk_dpdk_join(pk_dpdk_engine *e) nogil
     void pk_dpdk_snapshot(const pk_dpdk_engine *e, int worker, uint64_t *counters, uint64_t *hist) nogil
+    int pk_dpdk_set_rate(pk_dpdk_engine *e, int worker, double rate)
+    int64_t pk_dpdk_flows_seen(const pk_dpdk_engine *e, int worker)
+    int pk_dpdk_set_rx_cap(pk_dpdk_engine *e, int worker, double cap)
     int pk_dpdk_flow_sent(const pk_dpdk_engine *e, int worker, uint64_t *out, uint32_t n) nogil
     int pk_dpdk_dst_mac(const pk_dpdk_engine *e, int worker, uint8_t *mac)
     int pk_dpdk_settle_remote(pk_dpdk_engine *e, int worker, const uint64_t *sent, uint32_t n) nogil

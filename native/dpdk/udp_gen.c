@@ -68,7 +68,7 @@ static void gen_flow_set(worker *w, uint32_t f)
 /* The next flow's tuple: an odometer, source port fastest (no division per frame). */
 static inline void gen_flow_next(worker *w)
 {
-    if (++w->next_flow == w->cfg.flow_first + w->cfg.flows) {
+    if (++w->next_flow == w->flow_end) {
         /* one flow wraps every frame: no division here */
         w->next_flow = w->cfg.flow_first;
         w->dsp = w->wrap[0];
@@ -267,11 +267,13 @@ static void receive_until_quiet(worker *w, uint64_t done_at)
 typedef struct pace {
     int paced;
     double r0, r1, T;
+    uint64_t start;   /* TSC the schedule counts from: the run's start, or the last set_rate */
+    uint64_t base;    /* frames built before start */
 } pace;
 
-static pace pace_make(const worker *w, const timebase *tb)
+static pace pace_make(const worker *w, const timebase *tb, uint64_t start)
 {
-    pace p = { w->cfg.rate > 0, w->cfg.rate / (double)tb->hz, 0, 0 };
+    pace p = { w->cfg.rate > 0, w->cfg.rate / (double)tb->hz, 0, 0, start, 0 };
     if (p.paced && w->cfg.ramp_ns && w->cfg.rate_end > 0) {
         p.r1 = w->cfg.rate_end / (double)tb->hz;
         p.T = (double)tb_cycles(tb, w->cfg.ramp_ns);
@@ -289,6 +291,47 @@ static inline uint64_t pace_due(const pace *p, uint64_t dt)
     return (uint64_t)(p->r0 * p->T + (p->r1 - p->r0) * p->T / 2 + p->r1 * (t - p->T)) + 1;
 }
 
+/* The pacer's target now, in whole frames/s (the ramp's rate at t), for the rate_target gauge;
+ * rounded: per cycle and back is not exact in floating point. */
+static uint64_t pace_rate_now(const pace *p, uint64_t t, const timebase *tb)
+{
+    if (!p->paced)
+        return 0;
+    double dt = (double)(t - p->start), r = p->r0;
+    if (p->T > 0)
+        r = dt >= p->T ? p->r1 : p->r0 + (p->r1 - p->r0) * dt / p->T;
+    return (uint64_t)(r * (double)tb->hz + 0.5);
+}
+
+/* A new rate from the control slot (pk_dpdk_set_rate): the schedule starts again at now, from
+ * the frames built so far, so frames not sent at the old rate are not sent in a burst. */
+static void pace_rebase(worker *w, pace *p, uint64_t now, uint64_t built, const timebase *tb)
+{
+    double r;
+    __atomic_load(&w->ctl_rate, &r, __ATOMIC_RELAXED);
+    p->paced = r > 0;
+    p->r0 = r / (double)tb->hz;
+    p->r1 = p->T = 0;
+    p->start = now;
+    p->base = built;
+}
+
+/* Frames due by the end of the run under the pacer's schedule now. */
+static inline uint64_t pace_target(const pace *p, uint64_t end)
+{
+    return p->paced ? p->base + pace_due(p, end - 1 - p->start) : 0;
+}
+
+/* flows_start + flow_rate x elapsed, up to flows: the flows it sends now (flow_end moves). */
+static void gen_grow_flows(worker *w, uint64_t elapsed, const timebase *tb)
+{
+    const uint32_t start = w->cfg.flows_start ? w->cfg.flows_start : w->cfg.flows;
+    double n = start + w->cfg.flow_rate * (double)elapsed / (double)tb->hz;
+    uint32_t active = n >= w->cfg.flows ? w->cfg.flows : (uint32_t)n;
+    w->flow_end = w->cfg.flow_first + active;
+    pk_set(&w->c, PK_flows_active, active);
+}
+
 void pkd_run_gen(worker *w)
 {
     const timebase *tb = &w->engine->tb;
@@ -296,9 +339,14 @@ void pkd_run_gen(worker *w)
     memcpy(w->tmpl, w->dst_mac, 6);
     w->gcache = rte_mempool_default_cache(w->gpool, rte_lcore_id());
     const uint64_t flush_c = tb_cycles(tb, FLUSH_NS), nic_c = tb_cycles(tb, NIC_EVERY_NS);
-    const pace p = pace_make(w, tb);
     const uint32_t burst = w->cfg.burst;
     const uint64_t start = rte_rdtsc(), end = start + tb_cycles(tb, w->cfg.duration_ns);
+    pace p = pace_make(w, tb, start);
+    uint32_t ctl_seen = 0;   /* a set_rate made before this thread ran is taken at its first burst */
+    const int growing = w->cfg.flow_rate > 0 && w->flow_end < w->cfg.flow_first + w->cfg.flows;
+    uint64_t last_gauge = start;
+    pk_set(&w->c, PK_rate_target, pace_rate_now(&p, start, tb));
+    pk_set(&w->c, PK_flows_active, w->flow_end - w->cfg.flow_first);
     const uint64_t rx_every = w->cfg.track ? 0 : tb_cycles(tb, GEN_RX_EVERY_NS);
     uint64_t built = 0, last_rx_poll = 0;
     uint32_t idle = 0;
@@ -309,12 +357,20 @@ void pkd_run_gen(worker *w)
     w->next_probe = start;
     /* paced: every frame due before the end leaves, even when the thread was
      * descheduled near it (a short catch-up), so a run sends rate x duration */
-    const uint64_t target = p.paced ? pace_due(&p, end - 1 - start) : 0;
+    uint64_t target = pace_target(&p, end);
     const uint64_t catchup_end = end + tb_cycles(tb, CATCHUP_NS);
     for (;;) {
         uint64_t t0 = rte_rdtsc();
         if (stopping(w))
             break;
+        /* one load per burst: a new rate from the control slot, taken while sending */
+        const uint32_t g = __atomic_load_n(&w->ctl_gen, __ATOMIC_ACQUIRE);
+        if (__builtin_expect(g != ctl_seen, 0) && t0 < end) {
+            ctl_seen = g;
+            pace_rebase(w, &p, t0, built, tb);
+            target = pace_target(&p, end);
+            pk_set(&w->c, PK_rate_target, pace_rate_now(&p, t0, tb));
+        }
         if (t0 >= end && (!p.paced || (built >= target && w->npend == 0) || t0 >= catchup_end))
             break;
         const uint64_t tp = t0 < end ? t0 : end - 1;
@@ -334,7 +390,7 @@ void pkd_run_gen(worker *w)
         if (room) {
             uint64_t k = room;
             if (p.paced) {
-                uint64_t allowed = pace_due(&p, tp - start);
+                uint64_t allowed = p.base + pace_due(&p, tp - p.start);
                 k = allowed > built ? allowed - built : 0;
                 if (k > room)
                     k = room;
@@ -364,6 +420,13 @@ void pkd_run_gen(worker *w)
         }
         uint64_t t1 = rte_rdtsc();
         round_done(w, moved, t0, t1, &idle);   /* nothing moves: a full queue, or the next frame is not due */
+        if (t1 - last_gauge >= flush_c) {      /* a ramp's rate and growing flows, every ms */
+            last_gauge = t1;
+            if (p.T > 0)
+                pk_set(&w->c, PK_rate_target, pace_rate_now(&p, t1 < end ? t1 : end - 1, tb));
+            if (growing)
+                gen_grow_flows(w, t1 - start, tb);
+        }
         housekeeping(w, t1, flush_c, nic_c);
     }
     uint64_t done = rte_rdtsc();
@@ -402,6 +465,7 @@ int pkd_gen_alloc(worker *w)
         w->ndi = c->dst_ips ? c->dst_ips : 1;
         w->src_h = rte_be_to_cpu_32(w->port->ip);
         w->dst_h = rte_be_to_cpu_32(c->dst_ip);
+        w->flow_end = c->flow_first + (c->flows_start ? c->flows_start : c->flows);
         gen_flow_set(w, c->flow_first);
         w->wrap[0] = w->dsp;
         w->wrap[1] = w->ddp;

@@ -242,6 +242,9 @@ void pkd_run_rx(worker *w)
     uint64_t last_rx = 0, done_at = 0;
     uint32_t idle = 0;
     int paused = 0;
+    double cap = w->cfg.rx_cap;        /* the rx_cap test hook: frames/s from cap_t0 on */
+    uint64_t cap_t0 = start, cap_rx0 = 0;
+    uint32_t cap_seen = 0;
     w->wall0 = start;
     w->last_flush = start;
     for (;;) {
@@ -262,6 +265,24 @@ void pkd_run_rx(worker *w)
             while (rte_rdtsc() < until && rte_rdtsc() < hard && !stopping(w))
                 usleep(1000);
         }
+        /* the test hook: a receiver of known capacity waits while it is ahead of rx_cap */
+        if (__builtin_expect(__atomic_load_n(&w->ctl_gen, __ATOMIC_ACQUIRE) != cap_seen, 0)) {
+            cap_seen = __atomic_load_n(&w->ctl_gen, __ATOMIC_ACQUIRE);
+            __atomic_load(&w->ctl_rate, &cap, __ATOMIC_RELAXED);   /* counted from now */
+            cap_t0 = t1;
+            cap_rx0 = pk_read(&w->c, PK_pkts_rx);
+        }
+        if (cap > 0) {
+            const double ahead = (double)(pk_read(&w->c, PK_pkts_rx) - cap_rx0) -
+                                 cap * (double)(t1 - cap_t0) / (double)tb->hz;
+            if (ahead < -(256 + cap / 50)) {   /* at most 20 ms of capacity saved up while frames came slower */
+                cap_t0 = t1;
+                cap_rx0 = pk_read(&w->c, PK_pkts_rx);
+            }
+        }
+        while (moved && cap > 0 && !stopping(w) && rte_rdtsc() < hard &&
+               (double)(pk_read(&w->c, PK_pkts_rx) - cap_rx0) > cap * (double)(rte_rdtsc() - cap_t0) / (double)tb->hz)
+            usleep(200);
         housekeeping(w, t1, flush_c, nic_c);
         if (t1 >= hard)
             break;

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import ipaddress
+import math
+import re
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -154,6 +156,18 @@ class DpdkFlows(DpdkSpec):
     probe_size: int = opt(
         128, help="probe frame bytes, FCS counted (70..1518, default 128)",
         cli_help="probe frame bytes with FCS (default 128)", advanced=True, applies={**DPDK_ONLY, "probe_rate": True})
+    flow_rate: float | str | None = opt(
+        None,
+        help=("flows added while running, per second (BiTester's flow timer): the generator starts with "
+              "flows and adds flows at this rate until it sends flows_max (frame: flows_active)"),
+        unit="flows per second (1k/s, 500/s); empty: a fixed flow count",
+        cli_help="flows added per second while running, up to --flows-max: 1k/s", advanced=True,
+        applies={**DPDK_ONLY, "flows_max": True})
+    flows_max: int | str | None = opt(
+        None, help="with flow_rate: the flow count it grows to (the ranges cover these flows)",
+        unit="flows (100k)", range_text=f"flows..{DPDK_MAX_FLOWS}",
+        cli_help="with --flow-rate: the flow count to grow to: 100k", advanced=True,
+        applies={**DPDK_ONLY, "flow_rate": True})
     bidirectional: bool = opt(
         False,
         help=("with a peer port (mode rxonly): both ports send and receive, each the same flows and "
@@ -224,6 +238,7 @@ class DpdkFlows(DpdkSpec):
         if self.flows < self.cores:
             raise ValueError(f"flows: {self.flows} flow(s) for {self.cores} cores: each core sends "
                              "flows of its own (give at least as many flows)")
+        self._check_growth(put)
         put("ip", check_lab_ipv4(self.ip, "ip"))
         put("peer_ip", check_dest_ip(self.peer_ip, "peer_ip", 4))
         if self.ip == self.peer_ip:
@@ -233,6 +248,27 @@ class DpdkFlows(DpdkSpec):
                 raise ValueError(f"dst_mac: {self.dst_mac!r} is not a MAC address (aa:bb:cc:dd:ee:ff)")
             put("dst_mac", str(self.dst_mac).lower())
         self._check_ranges(put)
+
+    def _check_growth(self, put):
+        """flow_rate and flows_max: flows added while running, both or neither."""
+        if (self.flow_rate is None) != (self.flows_max is None):
+            given, other = ("flow_rate", "flows_max") if self.flows_max is None else ("flows_max", "flow_rate")
+            raise ValueError(f"{given}: give {other} as well (flows grow from flows at flow_rate up to flows_max)")
+        if self.flow_rate is None:
+            return
+        put("flows_max", _count(self.flows_max, "flows_max"))
+        if not self.flows < self.flows_max <= DPDK_MAX_FLOWS:
+            raise ValueError(f"flows_max: {self.flows_max} is out of range {self.flows + 1}..{DPDK_MAX_FLOWS} "
+                             f"(above flows, {self.flows})")
+        rate = _per_second(self.flow_rate, "flow_rate")
+        if not 0 < rate <= 1e9:
+            raise ValueError(f"flow_rate: {self.flow_rate!r} is out of range (above 0, at most 1G/s)")
+        put("flow_rate", rate)
+
+    @property
+    def flows_total(self) -> int:
+        """The flows a run sends by its end: flows_max when the flows grow, else flows."""
+        return self.flows_max or self.flows
 
     def _check_ramp(self, put):
         if self.ramp_to is None:
@@ -269,27 +305,28 @@ class DpdkFlows(DpdkSpec):
         put("dports", _int_in(self.dports, "dports", 1, 65535))
         if self.dport + self.dports > 65536:
             raise ValueError(f"dports: {self.dports} ports from {self.dport} pass 65535")
+        flows, name = (self.flows_max, "flows_max") if self.flows_max else (self.flows, "flows")
         others = self.src_ips * self.dst_ips * self.dports
         if self.sports is None:
-            need = -(-self.flows // others)
+            need = -(-flows // others)
             if self.sport + need > 65536 and self.dports == 1:
                 # more flows than source ports from sport: they go over destination ports too
                 put("dports", -(-need // (65536 - self.sport)))
                 if self.dport + self.dports > 65536:
-                    raise ValueError(f"flows: {self.flows} flows need more source and destination ports "
+                    raise ValueError(f"{name}: {flows} flows need more source and destination ports "
                                      "than there are: give src_ips or dst_ips")
                 others = self.src_ips * self.dst_ips * self.dports
-                need = -(-self.flows // others)
+                need = -(-flows // others)
             if self.sport + need > 65536:
-                raise ValueError(f"flows: {self.flows} flows need {need} source ports from {self.sport}, "
+                raise ValueError(f"{name}: {flows} flows need {need} source ports from {self.sport}, "
                                  "past 65535: lower sport, or give more src_ips, dst_ips or dports")
             put("sports", need)
         else:
             put("sports", _int_in(self.sports, "sports", 1, 65535))
             if self.sport + self.sports > 65536:
                 raise ValueError(f"sports: {self.sports} ports from {self.sport} pass 65535")
-            if self.sports * others < self.flows:
-                raise ValueError(f"flows: {self.flows} flows need as many tuples; sports x dports x "
+            if self.sports * others < flows:
+                raise ValueError(f"{name}: {flows} flows need as many tuples; sports x dports x "
                                  f"src_ips x dst_ips is only {self.sports * others}")
         lab = LAB_NETS[0]
         src0, dst0 = ipaddress.IPv4Address(self.ip), ipaddress.IPv4Address(self.peer_ip)
@@ -433,6 +470,36 @@ ENGINE = {DpdkFlows: "dpdk", DpdkReflect: "dpdk"}   # when perfkit.Run is given 
 COUNTER_GROUPS = ("traffic", "seq", "latency", "probe", "nic", "cpu")
 
 
+def counter_groups(spec) -> tuple[str, ...]:
+    """COUNTER_GROUPS; a generator's runs also the live control's gauges (rate_target, flows_active)."""
+    return COUNTER_GROUPS + (("control",) if isinstance(spec, DpdkFlows) else ())
+
+
+def live_rate(spec, value) -> float:
+    """run.set_rate(value) of a DpdkFlows run: the frames/s each generator paces to (the spec's
+    rate split over its cores), value checked as the spec's rate is; None: as fast as the port goes."""
+    if value is None:
+        return 0.0
+    try:
+        rate = rate_limit(value, spec.mean_size, "frames")
+    except ValueError as exc:
+        raise ValueError(f"set_rate: {str(exc).removeprefix('rate: ')}") from None
+    return rate.messages_per_second(spec.mean_size) / spec.cores
+
+
+def summary_extra(spec, handle, roles) -> dict:
+    """Growing flows: flows_seen, the distinct load flows the receiving port's table saw (its
+    first receiver's, after join; the larger of the two tables in a bidirectional run)."""
+    seen_of = getattr(handle, "flows_seen", None)
+    if not isinstance(spec, DpdkFlows) or not spec.flows_max or seen_of is None:
+        return {}
+    seen = [n for i in range(len(roles)) if (n := seen_of(i)) is not None]
+    return {"flows_seen": max(seen)} if seen else {}
+
+
+LIVE_RATE = {DpdkFlows: live_rate}   # perfkit.run.Run.set_rate: the specs whose rate changes while running
+
+
 def plan(spec) -> dict:
     """The DPDK engine's plan (perfkit.engines.dpdk): its ports and workers, the queues
     each port opens with, the network namespace they open in, and whether a generator
@@ -453,8 +520,10 @@ def ports_and_workers(spec) -> tuple[list[tuple[str, str]], list[dict]]:
     if isinstance(spec, DpdkFlows):
         gens = []
         for k in range(n):
-            first, count = _split(spec.flows, n, k)
-            gens.append({
+            first, count = _split(spec.flows_total, n, k)
+            grow = {"flows_start": min(count, _split(spec.flows, n, k)[1]), "flow_rate": spec.flow_rate / n
+                    } if spec.flows_max else {}
+            gens.append({**grow,
                 "role": "dpdk_send", "port": 0, "queue": k, "peer": -1, "track": spec.mode == "reverse",
                 "size": spec.size, "flows": count, "flow_first": first, "burst": spec.burst,
                 "rate": spec.messages_per_second / n, "duration": spec.duration,
@@ -477,7 +546,7 @@ def ports_and_workers(spec) -> tuple[list[tuple[str, str]], list[dict]]:
             return [(spec.port, spec.ip), (spec.peer, spec.peer_ip)], back + [
                 {**g, "track": 2, "peer": k} for k, g in enumerate(gens)]
         far = [{"role": "dpdk_recv" if spec.mode == "rxonly" else "dpdk_reflect", "port": 1, "queue": k,
-                "flows": spec.flows, "burst": spec.burst, "duration": spec.duration,
+                "flows": spec.flows_total, "burst": spec.burst, "duration": spec.duration,
                 "dst_ips": spec.dst_ips} for k in range(n)]
         return [(spec.port, spec.ip), (spec.peer, spec.peer_ip)], far + [{**g, "peer": k}
                                                                           for k, g in enumerate(gens)]
@@ -495,6 +564,34 @@ def ports_and_workers(spec) -> tuple[list[tuple[str, str]], list[dict]]:
                                          "port": 0, "queue": k, "flows": spec.flows, "burst": spec.burst,
                                          "duration": spec.duration, "dst_ips": spec.ips} for k in range(n)]
     raise ValueError(f"engine: dpdk runs DpdkFlows and DpdkReflect specs, not {type(spec).__name__}")
+
+
+_SI_COUNT = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}
+_COUNT = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([kKmMgG]?)\s*")
+
+
+def _count(value, field: str) -> int:
+    """A whole count from 100000, '100k' or '1.5M' (SI: k = 1000)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    m = _COUNT.fullmatch(str(value))
+    n = float(m.group(1)) * _SI_COUNT[m.group(2).lower()] if m else None
+    if n is None or n != int(n):
+        raise ValueError(f"{field}: {value!r} is not a whole count (100000, 100k)")
+    return int(n)
+
+
+def _per_second(value, field: str) -> float:
+    """A number per second from 1000, '1k/s', '1k' or '500/s'."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise ValueError(f"{field}: {value!r} is not a finite number")
+        return float(value)
+    text = str(value).strip()
+    m = _COUNT.fullmatch(text[:-2] if text.endswith("/s") else text)
+    if not m:
+        raise ValueError(f"{field}: cannot read {value!r} as a number per second (1k/s, 500/s)")
+    return float(m.group(1)) * _SI_COUNT[m.group(2).lower()]
 
 
 def _split(total: int, parts: int, k: int) -> tuple[int, int]:
@@ -528,7 +625,8 @@ def _flows_parser(sub) -> None:
         add_option(flw, DpdkFlows, name)
     add_option(flw, DpdkFlows, "duration", default=None)   # None: 10s, or a --search trial's 1s
     for name in ("ip", "peer_ip", "dst_mac", "sport", "dport", "burst", "src_ips", "dst_ips", "sports", "dports",
-                 "sizes", "ramp_to", "ramp_time", "probe_rate", "probe_size", "bidirectional"):
+                 "sizes", "ramp_to", "ramp_time", "probe_rate", "probe_size", "bidirectional", "flow_rate",
+                 "flows_max"):
         add_option(flw, DpdkFlows, name)
     _dpdk_options(flw)
     search_options(flw)
@@ -619,7 +717,7 @@ def dpdk_flows_from_args(a) -> DpdkFlows:
                      dport=a.dport, burst=a.burst, netns=a.netns, src_ips=a.src_ips, dst_ips=a.dst_ips,
                      sports=a.sports, dports=a.dports, sizes=a.sizes, ramp_to=a.ramp_to,
                      ramp_time=a.ramp_time, cores=a.cores, probe_rate=a.probe_rate, probe_size=a.probe_size,
-                     bidirectional=a.bidirectional)
+                     bidirectional=a.bidirectional, flow_rate=a.flow_rate, flows_max=a.flows_max)
 
 
 def _frames_text(spec) -> str:
@@ -632,7 +730,8 @@ def _frames_text(spec) -> str:
 def flows_header(spec) -> str:
     far = f"{spec.peer} ({spec.mode})" if spec.peer else f"{spec.peer_ip} ({spec.mode}, elsewhere)"
     return (f"perfkit flows: {_frames_text(spec)}, {spec.rate or 'unlimited'}"
-            f"{f' rising to {spec.ramp_to} over {spec.ramp_time:g} s' if spec.ramp_to else ''}, {spec.flows} flow(s), "
+            f"{f' rising to {spec.ramp_to} over {spec.ramp_time:g} s' if spec.ramp_to else ''}, {spec.flows} flow(s)"
+            f"{f' growing to {spec.flows_max} at {spec.flow_rate:g}/s' if spec.flows_max else ''}, "
             f"{spec.duration:g} s from {spec.port} to {far} (dpdk engine)")
 
 

@@ -11,7 +11,7 @@
  *         MAX    largest value seen (maximum over workers)
  *   unit  what one count is: pkt, byte, ns, conn, req, ...
  *   group which part of an engine writes it: traffic, tcp, sock, http, nic, seq, latency,
- *         cpu, probe; an engine declares the groups it writes and a run's frame keeps
+ *         cpu, probe, control; an engine declares the groups it writes and a run's frame keeps
  *         only those columns
  */
 #ifndef PERFKIT_COUNTERS_H
@@ -103,7 +103,11 @@
      * its CPU (DPDK TCP; kept out of cpu_busy_ns) */                                              \
     X(cpu_stall_ns,    SUM,   "ns",   cpu,      "worker time descheduled (loop passes over 1 ms)")  \
     /* HTTP load: virtual users running now (a stage plan adds and retires them) */                \
-    X(http_users,      GAUGE, "user", http,     "virtual users running")
+    X(http_users,      GAUGE, "user", http,     "virtual users running")                           \
+    /* live control of a running load (DPDK flows): the pacer's target now, set_rate moves it;     \
+     * the flows a generator sends now, growing at flow_rate up to flows_max */                    \
+    X(rate_target,     GAUGE, "pkt/s", control,  "target send rate now (packets/s)")                \
+    X(flows_active,    GAUGE, "flow", control,  "flows being sent now")
 
 enum pk_counter_kind { PK_SUM = 0, PK_GAUGE = 1, PK_MIN = 2, PK_MAX = 3 };
 
