@@ -55,18 +55,27 @@ _DNS_NAME = re.compile(r"(?=.{1,253}\.?$)([A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-
 _NAMES: dict[str, str] = {}   # address -> the name last resolved to it here (a run's environment says so)
 
 
-def resolve(host, field: str = "host") -> str:
-    """The address of host: an IPv4 or IPv6 address as it is (normalised, [v6] too), or a DNS
-    name resolved once with getaddrinfo (IPv4 first where it has both, as localhost always
-    meant 127.0.0.1); ValueError naming the field if it is neither or does not resolve."""
+def _address_or_name(host, field: str) -> tuple[str, str | None]:
+    """(host as text, its address when host is an address literal, else None); ValueError
+    naming the field when host is neither an address nor a DNS name."""
     text = str(host).strip()
     literal = text[1:-1] if text.startswith("[") and text.endswith("]") else text
     try:
-        return str(ipaddress.ip_address(literal))
+        return text, str(ipaddress.ip_address(literal))
     except ValueError:
         pass
     if not _DNS_NAME.fullmatch(text) or text.rstrip(".").rsplit(".", 1)[-1].isdigit():
         raise ValueError(f"{field}: {host!r} is not an IPv4 or IPv6 address or a DNS name")
+    return text, None
+
+
+def resolve(host, field: str = "host") -> str:
+    """The address of host: an IPv4 or IPv6 address as it is (normalised, [v6] too), or a DNS
+    name resolved once with getaddrinfo (IPv4 first where it has both, as localhost always
+    meant 127.0.0.1); ValueError naming the field if it is neither or does not resolve."""
+    text, address = _address_or_name(host, field)
+    if address is not None:
+        return address
     if text.rstrip(".").lower().endswith(".invalid") or text.rstrip(".").lower() == "invalid":
         # RFC 6761: never asked of a resolver
         raise ValueError(f"{field}: {text!r} does not resolve (Name or service not known)")
@@ -86,14 +95,9 @@ def resolve_in(host, netns: str, field: str = "host") -> str:
     is, or a name from that namespace's hosts file (/etc/netns/NETNS/hosts, which `ip netns exec`
     puts over /etc/hosts; /etc/hosts where it has none), IPv4 first. A lab host has no route to
     a resolver, so its hosts file is all it resolves."""
-    text = str(host).strip()
-    literal = text[1:-1] if text.startswith("[") and text.endswith("]") else text
-    try:
-        return str(ipaddress.ip_address(literal))
-    except ValueError:
-        pass
-    if not _DNS_NAME.fullmatch(text) or text.rstrip(".").rsplit(".", 1)[-1].isdigit():
-        raise ValueError(f"{field}: {host!r} is not an IPv4 or IPv6 address or a DNS name")
+    text, address = _address_or_name(host, field)
+    if address is not None:
+        return address
     path = f"/etc/netns/{netns}/hosts"
     if not os.path.exists(path):
         path = "/etc/hosts"

