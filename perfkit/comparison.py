@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from perfkit.ladder import Ladder
 from perfkit.run import Run, write_report
 from perfkit.stats import HTTP_KEY_FIGURES, KEY_FIGURES, LOWER_IS_BETTER
 from perfkit.units import format_si, human, rate_text
@@ -244,7 +245,6 @@ LADDER_METRICS = {
 
 
 def _is_ladder_like(obj) -> bool:
-    from perfkit.ladder import Ladder   # same layer; imported late as comparison loads first
     if isinstance(obj, Ladder):
         return True
     if type(obj).__name__ == "DataFrame" and type(obj).__module__.startswith("polars"):
@@ -254,7 +254,6 @@ def _is_ladder_like(obj) -> bool:
 
 def _steps(obj, where: str) -> list[tuple[int, dict]]:
     """(users, step summary) per step of a ladder, a ladder table or a list of HTTP runs."""
-    from perfkit.ladder import Ladder
     if isinstance(obj, Ladder):
         steps = [(u, r.summary or {}) for u, r in zip(obj.users, obj.runs)]
     elif isinstance(obj, (list, tuple)):
