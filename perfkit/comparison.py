@@ -220,6 +220,8 @@ def compare(runs, names=None, keys=None, iface=None):
         if names is not None:
             raise ValueError("names: give names or a dict of environments, not both")
         names, runs = list(runs), list(runs.values())
+    elif isinstance(runs, Ladder) or _is_frame(runs):   # one ladder on its own
+        runs = [runs]
     runs = list(runs)
     ladders = [_is_ladder_like(r) for r in runs]
     if runs and all(ladders):
@@ -244,10 +246,14 @@ LADDER_METRICS = {
 }
 
 
+def _is_frame(obj) -> bool:   # a polars DataFrame, without importing polars to ask
+    return type(obj).__name__ == "DataFrame" and type(obj).__module__.startswith("polars")
+
+
 def _is_ladder_like(obj) -> bool:
     if isinstance(obj, Ladder):
         return True
-    if type(obj).__name__ == "DataFrame" and type(obj).__module__.startswith("polars"):
+    if _is_frame(obj):
         return True
     return isinstance(obj, (list, tuple)) and len(obj) > 0 and all(isinstance(r, Run) for r in obj)
 

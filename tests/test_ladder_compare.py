@@ -15,10 +15,11 @@ def ladders(tmp_path_factory):
     the second has a step (8 users) the first has not."""
     with Nginx(tmp_path_factory.mktemp("nginx")) as ngx:
         url = f"http://127.0.0.1:{ngx.port}/"
-        busy = perfkit.ladder(HttpLoad(url=url, duration=1), users=[2, 4])
-        thinking = perfkit.ladder(HttpLoad(url=url, duration=1, think="2ms"), users=[2, 8])
+        busy = perfkit.ladder(HttpLoad(url=url, duration=1), users=[2, 4], interval=0.5)
+        thinking = perfkit.ladder(HttpLoad(url=url, duration=1, think="2ms"), users=[2, 8], interval=0.5)
     for lad in (busy, thinking):
         assert lad.error is None and len(lad.runs) == 2
+        assert all(r.frame.height >= 2 for r in lad.runs)   # 0.5 s rows: a ladder's .frame repeats users
     return busy, thinking
 
 
@@ -61,6 +62,7 @@ def test_tables_and_run_lists_pivot_alike(ladders):
     a = perfkit.compare([busy, thinking], names=["busy", "thinking"]).table
     b = perfkit.compare([busy.table, list(thinking.runs)], names=["busy", "thinking"]).table
     assert a.equals(b)
+    assert perfkit.compare(busy).table.equals(perfkit.compare(busy.table).table)   # one ladder on its own
     only = perfkit.compare([busy], keys=["tps", "error_rate_pct"])
     assert only.names == ["1"] and only.table.columns == ["name", "users", "iface", "tps", "error_rate_pct"]
 
