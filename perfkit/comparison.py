@@ -401,9 +401,11 @@ class LadderComparison:
         fig.update_yaxes(rangemode="tozero", tickformat="~s")
         if title is None:
             title = "<b>ladders</b> — " + " vs ".join(self.names)
-        fig.update_layout(title={"text": title, "x": 0.01, "font": {"size": 14}}, height=120 + 300 * rows,
+        height = 130 + 300 * rows
+        fig.update_layout(title={"text": title, "x": 0.01, "font": {"size": 14}}, height=height,
                           template="plotly_white", margin={"l": 55, "r": 20, "t": 90, "b": 40},
-                          legend={"orientation": "h", "y": 1.0, "x": 0.0, "yanchor": "bottom"})
+                          # above the top row's subplot titles: 28 px over the plotting area
+                          legend={"orientation": "h", "y": 1 + 28 / (height - 130), "x": 0.0, "yanchor": "bottom"})
         return fig
 
     def report(self, path, title: str | None = None) -> str:
