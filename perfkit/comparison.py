@@ -413,7 +413,9 @@ class LadderComparison:
         return write_report(self, path, title=title)
 
     def _repr_html_(self):
-        return self.wide._repr_html_()
+        import polars as pl
+        with pl.Config(tbl_cols=-1):   # every environment's column: polars shows 8 by default
+            return self.wide._repr_html_()
 
     def __repr__(self) -> str:
         return (f"<perfkit.LadderComparison of {len(self.names)} ladders: "
