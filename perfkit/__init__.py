@@ -7,7 +7,7 @@ the command line or plain Python.
     run.summary    # whole-run figures
 """
 from perfkit.engines import engines
-from perfkit.comparison import Comparison, compare
+from perfkit.comparison import Comparison, LadderComparison, compare
 from perfkit.errors import EngineError
 from perfkit.run import Run, load, set_report_writer
 from perfkit.cluster import Cluster
@@ -42,6 +42,6 @@ def run(spec, engine: str | None = None, interval: float = 1.0, subscribers=(), 
                thresholds=thresholds, watch=watch).run()
 
 
-__all__ = ["COUNTERS", "Cluster", "Comparison", "EngineError", "Histogram", "Rate", "Run", "SearchResult", "Store", "compare",
+__all__ = ["COUNTERS", "Cluster", "Comparison", "LadderComparison", "EngineError", "Histogram", "Rate", "Run", "SearchResult", "Store", "compare",
            "engines", "load", "Ladder", "ladder", "Rfc2544Result", "rfc2544", "parse_criterion", "parse_duration", "parse_rate", "parse_size", "run", "search", "serve",
            "test", "__version__", *SPECS]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from perfkit.ladder import Ladder
 from perfkit.run import Run, write_report
 from perfkit.stats import HTTP_KEY_FIGURES, KEY_FIGURES, LOWER_IS_BETTER
 from perfkit.units import format_si, human, rate_text
@@ -207,11 +208,218 @@ class Comparison:
         return f"<perfkit.Comparison of {len(self.runs)} runs: {', '.join(self.names)}>"
 
 
-def compare(runs, names=None, keys=None) -> Comparison:
+def compare(runs, names=None, keys=None, iface=None):
     """Compare finished runs (Run objects or paths of saved runs); the first is the baseline.
     keys: the figures to line up (default: HTTP_KEY_FIGURES when every run is an HTTP load,
-    else the socket/DPDK figures of KEY_FIGURES)."""
+    else the socket/DPDK figures of KEY_FIGURES).
+    Ladders (perfkit.ladder results, ladder tables: frames with one row per users, or lists of
+    HTTP runs), one per environment, or a dict {environment: ladder}: a LadderComparison, the
+    figures pivoted against users (keys: LADDER_METRICS names; iface: the interface whose
+    packets count, default each environment's last, the server end)."""
+    if isinstance(runs, dict):
+        if names is not None:
+            raise ValueError("names: give names or a dict of environments, not both")
+        names, runs = list(runs), list(runs.values())
+    elif isinstance(runs, Ladder) or _is_frame(runs):   # one ladder on its own
+        runs = [runs]
+    runs = list(runs)
+    ladders = [_is_ladder_like(r) for r in runs]
+    if runs and all(ladders):
+        return LadderComparison(runs, names=names, metrics=keys, iface=iface)
+    if any(ladders):
+        raise ValueError("runs: give ladders (one per environment) or runs, not a mix")
+    if iface is not None:
+        raise ValueError("iface: only ladders are compared by interface packets")
     return Comparison(runs, names=names, keys=keys)
+
+
+# ---------------------------------------------------------------- ladders pivoted
+# name -> (label, unit): nGrinder's figures and what the host saw, one per step
+LADDER_METRICS = {
+    "tps": ("TPS", "resp/s"),
+    "mean_test_time_ms": ("mean test time", "ms"),
+    "error_rate_pct": ("error rate", "%"),
+    "host_cpu_busy_pct": ("host CPU busy", "% of all CPUs"),
+    "host_cpu_steal_pct": ("host CPU steal", "% of all CPUs"),
+    "pkts_in_per_s": ("packets in", "pkt/s"),
+    "pkts_out_per_s": ("packets out", "pkt/s"),
+}
+
+
+def _is_frame(obj) -> bool:   # a polars DataFrame, without importing polars to ask
+    return type(obj).__name__ == "DataFrame" and type(obj).__module__.startswith("polars")
+
+
+def _is_ladder_like(obj) -> bool:
+    if isinstance(obj, Ladder):
+        return True
+    if _is_frame(obj):
+        return True
+    return isinstance(obj, (list, tuple)) and len(obj) > 0 and all(isinstance(r, Run) for r in obj)
+
+
+def _steps(obj, where: str) -> list[tuple[int, dict]]:
+    """(users, step summary) per step of a ladder, a ladder table or a list of HTTP runs."""
+    if isinstance(obj, Ladder):
+        steps = [(u, r.summary or {}) for u, r in zip(obj.users, obj.runs)]
+    elif isinstance(obj, (list, tuple)):
+        steps = []
+        for r in obj:
+            if not r.done:
+                raise ValueError(f"{where}: {r!r} has not finished: wait() before comparing it")
+            s = r.summary or {}
+            u = s.get("vusers") if s.get("vusers") is not None else getattr(r.spec, "users", None)
+            if not isinstance(u, int) or isinstance(u, bool):
+                raise ValueError(f"{where}: {r!r} has no user count (an HTTP load with users=N)")
+            steps.append((u, s))
+    else:
+        if "users" not in obj.columns:
+            raise ValueError(f"{where}: the frame has no users column (give a ladder or its .table)")
+        steps = [(int(row["users"]), row) for row in obj.iter_rows(named=True) if row["users"] is not None]
+    if not steps:
+        raise ValueError(f"{where}: the ladder has no steps")
+    users = [u for u, _ in steps]
+    if len(set(users)) != len(users):
+        raise ValueError(f"{where}: users {sorted(users)} repeat (a ladder's .frame has a row per "
+                         "interval: give the Ladder or its .table)")
+    return steps
+
+
+def _ifaces(summary: dict) -> list[str]:
+    """The interface labels a step's summary has packet rates for, in its order."""
+    return [k[3:-7] for k in summary if k.startswith("if_") and k.endswith("_rx_pps")]
+
+
+def _metric(summary: dict, name: str, iface: str | None):
+    s = summary
+    if name == "mean_test_time_ms" and _num(s.get(name)) is None and _num(s.get("lat_mean_us")) is not None:
+        return _num(s["lat_mean_us"]) / 1000.0
+    if name == "host_cpu_busy_pct":   # everything but idle: user, system, softirq, iowait, steal
+        idle = _num(s.get("host_cpu_idle_pct_mean"))
+        return None if idle is None else 100.0 - idle
+    if name == "host_cpu_steal_pct":
+        return _num(s.get("host_cpu_steal_pct_mean"))
+    if name in ("pkts_in_per_s", "pkts_out_per_s"):
+        return None if iface is None else _num(s.get(f"if_{iface}_{'rx' if name == 'pkts_in_per_s' else 'tx'}_pps"))
+    return _num(s.get(name))
+
+
+class LadderComparison:
+    """Ladders side by side, the figures against users, one column and one line per
+    environment: .names, .steps, .ifaces, .table (long), .pivot(metric), .wide, .figure(),
+    .report(path)."""
+
+    def __init__(self, ladders, names=None, metrics=None, iface=None):
+        ladders = list(ladders)
+        if not ladders:
+            raise ValueError("ladders: nothing to compare (give at least one)")
+        names = [f"{i + 1}" for i in range(len(ladders))] if names is None else [str(n) for n in names]
+        if len(names) != len(ladders):
+            raise ValueError(f"names: {len(names)} names for {len(ladders)} ladders")
+        if len(set(names)) != len(names):
+            raise ValueError(f"names: {names} repeat (each environment needs its own)")
+        metrics = tuple(LADDER_METRICS) if metrics is None else tuple(metrics)
+        unknown = [m for m in metrics if m not in LADDER_METRICS]
+        if unknown or not metrics:
+            raise ValueError(f"keys: {unknown[0] if unknown else None!r} is not one of {', '.join(LADDER_METRICS)}")
+        self.names, self.metrics = names, metrics
+        self.steps = {n: _steps(obj, f"ladder {n!r}") for n, obj in zip(names, ladders)}
+        self.ifaces: dict[str, str | None] = {}
+        for n, steps in self.steps.items():
+            have = _ifaces(steps[0][1])
+            if iface is not None and iface not in have:
+                raise ValueError(f"iface: {n!r} has no packet counts for {iface!r} (it has: {', '.join(have) or 'none'})")
+            # the last one followed: h2 (the server end) in a lab, lo on loopback
+            self.ifaces[n] = iface if iface is not None else (have[-1] if have else None)
+        self._table = None
+
+    @property
+    def table(self):
+        """One row per environment and step: name, users, iface, the metrics (Float64)."""
+        if self._table is None:
+            import polars as pl
+            rows = [{"name": n, "users": u, "iface": self.ifaces[n],
+                     **{m: _metric(s, m, self.ifaces[n]) for m in self.metrics}}
+                    for n, steps in self.steps.items() for u, s in steps]
+            schema = {"name": pl.String, "users": pl.Int64, "iface": pl.String, **{m: pl.Float64 for m in self.metrics}}
+            self._table = pl.DataFrame(rows, schema=schema, orient="row")
+        return self._table
+
+    def pivot(self, metric: str = "tps"):
+        """metric against users: a users column, then one column per environment (null where
+        an environment has no step at that user count)."""
+        import polars as pl
+        if metric not in self.metrics:
+            raise ValueError(f"metric: {metric!r} is not one of {', '.join(self.metrics)}")
+        users = sorted({u for steps in self.steps.values() for u, _ in steps})
+        out = pl.DataFrame({"users": users}, schema={"users": pl.Int64})
+        for n in self.names:
+            part = self.table.filter(pl.col("name") == n).select("users", pl.col(metric).alias(n))
+            out = out.join(part, on="users", how="left")
+        return out
+
+    @property
+    def wide(self):
+        """Every metric side by side: users, then '<metric> <environment>' columns."""
+        out = self.pivot(self.metrics[0]).rename({n: f"{self.metrics[0]} {n}" for n in self.names})
+        for m in self.metrics[1:]:
+            out = out.join(self.pivot(m).rename({n: f"{m} {n}" for n in self.names}), on="users", how="left")
+        return out
+
+    def figure(self, metrics=None, title: str | None = None):
+        """A plotly Figure: one chart per metric against users (log axis when the users span
+        8x or more), one line per environment."""
+        import plotly.graph_objects as go
+        from plotly.subplots import make_subplots
+        metrics = self.metrics if metrics is None else tuple(metrics)
+        bad = [m for m in metrics if m not in self.metrics]
+        if bad or not metrics:
+            raise ValueError(f"metrics: {bad[0] if bad else None!r} is not one of {', '.join(self.metrics)}")
+        cols = 2 if len(metrics) > 1 else 1
+        rows = (len(metrics) + cols - 1) // cols
+        titles = []
+        for m in metrics:
+            label, unit = LADDER_METRICS[m]
+            ifs = sorted({i for i in self.ifaces.values() if i}) if m.startswith("pkts_") else []
+            titles.append(f"{label} ({unit})" + (f", on {'/'.join(ifs)}" if ifs else ""))
+        fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, vertical_spacing=min(0.12, 0.5 / rows),
+                            horizontal_spacing=0.1)
+        users = [u for steps in self.steps.values() for u, _ in steps]
+        log = min(users) > 0 and max(users) >= 8 * min(users)
+        tab = self.table
+        for i, n in enumerate(self.names):
+            part = tab.filter(tab["name"] == n).sort("users")
+            colour = COLOURS[i % len(COLOURS)]
+            for j, m in enumerate(metrics):
+                fig.add_trace(go.Scatter(x=part["users"].to_list(), y=part[m].to_list(), name=n, legendgroup=n,
+                                         showlegend=j == 0, mode="lines+markers",
+                                         line={"color": colour, "width": 1.8}, marker={"size": 6},
+                                         hovertemplate=f"{n}: %{{y:.4~s}} {LADDER_METRICS[m][1]} at %{{x}} users"
+                                                       "<extra></extra>"),
+                              row=j // cols + 1, col=j % cols + 1)
+        fig.update_xaxes(title_text="users", type="log" if log else "linear")
+        fig.update_yaxes(rangemode="tozero", tickformat="~s")
+        if title is None:
+            title = "<b>ladders</b> — " + " vs ".join(self.names)
+        height = 130 + 300 * rows
+        fig.update_layout(title={"text": title, "x": 0.01, "font": {"size": 14}}, height=height,
+                          template="plotly_white", margin={"l": 55, "r": 20, "t": 90, "b": 40},
+                          # above the top row's subplot titles: 28 px over the plotting area
+                          legend={"orientation": "h", "y": 1 + 28 / (height - 130), "x": 0.0, "yanchor": "bottom"})
+        return fig
+
+    def report(self, path, title: str | None = None) -> str:
+        """A self-contained HTML page: the figure and the side-by-side table."""
+        return write_report(self, path, title=title)
+
+    def _repr_html_(self):
+        import polars as pl
+        with pl.Config(tbl_cols=-1):   # every environment's column: polars shows 8 by default
+            return self.wide._repr_html_()
+
+    def __repr__(self) -> str:
+        return (f"<perfkit.LadderComparison of {len(self.names)} ladders: "
+                + ", ".join(f"{n} ({len(s)} steps)" for n, s in self.steps.items()) + ">")
 
 
 # ---------------------------------------------------------------- formatting
@@ -236,4 +444,5 @@ def fmt(key: str, v) -> str:
     return f"{v:.3g}"
 
 
-__all__ = ["Comparison", "HTTP_KEY_FIGURES", "KEY_FIGURES", "LOWER_IS_BETTER", "cdf_points", "compare"]
+__all__ = ["Comparison", "HTTP_KEY_FIGURES", "KEY_FIGURES", "LADDER_METRICS", "LOWER_IS_BETTER", "LadderComparison",
+           "cdf_points", "compare"]

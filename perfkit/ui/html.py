@@ -17,7 +17,7 @@ import json
 import os
 from pathlib import Path
 
-from perfkit.comparison import Comparison, compare
+from perfkit.comparison import Comparison, LadderComparison, compare
 from perfkit.report import summary_text
 from perfkit.run import Run
 from perfkit.stats import label_of, unit_of
@@ -179,6 +179,12 @@ def html_text(obj, title: str | None = None) -> str:
             body.append(f"<details><summary><b>{_esc(name)}</b>: spec and environment</summary>"
                         f"<h3>Spec</h3>{kv_table({**spec, 'engine': run.engine_name})}"
                         f"<h3>Environment</h3>{kv_table(run.env or {})}</details>")
+    elif isinstance(obj, LadderComparison):   # ladders pivoted: the figure, then the side-by-side table
+        title = title or "ladders: " + " vs ".join(obj.names)
+        meta = "; ".join(f"{_esc(n)}: users {', '.join(str(u) for u, _ in s)}" for n, s in obj.steps.items())
+        import polars as pl
+        body = ["<h2>Chart</h2>", chart(obj.figure(title="")), "<h2>Table</h2>",
+                frame_table(obj.wide.with_columns(pl.col(pl.Float64).round(3)))]
     else:
         raise TypeError(f"report: {obj!r} is not a perfkit.Run, a Comparison or a list of runs")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
