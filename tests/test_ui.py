@@ -512,6 +512,62 @@ def test_dpdk_flows_from_the_panel_on_a_ring_pair_with_the_dpdk_charts():
     assert PLOTLY in panel.output.outputs[0]["data"]
 
 
+def _rows_past(run, n: int, timeout: float = 30.0) -> float:
+    """Wait until the run has n rows (rows, not sleeps: a busy sampler may be late); its last time_s."""
+    deadline = time.monotonic() + timeout
+    while len(run.rows) < n:
+        assert time.monotonic() < deadline and not run.done, (len(run.rows), run.error)
+        time.sleep(0.01)
+    return run.rows[-1]["time_s"]
+
+
+@pytest.mark.dpdk
+def test_the_live_rate_control_retunes_a_running_dpdk_flows_run_and_the_chart_draws_the_target():
+    """pktgen's `set rate` in the DpdkFlows panel: shown only while the run is live; a typed rate
+    and a slider move each reach run.set_rate, a bad one is one red line and changes nothing;
+    the rows after each change carry the new rate_target, and the chart draws it."""
+    _dpdk_or_skip()
+    panel = perfkit.ui.Panel("DpdkFlows", port="ring:uir:0", peer="ring:uir:1", rate="20kpps", flows=4,
+                             duration="4s", interval=0.25, redraw_s=0.2)
+    assert panel.rate_row.layout.display == "none"
+    assert not panel.set_live_rate("50kpps") and "no run is going" in panel.rate_status.value
+    run = _start_at_once(panel)
+    deadline = time.monotonic() + 30
+    while panel.rate_row.layout.display != "":    # shown once run.start() has returned
+        assert time.monotonic() < deadline and not run.done, run.error
+        time.sleep(0.01)
+    assert panel.rate_slider.value == pytest.approx(20_000, rel=0.01) and "target 20 kpps" in panel.rate_status.value
+    t0 = _rows_past(run, 2)
+    panel.rate_text.value = "fast"                 # as typed, then Enter: refused before the engine
+    assert "⚠ set_rate: " in panel.rate_status.value and "cannot read" in panel.rate_status.value
+    assert panel.rate_status.value.count("<span") == 1          # one line
+    panel.rate_text.value = "50kpps"
+    t1 = run.rows[-1]["time_s"]                    # every row up to here was sampled before the change
+    assert "target 50 kpps" in panel.rate_status.value
+    assert panel.rate_slider.value == pytest.approx(50_000, rel=0.01)   # the slider follows the box
+    _rows_past(run, len(run.rows) + 4)
+    panel.rate_slider.value = 30_000               # a slider move (continuous_update off: on release)
+    t2 = run.rows[-1]["time_s"]
+    assert "target 30 kpps" in panel.rate_status.value
+    assert panel.wait(60) is run and run.error is None, run.error
+    assert panel.rate_row.layout.display == "none"    # gone with the live run
+    rows, s = run.rows, run.summary
+    assert s["pkts_tx"] == s["pkts_rx"] + s["lost"] and s["lost"] == 0   # a ring pair: every frame arrives
+    assert t0 <= t1 < t2
+    assert all(r["rate_target"] == 20_000 for r in rows if r["time_s"] <= t1)
+    assert all(r["rate_target"] == 50_000 for r in rows if t1 + 0.5 <= r["time_s"] <= t2)
+    assert all(r["rate_target"] == 30_000 for r in rows if r["time_s"] >= t2 + 0.5)
+    steps = [r["rate_target"] for i, r in enumerate(rows) if i == 0 or r["rate_target"] != rows[i - 1]["rate_target"]]
+    assert steps == [20_000, 50_000, 30_000], steps   # nothing else reached the engine ("fast" did not)
+    # the chart: the target as its own line beside what was sent, row for row
+    fig = panel.dashboard.static()
+    target = next(t for t in fig.data if t.name == "target pkt/s")
+    shown = perfkit.ui.charts.plot_rows(run)
+    assert list(target.y) == [r["rate_target"] for r in shown] and target.line.dash == "dash"
+    assert "target pkt/s" not in _trace_names(perfkit.ui.charts.run_figure(
+        perfkit.Run(perfkit.DpdkReflect(port="ring:uir:1"))))   # a reflector has no target
+
+
 def test_dpdk_reflect_panel_receives_what_a_flows_panel_sends_over_a_ring_pair():
     _dpdk_or_skip()
     far = perfkit.ui.Panel("DpdkReflect", port="ring:uib:1", mode="rxonly", flows=4, duration="20s",

@@ -602,7 +602,7 @@ def _split(total: int, parts: int, k: int) -> tuple[int, int]:
 # DpdkFlows' first part, then its size, rate and flows
 TITLE = {DpdkReflect: lambda spec: (f"dpdk {spec.mode} on {spec.port}",)}
 TITLE_HEAD = {DpdkFlows: lambda spec: f"dpdk {spec.mode} {spec.port}" + (f" → {spec.peer}" if spec.peer else "")}
-LAYOUT = {DpdkFlows: "dpdk", DpdkReflect: "dpdk"}   # perfkit.ui.charts.LAYOUTS: the dashboard's charts
+LAYOUT = {DpdkFlows: "dpdk_flows", DpdkReflect: "dpdk"}   # perfkit.ui.charts.LAYOUTS: the dashboard's charts (flows: with the target rate)
 TASKS = {DpdkFlows: ("run", "search"), DpdkReflect: ("run",)}   # the panel's tasks: a rate search beside a run
 
 

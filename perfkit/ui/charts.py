@@ -92,6 +92,20 @@ DPDK_PANELS = (   # DPDK UDP flows and their far end (DpdkFlows, DpdkReflect)
     _CPU,
 )
 
+def _target(row: dict) -> float | None:
+    """The live control's target (rate_target, pps; 0: no target, as fast as the port goes): drawn only when set."""
+    v = row.get("rate_target")
+    return v if v else None
+
+
+TARGET = "target pkt/s"   # drawn dashed: what the generators were told, beside what they sent
+DPDK_FLOWS_PANELS = (   # DPDK UDP flows (DpdkFlows): the frames/s panel also shows the target rate (run.set_rate)
+    ("frames/s", _RATE_AXIS,
+     [_line("pkts_tx_per_s", "#1f77b4", "tx pkt/s"), _line("pkts_rx_per_s", "#ff7f0e", "rx pkt/s"),
+      _line(_target, "#7f7f7f", TARGET)]),
+    *DPDK_PANELS[1:],
+)
+
 HTTP_ERRORS = [_line("http_err_per_s", "#d62728", "failed requests/s"), _line("err_connect_per_s", "#8c564b", "connect errors/s"),
                _line("err_timeout_per_s", "#ff7f0e", "timeouts/s"), _line("err_reset_per_s", "#9467bd", "resets/s"),
                _line("err_read_per_s", "#7f7f7f", "cut short/s"), _line("err_tls_per_s", "#bcbd22")]
@@ -145,8 +159,8 @@ DPDK_TCP_PANELS = (   # HTTP over perfkit's TCP on DPDK (DpdkHttpClient, DpdkHtt
     _CPU,
 )
 
-LAYOUTS = {"socket": PANELS, "dpdk": DPDK_PANELS, "http": HTTP_PANELS, "http_serve": HTTP_SERVE_PANELS,
-           "dpdk_tcp": DPDK_TCP_PANELS}
+LAYOUTS = {"socket": PANELS, "dpdk": DPDK_PANELS, "dpdk_flows": DPDK_FLOWS_PANELS, "http": HTTP_PANELS,
+           "http_serve": HTTP_SERVE_PANELS, "dpdk_tcp": DPDK_TCP_PANELS}
 for _kind in kinds.KINDS:   # layouts a kind brings along (its LAYOUTS: (name or None, key, colour) traces)
     for _name, _panels in getattr(_kind, "LAYOUTS", {}).items():
         LAYOUTS[_name] = tuple((title, axis, [_line(key, colour, name) for name, key, colour in lines])
@@ -206,8 +220,9 @@ def empty_figure(title: str = "", panels=PANELS):
     for p, (title_p, yopts, lines) in enumerate(panels):
         r, c = p // COLS + 1, p % COLS + 1
         for name, _, colour, _ in lines:
-            fig.add_trace(go.Scatter(x=[], y=[], name=name, mode="lines+markers",
-                                     marker={"size": 4}, line={"color": colour, "width": 1.5},
+            fig.add_trace(go.Scatter(x=[], y=[], name=name, mode="lines" if name == TARGET else "lines+markers",
+                                     marker={"size": 4}, line={"color": colour, "width": 1.5,
+                                                               "dash": "dash" if name == TARGET else "solid"},
                                      legendgroup=title_p,
                                      hovertemplate=f"{name} %{{y:.4~s}} at %{{x:.1f}} s<extra></extra>"),
                           row=r, col=c)

@@ -227,7 +227,8 @@ class Panel:
                               *rows, *([self.advanced_box] if self.advanced_box is not None else []),
                               *([self.eal_box] if self._dpdk else []), *self.sections.values(),
                               self.message, w.HBox([self.start_button, self.stop_button, *self._extra, self.status]),
-                              self.info, self.progress_row, self.live, self.results_box, self.output])
+                              self.info, self.progress_row, *([self.rate_row] if self.rate_row else []),
+                              self.live, self.results_box, self.output])
         if values:
             self.set(**values)
         self._observe()
@@ -328,6 +329,7 @@ class Panel:
         self.start_button.on_click(self._click_start)
         self.stop_button.on_click(lambda _b: self.stop())
         self.info = w.HTML()           # what the conf button brings back
+        self._rate_row(w)
         self._extra = []
         if "server_control" in _kinds.lookup(self.spec_cls, "PANEL_ROWS", ()):   # perfkit test HOST conf / quit
             self.conf_button = w.Button(description="conf", icon="info", layout=w.Layout(width="80px"),
@@ -341,6 +343,88 @@ class Panel:
             self.quit_button.on_click(lambda _b: self.quit_server())
             self.serve_button.on_click(lambda _b: self.serve(stop=self.server is not None))
             self._extra = [self.serve_button, self.conf_button, self.quit_button]
+
+    def _rate_row(self, w) -> None:
+        """The live rate control (pktgen's `set rate`) of a kind whose rate changes while running
+        (LIVE_RATE: DPDK flows): a log slider in frames/s and a box for any rate the spec takes
+        (50kpps, 1Gbit/s, max), shown only while a run is live; each change is run.set_rate."""
+        self.rate_row = None
+        if _kinds.lookup(self.spec_cls, "LIVE_RATE") is None:
+            return
+        self._rate_quiet = False      # set while the panel moves the slider itself (no set_rate then)
+        self.rate_slider = w.FloatLogSlider(value=1e5, base=10, min=3, max=8, step=0.01, continuous_update=False,
+                                            readout_format=".3s", layout=w.Layout(width="380px"),
+                                            tooltip="the running load's target in frames/s (per direction)")
+        self.rate_text = w.Text(placeholder="50kpps, 1Gbit/s, max", continuous_update=False,
+                                layout=w.Layout(width="160px"),
+                                tooltip="a rate as the spec's rate field takes it; Enter sets it")
+        self.rate_status = w.HTML()
+        self.rate_row = w.HBox([w.HTML("live rate", layout=w.Layout(width="130px", min_width="130px")),
+                                self.rate_slider, self.rate_text, self.rate_status],
+                               layout=w.Layout(display="none"))
+        self.rate_slider.observe(lambda ch: None if self._rate_quiet else self.set_live_rate(ch["new"]),
+                                 names="value")
+        self.rate_text.observe(lambda ch: self.set_live_rate(ch["new"]) if ch["new"].strip() else None,
+                               names="value")
+
+    def _show_rate(self, run) -> None:
+        """A run of a live-rate kind has started: the slider at its rate, the row shown (None: hidden)."""
+        if self.rate_row is None:
+            return
+        if run is None:
+            self.rate_row.layout.display = "none"
+            self.rate_status.value = ""
+            return
+        spec = run.spec
+        pps = self._live_pps(spec, spec.rate) if spec.rate is not None else None
+        self._move_slider(pps or 1e6)
+        self.rate_text.value = ""
+        self.rate_status.value = (f'<span style="color:{GREY}">target {html.escape(format_si(pps, "pps"))}</span>'
+                                  if pps else f'<span style="color:{GREY}">no target: as fast as the port goes</span>')
+        self.rate_row.layout.display = ""
+
+    @staticmethod
+    def _live_pps(spec, value) -> float:
+        """value (as set_rate takes it) as the spec's frames/s: the kind's per-generator figure times its cores."""
+        return _kinds.lookup(spec, "LIVE_RATE")(spec, value) * getattr(spec, "cores", 1)
+
+    def _move_slider(self, pps: float) -> None:
+        """The slider to pps without a set_rate, its range two decades either side of it."""
+        import math
+        lg = math.log10(max(pps, 1.0))
+        s = self.rate_slider
+        self._rate_quiet = True
+        try:
+            if lg > s.max or lg < s.min:
+                s.max = max(s.max, min(lg + 2, 10.0))
+                s.min = min(s.min, max(lg - 2, 0.0))
+            s.value = pps
+        finally:
+            self._rate_quiet = False
+
+    def set_live_rate(self, value) -> bool:
+        """What the live rate slider and box do (pktgen's `set rate`): run.set_rate(value) on the
+        running run (pps, '50kpps', '1Gbit/s'; 'max' or None: as fast as the port goes), checked as
+        the spec's rate is before the engine sees it. The row's status line says the new target, or
+        in one red line why not. Returns whether the run took it."""
+        run = self.run
+        if isinstance(value, str) and value.strip().lower() in ("max", "unlimited", "none"):
+            value = None
+        try:
+            if run is None or self.task != "run" or self.rate_row is None:
+                raise RuntimeError("set_rate: no run is going: Start one first")
+            run.set_rate(value)
+            pps = None if value is None else self._live_pps(run.spec, value)
+        except (ValueError, RuntimeError) as exc:
+            if self.rate_row is not None:
+                self.rate_status.value = f'<span style="color:{RED}">⚠ {html.escape(str(exc))}</span>'
+            return False
+        if pps is not None:
+            self._move_slider(pps)
+        t = run.rows[-1]["time_s"] if run.rows else 0.0
+        what = "as fast as the port goes" if pps is None else format_si(pps, "pps")
+        self.rate_status.value = f'<span style="color:{GREEN}">✓ target {html.escape(what)} from {t:.1f} s</span>'
+        return True
 
     def _title(self, w):
         return w.HTML(f"<b>perfkit — {html.escape(self.spec_cls.__name__)}</b> "
@@ -645,6 +729,7 @@ class Panel:
         with self._lock:
             if dash is self.dashboard and not dash.finished:
                 self._set_status(f"▶ running {charts.spec_title(run.spec)}")
+                self._show_rate(run)
 
     def _start_points(self, spec, plan):
         """Start a search or a sweep (the lock is held): its chart now, the work in a thread."""
@@ -814,6 +899,7 @@ class Panel:
         with self._lock:
             if dash is not self.dashboard:   # an earlier run's dashboard finishing late
                 return
+            self._show_rate(None)            # the live rate control goes with the live run
             if self.run is None:             # a search or a sweep
                 res = self.result
                 if self.job_error:
