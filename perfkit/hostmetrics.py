@@ -19,7 +19,6 @@ namespace, so each interval re-reads it from the sampler thread with one pread.
 """
 from __future__ import annotations
 
-import ctypes
 import ipaddress
 import os
 import re
@@ -28,21 +27,17 @@ import threading
 import time
 from dataclasses import dataclass
 
-from perfkit.lab import NETNS_RE, Lab
+from perfkit.lab import NETNS_DIR, NETNS_RE, Lab, setns_path
 
 CPU_FIELDS = ("user", "system", "softirq", "iowait", "steal", "idle")
 IF_FIELDS = ("rx_pkts", "tx_pkts", "rx_bytes", "tx_bytes", "rx_drop", "tx_drop", "rx_err", "tx_err")
 PROC_FIELDS = ("user", "system")
 PER_CPU_MAX = 8      # per-CPU columns only on hosts with at most this many CPUs
 MAX_IFACES = 8       # interfaces followed per run, at most
-NETNS_DIR = "/run/netns"
-CLONE_NEWNET = 0x40000000
 HZ = os.sysconf("SC_CLK_TCK")
 IP_TIMEOUT_S = 5.0
 _READ = 1 << 16      # first read size of /proc/stat and /proc/net/dev: grows while a file fills it
 _READ_MAX = 1 << 24  # ... up to this
-
-_libc = ctypes.CDLL(None, use_errno=True)
 
 
 # ------------------------------------------------------------------ parsing /proc
@@ -209,13 +204,7 @@ def _open_in(netns: str) -> int:
 
     def enter():
         try:
-            fd = os.open(netns, os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                if _libc.setns(fd, CLONE_NEWNET) != 0:
-                    e = ctypes.get_errno()
-                    raise OSError(e, f"setns({netns}): {os.strerror(e)}")
-            finally:
-                os.close(fd)
+            setns_path(netns)
             result.append(os.open("/proc/thread-self/net/dev", os.O_RDONLY | os.O_CLOEXEC))
         except OSError as exc:
             result.append(exc)

@@ -283,7 +283,7 @@ def _require_root() -> None:
         raise PermissionError(NEED_ROOT)
 
 
-def _setns_path(path: str) -> None:
+def setns_path(path: str) -> None:
     """Move the calling thread into the network namespace bound at path."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
@@ -297,7 +297,7 @@ def _setns_path(path: str) -> None:
 def _enter_host(path: str) -> None:
     """For a child process: join the namespace and, as `ip netns exec` does, see its own
     /sys (best effort: a private mount namespace with sysfs mounted on /sys)."""
-    _setns_path(path)
+    setns_path(path)
     if _libc.unshare(CLONE_NEWNS) == 0:
         MS_REC, MS_SLAVE = 0x4000, 0x80000
         if _libc.mount(b"none", b"/", None, MS_REC | MS_SLAVE, None) == 0:
@@ -1146,7 +1146,7 @@ class Lab:
                 try:
                     if cg:
                         Cgroups.attach(cg)
-                    _setns_path(path)
+                    setns_path(path)
                     result = (True, fn(*args, **kwargs))
                 except BaseException as exc:
                     result = (False, exc)
@@ -1273,7 +1273,7 @@ class Lab:
         if own_mounts:
             _enter_host(h.netns_path)
         else:
-            _setns_path(h.netns_path)
+            setns_path(h.netns_path)
         with _locked():
             fresh = _read_state(self.name) or self.state
             fresh["procs"].append([os.getpid(), (_proc_start(os.getpid()) or (0,))[0], False])
@@ -1739,7 +1739,7 @@ def _open_taps(egress: list) -> list[int]:
     home = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
     taps = []
     for e in egress:
-        _setns_path(f"{NETNS_DIR}/{e['netns']}")
+        setns_path(f"{NETNS_DIR}/{e['netns']}")
         fd = os.open("/dev/net/tun", os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
         fcntl.ioctl(fd, TUNSETIFF, struct.pack("16sH22x", e["tap"].encode(), IFF_TAP | IFF_NO_PI))
         with contextlib.suppress(OSError):   # no IPv6 link-local, so the tap itself sends nothing

@@ -89,6 +89,8 @@ def test_fifty_short_runs_leak_nothing():
              LocalTest("udp_bw", duration=0.2, flows=16, batch=8),
              LocalTest("udp_bw", duration=0.2, gso=4, rate="20kpps"),
              LocalTest("tcp_lat", duration=0.2, busy_poll=True)]
+    for spec in specs:   # a first run of each warms lazy imports and buffers (flat from then: 200 runs grew 0.02 MiB)
+        perfkit.Run(spec, interval=0.05).run()
     gc.collect()
     fds0, threads0, rss0 = fd_count(), thread_count(), rss_kb()
     peak_threads = 0
@@ -106,7 +108,7 @@ def test_fifty_short_runs_leak_nothing():
     print(f"fds {fds0}->{fds1}, threads {threads0}->{threads1} (peak {peak_threads}), "
           f"RSS {rss0 / 1024:.1f}->{rss1 / 1024:.1f} MiB")
     assert peak_threads > threads0, "the runs started no threads?"
-    assert fds1 == fds0, f"file descriptors leaked: {fds0} before 50 runs, {fds1} after"
+    assert fds1 <= fds0, f"file descriptors leaked: {fds0} before 50 runs, {fds1} after"
     assert threads1 == threads0, f"threads leaked: {threads0} before 50 runs, {threads1} after"
     assert rss1 - rss0 < 4 * 1024, f"RSS grew {(rss1 - rss0) / 1024:.1f} MiB over 50 runs"
 
@@ -157,8 +159,10 @@ def test_bind_failure_is_a_clear_engine_error_and_leaves_nothing(test, kind):
             perfkit.run(LocalTest(test, host="127.0.0.1", port=port, duration=1))
         gc.collect()
         assert thread_count() == threads0, "a failed start left threads behind"
-        assert fds_settle(fds0) == fds0, ("a failed start left file descriptors open",
-                                          {k: v for k, v in fd_targets().items() if before.get(k) != v})
+        # none new or changed; the count may also have dropped, as an earlier test's last descriptor closed
+        # (44 before, 43 after in one CI run)
+        settled, new = fds_settle(fds0), {k: v for k, v in fd_targets().items() if before.get(k) != v}
+        assert settled <= fds0 and not new, ("a failed start left file descriptors open", settled, fds0, new)
     finally:
         holder.close()
 
