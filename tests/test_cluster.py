@@ -86,7 +86,48 @@ def test_udp_from_three_engines(cluster, tmp_path):
         assert part["pkts_rx"][-1] == run.hosts[h[0]]["pkts_rx"]
     assert hf.group_by("host").agg(pl.col("pkts_rx").max())["pkts_rx"].sum() == s["pkts_rx"]
     back = perfkit.load(run.save(tmp_path / "cluster.parquet"))   # saved as any run, hosts included
-    assert back.hosts == run.hosts and set(back.env["hosts"]) == {"e0", "e1", "e2"}
+    assert back.hosts == run.hosts and back.env["hosts"] == run.env["hosts"]
+    assert back.host_frame.equals(run.host_frame) and back.frame.equals(run.frame)
+
+
+def test_saved_cluster_runs_list_and_compare_per_host(cluster, tmp_path):
+    from perfkit import savefile
+    runs = [perfkit.run(LocalTest("udp_bw", rate=r, duration=0.6), interval=0.3, cluster=cluster.select("e0,e1"))
+            for r in ("8kpps", "16kpps")]
+    store = perfkit.Store(tmp_path / "runs")
+    for name, run in zip(("slow", "fast"), runs):
+        assert run.error is None
+        store.save(run, name=name, tags="cluster")
+        back = store.load(name)   # the store's file: per-host rows, summaries and environments round trip
+        assert back.host_frame.equals(run.host_frame) and back.hosts == run.hosts
+        assert back.env["hosts"] == run.env["hosts"] and back.summary == run.summary
+    listed = store.list(text="e1")   # a cluster run is listed with its hosts (and found by one)
+    assert sorted(listed["name"]) == ["fast", "slow"]
+    assert listed["hosts"].to_list() == [["e0", "e1"]] * 2 and set(listed["cluster"]) == {cluster.name}
+    # the per-host rows are sealed by the file's checksum like the rest
+    path = store.file("slow")
+    raw = bytearray(path.read_bytes())
+    i = raw.index(b"arrow_ipc_base64")
+    raw[i + 40] = ord("A") if raw[i + 40] != ord("A") else ord("B")
+    path.write_bytes(bytes(raw))
+    with pytest.raises(savefile.SaveFileError, match="checksum does not match|damaged"):
+        perfkit.load(path)
+    cmp = perfkit.compare(runs, names=["slow", "fast"], hosts=True)
+    t = cmp.table
+    assert t["part"].to_list() == ["total", "e0", "e1"] * 2
+    assert t["host"].to_list()[1:3] == ["e0", "e1"]
+    for name, run in zip(("slow", "fast"), runs):
+        rows = t.filter(pl.col("name") == name)
+        assert rows["rx_pps"].to_list() == pytest.approx([run.summary["rx_pps"], run.hosts["e0"]["rx_pps"],
+                                                          run.hosts["e1"]["rx_pps"]])
+    fast = t.filter(pl.col("name") == "fast")
+    for part in ("total", "e0", "e1"):   # each part against the first run's same part
+        base = runs[0].summary if part == "total" else runs[0].hosts[part]
+        now = runs[1].summary if part == "total" else runs[1].hosts[part]
+        assert fast.filter(pl.col("part") == part)["rx_pps_ratio"][0] == pytest.approx(
+            now["rx_pps"] / base["rx_pps"])
+    assert perfkit.compare(runs).table.height == 2 and "part" not in perfkit.compare(runs).table.columns
+    assert len(cmp.figure().data[-1].cells.values[0]) == 6   # the figure's table: a line per part
 
 
 def test_start_skew_under_one_interval(cluster):
