@@ -484,15 +484,16 @@ def _dpdk_eal(a) -> None:
     dpdk.set_verbose(getattr(a, "verbose", False))
 
 
-def _dpdk_run(a, spec, header: str, flood: tuple | None = None):
+def _dpdk_run(a, spec, header: str, flood: tuple | None = None, cluster=None):
     """Run a DPDK spec as perfkit local runs a test: rows, then a summary; flood: (what,
-    target) of an unpaced flood, said once everything is checked, before it starts."""
+    target) of an unpaced flood, said once everything is checked, before it starts.
+    cluster: the spec split over its engines, each with its own EAL (perfkit.cluster)."""
     if a.engine != "dpdk":
         raise ValueError(f"engine: {a.engine!r}: perfkit {a.command} runs on the dpdk or the socket engine")
-    _dpdk_eal(a)
+    _dpdk_eal(a)   # with a cluster: checked here, and the engines' EALs take their defaults
     interval = parse_duration(a.interval, "interval")
     printer = JsonPrinter() if a.json else LinePrinter()
-    run = Run(spec, engine="dpdk", interval=interval, subscribers=(printer,))
+    run = Run(spec, engine="dpdk", interval=interval, subscribers=(printer,), cluster=cluster)
     if flood:
         _warn_flood(*flood)
     run.start()  # EAL, ports: a failure raises here, one line, nothing ran
@@ -517,6 +518,9 @@ def _run_done(a, run, printer, interrupted, text: str) -> int:
 
 def _flows(a) -> int:
     spec = dpdk_udp.CLI_SPECS["flows"](a)
+    if a.cluster is not None and (a.engine != "dpdk" or a.search is not None):
+        raise ValueError("cluster: --cluster runs perfkit flows on the dpdk engine, one run (no --search, "
+                         "no --engine socket)")
     if a.engine == "socket":   # both ends here, on kernel sockets
         if a.search is not None:
             return _search(a, spec, "socket")
@@ -528,10 +532,11 @@ def _flows(a) -> int:
             raise ValueError(f"engine: {a.engine!r}: perfkit flows runs on the dpdk or the socket engine")
         _dpdk_eal(a)
         return _search(a, spec, "dpdk")
-    run, printer, interrupted = _dpdk_run(a, spec, dpdk_udp.flows_header(spec), dpdk_udp.flows_flood(spec))
+    with cluster_cli.connected(a, spec) as c:   # --cluster NAME: one line, exit 2, before anything starts
+        run, printer, interrupted = _dpdk_run(a, spec, dpdk_udp.flows_header(spec), dpdk_udp.flows_flood(spec), c)
     text = summary_text(run.summary) if run.summary else ""
     s = run.summary or {}
-    text += dpdk_udp.flows_summary_extra(s)
+    text += dpdk_udp.flows_summary_extra(s) + cluster_cli.hosts_text(run)
     for w in s.get("warnings", ()):   # e.g. ARP for the destination unanswered: what to check
         print(f"perfkit: warning: {w}", file=sys.stderr)
     return _run_done(a, run, printer, interrupted, text)

@@ -1,5 +1,6 @@
 """One load from many engines as one run (perfkit.cluster, on ipyparallel): local engines on
 loopback here; every load is bounded in time and the engines inherit the network guard."""
+import json
 import os
 import signal
 import subprocess
@@ -17,7 +18,7 @@ from perfkit.cluster import Cluster, ClusterError, clusters  # noqa: E402
 from perfkit.kinds.http import http_workers  # noqa: E402
 from perfkit.errors import EngineError  # noqa: E402
 from perfkit.kinds.split import split  # noqa: E402
-from perfkit.spec import HttpLoad, HttpServe, LocalTest, RemoteTest, SocketReflect  # noqa: E402
+from perfkit.spec import DpdkFlows, HttpLoad, HttpServe, LocalTest, RemoteTest, SocketReflect  # noqa: E402
 from perfkit.stats import INDEX  # noqa: E402
 
 
@@ -50,6 +51,11 @@ def test_split_rules():
         split(HttpLoad(url="http://127.0.0.1:1/", users=2), 3)
     with pytest.raises(ValueError, match="SocketReflect does not split"):
         split(SocketReflect(), 2)
+    shares = split(DpdkFlows(port="net_null0", rate="30kpps", flows=5, ramp_to="60kpps", ramp_time="1s"), 2)
+    assert [s.flows for s in shares] == [3, 2] and [s.rate.value for s in shares] == [15000, 15000]
+    assert [s.ramp_to.value for s in shares] == [30000, 30000]
+    with pytest.raises(ValueError, match="flows: 1 flows cannot split over 2 engines"):
+        split(DpdkFlows(port="net_null0"), 2)
 
 
 def test_engines_have_names_and_the_guard(cluster):
@@ -148,6 +154,10 @@ def test_bad_input_is_one_error_before_anything_starts(cluster):
     # every engine checks its share where it runs: a lab that is not up there, named by host
     with pytest.raises(ClusterError, match=r"host e0: .*host e1: .*host e2: "):
         perfkit.Run(LocalTest("udp_bw", lab="nolab", duration=1), cluster=cluster).start()
+    # a DPDK port on a kernel interface needs every engine in a lab host of its own
+    with pytest.raises(ClusterError, match="port: DpdkFlows takes a DPDK port on every engine's own host"):
+        perfkit.Run(DpdkFlows(port="net_af_packet0,iface=x", netns="/run/netns/x", flows=3, duration=1),
+                    cluster=cluster).start()
     with pytest.raises(ClusterError, match="hosts: e9: not engines of cluster"):
         cluster.select("e9")
     from perfkit import cluster as mod
@@ -282,5 +292,50 @@ def test_lab_engines_send_udp_to_one_sink():
         assert after["RcvbufErrors"] == before["RcvbufErrors"] and after["NoPorts"] == before["NoPorts"]
         assert s["pkts_tx"] == pytest.approx(45000, rel=0.1)
         assert all(h["pkts_tx"] == pytest.approx(15000, rel=0.1) for h in run.hosts.values())
+    finally:
+        lab.down()
+
+
+@pytest.mark.dpdk
+def test_dpdk_flows_on_net_null_from_three_local_engines(cluster):
+    """Every engine its own EAL (its own process) and its own net_null port: the shares add up."""
+    run = perfkit.run(DpdkFlows(port="net_null0,no-rx=1", rate="30kpps", flows=3, duration=1), interval=0.5,
+                      cluster=cluster)
+    s = run.summary
+    assert run.error is None and set(run.hosts) == {"e0", "e1", "e2"}
+    assert s["pkts_tx"] == sum(h["pkts_tx"] for h in run.hosts.values())
+    assert all(h["pkts_tx"] == pytest.approx(10000, rel=0.1) and h["finished"] for h in run.hosts.values())
+
+
+@pytest.mark.netns
+@pytest.mark.dpdk
+def test_dpdk_flows_from_engines_in_two_lab_hosts_to_a_sink_in_a_third(capsys):
+    """perfkit flows --cluster: each engine's DPDK port on its own host's veth (af_packet), frames to
+    h3's kernel, whose UDP counters see every frame the two engines sent, no more, no less."""
+    from _labs import lab_module_or_skip, lab_up_or_skip
+    import ipaddress
+    from perfkit.cli import main
+    lab = lab_up_or_skip(lab_module_or_skip(), hosts=3)
+    try:
+        h1, h2, h3 = lab.hosts
+        c = Cluster.start(lab=lab, hosts="h1,h2", name=f"d{os.getpid()}")
+        try:
+            mine = str(ipaddress.ip_network(f"{h1.ipv4}/24", strict=False).network_address + 200)
+            before = _udp_counters(h3.netns)
+            assert main(["flows", "--port", f"net_af_packet0,iface={h1.ifname}", "--netns", h1.netns_path,
+                         "--ip", mine, "--peer-ip", h3.ipv4, "--rate", "20kpps", "--flows", "4", "--size", "128",
+                         "-t", "1.5s", "--interval", "0.5s", "--cluster", c.name, "--json"]) == 0
+            after = _udp_counters(h3.netns)
+        finally:
+            c.down()
+        out = capsys.readouterr().out
+        summary = json.loads(out.strip().splitlines()[-1])["summary"]
+        hosts = summary["hosts"]
+        assert set(hosts) == {"h1", "h2"} and all(h["finished"] for h in hosts.values())
+        assert all(h["pkts_tx"] == pytest.approx(15000, rel=0.1) for h in hosts.values())
+        # no socket listens on h3's port: every datagram the kernel took is a NoPorts, none with a bad sum
+        got = (after["NoPorts"] - before["NoPorts"]) + (after["InDatagrams"] - before["InDatagrams"])
+        assert got == summary["pkts_tx"] == sum(h["pkts_tx"] for h in hosts.values())
+        assert after["InCsumErrors"] == before["InCsumErrors"] and after["InErrors"] == before["InErrors"]
     finally:
         lab.down()
