@@ -56,6 +56,11 @@ def test_split_rules():
     assert [s.ramp_to.value for s in shares] == [30000, 30000]
     with pytest.raises(ValueError, match="flows: 1 flows cannot split over 2 engines"):
         split(DpdkFlows(port="net_null0"), 2)
+    from perfkit.spec import DpdkHttpClient
+    shares = split(DpdkHttpClient(cps=1000, cc=11, keepalive="20ms"), 2)
+    assert [(s.cps, s.cc) for s in shares] == [(500, 6), (500, 5)]
+    with pytest.raises(ValueError, match="cc: 1 connections cannot split over 2 engines"):
+        split(DpdkHttpClient(cc=1, keepalive="20ms"), 2)
 
 
 def test_engines_have_names_and_the_guard(cluster):
@@ -337,5 +342,46 @@ def test_dpdk_flows_from_engines_in_two_lab_hosts_to_a_sink_in_a_third(capsys):
         got = (after["NoPorts"] - before["NoPorts"]) + (after["InDatagrams"] - before["InDatagrams"])
         assert got == summary["pkts_tx"] == sum(h["pkts_tx"] for h in hosts.values())
         assert after["InCsumErrors"] == before["InCsumErrors"] and after["InErrors"] == before["InErrors"]
+    finally:
+        lab.down()
+
+
+@pytest.mark.netns
+@pytest.mark.dpdk
+@pytest.mark.nginx
+def test_dpdk_http_clients_in_two_lab_hosts_against_nginx_in_a_third(tmp_path):
+    """dperf's client over a cluster: each engine's DPDK port (af_packet) on its own host's veth, its
+    own address; nginx in h3 logged every request the two engines' shares counted, each from its host."""
+    from _labs import ethtool_or_skip, lab_module_or_skip, lab_up_or_skip
+    from _nginx import Nginx
+    import ipaddress
+    from perfkit.spec import DpdkHttpClient
+    lab = lab_up_or_skip(lab_module_or_skip(), hosts=3)
+    try:
+        h1, h2, h3 = lab.hosts
+        ethtool_or_skip(h3, "tx", "off")   # af_packet hands DPDK what the kernel sent: whole checksums
+        c = Cluster.start(lab=lab, hosts="h1,h2", name=f"w{os.getpid()}")
+        try:
+            mine = str(ipaddress.ip_network(f"{h1.ipv4}/24", strict=False).network_address + 200)
+            with Nginx(tmp_path, host=h3.ipv4, netns=h3.netns) as ngx:
+                run = perfkit.run(DpdkHttpClient(port=f"net_af_packet0,iface={h1.ifname}", netns=h1.netns_path,
+                                                 ip=mine, clients=((mine, 1),), server=h3.ipv4, listen=ngx.port,
+                                                 http_host="lab", cps=400, duration=1.5),
+                                  interval=0.5, cluster=c)
+                time.sleep(0.3)
+                ngx.stop()
+                log = ngx.log()
+        finally:
+            c.down()
+        assert run.error is None and set(run.hosts) == {"h1", "h2"}, run.error
+        last = run.rows[-1]   # a DPDK TCP run's counts are its rows' totals (dperf's layout)
+        per_host = {h: part.row(part.height - 1, named=True)
+                    for (h,), part in run.host_frame.group_by("host", maintain_order=True)}
+        assert last["http_2xx"] == sum(r["http_2xx"] for r in per_host.values()) == len(log) > 300
+        assert last["sock_error"] == 0 and last["http_err"] == 0
+        assert last["sock_open"] == last["sock_close"] == last["http_2xx"]
+        by_ip = {ip: sum(1 for ln in log if ln[6] == ip) for ip in {ln[6] for ln in log}}
+        share = ipaddress.ip_address(mine)   # h1's port at .200, h2's at .201: each host's share by its address
+        assert by_ip == {str(share): per_host["h1"]["http_2xx"], str(share + 1): per_host["h2"]["http_2xx"]}
     finally:
         lab.down()

@@ -7,6 +7,7 @@ import ipaddress
 import re
 from dataclasses import replace
 
+from perfkit.kinds.dpdk_tcp import DpdkHttpClient
 from perfkit.kinds.dpdk_udp import DpdkFlows
 from perfkit.kinds.http import HttpLoad
 from perfkit.kinds.qperf import LocalTest, RemoteTest
@@ -54,7 +55,18 @@ def _dpdk_flows(spec: DpdkFlows, n: int) -> list:
                     probe_rate=_rate(spec.probe_rate, 1 / n), flows=f) for f in shares(spec.flows, n)]
 
 
-RULES = {HttpLoad: _http, LocalTest: _socket, RemoteTest: _socket, DpdkFlows: _dpdk_flows}
+def _dpdk_http(spec: DpdkHttpClient, n: int) -> list:
+    if spec.more_ports:
+        raise ValueError("more_ports: a client on several ports does not split over engines (one port each)")
+    if spec.cc and spec.cc < n * spec.queues:
+        raise ValueError(f"cc: {spec.cc} connections cannot split over {n} engines of {spec.queues} workers "
+                         "(at least one each)")
+    ccs = shares(spec.cc, n) if spec.cc else [0] * n
+    return [replace(spec, cps=spec.cps / n, cc=cc) for cc in ccs]
+
+
+RULES = {HttpLoad: _http, LocalTest: _socket, RemoteTest: _socket, DpdkFlows: _dpdk_flows,
+         DpdkHttpClient: _dpdk_http}
 
 
 def _place_port(spec, k: int, host):
@@ -67,8 +79,20 @@ def _place_port(spec, k: int, host):
     return replace(spec, port=",".join([driver, *args]), netns=host.netns_path, ip=str(ip))
 
 
+def _place_client(spec, k: int, host):
+    """A DPDK HTTP client's share k on lab host host: its port on the host's interface, its own
+    address and client addresses the k-th block of the spec's range (every engine its own 4-tuples)."""
+    (first, count), = spec.clients
+    step = k * count
+    driver, *args = spec.port.split(",")
+    args = [a for a in args if not a.startswith("iface=")] + [f"iface={host.ifname}"]
+    return replace(spec, port=",".join([driver, *args]), netns=host.netns_path,
+                   ip=str(ipaddress.ip_address(spec.ip) + step),
+                   clients=((str(ipaddress.ip_address(first) + step), count),))
+
+
 # kinds whose shares each take a port of their engine's own host (perfkit.cluster: engines in lab hosts)
-PLACES = {DpdkFlows: _place_port}
+PLACES = {DpdkFlows: _place_port, DpdkHttpClient: _place_client}
 
 
 def placed(shares_: list, lab_hosts: list) -> list:
@@ -90,7 +114,7 @@ def needs_place(spec) -> bool:
 def split(spec, n: int) -> list:
     """n specs, one per engine, whose loads add up to spec's: HttpLoad splits its users (and its
     rate with them), LocalTest/RemoteTest their rate, flows and message count, DpdkFlows its
-    rate (ramp and probe rates too) and flows."""
+    rate (ramp and probe rates too) and flows, DpdkHttpClient its cps and cc."""
     if n < 1:
         raise ValueError(f"split: {n} engines, at least one needed")
     for cls in type(spec).__mro__:
