@@ -703,7 +703,8 @@ def main(argv=None) -> int:
 def _dperf(a) -> int:
     """Each conf is one run; with a server and a client, the server starts first and
     stops once every client has finished. Per-second blocks (dperf's layout) for one
-    conf; at the end dperf's totals and perfkit's summary for each."""
+    conf; at the end dperf's totals and perfkit's summary for each. --cluster: every
+    client conf's load split over the cluster's engines (a server conf runs here)."""
     cfgs = []
     for path in a.conf:
         if not os.path.exists(path):
@@ -713,6 +714,17 @@ def _dperf(a) -> int:
     if a.save and len(specs) > 1:
         raise ValueError("save: one conf per saved run")
     _dpdk_eal(a)
+    clients = [s for s, c in zip(specs, cfgs) if c.mode == "client"]
+    with cluster_cli.connected(a, clients[0] if clients else None) as cl:   # one line, exit 2, before anything starts
+        if cl is None and a.cluster is not None:
+            raise ValueError("cluster: --cluster splits a dperf client conf's load: give one")
+        for spec in clients[1:] if cl is not None else ():
+            cl.shares(spec)
+        return _dperf_runs(a, cfgs, specs, cl)
+
+
+def _dperf_runs(a, cfgs, specs, cluster) -> int:
+    """perfkit dperf's runs, servers first (cluster: the clients' engines)."""
     interval = parse_duration(a.interval, "interval")
     order = sorted(range(len(cfgs)), key=lambda i: cfgs[i].mode != "server")  # servers first
     runs = [None] * len(cfgs)
@@ -724,7 +736,8 @@ def _dperf(a) -> int:
         else:
             printer = (lambda row: None) if quiet else (lambda row: print(dperf.seconds_block(row), flush=True))
         printers.append(printer)
-        runs[i] = Run(specs[i], interval=interval, subscribers=(printer,))
+        runs[i] = Run(specs[i], interval=interval, subscribers=(printer,),
+                      cluster=cluster if cfgs[i].mode == "client" else None)
         if getattr(specs[i], "flood", False):
             _warn_flood(f"{a.conf[i]}: a SYN flood at {specs[i].cps:g} connections/s", specs[i].server)
         if not a.json:
@@ -769,7 +782,7 @@ def _dperf(a) -> int:
             if len(runs) > 1:
                 print(f"\n{a.conf[i]} ({cfgs[i].mode}):")
             print(dperf.total_block(last))
-            print(dperf.summary_lines(last, r.summary or {}))
+            print(dperf.summary_lines(last, r.summary or {}) + cluster_cli.hosts_text(r))
         if r.error:
             print(f"perfkit: error: {a.conf[i]}: {r.error}", file=sys.stderr)
             status = 1

@@ -349,12 +349,15 @@ def test_dpdk_flows_from_engines_in_two_lab_hosts_to_a_sink_in_a_third(capsys):
 @pytest.mark.netns
 @pytest.mark.dpdk
 @pytest.mark.nginx
-def test_dpdk_http_clients_in_two_lab_hosts_against_nginx_in_a_third(tmp_path):
-    """dperf's client over a cluster: each engine's DPDK port (af_packet) on its own host's veth, its
-    own address; nginx in h3 logged every request the two engines' shares counted, each from its host."""
+@pytest.mark.parametrize("how", ["api", "cli"])
+def test_dpdk_http_clients_in_two_lab_hosts_against_nginx_in_a_third(tmp_path, how, capsys):
+    """dperf's client over a cluster (perfkit.run, or perfkit dperf -c client.conf --cluster): each
+    engine's DPDK port (af_packet) on its own host's veth, its own address; nginx in h3 logged every
+    request the two engines' shares counted, each from its host's address."""
     from _labs import ethtool_or_skip, lab_module_or_skip, lab_up_or_skip
     from _nginx import Nginx
     import ipaddress
+    from perfkit.cli import main
     from perfkit.spec import DpdkHttpClient
     lab = lab_up_or_skip(lab_module_or_skip(), hosts=3)
     try:
@@ -363,16 +366,33 @@ def test_dpdk_http_clients_in_two_lab_hosts_against_nginx_in_a_third(tmp_path):
         c = Cluster.start(lab=lab, hosts="h1,h2", name=f"w{os.getpid()}")
         try:
             mine = str(ipaddress.ip_network(f"{h1.ipv4}/24", strict=False).network_address + 200)
+            port = f"net_af_packet0,iface={h1.ifname}"
             with Nginx(tmp_path, host=h3.ipv4, netns=h3.netns) as ngx:
-                run = perfkit.run(DpdkHttpClient(port=f"net_af_packet0,iface={h1.ifname}", netns=h1.netns_path,
-                                                 ip=mine, clients=((mine, 1),), server=h3.ipv4, listen=ngx.port,
-                                                 http_host="lab", cps=400, duration=1.5),
-                                  interval=0.5, cluster=c)
+                if how == "api":
+                    run = perfkit.run(DpdkHttpClient(port=port, netns=h1.netns_path, ip=mine, clients=((mine, 1),),
+                                                     server=h3.ipv4, listen=ngx.port, http_host="lab", cps=400,
+                                                     duration=1.5), interval=0.5, cluster=c)
+                else:
+                    conf = tmp_path / "client.conf"
+                    conf.write_text(f"mode client\nduration 1.5s\ncps 400\nwait 0\nport {port} {mine} {h3.ipv4}\n"
+                                    f"client {mine} 1\nserver {h3.ipv4} 1\nlisten {ngx.port} 1\nhttp_host lab\n")
+                    assert main(["dperf", "-c", str(conf), "--netns", h1.netns_path, "--cluster", c.name,
+                                 "--interval", "0.5s", "--json"]) == 0
                 time.sleep(0.3)
                 ngx.stop()
                 log = ngx.log()
         finally:
             c.down()
+        by_ip = {ip: sum(1 for ln in log if ln[6] == ip) for ip in {ln[6] for ln in log}}
+        share = ipaddress.ip_address(mine)   # h1's port at .200, h2's at .201: each host's share by its address
+        if how == "cli":
+            lines = [json.loads(ln) for ln in capsys.readouterr().out.strip().splitlines()]
+            summary, last = lines[-1]["summary"], lines[-2]
+            assert set(summary["hosts"]) == {"h1", "h2"} and summary["finished_hosts"] == ["h1", "h2"]
+            # dperf's slow_start is 10 s at least: 1.5 s of its ramp opens a few connections per host
+            assert last["http_2xx"] == last["sock_open"] == len(log) > 4 and last["sock_error"] == 0
+            assert set(by_ip) == {str(share), str(share + 1)} and all(n > 0 for n in by_ip.values())
+            return
         assert run.error is None and set(run.hosts) == {"h1", "h2"}, run.error
         last = run.rows[-1]   # a DPDK TCP run's counts are its rows' totals (dperf's layout)
         per_host = {h: part.row(part.height - 1, named=True)
@@ -380,8 +400,6 @@ def test_dpdk_http_clients_in_two_lab_hosts_against_nginx_in_a_third(tmp_path):
         assert last["http_2xx"] == sum(r["http_2xx"] for r in per_host.values()) == len(log) > 300
         assert last["sock_error"] == 0 and last["http_err"] == 0
         assert last["sock_open"] == last["sock_close"] == last["http_2xx"]
-        by_ip = {ip: sum(1 for ln in log if ln[6] == ip) for ip in {ln[6] for ln in log}}
-        share = ipaddress.ip_address(mine)   # h1's port at .200, h2's at .201: each host's share by its address
         assert by_ip == {str(share): per_host["h1"]["http_2xx"], str(share + 1): per_host["h2"]["http_2xx"]}
     finally:
         lab.down()

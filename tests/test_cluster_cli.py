@@ -120,7 +120,7 @@ def test_the_commands_that_make_load_take_cluster():
     from perfkit.cli import _parser
     sub = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
     have = {cmd for cmd, p in sub.items() if any("--cluster" in a.option_strings for a in p._actions)}
-    assert have == {"http", "local", "test", "flows"}   # reflect, a far end, does not split; dperf not yet
+    assert have == {"http", "local", "test", "flows", "dperf"}   # reflect, a far end, does not split
 
 
 def test_dpdk_flows_on_a_kernel_port_needs_engines_in_lab_hosts(name):
