@@ -195,8 +195,8 @@ class Panel:
     values: initial field values (as typed in the form, e.g. size="1500", rate="10kpps").
     interval: seconds per row; window: rows the live chart keeps; engine: perfkit.engines()
     (default: the spec's own, e.g. dpdk for DpdkFlows); choices: {field: options} to narrow
-    a dropdown. cluster: the cluster picker's choice (a kind that splits over a cluster:
-    HttpLoad, LocalTest, RemoteTest), a name `perfkit cluster status` lists; "none" or None: this host.
+    a dropdown. cluster: the cluster picker's choice (a kind that splits over a cluster,
+    perfkit.kinds.split.RULES), a name `perfkit cluster status` lists; "none" or None: this host.
     """
 
     def __init__(self, spec_cls=_kinds.LocalTest, *, interval: float = 1.0, window: int = 300,
