@@ -484,15 +484,16 @@ def _dpdk_eal(a) -> None:
     dpdk.set_verbose(getattr(a, "verbose", False))
 
 
-def _dpdk_run(a, spec, header: str, flood: tuple | None = None):
+def _dpdk_run(a, spec, header: str, flood: tuple | None = None, cluster=None):
     """Run a DPDK spec as perfkit local runs a test: rows, then a summary; flood: (what,
-    target) of an unpaced flood, said once everything is checked, before it starts."""
+    target) of an unpaced flood, said once everything is checked, before it starts.
+    cluster: the spec split over its engines, each with its own EAL (perfkit.cluster)."""
     if a.engine != "dpdk":
         raise ValueError(f"engine: {a.engine!r}: perfkit {a.command} runs on the dpdk or the socket engine")
-    _dpdk_eal(a)
+    _dpdk_eal(a)   # with a cluster: checked here, and the engines' EALs take their defaults
     interval = parse_duration(a.interval, "interval")
     printer = JsonPrinter() if a.json else LinePrinter()
-    run = Run(spec, engine="dpdk", interval=interval, subscribers=(printer,))
+    run = Run(spec, engine="dpdk", interval=interval, subscribers=(printer,), cluster=cluster)
     if flood:
         _warn_flood(*flood)
     run.start()  # EAL, ports: a failure raises here, one line, nothing ran
@@ -517,6 +518,9 @@ def _run_done(a, run, printer, interrupted, text: str) -> int:
 
 def _flows(a) -> int:
     spec = dpdk_udp.CLI_SPECS["flows"](a)
+    if a.cluster is not None and (a.engine != "dpdk" or a.search is not None):
+        raise ValueError("cluster: --cluster runs perfkit flows on the dpdk engine, one run (no --search, "
+                         "no --engine socket)")
     if a.engine == "socket":   # both ends here, on kernel sockets
         if a.search is not None:
             return _search(a, spec, "socket")
@@ -528,10 +532,11 @@ def _flows(a) -> int:
             raise ValueError(f"engine: {a.engine!r}: perfkit flows runs on the dpdk or the socket engine")
         _dpdk_eal(a)
         return _search(a, spec, "dpdk")
-    run, printer, interrupted = _dpdk_run(a, spec, dpdk_udp.flows_header(spec), dpdk_udp.flows_flood(spec))
+    with cluster_cli.connected(a, spec) as c:   # --cluster NAME: one line, exit 2, before anything starts
+        run, printer, interrupted = _dpdk_run(a, spec, dpdk_udp.flows_header(spec), dpdk_udp.flows_flood(spec), c)
     text = summary_text(run.summary) if run.summary else ""
     s = run.summary or {}
-    text += dpdk_udp.flows_summary_extra(s)
+    text += dpdk_udp.flows_summary_extra(s) + cluster_cli.hosts_text(run)
     for w in s.get("warnings", ()):   # e.g. ARP for the destination unanswered: what to check
         print(f"perfkit: warning: {w}", file=sys.stderr)
     return _run_done(a, run, printer, interrupted, text)
@@ -698,7 +703,8 @@ def main(argv=None) -> int:
 def _dperf(a) -> int:
     """Each conf is one run; with a server and a client, the server starts first and
     stops once every client has finished. Per-second blocks (dperf's layout) for one
-    conf; at the end dperf's totals and perfkit's summary for each."""
+    conf; at the end dperf's totals and perfkit's summary for each. --cluster: every
+    client conf's load split over the cluster's engines (a server conf runs here)."""
     cfgs = []
     for path in a.conf:
         if not os.path.exists(path):
@@ -708,6 +714,17 @@ def _dperf(a) -> int:
     if a.save and len(specs) > 1:
         raise ValueError("save: one conf per saved run")
     _dpdk_eal(a)
+    clients = [s for s, c in zip(specs, cfgs) if c.mode == "client"]
+    with cluster_cli.connected(a, clients[0] if clients else None) as cl:   # one line, exit 2, before anything starts
+        if cl is None and a.cluster is not None:
+            raise ValueError("cluster: --cluster splits a dperf client conf's load: give one")
+        for spec in clients[1:] if cl is not None else ():
+            cl.shares(spec)
+        return _dperf_runs(a, cfgs, specs, cl)
+
+
+def _dperf_runs(a, cfgs, specs, cluster) -> int:
+    """perfkit dperf's runs, servers first (cluster: the clients' engines)."""
     interval = parse_duration(a.interval, "interval")
     order = sorted(range(len(cfgs)), key=lambda i: cfgs[i].mode != "server")  # servers first
     runs = [None] * len(cfgs)
@@ -719,7 +736,8 @@ def _dperf(a) -> int:
         else:
             printer = (lambda row: None) if quiet else (lambda row: print(dperf.seconds_block(row), flush=True))
         printers.append(printer)
-        runs[i] = Run(specs[i], interval=interval, subscribers=(printer,))
+        runs[i] = Run(specs[i], interval=interval, subscribers=(printer,),
+                      cluster=cluster if cfgs[i].mode == "client" else None)
         if getattr(specs[i], "flood", False):
             _warn_flood(f"{a.conf[i]}: a SYN flood at {specs[i].cps:g} connections/s", specs[i].server)
         if not a.json:
@@ -764,7 +782,7 @@ def _dperf(a) -> int:
             if len(runs) > 1:
                 print(f"\n{a.conf[i]} ({cfgs[i].mode}):")
             print(dperf.total_block(last))
-            print(dperf.summary_lines(last, r.summary or {}))
+            print(dperf.summary_lines(last, r.summary or {}) + cluster_cli.hosts_text(r))
         if r.error:
             print(f"perfkit: error: {a.conf[i]}: {r.error}", file=sys.stderr)
             status = 1

@@ -36,7 +36,7 @@ import uuid
 from perfkit.engines import get as get_engine
 from perfkit.errors import EngineError
 from perfkit import kinds
-from perfkit.kinds.split import split
+from perfkit.kinds.split import needs_place, placed, split
 from perfkit.lab import Lab
 from perfkit.run import environment
 from perfkit.stats import COUNTERS, Histogram, keep_groups, make_row, merge_counters, summarize
@@ -332,6 +332,31 @@ class Cluster:
         with self._lock:
             return self.client[engine_id].apply_async(fn, *args)
 
+    def shares(self, spec) -> list:
+        """spec split over this cluster's engines (perfkit.kinds.split), in the order of hosts; a
+        DPDK port on a kernel interface placed on each engine's own lab host. ClusterError naming
+        the field when it does not split, or needs engines in lab hosts and these are not."""
+        hosts = self.hosts
+        try:
+            out = split(spec, len(hosts))
+            if needs_place(spec):   # a DPDK port per engine: each on its own lab host's interface
+                out = placed(out, self._lab_hosts(spec, hosts))
+        except ValueError as exc:
+            raise (exc if isinstance(exc, ClusterError) else ClusterError(f"cluster: {exc}")) from None
+        return out
+
+    def _lab_hosts(self, spec, hosts: list[str]) -> list:
+        """The lab host (perfkit.lab.Host) of every engine: a spec with a port per engine needs them."""
+        lab = (self.state or {}).get("lab")
+        if not lab:
+            raise ClusterError(f"port: {type(spec).__name__} takes a DPDK port on every engine's own host: "
+                               f"run it on a cluster of lab hosts (perfkit cluster up --lab NAME --hosts ...)")
+        try:
+            lab = Lab.attach(lab)
+            return [lab.host(h) for h in hosts]
+        except (KeyError, ValueError, IndexError) as exc:
+            raise ClusterError(f"cluster: the engines' lab {lab} is not up as it was ({exc})") from None
+
     def handle(self, spec, engine_name: str) -> "ClusterHandle":
         """The engine handle of spec split over every engine (built there, not started)."""
         return ClusterHandle(self, spec, engine_name)
@@ -400,10 +425,7 @@ class ClusterHandle:
         engines = cluster.engines()
         self.hosts = [e["host"] for e in engines]
         self._ids = [e["id"] for e in engines]
-        try:
-            shares = split(spec, len(engines))
-        except ValueError as exc:
-            raise ClusterError(f"cluster: {exc}") from None
+        shares = cluster.shares(spec)
         self.shares = dict(zip(self.hosts, shares))
         self._run = uuid.uuid4().hex
         self._errors: dict[str, str] = {}

@@ -8,7 +8,6 @@ import sys
 
 from perfkit import cluster
 from perfkit.fields import applies, float_arg, int_arg
-from perfkit.kinds.split import split
 
 CONNECT_S = 10.0   # how long --cluster waits for the controller and its engines to answer
 
@@ -86,9 +85,9 @@ def connect(a, spec=None):
         raise ValueError("cluster: --cluster runs on ipyparallel, which is not installed here (pip install ipyparallel)")
     c = cluster.Cluster.connect(name.strip(), timeout=CONNECT_S)
     try:
-        n = len(c.engines())   # every engine answers now, or one line naming the cluster
+        c.engines()   # every engine answers now, or one line naming the cluster
         if spec is not None:
-            split(spec, n)
+            c.shares(spec)   # it splits, and where a port per engine needs lab hosts, they are
     except ValueError as exc:
         c.close()
         raise exc if isinstance(exc, cluster.ClusterError) else cluster.ClusterError(f"cluster: {exc}") from None

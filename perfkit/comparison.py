@@ -64,7 +64,7 @@ def cdf_points(hist) -> tuple[list[float], list[float]]:
 class Comparison:
     """Runs lined up: .runs, .names, .table, .figure(), .report(path)."""
 
-    def __init__(self, runs, names=None, keys=None):
+    def __init__(self, runs, names=None, keys=None, hosts: bool = False):
         runs = [_as_run(r) for r in runs]
         if not runs:
             raise ValueError("runs: nothing to compare (give at least one run)")
@@ -88,6 +88,7 @@ class Comparison:
         if unknown:
             raise ValueError(f"keys: {unknown[0]!r} is not one of {', '.join(KEY_FIGURES)}")
         self.runs, self.names, self.keys = runs, names, tuple(keys)
+        self.per_host = bool(hosts)   # a row per host of a cluster run beside its total
         self._table = None
 
     # ------------------------------------------------------------------ table
@@ -96,29 +97,45 @@ class Comparison:
         """One row per run: name, test, size, rate, duration, host, engine, the key figures,
         and <figure>_ratio = this run's figure / the first run's (null where either is
         missing or the first is 0). Ratios above 1 are better for rates, worse for
-        latency, loss and CPU (LOWER_IS_BETTER)."""
+        latency, loss and CPU (LOWER_IS_BETTER).
+        Made with hosts=True: a part column, and after each run's total row ("total") a row per
+        host of a cluster run (perfkit.cluster: its host's own summary), each ratio against the
+        first run's same part (its total, or its host of that name)."""
         if self._table is None:
             import polars as pl  # polars and plotly load when a table or a figure is first asked for
             rows = []
             base = self.runs[0].summary or {}
+            base_hosts = base.get("hosts") or {}
             for name, run in zip(self.names, self.runs):
                 s = run.summary or {}
-                spec = run.spec.to_dict() if hasattr(run.spec, "to_dict") else {}
-                row = {"name": name, "test": s.get("test") or spec.get("test"), "size": spec.get("size"),
-                       "rate": rate_text(spec), "duration_s": s.get("duration_s"),
-                       "host": run.env.get("host"), "engine": run.engine_name, "error": run.error}
-                for k in self.keys:
-                    row[k] = _num(s.get(k))
-                for k in self.keys:
-                    a, b = _num(s.get(k)), _num(base.get(k))
-                    row[k + "_ratio"] = a / b if a is not None and b not in (None, 0.0) else None
-                rows.append(row)
+                rows.append(self._row(name, run, s, base, "total"))
+                if self.per_host:
+                    rows.extend(self._row(name, run, hs, base_hosts.get(h) or {}, h)
+                                for h, hs in (s.get("hosts") or {}).items())
             schema = {"name": pl.String, "test": pl.String, "size": pl.Int64, "rate": pl.String,
                       "duration_s": pl.Float64, "host": pl.String, "engine": pl.String, "error": pl.String}
+            if self.per_host:
+                schema["part"] = pl.String
             schema.update({k: pl.Float64 for k in self.keys})
             schema.update({k + "_ratio": pl.Float64 for k in self.keys})
             self._table = pl.DataFrame(rows, schema=schema, orient="row")
         return self._table
+
+    def _row(self, name, run, s: dict, base: dict, part: str) -> dict:
+        """One table row: a run's total (part "total") or one of its hosts' summaries (s)."""
+        spec = run.spec.to_dict() if hasattr(run.spec, "to_dict") else {}
+        row = {"name": name, "test": s.get("test") or spec.get("test"), "size": spec.get("size"),
+               "rate": rate_text(spec), "duration_s": s.get("duration_s"),
+               "host": run.env.get("host") if part == "total" else part, "engine": run.engine_name,
+               "error": run.error if part == "total" else s.get("error")}
+        if self.per_host:
+            row["part"] = part
+        for k in self.keys:
+            row[k] = _num(s.get(k))
+        for k in self.keys:
+            a, b = _num(s.get(k)), _num(base.get(k))
+            row[k + "_ratio"] = a / b if a is not None and b not in (None, 0.0) else None
+        return row
 
     # ------------------------------------------------------------------ figure
     def figure(self, title: str | None = None):
@@ -132,7 +149,7 @@ class Comparison:
         top = (("http_resp_per_s", "responses/s (TPS)", "resp/s"), ("http_err_per_s", "failed requests/s", "err/s")
                ) if self.http else (("bits_rx_per_s", "received bits/s", "bit/s"),
                                     ("pkts_rx_per_s", "received packets/s", "pkt/s"))
-        chart_h, table_h = 330, 60 + 30 * len(self.runs)   # pixels
+        chart_h, table_h = 330, 60 + 30 * len(self.table)   # pixels
         height = 2 * chart_h + table_h + 200                  # + titles, axes, legend, gaps
         fig = make_subplots(
             rows=3, cols=2, row_heights=[chart_h, chart_h, table_h], vertical_spacing=0.1 * 900 / height,
@@ -180,8 +197,9 @@ class Comparison:
     def _table_trace(self):
         import plotly.graph_objects as go
         header = ["run"] + [LABELS.get(k, k) for k in self.keys]
-        cells = [[n for n in self.names]]
         tab = self.table
+        cells = [[n if not self.per_host or p == "total" else f"{n} · {p}"
+                  for n, p in zip(tab["name"].to_list(), tab["part"].to_list() if self.per_host else tab["name"])]]
         for k in self.keys:
             col = []
             for v, r in zip(tab[k].to_list(), tab[k + "_ratio"].to_list()):
@@ -208,8 +226,10 @@ class Comparison:
         return f"<perfkit.Comparison of {len(self.runs)} runs: {', '.join(self.names)}>"
 
 
-def compare(runs, names=None, keys=None, iface=None):
+def compare(runs, names=None, keys=None, iface=None, hosts: bool = False):
     """Compare finished runs (Run objects or paths of saved runs); the first is the baseline.
+    hosts=True: the table also has a row per host of every cluster run (perfkit.cluster), each
+    against the first run's host of that name (Comparison.table says how).
     keys: the figures to line up (default: HTTP_KEY_FIGURES when every run is an HTTP load,
     else the socket/DPDK figures of KEY_FIGURES).
     Ladders (perfkit.ladder results, ladder tables: frames with one row per users, or lists of
@@ -230,7 +250,7 @@ def compare(runs, names=None, keys=None, iface=None):
         raise ValueError("runs: give ladders (one per environment) or runs, not a mix")
     if iface is not None:
         raise ValueError("iface: only ladders are compared by interface packets")
-    return Comparison(runs, names=names, keys=keys)
+    return Comparison(runs, names=names, keys=keys, hosts=hosts)
 
 
 # ---------------------------------------------------------------- ladders pivoted

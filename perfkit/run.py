@@ -114,6 +114,7 @@ class Run:
         self.watch = hostmetrics.check_watch(watch)
         self._host: hostmetrics.HostSampler | None = None
         self.host_schema: dict = {}   # the host metric columns' dtypes (perfkit.hostmetrics)
+        self._host_frame = None   # a loaded cluster run's per-host rows (a live one asks its handle)
 
     # ------------------------------------------------------------- control
     def subscribe(self, fn: Callable[[dict], None]) -> "Run":
@@ -215,6 +216,8 @@ class Run:
     @property
     def host_frame(self):
         """A cluster run's rows per host, with a host column (perfkit.cluster); None for one host."""
+        if self._host_frame is not None:
+            return self._host_frame
         fn = getattr(self._handle, "host_frame", None)
         return fn() if fn is not None else None
 
@@ -341,9 +344,15 @@ class Run:
             b"perfkit.run": json.dumps({"engine": self.engine_name, "interval": self.interval,
                                         "roles": self.roles, "error": self.error,
                                         "thresholds": [t.text for t in self.threshold_specs]}).encode(),
+            **self._host_rows_entry(),
             **(extra or {}),
         })
         return str(path)
+
+    def _host_rows_entry(self) -> dict:
+        """A cluster run's per-host rows as one more entry, under the file's checksum like the rest."""
+        hf = self.host_frame
+        return {} if hf is None or hf.is_empty() else {savefile.HOST_ROWS_KEY: savefile.frame_entry(hf)}
 
     @classmethod
     def load(cls, path) -> "Run":
@@ -365,6 +374,8 @@ class Run:
         run.summary = savefile.decode(path, raw, b"perfkit.summary")
         run._frame = frame
         run.rows = frame.to_dicts()
+        if savefile.HOST_ROWS_KEY in raw:
+            run._host_frame = savefile.frame_from_entry(path, raw, savefile.HOST_ROWS_KEY)
         run._done.set()
         return run
 

@@ -6,11 +6,14 @@ Files saved before the checksum existed have none; they load as they are.
 """
 from __future__ import annotations
 
+import base64
 import hashlib
+import io
 import json
 import os
 
 CHECKSUM_KEY = b"perfkit.sha256"
+HOST_ROWS_KEY = b"perfkit.host_rows"   # a cluster run's rows per host (perfkit.cluster), when it has them
 REQUIRED = (b"perfkit.spec", b"perfkit.env", b"perfkit.summary", b"perfkit.histogram", b"perfkit.run")
 
 
@@ -89,3 +92,25 @@ def read(path):
     if CHECKSUM_KEY in raw and raw[CHECKSUM_KEY] != digest(frame, raw).encode():
         raise SaveFileError(f"{path}: the file has changed since it was saved (its checksum does not match)")
     return frame, raw
+
+
+def frame_entry(frame) -> bytes:
+    """A second frame (a cluster run's per-host rows) as a JSON entry: its columns and the frame
+    as Arrow IPC (base64), so its types come back exactly; sealed by the checksum like every entry."""
+    buf = io.BytesIO()
+    frame.write_ipc(buf)
+    return json.dumps({"columns": frame.columns, "rows": frame.height,
+                       "arrow_ipc_base64": base64.b64encode(buf.getvalue()).decode()}).encode()
+
+
+def frame_from_entry(path, raw: dict, key: bytes):
+    """The frame frame_entry wrote under key, or an error naming the file and the entry."""
+    import polars as pl
+    d = decode(path, raw, key)
+    try:
+        frame = pl.read_ipc(io.BytesIO(base64.b64decode(d["arrow_ipc_base64"], validate=True)))
+    except Exception:   # any decoding error is a damaged entry to the user
+        raise SaveFileError(f"{path}: its {key.decode()} entry is damaged (not a frame)") from None
+    if frame.columns != d.get("columns") or frame.height != d.get("rows"):
+        raise SaveFileError(f"{path}: its {key.decode()} entry is damaged (columns or rows differ)")
+    return frame

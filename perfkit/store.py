@@ -75,7 +75,8 @@ def _schema():
     cols = {"name": pl.String, "time": pl.Datetime("us", "UTC"), "test": pl.String,
             "engine": pl.String, "host": pl.String, "kernel": pl.String, "target": pl.String,
             "lab": pl.String, "size": pl.Int64, "rate": pl.String, "duration_s": pl.Float64,
-            "tags": pl.List(pl.String), "note": pl.String, "error": pl.String}
+            "tags": pl.List(pl.String), "note": pl.String, "error": pl.String,
+            "cluster": pl.String, "hosts": pl.List(pl.String)}
     cols.update({k: pl.Float64 for k in KEY_FIGURES})
     cols.update({"rows": pl.Int64, "path": pl.String})
     return cols
@@ -100,6 +101,8 @@ def run_record(meta: dict, path: str | None = None) -> dict:
         "duration_s": summary.get("duration_s"),
         "tags": list(store.get("tags") or []), "note": store.get("note"),
         "error": info.get("error") or summary.get("error"),
+        # a cluster run (perfkit.cluster): the cluster and the hosts that shared the load
+        "cluster": summary.get("cluster"), "hosts": list(summary.get("hosts") or env.get("hosts") or {}),
     }
     for k in KEY_FIGURES:
         v = summary.get(k)
@@ -256,13 +259,13 @@ class Store:
 
     def list(self, text: str | None = None, tags=None, since=None, until=None, **equals):
         """Stored runs as a polars frame, newest first: name, time (UTC), test, engine,
-        host, kernel, target, lab, size, rate, duration_s, tags, note, error, the key
-        figures (KEY_FIGURES), rows and path.
+        host, kernel, target, lab, size, rate, duration_s, tags, note, error, cluster and
+        hosts (a cluster run's, else null and []), the key figures (KEY_FIGURES), rows and path.
 
         Filters (all must hold): any column by value (test="udp_bw", engine="socket",
         host=..., kernel=...; a list or tuple matches any of its values); tags: a tag or
         tags the run must all have; text: a case-insensitive substring of the name, test,
-        host, tags or note; since/until: datetimes or ISO strings bounding the run's start.
+        host, a cluster run's hosts, tags or note; since/until: datetimes or ISO strings bounding the run's start.
         Files that are not perfkit runs are skipped."""
         import polars as pl
         schema = _schema()
@@ -298,6 +301,7 @@ class Store:
         if text:
             needle = str(text).lower()
             hay = pl.concat_str([pl.col("name"), pl.col("test").fill_null(""), pl.col("host").fill_null(""),
+                                 pl.col("hosts").list.join(" "),
                                  pl.col("tags").list.join(" "), pl.col("note").fill_null(""),
                                  pl.col("engine").fill_null("")], separator=" ").str.to_lowercase()
             df = df.filter(hay.str.contains(needle, literal=True))

@@ -1,5 +1,6 @@
 """One load from many engines as one run (perfkit.cluster, on ipyparallel): local engines on
 loopback here; every load is bounded in time and the engines inherit the network guard."""
+import json
 import os
 import signal
 import subprocess
@@ -17,7 +18,7 @@ from perfkit.cluster import Cluster, ClusterError, clusters  # noqa: E402
 from perfkit.kinds.http import http_workers  # noqa: E402
 from perfkit.errors import EngineError  # noqa: E402
 from perfkit.kinds.split import split  # noqa: E402
-from perfkit.spec import HttpLoad, HttpServe, LocalTest, RemoteTest, SocketReflect  # noqa: E402
+from perfkit.spec import DpdkFlows, HttpLoad, HttpServe, LocalTest, RemoteTest, SocketReflect  # noqa: E402
 from perfkit.stats import INDEX  # noqa: E402
 
 
@@ -50,6 +51,16 @@ def test_split_rules():
         split(HttpLoad(url="http://127.0.0.1:1/", users=2), 3)
     with pytest.raises(ValueError, match="SocketReflect does not split"):
         split(SocketReflect(), 2)
+    shares = split(DpdkFlows(port="net_null0", rate="30kpps", flows=5, ramp_to="60kpps", ramp_time="1s"), 2)
+    assert [s.flows for s in shares] == [3, 2] and [s.rate.value for s in shares] == [15000, 15000]
+    assert [s.ramp_to.value for s in shares] == [30000, 30000]
+    with pytest.raises(ValueError, match="flows: 1 flows cannot split over 2 engines"):
+        split(DpdkFlows(port="net_null0"), 2)
+    from perfkit.spec import DpdkHttpClient
+    shares = split(DpdkHttpClient(cps=1000, cc=11, keepalive="20ms"), 2)
+    assert [(s.cps, s.cc) for s in shares] == [(500, 6), (500, 5)]
+    with pytest.raises(ValueError, match="cc: 1 connections cannot split over 2 engines"):
+        split(DpdkHttpClient(cc=1, keepalive="20ms"), 2)
 
 
 def test_engines_have_names_and_the_guard(cluster):
@@ -86,7 +97,48 @@ def test_udp_from_three_engines(cluster, tmp_path):
         assert part["pkts_rx"][-1] == run.hosts[h[0]]["pkts_rx"]
     assert hf.group_by("host").agg(pl.col("pkts_rx").max())["pkts_rx"].sum() == s["pkts_rx"]
     back = perfkit.load(run.save(tmp_path / "cluster.parquet"))   # saved as any run, hosts included
-    assert back.hosts == run.hosts and set(back.env["hosts"]) == {"e0", "e1", "e2"}
+    assert back.hosts == run.hosts and back.env["hosts"] == run.env["hosts"]
+    assert back.host_frame.equals(run.host_frame) and back.frame.equals(run.frame)
+
+
+def test_saved_cluster_runs_list_and_compare_per_host(cluster, tmp_path):
+    from perfkit import savefile
+    runs = [perfkit.run(LocalTest("udp_bw", rate=r, duration=0.6), interval=0.3, cluster=cluster.select("e0,e1"))
+            for r in ("8kpps", "16kpps")]
+    store = perfkit.Store(tmp_path / "runs")
+    for name, run in zip(("slow", "fast"), runs):
+        assert run.error is None
+        store.save(run, name=name, tags="cluster")
+        back = store.load(name)   # the store's file: per-host rows, summaries and environments round trip
+        assert back.host_frame.equals(run.host_frame) and back.hosts == run.hosts
+        assert back.env["hosts"] == run.env["hosts"] and back.summary == run.summary
+    listed = store.list(text="e1")   # a cluster run is listed with its hosts (and found by one)
+    assert sorted(listed["name"]) == ["fast", "slow"]
+    assert listed["hosts"].to_list() == [["e0", "e1"]] * 2 and set(listed["cluster"]) == {cluster.name}
+    # the per-host rows are sealed by the file's checksum like the rest
+    path = store.file("slow")
+    raw = bytearray(path.read_bytes())
+    i = raw.index(b"arrow_ipc_base64")
+    raw[i + 40] = ord("A") if raw[i + 40] != ord("A") else ord("B")
+    path.write_bytes(bytes(raw))
+    with pytest.raises(savefile.SaveFileError, match="checksum does not match|damaged"):
+        perfkit.load(path)
+    cmp = perfkit.compare(runs, names=["slow", "fast"], hosts=True)
+    t = cmp.table
+    assert t["part"].to_list() == ["total", "e0", "e1"] * 2
+    assert t["host"].to_list()[1:3] == ["e0", "e1"]
+    for name, run in zip(("slow", "fast"), runs):
+        rows = t.filter(pl.col("name") == name)
+        assert rows["rx_pps"].to_list() == pytest.approx([run.summary["rx_pps"], run.hosts["e0"]["rx_pps"],
+                                                          run.hosts["e1"]["rx_pps"]])
+    fast = t.filter(pl.col("name") == "fast")
+    for part in ("total", "e0", "e1"):   # each part against the first run's same part
+        base = runs[0].summary if part == "total" else runs[0].hosts[part]
+        now = runs[1].summary if part == "total" else runs[1].hosts[part]
+        assert fast.filter(pl.col("part") == part)["rx_pps_ratio"][0] == pytest.approx(
+            now["rx_pps"] / base["rx_pps"])
+    assert perfkit.compare(runs).table.height == 2 and "part" not in perfkit.compare(runs).table.columns
+    assert len(cmp.figure().data[-1].cells.values[0]) == 6   # the figure's table: a line per part
 
 
 def test_start_skew_under_one_interval(cluster):
@@ -107,6 +159,10 @@ def test_bad_input_is_one_error_before_anything_starts(cluster):
     # every engine checks its share where it runs: a lab that is not up there, named by host
     with pytest.raises(ClusterError, match=r"host e0: .*host e1: .*host e2: "):
         perfkit.Run(LocalTest("udp_bw", lab="nolab", duration=1), cluster=cluster).start()
+    # a DPDK port on a kernel interface needs every engine in a lab host of its own
+    with pytest.raises(ClusterError, match="port: DpdkFlows takes a DPDK port on every engine's own host"):
+        perfkit.Run(DpdkFlows(port="net_af_packet0,iface=x", netns="/run/netns/x", flows=3, duration=1),
+                    cluster=cluster).start()
     with pytest.raises(ClusterError, match="hosts: e9: not engines of cluster"):
         cluster.select("e9")
     from perfkit import cluster as mod
@@ -241,5 +297,109 @@ def test_lab_engines_send_udp_to_one_sink():
         assert after["RcvbufErrors"] == before["RcvbufErrors"] and after["NoPorts"] == before["NoPorts"]
         assert s["pkts_tx"] == pytest.approx(45000, rel=0.1)
         assert all(h["pkts_tx"] == pytest.approx(15000, rel=0.1) for h in run.hosts.values())
+    finally:
+        lab.down()
+
+
+@pytest.mark.dpdk
+def test_dpdk_flows_on_net_null_from_three_local_engines(cluster):
+    """Every engine its own EAL (its own process) and its own net_null port: the shares add up."""
+    run = perfkit.run(DpdkFlows(port="net_null0,no-rx=1", rate="30kpps", flows=3, duration=1), interval=0.5,
+                      cluster=cluster)
+    s = run.summary
+    assert run.error is None and set(run.hosts) == {"e0", "e1", "e2"}
+    assert s["pkts_tx"] == sum(h["pkts_tx"] for h in run.hosts.values())
+    assert all(h["pkts_tx"] == pytest.approx(10000, rel=0.1) and h["finished"] for h in run.hosts.values())
+
+
+@pytest.mark.netns
+@pytest.mark.dpdk
+def test_dpdk_flows_from_engines_in_two_lab_hosts_to_a_sink_in_a_third(capsys):
+    """perfkit flows --cluster: each engine's DPDK port on its own host's veth (af_packet), frames to
+    h3's kernel, whose UDP counters see every frame the two engines sent, no more, no less."""
+    from _labs import lab_module_or_skip, lab_up_or_skip
+    import ipaddress
+    from perfkit.cli import main
+    lab = lab_up_or_skip(lab_module_or_skip(), hosts=3)
+    try:
+        h1, h2, h3 = lab.hosts
+        c = Cluster.start(lab=lab, hosts="h1,h2", name=f"d{os.getpid()}")
+        try:
+            mine = str(ipaddress.ip_network(f"{h1.ipv4}/24", strict=False).network_address + 200)
+            before = _udp_counters(h3.netns)
+            assert main(["flows", "--port", f"net_af_packet0,iface={h1.ifname}", "--netns", h1.netns_path,
+                         "--ip", mine, "--peer-ip", h3.ipv4, "--rate", "20kpps", "--flows", "4", "--size", "128",
+                         "-t", "1.5s", "--interval", "0.5s", "--cluster", c.name, "--json"]) == 0
+            after = _udp_counters(h3.netns)
+        finally:
+            c.down()
+        out = capsys.readouterr().out
+        summary = json.loads(out.strip().splitlines()[-1])["summary"]
+        hosts = summary["hosts"]
+        assert set(hosts) == {"h1", "h2"} and all(h["finished"] for h in hosts.values())
+        assert all(h["pkts_tx"] == pytest.approx(15000, rel=0.1) for h in hosts.values())
+        # no socket listens on h3's port: every datagram the kernel took is a NoPorts, none with a bad sum
+        got = (after["NoPorts"] - before["NoPorts"]) + (after["InDatagrams"] - before["InDatagrams"])
+        assert got == summary["pkts_tx"] == sum(h["pkts_tx"] for h in hosts.values())
+        assert after["InCsumErrors"] == before["InCsumErrors"] and after["InErrors"] == before["InErrors"]
+    finally:
+        lab.down()
+
+
+@pytest.mark.netns
+@pytest.mark.dpdk
+@pytest.mark.nginx
+@pytest.mark.parametrize("how", ["api", "cli"])
+def test_dpdk_http_clients_in_two_lab_hosts_against_nginx_in_a_third(tmp_path, how, capsys):
+    """dperf's client over a cluster (perfkit.run, or perfkit dperf -c client.conf --cluster): each
+    engine's DPDK port (af_packet) on its own host's veth, its own address; nginx in h3 logged every
+    request the two engines' shares counted, each from its host's address."""
+    from _labs import ethtool_or_skip, lab_module_or_skip, lab_up_or_skip
+    from _nginx import Nginx
+    import ipaddress
+    from perfkit.cli import main
+    from perfkit.spec import DpdkHttpClient
+    lab = lab_up_or_skip(lab_module_or_skip(), hosts=3)
+    try:
+        h1, h2, h3 = lab.hosts
+        ethtool_or_skip(h3, "tx", "off")   # af_packet hands DPDK what the kernel sent: whole checksums
+        c = Cluster.start(lab=lab, hosts="h1,h2", name=f"w{os.getpid()}")
+        try:
+            mine = str(ipaddress.ip_network(f"{h1.ipv4}/24", strict=False).network_address + 200)
+            port = f"net_af_packet0,iface={h1.ifname}"
+            with Nginx(tmp_path, host=h3.ipv4, netns=h3.netns) as ngx:
+                if how == "api":
+                    run = perfkit.run(DpdkHttpClient(port=port, netns=h1.netns_path, ip=mine, clients=((mine, 1),),
+                                                     server=h3.ipv4, listen=ngx.port, http_host="lab", cps=400,
+                                                     duration=1.5), interval=0.5, cluster=c)
+                else:
+                    conf = tmp_path / "client.conf"
+                    conf.write_text(f"mode client\nduration 1.5s\ncps 400\nwait 0\nport {port} {mine} {h3.ipv4}\n"
+                                    f"client {mine} 1\nserver {h3.ipv4} 1\nlisten {ngx.port} 1\nhttp_host lab\n")
+                    assert main(["dperf", "-c", str(conf), "--netns", h1.netns_path, "--cluster", c.name,
+                                 "--interval", "0.5s", "--json"]) == 0
+                time.sleep(0.3)
+                ngx.stop()
+                log = ngx.log()
+        finally:
+            c.down()
+        by_ip = {ip: sum(1 for ln in log if ln[6] == ip) for ip in {ln[6] for ln in log}}
+        share = ipaddress.ip_address(mine)   # h1's port at .200, h2's at .201: each host's share by its address
+        if how == "cli":
+            lines = [json.loads(ln) for ln in capsys.readouterr().out.strip().splitlines()]
+            summary, last = lines[-1]["summary"], lines[-2]
+            assert set(summary["hosts"]) == {"h1", "h2"} and summary["finished_hosts"] == ["h1", "h2"]
+            # dperf's slow_start is 10 s at least: 1.5 s of its ramp opens a few connections per host
+            assert last["http_2xx"] == last["sock_open"] == len(log) > 4 and last["sock_error"] == 0
+            assert set(by_ip) == {str(share), str(share + 1)} and all(n > 0 for n in by_ip.values())
+            return
+        assert run.error is None and set(run.hosts) == {"h1", "h2"}, run.error
+        last = run.rows[-1]   # a DPDK TCP run's counts are its rows' totals (dperf's layout)
+        per_host = {h: part.row(part.height - 1, named=True)
+                    for (h,), part in run.host_frame.group_by("host", maintain_order=True)}
+        assert last["http_2xx"] == sum(r["http_2xx"] for r in per_host.values()) == len(log) > 300
+        assert last["sock_error"] == 0 and last["http_err"] == 0
+        assert last["sock_open"] == last["sock_close"] == last["http_2xx"]
+        assert by_ip == {str(share): per_host["h1"]["http_2xx"], str(share + 1): per_host["h2"]["http_2xx"]}
     finally:
         lab.down()

@@ -120,7 +120,17 @@ def test_the_commands_that_make_load_take_cluster():
     from perfkit.cli import _parser
     sub = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
     have = {cmd for cmd, p in sub.items() if any("--cluster" in a.option_strings for a in p._actions)}
-    assert have == {"http", "local", "test"}   # DPDK kinds (flows, reflect, dperf) do not split over engines
+    assert have == {"http", "local", "test", "flows", "dperf"}   # reflect, a far end, does not split
+
+
+def test_dpdk_flows_on_a_kernel_port_needs_engines_in_lab_hosts(name):
+    out = _perfkit("flows", "--port", "net_af_packet0,iface=x", "--netns", "/run/netns/x", "--flows", "2",
+                   "-t", "1", "--cluster", name, timeout=60)
+    assert out.returncode == 2 and out.stdout == "", out
+    assert out.stderr.startswith("perfkit: port: DpdkFlows takes a DPDK port on every engine's own host") \
+        and out.stderr.count("\n") == 1, out.stderr
+    out = _perfkit("flows", "--port", "net_null0", "--search", "zero-loss", "--cluster", name, timeout=60)
+    assert out.returncode == 2 and out.stderr.startswith("perfkit: cluster: --cluster runs perfkit flows on the dpdk")
 
 
 def test_a_rate_search_runs_here_only():

@@ -251,6 +251,7 @@ def test_no_module_reads_another_modules_privates():
 OWN_PRIVATES = {
     "perfkit/run.py: run._frame": "Run.load fills the Run it makes",
     "perfkit/run.py: run._done": "Run.load fills the Run it makes",
+    "perfkit/run.py: run._host_frame": "Run.load fills the Run it makes",
     "perfkit/kinds/qperf.py: spec._polls": "the qperf kind's CLI asks its own spec class",
     "perfkit/cluster.py: part._lock": "Cluster.select makes a Cluster sharing its client and lock",
     "perfkit/cluster.py: part._only": "Cluster.select makes a Cluster of some of its hosts",

@@ -634,6 +634,56 @@ def test_http_load_and_http_serve_from_their_panels_with_the_http_charts():
     assert max(tps.y) > 200
 
 
+def test_an_http_load_from_the_panel_on_a_cluster_shows_each_host_live(tmp_path):
+    """The cluster picker: a real local cluster of two engines; the run's totals and a line per
+    host while it runs and after; the server counted every request the hosts sent."""
+    pytest.importorskip("ipyparallel")
+    import os
+    from perfkit.cluster import Cluster
+    name = f"ui{os.getpid()}"
+    with pytest.raises(ValueError, match=f"cluster: '{name}' is not up"):
+        perfkit.ui.Panel("HttpLoad", url="http://127.0.0.1:1/", cluster=name)
+    with pytest.raises(ValueError, match="cluster: HttpServe does not split"):
+        perfkit.ui.Panel("HttpServe", cluster=name)
+    c = Cluster.start(n=2, name=name)
+    try:
+        port = _free_port()
+        server = perfkit.ui.Panel("HttpServe", port=port, size=200, duration="30s", interval=0.25)
+        assert server.cluster_row is None   # a server does not split: no picker
+        load = perfkit.ui.Panel("HttpLoad", url=f"http://127.0.0.1:{port}/", users=4, rate="400",
+                                duration="2s", interval=0.25, redraw_s=0.2)
+        assert load.cluster_box.value == "none" and name in load.cluster_box.options
+        load.cluster_box.value = name
+        assert load.cluster_name == name
+        s_run = _start_at_once(server)
+        deadline = time.monotonic() + 30
+        while not s_run.roles:
+            assert time.monotonic() < deadline and not s_run.error, s_run.error
+            time.sleep(0.02)
+        run = _start_at_once(load)
+        live = []
+        while not run.done and time.monotonic() < deadline + 60:
+            if "e0" in load.hosts_box.value and "e1" in load.hosts_box.value and "transactions" in load.hosts_box.value:
+                live.append(load.hosts_box.value)
+            time.sleep(0.05)
+        assert load.wait(60) is run and run.error is None, run.error
+        server.stop()
+        assert server.wait(30) is s_run
+        assert live, "no per-host line while the run was going"
+        s = run.summary
+        assert set(run.hosts) == {"e0", "e1"} and s["tps"] > 0   # paced at 400/s: no rate asserted on a loaded machine
+        assert s["responses"] == sum(h["responses"] for h in run.hosts.values()) == s_run.rows[-1]["http_req"]
+        done = load.hosts_box.value   # each host's summary once it has ended, and the start skew
+        assert "per host (2 hosts, start skew" in done and "e0" in done and "e1" in done and "⚠" not in done
+        assert "tps" in load.status.value and "finished" in load.status.value
+        load.cluster_box.value = "none"   # back to this host: a run with no per-host lines
+        back = perfkit.load(run.save(tmp_path / "c.parquet"))
+        assert back.host_frame.equals(run.host_frame)
+    finally:
+        c.down()
+    assert name not in load.refresh_clusters()
+
+
 def test_remote_test_from_the_panel_against_a_perfkit_server():
     with serving() as srv:
         panel = perfkit.ui.Panel("RemoteTest", test="tcp_lat", port=srv.port, duration="1s", interval=0.25)

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar
 
-from perfkit.fields import SECONDS, check_declared, like, opt, whole_number
+from perfkit.fields import SECONDS, check_declared, cluster_option, like, opt, whole_number
 from perfkit.kinds.dpdk_udp import DpdkFlows
 from perfkit.spec import (DPDK_MAX_BURST, DPDK_MAX_QUEUES, DPERF_HTTP_METHODS, DpdkSpec, IPV6_MAX_MSS, MAC,
                           TCP_MAX_CLIENT_RANGES, TCP_MAX_SEGMENTS, check_bool, check_dest_ip, check_dpdk_port,
@@ -603,6 +603,7 @@ def _dperf_parser(sub) -> None:
     dp.add_argument("--interval", default="1s", help="row interval (default 1s)")
     dp.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
     dp.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet (one conf)")
+    cluster_option(dp)   # a client conf's load over a cluster of lab hosts, each engine's port on its own veth
 
 
 def dperf_header(mode: str, path: str, spec) -> str:

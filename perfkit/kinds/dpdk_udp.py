@@ -609,7 +609,7 @@ TASKS = {DpdkFlows: ("run", "search"), DpdkReflect: ("run",)}   # the panel's ta
 # ------------------------------------------------------------------ its commands: perfkit flows, perfkit reflect
 import dataclasses  # noqa: E402 (the command-line part of the kind, kept at its end)
 
-from perfkit.fields import add_option, applies, spec_fields  # noqa: E402
+from perfkit.fields import add_option, applies, cluster_option, spec_fields  # noqa: E402
 from perfkit.kinds.qperf import LocalTest, search_options, the_lab  # noqa: E402
 from perfkit.kinds.reflect import SocketReflect  # noqa: E402
 
@@ -630,6 +630,7 @@ def _flows_parser(sub) -> None:
         add_option(flw, DpdkFlows, name)
     _dpdk_options(flw)
     search_options(flw)
+    cluster_option(flw)   # the dpdk engine: each engine's port on its own lab host (perfkit.kinds.split)
 
 
 def _reflect_parser(sub) -> None:

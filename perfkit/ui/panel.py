@@ -32,12 +32,14 @@ import inspect
 import re
 import threading
 
+from perfkit import cluster as _cluster
 from perfkit import ratesearch, remote
 from perfkit import kinds as _kinds
 from perfkit import spec as _spec
 from perfkit.engines import dpdk
 from perfkit.engines import get as _get_engine
 from perfkit.fields import SECONDS, help_text, spec_fields
+from perfkit.kinds.split import RULES as SPLITS
 from perfkit.ratesearch import MAX_TRIAL_S, MAX_TRIALS
 from perfkit.remote import SWEEPABLE, Server
 from perfkit.report import conf_text
@@ -193,12 +195,13 @@ class Panel:
     values: initial field values (as typed in the form, e.g. size="1500", rate="10kpps").
     interval: seconds per row; window: rows the live chart keeps; engine: perfkit.engines()
     (default: the spec's own, e.g. dpdk for DpdkFlows); choices: {field: options} to narrow
-    a dropdown.
+    a dropdown. cluster: the cluster picker's choice (a kind that splits over a cluster,
+    perfkit.kinds.split.RULES), a name `perfkit cluster status` lists; "none" or None: this host.
     """
 
     def __init__(self, spec_cls=_kinds.LocalTest, *, interval: float = 1.0, window: int = 300,
                  redraw_s: float = 1.0, engine: str | None = None, choices: dict | None = None,
-                 **values):
+                 cluster: str | None = None, **values):
         import ipywidgets as w  # the notebook extra: imported when a panel is made
 
         start_from = None
@@ -223,12 +226,14 @@ class Panel:
         rows = self._form_rows(w, start_from)
         self._task_rows(w)
         self._buttons(w)
+        self._cluster_row(w, cluster)
         self.widget = w.VBox([self._title(w), *self._kind_rows(w), *([self.task_box] if self.task_box else []),
+                              *([self.cluster_row] if self.cluster_row is not None else []),
                               *rows, *([self.advanced_box] if self.advanced_box is not None else []),
                               *([self.eal_box] if self._dpdk else []), *self.sections.values(),
                               self.message, w.HBox([self.start_button, self.stop_button, *self._extra, self.status]),
                               self.info, self.progress_row, *([self.rate_row] if self.rate_row else []),
-                              self.live, self.results_box, self.output])
+                              self.live, self.hosts_box, self.results_box, self.output])
         if values:
             self.set(**values)
         self._observe()
@@ -343,6 +348,47 @@ class Panel:
             self.quit_button.on_click(lambda _b: self.quit_server())
             self.serve_button.on_click(lambda _b: self.serve(stop=self.server is not None))
             self._extra = [self.serve_button, self.conf_button, self.quit_button]
+
+    def _cluster_row(self, w, chosen: str | None) -> None:
+        """The cluster picker of a kind that splits over engines (perfkit.kinds.split): "none" (this
+        host) or a cluster `perfkit cluster status` knows, refreshed by its button; and the box
+        where a cluster run's per-host breakdown shows (results.hosts_html)."""
+        self.hosts_box = w.HTML()
+        self.cluster_row = self.cluster_box = None
+        if not any(c in SPLITS for c in self.spec_cls.__mro__):
+            if chosen not in (None, "none"):
+                raise ValueError(f"cluster: {self.spec_cls.__name__} does not split over a cluster's engines")
+            return
+        self.cluster_box = w.Dropdown(options=["none"], value="none", layout=w.Layout(width="200px"))
+        refresh = w.Button(icon="refresh", tooltip="the clusters that are up now (perfkit cluster status)",
+                           layout=w.Layout(width="40px"))
+        refresh.on_click(lambda _b: self.refresh_clusters())
+        self.cluster_row = w.HBox([w.HTML("cluster", layout=w.Layout(width="130px", min_width="130px")),
+                                   self.cluster_box, refresh,
+                                   w.HTML(f'<span style="color:{GREY}">none: from this host; a cluster: the load '
+                                          "split over its engines, one run (perfkit cluster up)</span>")])
+        self.refresh_clusters()
+        if chosen not in (None, "none"):
+            if chosen not in self.cluster_box.options:
+                raise ValueError(f"cluster: {chosen!r} is not up (up: {', '.join(self.cluster_box.options[1:]) or 'none'}; "
+                                 "perfkit cluster up)")
+            self.cluster_box.value = chosen
+
+    def refresh_clusters(self) -> list[str]:
+        """The picker's choices again: "none" and every perfkit cluster that is up; returns them."""
+        if self.cluster_box is None:
+            return []
+        names = ["none", *(c["name"] for c in _cluster.clusters() if c.get("controller_alive"))]
+        keep = self.cluster_box.value if self.cluster_box.value in names else "none"
+        self.cluster_box.options = names
+        self.cluster_box.value = keep
+        return names
+
+    @property
+    def cluster_name(self) -> str | None:
+        """The cluster the next Start runs on (None: this host)."""
+        v = self.cluster_box.value if self.cluster_box is not None else "none"
+        return None if v == "none" else v
 
     def _rate_row(self, w) -> None:
         """The live rate control (pktgen's `set rate`) of a kind whose rate changes while running
@@ -682,6 +728,7 @@ class Panel:
                 return self._start_points(spec, self._plan)
             kw = {} if self.engine is None else {"engine": self.engine}
             run = Run(spec, interval=self.interval, **kw)
+            where = self.cluster_name   # connected in the starter thread: a controller's answer takes a while
             dash = Dashboard(run, window=self.window, redraw_s=self.redraw_s, on_done=self._on_done,
                              autostart=False)
             dash.on_draw = lambda rows, state: self._on_draw(dash, rows, state)
@@ -690,7 +737,7 @@ class Panel:
             self._set_status(f"… starting {charts.spec_title(spec)}")
             self._refresh()
         dash.attach(self.output)
-        launch(self._start_run, run, dash)
+        launch(self._start_run, run, dash, where)
         return run
 
     def _show_progress(self, spec, rows, state: str) -> None:
@@ -705,6 +752,8 @@ class Panel:
         if state == "running":
             self._drop_results()
             self.live.value = results.figures_html(results.live_figures(spec, rows[-1] if rows else None))
+            if self.run is not None:   # a cluster run: each host's share under the totals
+                self.hosts_box.value = results.hosts_html(self.run, state)
 
     def _drop_results(self) -> None:
         old, self.results, self.results_box.children = self.results, None, ()
@@ -716,11 +765,14 @@ class Panel:
         if dash is self.dashboard and state == "running":
             self._show_progress(dash.run.spec, rows, state)
 
-    def _start_run(self, run: Run, dash: Dashboard) -> None:
-        """The starter thread: start the dashboard's drawing thread, build the engine and
-        start the run (EAL's first start, a remote handshake, opening ports take a while)."""
+    def _start_run(self, run: Run, dash: Dashboard, where: str | None = None) -> None:
+        """The starter thread: start the dashboard's drawing thread, connect to the cluster
+        picked (if one), build the engine and start the run (EAL's first start, a remote
+        handshake, opening ports, every engine of a cluster building its share take a while)."""
         try:
             dash.start()
+            if where is not None:
+                run.cluster = _cluster.Cluster.connect(where)
             run.start()
         except Exception as exc:  # noqa: BLE001 (shown in the panel; the kernel carries on)
             run.error = f"could not start: {exc}"
@@ -728,7 +780,8 @@ class Panel:
             return
         with self._lock:
             if dash is self.dashboard and not dash.finished:
-                self._set_status(f"▶ running {charts.spec_title(run.spec)}")
+                on = f" on cluster {where} ({', '.join(run.cluster.hosts)})" if where is not None else ""
+                self._set_status(f"▶ running {charts.spec_title(run.spec)}{on}")
                 self._show_rate(run)
 
     def _start_points(self, spec, plan):
@@ -914,6 +967,9 @@ class Panel:
                 self._refresh()
                 return
             run = dash.run
+            self.hosts_box.value = results.hosts_html(run, "finished") if dash.aborted is None else ""
+            if run.cluster is not None:   # connected for this run (the cluster itself stays up)
+                run.cluster.close()
             if dash.aborted is None:
                 self._show_progress(run.spec, run.rows, "finished")
                 self.live.value = ""     # the results table says it now

@@ -75,6 +75,43 @@ def figures_html(figures: list[tuple[str, str]]) -> str:
     return f'<div style="display:flex;flex-wrap:wrap;margin:4px 0">{cells}</div>'
 
 
+def host_rows(run) -> dict:
+    """A cluster run's latest row of each host (perfkit.cluster: run.host_frame), {} for one host."""
+    hf = run.host_frame
+    if hf is None or hf.is_empty() or "host" not in hf.columns:
+        return {}
+    return {part["host"][-1]: part.row(part.height - 1, named=True)
+            for part in hf.partition_by("host", maintain_order=True)}
+
+
+def hosts_html(run, state: str) -> str:
+    """A cluster run's per-host breakdown under its totals: while it runs, each host's latest live
+    figures (those of the totals' row above); once it has ended, each host's summary figures, whether
+    it finished and its error; the start skew. '' for a run on one host."""
+    if run.cluster is None and not (run.summary or {}).get("hosts"):
+        return ""
+    if state == "running":
+        lines = [(h, live_figures(run.spec, row), "") for h, row in host_rows(run).items()]
+    else:
+        lines = [(h, results_rows(s), "" if s.get("finished") else f"⚠ {s.get('error') or 'did not finish'}")
+                 for h, s in run.hosts.items()]
+    if not lines:
+        return f'<div style="color:{GREY}">hosts: waiting for the first row</div>'
+    labels = [label for label, _ in lines[0][1]]
+    cell = "padding:1px 14px 1px 0;text-align:left;white-space:nowrap"
+    head = "".join(f'<th style="{cell};font-weight:normal;color:{GREY};font-size:0.85em">{html.escape(x)}</th>'
+                   for x in ["host", *labels, ""])
+    body = "".join(
+        f'<tr><td style="{cell}"><b>{html.escape(h)}</b></td>'
+        + "".join(f'<td style="{cell};font-variant-numeric:tabular-nums">{html.escape(dict(figs).get(x, "-"))}</td>'
+                  for x in labels)
+        + f'<td style="{cell};color:{RED}">{html.escape(err)}</td></tr>' for h, figs, err in lines)
+    skew = (run.summary or {}).get("start_skew_s")   # in the summary once the run has ended
+    note = f", start skew {skew * 1e3:.2f} ms" if isinstance(skew, (int, float)) else ""
+    return (f'<div style="color:{GREY};font-size:0.85em">per host ({len(lines)} hosts{note})</div>'
+            f'<table style="border-collapse:collapse;margin:2px 0 4px 0"><tr>{head}</tr>{body}</table>')
+
+
 def planned_s(spec) -> float | None:
     d = getattr(spec, "duration", None)
     return float(d) if isinstance(d, (int, float)) and not isinstance(d, bool) and d > 0 else None
