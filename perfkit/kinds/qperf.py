@@ -282,6 +282,28 @@ STREAM_GROUPS = ("traffic", "seq", "latency", "sock", "cpu")
 COUNTER_GROUPS = STREAM_GROUPS
 
 
+def counter_groups(spec) -> tuple[str, ...]:
+    """STREAM_GROUPS; udp_bw's sender also the live control's gauge (rate_target)."""
+    return STREAM_GROUPS + (("control",) if spec.test == "udp_bw" else ())
+
+
+def live_rate(spec, value) -> float:
+    """run.set_rate(value) of a udp_bw run: the messages/s its sender paces to, value checked as
+    the spec's rate is (pps or bps of its size); None: as fast as it can."""
+    if spec.test != "udp_bw":
+        raise ValueError(f"set_rate: {spec.test} has no live rate (udp_bw only)")
+    if value is None:
+        return 0.0
+    try:
+        rate = rate_limit(value, spec.size, "packets")
+    except ValueError as exc:
+        raise ValueError(f"set_rate: {str(exc).removeprefix('rate: ')}") from None
+    return rate.messages_per_second(spec.size)
+
+
+LIVE_RATE = {LocalTest: live_rate, RemoteTest: live_rate}   # perfkit.run.Run.set_rate
+
+
 def plan(spec) -> dict:
     """The socket engine's plan (perfkit.engines.socket): a local test's two workers, or,
     for a RemoteTest, the near end and its perfkit server (perfkit.engines.remote)."""
