@@ -33,6 +33,7 @@ is and only the rest runs.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import ipaddress
 import json
 import statistics
@@ -46,6 +47,7 @@ from perfkit.errors import EngineError
 from perfkit.kinds import DpdkFlows, LocalTest, from_dict
 from perfkit.ratesearch import Stopped, check_searchable, run_trial, search, trial_line
 from perfkit.ratesearch import validate as search_validate
+from perfkit.run import write_report
 from perfkit.stats import Histogram
 from perfkit.units import Rate, format_si, parse_duration, parse_float, parse_int, parse_rate
 
@@ -250,6 +252,12 @@ class Rfc2544Result:
     stopped: str = ""
     error: str | None = None
     elapsed_s: float = 0.0
+    started_utc: str = ""                             # when its first trial began (a resumed run's too)
+
+    @property
+    def env(self) -> dict:
+        """What a store lists a result by (perfkit.Store): when it began."""
+        return {"started_utc": self.started_utc}
 
     def is_done(self, test: str, size: int) -> bool:
         return [test, size] in self.done
@@ -280,22 +288,29 @@ class Rfc2544Result:
     def to_dict(self) -> dict:
         return {"spec": self.spec.to_dict(), "tests": list(self.tests), "rows": self.rows, "done": self.done,
                 "skipped": {str(k): v for k, v in self.skipped.items()}, "unsupported": self.unsupported,
-                "notes": self.notes, "stopped": self.stopped, "error": self.error, "elapsed_s": self.elapsed_s}
+                "notes": self.notes, "stopped": self.stopped, "error": self.error, "elapsed_s": self.elapsed_s,
+                "started_utc": self.started_utc}
 
     def text(self) -> str:
         return report_text(self)
 
-    def save(self, path) -> str:
+    def report(self, path, title: str | None = None) -> str:
+        """An HTML report laid out like RFC 2544's reporting section (26): per test its table per
+        frame size and its graph (perfkit.ui.html_report; plotly inlined). Returns the path."""
+        return write_report(self, path, title=title)
+
+    def save(self, path, extra: dict | None = None) -> str:
         """Every trial as the Parquet table, the results in its metadata, sealed by
-        perfkit.savefile's checksum; load() reads it back."""
+        perfkit.savefile's checksum; load() reads it back. extra: more metadata entries (a
+        store's name and tags), sealed too."""
         import polars as pl
         frame = self.trials if self.trial_rows else _frame([], TRIAL_COLUMNS)
         spec = json.dumps(self.spec.to_dict()).encode()
         savefile.write(path, frame.with_columns(pl.col("size").cast(pl.Int64)), {
-            b"perfkit.spec": spec, b"perfkit.env": b"{}", b"perfkit.histogram": b"[]",
+            b"perfkit.spec": spec, b"perfkit.env": json.dumps(self.env).encode(), b"perfkit.histogram": b"[]",
             b"perfkit.summary": json.dumps({"rfc2544": True, "stopped": self.stopped}).encode(),
             b"perfkit.run": json.dumps({"kind": "rfc2544"}).encode(),
-            _RESULT_KEY: json.dumps(self.to_dict()).encode(),
+            _RESULT_KEY: json.dumps(self.to_dict()).encode(), **(extra or {}),
         })
         return str(path)
 
@@ -315,7 +330,8 @@ def load(path) -> Rfc2544Result:
         res = Rfc2544Result(spec=from_dict(d["spec"]), tests=tuple(d["tests"]),
                             rows={t: list(d["rows"].get(t, [])) for t in TESTS}, done=[list(x) for x in d["done"]],
                             skipped={int(k): v for k, v in d["skipped"].items()}, unsupported=d["unsupported"],
-                            notes=d["notes"], stopped=d["stopped"], error=d["error"], elapsed_s=d["elapsed_s"])
+                            notes=d["notes"], stopped=d["stopped"], error=d["error"], elapsed_s=d["elapsed_s"],
+                            started_utc=d.get("started_utc", ""))
     except (KeyError, TypeError, ValueError) as exc:
         raise savefile.SaveFileError(f"{path}: its RFC 2544 entry is damaged ({exc})") from None
     res.trial_rows = frame.to_dicts()
@@ -501,7 +517,8 @@ def rfc2544(spec, sizes=None, tests=TESTS, *, trial="60s", latency_trial=None, l
     p = validate(spec, sizes, tests, trial=trial, latency_trial=latency_trial, latency_trials=latency_trials,
                  high=high, low=low, resolution=resolution, max_trials=max_trials, settle=settle, retries=retries,
                  loss_step=loss_step, b2b_trials=b2b_trials, b2b_trial=b2b_trial, max_burst=max_burst)
-    res = Rfc2544Result(spec=spec, tests=p.tests)
+    res = Rfc2544Result(spec=spec, tests=p.tests, started_utc=(resume.started_utc if resume is not None else "") or
+                        datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
     if resume is not None:   # keep what the previous run finished, drop its partial (test, size)s
         res.done = [list(x) for x in resume.done]
         keep = {(t, s) for t, s in res.done}
