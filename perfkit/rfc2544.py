@@ -28,7 +28,8 @@ The tests (RFC 2544 section 26):
                 elsewhere the report says it is not supported
 
 Resume: pass a previous result (resume=res); every (test, size) it finished is kept as it
-is and only the rest runs.
+is and only the rest runs; a throughput search it stopped in the middle keeps its trials and
+goes on between their highest pass and lowest failure (perfkit.search's prior).
 """
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ from typing import Callable
 from perfkit import savefile
 from perfkit.errors import EngineError
 from perfkit.kinds import DpdkFlows, LocalTest, from_dict
-from perfkit.ratesearch import Stopped, check_searchable, run_trial, search, trial_line
+from perfkit.ratesearch import Stopped, check_searchable, prior_fits, run_trial, search, trial_line
 from perfkit.ratesearch import validate as search_validate
 from perfkit.run import write_report
 from perfkit.stats import Histogram
@@ -227,7 +228,7 @@ RESULT_COLUMNS = {   # test -> its frame's columns (name -> polars dtype), one r
 TRIAL_COLUMNS = {"test": "String", "size": "Int64", "trial": "Int64", "offered_pps": "Float64", "paced": "Boolean",
                  "burst": "Int64", "sent": "Int64", "received": "Int64", "lost": "Int64", "loss_ratio": "Float64",
                  "tx_pps": "Float64", "rx_pps": "Float64", "lat_mean_us": "Float64", "lat_p99_us": "Float64",
-                 "lat_max_us": "Float64", "passed": "Boolean", "reason": "String"}
+                 "lat_max_us": "Float64", "passed": "Boolean", "counted": "Boolean", "reason": "String"}
 
 
 def _frame(rows, columns):
@@ -381,11 +382,13 @@ class _Runner:
     def throughput(self, frame, spec):
         high = self.high_pps(frame)
         low = None if self.p.low is None else _pps(self.p.low, frame)
+        # a stopped run's trials at this size (kept on resume): the search goes on from them
+        prior = [r for r in self.res.trial_rows if r["test"] == "throughput" and r["size"] == frame]
         res = search(spec, "zero-loss", high=None if high is None else Rate(high, "pps"),
                      low=None if low is None else Rate(low, "pps"), resolution=self.p.resolution,
                      max_trials=self.p.max_trials, trial=self.p.trial_s, settle=self.p.settle,
                      retries=self.p.retries, engine=self.engine,
-                     progress=lambda row: self.emit("throughput", frame, row), stop=self.stop)
+                     progress=lambda row: self.emit("throughput", frame, row), stop=self.stop, prior=prior)
         if res.error:
             raise EngineError(res.error)
         if res.stopped in ("interrupted", "stopped"):
@@ -487,6 +490,24 @@ class _Runner:
                                                   "burst_s": burst_s, "trials": tries})
 
 
+def _resumed(res: Rfc2544Result, resume: Rfc2544Result, p: Plan, spec) -> None:
+    """Keep what the previous run finished, and the trials of a throughput search it stopped
+    in the middle (where they began at this run's upper bound: the search goes on between
+    their last bounds); drop the other partial (test, size)s."""
+    res.done = [list(x) for x in resume.done]
+    keep = {(t, s) for t, s in res.done}
+    runner = _Runner(spec, p, res, None, None, None)
+    for frame, sp, _ in p.sizes:
+        partial = [r for r in resume.trial_rows if r["test"] == "throughput" and r["size"] == frame]
+        if (sp is not None and ("throughput", frame) not in keep and partial and
+                prior_fits(partial, runner.high_pps(frame))):
+            keep.add(("throughput", frame))
+    res.rows = {t: [r for r in resume.rows.get(t, []) if (t, r["size"]) in keep and res.is_done(t, r["size"])]
+                for t in TESTS}
+    res.trial_rows = [r for r in resume.trial_rows if (r["test"], r["size"]) in keep]
+    res.notes = {k: v for k, v in resume.notes.items() if res.is_done(k.split(":")[0], int(k.split(":")[1]))}
+
+
 def rfc2544(spec, sizes=None, tests=TESTS, *, trial="60s", latency_trial=None, latency_trials: int = 20, high=None,
             low=None, resolution="1%", max_trials: int = 16, settle="2s", retries: int = 0, loss_step="10%",
             b2b_trials: int = 50, b2b_trial="2s", max_burst=None, engine: str | None = None,
@@ -519,12 +540,8 @@ def rfc2544(spec, sizes=None, tests=TESTS, *, trial="60s", latency_trial=None, l
                  loss_step=loss_step, b2b_trials=b2b_trials, b2b_trial=b2b_trial, max_burst=max_burst)
     res = Rfc2544Result(spec=spec, tests=p.tests, started_utc=(resume.started_utc if resume is not None else "") or
                         datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
-    if resume is not None:   # keep what the previous run finished, drop its partial (test, size)s
-        res.done = [list(x) for x in resume.done]
-        keep = {(t, s) for t, s in res.done}
-        res.rows = {t: [r for r in resume.rows.get(t, []) if (t, r["size"]) in keep] for t in TESTS}
-        res.trial_rows = [r for r in resume.trial_rows if (r["test"], r["size"]) in keep]
-        res.notes = {k: v for k, v in resume.notes.items() if tuple([k.split(":")[0], int(k.split(":")[1])]) in keep}
+    if resume is not None:
+        _resumed(res, resume, p, spec)
     res.skipped = {f: why for f, s, why in p.sizes if s is None}
     if "back_to_back" in p.tests and p.b2b_unsupported:
         res.unsupported["back_to_back"] = p.b2b_unsupported
