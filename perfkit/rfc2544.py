@@ -23,9 +23,9 @@ The tests (RFC 2544 section 26):
   frame_loss    from 100% of the upper bound down in loss_step (10%) steps until two
                 trials in a row lose nothing (26.3)
   back_to_back  the longest burst sent at full speed with no loss, by binary search on
-                the burst's length, repeated b2b_trials (RFC: 50) times; only where the
-                engine sends a burst of a given count (the socket engine's messages);
-                elsewhere the report says it is not supported
+                the burst's length, repeated b2b_trials (RFC: 50) times: a counted burst
+                (the spec's messages: the socket engine's sender, or the DPDK generators,
+                which stop once that many frames went out)
 
 Resume: pass a previous result (resume=res); every (test, size) it finished is kept as it
 is and only the rest runs; a throughput search it stopped in the middle keeps its trials and
@@ -156,7 +156,7 @@ def validate(spec, sizes=None, tests=TESTS, *, trial="60s", latency_trial=None, 
              b2b_trial="2s", max_burst=None) -> Plan:
     """Check rfc2544()'s arguments (ValueError naming the argument) before any trial runs."""
     check_searchable(spec)
-    if isinstance(spec, LocalTest) and spec.messages is not None:
+    if getattr(spec, "messages", None) is not None:
         raise ValueError("messages: each RFC 2544 trial runs for its time; leave the message count out")
     tests = _tests(tests)
     trial_s = parse_duration(trial, "trial")
@@ -199,9 +199,8 @@ def validate(spec, sizes=None, tests=TESTS, *, trial="60s", latency_trial=None, 
             plan_sizes.append((frame, None, str(exc)))
     if not any(s for _, s, _ in plan_sizes):
         raise ValueError(f"sizes: none of them runs here ({plan_sizes[0][2]})")
-    b2b_unsupported = "" if isinstance(spec, LocalTest) else \
-        f"back-to-back: not supported on {'dpdk' if isinstance(spec, DpdkFlows) else type(spec).__name__} " \
-        "(its generator has no burst of a given count)"
+    b2b_unsupported = "" if isinstance(spec, (LocalTest, DpdkFlows)) else \
+        f"back-to-back: not supported on {type(spec).__name__} (its generator has no burst of a given count)"
     # the search's own checks, once, at the first size that runs: bounds, resolution
     first = next((f, s) for f, s, _ in plan_sizes if s)
     search_validate(first[1], "zero-loss", high=None if high_r is None else Rate(_pps(high_r, first[0]), "pps"),

@@ -29,7 +29,7 @@ def test_frame_sizes_convert_to_each_specs_size_field():
     assert "not supported on" not in plan.b2b_unsupported   # the socket engine sends a counted burst
     dp = validate(DpdkFlows(port="ring:r:0", peer="ring:r:1"), trial="1s")
     assert [f for f, s, _ in dp.sizes if s] == [*SIZES, JUMBO]   # ring ports take jumbo frames
-    assert dp.b2b_unsupported.startswith("back-to-back: not supported on dpdk")
+    assert dp.b2b_unsupported == ""   # the DPDK generators send a counted burst (messages)
 
 
 @pytest.mark.parametrize("kw, field", [
@@ -95,15 +95,16 @@ def dpdk(eal):
 
 def test_dpdk_ring_pair_standard_and_jumbo_frames(dpdk):
     """A ring pair loses nothing: the throughput is the upper bound at 64 B and at 9018 B
-    (jumbo: ring ports take it); back-to-back is said to be unsupported, with no numbers."""
+    (jumbo: ring ports take it); back-to-back runs counted bursts (tests/test_dpdk_b2b.py)."""
     res = rfc2544(DpdkFlows(port="ring:r25:0", peer="ring:r25:1"), sizes=(64, JUMBO),
-                  tests="throughput,back_to_back", high="100kpps", trial="0.2s", settle=0)
+                  tests="throughput,back_to_back", high="100kpps", trial="0.2s", settle=0, b2b_trials=1,
+                  max_burst=2000, b2b_trial="0.5s")
     assert res.error is None and res.stopped == "done"
     tp = res.throughput
     assert tp["size"].to_list() == [64, JUMBO] and tp["throughput_fps"].to_list() == [100e3, 100e3]
     assert tp["throughput_bps"].to_list() == [100e3 * 8 * 64, 100e3 * 8 * JUMBO]
-    assert res.back_to_back.height == 0
-    assert "back-to-back: not supported on dpdk" in res.text()
+    assert res.back_to_back["size"].to_list() == [64, JUMBO] and "not supported" not in res.text()
+    assert all(0 < b <= 2000 for b in res.back_to_back["burst_frames"])
 
 
 def check_frame_loss(rows, size, step=10.0):
