@@ -183,7 +183,7 @@ def cli_cases(s: Servers, confs, lab_names) -> list[tuple]:
     bases, cases, options = cli_bases(s, confs), [], cli_options()
     for path, opts in options.items():
         if path[0] == "rfc2544":   # the run's own options are local's and flows' (probed there)
-            opts = [o for o in opts if o not in options[path[1:]]]
+            opts = [o for o in opts if o not in options.get(path[1:], [])]   # rfc2544 report: its own
         if path == ("lab", "up"):
             for opt in opts:
                 for v in VALUES:

@@ -18,7 +18,7 @@ import tempfile
 import time
 from urllib.parse import urlsplit
 
-from perfkit import cluster_cli, dperf, lab, nics, remote, rfc2544_cli
+from perfkit import cluster_cli, converge_cli, dperf, lab, nics, remote, rfc2544_cli
 from perfkit.engines import dpdk
 from perfkit.engines import check_name as check_engine_name, engines as list_engines
 from perfkit.cgroups import LIMITS, parse_limits
@@ -150,6 +150,7 @@ def _serve_parser(sub) -> None:
 
 def _search(a, spec, engine: str) -> int:
     """--search: trials printed as they finish (or JSON lines), then the rate found."""
+    converge_cli.refuse_with_search(a)
     crit = parse_criterion(a.search)
     max_trials = parse_int(str(a.max_trials), "max_trials")
     retries = parse_int(str(a.retries), "retries")
@@ -177,14 +178,16 @@ def _run_printed(spec, a, line, cluster=None) -> int:
     printer = JsonPrinter() if a.json else LinePrinter(line=line)
     run = Run(spec, interval=parse_duration(a.interval, "interval"), subscribers=(printer,), cluster=cluster,
               thresholds=getattr(a, "threshold", None))   # --threshold: a bad one exits 2 before the run
+    conv = converge_cli.controller(a, spec)   # --converge: checked before the run starts
     run.start()
+    converge_cli.attach(conv, run)
     interrupted = _wait(run)
     if a.json:
         printer.summary(run.summary)
         if run.threshold_specs:
             print(json.dumps({"thresholds": [c.to_dict() for c in run.thresholds], "passed": run.passed}), flush=True)
     else:
-        print(summary_text(run.summary) + cluster_cli.hosts_text(run))
+        print(summary_text(run.summary) + cluster_cli.hosts_text(run) + converge_cli.text(run.summary))
         for c in run.thresholds:   # k6's pass/fail lines
             print(c.line())
     saved = save_or_fallback(run, a.save) if getattr(a, "save", None) else True
@@ -360,11 +363,14 @@ def _local(a) -> int:
             _warn_flood("udp_bw with no --rate sends as fast as it can", spec.host)
         printer = JsonPrinter() if a.json else LinePrinter()
         run = Run(spec, engine=a.engine, interval=interval, subscribers=(printer,), cluster=c)
+        conv = converge_cli.controller(a, spec)   # --converge: checked before the run starts
         run.start()  # a bad engine or a failed start raises here: one line, nothing ran
+        converge_cli.attach(conv, run)
         if not a.json:
             print(qperf.cli_header(spec, a.engine), flush=True)
         interrupted = _wait(run)
-        return _run_done(a, run, printer, interrupted, summary_text(run.summary) + cluster_cli.hosts_text(run))
+        return _run_done(a, run, printer, interrupted, summary_text(run.summary) + cluster_cli.hosts_text(run) +
+                         converge_cli.text(run.summary))
 
 
 def _lab(a) -> int:
@@ -494,9 +500,11 @@ def _dpdk_run(a, spec, header: str, flood: tuple | None = None, cluster=None):
     interval = parse_duration(a.interval, "interval")
     printer = JsonPrinter() if a.json else LinePrinter()
     run = Run(spec, engine="dpdk", interval=interval, subscribers=(printer,), cluster=cluster)
+    conv = converge_cli.controller(a, spec)   # --converge: checked before the run starts
     if flood:
         _warn_flood(*flood)
     run.start()  # EAL, ports: a failure raises here, one line, nothing ran
+    converge_cli.attach(conv, run)
     if not a.json:
         print(header, flush=True)
     interrupted = _wait(run)
@@ -518,12 +526,13 @@ def _run_done(a, run, printer, interrupted, text: str) -> int:
 
 def _flows(a) -> int:
     spec = dpdk_udp.CLI_SPECS["flows"](a)
-    if a.cluster is not None and (a.engine != "dpdk" or a.search is not None):
+    if a.cluster is not None and (a.engine != "dpdk" or a.search is not None or a.converge is not None):
         raise ValueError("cluster: --cluster runs perfkit flows on the dpdk engine, one run (no --search, "
-                         "no --engine socket)")
+                         "no --converge, no --engine socket)")
     if a.engine == "socket":   # both ends here, on kernel sockets
         if a.search is not None:
             return _search(a, spec, "socket")
+        converge_cli.controller(a, spec)   # --converge checked before the header
         if not a.json:
             print(dpdk_udp.socket_flows_header(spec, a), flush=True)
         return _run_printed(spec, a, None)
@@ -536,7 +545,7 @@ def _flows(a) -> int:
         run, printer, interrupted = _dpdk_run(a, spec, dpdk_udp.flows_header(spec), dpdk_udp.flows_flood(spec), c)
     text = summary_text(run.summary) if run.summary else ""
     s = run.summary or {}
-    text += dpdk_udp.flows_summary_extra(s) + cluster_cli.hosts_text(run)
+    text += dpdk_udp.flows_summary_extra(s) + converge_cli.text(s) + cluster_cli.hosts_text(run)
     for w in s.get("warnings", ()):   # e.g. ARP for the destination unanswered: what to check
         print(f"perfkit: warning: {w}", file=sys.stderr)
     return _run_done(a, run, printer, interrupted, text)

@@ -370,7 +370,8 @@ def validate(spec, criterion="zero-loss", *, high=None, low=None, resolution="1%
 
 def search(spec, criterion="zero-loss", *, high=None, low=None, resolution="1%", max_trials: int = 16,
            trial="1s", settle="0.5s", retries: int = 0, tx_tolerance: float = 0.02, engine: str | None = None,
-           progress: Callable[[dict], None] | None = None, stop: threading.Event | None = None) -> SearchResult:
+           progress: Callable[[dict], None] | None = None, stop: threading.Event | None = None,
+           prior: list | None = None) -> SearchResult:
     """The highest rate at which spec holds criterion (see the module doc).
 
     spec          DpdkFlows (peer port, or mode reverse) or LocalTest("udp_bw"); its rate and
@@ -390,12 +391,17 @@ def search(spec, criterion="zero-loss", *, high=None, low=None, resolution="1%",
     progress      called with every trial's row as it finishes
     stop          an Event: once set, the trial going on ends at once and is not kept, and the
                   search returns what it has (stopped='stopped'): the notebook panel's Stop
+    prior         the trials of this search (same spec, criterion and bounds) that a stopped
+                  run kept: the search continues from them, between their highest pass and
+                  lowest failure, and numbers its trials after them (prior_fits checks them)
 
     Returns a SearchResult; Ctrl-C ends the search early with the trials so far
     (stopped='interrupted'), an engine error likewise (stopped='error', .error says why)."""
     p = validate(spec, criterion, high=high, low=low, resolution=resolution, max_trials=max_trials, trial=trial,
                  settle=settle, retries=retries, tx_tolerance=tx_tolerance)
-    res = SearchResult(spec=spec, criterion=p.criterion, trial_s=p.trial_s)
+    res = SearchResult(spec=spec, criterion=p.criterion, trial_s=p.trial_s, rows=[dict(r) for r in prior or ()])
+    if prior and not prior_fits(prior, p.high_pps):
+        raise ValueError("prior: the trials kept began at another upper bound; search again from the start")
     trials = _Trials(spec, p, res, engine, progress, stop)
     t0 = time.monotonic()
     try:
@@ -454,22 +460,38 @@ class _Trials:
             k += 1
 
 
+def _counted(rows) -> list:
+    """The trials that count (a failed attempt run again under retries does not); rows saved
+    without the flag count."""
+    return [r for r in rows if r.get("counted", True) is not False]
+
+
+def prior_fits(prior, high_pps: float | None) -> bool:
+    """Can a search with this upper bound (None: measured unpaced) continue from prior's trials?
+    Their first counted trial must be that bound's (none counted yet: nothing to contradict)."""
+    first = next(iter(_counted(prior)), None)
+    if first is None:
+        return True
+    if high_pps is None:
+        return not first.get("paced", True)
+    return bool(first.get("paced", True)) and abs(first["offered_pps"] - high_pps) <= 1e-6 * high_pps
+
+
 def _upper_bound(trials: _Trials, low) -> bool:
     """The first trial, at the upper bound (none given: unpaced, measuring it), then the
-    search's bounds and resolution; True when that already ends the search."""
+    search's bounds and resolution; True when that already ends the search. A resumed
+    search's first counted trial (prior) is that trial."""
     res, p = trials.res, trials.p
+    first = next(iter(_counted(res.rows)), None) or trials.one(trials.high_pps)
     if trials.high_pps is None:  # the most the generator sends: the upper bound
-        first = trials.one(None)
         trials.high_pps = first["tx_pps"]
         if not trials.high_pps > 0:
             res.stopped = "the generator sent nothing"
             return True
         if first["passed"]:
             res.found_pps, res.stopped = trials.high_pps, "held at the generator's full speed"
-    else:
-        first = trials.one(trials.high_pps)
-        if first["passed"]:
-            res.found_pps, res.stopped = trials.high_pps, "held at the upper bound"
+    elif first["passed"]:
+        res.found_pps, res.stopped = trials.high_pps, "held at the upper bound"
     high_pps = res.high_pps = trials.high_pps
     res.low_pps = p.low_pps if p.low_pps is not None else high_pps / 100
     if res.low_pps >= high_pps:
@@ -480,9 +502,12 @@ def _upper_bound(trials: _Trials, low) -> bool:
 
 def _bisect(trials: _Trials) -> None:
     """Binary search between the lower bound and the upper bound, which failed; then, if
-    nothing passed, one trial at the lower bound. Sets res.found_pps and res.stopped."""
+    nothing passed, one trial at the lower bound. Sets res.found_pps and res.stopped. A
+    resumed search starts between its kept trials' highest pass and lowest failure."""
     res, max_trials = trials.res, trials.p.max_trials
-    best, fail = None, res.high_pps
+    done = _counted(res.rows)[1:]   # after the upper bound's trial
+    best = max((r["offered_pps"] for r in done if r["passed"]), default=None)
+    fail = min((r["offered_pps"] for r in done if not r["passed"]), default=res.high_pps)
     while True:
         below = best if best is not None else res.low_pps
         if fail - below <= res.resolution_pps:
@@ -498,7 +523,8 @@ def _bisect(trials: _Trials) -> None:
     if best is None and not res.stopped:  # nothing passed: does the lower bound?
         if len(res.rows) >= max_trials:
             res.stopped = "max_trials"
-        elif trials.one(res.low_pps)["passed"]:
+        elif next((r for r in done if r["offered_pps"] == res.low_pps), None) is None and \
+                trials.one(res.low_pps)["passed"]:   # (a resumed search may have run it)
             best = res.low_pps
     res.found_pps = best
     if not res.stopped:

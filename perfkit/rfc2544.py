@@ -23,16 +23,18 @@ The tests (RFC 2544 section 26):
   frame_loss    from 100% of the upper bound down in loss_step (10%) steps until two
                 trials in a row lose nothing (26.3)
   back_to_back  the longest burst sent at full speed with no loss, by binary search on
-                the burst's length, repeated b2b_trials (RFC: 50) times; only where the
-                engine sends a burst of a given count (the socket engine's messages);
-                elsewhere the report says it is not supported
+                the burst's length, repeated b2b_trials (RFC: 50) times: a counted burst
+                (the spec's messages: the socket engine's sender, or the DPDK generators,
+                which stop once that many frames went out)
 
 Resume: pass a previous result (resume=res); every (test, size) it finished is kept as it
-is and only the rest runs.
+is and only the rest runs; a throughput search it stopped in the middle keeps its trials and
+goes on between their highest pass and lowest failure (perfkit.search's prior).
 """
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import ipaddress
 import json
 import statistics
@@ -44,8 +46,9 @@ from typing import Callable
 from perfkit import savefile
 from perfkit.errors import EngineError
 from perfkit.kinds import DpdkFlows, LocalTest, from_dict
-from perfkit.ratesearch import Stopped, check_searchable, run_trial, search, trial_line
+from perfkit.ratesearch import Stopped, check_searchable, prior_fits, run_trial, search, trial_line
 from perfkit.ratesearch import validate as search_validate
+from perfkit.run import write_report
 from perfkit.stats import Histogram
 from perfkit.units import Rate, format_si, parse_duration, parse_float, parse_int, parse_rate
 
@@ -153,7 +156,7 @@ def validate(spec, sizes=None, tests=TESTS, *, trial="60s", latency_trial=None, 
              b2b_trial="2s", max_burst=None) -> Plan:
     """Check rfc2544()'s arguments (ValueError naming the argument) before any trial runs."""
     check_searchable(spec)
-    if isinstance(spec, LocalTest) and spec.messages is not None:
+    if getattr(spec, "messages", None) is not None:
         raise ValueError("messages: each RFC 2544 trial runs for its time; leave the message count out")
     tests = _tests(tests)
     trial_s = parse_duration(trial, "trial")
@@ -196,9 +199,8 @@ def validate(spec, sizes=None, tests=TESTS, *, trial="60s", latency_trial=None, 
             plan_sizes.append((frame, None, str(exc)))
     if not any(s for _, s, _ in plan_sizes):
         raise ValueError(f"sizes: none of them runs here ({plan_sizes[0][2]})")
-    b2b_unsupported = "" if isinstance(spec, LocalTest) else \
-        f"back-to-back: not supported on {'dpdk' if isinstance(spec, DpdkFlows) else type(spec).__name__} " \
-        "(its generator has no burst of a given count)"
+    b2b_unsupported = "" if isinstance(spec, (LocalTest, DpdkFlows)) else \
+        f"back-to-back: not supported on {type(spec).__name__} (its generator has no burst of a given count)"
     # the search's own checks, once, at the first size that runs: bounds, resolution
     first = next((f, s) for f, s, _ in plan_sizes if s)
     search_validate(first[1], "zero-loss", high=None if high_r is None else Rate(_pps(high_r, first[0]), "pps"),
@@ -225,7 +227,7 @@ RESULT_COLUMNS = {   # test -> its frame's columns (name -> polars dtype), one r
 TRIAL_COLUMNS = {"test": "String", "size": "Int64", "trial": "Int64", "offered_pps": "Float64", "paced": "Boolean",
                  "burst": "Int64", "sent": "Int64", "received": "Int64", "lost": "Int64", "loss_ratio": "Float64",
                  "tx_pps": "Float64", "rx_pps": "Float64", "lat_mean_us": "Float64", "lat_p99_us": "Float64",
-                 "lat_max_us": "Float64", "passed": "Boolean", "reason": "String"}
+                 "lat_max_us": "Float64", "passed": "Boolean", "counted": "Boolean", "reason": "String"}
 
 
 def _frame(rows, columns):
@@ -250,6 +252,12 @@ class Rfc2544Result:
     stopped: str = ""
     error: str | None = None
     elapsed_s: float = 0.0
+    started_utc: str = ""                             # when its first trial began (a resumed run's too)
+
+    @property
+    def env(self) -> dict:
+        """What a store lists a result by (perfkit.Store): when it began."""
+        return {"started_utc": self.started_utc}
 
     def is_done(self, test: str, size: int) -> bool:
         return [test, size] in self.done
@@ -280,22 +288,29 @@ class Rfc2544Result:
     def to_dict(self) -> dict:
         return {"spec": self.spec.to_dict(), "tests": list(self.tests), "rows": self.rows, "done": self.done,
                 "skipped": {str(k): v for k, v in self.skipped.items()}, "unsupported": self.unsupported,
-                "notes": self.notes, "stopped": self.stopped, "error": self.error, "elapsed_s": self.elapsed_s}
+                "notes": self.notes, "stopped": self.stopped, "error": self.error, "elapsed_s": self.elapsed_s,
+                "started_utc": self.started_utc}
 
     def text(self) -> str:
         return report_text(self)
 
-    def save(self, path) -> str:
+    def report(self, path, title: str | None = None) -> str:
+        """An HTML report laid out like RFC 2544's reporting section (26): per test its table per
+        frame size and its graph (perfkit.ui.html_report; plotly inlined). Returns the path."""
+        return write_report(self, path, title=title)
+
+    def save(self, path, extra: dict | None = None) -> str:
         """Every trial as the Parquet table, the results in its metadata, sealed by
-        perfkit.savefile's checksum; load() reads it back."""
+        perfkit.savefile's checksum; load() reads it back. extra: more metadata entries (a
+        store's name and tags), sealed too."""
         import polars as pl
         frame = self.trials if self.trial_rows else _frame([], TRIAL_COLUMNS)
         spec = json.dumps(self.spec.to_dict()).encode()
         savefile.write(path, frame.with_columns(pl.col("size").cast(pl.Int64)), {
-            b"perfkit.spec": spec, b"perfkit.env": b"{}", b"perfkit.histogram": b"[]",
+            b"perfkit.spec": spec, b"perfkit.env": json.dumps(self.env).encode(), b"perfkit.histogram": b"[]",
             b"perfkit.summary": json.dumps({"rfc2544": True, "stopped": self.stopped}).encode(),
             b"perfkit.run": json.dumps({"kind": "rfc2544"}).encode(),
-            _RESULT_KEY: json.dumps(self.to_dict()).encode(),
+            _RESULT_KEY: json.dumps(self.to_dict()).encode(), **(extra or {}),
         })
         return str(path)
 
@@ -315,7 +330,8 @@ def load(path) -> Rfc2544Result:
         res = Rfc2544Result(spec=from_dict(d["spec"]), tests=tuple(d["tests"]),
                             rows={t: list(d["rows"].get(t, [])) for t in TESTS}, done=[list(x) for x in d["done"]],
                             skipped={int(k): v for k, v in d["skipped"].items()}, unsupported=d["unsupported"],
-                            notes=d["notes"], stopped=d["stopped"], error=d["error"], elapsed_s=d["elapsed_s"])
+                            notes=d["notes"], stopped=d["stopped"], error=d["error"], elapsed_s=d["elapsed_s"],
+                            started_utc=d.get("started_utc", ""))
     except (KeyError, TypeError, ValueError) as exc:
         raise savefile.SaveFileError(f"{path}: its RFC 2544 entry is damaged ({exc})") from None
     res.trial_rows = frame.to_dicts()
@@ -365,11 +381,13 @@ class _Runner:
     def throughput(self, frame, spec):
         high = self.high_pps(frame)
         low = None if self.p.low is None else _pps(self.p.low, frame)
+        # a stopped run's trials at this size (kept on resume): the search goes on from them
+        prior = [r for r in self.res.trial_rows if r["test"] == "throughput" and r["size"] == frame]
         res = search(spec, "zero-loss", high=None if high is None else Rate(high, "pps"),
                      low=None if low is None else Rate(low, "pps"), resolution=self.p.resolution,
                      max_trials=self.p.max_trials, trial=self.p.trial_s, settle=self.p.settle,
                      retries=self.p.retries, engine=self.engine,
-                     progress=lambda row: self.emit("throughput", frame, row), stop=self.stop)
+                     progress=lambda row: self.emit("throughput", frame, row), stop=self.stop, prior=prior)
         if res.error:
             raise EngineError(res.error)
         if res.stopped in ("interrupted", "stopped"):
@@ -471,6 +489,24 @@ class _Runner:
                                                   "burst_s": burst_s, "trials": tries})
 
 
+def _resumed(res: Rfc2544Result, resume: Rfc2544Result, p: Plan, spec) -> None:
+    """Keep what the previous run finished, and the trials of a throughput search it stopped
+    in the middle (where they began at this run's upper bound: the search goes on between
+    their last bounds); drop the other partial (test, size)s."""
+    res.done = [list(x) for x in resume.done]
+    keep = {(t, s) for t, s in res.done}
+    runner = _Runner(spec, p, res, None, None, None)
+    for frame, sp, _ in p.sizes:
+        partial = [r for r in resume.trial_rows if r["test"] == "throughput" and r["size"] == frame]
+        if (sp is not None and ("throughput", frame) not in keep and partial and
+                prior_fits(partial, runner.high_pps(frame))):
+            keep.add(("throughput", frame))
+    res.rows = {t: [r for r in resume.rows.get(t, []) if (t, r["size"]) in keep and res.is_done(t, r["size"])]
+                for t in TESTS}
+    res.trial_rows = [r for r in resume.trial_rows if (r["test"], r["size"]) in keep]
+    res.notes = {k: v for k, v in resume.notes.items() if res.is_done(k.split(":")[0], int(k.split(":")[1]))}
+
+
 def rfc2544(spec, sizes=None, tests=TESTS, *, trial="60s", latency_trial=None, latency_trials: int = 20, high=None,
             low=None, resolution="1%", max_trials: int = 16, settle="2s", retries: int = 0, loss_step="10%",
             b2b_trials: int = 50, b2b_trial="2s", max_burst=None, engine: str | None = None,
@@ -501,13 +537,10 @@ def rfc2544(spec, sizes=None, tests=TESTS, *, trial="60s", latency_trial=None, l
     p = validate(spec, sizes, tests, trial=trial, latency_trial=latency_trial, latency_trials=latency_trials,
                  high=high, low=low, resolution=resolution, max_trials=max_trials, settle=settle, retries=retries,
                  loss_step=loss_step, b2b_trials=b2b_trials, b2b_trial=b2b_trial, max_burst=max_burst)
-    res = Rfc2544Result(spec=spec, tests=p.tests)
-    if resume is not None:   # keep what the previous run finished, drop its partial (test, size)s
-        res.done = [list(x) for x in resume.done]
-        keep = {(t, s) for t, s in res.done}
-        res.rows = {t: [r for r in resume.rows.get(t, []) if (t, r["size"]) in keep] for t in TESTS}
-        res.trial_rows = [r for r in resume.trial_rows if (r["test"], r["size"]) in keep]
-        res.notes = {k: v for k, v in resume.notes.items() if tuple([k.split(":")[0], int(k.split(":")[1])]) in keep}
+    res = Rfc2544Result(spec=spec, tests=p.tests, started_utc=(resume.started_utc if resume is not None else "") or
+                        datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
+    if resume is not None:
+        _resumed(res, resume, p, spec)
     res.skipped = {f: why for f, s, why in p.sizes if s is None}
     if "back_to_back" in p.tests and p.b2b_unsupported:
         res.unsupported["back_to_back"] = p.b2b_unsupported

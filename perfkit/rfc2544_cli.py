@@ -3,6 +3,8 @@
 
     perfkit rfc2544 local udp_bw --lab l1 --rate 12kpps --frame-sizes 128,512 --trial 2s
     perfkit rfc2544 flows --port ring:a:0 --peer ring:a:1 --tests throughput,latency -o rfc.parquet
+    perfkit rfc2544 local udp_bw --rate 20kpps --trial 2s --report rfc.html
+    perfkit rfc2544 report rfc.parquet --report rfc.html     # a saved result's report
 
 A line per trial as it finishes (--json: JSON lines), then the report (perfkit.rfc2544).
 --rate is the upper bound and frame loss rate's 100%; each trial's length is --trial.
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 
 from perfkit.kinds import dpdk_udp, qperf
@@ -46,6 +49,11 @@ def add_parser(sub) -> None:
         g.add_argument("--max-burst", help="the longest back-to-back burst tried (default --rate x --b2b-trial)")
         g.add_argument("--resume", metavar="FILE.parquet", help="continue a saved rfc2544 result: what it finished "
                        "is kept, the rest runs")
+        g.add_argument("--report", metavar="FILE.html", help="write an HTML report laid out like RFC 2544's "
+                       "reporting section: per test its table per frame size and its graph")
+    rep = on.add_parser("report", help="the HTML report of a saved rfc2544 result (-o FILE.parquet, or a store's)")
+    rep.add_argument("file", metavar="FILE.parquet", help="a result perfkit rfc2544 -o saved (or Store.save)")
+    rep.add_argument("--report", metavar="FILE.html", required=True, help="where to write the report")
 
 
 def _spec(a):
@@ -72,8 +80,23 @@ def _spec(a):
     return spec, engine
 
 
+def _check_report_path(path: str) -> None:
+    """--report: an .html file in a folder that exists, checked before anything runs."""
+    if not str(path).endswith((".html", ".htm")):
+        raise ValueError(f"report: {path!r} is not an .html file")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ValueError(f"report: no folder {folder!r} to write {os.path.basename(path)} in")
+
+
 def run(a, dpdk_eal) -> int:
     """perfkit rfc2544 ...: every argument checked first (exit 2), then the trials and the report."""
+    if a.rfc2544_on == "report":   # a saved result: its HTML report, nothing runs
+        _check_report_path(a.report)
+        print(f"perfkit rfc2544: report written to {load(a.file).report(a.report)}")
+        return 0
+    if a.report:
+        _check_report_path(a.report)
     spec, engine = _spec(a)
     resume = load(a.resume) if a.resume else None
     if resume is not None and resume.spec.to_dict() != dataclasses.replace(spec, rate=None).to_dict():
@@ -102,6 +125,12 @@ def run(a, dpdk_eal) -> int:
             res.save(a.save)
         except (OSError, ValueError) as exc:
             print(f"perfkit: save: cannot write {a.save} ({exc})", file=sys.stderr)
+            status = 1
+    if a.report:
+        try:
+            res.report(a.report)
+        except OSError as exc:
+            print(f"perfkit: report: cannot write {a.report} ({exc})", file=sys.stderr)
             status = 1
     if res.error:
         print(f"perfkit: error: {res.error}", file=sys.stderr)

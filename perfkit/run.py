@@ -167,16 +167,17 @@ class Run:
         self._stop.set()
 
     def set_rate(self, rate) -> None:
-        """A new target rate for the running load (DPDK flows: pps or bps as the spec's rate takes
-        it, '50kpps', 50000; None = as fast as the port goes): every generator takes it at its next
-        burst and paces from there (no catch-up burst; a ramp ends). The frame's rate_target
-        column records it per interval. ValueError: a bad value, or a spec whose rate is fixed."""
+        """A new target rate for the running load (DPDK flows, socket udp_bw local or remote: pps
+        or bps as the spec's rate takes it, '50kpps', 50000; None = as fast as it goes): every
+        generator takes it at its next burst (send batch) and paces from there (no catch-up
+        burst; a ramp ends). The frame's rate_target column records it per interval.
+        ValueError: a bad value, or a spec whose rate is fixed."""
         per_generator = kinds.lookup(self.spec, "LIVE_RATE")
         if per_generator is None:
-            raise ValueError("set_rate: DPDK flows only")
+            raise ValueError("set_rate: DPDK flows and socket udp_bw only")
         if self._handle is not None and not hasattr(self._handle, "set_rate"):
             raise ValueError(f"set_rate: this run's {type(self._handle).__name__} takes no live changes "
-                             "(DPDK flows in this process only)")
+                             "(DPDK flows in this process, socket udp_bw)")
         value = per_generator(self.spec, rate)   # checked before anything reaches the engine
         if self._handle is None or self.done:
             raise RuntimeError("set_rate: the run is not running (start() it first; a finished run keeps its rate)")

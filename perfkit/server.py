@@ -259,6 +259,12 @@ class Server:
                     send_msg(conn, "running", running=engine.running() > 0)
                 elif op == "counters" and engine is not None:
                     send_msg(conn, "counters", workers=snapshot_out(engine.snapshot()))
+                elif op == "set_rate" and engine is not None and engine.roles[0] == "udp_send":
+                    rate = msg.get("rate")   # the engine refuses a value out of 0..1e10
+                    if isinstance(rate, bool) or not isinstance(rate, (int, float)):
+                        raise ValueError(f"set_rate: {rate!r} is not a number of messages/s")
+                    engine.set_rate(float(rate))
+                    send_msg(conn, "rate_set")
                 elif op == "stop" and engine is not None:
                     engine.stop()
                     send_msg(conn, "stopping")

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from perfkit.comparison import compare
 from perfkit import savefile
+from perfkit.rfc2544 import Rfc2544Result, load as load_rfc2544
 from perfkit.run import Run
 from perfkit.stats import HTTP_KEY_FIGURES, KEY_FIGURES, LOWER_IS_BETTER  # noqa: F401 (also imported from here)
 from perfkit.units import rate_text
@@ -93,7 +94,7 @@ def run_record(meta: dict, path: str | None = None) -> dict:
     rec = {
         "name": name,
         "time": _parse_time(env.get("started_utc")),
-        "test": spec.get("test") or summary.get("test"),
+        "test": "rfc2544" if info.get("kind") == "rfc2544" else spec.get("test") or summary.get("test"),
         "engine": info.get("engine") or env.get("engine") or summary.get("engine"),
         "host": env.get("host"), "kernel": env.get("kernel"),
         "target": spec.get("host"), "lab": spec.get("lab"),
@@ -127,8 +128,8 @@ def _read_meta(path: str) -> dict:
 class Store:
     """A folder of saved runs. Store(path) makes the folder if it is missing.
 
-    save(run, name=None, tags=(), note=None) -> name; list(**filters) -> polars frame;
-    load(name) -> Run; delete(name); names(); compare(*names) -> perfkit.Comparison.
+    save(run, name=None, tags=(), note=None) -> name (a Run, or an Rfc2544Result); list(**filters)
+    -> polars frame; load(name) -> Run (or the Rfc2544Result); delete(name); names(); compare(*names) -> perfkit.Comparison.
     Files put in the folder by hand (any `*.parquet` written by run.save()) are listed
     too, named after the file."""
 
@@ -175,7 +176,8 @@ class Store:
 
     # ------------------------------------------------------------------ save
     def _default_name(self, run) -> str:
-        test = re.sub(r"[^A-Za-z0-9._-]", "_", str(getattr(run.spec, "test", "run")))[:40] or "run"
+        test = "rfc2544" if isinstance(run, Rfc2544Result) else \
+            re.sub(r"[^A-Za-z0-9._-]", "_", str(getattr(run.spec, "test", "run")))[:40] or "run"
         t = _parse_time(run.env.get("started_utc")) or _dt.datetime.now(_dt.timezone.utc)
         base = f"{test}-{t:%Y%m%d-%H%M%S}"
         name, n = base, 1
@@ -191,7 +193,8 @@ class Store:
         name: default '<test>-<start time UTC>' (made unique); tags: a string or a list of
         strings to filter by later; note: free text. An existing name is an error unless
         overwrite=True."""
-        if not getattr(run, "done", False):
+        finished = run.stopped if isinstance(run, Rfc2544Result) else getattr(run, "done", False)
+        if not finished:
             raise ValueError("run: the run has not finished: wait() before saving it")
         tags = check_tags(tags)
         if note is not None and not isinstance(note, str):
@@ -240,12 +243,14 @@ class Store:
         return f"no run called {name!r} in {self.path}{hint}"
 
     def load(self, name):
-        """The stored run as a finished perfkit.Run (run.name, run.tags, run.note set)."""
+        """The stored run as a finished perfkit.Run, or a stored RFC 2544 result as its
+        Rfc2544Result (run.name, run.tags, run.note set)."""
         path = self.file(name)
         if not path.is_file():
             raise KeyError(self._missing(name))
-        run = Run.load(path)
-        store = _read_meta(str(path)).get("store") or {}
+        meta = _read_meta(str(path))
+        run = load_rfc2544(path) if (meta.get("run") or {}).get("kind") == "rfc2544" else Run.load(path)
+        store = meta.get("store") or {}
         run.name, run.tags, run.note = path.stem, list(store.get("tags") or []), store.get("note")
         return run
 

@@ -107,9 +107,10 @@ def test_json_rows_hold_every_counter_of_the_engine_and_end_with_the_summary():
     *rows, last = objs
     assert list(last) == ["summary"] and isinstance(last["summary"], dict)
     assert 2 <= len(rows) <= 4
-    schema = list(row_schema(2, STREAM_GROUPS))   # a udp_bw row holds the counters its engine writes
-    written = [c.name for c in COUNTERS if c.group in STREAM_GROUPS]
-    assert "pkts_tx" in written and "http_req" not in written
+    groups = (*STREAM_GROUPS, "control")   # a udp_bw row holds the counters its engine writes (rate_target too)
+    schema = list(row_schema(2, groups))
+    written = [c.name for c in COUNTERS if c.group in groups]
+    assert "pkts_tx" in written and "rate_target" in written and "http_req" not in written
     for row in rows:
         assert "summary" not in row
         # the counter columns, then the host metrics' (perfkit.hostmetrics: host CPU, lo)

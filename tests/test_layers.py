@@ -31,7 +31,7 @@ LAYER_OF = {
     "perfkit.report": "analysis", "perfkit.server": "analysis", "perfkit.sweep": "analysis",
     "perfkit.remote": "analysis",
     "perfkit.ladder": "analysis",
-    "perfkit.rfc2544": "analysis", "perfkit.rfc2544_cli": "faces",
+    "perfkit.rfc2544": "analysis", "perfkit.rfc2544_cli": "faces", "perfkit.converge_cli": "faces",
     "perfkit.run": "run", "perfkit.cluster": "run",
     "perfkit.savefile": "run",
     "perfkit.thresholds": "run",

@@ -29,7 +29,7 @@ def test_frame_sizes_convert_to_each_specs_size_field():
     assert "not supported on" not in plan.b2b_unsupported   # the socket engine sends a counted burst
     dp = validate(DpdkFlows(port="ring:r:0", peer="ring:r:1"), trial="1s")
     assert [f for f, s, _ in dp.sizes if s] == [*SIZES, JUMBO]   # ring ports take jumbo frames
-    assert dp.b2b_unsupported.startswith("back-to-back: not supported on dpdk")
+    assert dp.b2b_unsupported == ""   # the DPDK generators send a counted burst (messages)
 
 
 @pytest.mark.parametrize("kw, field", [
@@ -95,15 +95,16 @@ def dpdk(eal):
 
 def test_dpdk_ring_pair_standard_and_jumbo_frames(dpdk):
     """A ring pair loses nothing: the throughput is the upper bound at 64 B and at 9018 B
-    (jumbo: ring ports take it); back-to-back is said to be unsupported, with no numbers."""
+    (jumbo: ring ports take it); back-to-back runs counted bursts (tests/test_dpdk_b2b.py)."""
     res = rfc2544(DpdkFlows(port="ring:r25:0", peer="ring:r25:1"), sizes=(64, JUMBO),
-                  tests="throughput,back_to_back", high="100kpps", trial="0.2s", settle=0)
+                  tests="throughput,back_to_back", high="100kpps", trial="0.2s", settle=0, b2b_trials=1,
+                  max_burst=2000, b2b_trial="0.5s")
     assert res.error is None and res.stopped == "done"
     tp = res.throughput
     assert tp["size"].to_list() == [64, JUMBO] and tp["throughput_fps"].to_list() == [100e3, 100e3]
     assert tp["throughput_bps"].to_list() == [100e3 * 8 * 64, 100e3 * 8 * JUMBO]
-    assert res.back_to_back.height == 0
-    assert "back-to-back: not supported on dpdk" in res.text()
+    assert res.back_to_back["size"].to_list() == [64, JUMBO] and "not supported" not in res.text()
+    assert all(0 < b <= 2000 for b in res.back_to_back["burst_frames"])
 
 
 def check_frame_loss(rows, size, step=10.0):
@@ -201,3 +202,47 @@ def test_a_stopped_run_keeps_its_trials_and_resumes_where_it_stopped():
     assert more.rows["throughput"] == res.rows["throughput"]
     check_frame_loss(more.rows["frame_loss"], 128)
     check_frame_loss(more.rows["frame_loss"], 256)
+
+
+@pytest.mark.root
+@pytest.mark.netns
+def test_a_stopped_throughput_search_resumes_between_its_last_bounds(tmp_path):
+    """A throughput search stopped after three trials (a tbf-shaped lab link, so trials fail above
+    its rate) keeps them on resume: the search goes on from the fourth trial, half way between the
+    kept trials' highest pass (or the lower bound) and lowest failure, never again at the upper
+    bound, and ends by the RFC's resolution."""
+    import threading
+    lab = lab_up_or_skip(lab_module_or_skip(), rate="5mbit", name="ctlres")
+    kw = dict(sizes=(512,), tests="throughput", high="7.5mbit", low="2.5mbit", resolution="5%", max_trials=10,
+              trial=0.3, settle="0.2s")
+    stop = threading.Event()
+    seen = []
+
+    def three(test, size, row):
+        seen.append(row)
+        if len(seen) == 3:
+            stop.set()
+    spec = LocalTest("udp_bw", lab=lab.name)
+    try:
+        first = rfc2544(spec, **kw, progress=three, stop=stop)
+        first.save(tmp_path / "half.parquet")
+        more = rfc2544(spec, **kw, resume=load(tmp_path / "half.parquet"))
+    finally:
+        lab.down()
+    assert first.stopped == "stopped" and first.done == [] and len(first.trial_rows) == 3, first.trial_rows
+    assert more.stopped == "done" and more.error is None, more.error
+    kept, t = first.trial_rows, more.trial_rows
+    assert t[:3] == kept                                   # the stopped run's trials, as they were
+    assert [r["trial"] for r in t] == list(range(1, len(t) + 1))   # numbered on after them
+    high, low = 7.5e6 / 8 / 512, 2.5e6 / 8 / 512
+    assert kept[0]["offered_pps"] == pytest.approx(high) and not kept[0]["passed"]
+    assert sum(r["offered_pps"] == kept[0]["offered_pps"] for r in t) == 1   # the upper bound once
+    best = max((r["offered_pps"] for r in kept[1:] if r["passed"]), default=low)
+    fail = min(r["offered_pps"] for r in kept if not r["passed"])
+    assert t[3]["offered_pps"] == pytest.approx((best + fail) / 2)    # between the last bounds
+    tp = more.rows["throughput"][0]
+    assert tp["trials"] == len(t) and tp["throughput_fps"] is not None
+    passes = [r["offered_pps"] for r in t if r["passed"]]
+    failures = [r["offered_pps"] for r in t if not r["passed"]]
+    assert tp["throughput_fps"] == max(passes) and min(failures) > max(passes)
+    assert min(failures) - max(passes) <= tp["resolution_fps"] or tp["stopped"] == "max_trials"

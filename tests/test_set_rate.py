@@ -86,8 +86,8 @@ def test_set_rate_needs_a_running_dpdk_flows_load():
     run = Run(DpdkFlows(port="ring:sr4:0", peer="ring:sr4:1", rate="20kpps", duration=1))
     with pytest.raises(RuntimeError, match="not running"):
         run.set_rate("50kpps")
-    with pytest.raises(ValueError, match=r"^set_rate: DPDK flows only$"):
-        Run(LocalTest("udp_bw", rate="10kpps", duration=1)).set_rate("20kpps")
+    with pytest.raises(ValueError, match=r"^set_rate: tcp_bw has no live rate \(udp_bw only\)$"):
+        Run(LocalTest("tcp_bw", duration=1)).set_rate("20kpps")
 
 
 @pytest.mark.dpdk

@@ -27,7 +27,7 @@ WORKER_KEYS = frozenset((
     "role", "port", "out", "peer", "track", "size", "sizes", "flows", "burst", "rate", "rate_end", "ramp",
     "duration", "dst_mac", "dst_ip", "sport", "dport", "cpu", "drop_every", "src_ips", "dst_ips", "sports",
     "dports", "queue", "flow_first", "probe_rate", "probe_size", "with_worker", "pause",
-    "flows_start", "flow_rate", "rx_cap"))
+    "flows_start", "flow_rate", "rx_cap", "count"))
 
 cdef extern from "rte_version.h":
     const char *rte_version()
@@ -418,6 +418,7 @@ cdef class DpdkEngine(EngineBase):
                 cfgs[i].flows_start = w.get("flows_start", 0)
                 cfgs[i].flow_rate = w.get("flow_rate", 0.0)
                 cfgs[i].rx_cap = w.get("rx_cap", 0.0)
+                cfgs[i].count = w.get("count") or 0
             err[0] = 0
             self.e = pk_dpdk_create(cports, len(self.ports), cfgs, self.n, err, sizeof(err))
             if self.e == NULL:

@@ -99,6 +99,9 @@ typedef struct pk_dpdk_worker_cfg {
     /* RXONLY, tests only: take at most this many frames per second (0 = all): a receiver of
      * known capacity, whose port's queue fills and holds the sender back */
     double rx_cap;
+    /* GEN: stop once this many load frames went out (a counted burst: RFC 2544's back-to-back,
+     * sent as fast as the port takes them when unpaced); 0 = until the duration ends */
+    uint64_t count;
 } pk_dpdk_worker_cfg;
 
 #define PK_DPDK_MAX_WORKERS 16

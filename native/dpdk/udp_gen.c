@@ -373,6 +373,8 @@ void pkd_run_gen(worker *w)
         }
         if (t0 >= end && (!p.paced || (built >= target && w->npend == 0) || t0 >= catchup_end))
             break;
+        if (w->cfg.count && built >= w->cfg.count && w->npend == 0)   /* the counted burst is out */
+            break;
         const uint64_t tp = t0 < end ? t0 : end - 1;
         uint32_t moved = 0;
         /* frames coming back are measured at once; otherwise rx is only for ARP and ping */
@@ -395,6 +397,8 @@ void pkd_run_gen(worker *w)
                 if (k > room)
                     k = room;
             }
+            if (w->cfg.count && k > w->cfg.count - built)   /* built never passes count */
+                k = w->cfg.count - built;
             if (k)
                 built += gen_build(w, (uint32_t)k, pk_now_ns());
         }

@@ -194,6 +194,17 @@ cdef class SockEngine(EngineBase):
                               PK_SOCK_MAX_FLOWS)
         return list(out[:n])
 
+    def set_rate(self, double rate):
+        """Every udp_send worker paces at rate messages/s from its next send batch (0 = as fast
+        as it can); the rate_target gauge follows. The caller checks the value (Run.set_rate)."""
+        cdef pk_sock_engine *e = self._live()
+        senders = [i for i, role in enumerate(self.roles) if role == "udp_send"]
+        if not senders:
+            raise EngineError("set_rate: this engine has no udp_send worker")
+        for i in senders:
+            if pk_sock_set_rate(e, i, rate) != 0:
+                raise ValueError(f"set_rate: {rate!r} messages/s per sender is out of range 0..1e10")
+
     def set_remote_sent(self, int worker, sent):
         """Tell a udp_recv worker what a remote sender sent per flow (before join)."""
         cdef pk_sock_engine *e = self._live()

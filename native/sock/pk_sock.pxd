@@ -72,6 +72,7 @@ cdef extern from "sock_engine.h":
     int pk_sock_running(const pk_sock_engine *e) nogil
     void pk_sock_join(pk_sock_engine *e) nogil
     int pk_sock_flow_sent(const pk_sock_engine *e, int worker, uint64_t *out, uint32_t n) nogil
+    int pk_sock_set_rate(pk_sock_engine *e, int worker, double rate) nogil
     int pk_sock_set_remote_sent(pk_sock_engine *e, int worker, const uint64_t *sent, uint32_t n) nogil
     void pk_sock_snapshot(const pk_sock_engine *e, int worker, uint64_t *counters, uint64_t *hist) nogil
     int pk_sock_http_urls(const pk_sock_engine *e, int worker, uint64_t *out, uint32_t n) nogil

@@ -445,6 +445,10 @@ static void worker_run(pk_engine *core, int i)
     w->cpu0 = pk_thread_cpu_ns();
     w->user0 = pk_thread_user_ns();
     w->cpu_at = w->wall0;
+    w->rate = w->cfg.rate;
+    w->pace_t0 = w->wall0;
+    if (w->cfg.role == PK_UDP_SEND)
+        pk_set(&w->c, PK_rate_target, (uint64_t)(w->rate + 0.5));
     ROLE_FNS[w->cfg.role](w);
 }
 
@@ -752,6 +756,16 @@ int pk_sock_flow_sent(const pk_sock_engine *e, int i, uint64_t *out, uint32_t n)
     for (uint32_t f = 0; f < k; f++)
         out[f] = __atomic_load_n(&w->flow_sent[f], __ATOMIC_RELAXED);
     return (int)k;
+}
+
+int pk_sock_set_rate(pk_sock_engine *e, int i, double rate)
+{
+    if (i < 0 || i >= e->n || e->w[i].cfg.role != PK_UDP_SEND || !(rate >= 0) || rate > 1e10)
+        return -1;
+    worker *w = &e->w[i];
+    __atomic_store(&w->ctl_rate, &rate, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&w->ctl_gen, 1, __ATOMIC_RELEASE);   /* the rate is visible before the new generation */
+    return 0;
 }
 
 int pk_sock_set_remote_sent(pk_sock_engine *e, int i, const uint64_t *sent, uint32_t n)

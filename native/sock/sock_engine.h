@@ -109,6 +109,10 @@ void pk_sock_join(pk_sock_engine *e);
 /* UDP_SEND: packets sent per flow (= the next sequence number), up to n flows.
  * Returns the number of flows copied. */
 int pk_sock_flow_sent(const pk_sock_engine *e, int worker, uint64_t *out, uint32_t n);
+/* UDP_SEND: pace at rate messages/s from now on (0 = as fast as possible); the worker takes
+ * it at its next send batch, re-basing its pacer there. -1: not a sender, or rate out of
+ * 0..1e10. Any thread; no lock. */
+int pk_sock_set_rate(pk_sock_engine *e, int worker, double rate);
 /* UDP_RECV fed from another host: what the remote sender sent per flow, so that
  * join() settles loss as it does for a local sender. Call before join(). */
 int pk_sock_set_remote_sent(pk_sock_engine *e, int worker, const uint64_t *sent, uint32_t n);

@@ -109,6 +109,12 @@ typedef struct worker {
 
     uint64_t lat_min;
     uint64_t cpu0, user0, wall0, cpu_at;
+    /* the pacer: rate (messages/s, 0 = unlimited) counted from pace_t0 and pace_sent0, re-based
+     * when set_rate moves it (ctl_rate, then ctl_gen stored with release; read once a turn) */
+    double rate;
+    uint64_t pace_t0, pace_sent0;
+    double ctl_rate;
+    uint32_t ctl_gen, seen_gen;
     uint64_t read_sum;           /* access_recv: what reading the data added up to (kept, so it is read) */
 
     struct http_state *http;     /* HTTP roles: connection slots, epoll */
@@ -182,20 +188,35 @@ static inline uint64_t pace(const worker *w, uint64_t now, uint64_t sent, uint64
     uint64_t most = (uint64_t)w->cfg.batch * (w->cfg.gso > 1 ? w->cfg.gso : 1);
     if (w->cfg.count && w->cfg.count - sent < most)
         most = w->cfg.count - sent;
-    if (w->cfg.rate <= 0)
+    if (w->rate <= 0)
         return most;
-    double elapsed = (double)(now - w->wall0);
-    uint64_t allowed = (uint64_t)(elapsed * w->cfg.rate / 1e9) + 1;
-    if (allowed > sent)
-        return allowed - sent < most ? allowed - sent : most;
+    double elapsed = (double)(now - w->pace_t0);
+    uint64_t done = sent - w->pace_sent0;   /* sent since the pacer's base */
+    uint64_t allowed = (uint64_t)(elapsed * w->rate / 1e9) + 1;
+    if (allowed > done)
+        return allowed - done < most ? allowed - done : most;
     /* wake when the next message is due, but by the end of the run and within
      * PACE_MAX_SLEEP_NS: a slow pacer must not sleep through stop or past its end */
-    double gap = (double)sent * 1e9 / w->cfg.rate;
+    double gap = (double)done * 1e9 / w->rate;
     uint64_t cap = w->wall0 + w->cfg.duration_ns;
     if (cap > now + PACE_MAX_SLEEP_NS)
         cap = now + PACE_MAX_SLEEP_NS;
-    *wake = gap < (double)(cap - w->wall0) ? w->wall0 + (uint64_t)gap : cap;
+    *wake = gap < (double)(cap - w->pace_t0) ? w->pace_t0 + (uint64_t)gap : cap;
     return 0;
+}
+
+/* set_rate's change, seen once a turn: the pacer restarts at now from what was sent so far
+ * (nothing owed under the old rate is caught up in a burst); the rate_target gauge follows. */
+static inline void pace_control(worker *w, uint64_t now, uint64_t sent)
+{
+    uint32_t gen = __atomic_load_n(&w->ctl_gen, __ATOMIC_ACQUIRE);
+    if (gen == w->seen_gen)
+        return;
+    w->seen_gen = gen;
+    __atomic_load(&w->ctl_rate, &w->rate, __ATOMIC_RELAXED);
+    w->pace_t0 = now;
+    w->pace_sent0 = sent;
+    pk_set(&w->c, PK_rate_target, (uint64_t)(w->rate + 0.5));
 }
 
 /* Sleep until the next message is due, and at least PACE_MIN_SLEEP_NS: what
@@ -237,6 +258,7 @@ static inline uint64_t sender_turn(worker *w, uint64_t sent, uint64_t *now)
     if (sender_done(w, *now, sent))
         return SENDER_DONE;
     account_cpu(w, *now, 0);
+    pace_control(w, *now, sent);
     uint64_t n = pace(w, *now, sent, &wake);
     if (n == 0)
         pace_wait(*now, wake);

@@ -16,6 +16,8 @@ JSON messages (4-byte big-endian length, then a JSON object with "v" and "op"):
                                                                      and, at least every timeout/3,
                                                                      so the server keeps waiting)
     stop                               ->   stopping               (flipped: a stop here)
+    set_rate {rate}                    ->   rate_set               (flipped udp_bw: the server's
+                                                                     sender paces at rate messages/s)
     finish {sent}                      ->   result {workers, error}
     quit                               ->   bye                    (the server stops)
 
@@ -37,6 +39,7 @@ import os
 import select
 import socket
 import struct
+import threading
 import time
 
 from perfkit import sandbox
@@ -185,6 +188,7 @@ class Control:
         self.timeout = timeout
         self.last_request = time.monotonic()
         self.broken = None   # why the connection was given up: a late answer would answer the wrong request
+        self._lock = threading.Lock()   # set_rate may come from another thread than the sampler's requests
         sandbox.check(host, "host")
         deadline = time.monotonic() + wait_server
         while True:   # as qperf -ws: a server not listening yet is tried again until the deadline
@@ -212,10 +216,11 @@ class Control:
     def request(self, op: str, **fields) -> dict:
         if self.broken:
             raise EngineError(f"control connection: closed after {self.broken}")
-        self.last_request = time.monotonic()
         try:
-            send_msg(self.sock, op, **fields)
-            reply = recv_msg(self.sock)
+            with self._lock:
+                self.last_request = time.monotonic()
+                send_msg(self.sock, op, **fields)
+                reply = recv_msg(self.sock)
         except (OSError, ConnectionError, ProtocolError) as exc:
             self.broken = (f"no answer to {op} from the server in {self.timeout:g} s (loc_timeout, -lto)"
                            if isinstance(exc, TimeoutError) else str(exc))
@@ -379,6 +384,16 @@ class RemoteHandle:
         finally:
             if self.flip:
                 self.local.join()
+
+    def set_rate(self, rate: float) -> None:
+        """udp_bw: the sender paces at rate messages/s from its next batch (0: unpaced): this
+        host's own worker, or, flipped, the server's (a set_rate message)."""
+        if self.roles[0] == "udp_send":
+            self.local.set_rate(rate)
+        elif self.roles[1] == "remote_udp_send":
+            self.ctl.request("set_rate", rate=float(rate))
+        else:
+            raise ValueError(f"set_rate: a {self.roles[0]} test has no rate to change (udp_bw only)")
 
     def error(self):
         return self.local.error() or self._error

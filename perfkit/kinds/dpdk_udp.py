@@ -11,7 +11,7 @@ from perfkit import sandbox
 from perfkit.fields import SECONDS, check_declared, like, opt, whole_number
 from perfkit.spec import (DPDK_JUMBO_PORTS, DPDK_MAX_BURST, DPDK_MAX_FLOWS, DPDK_MAX_IPS, DPDK_MAX_QUEUES,
                           DPDK_MAX_SIZE, DPDK_MIN_SIZE, DPDK_MODES, DPDK_REFLECT_MODES, DPDK_RING, DPDK_STD_SIZE,
-                          DpdkSpec, LAB_NETS, MAC, MAX_DURATION_S, MAX_RATE_PPS, check_dest_ip, check_dpdk_port, check_lab_ipv4,
+                          DpdkSpec, LAB_NETS, MAC, MAX_DURATION_S, MAX_MESSAGES, MAX_RATE_PPS, check_dest_ip, check_dpdk_port, check_lab_ipv4,
                           check_netns, parse_sizes, rate_limit, size_pattern)
 from perfkit.spec import DPDK_KERNEL_DRIVERS
 from perfkit.units import Rate, parse_duration, parse_rate, parse_size
@@ -174,6 +174,13 @@ class DpdkFlows(DpdkSpec):
               "rate; loss and one-way latency counted at both ends"),
         cli_help="with --peer: both ports send and receive", advanced=True,
         applies={**DPDK_ONLY, "mode": ("rxonly",), "peer": True})
+    messages: int | str | None = opt(
+        None,
+        help=("a counted burst: the generators stop once this many load frames went out (split over the "
+              "cores; RFC 2544's back-to-back sends it unpaced, as fast as the port takes it); duration still "
+              "bounds it. None = until the duration ends"),
+        unit="frames (10k); empty: until the duration ends", short="-n",
+        cli_help="stop once this many frames went out (a counted burst): 10k", advanced=True, applies=DPDK_ONLY)
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
@@ -239,6 +246,8 @@ class DpdkFlows(DpdkSpec):
             raise ValueError(f"flows: {self.flows} flow(s) for {self.cores} cores: each core sends "
                              "flows of its own (give at least as many flows)")
         self._check_growth(put)
+        if self.messages is not None:   # at least a frame per core
+            put("messages", _int_in(_count(self.messages, "messages"), "messages", self.cores, MAX_MESSAGES))
         put("ip", check_lab_ipv4(self.ip, "ip"))
         put("peer_ip", check_dest_ip(self.peer_ip, "peer_ip", 4))
         if self.ip == self.peer_ip:
@@ -532,7 +541,7 @@ def ports_and_workers(spec) -> tuple[list[tuple[str, str]], list[dict]]:
                 "sizes": size_pattern(spec.sizes) if spec.sizes else None,
                 "rate_end": spec.ramp_end_per_second / n, "ramp": spec.ramp_time or 0.0,
                 "probe_rate": spec.probe_rate.value / n if spec.probe_rate else 0.0,
-                "probe_size": spec.probe_size})
+                "probe_size": spec.probe_size, "count": _split(spec.messages, n, k)[1] if spec.messages else 0})
         if spec.peer is None:
             if spec.dst_mac is None and spec.port.startswith("net_null"):
                 for g in gens:
@@ -626,7 +635,7 @@ def _flows_parser(sub) -> None:
     add_option(flw, DpdkFlows, "duration", default=None)   # None: 10s, or a --search trial's 1s
     for name in ("ip", "peer_ip", "dst_mac", "sport", "dport", "burst", "src_ips", "dst_ips", "sports", "dports",
                  "sizes", "ramp_to", "ramp_time", "probe_rate", "probe_size", "bidirectional", "flow_rate",
-                 "flows_max"):
+                 "flows_max", "messages"):
         add_option(flw, DpdkFlows, name)
     _dpdk_options(flw)
     search_options(flw)

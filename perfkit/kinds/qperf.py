@@ -282,6 +282,28 @@ STREAM_GROUPS = ("traffic", "seq", "latency", "sock", "cpu")
 COUNTER_GROUPS = STREAM_GROUPS
 
 
+def counter_groups(spec) -> tuple[str, ...]:
+    """STREAM_GROUPS; udp_bw's sender also the live control's gauge (rate_target)."""
+    return STREAM_GROUPS + (("control",) if spec.test == "udp_bw" else ())
+
+
+def live_rate(spec, value) -> float:
+    """run.set_rate(value) of a udp_bw run: the messages/s its sender paces to, value checked as
+    the spec's rate is (pps or bps of its size); None: as fast as it can."""
+    if spec.test != "udp_bw":
+        raise ValueError(f"set_rate: {spec.test} has no live rate (udp_bw only)")
+    if value is None:
+        return 0.0
+    try:
+        rate = rate_limit(value, spec.size, "packets")
+    except ValueError as exc:
+        raise ValueError(f"set_rate: {str(exc).removeprefix('rate: ')}") from None
+    return rate.messages_per_second(spec.size)
+
+
+LIVE_RATE = {LocalTest: live_rate, RemoteTest: live_rate}   # perfkit.run.Run.set_rate
+
+
 def plan(spec) -> dict:
     """The socket engine's plan (perfkit.engines.socket): a local test's two workers, or,
     for a RemoteTest, the near end and its perfkit server (perfkit.engines.remote)."""
@@ -518,7 +540,8 @@ def busy_poll_option(parser, pinned: str) -> None:
 
 
 def search_options(parser) -> None:
-    """--search and its bounds: a rate search instead of one run (perfkit.ratesearch)."""
+    """--search and its bounds: a rate search instead of one run (perfkit.ratesearch); --converge
+    and its bounds: the rate retuned live on the one run (perfkit.converge_cli)."""
     parser.add_argument("--search", metavar="CRITERION", help=SEARCH_HELP)
     applies(parser.add_argument("--low", help="--search: lower bound (default 1%% of the upper)"), search=True)
     applies(parser.add_argument("--resolution", default="1%",
@@ -530,6 +553,18 @@ def search_options(parser) -> None:
             search=True)
     applies(parser.add_argument("--retries", default=0, help="--search: run a failed trial again up to N times "
                                 "(default 0); the rate passes if one attempt does"), search=True)
+    # live convergence on one run (perfkit.converge_cli), beside the search over trials
+    applies(parser.add_argument(
+        "--converge", metavar="CRITERION",
+        help="retune this one run's rate every --interval (BiTester's convergence) to the highest holding "
+             "CRITERION between --converge-low and --rate: keeps-up, zero-loss, cpu, or a threshold 'loss<0.1%%', "
+             "'p99<200us' (perfkit local: udp_bw); the converged rate is printed after the summary"),
+        test=("udp_bw",))
+    applies(parser.add_argument("--converge-low", metavar="RATE",
+                                help="--converge: lower bound (default 1%% of --rate)"), converge=True)
+    applies(parser.add_argument("--converge-resolution", default="5%", metavar="SHARE",
+                                help="--converge: converged when the bounds are this close, a share of the upper "
+                                     "(default 5%%)"), converge=True)
 
 
 def busy_poll_from_args(a) -> bool | None:

@@ -1,7 +1,8 @@
-"""Self-contained HTML reports of a run or a comparison.
+"""Self-contained HTML reports of a run, a comparison or an RFC 2544 result.
 
     run.report("run.html")                      # or perfkit.ui.html_report(run, "run.html")
     perfkit.compare([a, b]).report("ab.html")
+    perfkit.rfc2544(...).report("rfc.html")     # laid out like RFC 2544's reporting (section 26)
 
 One file, no network needed to open it: plotly's JavaScript is inlined once (about
 4.5 MB) and every chart after the first uses it. A run's report has its summary (the
@@ -15,13 +16,15 @@ import datetime as _dt
 import html
 import json
 import os
+import statistics
 from pathlib import Path
 
 from perfkit.comparison import Comparison, LadderComparison, compare
 from perfkit.report import summary_text
+from perfkit.rfc2544 import Rfc2544Result
 from perfkit.run import Run
 from perfkit.stats import label_of, unit_of
-from perfkit.ui import charts
+from perfkit.ui import charts, rfc2544_charts
 from perfkit.units import rate_text
 from perfkit.version import __version__
 
@@ -154,6 +157,85 @@ def _run_sections(run, chart, heading_level: int = 2) -> list[str]:
     return out
 
 
+def rows_table(head, rows) -> str:
+    """A table of rows (tuples of values, formatted as _value does) under head."""
+    th = "".join(f"<th>{_esc(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{_esc(_value(v))}</td>" for v in r) + "</tr>" for r in rows)
+    return f'<div class="wide"><table class="rows"><tr>{th}</tr>{body}</table></div>'
+
+
+# RFC 2544 section 26: per test, what its table holds (the result frame's columns) and the graph
+RFC2544_TABLES = {
+    "throughput": ("Throughput (26.1): the highest rate with no frame lost, per frame size",
+                   (("frame B", "size"), ("throughput frames/s", "throughput_fps"), ("bit/s", "throughput_bps"),
+                    ("upper bound frames/s", "high_fps"), ("resolution frames/s", "resolution_fps"),
+                    ("trials", "trials"), ("stopped", "stopped")),
+                   (rfc2544_charts.throughput_figure, rfc2544_charts.trials_figure)),
+    "latency": ("Latency (26.2): at the throughput rate; the RFC's figure is the mean of the trials' means, "
+                "perfkit's percentiles over every frame of them; one way, the sender's timestamp to arrival "
+                "(DPDK reverse: the round trip)",
+                (("frame B", "size"), ("rate frames/s", "rate_fps"), ("trials", "trials"),
+                 ("RFC mean µs", "rfc_mean_us"), ("p50 µs", "p50_us"), ("p90 µs", "p90_us"), ("p99 µs", "p99_us"),
+                 ("p99.9 µs", "p999_us"), ("max µs", "max_us"), ("lowest trial mean µs", "min_trial_mean_us"),
+                 ("highest trial mean µs", "max_trial_mean_us"), ("frames timed", "lat_count")),
+                (rfc2544_charts.latency_figure,)),
+    "frame_loss": ("Frame loss rate (26.3): ((sent - received) x 100) / sent, from 100% of the upper bound down "
+                   "until two trials in a row lose nothing",
+                   (("frame B", "size"), ("rate %", "percent"), ("offered frames/s", "offered_fps"),
+                    ("sent", "sent"), ("received", "received"), ("lost", "lost"), ("loss %", "loss_pct")),
+                   (rfc2544_charts.frame_loss_figure,)),
+    "back_to_back": ("Back-to-back frames (26.4): the longest burst at full speed with no loss, per repetition",
+                     (("frame B", "size"), ("repetition", "repetition"), ("burst frames", "burst_frames"),
+                      ("burst s", "burst_s"), ("trials", "trials")),
+                     (rfc2544_charts.back_to_back_figure,)),
+}
+
+
+def _b2b_summary(rows) -> str:
+    """Back-to-back per frame size as the RFC tables it: the mean frame count and its spread."""
+    by: dict[int, list] = {}
+    for r in rows:
+        by.setdefault(r["size"], []).append(r["burst_frames"])
+    return rows_table(("frame B", "repetitions", "mean frames", "min", "max", "std dev"),
+                      [(f, len(v), statistics.fmean(v), min(v), max(v), statistics.pstdev(v))
+                       for f, v in sorted(by.items())])
+
+
+def _rfc2544_sections(res, chart) -> list[str]:
+    """An RFC 2544 result as its section 26 lays the report out: per test, its table with a row per
+    frame size (frame loss: per step; back-to-back: per repetition, then the mean) and its graph."""
+    out = [f"<p>{_esc(res.text().splitlines()[0])}</p>"]
+    if res.error:
+        out.append(f'<p class="error">error: {_esc(res.error)}</p>')
+    for f, why in sorted(res.skipped.items()):
+        out.append(f'<p class="meta">{f} B frames: skipped: {_esc(why)}</p>')
+    for test in res.tests:
+        head, cols, figures = RFC2544_TABLES[test]
+        out.append(f'<h2 id="{test}">{_esc(head.split(":")[0])}</h2><p class="meta">{_esc(head)}</p>')
+        if test in res.unsupported:
+            out.append(f"<p>{_esc(res.unsupported[test])}</p>")
+            continue
+        rows = sorted(res.rows[test], key=lambda r: r["size"])
+        if not rows:
+            out.append("<p>(no frame size finished)</p>")
+            continue
+        if test == "back_to_back":
+            out.append(_b2b_summary(rows))
+        out.append(rows_table([h for h, _ in cols], [tuple(r.get(k) for _, k in cols) for r in rows]))
+        out += [chart(fig(res)) for fig in figures]
+        notes = [f"{k.split(':')[1]} B: {v}" for k, v in res.notes.items() if k.startswith(test + ":")]
+        out += [f'<p class="meta">note: {_esc(n)}</p>' for n in notes]
+    out.append(f"<h2>Every trial ({len(res.trial_rows)})</h2>")
+    if res.trial_rows:
+        import polars as pl
+        out.append(f"<details><summary>the trials as run</summary>"
+                   f"{frame_table(res.trials.with_columns(pl.col(pl.Float64).round(3)))}</details>")
+    out.append("<h2>Spec</h2>")
+    out.append(kv_table(res.spec.to_dict()))
+    out.append(f"<h2>As text</h2><pre>{_esc(res.text())}</pre>")
+    return out
+
+
 def html_text(obj, title: str | None = None) -> str:
     """The report of obj (a finished Run, a Comparison, or a list of runs to compare) as HTML."""
     if isinstance(obj, (list, tuple)):
@@ -179,6 +261,10 @@ def html_text(obj, title: str | None = None) -> str:
             body.append(f"<details><summary><b>{_esc(name)}</b>: spec and environment</summary>"
                         f"<h3>Spec</h3>{kv_table({**spec, 'engine': run.engine_name})}"
                         f"<h3>Environment</h3>{kv_table(run.env or {})}</details>")
+    elif isinstance(obj, Rfc2544Result):   # RFC 2544's reporting (section 26)
+        title = title or f"RFC 2544: {', '.join(obj.tests)}"
+        meta = f"{_esc(obj.stopped or 'not finished')}, {obj.elapsed_s:.1f} s of trials"
+        body = _rfc2544_sections(obj, chart)
     elif isinstance(obj, LadderComparison):   # ladders pivoted: the figure, then the side-by-side table
         title = title or "ladders: " + " vs ".join(obj.names)
         meta = "; ".join(f"{_esc(n)}: users {', '.join(str(u) for u, _ in s)}" for n, s in obj.steps.items())
@@ -186,7 +272,7 @@ def html_text(obj, title: str | None = None) -> str:
         body = ["<h2>Chart</h2>", chart(obj.figure(title="")), "<h2>Table</h2>",
                 frame_table(obj.wide.with_columns(pl.col(pl.Float64).round(3)))]
     else:
-        raise TypeError(f"report: {obj!r} is not a perfkit.Run, a Comparison or a list of runs")
+        raise TypeError(f"report: {obj!r} is not a perfkit.Run, a Comparison, an RFC 2544 result or a list of runs")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta name=\"generator\" content=\"perfkit {_esc(__version__)}\">"
             f"<title>{_esc(title)}</title><style>{STYLE}</style></head><body>"
@@ -195,7 +281,7 @@ def html_text(obj, title: str | None = None) -> str:
 
 
 def html_report(obj, path, title: str | None = None) -> str:
-    """Write the report of obj (a Run, a Comparison or a list of runs) to path; returns path.
+    """Write the report of obj (a Run, a Comparison, an Rfc2544Result or a list of runs) to path; returns path.
     The file is complete on its own: open it anywhere, offline."""
     text = html_text(obj, title)
     path = Path(path).expanduser()

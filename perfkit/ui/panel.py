@@ -392,7 +392,7 @@ class Panel:
 
     def _rate_row(self, w) -> None:
         """The live rate control (pktgen's `set rate`) of a kind whose rate changes while running
-        (LIVE_RATE: DPDK flows): a log slider in frames/s and a box for any rate the spec takes
+        (LIVE_RATE: DPDK flows, socket udp_bw): a log slider in frames/s and a box for any rate the spec takes
         (50kpps, 1Gbit/s, max), shown only while a run is live; each change is run.set_rate."""
         self.rate_row = None
         if _kinds.lookup(self.spec_cls, "LIVE_RATE") is None:
@@ -422,6 +422,11 @@ class Panel:
             self.rate_status.value = ""
             return
         spec = run.spec
+        try:   # a spec class whose other tests have no live rate (LocalTest's tcp_bw): no row
+            self._live_pps(spec, None)
+        except ValueError:
+            self._show_rate(None)
+            return
         pps = self._live_pps(spec, spec.rate) if spec.rate is not None else None
         self._move_slider(pps or 1e6)
         self.rate_text.value = ""
