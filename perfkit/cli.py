@@ -179,6 +179,8 @@ def _run_printed(spec, a, line, cluster=None) -> int:
     run = Run(spec, interval=parse_duration(a.interval, "interval"), subscribers=(printer,), cluster=cluster,
               thresholds=getattr(a, "threshold", None))   # --threshold: a bad one exits 2 before the run
     conv = converge_cli.controller(a, spec)   # --converge: checked before the run starts
+    if conv is not None and cluster is not None:
+        raise ValueError("converge: --converge retunes one host's run; not with --cluster")
     run.start()
     converge_cli.attach(conv, run)
     interrupted = _wait(run)
