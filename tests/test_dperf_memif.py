@@ -187,10 +187,10 @@ def test_first_packet_rtt_in_rows_and_dperf_layout(eal):
     last = rows[-1]
     assert last["rtt_count"] == last["sock_open"] - last["retrans_syn"] and s["rtt_count"] > 0
     assert run.summary["rtt_max_us"] >= run.summary["rtt_mean_us"] > 0
-    mean_us = round(last["rtt_sum_ns"] / last["rtt_count"] / 1e3)
+    mean_us = round(last["rtt_sum_ns"] / last["rtt_count"] / 1e3, 1)   # dperf's: one decimal
     block = dperf.total_block(last)
-    assert f"rtt(us) {mean_us:<18,}".rstrip() in block
-    assert f"rtt(us) {round(full[0]['rtt_mean_us']):<18,}".rstrip() in dperf.seconds_block(full[0])
+    assert f"rtt(us) {mean_us:,.1f}" in block
+    assert f"rtt(us) {round(full[0]['rtt_mean_us'], 1):,.1f}" in dperf.seconds_block(full[0])
     assert "first_rtt" in dperf.summary_lines(last, run.summary)
 
 
