@@ -172,3 +172,30 @@ def test_a_cpu_this_process_may_not_use_is_refused_in_one_line(eal):
     spec = dataclasses.replace(client("cps 1k\n", ring="sp4"), cpus=(bad,))
     with pytest.raises(ValueError, match=rf"cpus: CPU {bad} not among the CPUs this process may use"):
         dpdk_tcp.build(spec)
+
+
+def _worker_cpus(name: str) -> set:
+    """The CPU lists of this process's threads named name (the engine names its workers)."""
+    out = set()
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                if f.read().strip() != name:
+                    continue
+            with open(f"/proc/self/task/{tid}/status") as f:
+                out |= {ln.split(":", 1)[1].strip() for ln in f if ln.startswith("Cpus_allowed_list")}
+        except OSError:
+            continue
+    return out
+
+
+def test_the_cpu_line_pins_the_running_workers(eal):
+    """cpu N: the worker runs pinned to CPU N (dperf's pinning), seen in /proc while it runs."""
+    from _dpdk_tests import run_pair
+    cpu = max(os.sched_getaffinity(0))
+    srv = dataclasses.replace(server("keepalive 1s\n", ring="sp5"), duration=30, cpus=())
+    cli = dataclasses.replace(client("cc 2\nkeepalive 10ms\ncps 1k\n", ring="sp5"), slow_start=0, wait=0,
+                              duration=0.6, cpus=(cpu,))
+    c, _, seen = run_pair(srv, cli, during=lambda cli_h, srv_h: _worker_cpus("pk-tcp-cli"))
+    assert {str(cpu)} in seen, seen
+    assert set().union(*seen) <= {str(cpu)} and c["http_resp"] > 0

@@ -138,9 +138,10 @@ static void on_rto(pk_tcp_engine *e, uint32_t idx, uint64_t now)
         if (s->nxt == e->msg_len && (s->flags & F_FIN_SENT))
             s->flags &= (uint8_t)~F_FIN_SENT;   /* it is sent again with the last segment */
         s->nxt = s->una;
-        uint64_t before = pk_read(&e->c, PK_pkts_tx), fins = pk_read(&e->c, PK_fin_tx);
-        tcp_send_data(e, idx, 1);
-        pk_add(&e->c, PK_retrans_push, pk_read(&e->c, PK_pkts_tx) - before);
+        /* the segments the queue took (pkts_tx counts only at the flush, later) */
+        uint64_t drops = pk_read(&e->c, PK_drop_tx), fins = pk_read(&e->c, PK_fin_tx);
+        int n = tcp_send_data(e, idx, 1);
+        pk_add(&e->c, PK_retrans_push, (uint64_t)n - (pk_read(&e->c, PK_drop_tx) - drops));
         /* the last segment carries the FIN again (a server's response with FIN): that FIN is a
          * retransmit too, so fin_tx - retrans_fin stays the first FINs sent */
         pk_add(&e->c, PK_retrans_fin, pk_read(&e->c, PK_fin_tx) - fins);
