@@ -90,12 +90,14 @@ def test_payload_size_below_dperfs_http_minimum_is_raised_to_70():
     s = server("payload_size 10\n")
     assert len(s.response_bytes()) == 70 == s.response_size and b"Connection: close" in s.response_bytes()
     c = client("cps 1k\npayload_size 10\n")
-    assert len(c.request_bytes()) >= 70 and not c.raw   # a GET padded to 70 at least
+    assert len(c.request_bytes()) == 70 and not c.raw   # a GET padded to 70
 
 
-def test_payload_size_pads_a_get_client_request():
-    c = client("cps 1k\npayload_size 300\n")
-    assert len(c.request_bytes()) == 300 and c.request_bytes().startswith(b"GET / HTTP/1.1\r\nHost: dperf\r\n")
+@pytest.mark.parametrize("size", [70, 71, 74, 75, 76, 80, 300, 1400])
+def test_payload_size_pads_a_get_client_request_to_exactly_that_size(size):
+    c = client(f"cps 1k\npayload_size {size}\n")
+    r = c.request_bytes()
+    assert len(r) == size and r.startswith(b"GET / HTTP/1.1\r\nHost: dperf\r\n") and r.endswith(b"\r\n\r\n")
 
 
 def test_packet_size_below_the_http_minimum_is_a_raw_payload():

@@ -462,14 +462,17 @@ class DpdkHttpClient(_IpVersion, DpdkSpec):
         """The request every connection sends (raw: request_size bytes of 'a')."""
         if self.raw:
             return b"a" * self.request_size
+        accept = "Accept: */*\r\n"
         head = f"{self.http_method} {self.http_path} HTTP/1.1\r\nHost: {self.http_host}\r\n" \
-               "User-Agent: perfkit\r\nAccept: */*\r\n"
+               "User-Agent: perfkit\r\n" + accept
         if self.http_method == "POST":
             head += f"Content-Length: {self.payload_size}\r\n"
         body = self.payload_size if self.http_method == "POST" else 0
         pad = self.request_size - (len(head) + 2 + body)
-        if pad > 0:     # "X-Pad: " and its CRLF are 9 bytes: a shorter gap still gets the header
-            head += "X-Pad: " + "a" * max(1, pad - 9) + "\r\n"
+        if 0 < pad < 10:   # "X-Pad: a" and its CRLF are 10 bytes: without Accept the gap takes them
+            head, pad = head.replace(accept, "", 1), pad + len(accept)
+        if pad > 0:        # the request is exactly request_size bytes
+            head += "X-Pad: " + "a" * (pad - 9) + "\r\n"
         return (head + "\r\n").encode() + b"x" * body
 
 
