@@ -725,6 +725,9 @@ def _dperf(a) -> int:
     specs = [c.to_spec(netns=a.netns) for c in cfgs]
     if a.cpus:   # the command line's CPUs instead of the files' cpu lines
         specs = [dataclasses.replace(s, cpus=()) for s in specs]
+    else:
+        for c in cfgs:
+            c.check_cpus(os.sched_getaffinity(0))
     if a.save and len(specs) > 1:
         raise ValueError("save: one conf per saved run")
     _dpdk_eal(a)

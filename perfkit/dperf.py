@@ -213,6 +213,14 @@ class DperfConfig:
         except ValueError as e:
             raise self._spec_error(e) from None
 
+    def check_cpus(self, allowed) -> None:
+        """The cpu line against the CPUs this process may use (allowed), before anything starts:
+        dperf pins its workers to them."""
+        bad = sorted(set(self.cpu) - set(allowed))
+        if bad:
+            raise self.error("cpu", f"CPU {', '.join(map(str, bad[:8]))}{' ...' if len(bad) > 8 else ''} not among "
+                             f"the CPUs this process may use ({', '.join(map(str, sorted(allowed)))})")
+
     def message_size(self) -> tuple[int, bool]:
         """(bytes, raw) of each message as dperf sizes it: payload_size is the whole message
         (headers and body), raised to HTTP_DATA_MIN; packet_size less the Ethernet, IP and
