@@ -414,6 +414,12 @@ def test_a_kernel_runs_other_cells_while_a_run_is_live(tmp_path):
              "display(p)")
         # a person reads the form before pressing Start: the panel warms plotly up meanwhile
         cell("perfkit.ui.panel.warm.wait(60)")
+        # the same cells with no run live: what this machine takes anyway (a busy one takes more)
+        idle = []
+        for _ in range(6):
+            idle.append(cell("print(None)")[0])
+            time.sleep(0.1)
+        idle_median, idle_max = statistics.median(idle), max(idle)
         _, text = cell("t0 = time.monotonic(); r = p.start()\n"
                        "print(time.monotonic() - t0, r.done)")
         took, done = text.split()
@@ -424,8 +430,9 @@ def test_a_kernel_runs_other_cells_while_a_run_is_live(tmp_path):
             rounds.append((dt, text.strip()))
             time.sleep(0.1)
         assert rounds[0][1] == "False"                 # the run was live during these cells
-        assert statistics.median(dt for dt, _ in rounds) < 0.1, rounds
-        assert max(dt for dt, _ in rounds) < 1.0, rounds
+        # the run adds under 100 ms to a cell's answer (the median), never a second
+        assert statistics.median(dt for dt, _ in rounds) < 0.1 + idle_median, (rounds, idle)
+        assert max(dt for dt, _ in rounds) < 1.0 + idle_max, (rounds, idle)
         _, text = cell("p.wait(30); d = p.dashboard\n"
                        "print(r.done, len(r.rows), d.draw_threads == {d._thread.ident}, d.redraws)")
         done, nrows, one_thread, redraws = text.split()
@@ -452,7 +459,7 @@ def test_a_kernel_runs_other_cells_while_a_run_is_live(tmp_path):
                 dt, text = cell("print(r.done)")
                 rounds.append((dt, text.strip()))
                 time.sleep(0.1)
-            assert rounds[0][1] == "False" and max(dt for dt, _ in rounds) < 1.0, rounds
+            assert rounds[0][1] == "False" and max(dt for dt, _ in rounds) < 1.0 + idle_max, (rounds, idle)
             _, text = cell("q.wait(60); s = r.summary\n"
                            "print(r.error, s['pkts_tx'], s['lost'], r.rows[-1]['udp_rx'], s['engine'])")
             err, sent, lost, got, engine = text.split()
