@@ -129,7 +129,8 @@ def wait_listening(port: int, bound: float = 15.0) -> None:
 
 # ---------------------------------------------------------------- area: cli
 def short_confs(tmp: Path) -> tuple[Path, Path]:
-    """dperf's two-ring server and client files with a 1 s client and their own ring names."""
+    """dperf's two-ring server and client files with a 1 s client (11 s with dperf's slow start of
+    10 s at least) and their own ring names."""
     out = []
     for name in ("server-2ring.conf", "client-2ring.conf"):
         text = (DATA / name).read_text().replace("dpa", "prbda").replace("dpb", "prbdb")
@@ -151,7 +152,8 @@ def cli_bases(s: Servers, confs) -> dict[tuple, list[str]]:
         ("http",): ["http", f"http://127.0.0.1:{s.http_port}/", "-t", "0.3", "-u", "2"],
         ("http-serve",): ["http-serve", "--port", str(free_port()), "-t", "0.3"],
         ("serve",): ["serve", "-lp", str(free_port())],
-        ("dperf",): ["dperf", "-c", str(confs[0]), "-c", str(confs[1])],
+        # the files' cpu 0-3 pin as dperf does: this machine may have fewer CPUs, --cpus takes them
+        ("dperf",): ["dperf", "-c", str(confs[0]), "-c", str(confs[1]), "--cpus", "0"],
         ("lab", "impair"): ["lab", "impair", LAB, "--delay", "1ms"],
         ("lab", "nginx"): ["lab", "nginx", LAB],
         ("cluster", "up"): ["cluster", "up", "--lab", "prbnone", "--hosts", "h1"],

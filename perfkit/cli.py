@@ -711,6 +711,24 @@ def main(argv=None) -> int:
         return 1
 
 
+def _dperf_side(cfg, spec) -> tuple:
+    """(mode, raw, keepalive) of a conf: which of dperf's lines its blocks carry."""
+    return cfg.mode, spec.raw, bool(spec.keepalive)
+
+
+def _dperf_printer(a, cfg, spec, tag: str | None):
+    """The row subscriber of one conf: JSON lines (tagged with role and file when two confs
+    run), dperf's per-second blocks (each line prefixed "[mode] " when two run), or nothing."""
+    if a.json:
+        out = JsonPrinter()
+        return (lambda row: out({**row, "role": cfg.mode, "conf": tag})) if tag else out
+    if cfg.quiet:
+        return lambda row: None
+    prefix = f"[{cfg.mode}] " if tag else ""
+    side = _dperf_side(cfg, spec)
+    return lambda row: print(dperf.seconds_block(row, *side, prefix=prefix), flush=True)
+
+
 def _dperf(a) -> int:
     """Each conf is one run; with a server and a client, the server starts first and
     stops once every client has finished. Per-second blocks (dperf's layout) for one
@@ -722,6 +740,11 @@ def _dperf(a) -> int:
             raise ValueError(f"conf: {path}: no such file")
         cfgs.append(dperf.load(path))
     specs = [c.to_spec(netns=a.netns) for c in cfgs]
+    if a.cpus:   # the command line's CPUs instead of the files' cpu lines
+        specs = [dataclasses.replace(s, cpus=()) for s in specs]
+    else:
+        for c in cfgs:
+            c.check_cpus(os.sched_getaffinity(0))
     if a.save and len(specs) > 1:
         raise ValueError("save: one conf per saved run")
     _dpdk_eal(a)
@@ -741,11 +764,7 @@ def _dperf_runs(a, cfgs, specs, cluster) -> int:
     runs = [None] * len(cfgs)
     printers = []
     for i in order:
-        quiet = a.json or cfgs[i].quiet or len(cfgs) > 1
-        if a.json:
-            printer = JsonPrinter()
-        else:
-            printer = (lambda row: None) if quiet else (lambda row: print(dperf.seconds_block(row), flush=True))
+        printer = _dperf_printer(a, cfgs[i], specs[i], a.conf[i] if len(cfgs) > 1 else None)
         printers.append(printer)
         runs[i] = Run(specs[i], interval=interval, subscribers=(printer,),
                       cluster=cluster if cfgs[i].mode == "client" else None)
@@ -787,13 +806,15 @@ def _dperf_runs(a, cfgs, specs, cluster) -> int:
     status = 130 if interrupted else 0
     for i, r in enumerate(runs):
         last = r.rows[-1] if r.rows else {}
+        active = dperf.active_seconds(r.rows)
         if a.json:
-            JsonPrinter().summary({**(r.summary or {}), "conf": a.conf[i]})
+            JsonPrinter().summary({**(r.summary or {}), "conf": a.conf[i], "role": cfgs[i].mode,
+                                   "active_s": active})
         else:
             if len(runs) > 1:
                 print(f"\n{a.conf[i]} ({cfgs[i].mode}):")
-            print(dperf.total_block(last))
-            print(dperf.summary_lines(last, r.summary or {}) + cluster_cli.hosts_text(r))
+            print(dperf.total_block(last, *_dperf_side(cfgs[i], specs[i])))
+            print(dperf.summary_lines(last, r.summary or {}, active) + cluster_cli.hosts_text(r))
         if r.error:
             print(f"perfkit: error: {a.conf[i]}: {r.error}", file=sys.stderr)
             status = 1

@@ -33,12 +33,16 @@ from perfkit.kinds.dpdk_tcp import DpdkHttpClient, DpdkHttpServer
 from perfkit.spec import DPDK_MAX_QUEUES
 from perfkit.units import format_time_us
 
-DPERF_DEFAULTS = {"launch_num": 4, "slow_start": 30.0, "wait": 3.0, "duration": 100.0,
+# dperf's defaults as its code applies them (src/config.h): DEFAULT_DURATION 60 (its manual still
+# says 100s; dperf runs 60), RTO_DEFAULT 2 s; a missing tx_burst takes perfkit's own burst (the
+# engine's default), not dperf's 8
+DPERF_DEFAULTS = {"launch_num": 4, "slow_start": 30.0, "wait": 3.0, "duration": 60.0,
                   "listen": (80, 1), "mss": 1460, "tos": 0, "tcp_rst": True,
                   "protocol": "tcp", "http_host": "dperf", "http_path": "/", "http_method": "GET",
-                  "lport_range": (1, 65535), "tx_burst": 8}
+                  "lport_range": (1, 65535), "tx_burst": None, "retransmit_timeout": 2.0}
 DEFAULT_CPS = 1000          # dperf's cps when a client gives only cc
 KEEPALIVE_REQ_NUM = 32767   # dperf's most requests a connection
+HTTP_DATA_MIN = 70          # dperf's smallest HTTP message: a payload_size below is raised to it
 HEADERS = {4: 14 + 20 + 20, 6: 14 + 40 + 20}   # Ethernet, IP, TCP: packet_size minus these is the payload
 PACKET_SIZE_MAX, JUMBO_PACKET_MAX = 1514, 9724
 MAX_BYTES = 1 << 20         # a dperf configuration is a few KB: more is not one
@@ -96,7 +100,7 @@ class DperfConfig:
     tos: int = 0
     vlan: int = 0
     mss: int = DPERF_DEFAULTS["mss"]
-    retransmit_timeout: float | None = None
+    retransmit_timeout: float = DPERF_DEFAULTS["retransmit_timeout"]
     tcp_rst: bool = True
     fast_close: bool = False
     flood: bool = False
@@ -109,7 +113,7 @@ class DperfConfig:
     send_window: int | None = None
     log_level: str | None = None
     socket_mem: tuple | None = None                       # MB per NUMA node (dperf gives it to EAL)
-    tx_burst: int = DPERF_DEFAULTS["tx_burst"]
+    tx_burst: int | None = DPERF_DEFAULTS["tx_burst"]
     rss: tuple | None = None                              # (l3 | l3l4 | auto, mq_rx_none | mq_rx_rss | l3 | l3l4)
     lines: dict = field(default_factory=dict)             # keyword -> line number (first)
     port_lines: list = field(default_factory=list)        # the line of each port, client and server
@@ -158,26 +162,24 @@ class DperfConfig:
             if n > queues:
                 raise self.error("server", f"{n} server addresses for {queues} cpus of port {k + 1}: one cpu "
                                  "an address at least", self.server_lines[k])
-        payload = self.payload_size
-        if self.packet_size is not None:
-            payload = self.packet_size - HEADERS[self.version]
-            if payload < 1:
-                raise self.error("packet_size", f"{self.packet_size} B leaves no payload after "
-                                 f"{HEADERS[self.version]} B of headers")
+        size, raw = self.message_size()
         # dperf's several cpus on a port: one worker a cpu, each on its own queue pair
         first = self.ports[0]
         common = dict(port=first[0], ip=first[1], netns=netns, queues=queues, listen=self.listen[0],
-                      listen_num=self.listen[1], duration=self.duration, mss=self.mss, tos=self.tos, vlan=self.vlan,
-                      tcp_rst=self.tcp_rst, burst=min(self.tx_burst, 256), server_num=self.servers[0][1])
-        if self.retransmit_timeout is not None:
-            common["retransmit_timeout"] = self.retransmit_timeout
+                      listen_num=self.listen[1], mss=self.mss, tos=self.tos, vlan=self.vlan,
+                      tcp_rst=self.tcp_rst, server_num=self.servers[0][1], cpus=tuple(self.cpu),
+                      retransmit_timeout=self.retransmit_timeout, raw=raw)
+        if self.tx_burst is not None:
+            common["burst"] = min(self.tx_burst, 256)
         try:
             if self.mode == "server":
                 more = tuple((dev, ip, gw, mac, (), srv, n) for (dev, ip, gw, mac), (srv, n)
                              in zip(self.ports[1:], self.servers[1:]))
                 clients = self.clients or [(first[2], 1)]
+                # dperf's payload_size is the whole response, headers and body
                 return DpdkHttpServer(clients=tuple(clients), server=self.servers[0][0], more_ports=more,
-                                      payload_size=payload or 0, keepalive=self.keepalive is not None, **common)
+                                      response_size=size, keepalive=self.keepalive is not None,
+                                      duration=self.duration, **common)
             cps, cc = self.cps, self.cc
             if not cps and not cc:
                 raise self.error(None, "no 'cps' or 'cc' line: the client needs a target (cps 1k, cc 10k)")
@@ -200,8 +202,10 @@ class DperfConfig:
                                   launch_num=min(self.launch_num, 256), slow_start=self.slow_start,
                                   wait=self.wait, http_host=self.http_host, http_path=self.http_path,
                                   http_method=self.http_method,
-                                  payload_size=payload or 0 if self.http_method == "POST" else 0,
-                                  request_size=payload or 0 if self.http_method != "POST" else 0,
+                                  # dperf runs slow_start + duration: the ramp is added, not inside
+                                  duration=self.duration + self.slow_start,
+                                  payload_size=size if self.http_method == "POST" and not raw else 0,
+                                  request_size=size if self.http_method != "POST" or raw else 0,
                                   fast_close=self.fast_close, flood=self.flood,
                                   disable_ack=self.disable_ack, **common)
         except DperfError:
@@ -209,17 +213,41 @@ class DperfConfig:
         except ValueError as e:
             raise self._spec_error(e) from None
 
+    def check_cpus(self, allowed) -> None:
+        """The cpu line against the CPUs this process may use (allowed), before anything starts:
+        dperf pins its workers to them."""
+        bad = sorted(set(self.cpu) - set(allowed))
+        if bad:
+            raise self.error("cpu", f"CPU {', '.join(map(str, bad[:8]))}{' ...' if len(bad) > 8 else ''} not among "
+                             f"the CPUs this process may use ({', '.join(map(str, sorted(allowed)))})")
+
+    def message_size(self) -> tuple[int, bool]:
+        """(bytes, raw) of each message as dperf sizes it: payload_size is the whole message
+        (headers and body), raised to HTTP_DATA_MIN; packet_size less the Ethernet, IP and
+        TCP headers, and below HTTP_DATA_MIN a raw, non-HTTP payload. (0, False): neither
+        given, perfkit's own request and response."""
+        if self.packet_size is not None:
+            size = self.packet_size - HEADERS[self.version]
+            if size < 1:
+                raise self.error("packet_size", f"{self.packet_size} B leaves no payload after "
+                                 f"{HEADERS[self.version]} B of headers")
+            return size, size < HTTP_DATA_MIN
+        if self.payload_size is not None:
+            return max(self.payload_size, HTTP_DATA_MIN), False
+        return 0, False
+
     _FIELD_KEYWORD = {"port": "port", "ip": "port", "gateway": "port", "gateway_mac": "port",
                       "netns": "port", "clients": "client", "server": "server", "server_num": "server",
                       "more_ports": "port", "listen": "listen", "queues": "cpu",
                       "listen_num": "listen", "payload_size": "payload_size", "request_size": "payload_size",
+                      "response_size": "payload_size", "cpus": "cpu", "burst": "tx_burst",
                       "cc": "cc",
                       "keepalive": "keepalive", "keepalive_requests": "keepalive", "flood": "flood"}
 
     def _spec_error(self, e: ValueError) -> DperfError:
         fieldname = str(e).split(":", 1)[0].split("[", 1)[0]
         kw = self._FIELD_KEYWORD.get(fieldname, fieldname)
-        if fieldname in ("payload_size", "request_size") and "packet_size" in self.lines:
+        if fieldname in ("payload_size", "request_size", "response_size") and "packet_size" in self.lines:
             kw = "packet_size"
         if kw not in self.lines:
             kw = None
@@ -719,68 +747,119 @@ def _read(path, source: str) -> bytes:
 
 # ------------------------------------------------------------------ dperf's output layout
 
-# dperf's per-second and total blocks, for the counters perfkit has (dperf's names).
+# dperf's per-second and total blocks (its src/net_stats.c): its names, its lines, its grouping.
+# A name perfkit has no counter for prints "-" (never a made-up 0): tcpTx, udpTx, arpTx, icmpTx,
+# tosRx, udpDrop, ackDup. The values are dperf's: bits without the 4-byte FCS perfkit's bytes
+# count, pktTx with the frames the port did not take (dropTx), a server's http2XX the responses
+# it sent. perfkit's own JSON and polars columns keep perfkit's names and meanings (bytes_tx
+# with FCS, pkts_tx what the port took).
+FCS_BYTES = 4
 LAYOUT = (
-    (("pktRx", "pkts_rx"), ("pktTx", "pkts_tx"), ("bitsRx", "bits_rx"), ("bitsTx", "bits_tx"),
+    (("pktRx", "pkts_rx"), ("pktTx", "dperf_pkt_tx"), ("bitsRx", "dperf_bits_rx"), ("bitsTx", "dperf_bits_tx"),
      ("dropTx", "drop_tx")),
-    (("tcpRx", "tcp_rx"), ("udpRx", "udp_rx")),
-    (("arpRx", "arp_rx"), ("icmpRx", "icmp_rx")),
-    (("otherRx", "other_rx"), ("badRx", "bad_rx")),
+    (("tcpRx", "tcp_rx"), ("tcpTx", None), ("udpRx", "udp_rx"), ("udpTx", None)),
+    (("arpRx", "arp_rx"), ("arpTx", None), ("icmpRx", "icmp_rx"), ("icmpTx", None)),
+    (("tosRx", None), ("otherRx", "other_rx"), ("badRx", "bad_rx")),
     (("synRx", "syn_rx"), ("synTx", "syn_tx"), ("finRx", "fin_rx"), ("finTx", "fin_tx"),
      ("rstRx", "rst_rx"), ("rstTx", "rst_tx")),
-    (("synRt", "retrans_syn"), ("finRt", "retrans_fin"), ("ackRt", "retrans_ack"),
-     ("pushRt", "retrans_push")),
-    (("tcpDrop", "tcp_drop"),),
+    (("synRt", "retrans_syn"), ("finRt", "retrans_fin"), ("ackRt", "retrans_ack"), ("pushRt", "retrans_push")),
+    (("tcpDrop", "tcp_drop"), ("udpDrop", None), ("ackDup", None)),
     (("skOpen", "sock_open"), ("skClose", "sock_close"), ("skCon", "sock_current"), ("skErr", "sock_error"),
      ("rtt(us)", "rtt_us")),
     (("httpGet", "http_get"), ("httpPost", "http_post"), ("http2XX", "http_2xx"), ("httpErr", "http_err")),
     (("ierrors", "nic_ierrors"), ("oerrors", "nic_oerrors"), ("imissed", "nic_imissed")),
 )
+# dperf's line for a non-HTTP payload (packet_size under 70 bytes) in place of the http one
+RAW_LINE = (("tcpReq", "http_req"), ("tcpRsp", "http_resp"))
 GAUGES = {"sock_current"}
+# what dperf's names are made of, from perfkit's counters (a dperf name's key -> (counter, scale))
+DERIVED = {"dperf_bits_rx": (("bytes_rx", 8), ("pkts_rx", -8 * FCS_BYTES)),
+           "dperf_bits_tx": (("bytes_tx", 8), ("pkts_tx", -8 * FCS_BYTES)),
+           "dperf_pkt_tx": (("pkts_tx", 1), ("drop_tx", 1))}
 
 
-def _block(values: dict) -> str:
-    lines = []
-    for line in LAYOUT:
-        lines.append(" ".join(f"{name:<7} {values.get(key, 0):<18,}" for name, key in line).rstrip())
-    return "\n".join(lines)
+def layout(mode: str = "client", raw: bool = False, keepalive: bool = False) -> tuple:
+    """dperf's lines for this side: rtt(us) only on a client without keep-alive (as dperf
+    prints it), tcpReq/tcpRsp in place of the HTTP line for a raw payload."""
+    lines = list(LAYOUT)
+    if mode == "server" or keepalive:
+        lines[7] = lines[7][:4]
+    if raw:
+        lines[8] = RAW_LINE
+    return tuple(lines)
 
 
-def _values(row: dict, per_interval: bool) -> dict:
+def _cell(name: str, v) -> str:
+    text = "-" if v is None else (f"{v:,.1f}" if isinstance(v, float) else f"{v:,}")
+    return f"{name:<7} {text:<18}"
+
+
+def _block(values: dict, lines=LAYOUT) -> str:
+    return "\n".join(" ".join(_cell(name, values.get(key)) for name, key in line).rstrip() for line in lines)
+
+
+def _count(row: dict, key: str, per_interval: bool) -> int:
+    if per_interval and key not in GAUGES:
+        return int(round(row.get(f"{key}_per_s", 0.0) * row.get("interval_s", 0.0)))
+    return int(row.get(key, 0))
+
+
+def _values(row: dict, per_interval: bool, mode: str = "client") -> dict:
     out = {}
-    for line in LAYOUT:
+    for line in (*LAYOUT, RAW_LINE):
         for _, key in line:
-            if key == "rtt_us":  # first-packet RTT: the interval's mean, or the run's
+            if key is None:
+                continue
+            if key == "rtt_us":   # dperf's: the first-packet RTT's mean, one decimal
                 n, total = row.get("rtt_count", 0), row.get("rtt_sum_ns", 0)
                 v = row.get("rtt_mean_us") if per_interval else (total / n / 1e3 if n else None)
-                out[key] = int(round(v)) if v is not None else 0
-                continue
-            src = {"bits_rx": "bytes_rx", "bits_tx": "bytes_tx"}.get(key, key)
-            scale = 8 if src != key else 1
-            if per_interval and key not in GAUGES:
-                v = row.get(f"{src}_per_s", 0.0) * row.get("interval_s", 0.0)
+                out[key] = round(v, 1) if v is not None else 0.0
+            elif key in DERIVED:
+                out[key] = max(0, sum(_count(row, k, per_interval) * f for k, f in DERIVED[key]))
             else:
-                v = row.get(src, 0)
-            out[key] = int(round(v * scale))
+                out[key] = _count(row, key, per_interval)
+    if mode == "server":   # a server answers each request it serves: its tcpReq are its tcpRsp
+        out["http_req"] = out["http_resp"] = out["http_2xx"]
     return out
 
 
-def seconds_block(row: dict) -> str:
-    """dperf's block for one row: what happened in that interval."""
-    head = f"seconds {round(row.get('time_s', 0)):<18} cpuUsage {row.get('cpu_pct', 0.0):.0f}"
-    return f"\n{head}\n{_block(_values(row, True))}"
+def second_label(row: dict) -> int:
+    """dperf's `seconds`: where the interval starts, from 0 (a short last row keeps its own
+    second; no label repeats)."""
+    return int(max(0.0, row.get("time_s", 0.0) - row.get("interval_s", 0.0)) + 1e-6)
 
 
-def total_block(row: dict) -> str:
+def seconds_block(row: dict, mode: str = "client", raw: bool = False, keepalive: bool = False,
+                  prefix: str = "") -> str:
+    """dperf's block for one row: what happened in that interval (cpuUsage: each worker's)."""
+    cpus = [row[k] for k in sorted((k for k in row if k.startswith("cpu_pct_w")), key=lambda k: int(k[9:]))]
+    usage = " ".join(f"{c:<4.0f}" for c in cpus) if cpus else f"{row.get('cpu_pct', 0.0):.0f}"
+    head = f"seconds {second_label(row):<18} cpuUsage {usage}".rstrip()
+    text = f"\n{head}\n{_block(_values(row, True, mode), layout(mode, raw, keepalive))}"
+    return "\n".join(prefix + line if line else line for line in text.split("\n")) if prefix else text
+
+
+def total_block(row: dict, mode: str = "client", raw: bool = False, keepalive: bool = False) -> str:
     """dperf's closing block: totals (the last row's cumulative counters)."""
     return ("\n-----------------------\nperfkit dperf: test finished\n-----------------------\n"
-            f"\nTotal Numbers:\n{_block(_values(row, False))}\n-----------------------")
+            f"\nTotal Numbers:\n{_block(_values(row, False, mode), layout(mode, raw, keepalive))}"
+            "\n-----------------------")
 
 
-def summary_lines(row: dict, summary: dict) -> str:
+def active_seconds(rows) -> float:
+    """The time the side was active: from the start of its first row with traffic to the end
+    of its last (a server's wait for its client and the idle tail are not in it)."""
+    busy = [r for r in rows if r.get("pkts_rx_per_s", 0) or r.get("pkts_tx_per_s", 0)]
+    if not busy:
+        return 0.0
+    return busy[-1].get("time_s", 0.0) - (busy[0].get("time_s", 0.0) - busy[0].get("interval_s", 0.0))
+
+
+def summary_lines(row: dict, summary: dict, active_s: float | None = None) -> str:
     """perfkit's view of a TCP/HTTP run: connections and requests per second over the
-    active time, errors by class, response-time percentiles."""
-    secs = summary.get("duration_s") or row.get("time_s") or 0.0
+    active time (active_s: active_seconds(rows); else the senders' time), errors by class,
+    response-time percentiles."""
+    secs = active_s or summary.get("duration_s") or row.get("time_s") or 0.0
     g = lambda k: row.get(k, 0)  # noqa: E731
     lines = [f"{summary.get('test', 'dperf')}:"]
     if secs:

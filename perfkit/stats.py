@@ -192,15 +192,27 @@ def loss_pct(received: int, dup: int, lost: int) -> float | None:
     return 100.0 * lost / expected if expected > 0 else None
 
 
+def covered_s(dt: float, prev_workers, cur_workers) -> float:
+    """The time the cpu counters' change covers: workers publish them now and then with their
+    own wall time, so a worker that published late puts more than dt of them in a row; the
+    workers' mean wall advance (dt when none advanced: nothing published)."""
+    wall = INDEX["cpu_wall_ns"]
+    moved = [c[wall] - p[wall] for p, c in zip(prev_workers, cur_workers) if c[wall] > p[wall]]
+    return sum(moved) / len(moved) / 1e9 if moved else dt
+
+
 def make_row(t: float, dt: float, prev: list[int], cur: list[int], prev_hist: Histogram,
              cur_hist: Histogram, prev_workers, cur_workers) -> dict:
-    """One row from two snapshots taken dt seconds apart."""
+    """One row from two snapshots taken dt seconds apart. Each rate is over the interval
+    its counters cover: dt, or for the cpu counters the workers' own wall advance."""
     row: dict = {"time_s": round(t, 6), "interval_s": round(dt, 6)}
     delta = [c - p for c, p in zip(cur, prev)]
+    cpu_dt = covered_s(dt, prev_workers, cur_workers)
     for i, c in enumerate(COUNTERS):
         row[c.name] = cur[i]
         if c.kind == "sum":
-            row[f"{c.name}_per_s"] = delta[i] / dt if dt > 0 else 0.0
+            span = cpu_dt if c.group == "cpu" else dt
+            row[f"{c.name}_per_s"] = delta[i] / span if span > 0 else 0.0
     d = dict(zip(COUNTER_NAMES, delta))
     row["bits_tx_per_s"] = row["bytes_tx_per_s"] * 8
     row["bits_rx_per_s"] = row["bytes_rx_per_s"] * 8

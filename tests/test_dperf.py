@@ -21,7 +21,7 @@ def test_client_cps_file():
     assert (s.ip, s.gateway, s.server) == ("198.18.0.1", "198.18.0.2", "198.18.0.2")
     assert s.clients == (("198.18.0.1", 1),)
     assert (s.listen, s.listen_num) == (80, 1)
-    assert s.cps == 10_000 and s.duration == 60
+    assert s.cps == 10_000 and s.duration == 60 + 30   # dperf runs slow_start + duration
     # dperf's defaults where the file says nothing
     assert (s.launch_num, s.slow_start, s.wait, s.mss) == (4, 30, 3, 1460)
     assert s.request_bytes().startswith(b"GET / HTTP/1.1\r\nHost: dperf\r\n")
@@ -101,7 +101,7 @@ duration 1.5m
     assert s.request_bytes().startswith(b"GET /index.html HTTP/1.1\r\nHost: example.lab\r\n")
     assert s.lport_range == (2000, 3000) and s.tos == 16 and s.mss == 1400 and s.vlan == 100
     assert s.retransmit_timeout == 2 and s.tcp_rst is False and s.fast_close is True
-    assert (s.listen, s.listen_num, s.duration) == (8080, 2, 90)
+    assert (s.listen, s.listen_num, s.duration) == (8080, 2, 90 + 10)   # duration 1.5m + slow_start 10
     assert s.to_dict()["kind"] == "DpdkHttpClient"
     assert spec.from_dict(s.to_dict()) == s
 
@@ -120,9 +120,9 @@ def test_server_keepalive_and_payload():
     text = ("mode server\ncpu 0\nport ring:a:1 198.18.0.2 198.18.0.1\nclient 198.18.0.1 2\n"
             "server 198.18.0.2 1\nkeepalive 1s\npayload_size 5000\n")
     s = dperf.parse(text).to_spec()
-    assert s.keepalive is True and s.payload_size == 5000
+    assert s.keepalive is True and s.response_size == 5000   # dperf's payload_size: the whole response
     body = s.response_bytes()
-    assert body.startswith(b"HTTP/1.1 200 OK\r\n") and body.endswith(b"\r\n\r\n" + b"x" * 5000)
+    assert body.startswith(b"HTTP/1.1 200 OK\r\n") and len(body) == 5000 and body.endswith(b"\r\n\r\n" + b"a" * 4935)
     assert spec.from_dict(s.to_dict()) == s
 
 

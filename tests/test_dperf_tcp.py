@@ -292,6 +292,53 @@ def test_lost_segments_are_retransmitted_then_given_up(served):
     assert c["retrans_syn"] == 2 and c["sock_error"] == 1 and c["err_timeout"] == 1 and c["sock_current"] == 0
 
 
+def _exchange(raw, mac, spec, sport):
+    """Handshake (MSS 1460) and one request by hand: (the server's ISS, the request, the
+    response's segments)."""
+    raw.send([frame(mac, ip4(CLI, SRV, 6, tcp(sport, 80, 1000, 0, SYN, opts=b"\x02\x04\x05\xb4")))])
+    iss = parse_tcp(pull(raw, 1)[0])["seq"]
+    req = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+    raw.send([frame(mac, ip4(CLI, SRV, 6, tcp(sport, 80, 1001, iss + 1, ACK | PSH, req)))])
+    resp = spec.response_bytes()
+    segs = [parse_tcp(f) for f in pull(raw, -(-len(resp) // 1460))]
+    assert b"".join(g["data"] for g in segs) == resp and segs[-1]["flags"] & FIN
+    return iss, req, segs
+
+
+def test_an_unacknowledged_fin_after_a_whole_exchange_is_a_close_timeout(served):
+    """Issue 32: a peer that drops FINs for sockets it closed (dperf does) leaves our FIN
+    unacknowledged after a whole exchange: counted in close_timeout and sock_close, not
+    sock_error (failed exchanges only)."""
+    srv, raw, mac, spec = served
+    iss, req, segs = _exchange(raw, mac, spec, 40010)
+    end = iss + 1 + len(spec.response_bytes())
+    raw.send([frame(mac, ip4(CLI, SRV, 6, tcp(40010, 80, 1001 + len(req), end, ACK)))])   # the data, not the FIN
+    again = [parse_tcp(f) for f in pull(raw, 3, timeout=3.0)]      # 2 retries of the FIN, then a RST
+    assert [g["flags"] & (FIN | RST) for g in again] == [FIN, FIN, RST], again
+    time.sleep(0.05)
+    c = counters(srv)
+    assert c["close_timeout"] == 1 and c["sock_close"] == 1 and c["sock_error"] == 0 and c["err_timeout"] == 0
+    assert c["retrans_fin"] == 2 and c["fin_tx"] - c["retrans_fin"] == c["sock_close"] and c["sock_current"] == 0
+
+
+def test_a_response_sent_again_with_its_fin_counts_in_retrans_fin(served):
+    """Issue 32: FIN-bearing frames no retransmit counter recorded (fin_tx - sock_close with
+    retrans_fin 0 on lossy runs): the last segment of a response sent again carries the FIN again."""
+    srv, raw, mac, spec = served
+    iss, req, segs = _exchange(raw, mac, spec, 40011)
+    last = len(segs[-1]["data"])
+    end = iss + 1 + len(spec.response_bytes())
+    raw.send([frame(mac, ip4(CLI, SRV, 6, tcp(40011, 80, 1001 + len(req), end - last, ACK)))])   # all but the last
+    (rt,) = [parse_tcp(f) for f in pull(raw, 1, timeout=2.0)]
+    assert rt["flags"] & FIN and len(rt["data"]) == last
+    raw.send([frame(mac, ip4(CLI, SRV, 6, tcp(40011, 80, 1001 + len(req), end + 1, ACK | FIN)))])
+    pull(raw, 1)
+    time.sleep(0.05)
+    c = counters(srv)
+    assert c["retrans_push"] == 1 and c["retrans_fin"] == 1 and c["fin_tx"] == 2
+    assert c["fin_tx"] - c["retrans_fin"] == c["sock_close"] == 1 and c["sock_error"] == c["close_timeout"] == 0
+
+
 def test_rst_for_closed_ports_and_unknown_connections(served):
     srv, raw, mac, _ = served
     raw.send([frame(mac, ip4(CLI, SRV, 6, tcp(40002, 81, 7, 0, SYN)))])       # not listening

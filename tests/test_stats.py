@@ -276,10 +276,12 @@ def test_make_row_rates_are_delta_over_dt():
     dt = 0.4000001234  # rates use the measured dt, not the rounded interval_s
     row = make_row(12.3456789, dt, prev, cur, Histogram(), Histogram(), [prev], [cur])
     assert row["time_s"] == 12.345679 and row["interval_s"] == 0.4
+    wall = (cur[INDEX["cpu_wall_ns"]] - prev[INDEX["cpu_wall_ns"]]) / 1e9   # the cpu counters' own span
     for i, c in enumerate(COUNTERS):
         assert row[c.name] == cur[i]  # totals so far
         if c.kind == "sum":
-            assert row[f"{c.name}_per_s"] == pytest.approx((cur[i] - prev[i]) / dt, rel=1e-12, abs=0)
+            span = wall if c.group == "cpu" else dt
+            assert row[f"{c.name}_per_s"] == pytest.approx((cur[i] - prev[i]) / span, rel=1e-12, abs=0)
     assert row["bits_tx_per_s"] == pytest.approx(8 * (cur[INDEX["bytes_tx"]] - prev[INDEX["bytes_tx"]]) / dt)
     assert row["bits_rx_per_s"] == pytest.approx(8 * (cur[INDEX["bytes_rx"]] - prev[INDEX["bytes_rx"]]) / dt)
 
@@ -314,6 +316,21 @@ def test_make_row_cpu_is_each_workers_busy_over_its_own_wall_time():
     row = make_row(1.002, 0.002, merge_counters(prev_w), merge_counters(cur_w), Histogram(), Histogram(),
                    prev_w, cur_w)
     assert row["cpu_pct"] == row["cpu_pct_w0"] == pytest.approx(100.0)
+
+
+def test_a_short_last_row_gives_cpu_rates_over_the_time_they_cover():
+    """Issue 32: a worker that published 1 s of wall time into a 0.2 s last row showed 4.47e9
+    ns of wall time a second; the cpu counters' rates are over the workers' own wall advance."""
+    prev_w = [block(cpu_busy_ns=0, cpu_wall_ns=0, pkts_tx=0), block(cpu_busy_ns=0, cpu_wall_ns=0)]
+    cur_w = [block(cpu_busy_ns=600_000_000, cpu_wall_ns=1_000_000_000, pkts_tx=100),
+             block(cpu_busy_ns=100_000_000, cpu_wall_ns=1_000_000_000)]
+    row = make_row(5.2, 0.2, merge_counters(prev_w), merge_counters(cur_w), Histogram(), Histogram(), prev_w, cur_w)
+    assert row["cpu_wall_ns_per_s"] == pytest.approx(2e9)     # two workers: two seconds a second
+    assert row["cpu_busy_ns_per_s"] == pytest.approx(7e8)
+    assert row["pkts_tx_per_s"] == pytest.approx(500)         # the live counters: over the row's 0.2 s
+    # nothing published in the row: no wall advance, the sampler's interval
+    row = make_row(5.4, 0.2, merge_counters(cur_w), merge_counters(cur_w), Histogram(), Histogram(), cur_w, cur_w)
+    assert row["cpu_wall_ns_per_s"] == 0 and row["interval_s"] == 0.2
 
 
 def test_rows_of_a_real_run_never_show_more_cpu_than_its_workers_have():
@@ -401,7 +418,7 @@ def test_groups_cover_every_counter_as_the_header_comments_say():
     assert {"syn_tx", "rst_rx", "retrans_push", "tcp_drop"} <= by["tcp"]
     assert all(n.startswith("http_") or n.startswith("err_") for n in by["http"])
     assert all(n.startswith(("lat_", "jitter_")) for n in by["latency"])
-    assert by["sock"] == {"sock_open", "sock_close", "sock_current", "sock_error"}
+    assert by["sock"] == {"sock_open", "sock_close", "sock_current", "sock_error", "close_timeout"}
 
 
 def test_every_kind_declares_groups_that_exist():

@@ -53,6 +53,7 @@ cdef extern from "tcp_engine.h":
         uint8_t own6_hi[2][12]
         int nown
         int disable_ack
+        int raw
 
     ctypedef struct pk_tcp_engine:
         pass

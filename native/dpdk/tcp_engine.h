@@ -83,6 +83,9 @@ typedef struct pk_tcp_cfg {
     /* dperf's disable_ack: a CLIENT leaves a complete response unacknowledged; its next
      * request (or FIN) carries the ACK */
     int disable_ack;
+    /* dperf's non-HTTP payload: a SERVER answers each request segment with msg; a CLIENT's
+     * response is msg_len bytes back (no HTTP parsed) */
+    int raw;
 } pk_tcp_cfg;
 
 typedef struct pk_tcp_engine pk_tcp_engine;

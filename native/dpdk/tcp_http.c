@@ -2,9 +2,20 @@
  * the client launches connections at the rate, sends requests, parses responses and times them. */
 #include "tcp_internal.h"
 
+/* SERVER: a whole request; it is answered unless a response is still going (then it is a
+ * pipelined one, dropped): http_2xx counts the responses sent, as dperf's server does. */
+static inline int served(pk_tcp_engine *e, const tsock *s)
+{
+    if (!(s->flags & (F_SENDING | F_FIN_SENT)))
+        cnt(e, PK_http_2xx);
+    return 1;
+}
+
 /* SERVER: request bytes; 1 when the header section is whole (a blank line). */
 int tcp_server_scan(pk_tcp_engine *e, tsock *s, const uint8_t *p, uint32_t n)
 {
+    if (e->cfg.raw)                 /* dperf's raw payload: each segment is a request */
+        return n > 0 ? served(e, s) : 0;
     if (s->hdr_bytes == 0 && n >= 4) {
         if (memcmp(p, "GET ", 4) == 0)
             cnt(e, PK_http_get);
@@ -16,7 +27,7 @@ int tcp_server_scan(pk_tcp_engine *e, tsock *s, const uint8_t *p, uint32_t n)
         if (q && (uint32_t)(q - p) + 4 <= MAX_HDR_BYTES + 1) {
             s->hdr_bytes = (uint16_t)(q - p + 4);
             s->match = 4;
-            return 1;
+            return served(e, s);
         }
     }
     for (uint32_t i = 0; i < n; i++) {
@@ -31,7 +42,7 @@ int tcp_server_scan(pk_tcp_engine *e, tsock *s, const uint8_t *p, uint32_t n)
         else
             s->match = 0;
         if (s->match == 4)
-            return 1;
+            return served(e, s);
         if (s->hdr_bytes > MAX_HDR_BYTES)
             return -1;
     }
@@ -281,8 +292,13 @@ void tcp_client_request(pk_tcp_engine *e, uint32_t idx, uint64_t now)
     s->flags |= F_WAITING;
     s->reqs++;
     s->t0 = now;
+    s->ka_lag = 0;                  /* on the grid (tcp_on_ka says how late it was) */
     cnt(e, PK_http_req);
-    cnt(e, e->cfg.msg_len >= 4 && memcmp(e->msg, "POST", 4) == 0 ? PK_http_post : PK_http_get);
+    if (e->cfg.raw) {               /* no HTTP: the response is as many bytes back */
+        s->parse = P_BODY;
+        s->body_left = e->cfg.msg_len;
+    } else
+        cnt(e, e->cfg.msg_len >= 4 && memcmp(e->msg, "POST", 4) == 0 ? PK_http_post : PK_http_get);
     tcp_start_message(e, idx, now);
 }
 
@@ -320,7 +336,9 @@ void tcp_client_response(pk_tcp_engine *e, uint32_t idx, uint64_t now)
     int more = e->cfg.ka_interval_ns && e->launching && !(s->flags & F_FIN_RCVD) &&
                (e->cfg.ka_requests == 0 || s->reqs < e->cfg.ka_requests);
     if (more) {
-        tcp_timer_add(e, idx, TL_KA, now);
+        /* dperf's keep-alive grid: the next request an interval after this one's grid point,
+         * not after its response; a late one goes at once (catching up) */
+        tcp_timer_add_at(e, idx, TL_KA, s->t0 - s->ka_lag + e->ka_c);
         return;
     }
     tcp_client_close(e, idx, now);

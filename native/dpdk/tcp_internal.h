@@ -83,7 +83,11 @@ typedef struct tsock {
     uint32_t snd_base;              /* sequence number of the message's first byte (or of our FIN) */
     uint32_t una, nxt;              /* message bytes acknowledged, sent */
     uint32_t body_left;             /* CLIENT: response body bytes still to come */
-    uint32_t iss;
+    union {
+        uint32_t iss;               /* until the handshake is done */
+        uint32_t ka_lag;            /* CLIENT, then: TSC the request went after its keep-alive grid
+                                       point (the next point is that one + the interval) */
+    };
     uint16_t win;                   /* the peer's window (no scaling: we never offer it) */
     uint16_t mss;
     uint16_t reqs;                  /* CLIENT: requests sent on this connection */
@@ -180,6 +184,7 @@ void tcp_sock_free(pk_tcp_engine *e, uint32_t idx, enum pk_counter_id how);
 void tcp_sock_abort(pk_tcp_engine *e, uint32_t idx, enum pk_counter_id why);
 void tcp_timer_del(pk_tcp_engine *e, uint32_t idx);
 void tcp_timer_add(pk_tcp_engine *e, uint32_t idx, int l, uint64_t now);
+void tcp_timer_add_at(pk_tcp_engine *e, uint32_t idx, int l, uint64_t deadline);
 void tcp_on_ka(pk_tcp_engine *e, uint32_t idx, uint64_t now);
 void tcp_run_timers(pk_tcp_engine *e, uint64_t now);
 

@@ -79,9 +79,16 @@ void tcp_timer_del(pk_tcp_engine *e, uint32_t idx)
 /* Each list has one timeout, so appending keeps it in deadline order. */
 void tcp_timer_add(pk_tcp_engine *e, uint32_t idx, int l, uint64_t now)
 {
+    tcp_timer_add_at(e, idx, l, now + (l == TL_RTO ? e->rto_c : e->ka_c));
+}
+
+/* A deadline off the list's own timeout (the keep-alive grid): a late one (at or before the
+ * last one queued) still goes last; it fires on the next pass. */
+void tcp_timer_add_at(pk_tcp_engine *e, uint32_t idx, int l, uint64_t deadline)
+{
     tcp_timer_del(e, idx);
     tsock *s = &e->socks[idx];
-    s->deadline = now + (l == TL_RTO ? e->rto_c : e->ka_c);
+    s->deadline = deadline;
     s->tl = (uint8_t)l;
     s->tprev = e->tail[l];
     s->tnext = 0;
@@ -107,6 +114,13 @@ static void on_rto(pk_tcp_engine *e, uint32_t idx, uint64_t now)
             tcp_sock_free(e, idx, PK_sock_error);   /* nothing to reset: nobody answered */
             return;
         }
+        if (s->state == S_ESTAB && !(s->flags & (F_SENDING | F_WAITING)) && (s->flags & F_FIN_SENT)) {
+            /* the exchange is whole, only our FIN went unacknowledged: a close timeout, not an error */
+            tcp_sock_tx(e, idx, snd_next(s), TH_RST | TH_ACK, 0, 0);
+            cnt(e, PK_close_timeout);
+            tcp_sock_free(e, idx, PK_sock_close);
+            return;
+        }
         if (s->flags & F_WAITING)
             cnt(e, PK_http_err);
         tcp_sock_abort(e, idx, PK_err_timeout);
@@ -124,9 +138,13 @@ static void on_rto(pk_tcp_engine *e, uint32_t idx, uint64_t now)
         if (s->nxt == e->msg_len && (s->flags & F_FIN_SENT))
             s->flags &= (uint8_t)~F_FIN_SENT;   /* it is sent again with the last segment */
         s->nxt = s->una;
-        uint64_t before = pk_read(&e->c, PK_pkts_tx);
-        tcp_send_data(e, idx, 1);
-        pk_add(&e->c, PK_retrans_push, pk_read(&e->c, PK_pkts_tx) - before);
+        /* the segments the queue took (pkts_tx counts only at the flush, later) */
+        uint64_t drops = pk_read(&e->c, PK_drop_tx), fins = pk_read(&e->c, PK_fin_tx);
+        int n = tcp_send_data(e, idx, 1);
+        pk_add(&e->c, PK_retrans_push, (uint64_t)n - (pk_read(&e->c, PK_drop_tx) - drops));
+        /* the last segment carries the FIN again (a server's response with FIN): that FIN is a
+         * retransmit too, so fin_tx - retrans_fin stays the first FINs sent */
+        pk_add(&e->c, PK_retrans_fin, pk_read(&e->c, PK_fin_tx) - fins);
     } else {
         uint64_t before = pk_read(&e->c, PK_fin_tx);
         tcp_sock_tx(e, idx, s->snd_base, TH_FIN | TH_ACK, 0, 0);
@@ -137,11 +155,15 @@ static void on_rto(pk_tcp_engine *e, uint32_t idx, uint64_t now)
 
 void tcp_on_ka(pk_tcp_engine *e, uint32_t idx, uint64_t now)
 {
+    uint64_t due = e->socks[idx].deadline;   /* this request's grid point */
     tcp_timer_del(e, idx);
-    if (e->launching)
+    if (e->launching) {
         tcp_client_request(e, idx, now);
-    else
+        uint64_t lag = now > due ? now - due : 0;
+        e->socks[idx].ka_lag = lag > UINT32_MAX ? UINT32_MAX : (uint32_t)lag;
+    } else {
         tcp_client_close(e, idx, now);
+    }
 }
 
 void tcp_run_timers(pk_tcp_engine *e, uint64_t now)

@@ -37,6 +37,7 @@ build(plan) reads (perfkit.kinds.dpdk_udp makes the plan):
 """
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import time
@@ -145,6 +146,22 @@ class EalOptions:
                 f"--file-prefix=perfkit{os.getpid()}"]
 
 
+def runtime_dir(pid: int | None = None) -> str:
+    """The folder EAL makes for this process's file prefix (perfkitPID): /var/run/dpdk/ for
+    root, else $XDG_RUNTIME_DIR/dpdk/ (/tmp/dpdk/ without it), as DPDK 22.11 does."""
+    base = "/var/run" if os.geteuid() == 0 else os.environ.get("XDG_RUNTIME_DIR", "/tmp")
+    return os.path.join(base, "dpdk", f"perfkit{os.getpid() if pid is None else pid}")
+
+
+def remove_runtime_dir(path: str) -> None:
+    """At exit: EAL's runtime folder, empty with --in-memory and --no-shconf, goes (a folder
+    with something in it stays: rmdir removes only an empty one)."""
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
+
+
 def free_hugepages_mb() -> int:
     try:
         with open("/proc/meminfo") as f:
@@ -220,6 +237,8 @@ def eal(ports=()) -> list[str]:
     opts = _options
     check_pci(pci)
     args = opts.args(_allow(ports, pci))
+    if state != "failed":   # EAL makes its runtime folder at init, even one that fails
+        atexit.register(remove_runtime_dir, runtime_dir())
     before = os.sched_getaffinity(0)
     try:
         _dpdk.eal_init(args, opts.mbufs)

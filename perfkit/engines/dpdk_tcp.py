@@ -19,6 +19,8 @@ The plan's keys (plain data):
 """
 from __future__ import annotations
 
+import os
+
 from perfkit.engines import dpdk
 from perfkit.engines.handle import EngineHandle
 
@@ -56,13 +58,23 @@ def build(plan) -> EngineHandle:
                 raise ValueError(f"queues: port {p['dev']} took {port.queues} queues, not {p['queues']}")
         if plan.get("wait_link"):
             dpdk.wait_memif(ports)
-        workers = [dict(w, cpu=dpdk.worker_cpu(k)) for k, w in enumerate(plan["workers"])]
+        workers = [dict(w, cpu=w["cpu"] if "cpu" in w else dpdk.worker_cpu(k)) for k, w in enumerate(plan["workers"])]
+        _check_cpus(workers)
         return _dpdk.TcpEngine(ports if len(ports) > 1 else ports[0],
                                workers if len(workers) > 1 else workers[0], own_ports=True)
     except BaseException:
         for port in reversed(ports):
             port.close()
         raise
+
+
+def _check_cpus(workers) -> None:
+    """A CPU a worker is pinned to (dperf's cpu line) that this process may not use: one line."""
+    allowed = os.sched_getaffinity(0)
+    bad = sorted({w["cpu"] for w in workers if w["cpu"] >= 0 and w["cpu"] not in allowed})
+    if bad:
+        raise ValueError(f"cpus: CPU {', '.join(map(str, bad))} not among the CPUs this process may use "
+                         f"({dpdk.cpu_list(allowed)})")
 
 
 run_environment = dpdk.run_environment   # the port's setup, recorded with the run

@@ -17,6 +17,8 @@ from perfkit.units import parse_duration, parse_size
 
 _int_in = whole_number   # value as an int in lo..hi, else ValueError naming the field
 
+TCP_MAX_RTO_S = 300                # dperf's RTO_MAX
+RESPONSE_MIN = 57                  # the leanest response head: "HTTP/1.1 200 OK", Content-Length 0, close
 TCP_MAX_DURATION_S = 365 * 86400   # dperf's duration has no limit; its files run 10d
 TCP_TABLE_MAX = 1 << 30            # PK_TCP_MAX_SOCKETS: one worker's socket table (64 B each, taken page by page)
 TCP_MAX_PORTS = 8                  # ports one run drives (dperf's several port lines)
@@ -80,12 +82,28 @@ def _check_tcp_common(self, put) -> None:
     put("vlan", _int_in(self.vlan, "vlan", 0, 4094))
     put("tcp_rst", check_bool(self.tcp_rst, "tcp_rst"))
     rto = parse_duration(self.retransmit_timeout, "retransmit_timeout")
-    if not 0.001 <= rto <= 60:
-        raise ValueError(f"retransmit_timeout: {self.retransmit_timeout!r} is out of range 1ms..60s")
+    if not 0.001 <= rto <= TCP_MAX_RTO_S:
+        raise ValueError(f"retransmit_timeout: {self.retransmit_timeout!r} is out of range 1ms..300s")
     put("retransmit_timeout", rto)
     put("payload_size", _int_in(parse_size(self.payload_size, "payload_size"), "payload_size",
                                 0, 1 << 20))
     put("queues", _int_in(self.queues, "queues", 1, DPDK_MAX_QUEUES))
+    put("raw", check_bool(self.raw, "raw"))
+    put("cpus", _cpu_list(self.cpus))
+
+
+def _cpu_list(cpus) -> tuple:
+    """cpus as a tuple of CPU numbers ("0,2" or (0, 2)); whether this host has them is the
+    engine's check (a file may name another host's CPUs)."""
+    if isinstance(cpus, str):
+        cpus = [c for c in cpus.replace(" ", ",").split(",") if c]
+    try:
+        out = tuple(int(c) for c in cpus)
+    except (TypeError, ValueError):
+        raise ValueError(f"cpus: {cpus!r} is not a list of CPU numbers") from None
+    if any(c < 0 for c in out):
+        raise ValueError(f"cpus: {cpus!r} has a negative CPU number")
+    return out
 
 
 def _mss_family(self, put) -> None:
@@ -144,7 +162,7 @@ class DpdkHttpServer(_IpVersion, DpdkSpec):
     tcp_rst: bool = opt(
         True, help="answer segments for no connection (and SYNs to other ports) with RST", advanced=True)
     retransmit_timeout: float | str = opt(
-        1.0, help="stop-and-wait: resend after this, give up after retries", unit=SECONDS, range_text="1ms..60s",
+        1.0, help="stop-and-wait: resend after this, give up after retries", unit=SECONDS, range_text="1ms..300s",
         advanced=True)
     retries: int = opt(
         3, help="stop-and-wait: resend after this, give up after retries", unit="retransmits", lo=0, hi=16,
@@ -168,6 +186,16 @@ class DpdkHttpServer(_IpVersion, DpdkSpec):
         (), help=("further ports, each with queues workers of its own (dperf's several port lines): "
                   "((port, ip, gateway, gateway_mac, clients, server, server_num), ...)"),
         unit="one port a line", widget="area", advanced=True)
+    response_size: int = opt(
+        0, help=("the whole response, headers and body, padded to this many bytes (dperf's payload_size); "
+                 "0: the headers and a payload_size body"), unit="bytes; 0: headers + payload_size",
+        lo=0, hi=1 << 20, advanced=True)
+    raw: bool = opt(
+        False, help=("dperf's non-HTTP payload (a packet_size under its 70-byte HTTP minimum): each request "
+                     "segment is answered with response_size bytes of 'a', no HTTP"), advanced=True)
+    cpus: tuple = opt(
+        (), help="pin worker k to cpus[k] (dperf's cpu line); empty: perfkit dperf --cpus, or not pinned",
+        unit="CPU numbers (0, 1)", advanced=True)
 
     test = "dpdk_http_server"
     messages_per_second = 0.0
@@ -184,6 +212,14 @@ class DpdkHttpServer(_IpVersion, DpdkSpec):
         if self.payload_size + 128 > TCP_MAX_SEGMENTS * self.mss:
             raise ValueError(f"payload_size: {self.payload_size} B does not fit in {TCP_MAX_SEGMENTS} "
                              f"segments of mss {self.mss} with the headers")
+        if self.response_size > TCP_MAX_SEGMENTS * self.mss:
+            raise ValueError(f"response_size: {self.response_size} B does not fit in {TCP_MAX_SEGMENTS} "
+                             f"segments of mss {self.mss}")
+        if self.raw and not self.response_size:
+            raise ValueError("raw: a raw payload needs its size (response_size)")
+        if not self.raw and 0 < self.response_size < RESPONSE_MIN:
+            raise ValueError(f"response_size: {self.response_size} B is below the {RESPONSE_MIN} B of the "
+                             "leanest HTTP response (raw: a non-HTTP payload that short)")
         put("server", check_own_ip(self.server or self.ip, "server", self.ip_version))
         put("server_num", _server_range(self.server, self.server_num, "server_num"))
         if any(_in_range(ip, 1, self.server, self.server_num) for ip, _ in self.clients):
@@ -203,8 +239,19 @@ class DpdkHttpServer(_IpVersion, DpdkSpec):
         return plan(self)
 
     def response_bytes(self) -> bytes:
-        """The response every request gets."""
+        """The response every request gets: response_size bytes in all (raw: of 'a', no HTTP;
+        else a lean head whose Content-Length counts the rest), or the head and payload_size."""
         conn = "keep-alive" if self.keepalive else "close"
+        if self.raw:
+            return b"a" * self.response_size
+        if self.response_size:
+            body = 0
+            for _ in range(8):   # the body's length changes the head's by a digit at most
+                head = f"HTTP/1.1 200 OK\r\nContent-Length: {body}\r\nConnection: {conn}\r\n\r\n"
+                if len(head) + body == self.response_size:
+                    break
+                body = max(0, self.response_size - len(head))
+            return head.encode() + b"a" * body
         return (f"HTTP/1.1 200 OK\r\nServer: perfkit\r\nContent-Type: text/plain\r\n"
                 f"Content-Length: {self.payload_size}\r\nConnection: {conn}\r\n\r\n").encode() \
             + b"x" * self.payload_size
@@ -304,6 +351,10 @@ class DpdkHttpClient(_IpVersion, DpdkSpec):
         0, help=("pad the request to at least this many bytes with an X-Pad header (dperf's payload_size "
                  "on a GET client: its requests are that long)"), unit="bytes; 0: no padding", lo=0, hi=1460,
         advanced=True)
+    raw: bool = opt(
+        False, help=("dperf's non-HTTP payload: each request is request_size bytes of 'a' and a response "
+                     "is as many bytes back (no HTTP)"), advanced=True)
+    cpus: tuple = like(DpdkHttpServer, "cpus", advanced=True)
 
     test = "dpdk_http_client"
 
@@ -361,6 +412,8 @@ class DpdkHttpClient(_IpVersion, DpdkSpec):
         if str(self.http_method).upper() not in DPERF_HTTP_METHODS:
             raise ValueError(f"http_method: {self.http_method!r} is not one of {', '.join(DPERF_HTTP_METHODS)}")
         put("http_method", str(self.http_method).upper())
+        if self.raw and not self.request_size:
+            raise ValueError("raw: a raw payload needs its size (request_size)")
         if len(self.request_bytes()) > self.mss:
             raise ValueError(f"payload_size: the request ({len(self.request_bytes())} B) must fit in one "
                              f"segment (mss {self.mss})")
@@ -406,15 +459,20 @@ class DpdkHttpClient(_IpVersion, DpdkSpec):
         return plan(self)
 
     def request_bytes(self) -> bytes:
-        """The request every connection sends."""
+        """The request every connection sends (raw: request_size bytes of 'a')."""
+        if self.raw:
+            return b"a" * self.request_size
+        accept = "Accept: */*\r\n"
         head = f"{self.http_method} {self.http_path} HTTP/1.1\r\nHost: {self.http_host}\r\n" \
-               "User-Agent: perfkit\r\nAccept: */*\r\n"
+               "User-Agent: perfkit\r\n" + accept
         if self.http_method == "POST":
             head += f"Content-Length: {self.payload_size}\r\n"
         body = self.payload_size if self.http_method == "POST" else 0
         pad = self.request_size - (len(head) + 2 + body)
-        if pad > 0:     # "X-Pad: " and its CRLF are 9 bytes: a shorter gap still gets the header
-            head += "X-Pad: " + "a" * max(1, pad - 9) + "\r\n"
+        if 0 < pad < 10:   # "X-Pad: a" and its CRLF are 10 bytes: without Accept the gap takes them
+            head, pad = head.replace(accept, "", 1), pad + len(accept)
+        if pad > 0:        # the request is exactly request_size bytes
+            head += "X-Pad: " + "a" * (pad - 9) + "\r\n"
         return (head + "\r\n").encode() + b"x" * body
 
 
@@ -540,7 +598,7 @@ def plan(spec) -> dict:
     nworkers = len(ports) * q
     common = {"listen": spec.listen, "listen_num": spec.listen_num, "mss": spec.mss, "tos": spec.tos,
               "vlan": spec.vlan, "tcp_rst": spec.tcp_rst, "rto": spec.retransmit_timeout, "retries": spec.retries,
-              "burst": spec.burst, "duration": spec.duration}
+              "burst": spec.burst, "duration": spec.duration, "raw": spec.raw}
     if server:
         common.update(role="server", clients=[tuple(r) for r in spec.clients], msg=spec.response_bytes(),
                       keepalive=spec.keepalive)
@@ -558,6 +616,8 @@ def plan(spec) -> dict:
     for p, (dev, ip, gw, mac, clients, srv, n) in enumerate(ports):
         for k in range(q):
             w = dict(common, port=p, queue=k)
+            if spec.cpus:   # dperf's cpu line: worker k on its k-th CPU
+                w["cpu"] = spec.cpus[len(workers) % len(spec.cpus)]
             addr = str(ipaddress.ip_address(srv) + k % n)
             if server:
                 w.update(ip=addr, own=[(ip, 1), (srv, n)])
@@ -597,7 +657,7 @@ def _dperf_parser(sub) -> None:
     dp.add_argument("--netns", help="open the port in this network namespace (af_packet: a lab host's)")
     dp.add_argument("--mem", default=512, help="EAL memory in MB (default 512)")
     dp.add_argument("--hugepages", default="auto", help="auto, on or off (default auto)")
-    dp.add_argument("--cpus", help="pin the workers to these CPUs (the conf's cpu line is not used)")
+    dp.add_argument("--cpus", help="pin the workers to these CPUs instead of the conf's cpu line")
     dp.add_argument("--log-level", default="error", help="DPDK log level on stderr (default error)")
     dp.add_argument("-v", "--verbose", action="store_true", help="say each port's setup as it opens")
     dp.add_argument("--interval", default="1s", help="row interval (default 1s)")

@@ -107,7 +107,10 @@
     /* live control of a running load (DPDK flows): the pacer's target now, set_rate moves it;     \
      * the flows a generator sends now, growing at flow_rate up to flows_max */                    \
     X(rate_target,     GAUGE, "pkt/s", control,  "target send rate now (packets/s)")                \
-    X(flows_active,    GAUGE, "flow", control,  "flows being sent now")
+    X(flows_active,    GAUGE, "flow", control,  "flows being sent now")                           \
+    /* DPDK TCP: a whole exchange whose close the peer never acknowledged (our FIN retransmitted    \
+     * to the end: a peer that drops FINs for sockets it closed, as dperf does); not sock_error */ \
+    X(close_timeout,   SUM,   "conn", sock,     "connections closed by timeout after a whole exchange")
 
 enum pk_counter_kind { PK_SUM = 0, PK_GAUGE = 1, PK_MIN = 2, PK_MAX = 3 };
 
