@@ -27,7 +27,7 @@ from perfkit.fields import applies, check_applies, int_arg, whole_number
 from perfkit.kinds import KINDS, dpdk_tcp, dpdk_udp, http, qperf
 from perfkit.ladder import ladder, plan as ladder_plan, table_text as ladder_text
 from perfkit.ratesearch import parse_criterion, result_text, search, trial_line
-from perfkit.report import VERBOSE, JsonPrinter, LinePrinter, conf_text, http_row_line, summary_text, used_params
+from perfkit.report import VERBOSE, JsonPrinter, LinePrinter, conf_text, http_row_line, stages_text, summary_text, used_params
 from perfkit.run import Run
 from perfkit.remote import DEFAULT_PORT, Server
 from perfkit.spec import check_target
@@ -187,11 +187,16 @@ def _run_printed(spec, a, line, cluster=None) -> int:
     if a.json:
         printer.summary(run.summary)
         if run.threshold_specs:
-            print(json.dumps({"thresholds": [c.to_dict() for c in run.thresholds], "passed": run.passed}), flush=True)
+            print(json.dumps({"thresholds": [c.to_dict() for c in run.thresholds], "passed": run.passed,
+                              **({"stages": [{"stage": st["stage"], "thresholds": [c.to_dict() for c in cs]}
+                                             for st, cs in run.stage_thresholds]} if run.stages else {})}),
+                  flush=True)
     else:
         print(summary_text(run.summary) + cluster_cli.hosts_text(run) + converge_cli.text(run.summary))
         for c in run.thresholds:   # k6's pass/fail lines
             print(c.line())
+        if run.stages:   # and per stage: the stage table, each stage's pass/fail lines
+            print(stages_text(run.stages, run.stage_thresholds if run.threshold_specs else None))
     saved = save_or_fallback(run, a.save) if getattr(a, "save", None) else True
     if run.error:
         print(f"perfkit: error: {run.error}", file=sys.stderr)

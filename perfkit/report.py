@@ -323,3 +323,23 @@ def conf_text(both: dict) -> str:
                            ("perfkit", "perfkit")):
             lines.append(f"    {side[:3]}_{label:<8}=  {e.get(key)}")
     return "\n".join(lines)
+
+
+def stages_text(stages: list[dict], checks: list | None = None) -> str:
+    """A stage plan's run: one line per stage (its rows' bounds, users at its end, TPS, mean and
+    p99 response time, error rate, requests), then each stage's threshold lines."""
+    if not stages:
+        return ""
+    lines = ["stages:", f"{'stage':>6} {'rows s':>13} {'users':>7} {'TPS':>10} {'mean ms':>9} {'p99 ms':>9} "
+             f"{'error %':>8} {'requests':>10}"]
+    for st in stages:
+        ms = lambda k: f"{st[k] / 1e3:.2f}" if st.get(k) is not None else "-"  # noqa: E731
+        err = f"{st['error_rate_pct']:.2f}" if st.get("error_rate_pct") is not None else "-"
+        span = f"{st['from_s']:.1f}-{st['to_s']:.1f}" + ("*" if st.get("partial") else "")
+        lines.append(f"{st['stage']:>6} {span:>13} {st['users']:>7} {st.get('tps') or 0:>10.1f} {ms('lat_mean_us'):>9} "
+                     f"{ms('lat_p99_us'):>9} {err:>8} {st.get('requests', 0):>10,}")
+    if any(st.get("partial") for st in stages):
+        lines.append("    * cut short by the stop")
+    for st, cs in checks or ():
+        lines += [f"stage {st['stage']:>2}  {c.line()}" for c in cs]
+    return "\n".join(lines)

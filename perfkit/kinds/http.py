@@ -320,7 +320,9 @@ def load_figures(t: dict, summary: dict) -> dict:
     return out
 
 
-SUMMARY = {HttpLoad: load_figures}   # perfkit.stats.summarize's figures from the counter totals
+SUMMARY = {HttpLoad: load_figures}
+# a stage plan, [(seconds, users at its end)]: perfkit.run summarizes each stage (perfkit.stages)
+STAGES = {HttpLoad: lambda spec: spec.stages}   # perfkit.stats.summarize's figures from the counter totals
 
 
 def plan(spec) -> dict:
