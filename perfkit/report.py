@@ -330,13 +330,14 @@ def stages_text(stages: list[dict], checks: list | None = None) -> str:
     p99 response time, error rate, requests), then each stage's threshold lines."""
     if not stages:
         return ""
-    lines = ["stages:", f"{'stage':>6} {'rows s':>13} {'users':>7} {'TPS':>10} {'mean ms':>9} {'p99 ms':>9} "
+    what = "rate" if "rate" in stages[0] else "users"
+    lines = ["stages:", f"{'stage':>6} {'rows s':>13} {what + ('/s' if what == 'rate' else ''):>7} {'TPS':>10} {'mean ms':>9} {'p99 ms':>9} "
              f"{'error %':>8} {'requests':>10}"]
     for st in stages:
         ms = lambda k: f"{st[k] / 1e3:.2f}" if st.get(k) is not None else "-"  # noqa: E731
         err = f"{st['error_rate_pct']:.2f}" if st.get("error_rate_pct") is not None else "-"
         span = f"{st['from_s']:.1f}-{st['to_s']:.1f}" + ("*" if st.get("partial") else "")
-        lines.append(f"{st['stage']:>6} {span:>13} {st['users']:>7} {st.get('tps') or 0:>10.1f} {ms('lat_mean_us'):>9} "
+        lines.append(f"{st['stage']:>6} {span:>13} {st[what]:>7g} {st.get('tps') or 0:>10.1f} {ms('lat_mean_us'):>9} "
                      f"{ms('lat_p99_us'):>9} {err:>8} {st.get('requests', 0):>10,}")
     if any(st.get("partial") for st in stages):
         lines.append("    * cut short by the stop")

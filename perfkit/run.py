@@ -116,10 +116,10 @@ class Run:
         self._host: hostmetrics.HostSampler | None = None
         self.host_schema: dict = {}   # the host metric columns' dtypes (perfkit.hostmetrics)
         self._host_frame = None   # a loaded cluster run's per-host rows (a live one asks its handle)
-        # a stage plan (the kind's STAGES: [(seconds, target), ...]): each stage summarized as the run is
+        # a stage plan (the kind's STAGES: (what, [(seconds, target), ...])): each stage summarized as the run is
         stage_plan = kinds.lookup(spec, "STAGES")
         plan = stage_plan(spec) if stage_plan is not None else None
-        self._stages = StageMarks(plan) if plan else None
+        self._stages = StageMarks(plan[1], plan[0]) if plan else None
 
     # ------------------------------------------------------------- control
     def subscribe(self, fn: Callable[[dict], None]) -> "Run":

@@ -25,8 +25,9 @@ def window(prev: list[int], cur: list[int]) -> list[int]:
 class StageMarks:
     """Marks a run's counters at its stage ends, as rows come; summaries() gives each stage's."""
 
-    def __init__(self, plan):
-        self.plan = [(float(d), int(u)) for d, u in plan]
+    def __init__(self, plan, what: str = "users"):
+        self.what = what   # what the plan sets: users (closed loop) or rate (requests/s, open loop)
+        self.plan = [(float(d), u) for d, u in plan]
         self.ends, total = [], 0.0
         for d, _ in self.plan:
             total += d
@@ -43,7 +44,7 @@ class StageMarks:
             self.marks.append((t, [list(w) for w in workers], hist))
 
     def summaries(self, test: str, roles: list[str], size: int, figures=None) -> list[dict]:
-        """Each stage reached: its plan (stage from 1, duration, users at its end), its row
+        """Each stage reached: its plan (stage from 1, duration, users or rate at its end), its row
         bounds, and summarize's figures over it."""
         out = []
         prev_t, prev_w, prev_h = 0.0, None, Histogram()
@@ -53,8 +54,8 @@ class StageMarks:
             s = summarize(test, merge_counters(win), hist - prev_h, win, roles, size, figures)
             for key in DROP:
                 s.pop(key, None)
-            d, users = self.plan[k]
-            out.append({"stage": k + 1, "plan_s": d, "users": users, "from_s": prev_t, "to_s": t,
+            d, target = self.plan[k]
+            out.append({"stage": k + 1, "plan_s": d, self.what: target, "from_s": prev_t, "to_s": t,
                         "partial": t + SLACK_S < self.ends[k], **s})
             prev_t, prev_w, prev_h = t, workers, hist
         return out

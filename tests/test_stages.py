@@ -114,3 +114,54 @@ def test_a_stage_that_fails_a_threshold_fails_the_run_though_the_summary_passes(
     verdict = json.loads(r.stdout.splitlines()[-1])
     assert verdict["passed"] is True and [len(x["thresholds"]) for x in verdict["stages"]] == [2, 2]
     assert all(c["passed"] for x in verdict["stages"] for c in x["thresholds"])
+
+
+# ------------------------------------------------------------------ open loop: rate stages
+def _due(plan, t):
+    """Requests the rate plan has due by t s (the integral of its rate, linear within a stage)."""
+    start, prev, n = 0.0, 0.0, 0.0
+    for d, r in plan:
+        tau = min(max(t - start, 0.0), d)
+        n += prev * tau + (r - prev) * tau * tau / (2 * d)
+        start, prev = start + d, r
+    return n
+
+
+def test_offered_rate_per_interval_follows_the_rate_plan_within_one_interval(server_port):
+    plan = [(1.0, 400), (1.0, 400), (1.0, 1600), (1.0, 0)]
+    iv = 0.5
+    run = perfkit.run(HttpLoad(url=f"http://127.0.0.1:{server_port}/", users=64, threads=2,
+                               rate_stages=",".join(f"{d:g}s:{r}" for d, r in plan)), interval=iv)
+    s, f = run.summary, run.frame
+    assert run.error is None and run.spec.duration == 4 and run.spec.rate.value == 1600
+    total = _due(plan, 4.0)   # 3,000: the plan ends at 0 requests/s, so none is due at the very end
+    assert total - 2 <= s["requests"] <= total + 2 and s["requests"] == s["responses"] + s["http_err"], s
+    for row in f.iter_rows(named=True):
+        t = row["time_s"]
+        # requests sent by t: what the plan had due within one interval of t (each thread's share rounds once)
+        assert _due(plan, t - iv) - 2 <= row["http_req"] <= _due(plan, t + iv) + 2, (t, row["http_req"])
+        # the rate due now, as the C client set it when the row was read (each thread rounds its share)
+        near = [_target(plan, t + k * iv / 10) for k in range(-10, 11)]
+        if t < 4.0:
+            assert min(near) - 2 <= row["http_rate"] <= max(near) + 2, (t, row["http_rate"], near)
+    st = run.stages   # each stage's requests: the plan's integral over the stage's rows
+    assert [x["rate"] for x in st] == [400, 400, 1600, 0] and sum(x["requests"] for x in st) == s["requests"]
+
+
+@pytest.mark.parametrize("kw, says", [(dict(rate_stages="1s:0"), "needs some rate"),
+                                      (dict(rate_stages="1s:100", stages="1s:5"), "leave stages"),
+                                      (dict(rate_stages="1s:100", think="1ms"), "leave stages, ramp and think out"),
+                                      (dict(rate_stages="1s:100", rate=50), "leave rate out"),
+                                      (dict(rate_stages="1s:x"), "rate_stages")])
+def test_a_bad_rate_plan_is_one_value_error(kw, says):
+    with pytest.raises(ValueError, match=says):
+        HttpLoad(**kw)
+
+
+def test_a_rate_plan_is_saved_and_split_between_threads():
+    spec = HttpLoad(rate_stages="10s:1k,20s:5k,10s:0", users=10)
+    assert spec.rate_stages == [[10.0, 1000.0], [20.0, 5000.0], [10.0, 0.0]] and spec.duration == 40
+    assert perfkit.HttpLoad.from_dict(spec.to_dict()) == spec
+    workers = http_workers(HttpLoad(rate_stages="1s:300,1s:0", users=3, threads=2))
+    assert [w["rate_stages"] for w in workers] == [[(1.0, 200.0), (1.0, 0.0)], [(1.0, 100.0), (1.0, 0.0)]]
+    assert [w["rate"] for w in workers] == [200.0, 100.0]
