@@ -5,7 +5,7 @@ import json
 import sys
 import threading
 
-from perfkit.hostmetrics import summary_line as host_line
+from perfkit.hostmetrics import summary_line as host_line, watched_lines
 from perfkit.stats import value
 from perfkit.units import format_time_us
 
@@ -96,6 +96,8 @@ def summary_text(s: dict, point: dict | None = None, bits: bool = False, digits:
     # the whole host (perfkit.hostmetrics); perfkit test keeps qperf's lines
     if host_line(s) and "loc_cpus_used" not in s:
         put("host", host_line(s))
+    for name, text in watched_lines(s):   # --watch NAME=PID, a lab host's cgroup
+        put(name, text)
     if s.get("error"):
         put("error", s["error"])
     width = max([13] + [len(name) for name, _ in pairs])   # aligned as qperf aligns them

@@ -160,7 +160,8 @@ class Run:
         a host that refuses it (no /proc) runs without host columns, and the environment says why."""
         try:
             self._host = hostmetrics.HostSampler(
-                hostmetrics.interfaces(self.spec, plan, self.env.get("target")), self.watch)
+                hostmetrics.interfaces(self.spec, plan, self.env.get("target")), self.watch,
+                hostmetrics.lab_cgroups(self.spec))
         except (OSError, ValueError) as exc:
             self.env["host_metrics"] = {"error": str(exc)}
             return

@@ -456,6 +456,9 @@ def _http_parser(sub) -> None:
     ht.add_argument("--threshold", action="append", metavar="'METRIC<VALUE'",
                     help="pass/fail on the summary, repeatable: 'error_rate<1%%', 'p99<200ms', 'tps>5000'; "
                          "exit status 3 when any fails (perfkit.thresholds)")
+    ht.add_argument("--watch", action="append", metavar="NAME=PID[,PID]",
+                    help="record a process's CPU beside the run (e.g. the server: --watch server=1234), "
+                         "repeatable: proc_NAME_cpu_pct per interval (perfkit.hostmetrics)")
     ht.add_argument("--interval", default="1s", help="row interval (default 1s)")
     ht.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
     ht.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet")
