@@ -602,4 +602,4 @@ def _load_title(spec) -> tuple:
 TITLE = {HttpLoad: _load_title,
          HttpServe: lambda spec: (f"http_serve on {spec.host}:{spec.port}", f"{spec.size} B bodies")}
 LAYOUT = {HttpLoad: "http", HttpServe: "http_serve"}   # perfkit.ui.charts.LAYOUTS: the dashboard's charts
-TASKS = {HttpLoad: ("run",), HttpServe: ("run",)}        # the panel's tasks
+TASKS = {HttpLoad: ("run", "ladder"), HttpServe: ("run",)}   # the panel's tasks (ladder: perfkit.ladder)
