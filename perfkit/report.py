@@ -40,6 +40,7 @@ def http_row_line(row: dict) -> str:
              f"err {_count(errs)}", *([f"cut {_count(row['http_cut_per_s'] * row['interval_s'])}"]
                                       if row.get("http_cut_per_s") else []), f"conn {value(row, 'sock_current')}",
              *([f"users {row['http_users']}"] if row.get("http_users") is not None else []),
+             *([f"due {_si(row['http_rate'])}/s"] if row.get("http_rate") else []),   # open loop: the rate planned now
              f"bitsRx {_si(row['bits_rx_per_s'], 'bps')}", f"cpu {row['cpu_pct']:.0f}%"]
     return "  ".join(parts)
 
