@@ -94,6 +94,8 @@ def test_each_stage_is_summarized_and_its_counts_add_up_to_the_run(server_port, 
     run.save(tmp_path / "r.parquet")
     back = perfkit.Run.load(tmp_path / "r.parquet")
     assert back.stages == st and back.passed is True
+    page = open(back.report(tmp_path / "r.html"), encoding="utf-8").read()   # the HTML report has the stage table
+    assert "stages:" in page and "stage  3  threshold pass" in page
 
 
 def test_a_stage_that_fails_a_threshold_fails_the_run_though_the_summary_passes(server_port):
