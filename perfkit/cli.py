@@ -27,7 +27,8 @@ from perfkit.fields import applies, check_applies, int_arg, whole_number
 from perfkit.kinds import KINDS, dpdk_tcp, dpdk_udp, http, qperf
 from perfkit.ladder import ladder, plan as ladder_plan, table_text as ladder_text
 from perfkit.ratesearch import parse_criterion, result_text, search, trial_line
-from perfkit.report import VERBOSE, JsonPrinter, LinePrinter, conf_text, http_row_line, summary_text, used_params
+from perfkit.hostmetrics import parse_watch
+from perfkit.report import VERBOSE, JsonPrinter, LinePrinter, conf_text, http_row_line, stages_text, summary_text, used_params
 from perfkit.run import Run
 from perfkit.remote import DEFAULT_PORT, Server
 from perfkit.spec import check_target
@@ -177,7 +178,8 @@ def _run_printed(spec, a, line, cluster=None) -> int:
     """Run spec with one printed row per interval, then its summary; exit status."""
     printer = JsonPrinter() if a.json else LinePrinter(line=line)
     run = Run(spec, interval=parse_duration(a.interval, "interval"), subscribers=(printer,), cluster=cluster,
-              thresholds=getattr(a, "threshold", None))   # --threshold: a bad one exits 2 before the run
+              thresholds=getattr(a, "threshold", None),   # --threshold: a bad one exits 2 before the run
+              watch=getattr(a, "watch_pids", None))
     conv = converge_cli.controller(a, spec)   # --converge: checked before the run starts
     if conv is not None and cluster is not None:
         raise ValueError("converge: --converge retunes one host's run; not with --cluster")
@@ -187,11 +189,16 @@ def _run_printed(spec, a, line, cluster=None) -> int:
     if a.json:
         printer.summary(run.summary)
         if run.threshold_specs:
-            print(json.dumps({"thresholds": [c.to_dict() for c in run.thresholds], "passed": run.passed}), flush=True)
+            print(json.dumps({"thresholds": [c.to_dict() for c in run.thresholds], "passed": run.passed,
+                              **({"stages": [{"stage": st["stage"], "thresholds": [c.to_dict() for c in cs]}
+                                             for st, cs in run.stage_thresholds]} if run.stages else {})}),
+                  flush=True)
     else:
         print(summary_text(run.summary) + cluster_cli.hosts_text(run) + converge_cli.text(run.summary))
         for c in run.thresholds:   # k6's pass/fail lines
             print(c.line())
+        if run.stages:   # and per stage: the stage table, each stage's pass/fail lines
+            print(stages_text(run.stages, run.stage_thresholds if run.threshold_specs else None))
     saved = save_or_fallback(run, a.save) if getattr(a, "save", None) else True
     if run.error:
         print(f"perfkit: error: {run.error}", file=sys.stderr)
@@ -223,6 +230,7 @@ def _http(a) -> int:
     in_lab = _lab_server(a) if getattr(a, "lab", None) and a.command == "http-serve" else None
     spec = http.CLI_SPECS[a.command](a)
     parse_thresholds(getattr(a, "threshold", None))   # a bad --threshold: one line, exit 2, before the header
+    a.watch_pids = parse_watch(getattr(a, "watch", None))   # --watch server=PID: the process exists, or exit 2
     if in_lab:   # http-serve --lab: this process becomes the lab host's (namespace, cgroup) before it serves
         in_lab[0].enter(in_lab[1])
         print(f"perfkit: in lab {in_lab[0].name} host {in_lab[1].name}"
@@ -251,7 +259,7 @@ def _ladder_printed(spec, steps, a, cluster=None) -> int:
         print(json.dumps({"step": {"users": users}}) if a.json else f"step: {users} users", flush=True)
 
     lad = ladder(spec, steps, interval=parse_duration(a.interval, "interval"), thresholds=a.threshold,
-                 subscribers=(printer,), progress=step, cluster=cluster)
+                 subscribers=(printer,), progress=step, cluster=cluster, watch=getattr(a, "watch_pids", None))
     if a.json:
         table = [{k: v for k, v in r.items()} for r in lad.table.to_dicts()]
         print(json.dumps({"ladder": table, "passed": lad.passed}, default=str), flush=True)

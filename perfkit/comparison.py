@@ -263,7 +263,13 @@ LADDER_METRICS = {
     "host_cpu_steal_pct": ("host CPU steal", "% of all CPUs"),
     "pkts_in_per_s": ("packets in", "pkt/s"),
     "pkts_out_per_s": ("packets out", "pkt/s"),
+    # where the steps recorded them: a watched server process (--watch server=PID, the first watched
+    # otherwise) and a lab host's cgroup (the last host with one: the server end), % of one core
+    "server_cpu_pct": ("server CPU", "% of one core"),
+    "lab_host_cpu_pct": ("server host (cgroup) CPU", "% of one core"),
 }
+# left out of the default metrics when no step of any environment has them
+LADDER_OPTIONAL = ("server_cpu_pct", "lab_host_cpu_pct")
 
 
 def _is_frame(obj) -> bool:   # a polars DataFrame, without importing polars to ask
@@ -319,6 +325,13 @@ def _metric(summary: dict, name: str, iface: str | None):
         return None if idle is None else 100.0 - idle
     if name == "host_cpu_steal_pct":
         return _num(s.get("host_cpu_steal_pct_mean"))
+    if name == "server_cpu_pct":
+        keys = [k for k in s if k.startswith("proc_") and k.endswith("_cpu_pct_mean")]
+        key = "proc_server_cpu_pct_mean" if "proc_server_cpu_pct_mean" in s else keys[0] if keys else None
+        return None if key is None else _num(s.get(key))
+    if name == "lab_host_cpu_pct":
+        keys = [k for k in s if k.startswith("lab_") and k.endswith("_cpu_pct_mean")]
+        return _num(s.get(keys[-1])) if keys else None
     if name in ("pkts_in_per_s", "pkts_out_per_s"):
         return None if iface is None else _num(s.get(f"if_{iface}_{'rx' if name == 'pkts_in_per_s' else 'tx'}_pps"))
     return _num(s.get(name))
@@ -338,12 +351,13 @@ class LadderComparison:
             raise ValueError(f"names: {len(names)} names for {len(ladders)} ladders")
         if len(set(names)) != len(names):
             raise ValueError(f"names: {names} repeat (each environment needs its own)")
+        metrics_default = metrics is None
         metrics = tuple(LADDER_METRICS) if metrics is None else tuple(metrics)
         unknown = [m for m in metrics if m not in LADDER_METRICS]
         if unknown or not metrics:
             raise ValueError(f"keys: {unknown[0] if unknown else None!r} is not one of {', '.join(LADDER_METRICS)}")
-        self.names, self.metrics = names, metrics
         self.steps = {n: _steps(obj, f"ladder {n!r}") for n, obj in zip(names, ladders)}
+        self.names, self.metrics = names, metrics
         self.ifaces: dict[str, str | None] = {}
         for n, steps in self.steps.items():
             have = _ifaces(steps[0][1])
@@ -351,6 +365,9 @@ class LadderComparison:
                 raise ValueError(f"iface: {n!r} has no packet counts for {iface!r} (it has: {', '.join(have) or 'none'})")
             # the last one followed: h2 (the server end) in a lab, lo on loopback
             self.ifaces[n] = iface if iface is not None else (have[-1] if have else None)
+        if metrics_default:   # server and lab host CPU only where some step recorded them
+            self.metrics = tuple(m for m in self.metrics if m not in LADDER_OPTIONAL or any(
+                _metric(st, m, None) is not None for steps in self.steps.values() for _, st in steps))
         self._table = None
 
     @property

@@ -10,8 +10,12 @@ Columns (one row per interval, the interval's own figures):
   if_{label}_{rx,tx}_{pkts,bytes,drop,err}               per interface the run uses, counts in
         the interval (Int64), from the namespace's /proc/net/dev. label: the interface's name
         in this namespace (lo), a lab host's name (h1) for its link end, else NETNS_IFNAME.
-  proc_{name}_{user,system}_pct                           a watched process (a server perfkit
-        started, Run(watch={"server": pid})): its CPU from /proc/PID/stat, % of one core.
+  proc_{name}_{user,system,cpu}_pct                       a watched process (a server perfkit
+        started, Run(watch={"server": pid}), perfkit http --watch server=PID): its CPU from
+        /proc/PID/stat (all its threads; cpu = user + system), % of one core.
+  lab_{host}_cpu_pct                                      a lab run (the spec's lab): each host's
+        cgroup CPU (a VM-like host's, perfkit.cgroups: cpu.stat usage_usec, v1 cpuacct.usage),
+        % of one core: what the "hypervisor" saw its guest use. Hosts without a cgroup: none.
 
 Another namespace's /proc/net/dev is opened once, by a short-lived thread that joins the
 namespace (setns) and opens /proc/thread-self/net/dev: the open file stays bound to that
@@ -27,11 +31,12 @@ import threading
 import time
 from dataclasses import dataclass
 
+from perfkit.cgroups import Cgroups
 from perfkit.lab import NETNS_DIR, NETNS_RE, Lab, setns_path
 
 CPU_FIELDS = ("user", "system", "softirq", "iowait", "steal", "idle")
 IF_FIELDS = ("rx_pkts", "tx_pkts", "rx_bytes", "tx_bytes", "rx_drop", "tx_drop", "rx_err", "tx_err")
-PROC_FIELDS = ("user", "system")
+PROC_FIELDS = ("user", "system", "cpu")   # cpu: user + system
 PER_CPU_MAX = 8      # per-CPU columns only on hosts with at most this many CPUs
 MAX_IFACES = 8       # interfaces followed per run, at most
 HZ = os.sysconf("SC_CLK_TCK")
@@ -239,6 +244,46 @@ def _names_in(netns: str | None) -> list[str]:
         os.close(fd)
 
 
+def lab_cgroups(spec) -> dict[str, dict]:
+    """{host: cgroup paths} of the hosts with a cgroup in the spec's lab (none without a lab)."""
+    lab = getattr(spec, "lab", None)
+    if not isinstance(lab, str):
+        return {}
+    try:
+        return dict((Lab.attach(lab).state or {}).get("cgroups") or {})
+    except (ValueError, OSError):
+        return {}
+
+
+def cgroup_usage_s(paths: dict) -> float | None:
+    """CPU seconds a lab host's cgroup has used, None when it cannot be read (removed)."""
+    try:
+        return Cgroups.usage_s(paths)
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def parse_watch(items) -> dict[str, list[int]]:
+    """--watch NAME=PID[,PID...] (repeatable) as {name: [pids]}: each process must exist now;
+    one ValueError naming what is wrong."""
+    out: dict[str, list[int]] = {}
+    for item in items or ():
+        name, sep, pids = str(item).partition("=")
+        if not sep:
+            raise ValueError(f"watch: {item!r} is not NAME=PID (e.g. server=1234)")
+        try:
+            nums = [int(p, 10) for p in pids.split(",")]
+        except ValueError:
+            raise ValueError(f"watch: {item!r}: {pids!r} is not a process id or PID,PID,...") from None
+        for p in nums:
+            if p <= 0 or not os.path.exists(f"/proc/{p}/stat"):
+                raise ValueError(f"watch: {item!r}: no process {p} here")
+        if name in out:
+            raise ValueError(f"watch: {name!r} is given twice")
+        out[name] = nums
+    return check_watch(out) if out else {}
+
+
 def check_watch(watch) -> dict[str, list[int]]:
     """{name: pid or [pids]} as {name: [pids]}, or one ValueError naming what is wrong."""
     if watch is None:
@@ -262,7 +307,7 @@ class HostSampler:
     sample() is one row's columns for the time since the previous read. Made right before
     the engine starts (its first read is the baseline)."""
 
-    def __init__(self, ifaces=(), watch: dict | None = None):
+    def __init__(self, ifaces=(), watch: dict | None = None, cgroups: dict | None = None):
         self._fds: dict[str | None, int] = {}
         self.skipped: dict[str, str] = {}   # interface -> why it is not followed
         self.ifaces: list[Iface] = []
@@ -276,6 +321,7 @@ class HostSampler:
             except OSError as exc:
                 self.skipped[f"{i.netns or ''}:{i.ifname}"] = str(exc)
         self.watch = check_watch(watch)
+        self.cgroups = {h: p for h, p in (cgroups or {}).items() if re.fullmatch(r"\w{1,32}", str(h))}
         self._prev = self._read()
         self.cpus = sorted((k for k in self._prev[0] if k != "host"), key=lambda c: int(c[3:]))
         self.per_cpu = len(self.cpus) <= PER_CPU_MAX
@@ -296,6 +342,8 @@ class HostSampler:
         for name, pids in self.watch.items():
             times = [proc_cpu(p) for p in pids]
             procs[name] = None if None in times else tuple(map(sum, zip(*times)))
+        for host, paths in self.cgroups.items():
+            procs[f"lab:{host}"] = cgroup_usage_s(paths)
         return cpu, dev, procs, t
 
     @property
@@ -305,6 +353,7 @@ class HostSampler:
             cols += [f"host_{c}_{f}_pct" for c in self.cpus for f in CPU_FIELDS]
         cols += [f"if_{i.label}_{f}" for i in self.ifaces for f in IF_FIELDS]
         cols += [f"proc_{n}_{f}_pct" for n in self.watch for f in PROC_FIELDS]
+        cols += [f"lab_{h}_cpu_pct" for h in self.cgroups]
         return cols
 
     def schema(self) -> dict:
@@ -316,6 +365,7 @@ class HostSampler:
         return {"interfaces": {i.label: f"{i.ifname}" + (f" in {os.path.basename(i.netns)}" if i.netns else "")
                                for i in self.ifaces},
                 "per_cpu": self.per_cpu, "cpus": len(self.cpus), "watch": self.watch,
+                **({"lab_cgroups": sorted(self.cgroups)} if self.cgroups else {}),
                 **({"skipped": self.skipped} if self.skipped else {})}
 
     def sample(self) -> dict:
@@ -345,8 +395,12 @@ class HostSampler:
         dt = ct - pt
         for name in self.watch:
             a, b = pproc.get(name), cproc.get(name)
-            for k, f in enumerate(PROC_FIELDS):
+            for k, f in enumerate(PROC_FIELDS[:2]):
                 row[f"proc_{name}_{f}_pct"] = (100.0 * (b[k] - a[k]) / HZ / dt) if a and b and dt > 0 else None
+            row[f"proc_{name}_cpu_pct"] = (100.0 * (sum(b) - sum(a)) / HZ / dt) if a and b and dt > 0 else None
+        for host in self.cgroups:
+            a, b = pproc.get(f"lab:{host}"), cproc.get(f"lab:{host}")
+            row[f"lab_{host}_cpu_pct"] = 100.0 * (b - a) / dt if a is not None and b is not None and dt > 0 else None
         return row
 
     def close(self) -> None:
@@ -365,7 +419,7 @@ def summarize(rows: list[dict]) -> dict:
     out: dict = {}
     if not rows:
         return out
-    cols = [c for c in rows[0] if c.startswith(("host_cpu_", "proc_"))]
+    cols = [c for c in rows[0] if c.startswith(("host_cpu_", "proc_", "lab_"))]
     for c in cols:
         pairs = [(r[c], r.get("interval_s") or 0.0) for r in rows if r.get(c) is not None]
         weight = sum(w for _, w in pairs)
@@ -396,6 +450,24 @@ def summary_line(s: dict) -> str | None:
     return line
 
 
+def watched_lines(s: dict) -> list[tuple[str, str]]:
+    """(name, text) per watched process and lab host cgroup in a summary: CPU mean and peak."""
+    out = []
+    for key in (k for k in s if k.endswith("_cpu_pct_mean") and k.startswith(("proc_", "lab_"))):
+        mean, peak = s[key], s.get(key[:-len("_mean")] + "_max")
+        if mean is None:
+            continue
+        name = key[len("proc_"):-len("_cpu_pct_mean")] if key.startswith("proc_") else \
+            "lab " + key[len("lab_"):-len("_cpu_pct_mean")]
+        split = ""
+        if key.startswith("proc_") and s.get(f"{key[:-len('_cpu_pct_mean')]}_user_pct_mean") is not None:
+            p = key[:-len("_cpu_pct_mean")]
+            split = f"user {s[p + '_user_pct_mean']:.0f}%, sys {s[p + '_system_pct_mean']:.0f}%; "
+        what = "cgroup cpu" if key.startswith("lab_") else "cpu"
+        out.append((name, f"{what} {mean:.0f}% of one core (mean; {split}busiest interval {peak or 0:.0f}%)"))
+    return out
+
+
 _IF_WHAT = {"pkts": "packets", "bytes": "bytes", "drop": "packets dropped", "err": "errors"}
 
 
@@ -409,7 +481,10 @@ def label_of(column: str) -> tuple[str, str] | None:
         way = "received" if m.group(2) == "rx" else "sent"
         unit = "bytes" if m.group(3) == "bytes" else "count"
         return f"{m.group(1)}: {_IF_WHAT[m.group(3)]} {way} in the interval", unit
-    m = re.fullmatch(r"proc_(\w+)_(user|system)_pct", column)
+    m = re.fullmatch(r"proc_(\w+)_(user|system|cpu)_pct", column)
     if m:
-        return f"{m.group(1)} process {m.group(2)} CPU, % of one core", "%"
+        return f"{m.group(1)} process {'' if m.group(2) == 'cpu' else m.group(2) + ' '}CPU, % of one core", "%"
+    m = re.fullmatch(r"lab_(\w+)_cpu_pct", column)
+    if m:
+        return f"lab host {m.group(1)}: its cgroup's CPU, % of one core", "%"
     return None

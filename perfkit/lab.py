@@ -1341,6 +1341,14 @@ class LabNginx:
         self.url = f"http://{'[' + address + ']' if ':' in address else address}:{port}/"
         self.access_log = f"{d}/access.log"
 
+    def pids(self) -> list[int]:
+        """nginx's master and its workers (the master's children): watch={"server": ngx.pids()}."""
+        try:
+            with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as f:
+                return [self.proc.pid, *(int(p) for p in f.read().split())]
+        except OSError:
+            return [self.proc.pid]
+
     def started(self) -> bool:
         """nginx wrote its pid file (after it bound its port) and listens."""
         try:

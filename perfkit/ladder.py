@@ -70,11 +70,13 @@ def plan(spec, users) -> list:
 
 
 def ladder(spec, users, interval: float = 1.0, thresholds=(), engine: str | None = None,
-           subscribers=(), progress=None, stop: threading.Event | None = None, cluster=None) -> Ladder:
+           subscribers=(), progress=None, stop: threading.Event | None = None, cluster=None,
+           watch: dict | None = None) -> Ladder:
     """Run spec (an HttpLoad) once per user count of users, one step after another.
     thresholds: checked on each step's summary (table's passed). progress(users, run): called
     before each step starts (run not started) and is given its Run; subscribers get every row.
-    stop: an Event; once set the step going on is stopped and no other starts."""
+    stop: an Event; once set the step going on is stopped and no other starts. watch: {name: pid
+    or [pids]}, processes whose CPU every step records (a server: proc_server_cpu_pct)."""
     specs = plan(spec, users)
     checks = parse_all(thresholds)
     steps = [s.users for s in specs]
@@ -82,7 +84,8 @@ def ladder(spec, users, interval: float = 1.0, thresholds=(), engine: str | None
     for u, s in zip(steps, specs):
         if stop is not None and stop.is_set():
             break
-        run = Run(s, engine=engine, interval=interval, subscribers=subscribers, thresholds=checks, cluster=cluster)
+        run = Run(s, engine=engine, interval=interval, subscribers=subscribers, thresholds=checks, cluster=cluster,
+                  watch=watch)
         if progress is not None:
             progress(u, run)
         run.start()

@@ -5,7 +5,7 @@ import json
 import sys
 import threading
 
-from perfkit.hostmetrics import summary_line as host_line
+from perfkit.hostmetrics import summary_line as host_line, watched_lines
 from perfkit.stats import value
 from perfkit.units import format_time_us
 
@@ -40,6 +40,7 @@ def http_row_line(row: dict) -> str:
              f"err {_count(errs)}", *([f"cut {_count(row['http_cut_per_s'] * row['interval_s'])}"]
                                       if row.get("http_cut_per_s") else []), f"conn {value(row, 'sock_current')}",
              *([f"users {row['http_users']}"] if row.get("http_users") is not None else []),
+             *([f"due {_si(row['http_rate'])}/s"] if row.get("http_rate") else []),   # open loop: the rate planned now
              f"bitsRx {_si(row['bits_rx_per_s'], 'bps')}", f"cpu {row['cpu_pct']:.0f}%"]
     return "  ".join(parts)
 
@@ -96,6 +97,8 @@ def summary_text(s: dict, point: dict | None = None, bits: bool = False, digits:
     # the whole host (perfkit.hostmetrics); perfkit test keeps qperf's lines
     if host_line(s) and "loc_cpus_used" not in s:
         put("host", host_line(s))
+    for name, text in watched_lines(s):   # --watch NAME=PID, a lab host's cgroup
+        put(name, text)
     if s.get("error"):
         put("error", s["error"])
     width = max([13] + [len(name) for name, _ in pairs])   # aligned as qperf aligns them
@@ -322,4 +325,25 @@ def conf_text(both: dict) -> str:
         for key, label in (("host", "node"), ("cpu_model", "cpu"), ("os", "os"), ("kernel", "kernel"),
                            ("perfkit", "perfkit")):
             lines.append(f"    {side[:3]}_{label:<8}=  {e.get(key)}")
+    return "\n".join(lines)
+
+
+def stages_text(stages: list[dict], checks: list | None = None) -> str:
+    """A stage plan's run: one line per stage (its rows' bounds, users at its end, TPS, mean and
+    p99 response time, error rate, requests), then each stage's threshold lines."""
+    if not stages:
+        return ""
+    what = "rate" if "rate" in stages[0] else "users"
+    lines = ["stages:", f"{'stage':>6} {'rows s':>13} {what + ('/s' if what == 'rate' else ''):>7} {'TPS':>10} {'mean ms':>9} {'p99 ms':>9} "
+             f"{'error %':>8} {'requests':>10}"]
+    for st in stages:
+        ms = lambda k: f"{st[k] / 1e3:.2f}" if st.get(k) is not None else "-"  # noqa: E731
+        err = f"{st['error_rate_pct']:.2f}" if st.get("error_rate_pct") is not None else "-"
+        span = f"{st['from_s']:.1f}-{st['to_s']:.1f}" + ("*" if st.get("partial") else "")
+        lines.append(f"{st['stage']:>6} {span:>13} {st[what]:>7g} {st.get('tps') or 0:>10.1f} {ms('lat_mean_us'):>9} "
+                     f"{ms('lat_p99_us'):>9} {err:>8} {st.get('requests', 0):>10,}")
+    if any(st.get("partial") for st in stages):
+        lines.append("    * cut short by the stop")
+    for st, cs in checks or ():
+        lines += [f"stage {st['stage']:>2}  {c.line()}" for c in cs]
     return "\n".join(lines)

@@ -22,6 +22,7 @@ from perfkit.engines import EngineHandle
 from perfkit.engines import engines as list_engines
 from perfkit.engines import get as get_engine
 from perfkit import hostmetrics, kinds, savefile, thresholds as _thresholds
+from perfkit.stages import StageMarks
 from perfkit.errors import EngineError
 from perfkit.spec import target_of
 from perfkit.stats import Histogram, keep_groups, make_row, merge_counters, row_schema, summarize
@@ -115,6 +116,10 @@ class Run:
         self._host: hostmetrics.HostSampler | None = None
         self.host_schema: dict = {}   # the host metric columns' dtypes (perfkit.hostmetrics)
         self._host_frame = None   # a loaded cluster run's per-host rows (a live one asks its handle)
+        # a stage plan (the kind's STAGES: (what, [(seconds, target), ...])): each stage summarized as the run is
+        stage_plan = kinds.lookup(spec, "STAGES")
+        plan = stage_plan(spec) if stage_plan is not None else None
+        self._stages = StageMarks(plan[1], plan[0]) if plan else None
 
     # ------------------------------------------------------------- control
     def subscribe(self, fn: Callable[[dict], None]) -> "Run":
@@ -155,7 +160,8 @@ class Run:
         a host that refuses it (no /proc) runs without host columns, and the environment says why."""
         try:
             self._host = hostmetrics.HostSampler(
-                hostmetrics.interfaces(self.spec, plan, self.env.get("target")), self.watch)
+                hostmetrics.interfaces(self.spec, plan, self.env.get("target")), self.watch,
+                hostmetrics.lab_cgroups(self.spec))
         except (OSError, ValueError) as exc:
             self.env["host_metrics"] = {"error": str(exc)}
             return
@@ -205,9 +211,20 @@ class Run:
         return _thresholds.check_all(self.threshold_specs, self.summary)
 
     @property
+    def stages(self) -> list[dict]:
+        """A stage plan's run: each stage's summary (summary["stages"]); [] without stages."""
+        return (self.summary or {}).get("stages") or []
+
+    @property
+    def stage_thresholds(self) -> list[tuple[dict, list]]:
+        """(stage summary, its Checks): every threshold checked on every stage reached."""
+        return [(st, _thresholds.check_all(self.threshold_specs, st)) for st in self.stages]
+
+    @property
     def passed(self) -> bool | None:
-        """Every threshold passed (True also with none); None while the run has no summary."""
-        return _thresholds.passed(self.thresholds)
+        """Every threshold passed, on the summary and on each stage (True also with none); None
+        while the run has no summary."""
+        return _thresholds.passed(self.thresholds + [c for _, cs in self.stage_thresholds for c in cs])
 
     @property
     def hosts(self) -> dict:
@@ -300,6 +317,8 @@ class Run:
         host = self._host.sample() if self._host is not None else {}   # the same moment as the counters
         workers = [list(c) for c, _ in snaps]
         hist = Histogram.merge(h for _, h in snaps)
+        if self._stages is not None:
+            self._stages.see(t, workers, hist, final)
         if final:  # the results first: nothing a subscriber does can lose them
             self.histogram = hist
             self.summary = summarize(getattr(self.spec, "test", type(self.spec).__name__),
@@ -310,6 +329,9 @@ class Run:
             if extra is not None:
                 self.summary.update(extra())
             self.summary.update(kinds.summary_extra(self.spec, self._handle, self.roles))  # the kind's own
+            if self._stages is not None:
+                self.summary["stages"] = self._stages.summaries(
+                    self.summary["test"], self.roles, getattr(self.spec, "size", 0), kinds.summary_figures(self.spec))
             if self.error:
                 self.summary["error"] = self.error
         dt = t - prev_t

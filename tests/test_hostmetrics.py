@@ -154,3 +154,77 @@ def test_a_dpdk_run_has_the_host_cpu_columns_and_no_interface_of_its_own(eal):
         shares = [row[f"host_cpu_{x}_pct"] for x in FIELDS]
         assert None in shares or sum(shares) == pytest.approx(100.0, abs=1e-6)
     assert run.summary["host_cpu_idle_pct_mean"] is not None
+
+
+# ------------------------------------------------------------------ --watch, lab hosts' cgroups, ladders
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+# burns 0.2 s of CPU each time a byte comes in, then says so; idle (blocked) otherwise; bounded
+BURNER = ("import signal, sys, time\nsignal.alarm(60)\nsys.stdout.write('r'); sys.stdout.flush()\n"
+          "while sys.stdin.buffer.read(1):\n    t = time.process_time()\n"
+          "    while time.process_time() - t < 0.2: pass\n    sys.stdout.write('d'); sys.stdout.flush()\n")
+
+
+def _burner():
+    p = subprocess.Popen([sys.executable, "-c", BURNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert p.stdout.read(1) == b"r"   # its start-up CPU is spent before anyone reads it
+    return p
+
+
+def test_a_watched_process_cpu_per_interval_equals_its_proc_stat_delta():
+    p = _burner()
+    try:
+        before = hostmetrics.proc_cpu(p.pid)   # read here, independently of the run
+        run = perfkit.Run(LocalTest("udp_bw", size=64, rate="1kpps", duration="3s"), interval=0.5,
+                          watch={"server": p.pid}).start()   # the sampler's baseline is read in start()
+        p.stdin.write(b"g")
+        p.stdin.flush()
+        assert p.stdout.read(1) == b"d"
+        burned_inside = not run.done   # the whole burn inside the run's window
+        run.wait()
+        after = hostmetrics.proc_cpu(p.pid)
+    finally:
+        p.kill()
+        p.wait()
+    f = run.frame
+    for row in f.iter_rows(named=True):   # cpu = user + system in every interval
+        assert row["proc_server_cpu_pct"] == pytest.approx(row["proc_server_user_pct"] + row["proc_server_system_pct"])
+    used = sum(r["proc_server_cpu_pct"] / 100 * r["interval_s"] for r in f.iter_rows(named=True))
+    delta = (sum(after) - sum(before)) / hostmetrics.HZ
+    assert delta >= 0.2 - 2 / hostmetrics.HZ
+    # the rows hold what /proc/PID/stat counted (to a tick: row and sampler times differ by µs)
+    assert used <= delta + 1 / hostmetrics.HZ, (used, delta)
+    if burned_inside:
+        assert used >= delta - 1 / hostmetrics.HZ, (used, delta)
+    assert "server" in summary_text(run.summary) and run.summary["proc_server_cpu_pct_max"] > 0
+
+
+def test_watch_on_the_command_line_and_in_a_ladder_and_compare_pivots_it():
+    p = _burner()
+    try:
+        r = subprocess.run([sys.executable, "-P", "-m", "perfkit", "http", "http://127.0.0.1:9/", "-t", "1s",
+                            "--watch", "server=0"], text=True, capture_output=True, timeout=30)
+        assert r.returncode == 2 and r.stderr == "perfkit: watch: 'server=0': no process 0 here\n", r
+        r = subprocess.run([sys.executable, "-P", "-m", "perfkit", "http", "http://127.0.0.1:9/", "-t", "1s",
+                            "--watch", "server"], text=True, capture_output=True, timeout=30)
+        assert r.returncode == 2 and "is not NAME=PID" in r.stderr, r
+        # a ladder's steps each record it (nothing listens on port 9: the steps fail fast, the columns stay)
+        lad = perfkit.ladder(HttpLoad(url="http://127.0.0.1:9/", duration="0.5s"), users="1,2",
+                             watch={"server": p.pid})
+        assert all("proc_server_cpu_pct" in r.frame.columns for r in lad.runs)
+        assert "proc_server_cpu_pct_mean" in lad.table.columns
+    finally:
+        p.kill()
+        p.wait()
+    # compare: server and lab host CPU pivoted against users where the steps have them
+    import polars as pl
+    virtual = pl.DataFrame({"users": [1, 2], "tps": [10.0, 20.0], "proc_server_cpu_pct_mean": [5.0, 9.0],
+                            "lab_h2_cpu_pct_mean": [6.0, 11.0]})
+    physical = pl.DataFrame({"users": [1, 2], "tps": [12.0, 25.0], "proc_server_cpu_pct_mean": [4.0, 7.0]})
+    cmp = perfkit.compare({"physical": physical, "virtual": virtual})
+    assert "server_cpu_pct" in cmp.metrics and "lab_host_cpu_pct" in cmp.metrics
+    assert cmp.pivot("server_cpu_pct").to_dicts() == [{"users": 1, "physical": 4.0, "virtual": 5.0},
+                                                       {"users": 2, "physical": 7.0, "virtual": 9.0}]
+    assert cmp.pivot("lab_host_cpu_pct")["physical"].to_list() == [None, None]
+    assert "server_cpu_pct" not in perfkit.compare([physical.drop("proc_server_cpu_pct_mean")]).metrics

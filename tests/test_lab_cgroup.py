@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+import perfkit
 from perfkit import cgroups, cli
 from perfkit import lab as pklab
 
@@ -164,11 +165,27 @@ def test_http_serve_in_a_limited_lab_host():
             time.sleep(0.05)
         assert server.pid in cgroups.Cgroups.procs(lab.cgroup("h2"))
         r = _perfkit("http", f"http://{lab.hosts[1].ipv4}:8080/", "--lab", lab.name, "-t", "1", "--users", "2",
-                     "--json")
+                     "--json", "--watch", f"server={server.pid}")
         assert r.returncode == 0, r.stderr
         import json
         summary = json.loads(r.stdout.strip().splitlines()[-1])["summary"]
         assert summary["http_2xx"] > 0 and summary["http_2xx"] == summary["responses"]
+        # beside the run: the server process's CPU and its host's cgroup CPU (h1 has no cgroup: no column)
+        assert summary["proc_server_cpu_pct_mean"] > 0 and summary["lab_h2_cpu_pct_mean"] > 0
+        assert not any(k.startswith("lab_h1_") for k in summary)
+        # the same through Python, against the cgroup's and the process's own counters read around the run
+        from perfkit.hostmetrics import HZ
+        c0, p0 = lab.cpu_usage("h2"), _ticks(server.pid)
+        run = perfkit.run(perfkit.HttpLoad(url=f"http://{lab.hosts[1].ipv4}:8080/", lab=lab.name, users=2,
+                                           duration=1.5), interval=0.5, watch={"server": server.pid})
+        c1, p1 = lab.cpu_usage("h2"), _ticks(server.pid)
+        rows = list(run.frame.iter_rows(named=True))
+        group = sum(r["lab_h2_cpu_pct"] / 100 * r["interval_s"] for r in rows)
+        own = sum(r["proc_server_cpu_pct"] / 100 * r["interval_s"] for r in rows)
+        assert 0 < group <= c1 - c0 + 1e-3, (group, c1 - c0)          # the rows' window lies inside
+        assert 0 < own <= p1 - p0 + 1e-6, (own, p1 - p0)
+        assert own <= group + 2 / HZ, (own, group)                    # the server is one of h2's processes
+        assert run.summary["lab_h2_cpu_pct_mean"] <= 50 + CPU_TOLERANCE   # under its quota
     finally:
         lab.down()                                            # ends the server, a process of h2
         if server is not None:

@@ -35,6 +35,7 @@ LAYER_OF = {
     "perfkit.run": "run", "perfkit.cluster": "run",
     "perfkit.savefile": "run",
     "perfkit.thresholds": "run",
+    "perfkit.stages": "run",
     "perfkit.hostmetrics": "run",
     "perfkit.kinds": "kinds", "perfkit.spec": "kinds", "perfkit.dperf": "kinds",
     "perfkit.engines": "engines", "perfkit.procs": "engines", "perfkit.nics": "engines", "perfkit.lab": "engines",

@@ -1150,3 +1150,53 @@ def test_chart_axes_carry_units_whole_number_ticks_for_counts_and_say_none_when_
     assert axis["errors/s"].range == (0, 1) and axis["errors/s"].showticklabels is False
     assert axis["response time (ms)"].title.text == "ms"
     assert sum(a.text == "none" for a in fig.layout.annotations) == 3   # errors, status, CPU: nothing drawn
+
+
+# ------------------------------------------------------------------ the HTTP panel's user ladder
+@pytest.fixture
+def http_server_port():
+    from perfkit._sock import SockEngine
+    from perfkit.kinds.http import http_workers
+    eng = SockEngine(http_workers(specs.HttpServe(port=0, size=100, duration=60)))
+    eng.start()
+    yield eng.bound_port(0)
+    eng.stop()
+    eng.join()
+    eng.close()
+
+
+def test_the_http_panel_offers_a_user_ladder_checked_by_the_ladders_own_code():
+    panel = perfkit.ui.Panel("HttpLoad", url="http://127.0.0.1:9/")
+    assert panel.tasks == ("run", "ladder") and panel.sections["ladder"].layout.display == "none"
+    panel.set(task="ladder", ladder="10:40:+10")
+    assert panel.error is None and "user ladder 10, 20, 30, 40" in panel.message.value, panel.message.value
+    for bad, says in (("10:5:+1", "ladder: '10:5:+1': FROM (10) is above TO (5)"), ("x", "ladder: 'x'"),
+                      ("0,5", "ladder: '0,5': 0 is out of range")):
+        panel.set(ladder=bad)
+        assert panel.error.startswith(says) and panel.start_button.disabled, panel.error
+        assert "⚠" in panel.task_labels["ladder"]["ladder"].value
+    panel.set(ladder="4,8", thresholds="p99<nope")
+    assert panel.error.startswith("threshold:") and panel.start_button.disabled
+    panel.set(thresholds="", stages="1s:5")          # a stage plan sets its own users: no ladder of it
+    assert panel.error.startswith("ladder: a ladder runs steps of fixed users")
+    panel.set(stages="", task="run")
+    assert panel.error is None
+
+
+def test_a_user_ladder_from_the_panel_draws_each_step_and_gives_the_ladder(http_server_port):
+    panel = perfkit.ui.Panel("HttpLoad", url=f"http://127.0.0.1:{http_server_port}/", duration="0.5s",
+                             redraw_s=0.1)
+    panel.set(task="ladder", ladder="1,2,4", thresholds="error_rate<1% tps>1")
+    assert panel.error is None, panel.error
+    chart = _start_at_once(panel)
+    lad = panel.wait(60)
+    from perfkit.ladder import Ladder
+    assert isinstance(lad, Ladder) and panel.job_error is None, panel.job_error
+    assert lad.users == [1, 2, 4] and lad.passed is True and panel.frame.equals(lad.table)
+    assert panel.frame["users"].to_list() == [1, 2, 4] and (panel.frame["tps"] > 0).all()
+    fig = chart.static()   # one point per step, in every chart: TPS, mean test time, error rate
+    assert [list(t.x) for t in fig.data] == [[1, 2, 4]] * 3
+    assert list(fig.data[0].y) == pytest.approx(lad.table["tps"].to_list())
+    assert list(fig.data[2].y) == [0.0, 0.0, 0.0]
+    assert "finished: 3 steps, every threshold held" in panel.status.value
+    assert not panel.running and not panel.start_button.disabled

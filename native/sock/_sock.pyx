@@ -25,7 +25,7 @@ WORKER_KEYS = frozenset((
     "role", "local", "remote", "peer", "size", "flows", "batch", "gso", "rate", "duration", "count",
     "busy_poll", "cpu", "proto", "sock_buf", "flip", "access_recv", "netns", "users", "keepalive",
     "think", "ramp", "connect_timeout", "response_timeout", "blob", "url_random", "tls", "user_base",
-    "stages"))
+    "stages", "rate_stages"))
 
 ROLES = {
     "udp_send": PK_UDP_SEND, "udp_recv": PK_UDP_RECV,
@@ -126,6 +126,18 @@ cdef class SockEngine(EngineBase):
                     end += secs
                     cfgs[i].stage_end_ns[k] = <unsigned long long>(end * 1e9)
                     cfgs[i].stage_users[k] = users
+                rstages = w.get("rate_stages") or ()   # [(seconds, requests/s)]: an open loop's rate plan
+                if rstages and stages:
+                    raise ValueError("stages: users stages or rate stages, not both")
+                if len(rstages) > PK_SOCK_MAX_STAGES:
+                    raise ValueError(f"rate_stages: at most {PK_SOCK_MAX_STAGES}, not {len(rstages)}")
+                if rstages:
+                    cfgs[i].nstages = len(rstages)
+                end = 0.0
+                for k, (secs, rate) in enumerate(rstages):
+                    end += secs
+                    cfgs[i].stage_end_ns[k] = <unsigned long long>(end * 1e9)
+                    cfgs[i].stage_rate[k] = rate
             err[0] = 0
             self.e = pk_sock_create(cfgs, self.n, err, sizeof(err))
             if self.e == NULL:

@@ -21,6 +21,7 @@
 #include "sock_internal.h"
 
 #include <errno.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -85,6 +86,8 @@ typedef struct http_state {
     void *ssl_ctx;          /* HTTPS: one SSL_CTX per worker */
     int spread_src;         /* bind users to 127.0.0.1 + (user_base + index) / HTTP_USERS_PER_SRC */
     int draining;           /* the time is up: answers still come in, no request starts */
+    uint32_t rseg;          /* open loop, rate stages: the stage of the next intended time ... */
+    double rseg_n0;         /* ... and the requests due before that stage */
     uint32_t ninflight;     /* users with a request out */
 } http_state;
 
@@ -226,10 +229,11 @@ int http_setup(worker *w, char *err, size_t errlen)
     if (w->cfg.role == PK_HTTP_CLIENT) {
         uint64_t prev = 0; /* a stage plan: ends in order, counts within the users' slots */
         for (uint32_t k = 0; k < w->cfg.nstages; k++) {
-            if (k >= PK_SOCK_MAX_STAGES || w->cfg.stage_end_ns[k] < prev || w->cfg.stage_users[k] > h->nusers ||
-                w->cfg.rate > 0) {
-                sock_set_err(err, errlen, "HTTP: stage %u is out of order, over %u users, or in an open loop", k,
-                             h->nusers);
+            if (k >= PK_SOCK_MAX_STAGES || w->cfg.stage_end_ns[k] < prev ||
+                (w->cfg.rate > 0 ? !(w->cfg.stage_rate[k] >= 0 && w->cfg.stage_rate[k] <= w->cfg.rate)
+                                 : w->cfg.stage_users[k] > h->nusers)) {
+                sock_set_err(err, errlen, "HTTP: stage %u is out of order, over %u users or over the rate %g", k,
+                             h->nusers, w->cfg.rate);
                 return -1;
             }
             prev = w->cfg.stage_end_ns[k];
@@ -431,7 +435,7 @@ static void user_request(worker *w, http_state *h, http_user *u, uint64_t t_star
         u->state = u->fd >= 0 ? U_IDLE : U_OFF;
         return;
     }
-    if (w->cfg.nstages && !u->live) { /* retired by the stage plan: its last request is done */
+    if (w->cfg.nstages && w->cfg.rate <= 0 && !u->live) { /* retired by the stage plan: its last request is done */
         user_close(w, u);
         return;
     }
@@ -633,12 +637,59 @@ static void users_sweep(worker *w, http_state *h, uint64_t now, uint64_t started
     }
 }
 
+/* Open loop with rate stages: when request n (from 0) is due, in ns after the start; UINT64_MAX
+ * past the plan. The requests due by t are the integral of the rate, linear within a stage from
+ * r0 to r1: N0 + r0 tau + (r1 - r0) tau^2 / 2d; solved for tau in the form that stays exact as
+ * r1 - r0 goes to 0. The cursor (rseg, rseg_n0) only moves on, as n only grows. */
+static uint64_t rate_plan_due(const pk_sock_worker_cfg *c, http_state *h, uint64_t n)
+{
+    while (h->rseg < c->nstages) {
+        uint32_t k = h->rseg;
+        double start = k ? (double)c->stage_end_ns[k - 1] : 0.0, d = (double)c->stage_end_ns[k] - start;
+        double r0 = (k ? c->stage_rate[k - 1] : 0.0) / 1e9, r1 = c->stage_rate[k] / 1e9; /* per ns */
+        double in_seg = (r0 + r1) / 2 * d, want = (double)n - h->rseg_n0;
+        if (d > 0 && in_seg > 0 && want <= in_seg) {
+            if (want <= 0)
+                return (uint64_t)start;
+            double a = (r1 - r0) / (2 * d), disc = r0 * r0 + 4 * a * want;
+            double tau = 2 * want / (r0 + sqrt(disc > 0 ? disc : 0));
+            return (uint64_t)(start + (tau < d ? tau : d));
+        }
+        h->rseg_n0 += in_seg;
+        h->rseg++;
+    }
+    return UINT64_MAX;
+}
+
+/* The request rate a rate plan wants t ns after the start (requests/s), linear within a stage. */
+static double rate_plan_now(const pk_sock_worker_cfg *c, uint64_t t)
+{
+    uint64_t start = 0;
+    double from = 0;
+    for (uint32_t k = 0; k < c->nstages; k++) {
+        uint64_t end = c->stage_end_ns[k];
+        if (t < end)
+            return from + (c->stage_rate[k] - from) * (double)(t - start) / (double)(end - start);
+        start = end;
+        from = c->stage_rate[k];
+    }
+    return 0;
+}
+
 /* Open loop: hand due intended times to idle (or unconnected) users. */
 static void dispatch_due(worker *w, http_state *h, uint64_t now, uint64_t *intended_n)
 {
     double per_ns = w->cfg.rate / 1e9;
     /* every intended time up to now joins the backlog */
-    while ((double)(now - w->wall0) * per_ns >= (double)*intended_n && h->bl_len < HTTP_BACKLOG) {
+    if (w->cfg.nstages) { /* a rate plan */
+        for (uint64_t off; h->bl_len < HTTP_BACKLOG && (off = rate_plan_due(&w->cfg, h, *intended_n)) != UINT64_MAX &&
+                           w->wall0 + off <= now;) {
+            h->backlog[(h->bl_head + h->bl_len) % HTTP_BACKLOG] = w->wall0 + off;
+            h->bl_len++;
+            (*intended_n)++;
+        }
+    }
+    while (!w->cfg.nstages && (double)(now - w->wall0) * per_ns >= (double)*intended_n && h->bl_len < HTTP_BACKLOG) {
         h->backlog[(h->bl_head + h->bl_len) % HTTP_BACKLOG] = w->wall0 + (uint64_t)((double)*intended_n / per_ns);
         h->bl_len++;
         (*intended_n)++;
@@ -719,7 +770,7 @@ void run_http_client(worker *w)
             break;
         account_cpu(w, now, 0);
         /* ramp-up: user i starts at i/users of the ramp time */
-        if (w->cfg.nstages) {
+        if (w->cfg.nstages && w->cfg.rate <= 0) {
             stage_users(w, h, now, &live, &started);
         } else {
             for (int k = 0; k < HTTP_RAMP_BATCH && !h->draining && started < h->nusers &&
@@ -733,6 +784,12 @@ void run_http_client(worker *w)
         }
         if (pk_read(&w->c, PK_http_users) != live)
             pk_set(&w->c, PK_http_users, live);
+        if (w->cfg.rate > 0) { /* the rate due now: the plan's, or the fixed one */
+            uint64_t r = (uint64_t)((h->draining ? 0 : w->cfg.nstages ? rate_plan_now(&w->cfg, now - w->wall0)
+                                                                       : w->cfg.rate) + 0.5);
+            if (pk_read(&w->c, PK_http_rate) != r)
+                pk_set(&w->c, PK_http_rate, r);
+        }
         if (w->cfg.rate > 0 && !h->draining)
             dispatch_due(w, h, now, &intended_n);
         if (now - last_sweep >= HTTP_SWEEP_NS) {

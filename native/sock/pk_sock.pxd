@@ -53,6 +53,7 @@ cdef extern from "sock_engine.h":
         uint32_t nstages
         uint64_t stage_end_ns[64]
         uint32_t stage_users[64]
+        double stage_rate[64]
 
     enum: PK_SOCK_MAX_WORKERS
     enum: PK_SOCK_MAX_FLOWS

@@ -83,6 +83,9 @@ typedef struct pk_sock_worker_cfg {
     uint32_t nstages;
     uint64_t stage_end_ns[PK_SOCK_MAX_STAGES];
     uint32_t stage_users[PK_SOCK_MAX_STAGES];
+    /* client, open loop (rate > 0) with stages: the request rate ramps linearly from the previous
+     * stage's (0 at the start) to stage_rate[k] (requests/s) at stage_end_ns[k]; none due after */
+    double stage_rate[PK_SOCK_MAX_STAGES];
 } pk_sock_worker_cfg;
 
 #define PK_SOCK_MAX_WORKERS 64

@@ -68,6 +68,15 @@ class HttpLoad(Serial):
         unit="DURATION:USERS,... (30s:100,1m:100,30s:0)",
         cli_help="load stages, closed loop: 30s:100,1m:100,30s:500,30s:0 (ramp to 100 users over 30 s, hold, ...)",
         advanced=True)
+    rate_stages: str | list | None = opt(
+        None,
+        help=("open loop: rate stages (k6's ramping arrival rate), DURATION:RATE each, e.g. 10s:1000,20s:5k,10s:0: "
+              "the requests/s ramp linearly from the previous stage's (0 at the start) to each stage's, in C; "
+              "rate and duration then come from the plan (its highest rate, its total time), users are the "
+              "connections the requests share"),
+        unit="DURATION:RATE,... (10s:1000,20s:5k,10s:0)",
+        cli_help="load stages, open loop: 10s:1000,20s:5k,10s:0 (requests/s ramp linearly to each stage's rate)",
+        advanced=True)
     keepalive: bool = opt(
         True, help="reuse connections (False: a new connection per request)", advanced=True)
     method: str = opt(
@@ -114,6 +123,15 @@ class HttpLoad(Serial):
 
     def __post_init__(self):
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
+        if self.rate_stages is not None:   # the plan sets rate (its highest) and duration (its total)
+            if self.stages is not None or parse_duration(self.ramp, "ramp") or parse_duration(self.think, "think"):
+                raise ValueError("rate_stages: an open loop's plan; leave stages, ramp and think out")
+            put("rate_stages", parse_rate_stages(self.rate_stages))
+            top = max(r for _, r in self.rate_stages)
+            if self.rate is not None and _requests_per_s(self.rate) != top:   # a saved spec has it: the same
+                raise ValueError("rate_stages: the plan sets the rate (its highest); leave rate out")
+            put("rate", Rate(top, "pps"))
+            put("duration", sum(d for d, _ in self.rate_stages))
         if self.stages is not None:   # the plan sets users (its most) and duration (its total)
             put("stages", parse_stages(self.stages))
             put("users", max(u for _, u in self.stages))
@@ -162,11 +180,7 @@ class HttpLoad(Serial):
                 raise ValueError(f"{name}: {getattr(self, name)!r} is out of range {lo:g}..{hi:g} s")
             put(name, v)
         if self.rate is not None:
-            text = str(self.rate).strip()  # requests/s: a bare 50k means 50k/s, as the docs say
-            rate = parse_rate(text + "pps" if re.fullmatch(r"[0-9.]+[kMG]", text) else self.rate, "rate")
-            if rate.unit != "pps" or not 0 < rate.value <= MAX_RATE_PPS:
-                raise ValueError(f"rate: {self.rate!r} is not a number of requests/s above 0 (e.g. 5000, 50k)")
-            put("rate", rate)
+            put("rate", Rate(_requests_per_s(self.rate), "pps"))
         for k, v in (self.headers or {}).items():
             if any(c in str(k) + str(v) for c in "\r\n") or ":" in str(k) or not str(k):
                 raise ValueError(f"headers: {k!r}: {v!r} is not a valid header")
@@ -278,6 +292,38 @@ class HttpServe(Serial):
 MAX_STAGES = 64   # the socket engine's PK_SOCK_MAX_STAGES
 
 
+def _requests_per_s(value, field: str = "rate") -> float:
+    """A request rate (5000, 50k, 50kpps, a Rate) as requests/s above 0; ValueError naming field."""
+    if isinstance(value, Rate):
+        rate = value
+    else:
+        text = str(value).strip()  # requests/s: a bare 50k means 50k/s, as the docs say
+        rate = parse_rate(text + "pps" if re.fullmatch(r"[0-9.]+[kMG]", text) else text, field)
+    if rate.unit != "pps" or not 0 < rate.value <= MAX_RATE_PPS:
+        raise ValueError(f"{field}: {value!r} is not a number of requests/s above 0 (e.g. 5000, 50k)")
+    return float(rate.value)
+
+
+def parse_rate_stages(text) -> list[list]:
+    """[[seconds, requests/s], ...] from '10s:1000,20s:5k,10s:0'; ValueError naming what is wrong."""
+    items = [p for p in str(text).split(",")] if isinstance(text, str) else list(text)
+    out = []
+    for item in items:
+        pair = item.strip().split(":") if isinstance(item, str) else list(item)
+        if len(pair) != 2:
+            raise ValueError(f"rate_stages: {item!r} is not DURATION:RATE (e.g. 10s:1000)")
+        secs = parse_duration(pair[0], "rate_stages")
+        if not 0 <= secs <= MAX_DURATION_S:
+            raise ValueError(f"rate_stages: {item!r}: the duration is out of range 0..24h")
+        zero = str(pair[1]).strip() in ("0", "0.0") or pair[1] == 0
+        out.append([secs, 0.0 if zero else _requests_per_s(pair[1], "rate_stages")])
+    if not 1 <= len(out) <= MAX_STAGES:
+        raise ValueError(f"rate_stages: 1..{MAX_STAGES} stages, not {len(out)}")
+    if not any(r for _, r in out) or not 1e-3 <= sum(d for d, _ in out) <= MAX_DURATION_S:
+        raise ValueError(f"rate_stages: {text!r} needs some rate and 1ms..24h in total")
+    return out
+
+
 def parse_stages(text) -> list[list]:
     """[[seconds, users], ...] from '30s:100,1m:100,30s:0' (or such pairs); ValueError naming what is wrong."""
     items = [p for p in str(text).split(",")] if isinstance(text, str) else list(text)
@@ -320,7 +366,10 @@ def load_figures(t: dict, summary: dict) -> dict:
     return out
 
 
-SUMMARY = {HttpLoad: load_figures}   # perfkit.stats.summarize's figures from the counter totals
+SUMMARY = {HttpLoad: load_figures}
+# a stage plan, (what it sets, [(seconds, that at the stage's end)]): perfkit.run summarizes each stage
+STAGES = {HttpLoad: lambda spec: ("users", spec.stages) if spec.stages else ("rate", spec.rate_stages)
+          if spec.rate_stages else None}   # perfkit.stats.summarize's figures from the counter totals
 
 
 def plan(spec) -> dict:
@@ -360,7 +409,8 @@ def http_workers(spec) -> list[dict]:
              "keepalive": spec.keepalive, "think": spec.think, "ramp": spec.ramp,
              "connect_timeout": spec.connect_timeout, "response_timeout": spec.response_timeout,
              "blob": spec.request_bytes(), "url_random": spec.url_order == "random",
-             "tls": spec.tls, "stages": [(d, share(u, i)) for d, u in spec.stages or ()]} for i in range(n)]
+             "tls": spec.tls, "stages": [(d, share(u, i)) for d, u in spec.stages or ()],
+             "rate_stages": [(d, r * sizes[i] / spec.users) for d, r in spec.rate_stages or ()]} for i in range(n)]
 
 
 def summary_extra(spec, handle, roles) -> dict:
@@ -392,7 +442,7 @@ def _http_parser(sub) -> None:
     applies(advanced_group(ht).add_argument("--random", action="store_true",   # url_order
                                             help="with several URLs: each request picks one at random"),
             url_file=True)
-    for name in ("lab", "threads", "processes", "users", "duration", "rate", "think", "ramp", "stages"):
+    for name in ("lab", "threads", "processes", "users", "duration", "rate", "think", "ramp", "stages", "rate_stages"):
         add_option(ht, HttpLoad, name)
     ka = advanced_group(ht).add_mutually_exclusive_group()   # keepalive
     ka.add_argument("--keepalive", dest="keepalive", action="store_true", default=True,
@@ -406,6 +456,9 @@ def _http_parser(sub) -> None:
     ht.add_argument("--threshold", action="append", metavar="'METRIC<VALUE'",
                     help="pass/fail on the summary, repeatable: 'error_rate<1%%', 'p99<200ms', 'tps>5000'; "
                          "exit status 3 when any fails (perfkit.thresholds)")
+    ht.add_argument("--watch", action="append", metavar="NAME=PID[,PID]",
+                    help="record a process's CPU beside the run (e.g. the server: --watch server=1234), "
+                         "repeatable: proc_NAME_cpu_pct per interval (perfkit.hostmetrics)")
     ht.add_argument("--interval", default="1s", help="row interval (default 1s)")
     ht.add_argument("--json", action="store_true", help="JSON lines: one per row, then the summary")
     ht.add_argument("-o", "--save", metavar="FILE.parquet", help="save the run as Parquet")
@@ -444,6 +497,7 @@ def load_from_args(a) -> HttpLoad:
                     duration=a.duration, rate=a.rate, think=a.think, ramp=a.ramp,
                     keepalive=a.keepalive, method=a.method, headers=headers or None, body=a.data,
                     connect_timeout=a.connect_timeout, response_timeout=a.timeout, lab=a.lab, stages=a.stages,
+                    rate_stages=a.rate_stages,
                     threads=a.threads, processes=a.processes)
 
 
@@ -530,6 +584,10 @@ def cli_header(spec) -> str:
         plan = ",".join(f"{d:g}s:{u}" for d, u in spec.stages)
         return (f"perfkit http {spec.method} {where}: stages {plan} (up to {spec.users} users), "
                 f"{'keep-alive' if spec.keepalive else 'a connection per request'}, closed loop, {spec.duration:g} s")
+    if spec.rate_stages:
+        plan = ",".join(f"{d:g}s:{r:g}" for d, r in spec.rate_stages)
+        return (f"perfkit http {spec.method} {where}: rate stages {plan} requests/s (open loop), {spec.users} users, "
+                f"{'keep-alive' if spec.keepalive else 'a connection per request'}, {spec.duration:g} s")
     return (f"perfkit http {spec.method} {where}: {spec.users} users, "
             f"{'keep-alive' if spec.keepalive else 'a connection per request'}, "
             f"{str(spec.rate) + ' (open loop)' if spec.rate else 'closed loop'}, {spec.duration:g} s")
@@ -544,4 +602,4 @@ def _load_title(spec) -> tuple:
 TITLE = {HttpLoad: _load_title,
          HttpServe: lambda spec: (f"http_serve on {spec.host}:{spec.port}", f"{spec.size} B bodies")}
 LAYOUT = {HttpLoad: "http", HttpServe: "http_serve"}   # perfkit.ui.charts.LAYOUTS: the dashboard's charts
-TASKS = {HttpLoad: ("run",), HttpServe: ("run",)}        # the panel's tasks
+TASKS = {HttpLoad: ("run", "ladder"), HttpServe: ("run",)}   # the panel's tasks (ladder: perfkit.ladder)

@@ -112,7 +112,9 @@ HTTP_ERRORS = [_line("http_err_per_s", "#d62728", "failed requests/s"), _line("e
 
 HTTP_PANELS = (   # HTTP load (HttpLoad): nGrinder's TPS, mean test time and errors
     ("transactions/s", _RATE_AXIS,
-     [_line("http_resp_per_s", "#1f77b4", "responses/s (tps)"), _line("http_req_per_s", "#aec7e8", "requests/s")]),
+     [_line("http_resp_per_s", "#1f77b4", "responses/s (tps)"), _line("http_req_per_s", "#aec7e8", "requests/s"),
+      # an open loop's rate due now (a rate stage plan moves it); a closed loop has none: no line
+      _line(lambda row: row.get("http_rate") or None, "#7f7f7f", "due/s (open loop)")]),
     ("response time (ms)", {"type": "log"},
      [_line(_ms("lat_p50_us"), "#2ca02c", "p50 ms"), _line(_ms("lat_p99_us"), "#d62728", "p99 ms"),
       _line(_ms("lat_max_us"), "#9467bd", "max ms")]),
@@ -121,7 +123,8 @@ HTTP_PANELS = (   # HTTP load (HttpLoad): nGrinder's TPS, mean test time and err
      [_line("http_2xx_per_s", "#2ca02c", "2xx/s"), _line("http_3xx_per_s", "#17becf", "3xx/s"),
       _line("http_4xx_per_s", "#ff7f0e", "4xx/s"), _line("http_5xx_per_s", "#d62728", "5xx/s")]),
     ("connections", _RATE_AXIS,
-     [_line("sock_current", "#1f77b4", "open now"), _line("sock_open_per_s", "#ff7f0e", "opened/s")]),
+     [_line("sock_current", "#1f77b4", "open now"), _line("sock_open_per_s", "#ff7f0e", "opened/s"),
+      _line("http_users", "#2ca02c", "virtual users")]),
     _CPU,
 )
 

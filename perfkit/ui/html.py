@@ -20,7 +20,7 @@ import statistics
 from pathlib import Path
 
 from perfkit.comparison import Comparison, LadderComparison, compare
-from perfkit.report import summary_text
+from perfkit.report import stages_text, summary_text
 from perfkit.rfc2544 import Rfc2544Result
 from perfkit.run import Run
 from perfkit.stats import label_of, unit_of
@@ -136,7 +136,9 @@ def _run_sections(run, chart, heading_level: int = 2) -> list[str]:
         out.append(f"<pre>{_esc(summary_text(s))}</pre>")
     except Exception:  # noqa: BLE001 (an odd summary still gets its table)
         pass
-    flat = {k: v for k, v in s.items() if not isinstance(v, dict)}
+    if getattr(run, "stages", None):   # a stage plan's run: a line per stage, each stage's thresholds
+        out.append(f"<pre>{_esc(stages_text(run.stages, run.stage_thresholds if run.threshold_specs else None))}</pre>")
+    flat = {k: v for k, v in s.items() if not isinstance(v, dict) and k != "stages"}
     nested = {f"{k}.{kk}": vv for k, v in s.items() if isinstance(v, dict) for kk, vv in v.items()}
     out.append(kv_columns({**flat, **nested}))
     out.append(f"<{h}>Per-second charts</{h}>")

@@ -18,9 +18,11 @@ Stop sets the run's stop flag. Both return at once, the run and its dashboard li
 background threads (one drawing thread per chart), and the kernel keeps executing cells.
 
 Tasks beside a single run (TASKS): a rate search for LocalTest udp_bw and DpdkFlows
-(perfkit.search: the form's rate is the upper bound, each trial lasts `trial`) and a
-qperf-style sweep for RemoteTest (perfkit.test with sweep=, the CLI's --oo). Their own
-fields are checked by the same code as the CLI's (ratesearch.validate, remote.plan) on
+(perfkit.search: the form's rate is the upper bound, each trial lasts `trial`), a
+qperf-style sweep for RemoteTest (perfkit.test with sweep=, the CLI's --oo) and a user
+ladder for HttpLoad (perfkit.ladder: a users list, 4,16,64 or 100:1000:+100, and thresholds
+checked on every step). Their own fields are checked by the same code as the CLI's
+(ratesearch.validate, remote.plan, ladder.plan) on
 every change; Start runs them in a background thread, a live chart gains a point per
 trial or sweep point, and panel.result / panel.frame hold what they found.
 """
@@ -43,7 +45,9 @@ from perfkit.kinds.split import RULES as SPLITS
 from perfkit.ratesearch import MAX_TRIAL_S, MAX_TRIALS
 from perfkit.remote import SWEEPABLE, Server
 from perfkit.report import conf_text
+from perfkit.ladder import TABLE_FIRST as LADDER_COLUMNS, Ladder, ladder as run_ladder, plan as ladder_plan
 from perfkit.run import Run
+from perfkit.thresholds import parse_all as parse_thresholds
 from perfkit.ui import charts, points, results
 from perfkit.ui.dashboard import Dashboard
 from perfkit.ui.form import (AMBER, GREEN, GREY, RED, TRISTATE, FieldUI, field_row, label_html, launch, start_launcher,
@@ -52,7 +56,8 @@ from perfkit.units import format_si, human
 
 # Tasks beyond one run, by spec: what Start does (see the module doc); each kind declares its own.
 TASKS = {name: _kinds.lookup(cls, "TASKS", ("run",)) for name, cls in _kinds.SPECS.items()}
-TASK_LABELS = {"run": "one run", "search": "rate search", "sweep": "sweep (qperf --oo)"}
+TASK_LABELS = {"run": "one run", "search": "rate search", "sweep": "sweep (qperf --oo)",
+               "ladder": "user ladder"}
 CRITERIA = ("zero-loss", "pdr:0.1%", "lat:p99<50us", "cpu", "cpu:90%", "pdr:0.1%,lat:p99<1ms")
 
 
@@ -99,6 +104,14 @@ def task_fields(task: str) -> list[FieldUI]:
                     "pin the datapath workers to these CPUs (the CLI's --cpus)"),
             FieldUI("log_level", "choice", now.log_level, tuple(dpdk.LOG_LEVELS), "", "", None,
                     "DPDK's log level on stderr"),
+        ]
+    if task == "ladder":
+        return [
+            FieldUI("ladder", "text", "4,16,64", (), "users per step: 50,100,200 or FROM:TO:+N / *N", "", None,
+                    "one run of the duration above per user count, one after another (perfkit.ladder); "
+                    "the users field above is not used"),
+            FieldUI("thresholds", "text", None, (), "METRIC<VALUE, space between (error_rate<1% p99<200ms)",
+                    "", None, "checked on every step (k6's thresholds): a step that fails one is a red point"),
         ]
     if task == "sweep":
         return [
@@ -608,6 +621,13 @@ class Panel:
                                        trial=a["trial"], settle=a["settle"], retries=a["retries"])
         if self.task == "sweep":
             return self._sweep_plan(spec)
+        if self.task == "ladder":   # every step's spec, and the thresholds, checked as perfkit.ladder does
+            a = self.task_values()
+            try:
+                specs = ladder_plan(spec, a["ladder"])
+            except ValueError as exc:
+                raise ValueError(f"ladder: {str(exc).removeprefix('users: ')}") from None
+            return {"users": [s.users for s in specs], "thresholds": parse_thresholds((a["thresholds"] or "").split())}
         return None
 
     def _sweep_plan(self, spec):
@@ -681,6 +701,9 @@ class Panel:
                     what = (f"rate search {plan.criterion.text} ({plan.criterion.describe()}) of "
                             f"{charts.spec_title(dataclasses.replace(spec, duration=plan.trial_s))} trials, "
                             f"upper bound {spec.rate or 'measured by an unpaced first trial'}")
+                elif self.task == "ladder":
+                    what = (f"user ladder {', '.join(map(str, plan['users']))} of "
+                            f"{charts.spec_title(spec)}: {len(plan['users'])} steps of {spec.duration:g} s")
                 elif self.task == "sweep":
                     what = (f"sweep {self.task_values()['sweep']} of {', '.join(plan['tests'])} to {spec.host}: "
                             f"{plan['points']} points of {spec.duration:g} s")
@@ -798,6 +821,10 @@ class Panel:
             chart = points.PointsChart(lambda rows, state: points.search_figure(shown, crit, rows, state),
                                        redraw_s=min(self.redraw_s, 0.5), on_done=self._on_done)
             work, what = self._search_job, f"rate search {crit.text} of {charts.spec_title(spec)}"
+        elif self.task == "ladder":
+            chart = points.PointsChart(lambda rows, state: points.ladder_figure(spec, len(plan["users"]), rows, state),
+                                       redraw_s=min(self.redraw_s, 0.5), on_done=self._on_done)
+            work, what = self._ladder_job, f"user ladder of {charts.spec_title(spec)}"
         else:
             chart = points.PointsChart(
                 lambda rows, state: points.sweep_figure(spec, plan["option"], plan["tests"], rows, state,
@@ -855,6 +882,40 @@ class Panel:
             self.frame = self.result = remote.test(plan["host"], *plan["tests"], progress=progress, stop=stop, **kw)
         except Exception as exc:  # noqa: BLE001 (shown in the panel; the kernel carries on)
             self.job_error = f"sweep: {exc}"
+        chart.end()
+
+    def _ladder_job(self, spec, plan, chart, stop) -> None:
+        """The ladder's thread: perfkit.ladder, a point to the chart as each step finishes."""
+        chart.start()
+        done: list = []   # (users, run) per step started
+        added = [0]       # the steps handed to the chart
+
+        def flush():   # every step that has ended, to the chart
+            for u, r in done[added[0]:]:
+                if r.done:
+                    chart.add(step_row(u, r))
+                    added[0] += 1
+
+        def step_row(u, run) -> dict:
+            s = run.summary or {}
+            return {"users": u, "passed": run.passed, **{k: s.get(k) for k in LADDER_COLUMNS if k != "users"}}
+
+        def progress(users, run):   # before each step: the steps before it have ended
+            flush()
+            done.append((users, run))
+            if chart is self.dashboard:
+                self._set_status(f"▶ step {len(done)} of {len(plan['users'])}: {users} users")
+        kw = {} if self.engine is None else {"engine": self.engine}
+        try:
+            lad = run_ladder(spec, plan["users"], interval=self.interval, thresholds=plan["thresholds"],
+                                 progress=progress, stop=stop, **kw)
+        except Exception as exc:  # noqa: BLE001 (shown in the panel; the kernel carries on)
+            self.job_error = f"ladder: {exc}"
+            chart.end()
+            return
+        flush()
+        self.result, self.frame = lad, lad.table
+        self.job_error = lad.error
         chart.end()
 
     def conf(self) -> None:
@@ -962,6 +1023,11 @@ class Panel:
                 res = self.result
                 if self.job_error:
                     self._set_status(f"⚠ {self.job_error}", RED)
+                elif isinstance(res, Ladder):
+                    verdict = "" if res.passed is None else ", every threshold held" if res.passed else \
+                        ", a threshold failed"
+                    self._set_status(f"■ finished: {len(res.runs)} steps{verdict}",
+                                     RED if res.passed is False else GREEN)
                 elif hasattr(res, "found_pps"):
                     found = (f"found {format_si(res.found_pps, 'pps')} ({format_si(res.found_bps, 'bit/s')})"
                              if res.found_pps is not None else "nothing passed")

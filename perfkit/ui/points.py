@@ -148,6 +148,29 @@ def sweep_figure(spec, option: str, tests, rows, state: str = "running", log_x: 
     return fig
 
 
+# ------------------------------------------------------------------ user ladder
+def ladder_figure(spec, steps: int, rows, state: str = "running"):
+    """An HTTP user ladder (perfkit.ladder), one point per finished step against users: TPS,
+    mean test time and error rate (nGrinder's three), the steps that failed a threshold red."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08,
+                        subplot_titles=("TPS (responses/s)", "mean test time (ms)", "error rate (%)"))
+    rows = sorted(rows, key=lambda r: r["users"])
+    x = [r["users"] for r in rows]
+    colour = [_FAIL if r.get("passed") is False else _RX for r in rows]
+    for col, key in enumerate(("tps", "mean_test_time_ms", "error_rate_pct"), start=1):
+        fig.add_trace(go.Scatter(x=x, y=[r.get(key) for r in rows], mode="lines+markers", showlegend=False,
+                                 line={"color": _LINE}, marker={"color": colour, "size": 9},
+                                 hovertemplate=f"%{{y:.4~s}} at %{{x}} users<extra>{key}</extra>"), 1, col)
+    fig.update_xaxes(title_text="virtual users", type="log" if x and max(x) >= 8 * min(x) else "linear")
+    fig.update_yaxes(tickformat="~s", rangemode="tozero")
+    title = f"<b>user ladder</b>: {spec_title(spec)} — {state}, {len(rows)} of {steps} steps"
+    fig.update_layout(title={"text": title, "x": 0.01, "font": {"size": 14}}, height=380, template="plotly_white",
+                      margin={"l": 60, "r": 20, "t": 70, "b": 50}, uirevision="perfkit")
+    return fig
+
+
 # ------------------------------------------------------------------ the live chart
 class PointsChart(LiveChart):
     """A live chart of points that arrive one by one from a worker thread (a search's

@@ -104,6 +104,8 @@
     X(cpu_stall_ns,    SUM,   "ns",   cpu,      "worker time descheduled (loop passes over 1 ms)")  \
     /* HTTP load: virtual users running now (a stage plan adds and retires them) */                \
     X(http_users,      GAUGE, "user", http,     "virtual users running")                           \
+    /* HTTP load, open loop: the request rate due now (a rate stage plan moves it) */               \
+    X(http_rate,       GAUGE, "req/s", http,    "open loop: requests/s due now")                   \
     /* live control of a running load (DPDK flows): the pacer's target now, set_rate moves it;     \
      * the flows a generator sends now, growing at flow_rate up to flows_max */                    \
     X(rate_target,     GAUGE, "pkt/s", control,  "target send rate now (packets/s)")                \
