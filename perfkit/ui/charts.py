@@ -341,7 +341,7 @@ def run_figure(run, title: str | None = None):
     for trace, y in zip(fig.data, ys):
         trace.x, trace.y = x, y
     fit_axes(fig, panels, ys, static=True)
-    return fig
+    return shareable(fig)
 
 
 def figure_title(run, rows, state: str | None = None) -> str:
@@ -381,7 +381,7 @@ def histogram_figure(hist, title: str = "latency histogram", percentiles=True):
                       showlegend=False)
     fig.update_xaxes(type="log", title_text="latency (µs)")
     fig.update_yaxes(title_text="% of samples", rangemode="tozero")
-    return fig
+    return shareable(fig)
 
 
 def mimebundle(fig, text: str | None = None) -> dict:
@@ -406,6 +406,30 @@ def static_bundle(fig, text: str | None = None) -> dict:
     if png is not None:
         bundle["image/png"] = png
     return bundle
+
+
+_SHAREABLE: list = []   # the Figure class shareable() makes, built with the first chart (plotly loads late)
+
+
+def shareable(fig):
+    """fig as a go.Figure whose display is static_bundle: shown as a cell's result it carries
+    plotly's HTML (and a PNG with kaleido) beside the plotly JSON, so nbconvert, nbviewer and
+    GitHub show it without a kernel; plotly's own display would depend on its renderer setting."""
+    if not _SHAREABLE:
+        import plotly.graph_objects as go
+
+        class Figure(go.Figure):
+            """A plotly Figure that displays as charts.static_bundle."""
+
+            def _repr_mimebundle_(self, include=None, exclude=None, **kwargs):
+                return static_bundle(self)
+
+            def _ipython_display_(self):
+                from IPython.display import display  # IPython is there wherever a figure is displayed
+                display(static_bundle(self), raw=True)
+
+        _SHAREABLE.append(Figure)
+    return fig if isinstance(fig, _SHAREABLE[0]) else _SHAREABLE[0](fig)
 
 
 def png_of(fig) -> str | None:
