@@ -82,7 +82,7 @@ LAYOUTS = {"socket_reflect": (
     ("loss (%)", {"rangemode": "tozero"}, [("loss %", "loss_pct", "#d62728")]),
     ("sequence errors/s", _RATE,
      [("lost/s", "seq_lost_per_s", "#d62728"), ("reordered/s", "seq_reorder_per_s", "#ff7f0e"),
-      ("duplicates/s", "seq_dup_per_s", "#e377c2"), ("socket errors/s", "sock_error_per_s", "#7f7f7f")]),
+      ("duplicates/s", "seq_dup_per_s", "#e377c2"), ("socket errors/s", "sock_error_per_s", "#8c564b")]),
     ("engine CPU (% of one core)", {"rangemode": "tozero"}, [("cpu % (all workers)", "cpu_pct", "#17becf")]),
 )}
 LAYOUT = {SocketReflect: "socket_reflect"}   # the dashboard's charts: its own, above

@@ -2,8 +2,9 @@
 
 Threads: the run's sampler thread calls the dashboard's subscriber, which only appends
 the row to a deque. One drawing thread per dashboard drains the deque about once per
-redraw interval and updates the FigureWidget inside `fig.batch_update()` (never
-`hold_sync()`: DESIGN.md, Jupyter facts; needs ipykernel >= 7.1). The kernel's main
+redraw interval and updates the live figure (livefig.LiveFigure: perfkit's own small widget)
+inside `fig.batch_update()`, which sends the figure once (widget updates from a thread need
+ipykernel >= 7.1). The kernel's main
 thread never waits for any of it, so cells keep running while the chart moves.
 
 When the run ends, the drawing thread draws every row once more and replaces each
@@ -17,25 +18,28 @@ import threading
 import time
 
 from perfkit.run import Run
-from perfkit.ui import charts
+from perfkit.ui import charts, livefig
 
 POLL_S = 0.1  # how often the drawing thread looks for the end of the run
 
 
 def _display_data(bundle: dict) -> tuple:
-    return ({"output_type": "display_data", "data": bundle, "metadata": {}},)
+    """An ipywidgets.Output's outputs showing bundle. No PNG: an Output's outputs are widget
+    state, which GitHub never shows and nbviewer draws from the HTML (it would be saved twice)."""
+    data = {k: v for k, v in bundle.items() if k != "image/png"}
+    return ({"output_type": "display_data", "data": data, "metadata": {}},)
 
 
 class LiveChart:
     """What a live chart drawn by one thread of its own shares (Dashboard, points.PointsChart):
-    the live FigureWidget shown in ipywidgets.Output widgets, replaced by a static figure
+    the live figure (livefig.LiveFigure) shown in ipywidgets.Output widgets, replaced by a static figure
     when the drawing ends, and on_done called then. Subclasses draw; this shows."""
 
     _STARTING = "perfkit: starting the chart…"   # what an Output shows before the figure is built
 
     def _init_live(self, on_done) -> None:
         self.on_done = on_done
-        self._figure = None                    # the live FigureWidget, built by the drawing thread
+        self._figure = None                    # the live LiveFigure, built by the drawing thread
         self._ready = threading.Event()        # set once _figure exists
         self.redraws = 0                       # how many times the live figure was drawn
         self.draw_threads: set[int] = set()    # idents of the threads that drew (one)
@@ -62,7 +66,8 @@ class LiveChart:
             self._ready.set()
 
     def _widget_bundle(self) -> dict:
-        return self._figure._repr_mimebundle_()
+        bundle = self._figure._repr_mimebundle_()
+        return bundle[0] if isinstance(bundle, tuple) else bundle   # anywidget's is (data, metadata)
 
     def _replace_live(self, bundle: dict) -> None:
         """Everywhere the live figure is shown, the static one instead (the caller holds _lock)."""
@@ -78,7 +83,7 @@ class LiveChart:
         self._call_done()
 
     def _close_live(self) -> None:
-        """Close the replaced FigureWidget's comm: its state would otherwise stay in the saved
+        """Close the replaced live figure: its widget state would otherwise stay in the saved
         notebook beside the static copy (the Python object keeps its data)."""
         fig = self._figure
         if fig is not None and hasattr(fig, "close"):
@@ -107,7 +112,7 @@ class LiveChart:
     # ---------------------------------------------------------------- public
     @property
     def figure(self):
-        """The live plotly FigureWidget (waits up to 60 s for the drawing thread to build it)."""
+        """The live figure, a livefig.LiveFigure (waits up to 60 s for the drawing thread to build it)."""
         self._ready.wait(60)
         return self._figure
 
@@ -219,11 +224,10 @@ class Dashboard(LiveChart):
             self._drawing_failed(exc)
 
     def _build(self) -> None:
-        """Make the live figure here, not in the constructor: the first FigureWidget of a
+        """Make the live figure here, not in the constructor: the first live figure of a
         process can take seconds (plotly's imports), and Start must return at once."""
-        import plotly.graph_objects as go  # plotly and IPython load when a chart is first drawn
-        self._show_live(go.FigureWidget(charts.empty_figure(charts.figure_title(self.run, [], "waiting"),
-                                                            self.panels)))
+        self._show_live(livefig.LiveFigure(charts.empty_figure(charts.figure_title(self.run, [], "waiting"),
+                                                               self.panels)))
 
     def _drain(self) -> int:
         n = 0
@@ -286,7 +290,7 @@ class Dashboard(LiveChart):
         self._closed.set()
 
     def _ipython_display_(self) -> None:
-        from IPython.display import display
+        from IPython.display import display  # IPython is there only where a notebook shows the chart
         self._ready.wait(60)
         with self._lock:
             if self._static is not None:

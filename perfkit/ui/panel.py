@@ -48,7 +48,7 @@ from perfkit.report import conf_text
 from perfkit.ladder import TABLE_FIRST as LADDER_COLUMNS, Ladder, ladder as run_ladder, plan as ladder_plan
 from perfkit.run import Run
 from perfkit.thresholds import parse_all as parse_thresholds
-from perfkit.ui import charts, points, results
+from perfkit.ui import charts, livefig, points, results
 from perfkit.ui.dashboard import Dashboard
 from perfkit.ui.form import (AMBER, GREEN, GREY, RED, TRISTATE, FieldUI, field_row, label_html, launch, start_launcher,
                              text_value)
@@ -1071,9 +1071,9 @@ warm = threading.Event()   # set once plotly's widget code and a dashboard figur
 
 
 def _prewarm() -> None:
-    """Import plotly's widget code and build one dashboard figure (plotly loads its property
-    validators on first use) in the background, once per process: the first FigureWidget
-    takes a second or more of CPU holding the GIL, and if that happened while a run is live
+    """Import plotly, read plotly.js for the live figures (livefig) and build one dashboard
+    figure (plotly loads its property validators on first use) in the background, once per
+    process: the first live figure takes a second or more of CPU holding the GIL, and if that happened while a run is live
     the kernel's other cells would wait behind it (see bench/RESULTS-notes.md#the-notebook-panels-prewarm)."""
     if _prewarmed.is_set():
         return
@@ -1081,8 +1081,8 @@ def _prewarm() -> None:
 
     def imports():
         try:
-            import plotly.basewidget  # noqa: F401
             import plotly.io  # noqa: F401
+            livefig.plotly_js()
             charts.empty_figure("warm-up")   # a plain go.Figure: no widget reaches the frontend
         except Exception:  # noqa: BLE001 (the dashboard reports it when it is built)
             pass

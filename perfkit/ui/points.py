@@ -2,7 +2,7 @@
 qperf-style sweep (one point per test and sweep value).
 
 The figures are plain plotly with a fixed set of traces (search_figure, sweep_figure), so
-the live chart (PointsChart: a FigureWidget redrawn from one background thread, the way
+the live chart (PointsChart: a livefig.LiveFigure redrawn from one background thread, the way
 the Dashboard draws a run) and the static figure it leaves at the end are the same figure.
 """
 from __future__ import annotations
@@ -11,8 +11,9 @@ import dataclasses
 import threading
 import time
 
-from perfkit.ui.charts import mimebundle, spec_title
+from perfkit.ui.charts import shareable, spec_title, static_bundle
 from perfkit.ui.dashboard import LiveChart
+from perfkit.ui.livefig import LiveFigure
 from perfkit.units import Rate, format_si
 
 POLL_S = 0.1
@@ -98,7 +99,7 @@ def search_figure(spec, criterion=None, rows=None, state: str = "running", found
                              "font": {"size": 14}},
                       height=400, template="plotly_white", margin={"l": 60, "r": 20, "t": 70, "b": 50},
                       legend={"orientation": "h", "y": -0.2}, uirevision="perfkit")
-    return fig
+    return shareable(fig)
 
 
 # ------------------------------------------------------------------ sweeps
@@ -145,7 +146,7 @@ def sweep_figure(spec, option: str, tests, rows, state: str = "running", log_x: 
     fig.update_layout(title={"text": title, "x": 0.01, "font": {"size": 14}}, height=400, template="plotly_white",
                       margin={"l": 60, "r": 20, "t": 70, "b": 50}, legend={"orientation": "h", "y": -0.2},
                       uirevision="perfkit")
-    return fig
+    return shareable(fig)
 
 
 # ------------------------------------------------------------------ user ladder
@@ -177,7 +178,7 @@ class PointsChart(LiveChart):
     trials, a sweep's points), drawn by one thread of its own, ending as a static figure.
 
         chart = PointsChart(lambda rows, state: search_figure(spec, crit, rows, state))
-        chart.attach(output)      # an ipywidgets.Output: the live FigureWidget now
+        chart.attach(output)      # an ipywidgets.Output: the live figure now
         chart.add(row)            # from any thread: queued, drawn within redraw_s
         chart.end(final)          # final(rows) -> the static figure; it replaces the live one
 
@@ -212,8 +213,7 @@ class PointsChart(LiveChart):
     # ------------------------------------------------------------ drawing side
     def _draw_loop(self) -> None:
         try:
-            import plotly.graph_objects as go
-            self._show_live(go.FigureWidget(self.make_figure([], "waiting")))
+            self._show_live(LiveFigure(self.make_figure([], "waiting")))
             next_draw = 0.0
             while True:
                 ended = self._ended.is_set()
@@ -243,7 +243,7 @@ class PointsChart(LiveChart):
         self.redraws += 1
 
     def _finish(self, static) -> None:
-        self._end_static(static, mimebundle(static, f"<perfkit chart: {len(self.rows)} points>"))
+        self._end_static(static, static_bundle(static, f"<perfkit chart: {len(self.rows)} points>"))
 
     # ------------------------------------------------------------ public
     def static(self):
