@@ -9,10 +9,12 @@
 #include <rte_errno.h>
 #include <rte_lcore.h>
 
-/* The port's NIC counters into w's block, as deltas from a base (base: take it now). */
+/* The port's NIC counters into w's block, as deltas from a base (base: take it now). A PMD that
+ * starts its counts over (memif frees its queues' counts when the link goes down) adds what it had
+ * counted to nic_gone first: a counter never runs backwards. */
 void pkd_read_nic(worker *w, uint64_t now, int base)
 {
-    uint64_t nic[3];
+    uint64_t nic[PK_NIC_N];
     w->last_nic = now;
     if (!w->nic_owner)   /* port-wide counters: one worker per port reports them */
         return;
@@ -20,11 +22,21 @@ void pkd_read_nic(worker *w, uint64_t now, int base)
         return;
     if (base) {
         memcpy(w->nic_base, nic, sizeof(nic));
+        memcpy(w->nic_raw, nic, sizeof(nic));
+        memset(w->nic_gone, 0, sizeof(w->nic_gone));
         return;
+    }
+    for (int k = 0; k < PK_NIC_N; k++) {
+        if (nic[k] < w->nic_raw[k])
+            w->nic_gone[k] += w->nic_raw[k];
+        w->nic_raw[k] = nic[k];
+        nic[k] += w->nic_gone[k];
     }
     pk_set(&w->c, PK_nic_ierrors, nic[0] - w->nic_base[0]);
     pk_set(&w->c, PK_nic_oerrors, nic[1] - w->nic_base[1]);
     pk_set(&w->c, PK_nic_imissed, nic[2] - w->nic_base[2]);
+    pk_set(&w->c, PK_nic_ipackets, nic[3] - w->nic_base[3]);
+    pk_set(&w->c, PK_nic_opackets, nic[4] - w->nic_base[4]);
 }
 
 /* The ports a worker's thread polls (its own, a forwarder's out port, its guest's): begun

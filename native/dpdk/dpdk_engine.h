@@ -195,9 +195,11 @@ int pk_dpdk_port_stats(const pk_dpdk_port *p, uint64_t out[5]);
  * other ports. */
 uint64_t pk_dpdk_port_kernel_missed(pk_dpdk_port *p);
 /* The port's NIC counters as every engine reports them (nic_ierrors, nic_oerrors,
- * nic_imissed, before taking a base): the PMD's ierrors, oerrors, and imissed plus
- * kernel_missed. 0, or -1 when the PMD does not answer. */
-int pk_dpdk_port_nic(pk_dpdk_port *p, uint64_t out[3]);
+ * nic_imissed, nic_ipackets, nic_opackets, before taking a base): the PMD's ierrors,
+ * oerrors, imissed plus kernel_missed, ipackets, opackets. 0, or -1 when the PMD does not
+ * answer. */
+#define PK_NIC_N 5
+int pk_dpdk_port_nic(pk_dpdk_port *p, uint64_t out[PK_NIC_N]);
 /* 1 for a port whose frames come from a Linux stack (af_packet, af_xdp, tap). */
 int pk_dpdk_port_kernel(const pk_dpdk_port *p);
 /* Raw frames from the calling thread, for tests and diagnostics; -1 while an

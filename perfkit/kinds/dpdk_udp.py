@@ -506,6 +506,24 @@ def summary_extra(spec, handle, roles) -> dict:
     return {"flows_seen": max(seen)} if seen else {}
 
 
+def both_ways(spec) -> bool:
+    """DPDK flows whose frames go both ways: bidirectional, or reverse (frames come back)."""
+    return isinstance(spec, DpdkFlows) and (spec.bidirectional or spec.mode == "reverse")
+
+
+def directions(spec, roles) -> tuple[list, bool] | None:
+    """Both directions apart (perfkit.stats.direction_summary): a bidirectional or reverse DpdkFlows
+    run's workers by side, "a" on the generator's port, "b" on the peer's (a reverse run with its
+    reflector elsewhere has side a only); round_trip in reverse mode. None for other runs, and for a
+    run whose workers are not its plan's (a cluster's)."""
+    if not both_ways(spec):
+        return None
+    _, workers = ports_and_workers(spec)
+    if len(workers) != len(roles):
+        return None
+    return ["b" if w["port"] == 1 else "a" for w in workers], spec.mode == "reverse"
+
+
 LIVE_RATE = {DpdkFlows: live_rate}   # perfkit.run.Run.set_rate: the specs whose rate changes while running
 
 
@@ -612,6 +630,8 @@ def _split(total: int, parts: int, k: int) -> tuple[int, int]:
 TITLE = {DpdkReflect: lambda spec: (f"dpdk {spec.mode} on {spec.port}",)}
 TITLE_HEAD = {DpdkFlows: lambda spec: f"dpdk {spec.mode} {spec.port}" + (f" → {spec.peer}" if spec.peer else "")}
 LAYOUT = {DpdkFlows: "dpdk_flows", DpdkReflect: "dpdk"}   # perfkit.ui.charts.LAYOUTS: the dashboard's charts (flows: with the target rate)
+# a spec's own layout: flows reporting both directions apart (directions) chart each way as well
+LAYOUT_PICK = {DpdkFlows: lambda spec: "dpdk_flows_ways" if both_ways(spec) else "dpdk_flows"}
 TASKS = {DpdkFlows: ("run", "search"), DpdkReflect: ("run",)}   # the panel's tasks: a rate search beside a run
 
 
@@ -752,9 +772,29 @@ def flows_flood(spec) -> tuple | None:
     return None
 
 
-def flows_summary_extra(s: dict) -> str:
-    """The lines perfkit flows adds to the summary: p99.99 latency, the probes' latency."""
+def directions_text(s: dict) -> str:
+    """Both directions apart (a bidirectional or reverse run): one line each, a -> b and b -> a."""
     text = ""
+    n = lambda v: "-" if v is None else f"{v:,}"  # noqa: E731
+    for way, name in (("a_to_b", "a -> b"), ("b_to_a", "b -> a")):
+        if f"{way}_sent" not in s:
+            continue
+        rate = s[f"{way}_rx_pps"] if s[f"{way}_rx_pps"] is not None else s[f"{way}_tx_pps"]
+        bps = s[f"{way}_rx_bps"] if s[f"{way}_rx_bps"] is not None else s[f"{way}_tx_bps"]
+        line = (f"sent {n(s[f'{way}_sent'])}  received {n(s[f'{way}_received'])}  lost {n(s[f'{way}_lost'])}"
+                f"  reorder {n(s[f'{way}_reorder'])}  dup {n(s[f'{way}_dup'])}")
+        if rate is not None:
+            line += f"  {rate:,.0f} pps  {bps / 1e6:,.3g} Mbps"
+        if s.get(f"{way}_lat_p50_us") is not None:
+            line += f"  lat p50 {s[f'{way}_lat_p50_us']:.3g} us p99 {s[f'{way}_lat_p99_us']:.3g} us"
+        line += f"  nic tx {n(s[f'{way}_nic_tx'])} rx {n(s[f'{way}_nic_rx'])}"
+        text += f"\n    {name:<13} =  {line}"
+    return text
+
+
+def flows_summary_extra(s: dict) -> str:
+    """The lines perfkit flows adds to the summary: p99.99 latency, the probes' latency, each direction."""
+    text = directions_text(s)
     if s.get("lat_p9999_us") is not None:
         text += f"\n    {'lat p99.99':<13} =  {s['lat_p9999_us']:.1f} us"
     if s.get("probe_tx"):

@@ -106,6 +106,15 @@ DPDK_FLOWS_PANELS = (   # DPDK UDP flows (DpdkFlows): the frames/s panel also sh
     *DPDK_PANELS[1:],
 )
 
+DPDK_WAYS_PANELS = (   # DPDK flows reporting both directions apart (bidirectional, reverse): each way too
+    *DPDK_FLOWS_PANELS,
+    ("each direction (frames/s)", _RATE_AXIS,
+     [_line("a_to_b_rx_pps", "#1f77b4", "a→b rx pkt/s"), _line("b_to_a_rx_pps", "#ff7f0e", "b→a rx pkt/s"),
+      _line("a_to_b_tx_pps", "#aec7e8", "a→b tx pkt/s"), _line("b_to_a_tx_pps", "#ffbb78", "b→a tx pkt/s")]),
+    ("each direction: one-way latency (µs)", {"type": "log"},
+     [_line("a_to_b_lat_mean_us", "#1f77b4", "a→b mean µs"), _line("b_to_a_lat_mean_us", "#ff7f0e", "b→a mean µs")]),
+)
+
 HTTP_ERRORS = [_line("http_err_per_s", "#d62728", "failed requests/s"), _line("err_connect_per_s", "#8c564b", "connect errors/s"),
                _line("err_timeout_per_s", "#ff7f0e", "timeouts/s"), _line("err_reset_per_s", "#9467bd", "resets/s"),
                _line("err_read_per_s", "#7f7f7f", "cut short/s"), _line("err_tls_per_s", "#bcbd22")]
@@ -159,7 +168,8 @@ DPDK_TCP_PANELS = (   # HTTP over perfkit's TCP on DPDK (DpdkHttpClient, DpdkHtt
     _CPU,
 )
 
-LAYOUTS = {"socket": PANELS, "dpdk": DPDK_PANELS, "dpdk_flows": DPDK_FLOWS_PANELS, "http": HTTP_PANELS,
+LAYOUTS = {"socket": PANELS, "dpdk": DPDK_PANELS, "dpdk_flows": DPDK_FLOWS_PANELS, "dpdk_flows_ways": DPDK_WAYS_PANELS,
+           "http": HTTP_PANELS,
            "http_serve": HTTP_SERVE_PANELS, "dpdk_tcp": DPDK_TCP_PANELS}
 for _kind in kinds.KINDS:   # layouts a kind brings along (its LAYOUTS: (name or None, key, colour) traces)
     for _name, _panels in getattr(_kind, "LAYOUTS", {}).items():
@@ -169,8 +179,10 @@ COLS = 2
 
 
 def layout_name(spec) -> str:
-    """Which layout suits spec (a name in LAYOUTS): its kind's LAYOUT says, socket for anything else."""
-    return kinds.lookup(spec, "LAYOUT", "socket")
+    """Which layout suits spec (a name in LAYOUTS): its kind's LAYOUT says (for a spec instance its
+    LAYOUT_PICK, when it has one: e.g. DPDK flows with both directions apart), socket for anything else."""
+    pick = None if isinstance(spec, type) else kinds.lookup(spec, "LAYOUT_PICK")
+    return pick(spec) if pick is not None else kinds.lookup(spec, "LAYOUT", "socket")
 
 
 def layout_for(spec):
