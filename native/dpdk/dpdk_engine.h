@@ -85,7 +85,9 @@ typedef struct pk_dpdk_worker_cfg {
     /* FORWARD: frames received on (port, queue) leave by (out_port, queue), untouched
      * (io) or, with dst_mac_set, with destination dst_mac and the out port's MAC as
      * source (mac). with_worker: -1, or another FORWARD worker (the other direction)
-     * whose loop this worker's thread runs too: one lcore for both directions. */
+     * whose loop this worker's thread runs too: one lcore for both directions.
+     * REVERSE: -1 (reflect on port), or the port the reflected frames leave by (BiTester's
+     * -t), with that port's MAC as source and dst_mac (when set) as destination. */
     int out_port;
     int with_worker;
     /* RXONLY, tests only: after its first frame, poll nothing for this long (a receiver that
@@ -102,6 +104,9 @@ typedef struct pk_dpdk_worker_cfg {
     /* GEN: stop once this many load frames went out (a counted burst: RFC 2544's back-to-back,
      * sent as fast as the port takes them when unpaced); 0 = until the duration ends */
     uint64_t count;
+    /* GEN with a peer: 1 = the peer receives on this side's own second port what a far end
+     * elsewhere sends back (BiTester's -r): the destination MAC by ARP, as without a peer */
+    int peer_back;
 } pk_dpdk_worker_cfg;
 
 #define PK_DPDK_MAX_WORKERS 16

@@ -174,6 +174,14 @@ class DpdkFlows(DpdkSpec):
               "rate; loss and one-way latency counted at both ends"),
         cli_help="with --peer: both ports send and receive", advanced=True,
         applies={**DPDK_ONLY, "mode": ("rxonly",), "peer": True})
+    rx_port: str | None = opt(
+        None,
+        help=("mode reverse with the far end elsewhere: the frames come back on this second port of "
+              "this side (BiTester's -r: receive on one port, send on another); loss and round trips "
+              "are counted there"),
+        unit="a second port here; empty: the frames come back on port", suggestions=("ring:pk2:1",),
+        cli_help="reverse: the frames come back on this second port (BiTester's -r)", advanced=True,
+        applies={**DPDK_ONLY, "mode": ("reverse",)})
     messages: int | str | None = opt(
         None,
         help=("a counted burst: the generators stop once this many load frames went out (split over the "
@@ -196,6 +204,7 @@ class DpdkFlows(DpdkSpec):
                 raise ValueError(f"peer: {self.port} and {self.peer} would be two separate loopback "
                                  "ports (a net_ring vdev receives what it sends); join two ports with "
                                  "ring:NAME:0 and ring:NAME:1")
+        self._check_rx_port(put)
         size = parse_size(self.size, "size")
         if not DPDK_MIN_SIZE <= size <= DPDK_MAX_SIZE:
             raise ValueError(f"size: {size} bytes is out of range {DPDK_MIN_SIZE}..{DPDK_MAX_SIZE} "
@@ -223,7 +232,7 @@ class DpdkFlows(DpdkSpec):
         biggest = max([self.size] + [s for s, _ in self.sizes or ()]
                       + ([self.probe_size] if self.probe_rate else []))
         if biggest > DPDK_STD_SIZE:
-            for name in ("port", "peer"):
+            for name in ("port", "peer", "rx_port"):
                 dev = getattr(self, name)
                 field = "sizes" if self.sizes else "size"
                 if dev is not None and not dev.startswith(DPDK_JUMBO_PORTS):
@@ -257,6 +266,18 @@ class DpdkFlows(DpdkSpec):
                 raise ValueError(f"dst_mac: {self.dst_mac!r} is not a MAC address (aa:bb:cc:dd:ee:ff)")
             put("dst_mac", str(self.dst_mac).lower())
         self._check_ranges(put)
+
+    def _check_rx_port(self, put):
+        """rx_port (BiTester's -r): a second port of this side, in mode reverse with the far end elsewhere."""
+        if self.rx_port is None:
+            return
+        put("rx_port", check_dpdk_port(self.rx_port, "rx_port", self.netns))
+        if self.mode != "reverse" or self.peer is not None:
+            raise ValueError("rx_port: only in mode reverse with the far end elsewhere (no peer): the "
+                             "frames it sends back come in on rx_port")
+        if self.rx_port.split(",")[0] == self.port.split(",")[0]:
+            raise ValueError(f"rx_port: {self.rx_port!r} is the port itself; leave rx_port out to "
+                             "receive on port")
 
     def _check_growth(self, put):
         """flow_rate and flows_max: flows added while running, both or neither."""
@@ -409,10 +430,19 @@ class DpdkReflect(DpdkSpec):
     dst_mac: str | None = opt(
         None,
         help=("forward: frames leaving port get this destination MAC and port's own MAC as source "
-              "(the next hop's; None = untouched)"),
+              "(the next hop's; None = untouched); reverse with tx_port: the same for the frames leaving "
+              "tx_port (None: back to the sender's MAC)"),
         unit="aa:bb:cc:dd:ee:ff; empty: the peer port's, or ARP",
-        cli_help="forward: the next hop's MAC for frames leaving --port (default: frames untouched)", advanced=True,
-        applies={**DPDK_ONLY, "mode": ("forward",)})
+        cli_help=("forward: the next hop's MAC for frames leaving --port (default: frames untouched); "
+                  "reverse: for frames leaving --tx-port"), advanced=True,
+        applies={**DPDK_ONLY, "mode": ("forward", "reverse")})
+    tx_port: str | None = opt(
+        None,
+        help=("reverse: the reflected frames leave by this second port (BiTester's -t: receive on one "
+              "port, send on another), with its MAC as source and dst_mac (when given) as destination"),
+        unit="a second port here; empty: back out of port", suggestions=("ring:pk2:0",),
+        cli_help="reverse: send the reflected frames out of this second port (BiTester's -t)", advanced=True,
+        applies={**DPDK_ONLY, "mode": ("reverse",)})
     peer_dst_mac: str | None = opt(
         None, help="forward: the same for frames leaving peer",
         cli_help="forward: the next hop's MAC for frames leaving --peer", advanced=True,
@@ -440,10 +470,24 @@ class DpdkReflect(DpdkSpec):
                              f"even number (one lcore per direction and queue), at most {DPDK_MAX_QUEUES}")
 
     def _check_forward(self, put):
+        if self.tx_port is not None:
+            if self.mode != "reverse":
+                raise ValueError(f"tx_port: only mode reverse sends by a second port (not {self.mode})")
+            put("tx_port", check_dpdk_port(self.tx_port, "tx_port", self.netns))
+            if self.tx_port.split(",")[0] == self.port.split(",")[0]:
+                raise ValueError(f"tx_port: {self.tx_port!r} is the port itself; leave tx_port out to send "
+                                 "back out of port")
         if self.mode != "forward":
             for name in ("peer", "dst_mac", "peer_dst_mac"):
+                if name == "dst_mac" and self.tx_port is not None:
+                    continue   # reverse by a tx port: the next hop's MAC
                 if getattr(self, name) is not None:
-                    raise ValueError(f"{name}: only mode forward uses it (a second port and next hops)")
+                    raise ValueError(f"{name}: only mode forward uses it (a second port and next hops)"
+                                     + (" or reverse with tx_port" if name == "dst_mac" else ""))
+            if self.dst_mac is not None:
+                if not MAC.fullmatch(str(self.dst_mac)):
+                    raise ValueError(f"dst_mac: {self.dst_mac!r} is not a MAC address (aa:bb:cc:dd:ee:ff)")
+                put("dst_mac", str(self.dst_mac).lower())
             return
         if self.peer is None:
             raise ValueError("peer: mode forward needs a second port (frames go from port to peer "
@@ -521,7 +565,8 @@ def directions(spec, roles) -> tuple[list, bool] | None:
     _, workers = ports_and_workers(spec)
     if len(workers) != len(roles):
         return None
-    return ["b" if w["port"] == 1 else "a" for w in workers], spec.mode == "reverse"
+    # port 1 is the peer's (side b), or this side's own rx_port (side a)
+    return ["b" if w["port"] == 1 and spec.rx_port is None else "a" for w in workers], spec.mode == "reverse"
 
 
 LIVE_RATE = {DpdkFlows: live_rate}   # perfkit.run.Run.set_rate: the specs whose rate changes while running
@@ -560,6 +605,14 @@ def ports_and_workers(spec) -> tuple[list[tuple[str, str]], list[dict]]:
                 "rate_end": spec.ramp_end_per_second / n, "ramp": spec.ramp_time or 0.0,
                 "probe_rate": spec.probe_rate.value / n if spec.probe_rate else 0.0,
                 "probe_size": spec.probe_size, "count": _split(spec.messages, n, k)[1] if spec.messages else 0})
+        if spec.rx_port is not None:
+            # the far end is elsewhere and sends back into rx_port: a receiver per queue there counts
+            # loss and round trips (its one-way latency from this host's timestamps); the generators
+            # ARP for their destination as without a peer (peer_back)
+            back = [{"role": "dpdk_recv", "port": 1, "queue": k, "flows": spec.flows_total, "burst": spec.burst,
+                     "duration": spec.duration} for k in range(n)]
+            return [(spec.port, spec.ip), (spec.rx_port, spec.ip)], back + [
+                {**g, "track": False, "peer": k, "peer_back": 1} for k, g in enumerate(gens)]
         if spec.peer is None:
             if spec.dst_mac is None and spec.port.startswith("net_null"):
                 for g in gens:
@@ -587,9 +640,11 @@ def ports_and_workers(spec) -> tuple[list[tuple[str, str]], list[dict]]:
                    for rx, out, mac in ways for q in range(queues)]
         return [(spec.port, None), (spec.peer, None)], workers
     if isinstance(spec, DpdkReflect):
-        return [(spec.port, spec.ip)], [{"role": "dpdk_recv" if spec.mode == "rxonly" else "dpdk_reflect",
-                                         "port": 0, "queue": k, "flows": spec.flows, "burst": spec.burst,
-                                         "duration": spec.duration, "dst_ips": spec.ips} for k in range(n)]
+        out = {"out": 1, "dst_mac": spec.dst_mac} if spec.tx_port is not None else {}   # BiTester's -t
+        ports = [(spec.port, spec.ip)] + ([(spec.tx_port, spec.ip)] if spec.tx_port is not None else [])
+        return ports, [{"role": "dpdk_recv" if spec.mode == "rxonly" else "dpdk_reflect",
+                        "port": 0, "queue": k, "flows": spec.flows, "burst": spec.burst,
+                        "duration": spec.duration, "dst_ips": spec.ips, **out} for k in range(n)]
     raise ValueError(f"engine: dpdk runs DpdkFlows and DpdkReflect specs, not {type(spec).__name__}")
 
 
@@ -655,7 +710,7 @@ def _flows_parser(sub) -> None:
     add_option(flw, DpdkFlows, "duration", default=None)   # None: 10s, or a --search trial's 1s
     for name in ("ip", "peer_ip", "dst_mac", "sport", "dport", "burst", "src_ips", "dst_ips", "sports", "dports",
                  "sizes", "ramp_to", "ramp_time", "probe_rate", "probe_size", "bidirectional", "flow_rate",
-                 "flows_max", "messages"):
+                 "flows_max", "messages", "rx_port"):
         add_option(flw, DpdkFlows, name)
     _dpdk_options(flw)
     search_options(flw)
@@ -669,7 +724,7 @@ def _reflect_parser(sub) -> None:
                      "--ip:--udp-port (rxonly or reverse; --netns for a lab host)")
     add_option(rfl, DpdkReflect, "port", default=None)   # no default port: perfkit reflect asks for one
     add_option(rfl, SocketReflect, "port")                # --udp-port
-    for name in ("mode", "peer", "dst_mac", "peer_dst_mac", "duration"):
+    for name in ("mode", "peer", "tx_port", "dst_mac", "peer_dst_mac", "duration"):
         add_option(rfl, DpdkReflect, name)
     add_option(rfl, DpdkReflect, "ip", default=None)      # the engine's own: DPDK's or the socket's
     for name in ("flows", "burst", "ips"):
@@ -747,7 +802,7 @@ def dpdk_flows_from_args(a) -> DpdkFlows:
                      dport=a.dport, burst=a.burst, netns=a.netns, src_ips=a.src_ips, dst_ips=a.dst_ips,
                      sports=a.sports, dports=a.dports, sizes=a.sizes, ramp_to=a.ramp_to,
                      ramp_time=a.ramp_time, cores=a.cores, probe_rate=a.probe_rate, probe_size=a.probe_size,
-                     bidirectional=a.bidirectional, flow_rate=a.flow_rate, flows_max=a.flows_max)
+                     bidirectional=a.bidirectional, flow_rate=a.flow_rate, flows_max=a.flows_max, rx_port=a.rx_port)
 
 
 def _frames_text(spec) -> str:
@@ -759,6 +814,8 @@ def _frames_text(spec) -> str:
 
 def flows_header(spec) -> str:
     far = f"{spec.peer} ({spec.mode})" if spec.peer else f"{spec.peer_ip} ({spec.mode}, elsewhere)"
+    if spec.rx_port:
+        far += f", back on {spec.rx_port}"
     return (f"perfkit flows: {_frames_text(spec)}, {spec.rate or 'unlimited'}"
             f"{f' rising to {spec.ramp_to} over {spec.ramp_time:g} s' if spec.ramp_to else ''}, {spec.flows} flow(s)"
             f"{f' growing to {spec.flows_max} at {spec.flow_rate:g}/s' if spec.flows_max else ''}, "
@@ -806,7 +863,7 @@ def flows_summary_extra(s: dict) -> str:
 
 def socket_reflect_from_args(a) -> SocketReflect:
     """perfkit reflect --engine socket: a kernel UDP socket on --ip:--udp-port."""
-    for k, default in (("port", None), ("peer", None), ("dst_mac", None), ("peer_dst_mac", None)):
+    for k, default in (("port", None), ("peer", None), ("tx_port", None), ("dst_mac", None), ("peer_dst_mac", None)):
         if getattr(a, k) != default:
             raise ValueError(f"{k.replace('_', '-')}: a DPDK option; the socket engine serves --ip:--udp-port")
     return SocketReflect(host=a.ip or "127.0.0.1", port=a.udp_port, mode=a.mode, flows=a.flows,
@@ -829,11 +886,12 @@ def dpdk_reflect_from_args(a) -> DpdkReflect:
         raise ValueError("port: give the DPDK port (--port ring:NAME:1, net_memif0,..., net_af_packet0,iface=IF)")
     return DpdkReflect(port=a.port, mode=a.mode, duration=a.duration, ip=a.ip or "198.18.0.2", flows=a.flows,
                        burst=a.burst, netns=a.netns, ips=a.ips, cores=a.cores, peer=a.peer,
-                       dst_mac=a.dst_mac, peer_dst_mac=a.peer_dst_mac)
+                       dst_mac=a.dst_mac, peer_dst_mac=a.peer_dst_mac, tx_port=a.tx_port)
 
 
 def reflect_header(spec) -> str:
-    where = (f"between {spec.port} and {spec.peer}" if spec.mode == "forward" else f"on {spec.port} ({spec.ip})")
+    where = (f"between {spec.port} and {spec.peer}" if spec.mode == "forward" else f"on {spec.port} ({spec.ip})"
+             + (f", sending by {spec.tx_port}" if spec.tx_port else ""))
     return f"perfkit reflect: {spec.mode} {where} for {spec.duration:g} s (dpdk engine)"
 
 
