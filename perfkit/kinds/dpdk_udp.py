@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from perfkit import sandbox
+from perfkit.kinds import specfile
 from perfkit.fields import SECONDS, check_declared, like, opt, whole_number
 from perfkit.spec import (DPDK_JUMBO_PORTS, DPDK_MAX_BURST, DPDK_MAX_FLOWS, DPDK_MAX_IPS, DPDK_MAX_QUEUES,
                           DPDK_MAX_SIZE, DPDK_MIN_SIZE, DPDK_MODES, DPDK_REFLECT_MODES, DPDK_RING, DPDK_STD_SIZE,
@@ -17,6 +18,8 @@ from perfkit.spec import DPDK_KERNEL_DRIVERS
 from perfkit.units import Rate, parse_duration, parse_rate, parse_size
 
 _int_in = whole_number   # value as an int in lo..hi, else ValueError naming the field
+# a flows file's six-tuple ranges (FIRST-LAST): the field and the count field the range sets
+FILE_RANGES = {"ip": "src_ips", "peer_ip": "dst_ips", "sport": "sports", "dport": "dports"}
 
 
 DPDK_ONLY = {"engine": ("dpdk",)}   # Meta.applies: perfkit flows/reflect --engine socket has no such option
@@ -294,6 +297,13 @@ class DpdkFlows(DpdkSpec):
         if not 0 < rate <= 1e9:
             raise ValueError(f"flow_rate: {self.flow_rate!r} is out of range (above 0, at most 1G/s)")
         put("flow_rate", rate)
+
+    @classmethod
+    def from_file(cls, path, **overrides) -> "DpdkFlows":
+        """DpdkFlows from a TOML flows file (BiTester's -f): its keys are this spec's fields, the
+        six-tuple's ranges as FIRST-LAST (ip, peer_ip, sport, dport; proto = "udp"), sizes, rates,
+        cores (concurrency); the spec's own checks, each error naming FILE:LINE. overrides win."""
+        return specfile.load(path, cls, ranges=FILE_RANGES, fixed={"proto": ("udp",)}, overrides=overrides)
 
     @property
     def flows_total(self) -> int:
@@ -704,6 +714,10 @@ def _flows_parser(sub) -> None:
                      "sockets on loopback (or --lab), both ends in this process (--size, --rate, --flows, "
                      "--duration, --mode)")
     applies(flw.add_argument("--lab", help="socket engine: send from this lab's h1 to its h2"), engine=("socket",))
+    applies(flw.add_argument("--flows-file", metavar="F.toml",
+                             help="the flows from a TOML file (BiTester's -f): keys are the options' fields "
+                                  "(port, peer, rate, sizes, cores, ip = 'A-B', sport = 'A-B', ...); options "
+                                  "given here win"), **DPDK_ONLY)
     add_option(flw, DpdkFlows, "port", default=None)   # no default port: perfkit flows asks for one
     for name in ("peer", "mode", "size", "rate", "flows"):
         add_option(flw, DpdkFlows, name)
@@ -794,6 +808,8 @@ def dpdk_flows_from_args(a) -> DpdkFlows:
     """perfkit flows' spec on the dpdk engine from its parsed arguments."""
     if a.lab:
         raise ValueError("lab: the dpdk engine takes a lab host's namespace as --netns, with an af_packet port")
+    if getattr(a, "flows_file", None):
+        return DpdkFlows.from_file(a.flows_file, **_given_fields(a))
     if not a.port:
         raise ValueError("port: give the DPDK port (--port ring:NAME:0, net_null0, net_memif0,..., "
                          "net_af_packet0,iface=IF)")
@@ -803,6 +819,17 @@ def dpdk_flows_from_args(a) -> DpdkFlows:
                      sports=a.sports, dports=a.dports, sizes=a.sizes, ramp_to=a.ramp_to,
                      ramp_time=a.ramp_time, cores=a.cores, probe_rate=a.probe_rate, probe_size=a.probe_size,
                      bidirectional=a.bidirectional, flow_rate=a.flow_rate, flows_max=a.flows_max, rx_port=a.rx_port)
+
+
+def _given_fields(a) -> dict:
+    """The DpdkFlows fields perfkit flows' command line gave (beside a flows file): the options
+    cli.check_options found given (perfkit_given), else those that differ from their defaults."""
+    names = {f.name for f in dataclasses.fields(DpdkFlows)}
+    given = getattr(a, "perfkit_given", None)
+    if given is None:
+        defaults = {f.name: f.default for f in dataclasses.fields(DpdkFlows)}
+        given = {k for k in names if hasattr(a, k) and getattr(a, k) not in (defaults[k], None)}
+    return {k: getattr(a, k) for k in given if k in names and hasattr(a, k)}
 
 
 def _frames_text(spec) -> str:
