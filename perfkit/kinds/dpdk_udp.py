@@ -15,7 +15,7 @@ from perfkit.spec import (DPDK_JUMBO_PORTS, DPDK_MAX_BURST, DPDK_MAX_FLOWS, DPDK
                           DpdkSpec, LAB_NETS, MAC, MAX_DURATION_S, MAX_MESSAGES, MAX_RATE_PPS, check_dest_ip, check_dpdk_port, check_lab_ipv4,
                           check_netns, parse_sizes, rate_limit, size_pattern)
 from perfkit.spec import DPDK_KERNEL_DRIVERS
-from perfkit.units import Rate, parse_duration, parse_rate, parse_size
+from perfkit.units import Rate, format_time_us, parse_duration, parse_rate, parse_size
 
 _int_in = whole_number   # value as an int in lo..hi, else ValueError naming the field
 # a flows file's six-tuple ranges (FIRST-LAST): the field and the count field the range sets
@@ -870,7 +870,8 @@ def directions_text(s: dict) -> str:
         if rate is not None:
             line += f"  {rate:,.0f} pps  {bps / 1e6:,.3g} Mbps"
         if s.get(f"{way}_lat_p50_us") is not None:
-            line += f"  lat p50 {s[f'{way}_lat_p50_us']:.3g} us p99 {s[f'{way}_lat_p99_us']:.3g} us"
+            line += (f"  lat p50 {format_time_us(s[f'{way}_lat_p50_us'])} p99 "
+                     f"{format_time_us(s[f'{way}_lat_p99_us'])}")
         line += f"  nic tx {n(s[f'{way}_nic_tx'])} rx {n(s[f'{way}_nic_rx'])}"
         text += f"\n    {name:<13} =  {line}"
     return text
