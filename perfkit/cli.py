@@ -689,6 +689,7 @@ def check_options(parser, argv, a) -> None:
     """No option silently ignored: ValueError naming the first one given where its Meta.applies
     (or perfkit.fields.applies) says it means nothing, or given an empty value."""
     given = given_options(parser, argv, a)
+    a.perfkit_given = {x.dest for x, _ in given.values()}   # what the line gave (beside a flows file)
     flags = {x.dest: max(x.option_strings, key=len) for x in _chosen_actions(parser, a) if x.option_strings}
     flags.update({x.dest: name for name, (x, _) in given.items()})
 

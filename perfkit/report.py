@@ -59,6 +59,10 @@ def row_line(row: dict) -> str:
              f"reord {_count(value(row, 'seq_reorder_per_s') * row['interval_s'])}"]
     if row.get("lat_p50_us") is not None:
         parts.append(f"lat p50 {format_time_us(row['lat_p50_us'])} p99 {format_time_us(row['lat_p99_us'])}")
+    for way, name in (("a_to_b", "a>b"), ("b_to_a", "b>a")):   # both directions apart: each one's rx (else tx)
+        rx, tx = row.get(f"{way}_rx_pps"), row.get(f"{way}_tx_pps")
+        if rx is not None or tx is not None:
+            parts.append(f"{name} {_si(rx if rx is not None else tx, '/s')}{'' if rx is not None else ' tx'}")
     parts.append(f"cpu {row['cpu_pct']:.0f}%")
     return "  ".join(parts)
 

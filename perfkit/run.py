@@ -25,7 +25,8 @@ from perfkit import hostmetrics, kinds, savefile, thresholds as _thresholds
 from perfkit.stages import StageMarks
 from perfkit.errors import EngineError
 from perfkit.spec import target_of
-from perfkit.stats import Histogram, keep_groups, make_row, merge_counters, row_schema, summarize
+from perfkit.stats import (Histogram, direction_columns, direction_row, direction_summary, keep_groups, make_row,
+                           merge_counters, row_schema, summarize)
 from perfkit.version import __version__
 
 POLL_S = 0.02  # how often the sampler checks whether the workers have finished
@@ -105,6 +106,8 @@ class Run:
         self.env: dict = {}
         self.error: str | None = None
         self.roles: list[str] = []
+        # (each worker's side, round_trip): a run that reports both directions apart (kinds.directions)
+        self.directions: tuple[list, bool] | None = None
         self._subscribers = list(subscribers)
         self._handle: EngineHandle | None = None
         self._thread: threading.Thread | None = None
@@ -141,6 +144,8 @@ class Run:
             self._handle = self.cluster.handle(self.spec, self.engine_name)
             self.env["hosts"] = self._handle.envs
         self.roles = list(self._handle.roles)
+        if self.cluster is None:
+            self.directions = kinds.directions(self.spec, self.roles)
         extra = getattr(mod, "run_environment", None)   # an engine's own facts: DPDK ports' setup
         if extra is not None:
             self.env.update(extra(self._handle))
@@ -332,12 +337,16 @@ class Run:
             if self._stages is not None:
                 self.summary["stages"] = self._stages.summaries(
                     self.summary["test"], self.roles, getattr(self.spec, "size", 0), kinds.summary_figures(self.spec))
+            if self.directions is not None:   # each way apart, from its sending and receiving workers
+                self.summary.update(direction_summary(workers, [h for _, h in snaps], *self.directions,
+                                                      self.summary["duration_s"]))
             if self.error:
                 self.summary["error"] = self.error
         dt = t - prev_t
         if not final or dt > 1e-3 or not self.rows or workers != prev_workers:
+            ways = direction_row(prev_workers, workers, *self.directions, dt) if self.directions else {}
             self._emit({**make_row(t, dt, merge_counters(prev_workers), merge_counters(workers),
-                                   prev_hist, hist, prev_workers, workers), **host})
+                                   prev_hist, hist, prev_workers, workers), **ways, **host})
         if final:   # host CPU means and peaks, interface totals: from the rows, so after the last
             self.summary.update(hostmetrics.summarize(self.rows))
         return workers, hist, t
@@ -348,10 +357,14 @@ class Run:
         """Every row so far as a polars DataFrame."""
         import polars as pl
         if self._frame is None:
-            schema = {**row_schema(len(self.roles), self.groups), **self.host_schema}
+            schema = {**row_schema(len(self.roles), self.groups), **self._direction_schema(), **self.host_schema}
             self._frame = pl.DataFrame(self.rows, schema=schema, orient="row"
                                        ) if self.rows else pl.DataFrame(schema=schema)
         return self._frame
+
+    def _direction_schema(self) -> dict:
+        import polars as pl
+        return {c: pl.Float64 for c in direction_columns()} if self.directions else {}
 
     def save(self, path, extra: dict | None = None) -> str:
         """Write the run as Parquet: rows as the table, spec/environment/summary/

@@ -360,3 +360,99 @@ def summarize(test: str, totals: list[int], hist: Histogram, workers: list[list[
     out["cpu_pct_by_worker"] = {f"w{i}_{r}": (100.0 * w[busy] / w[wall] if w[wall] else 0.0)
                                 for i, (w, r) in enumerate(zip(workers, roles))}
     return out
+
+
+# ---------------------------------------------------------------- both directions apart
+# A run whose two ends are ports of one engine (DPDK bidirectional, reverse) reports each way on
+# its own: side "a" is the generator's port (and a port it receives its frames back on), side "b"
+# the far end's; a worker's side comes from its kind (perfkit.kinds.directions). a_to_b is sent
+# by side a's workers and received by side b's, b_to_a the other way.
+DIRECTIONS = {"a_to_b": ("a", "b"), "b_to_a": ("b", "a")}
+_DIRECTION_ROW = {
+    "tx_pps": "frames sent per second", "rx_pps": "frames received per second",
+    "tx_bps": "frame bits sent per second", "rx_bps": "frame bits received per second",
+    "lost": "frames lost in this interval (sequence gaps; a round trip: none apart)",
+    "reorder": "frames out of order in this interval", "dup": "duplicate frames in this interval",
+    "lat_mean_us": "mean one-way latency in this interval",
+    "nic_tx_pps": "frames the sending port's NIC counted per second",
+    "nic_rx_pps": "frames the receiving port's NIC counted per second",
+}
+for _d, (_src, _dst) in DIRECTIONS.items():
+    for _k, _label in _DIRECTION_ROW.items():
+        LABELS[f"{_d}_{_k}"] = f"{_src}->{_dst}: {_label}"
+        UNITS[f"{_d}_{_k}"] = ("µs" if _k.endswith("_us") else "bit/s" if _k.endswith("bps")
+                               else "pkt/s" if _k.endswith("pps") else "pkt")
+del _d, _src, _dst, _k, _label
+
+
+def direction_columns() -> tuple[str, ...]:
+    """The row columns of a run with both directions apart, in row order."""
+    return tuple(f"{d}_{k}" for d in DIRECTIONS for k in _DIRECTION_ROW)
+
+
+def _side(workers, sides, side: str, name: str) -> int | None:
+    """A counter summed over the workers on one side; None when no worker of this run is there."""
+    i = INDEX[name]
+    mine = [w[i] for w, s in zip(workers, sides) if s == side]
+    return sum(mine) if mine else None
+
+
+def direction_row(prev_workers, cur_workers, sides, round_trip: bool, dt: float) -> dict:
+    """The direction columns of one row (direction_columns): each way's rates over dt from the
+    workers on its sending and its receiving side. round_trip (reverse mode): the generator
+    checks sequence and latency only on the way back, so no way has its own loss or latency."""
+    row: dict = {}
+    delta = [[c - p for c, p in zip(cw, pw)] for pw, cw in zip(prev_workers, cur_workers)]
+    rate = lambda n: None if n is None or dt <= 0 else n / dt  # noqa: E731
+    for d, (src, dst) in DIRECTIONS.items():
+        got = lambda name, side=dst: _side(delta, sides, side, name)  # noqa: E731
+        tx_bytes, rx_bytes = _side(delta, sides, src, "bytes_tx"), got("bytes_rx")
+        row[f"{d}_tx_pps"] = rate(_side(delta, sides, src, "pkts_tx"))
+        row[f"{d}_rx_pps"] = rate(got("pkts_rx"))
+        row[f"{d}_tx_bps"] = rate(None if tx_bytes is None else 8 * tx_bytes)
+        row[f"{d}_rx_bps"] = rate(None if rx_bytes is None else 8 * rx_bytes)
+        for k, name in (("lost", "seq_lost"), ("reorder", "seq_reorder"), ("dup", "seq_dup")):
+            v = None if round_trip else got(name)
+            row[f"{d}_{k}"] = None if v is None else float(v)
+        n, total = got("lat_count"), got("lat_sum_ns")
+        row[f"{d}_lat_mean_us"] = total / n / 1e3 if n and not round_trip else None
+        row[f"{d}_nic_tx_pps"] = rate(_side(delta, sides, src, "nic_opackets"))
+        row[f"{d}_nic_rx_pps"] = rate(got("nic_ipackets"))
+    return row
+
+
+def direction_summary(workers, hists, sides, round_trip: bool, active_s: float) -> dict:
+    """Each way's whole-run figures, prefixed a_to_b_ and b_to_a_: frames sent and received, lost,
+    reordered, duplicated, loss %, tx/rx pps and bps over active_s, one-way latency (p50, p90, p99,
+    p999, mean, max) and the NIC's counts (nic_tx: the sending port's opackets, nic_rx: the
+    receiving port's ipackets). None where the side is not in this run (a far end in another
+    process). round_trip (reverse): lost = sent - received, counted; no reorder, dup or latency
+    apart (the summary's own are the round trip's)."""
+    out: dict = {}
+    for d, (src, dst) in DIRECTIONS.items():
+        sent, received = _side(workers, sides, src, "pkts_tx"), _side(workers, sides, dst, "pkts_rx")
+        tx_bytes, rx_bytes = _side(workers, sides, src, "bytes_tx"), _side(workers, sides, dst, "bytes_rx")
+        per_s = lambda n: None if n is None or active_s <= 0 else n / active_s  # noqa: E731
+        f = {"sent": sent, "received": received,
+             "tx_pps": per_s(sent), "rx_pps": per_s(received),
+             "tx_bps": per_s(None if tx_bytes is None else 8 * tx_bytes),
+             "rx_bps": per_s(None if rx_bytes is None else 8 * rx_bytes),
+             "nic_tx": _side(workers, sides, src, "nic_opackets"),
+             "nic_rx": _side(workers, sides, dst, "nic_ipackets")}
+        if round_trip:
+            f.update(lost=None if sent is None or received is None else sent - received,
+                     reorder=None, dup=None)
+            f.update({k: None for k in latency_fields(Histogram(), 0, 0, 0)})
+        else:
+            f.update(lost=_side(workers, sides, dst, "seq_lost"), reorder=_side(workers, sides, dst, "seq_reorder"),
+                     dup=_side(workers, sides, dst, "seq_dup"))
+            mine = [i for i, s in enumerate(sides) if s == dst]
+            lo = min((workers[i][INDEX["lat_min_ns"]] for i in mine if workers[i][INDEX["lat_min_ns"]]), default=0)
+            hi = max((workers[i][INDEX["lat_max_ns"]] for i in mine), default=0)
+            f.update(latency_fields(Histogram.merge(hists[i] for i in mine),
+                                    sum(workers[i][INDEX["lat_count"]] for i in mine),
+                                    sum(workers[i][INDEX["lat_sum_ns"]] for i in mine),
+                                    sum(workers[i][INDEX["jitter_sum_ns"]] for i in mine), lo, hi))
+        f["loss_pct"] = None if f["lost"] is None or received is None else loss_pct(received, f["dup"] or 0, f["lost"])
+        out.update({f"{d}_{k}": v for k, v in f.items()})
+    return out

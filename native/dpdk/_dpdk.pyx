@@ -27,7 +27,7 @@ WORKER_KEYS = frozenset((
     "role", "port", "out", "peer", "track", "size", "sizes", "flows", "burst", "rate", "rate_end", "ramp",
     "duration", "dst_mac", "dst_ip", "sport", "dport", "cpu", "drop_every", "src_ips", "dst_ips", "sports",
     "dports", "queue", "flow_first", "probe_rate", "probe_size", "with_worker", "pause",
-    "flows_start", "flow_rate", "rx_cap", "count"))
+    "flows_start", "flow_rate", "rx_cap", "count", "peer_back"))
 
 cdef extern from "rte_version.h":
     const char *rte_version()
@@ -342,6 +342,9 @@ cdef class DpdkEngine(EngineBase):
     dpdk_forward: every frame received on (port, queue) leaves by (out, queue), untouched, or
     with dst_mac: destination dst_mac, source the out port's MAC; with_worker: the index of
     the other direction's dpdk_forward worker, run by this worker's thread (one lcore).
+    dpdk_reflect with out: the reflected frames leave by (out, queue), with the out port's MAC as
+    source (and dst_mac, when given, as destination). dpdk_send with peer_back: its peer receives
+    on this side's own second port what a far end sends back; the destination MAC by ARP.
     With own_ports, close() closes the ports too."""
     cdef pk_dpdk_engine *e
     cdef list ports
@@ -419,6 +422,7 @@ cdef class DpdkEngine(EngineBase):
                 cfgs[i].flow_rate = w.get("flow_rate", 0.0)
                 cfgs[i].rx_cap = w.get("rx_cap", 0.0)
                 cfgs[i].count = w.get("count") or 0
+                cfgs[i].peer_back = int(w.get("peer_back") or 0)
             err[0] = 0
             self.e = pk_dpdk_create(cports, len(self.ports), cfgs, self.n, err, sizeof(err))
             if self.e == NULL:

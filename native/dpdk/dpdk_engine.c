@@ -9,10 +9,12 @@
 #include <rte_errno.h>
 #include <rte_lcore.h>
 
-/* The port's NIC counters into w's block, as deltas from a base (base: take it now). */
+/* The port's NIC counters into w's block, as deltas from a base (base: take it now). A PMD that
+ * starts its counts over (memif frees its queues' counts when the link goes down) adds what it had
+ * counted to nic_gone first: a counter never runs backwards. */
 void pkd_read_nic(worker *w, uint64_t now, int base)
 {
-    uint64_t nic[3];
+    uint64_t nic[PK_NIC_N];
     w->last_nic = now;
     if (!w->nic_owner)   /* port-wide counters: one worker per port reports them */
         return;
@@ -20,11 +22,21 @@ void pkd_read_nic(worker *w, uint64_t now, int base)
         return;
     if (base) {
         memcpy(w->nic_base, nic, sizeof(nic));
+        memcpy(w->nic_raw, nic, sizeof(nic));
+        memset(w->nic_gone, 0, sizeof(w->nic_gone));
         return;
+    }
+    for (int k = 0; k < PK_NIC_N; k++) {
+        if (nic[k] < w->nic_raw[k])
+            w->nic_gone[k] += w->nic_raw[k];
+        w->nic_raw[k] = nic[k];
+        nic[k] += w->nic_gone[k];
     }
     pk_set(&w->c, PK_nic_ierrors, nic[0] - w->nic_base[0]);
     pk_set(&w->c, PK_nic_oerrors, nic[1] - w->nic_base[1]);
     pk_set(&w->c, PK_nic_imissed, nic[2] - w->nic_base[2]);
+    pk_set(&w->c, PK_nic_ipackets, nic[3] - w->nic_base[3]);
+    pk_set(&w->c, PK_nic_opackets, nic[4] - w->nic_base[4]);
 }
 
 /* The ports a worker's thread polls (its own, a forwarder's out port, its guest's): begun
@@ -251,6 +263,27 @@ static int check_worker(pk_dpdk_engine *e, pk_dpdk_port *const *ports, int nport
                     return -1;
                 }
         }
+    } else if (c->role == PK_DPDK_REVERSE && c->out_port >= 0) {
+        if (c->out_port >= nports || !ports[c->out_port] || c->out_port == c->port || ports[c->out_port] == w->port) {
+            pkd_set_err(err, errlen, "worker %d: reverse: tx port %d must be another port of this engine", i,
+                    c->out_port);
+            return -1;
+        }
+        w->out = ports[c->out_port];
+        w->out_pid = w->out->pid;
+        if (c->queue >= w->out->nq || pk_dpdk_port_busy(w->out)) {
+            pkd_set_err(err, errlen, "worker %d: tx port %s: queue %u of %u, or in use by another engine", i,
+                    w->out->name, c->queue, w->out->nq);
+            return -1;
+        }
+        for (int j = 0; j < i; j++) {   /* one sender per tx queue */
+            const pk_dpdk_worker_cfg *o = &e->w[j].cfg;
+            if ((o->port == c->out_port || o->out_port == c->out_port) && o->queue == c->queue) {
+                pkd_set_err(err, errlen, "workers %d and %d would both send on queue %u of port %s", j, i,
+                        c->queue, w->out->name);
+                return -1;
+            }
+        }
     } else if (!(c->rx_cap >= 0) || c->rx_cap > 1e10) {
         pkd_set_err(err, errlen, "worker %d: rx_cap %g out of range 0..1e10", i, c->rx_cap);
         return -1;
@@ -419,7 +452,7 @@ int pk_dpdk_start(pk_dpdk_engine *e, char *err, size_t errlen)
         const pk_dpdk_worker_cfg *c = &e->w[i].cfg;
         if (c->duration_ns > longest)
             longest = c->duration_ns;
-        if (c->role == PK_DPDK_GEN && !c->dst_mac_set && c->peer < 0)
+        if (c->role == PK_DPDK_GEN && !c->dst_mac_set && (c->peer < 0 || c->peer_back))
             arp = PK_DPDK_ARP_NS;
     }
     e->hard_end = rte_rdtsc() + tb_cycles(&e->tb, longest + arp + PK_DPDK_DRAIN_NS);

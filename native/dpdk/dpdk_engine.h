@@ -85,7 +85,9 @@ typedef struct pk_dpdk_worker_cfg {
     /* FORWARD: frames received on (port, queue) leave by (out_port, queue), untouched
      * (io) or, with dst_mac_set, with destination dst_mac and the out port's MAC as
      * source (mac). with_worker: -1, or another FORWARD worker (the other direction)
-     * whose loop this worker's thread runs too: one lcore for both directions. */
+     * whose loop this worker's thread runs too: one lcore for both directions.
+     * REVERSE: -1 (reflect on port), or the port the reflected frames leave by (BiTester's
+     * -t), with that port's MAC as source and dst_mac (when set) as destination. */
     int out_port;
     int with_worker;
     /* RXONLY, tests only: after its first frame, poll nothing for this long (a receiver that
@@ -102,6 +104,9 @@ typedef struct pk_dpdk_worker_cfg {
     /* GEN: stop once this many load frames went out (a counted burst: RFC 2544's back-to-back,
      * sent as fast as the port takes them when unpaced); 0 = until the duration ends */
     uint64_t count;
+    /* GEN with a peer: 1 = the peer receives on this side's own second port what a far end
+     * elsewhere sends back (BiTester's -r): the destination MAC by ARP, as without a peer */
+    int peer_back;
 } pk_dpdk_worker_cfg;
 
 #define PK_DPDK_MAX_WORKERS 16
@@ -195,9 +200,11 @@ int pk_dpdk_port_stats(const pk_dpdk_port *p, uint64_t out[5]);
  * other ports. */
 uint64_t pk_dpdk_port_kernel_missed(pk_dpdk_port *p);
 /* The port's NIC counters as every engine reports them (nic_ierrors, nic_oerrors,
- * nic_imissed, before taking a base): the PMD's ierrors, oerrors, and imissed plus
- * kernel_missed. 0, or -1 when the PMD does not answer. */
-int pk_dpdk_port_nic(pk_dpdk_port *p, uint64_t out[3]);
+ * nic_imissed, nic_ipackets, nic_opackets, before taking a base): the PMD's ierrors,
+ * oerrors, imissed plus kernel_missed, ipackets, opackets. 0, or -1 when the PMD does not
+ * answer. */
+#define PK_NIC_N 5
+int pk_dpdk_port_nic(pk_dpdk_port *p, uint64_t out[PK_NIC_N]);
 /* 1 for a port whose frames come from a Linux stack (af_packet, af_xdp, tap). */
 int pk_dpdk_port_kernel(const pk_dpdk_port *p);
 /* Raw frames from the calling thread, for tests and diagnostics; -1 while an

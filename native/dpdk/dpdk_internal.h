@@ -227,7 +227,7 @@ typedef struct worker {
 
     /* CPU and NIC accounting */
     uint64_t wall0, busy, last_flush, last_nic;
-    uint64_t nic_base[3];
+    uint64_t nic_base[PK_NIC_N], nic_raw[PK_NIC_N], nic_gone[PK_NIC_N];   /* pkd_read_nic */
     int nic_owner;               /* the port's first worker in this engine */
     int cpu_frozen;
 

@@ -41,6 +41,7 @@ cdef extern from "dpdk_engine.h":
         uint32_t flows_start
         double flow_rate
         double rx_cap
+        int peer_back
         uint64_t count
 
     enum: PK_DPDK_MAX_PATTERN

@@ -133,7 +133,7 @@ uint64_t pk_dpdk_port_kernel_missed(pk_dpdk_port *p) { return p->nkfd ? kernel_m
 
 int pk_dpdk_port_kernel(const pk_dpdk_port *p) { return p->kernel; }
 
-int pk_dpdk_port_nic(pk_dpdk_port *p, uint64_t out[3])
+int pk_dpdk_port_nic(pk_dpdk_port *p, uint64_t out[PK_NIC_N])
 {
     struct rte_eth_stats st;
     memset(&st, 0, sizeof(st));
@@ -143,5 +143,7 @@ int pk_dpdk_port_nic(pk_dpdk_port *p, uint64_t out[3])
     out[1] = st.oerrors;
     /* imissed: the PMD's, and what only the kernel counted (af_packet, af_xdp: kernel_missed) */
     out[2] = st.imissed + (p->nkfd ? kernel_missed(p) : 0);
+    out[3] = st.ipackets;
+    out[4] = st.opackets;
     return 0;
 }

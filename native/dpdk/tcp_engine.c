@@ -14,7 +14,7 @@ static void set_err(char *err, size_t len, const char *fmt, ...)
 
 static void read_nic(pk_tcp_engine *e, int base)
 {
-    uint64_t nic[3];
+    uint64_t nic[PK_NIC_N];
     if (e->cfg.queue != 0)
         return;                     /* the port's counters: once, by queue 0's engine */
     if (pk_dpdk_port_nic(e->port, nic) != 0)   /* the dpdk engine's: kernel drops included */
@@ -26,6 +26,8 @@ static void read_nic(pk_tcp_engine *e, int base)
     pk_set(&e->c, PK_nic_ierrors, nic[0] - e->nic_base[0]);
     pk_set(&e->c, PK_nic_oerrors, nic[1] - e->nic_base[1]);
     pk_set(&e->c, PK_nic_imissed, nic[2] - e->nic_base[2]);
+    pk_set(&e->c, PK_nic_ipackets, nic[3] - e->nic_base[3]);
+    pk_set(&e->c, PK_nic_opackets, nic[4] - e->nic_base[4]);
 }
 
 static inline int stopping(const pk_tcp_engine *e) { return pk_engine_stopping(&e->core); }

@@ -146,7 +146,7 @@ struct pk_tcp_engine {
     uint64_t launched;
     int launching, draining;
 
-    uint64_t nic_base[3], last_nic;
+    uint64_t nic_base[PK_NIC_N], last_nic;
     pk_engine core;                 /* its one worker's thread, stop flag, running, error */
     int ran;                        /* started once; -1: and joined since */
     int kernel;                  /* the port takes frames from a Linux stack (tcp_csum_ok) */

@@ -83,7 +83,7 @@ void pkd_gen_resolve(worker *w)
         w->resolved = 1;
         return;
     }
-    if (w->cfg.peer >= 0) {
+    if (w->cfg.peer >= 0 && !w->cfg.peer_back) {
         memcpy(w->dst_mac, w->engine->w[w->cfg.peer].port->mac, 6);
         w->resolved = 1;
         return;

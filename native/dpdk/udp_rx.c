@@ -202,8 +202,16 @@ uint32_t pkd_rx_service(worker *w)
         }
     }
     if (nrefl) {
+        /* a tx port of its own (BiTester's -t): its MAC as source, the next hop's as destination */
+        if (w->out)
+            for (uint32_t i = 0; i < nrefl; i++) {
+                uint8_t *d = rte_pktmbuf_mtod(refl[i], uint8_t *);
+                memcpy(d + 6, w->out->mac, 6);
+                if (w->cfg.dst_mac_set)
+                    memcpy(d, w->cfg.dst_mac, 6);
+            }
         /* the lengths were taken before: once sent, a frame belongs to the receiver */
-        uint16_t k = rte_eth_tx_burst(w->pid, w->queue, refl, (uint16_t)nrefl);
+        uint16_t k = rte_eth_tx_burst(w->out ? w->out_pid : w->pid, w->queue, refl, (uint16_t)nrefl);
         free_frames(refl + k, nrefl - k);
         uint64_t b = 0;
         for (uint16_t i = 0; i < k; i++)

@@ -67,6 +67,16 @@ def summary_extra(spec_obj, handle, roles) -> dict:
     return extra(spec_obj, handle, roles) if extra is not None else {}
 
 
+def directions(spec_obj, roles) -> tuple[list, bool] | None:
+    """(each worker's side, "a" or "b" or None; round_trip) of a run that reports both directions
+    apart (the kind's directions: DPDK bidirectional and reverse runs), else None."""
+    try:
+        fn = getattr(kind_of(spec_obj), "directions", None)
+    except ValueError:
+        return None
+    return fn(spec_obj, roles) if fn is not None else None
+
+
 def plan(spec_obj, engine: str | None = None) -> dict | None:
     """The plain plan spec's kind makes for its engine (the kind's plan(spec): the engine's
     build() reads it); None for a kind that makes none yet, for anything that is not a spec,

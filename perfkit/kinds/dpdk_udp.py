@@ -8,15 +8,18 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from perfkit import sandbox
+from perfkit.kinds import specfile
 from perfkit.fields import SECONDS, check_declared, like, opt, whole_number
 from perfkit.spec import (DPDK_JUMBO_PORTS, DPDK_MAX_BURST, DPDK_MAX_FLOWS, DPDK_MAX_IPS, DPDK_MAX_QUEUES,
                           DPDK_MAX_SIZE, DPDK_MIN_SIZE, DPDK_MODES, DPDK_REFLECT_MODES, DPDK_RING, DPDK_STD_SIZE,
                           DpdkSpec, LAB_NETS, MAC, MAX_DURATION_S, MAX_MESSAGES, MAX_RATE_PPS, check_dest_ip, check_dpdk_port, check_lab_ipv4,
                           check_netns, live_messages_per_second, parse_sizes, rate_limit, size_pattern)
 from perfkit.spec import DPDK_KERNEL_DRIVERS
-from perfkit.units import Rate, parse_duration, parse_rate, parse_size
+from perfkit.units import Rate, format_time_us, parse_duration, parse_rate, parse_size
 
 _int_in = whole_number   # value as an int in lo..hi, else ValueError naming the field
+# a flows file's six-tuple ranges (FIRST-LAST): the field and the count field the range sets
+FILE_RANGES = {"ip": "src_ips", "peer_ip": "dst_ips", "sport": "sports", "dport": "dports"}
 
 
 DPDK_ONLY = {"engine": ("dpdk",)}   # Meta.applies: perfkit flows/reflect --engine socket has no such option
@@ -174,6 +177,14 @@ class DpdkFlows(DpdkSpec):
               "rate; loss and one-way latency counted at both ends"),
         cli_help="with --peer: both ports send and receive", advanced=True,
         applies={**DPDK_ONLY, "mode": ("rxonly",), "peer": True})
+    rx_port: str | None = opt(
+        None,
+        help=("mode reverse with the far end elsewhere: the frames come back on this second port of "
+              "this side (BiTester's -r: receive on one port, send on another); loss and round trips "
+              "are counted there"),
+        unit="a second port here; empty: the frames come back on port", suggestions=("ring:pk2:1",),
+        cli_help="reverse: the frames come back on this second port (BiTester's -r)", advanced=True,
+        applies={**DPDK_ONLY, "mode": ("reverse",)})
     messages: int | str | None = opt(
         None,
         help=("a counted burst: the generators stop once this many load frames went out (split over the "
@@ -196,6 +207,7 @@ class DpdkFlows(DpdkSpec):
                 raise ValueError(f"peer: {self.port} and {self.peer} would be two separate loopback "
                                  "ports (a net_ring vdev receives what it sends); join two ports with "
                                  "ring:NAME:0 and ring:NAME:1")
+        self._check_rx_port(put)
         size = parse_size(self.size, "size")
         if not DPDK_MIN_SIZE <= size <= DPDK_MAX_SIZE:
             raise ValueError(f"size: {size} bytes is out of range {DPDK_MIN_SIZE}..{DPDK_MAX_SIZE} "
@@ -223,7 +235,7 @@ class DpdkFlows(DpdkSpec):
         biggest = max([self.size] + [s for s, _ in self.sizes or ()]
                       + ([self.probe_size] if self.probe_rate else []))
         if biggest > DPDK_STD_SIZE:
-            for name in ("port", "peer"):
+            for name in ("port", "peer", "rx_port"):
                 dev = getattr(self, name)
                 field = "sizes" if self.sizes else "size"
                 if dev is not None and not dev.startswith(DPDK_JUMBO_PORTS):
@@ -258,6 +270,18 @@ class DpdkFlows(DpdkSpec):
             put("dst_mac", str(self.dst_mac).lower())
         self._check_ranges(put)
 
+    def _check_rx_port(self, put):
+        """rx_port (BiTester's -r): a second port of this side, in mode reverse with the far end elsewhere."""
+        if self.rx_port is None:
+            return
+        put("rx_port", check_dpdk_port(self.rx_port, "rx_port", self.netns))
+        if self.mode != "reverse" or self.peer is not None:
+            raise ValueError("rx_port: only in mode reverse with the far end elsewhere (no peer): the "
+                             "frames it sends back come in on rx_port")
+        if self.rx_port.split(",")[0] == self.port.split(",")[0]:
+            raise ValueError(f"rx_port: {self.rx_port!r} is the port itself; leave rx_port out to "
+                             "receive on port")
+
     def _check_growth(self, put):
         """flow_rate and flows_max: flows added while running, both or neither."""
         if (self.flow_rate is None) != (self.flows_max is None):
@@ -273,6 +297,13 @@ class DpdkFlows(DpdkSpec):
         if not 0 < rate <= 1e9:
             raise ValueError(f"flow_rate: {self.flow_rate!r} is out of range (above 0, at most 1G/s)")
         put("flow_rate", rate)
+
+    @classmethod
+    def from_file(cls, path, **overrides) -> "DpdkFlows":
+        """DpdkFlows from a TOML flows file (BiTester's -f): its keys are this spec's fields, the
+        six-tuple's ranges as FIRST-LAST (ip, peer_ip, sport, dport; proto = "udp"), sizes, rates,
+        cores (concurrency); the spec's own checks, each error naming FILE:LINE. overrides win."""
+        return specfile.load(path, cls, ranges=FILE_RANGES, fixed={"proto": ("udp",)}, overrides=overrides)
 
     @property
     def flows_total(self) -> int:
@@ -409,10 +440,19 @@ class DpdkReflect(DpdkSpec):
     dst_mac: str | None = opt(
         None,
         help=("forward: frames leaving port get this destination MAC and port's own MAC as source "
-              "(the next hop's; None = untouched)"),
+              "(the next hop's; None = untouched); reverse with tx_port: the same for the frames leaving "
+              "tx_port (None: back to the sender's MAC)"),
         unit="aa:bb:cc:dd:ee:ff; empty: the peer port's, or ARP",
-        cli_help="forward: the next hop's MAC for frames leaving --port (default: frames untouched)", advanced=True,
-        applies={**DPDK_ONLY, "mode": ("forward",)})
+        cli_help=("forward: the next hop's MAC for frames leaving --port (default: frames untouched); "
+                  "reverse: for frames leaving --tx-port"), advanced=True,
+        applies={**DPDK_ONLY, "mode": ("forward", "reverse")})
+    tx_port: str | None = opt(
+        None,
+        help=("reverse: the reflected frames leave by this second port (BiTester's -t: receive on one "
+              "port, send on another), with its MAC as source and dst_mac (when given) as destination"),
+        unit="a second port here; empty: back out of port", suggestions=("ring:pk2:0",),
+        cli_help="reverse: send the reflected frames out of this second port (BiTester's -t)", advanced=True,
+        applies={**DPDK_ONLY, "mode": ("reverse",)})
     peer_dst_mac: str | None = opt(
         None, help="forward: the same for frames leaving peer",
         cli_help="forward: the next hop's MAC for frames leaving --peer", advanced=True,
@@ -440,10 +480,24 @@ class DpdkReflect(DpdkSpec):
                              f"even number (one lcore per direction and queue), at most {DPDK_MAX_QUEUES}")
 
     def _check_forward(self, put):
+        if self.tx_port is not None:
+            if self.mode != "reverse":
+                raise ValueError(f"tx_port: only mode reverse sends by a second port (not {self.mode})")
+            put("tx_port", check_dpdk_port(self.tx_port, "tx_port", self.netns))
+            if self.tx_port.split(",")[0] == self.port.split(",")[0]:
+                raise ValueError(f"tx_port: {self.tx_port!r} is the port itself; leave tx_port out to send "
+                                 "back out of port")
         if self.mode != "forward":
             for name in ("peer", "dst_mac", "peer_dst_mac"):
+                if name == "dst_mac" and self.tx_port is not None:
+                    continue   # reverse by a tx port: the next hop's MAC
                 if getattr(self, name) is not None:
-                    raise ValueError(f"{name}: only mode forward uses it (a second port and next hops)")
+                    raise ValueError(f"{name}: only mode forward uses it (a second port and next hops)"
+                                     + (" or reverse with tx_port" if name == "dst_mac" else ""))
+            if self.dst_mac is not None:
+                if not MAC.fullmatch(str(self.dst_mac)):
+                    raise ValueError(f"dst_mac: {self.dst_mac!r} is not a MAC address (aa:bb:cc:dd:ee:ff)")
+                put("dst_mac", str(self.dst_mac).lower())
             return
         if self.peer is None:
             raise ValueError("peer: mode forward needs a second port (frames go from port to peer "
@@ -500,6 +554,25 @@ def summary_extra(spec, handle, roles) -> dict:
     return {"flows_seen": max(seen)} if seen else {}
 
 
+def both_ways(spec) -> bool:
+    """DPDK flows whose frames go both ways: bidirectional, or reverse (frames come back)."""
+    return isinstance(spec, DpdkFlows) and (spec.bidirectional or spec.mode == "reverse")
+
+
+def directions(spec, roles) -> tuple[list, bool] | None:
+    """Both directions apart (perfkit.stats.direction_summary): a bidirectional or reverse DpdkFlows
+    run's workers by side, "a" on the generator's port, "b" on the peer's (a reverse run with its
+    reflector elsewhere has side a only); round_trip in reverse mode. None for other runs, and for a
+    run whose workers are not its plan's (a cluster's)."""
+    if not both_ways(spec):
+        return None
+    _, workers = ports_and_workers(spec)
+    if len(workers) != len(roles):
+        return None
+    # port 1 is the peer's (side b), or this side's own rx_port (side a)
+    return ["b" if w["port"] == 1 and spec.rx_port is None else "a" for w in workers], spec.mode == "reverse"
+
+
 LIVE_RATE = {DpdkFlows: live_rate}   # perfkit.run.Run.set_rate: the specs whose rate changes while running
 
 
@@ -536,6 +609,14 @@ def ports_and_workers(spec) -> tuple[list[tuple[str, str]], list[dict]]:
                 "rate_end": spec.ramp_end_per_second / n, "ramp": spec.ramp_time or 0.0,
                 "probe_rate": spec.probe_rate.value / n if spec.probe_rate else 0.0,
                 "probe_size": spec.probe_size, "count": _split(spec.messages, n, k)[1] if spec.messages else 0})
+        if spec.rx_port is not None:
+            # the far end is elsewhere and sends back into rx_port: a receiver per queue there counts
+            # loss and round trips (its one-way latency from this host's timestamps); the generators
+            # ARP for their destination as without a peer (peer_back)
+            back = [{"role": "dpdk_recv", "port": 1, "queue": k, "flows": spec.flows_total, "burst": spec.burst,
+                     "duration": spec.duration} for k in range(n)]
+            return [(spec.port, spec.ip), (spec.rx_port, spec.ip)], back + [
+                {**g, "track": False, "peer": k, "peer_back": 1} for k, g in enumerate(gens)]
         if spec.peer is None:
             if spec.dst_mac is None and spec.port.startswith("net_null"):
                 for g in gens:
@@ -563,9 +644,11 @@ def ports_and_workers(spec) -> tuple[list[tuple[str, str]], list[dict]]:
                    for rx, out, mac in ways for q in range(queues)]
         return [(spec.port, None), (spec.peer, None)], workers
     if isinstance(spec, DpdkReflect):
-        return [(spec.port, spec.ip)], [{"role": "dpdk_recv" if spec.mode == "rxonly" else "dpdk_reflect",
-                                         "port": 0, "queue": k, "flows": spec.flows, "burst": spec.burst,
-                                         "duration": spec.duration, "dst_ips": spec.ips} for k in range(n)]
+        out = {"out": 1, "dst_mac": spec.dst_mac} if spec.tx_port is not None else {}   # BiTester's -t
+        ports = [(spec.port, spec.ip)] + ([(spec.tx_port, spec.ip)] if spec.tx_port is not None else [])
+        return ports, [{"role": "dpdk_recv" if spec.mode == "rxonly" else "dpdk_reflect",
+                        "port": 0, "queue": k, "flows": spec.flows, "burst": spec.burst,
+                        "duration": spec.duration, "dst_ips": spec.ips, **out} for k in range(n)]
     raise ValueError(f"engine: dpdk runs DpdkFlows and DpdkReflect specs, not {type(spec).__name__}")
 
 
@@ -606,6 +689,8 @@ def _split(total: int, parts: int, k: int) -> tuple[int, int]:
 TITLE = {DpdkReflect: lambda spec: (f"dpdk {spec.mode} on {spec.port}",)}
 TITLE_HEAD = {DpdkFlows: lambda spec: f"dpdk {spec.mode} {spec.port}" + (f" → {spec.peer}" if spec.peer else "")}
 LAYOUT = {DpdkFlows: "dpdk_flows", DpdkReflect: "dpdk"}   # perfkit.ui.charts.LAYOUTS: the dashboard's charts (flows: with the target rate)
+# a spec's own layout: flows reporting both directions apart (directions) chart each way as well
+LAYOUT_PICK = {DpdkFlows: lambda spec: "dpdk_flows_ways" if both_ways(spec) else "dpdk_flows"}
 TASKS = {DpdkFlows: ("run", "search"), DpdkReflect: ("run",)}   # the panel's tasks: a rate search beside a run
 
 
@@ -623,13 +708,17 @@ def _flows_parser(sub) -> None:
                      "sockets on loopback (or --lab), both ends in this process (--size, --rate, --flows, "
                      "--duration, --mode)")
     applies(flw.add_argument("--lab", help="socket engine: send from this lab's h1 to its h2"), engine=("socket",))
+    applies(flw.add_argument("--flows-file", metavar="F.toml",
+                             help="the flows from a TOML file (BiTester's -f): keys are the options' fields "
+                                  "(port, peer, rate, sizes, cores, ip = 'A-B', sport = 'A-B', ...); options "
+                                  "given here win"), **DPDK_ONLY)
     add_option(flw, DpdkFlows, "port", default=None)   # no default port: perfkit flows asks for one
     for name in ("peer", "mode", "size", "rate", "flows"):
         add_option(flw, DpdkFlows, name)
     add_option(flw, DpdkFlows, "duration", default=None)   # None: 10s, or a --search trial's 1s
     for name in ("ip", "peer_ip", "dst_mac", "sport", "dport", "burst", "src_ips", "dst_ips", "sports", "dports",
                  "sizes", "ramp_to", "ramp_time", "probe_rate", "probe_size", "bidirectional", "flow_rate",
-                 "flows_max", "messages"):
+                 "flows_max", "messages", "rx_port"):
         add_option(flw, DpdkFlows, name)
     _dpdk_options(flw)
     search_options(flw)
@@ -643,7 +732,7 @@ def _reflect_parser(sub) -> None:
                      "--ip:--udp-port (rxonly or reverse; --netns for a lab host)")
     add_option(rfl, DpdkReflect, "port", default=None)   # no default port: perfkit reflect asks for one
     add_option(rfl, SocketReflect, "port")                # --udp-port
-    for name in ("mode", "peer", "dst_mac", "peer_dst_mac", "duration"):
+    for name in ("mode", "peer", "tx_port", "dst_mac", "peer_dst_mac", "duration"):
         add_option(rfl, DpdkReflect, name)
     add_option(rfl, DpdkReflect, "ip", default=None)      # the engine's own: DPDK's or the socket's
     for name in ("flows", "burst", "ips"):
@@ -713,6 +802,8 @@ def dpdk_flows_from_args(a) -> DpdkFlows:
     """perfkit flows' spec on the dpdk engine from its parsed arguments."""
     if a.lab:
         raise ValueError("lab: the dpdk engine takes a lab host's namespace as --netns, with an af_packet port")
+    if getattr(a, "flows_file", None):
+        return DpdkFlows.from_file(a.flows_file, **_given_fields(a))
     if not a.port:
         raise ValueError("port: give the DPDK port (--port ring:NAME:0, net_null0, net_memif0,..., "
                          "net_af_packet0,iface=IF)")
@@ -721,7 +812,18 @@ def dpdk_flows_from_args(a) -> DpdkFlows:
                      dport=a.dport, burst=a.burst, netns=a.netns, src_ips=a.src_ips, dst_ips=a.dst_ips,
                      sports=a.sports, dports=a.dports, sizes=a.sizes, ramp_to=a.ramp_to,
                      ramp_time=a.ramp_time, cores=a.cores, probe_rate=a.probe_rate, probe_size=a.probe_size,
-                     bidirectional=a.bidirectional, flow_rate=a.flow_rate, flows_max=a.flows_max)
+                     bidirectional=a.bidirectional, flow_rate=a.flow_rate, flows_max=a.flows_max, rx_port=a.rx_port)
+
+
+def _given_fields(a) -> dict:
+    """The DpdkFlows fields perfkit flows' command line gave (beside a flows file): the options
+    cli.check_options found given (perfkit_given), else those that differ from their defaults."""
+    names = {f.name for f in dataclasses.fields(DpdkFlows)}
+    given = getattr(a, "perfkit_given", None)
+    if given is None:
+        defaults = {f.name: f.default for f in dataclasses.fields(DpdkFlows)}
+        given = {k for k in names if hasattr(a, k) and getattr(a, k) not in (defaults[k], None)}
+    return {k: getattr(a, k) for k in given if k in names and hasattr(a, k)}
 
 
 def _frames_text(spec) -> str:
@@ -733,6 +835,8 @@ def _frames_text(spec) -> str:
 
 def flows_header(spec) -> str:
     far = f"{spec.peer} ({spec.mode})" if spec.peer else f"{spec.peer_ip} ({spec.mode}, elsewhere)"
+    if spec.rx_port:
+        far += f", back on {spec.rx_port}"
     return (f"perfkit flows: {_frames_text(spec)}, {spec.rate or 'unlimited'}"
             f"{f' rising to {spec.ramp_to} over {spec.ramp_time:g} s' if spec.ramp_to else ''}, {spec.flows} flow(s)"
             f"{f' growing to {spec.flows_max} at {spec.flow_rate:g}/s' if spec.flows_max else ''}, "
@@ -746,9 +850,30 @@ def flows_flood(spec) -> tuple | None:
     return None
 
 
-def flows_summary_extra(s: dict) -> str:
-    """The lines perfkit flows adds to the summary: p99.99 latency, the probes' latency."""
+def directions_text(s: dict) -> str:
+    """Both directions apart (a bidirectional or reverse run): one line each, a -> b and b -> a."""
     text = ""
+    n = lambda v: "-" if v is None else f"{v:,}"  # noqa: E731
+    for way, name in (("a_to_b", "a -> b"), ("b_to_a", "b -> a")):
+        if f"{way}_sent" not in s:
+            continue
+        rate = s[f"{way}_rx_pps"] if s[f"{way}_rx_pps"] is not None else s[f"{way}_tx_pps"]
+        bps = s[f"{way}_rx_bps"] if s[f"{way}_rx_bps"] is not None else s[f"{way}_tx_bps"]
+        line = (f"sent {n(s[f'{way}_sent'])}  received {n(s[f'{way}_received'])}  lost {n(s[f'{way}_lost'])}"
+                f"  reorder {n(s[f'{way}_reorder'])}  dup {n(s[f'{way}_dup'])}")
+        if rate is not None:
+            line += f"  {rate:,.0f} pps  {bps / 1e6:,.3g} Mbps"
+        if s.get(f"{way}_lat_p50_us") is not None:
+            line += (f"  lat p50 {format_time_us(s[f'{way}_lat_p50_us'])} p99 "
+                     f"{format_time_us(s[f'{way}_lat_p99_us'])}")
+        line += f"  nic tx {n(s[f'{way}_nic_tx'])} rx {n(s[f'{way}_nic_rx'])}"
+        text += f"\n    {name:<13} =  {line}"
+    return text
+
+
+def flows_summary_extra(s: dict) -> str:
+    """The lines perfkit flows adds to the summary: p99.99 latency, the probes' latency, each direction."""
+    text = directions_text(s)
     if s.get("lat_p9999_us") is not None:
         text += f"\n    {'lat p99.99':<13} =  {s['lat_p9999_us']:.1f} us"
     if s.get("probe_tx"):
@@ -760,7 +885,7 @@ def flows_summary_extra(s: dict) -> str:
 
 def socket_reflect_from_args(a) -> SocketReflect:
     """perfkit reflect --engine socket: a kernel UDP socket on --ip:--udp-port."""
-    for k, default in (("port", None), ("peer", None), ("dst_mac", None), ("peer_dst_mac", None)):
+    for k, default in (("port", None), ("peer", None), ("tx_port", None), ("dst_mac", None), ("peer_dst_mac", None)):
         if getattr(a, k) != default:
             raise ValueError(f"{k.replace('_', '-')}: a DPDK option; the socket engine serves --ip:--udp-port")
     return SocketReflect(host=a.ip or "127.0.0.1", port=a.udp_port, mode=a.mode, flows=a.flows,
@@ -783,11 +908,12 @@ def dpdk_reflect_from_args(a) -> DpdkReflect:
         raise ValueError("port: give the DPDK port (--port ring:NAME:1, net_memif0,..., net_af_packet0,iface=IF)")
     return DpdkReflect(port=a.port, mode=a.mode, duration=a.duration, ip=a.ip or "198.18.0.2", flows=a.flows,
                        burst=a.burst, netns=a.netns, ips=a.ips, cores=a.cores, peer=a.peer,
-                       dst_mac=a.dst_mac, peer_dst_mac=a.peer_dst_mac)
+                       dst_mac=a.dst_mac, peer_dst_mac=a.peer_dst_mac, tx_port=a.tx_port)
 
 
 def reflect_header(spec) -> str:
-    where = (f"between {spec.port} and {spec.peer}" if spec.mode == "forward" else f"on {spec.port} ({spec.ip})")
+    where = (f"between {spec.port} and {spec.peer}" if spec.mode == "forward" else f"on {spec.port} ({spec.ip})"
+             + (f", sending by {spec.tx_port}" if spec.tx_port else ""))
     return f"perfkit reflect: {spec.mode} {where} for {spec.duration:g} s (dpdk engine)"
 
 

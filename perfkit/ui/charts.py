@@ -49,6 +49,8 @@ COLOURS = {   # one colour per metric (a row column, or what a computed trace sh
     "sock_current": "#9467bd", "sock_open_per_s": "#1f77b4", "sock_close_per_s": "#aec7e8",
     "sock_error_per_s": "#8c564b", "retransmits": "#17becf", "rst_rx_per_s": "#ff9896",
     "rst_tx_per_s": "#e377c2", "tcp_drop_per_s": "#8c564b", "http_rate": "#7f7f7f", "http_users": "#2ca02c",
+    "a_to_b_rx_pps": "#1f77b4", "b_to_a_rx_pps": "#ff7f0e", "a_to_b_tx_pps": "#aec7e8", "b_to_a_tx_pps": "#ffbb78",
+    "a_to_b_lat_mean_us": "#1f77b4", "b_to_a_lat_mean_us": "#ff7f0e",
 }
 
 
@@ -126,6 +128,15 @@ DPDK_FLOWS_PANELS = (   # DPDK UDP flows (DpdkFlows): the frames/s panel also sh
     *DPDK_PANELS[1:],
 )
 
+DPDK_WAYS_PANELS = (   # DPDK flows reporting both directions apart (bidirectional, reverse): each way too
+    *DPDK_FLOWS_PANELS,
+    ("each direction (frames/s)", _RATE_AXIS,
+     [_line("a_to_b_rx_pps", "a_to_b_rx_pps", "a→b rx pkt/s"), _line("b_to_a_rx_pps", "b_to_a_rx_pps", "b→a rx pkt/s"),
+      _line("a_to_b_tx_pps", "a_to_b_tx_pps", "a→b tx pkt/s"), _line("b_to_a_tx_pps", "b_to_a_tx_pps", "b→a tx pkt/s")]),
+    ("each direction: one-way latency (µs)", {"type": "log"},
+     [_line("a_to_b_lat_mean_us", "a_to_b_lat_mean_us", "a→b mean µs"), _line("b_to_a_lat_mean_us", "b_to_a_lat_mean_us", "b→a mean µs")]),
+)
+
 HTTP_ERRORS = [_line("http_err_per_s", "http_err_per_s", "failed requests/s"), _line("err_connect_per_s", "err_connect_per_s", "connect errors/s"),
                _line("err_timeout_per_s", "err_timeout_per_s", "timeouts/s"), _line("err_reset_per_s", "err_reset_per_s", "resets/s"),
                _line("err_read_per_s", "err_read_per_s", "cut short/s"), _line("err_tls_per_s", "err_tls_per_s")]
@@ -182,7 +193,8 @@ DPDK_TCP_PANELS = (   # HTTP over perfkit's TCP on DPDK (DpdkHttpClient, DpdkHtt
     _CPU,
 )
 
-LAYOUTS = {"socket": PANELS, "dpdk": DPDK_PANELS, "dpdk_flows": DPDK_FLOWS_PANELS, "http": HTTP_PANELS,
+LAYOUTS = {"socket": PANELS, "dpdk": DPDK_PANELS, "dpdk_flows": DPDK_FLOWS_PANELS, "dpdk_flows_ways": DPDK_WAYS_PANELS,
+           "http": HTTP_PANELS,
            "http_serve": HTTP_SERVE_PANELS, "dpdk_tcp": DPDK_TCP_PANELS}
 for _kind in kinds.KINDS:   # layouts a kind brings along (its LAYOUTS: (name or None, key, colour) traces)
     for _name, _panels in getattr(_kind, "LAYOUTS", {}).items():
@@ -192,8 +204,10 @@ COLS = 2
 
 
 def layout_name(spec) -> str:
-    """Which layout suits spec (a name in LAYOUTS): its kind's LAYOUT says, socket for anything else."""
-    return kinds.lookup(spec, "LAYOUT", "socket")
+    """Which layout suits spec (a name in LAYOUTS): its kind's LAYOUT says (for a spec instance its
+    LAYOUT_PICK, when it has one: e.g. DPDK flows with both directions apart), socket for anything else."""
+    pick = None if isinstance(spec, type) else kinds.lookup(spec, "LAYOUT_PICK")
+    return pick(spec) if pick is not None else kinds.lookup(spec, "LAYOUT", "socket")
 
 
 def layout_for(spec):

@@ -112,7 +112,11 @@
     X(flows_active,    GAUGE, "flow", control,  "flows being sent now")                           \
     /* DPDK TCP: a whole exchange whose close the peer never acknowledged (our FIN retransmitted    \
      * to the end: a peer that drops FINs for sockets it closed, as dperf does); not sock_error */ \
-    X(close_timeout,   SUM,   "conn", sock,     "connections closed by timeout after a whole exchange")
+    X(close_timeout,   SUM,   "conn", sock,     "connections closed by timeout after a whole exchange") \
+    /* the PMD's frame counts of a port (DPDK): one worker per port writes them, so a run's      \
+     * directions each read their sending port's opackets and their receiving port's ipackets */ \
+    X(nic_ipackets,    SUM,   "pkt",  nic,      "NIC frames received")                             \
+    X(nic_opackets,    SUM,   "pkt",  nic,      "NIC frames sent")
 
 enum pk_counter_kind { PK_SUM = 0, PK_GAUGE = 1, PK_MIN = 2, PK_MAX = 3 };
 
