@@ -748,8 +748,8 @@ def _read(path, source: str) -> bytes:
 # ------------------------------------------------------------------ dperf's output layout
 
 # dperf's per-second and total blocks (its src/net_stats.c): its names, its lines, its grouping.
-# A name perfkit has no counter for prints "-" (never a made-up 0): tcpTx, udpTx, arpTx, icmpTx,
-# tosRx, udpDrop, ackDup. The values are dperf's: bits without the 4-byte FCS perfkit's bytes
+# Every name has its counter (tcpTx..icmpTx: frames handed to the transmit queue, as dperf
+# counts them; a name without one would print "-", never a made-up 0). The values are dperf's: bits without the 4-byte FCS perfkit's bytes
 # count, pktTx with the frames the port did not take (dropTx), a server's http2XX the responses
 # it sent. perfkit's own JSON and polars columns keep perfkit's names and meanings (bytes_tx
 # with FCS, pkts_tx what the port took).
@@ -757,13 +757,13 @@ FCS_BYTES = 4
 LAYOUT = (
     (("pktRx", "pkts_rx"), ("pktTx", "dperf_pkt_tx"), ("bitsRx", "dperf_bits_rx"), ("bitsTx", "dperf_bits_tx"),
      ("dropTx", "drop_tx")),
-    (("tcpRx", "tcp_rx"), ("tcpTx", None), ("udpRx", "udp_rx"), ("udpTx", None)),
-    (("arpRx", "arp_rx"), ("arpTx", None), ("icmpRx", "icmp_rx"), ("icmpTx", None)),
-    (("tosRx", None), ("otherRx", "other_rx"), ("badRx", "bad_rx")),
+    (("tcpRx", "tcp_rx"), ("tcpTx", "tcp_tx"), ("udpRx", "udp_rx"), ("udpTx", "udp_tx")),
+    (("arpRx", "arp_rx"), ("arpTx", "arp_tx"), ("icmpRx", "icmp_rx"), ("icmpTx", "icmp_tx")),
+    (("tosRx", "tos_rx"), ("otherRx", "other_rx"), ("badRx", "bad_rx")),
     (("synRx", "syn_rx"), ("synTx", "syn_tx"), ("finRx", "fin_rx"), ("finTx", "fin_tx"),
      ("rstRx", "rst_rx"), ("rstTx", "rst_tx")),
     (("synRt", "retrans_syn"), ("finRt", "retrans_fin"), ("ackRt", "retrans_ack"), ("pushRt", "retrans_push")),
-    (("tcpDrop", "tcp_drop"), ("udpDrop", None), ("ackDup", None)),
+    (("tcpDrop", "tcp_drop"), ("udpDrop", "udp_drop"), ("ackDup", "ack_dup")),
     (("skOpen", "sock_open"), ("skClose", "sock_close"), ("skCon", "sock_current"), ("skErr", "sock_error"),
      ("rtt(us)", "rtt_us")),
     (("httpGet", "http_get"), ("httpPost", "http_post"), ("http2XX", "http_2xx"), ("httpErr", "http_err")),

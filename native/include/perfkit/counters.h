@@ -110,7 +110,16 @@
     X(flows_active,    GAUGE, "flow", control,  "flows being sent now")                           \
     /* DPDK TCP: a whole exchange whose close the peer never acknowledged (our FIN retransmitted    \
      * to the end: a peer that drops FINs for sockets it closed, as dperf does); not sock_error */ \
-    X(close_timeout,   SUM,   "conn", sock,     "connections closed by timeout after a whole exchange")
+    X(close_timeout,   SUM,   "conn", sock,     "connections closed by timeout after a whole exchange") \
+    /* DPDK TCP: frames handed to the transmit queue by kind, as dperf counts them (a frame the     \
+     * port then drops is in drop_tx as well), and dperf's other receive counts */                 \
+    X(tcp_tx,          SUM,   "pkt",  tcp,      "TCP frames sent")                                 \
+    X(udp_tx,          SUM,   "pkt",  tcp,      "UDP frames sent")                                 \
+    X(arp_tx,          SUM,   "pkt",  tcp,      "ARP frames sent")                                 \
+    X(icmp_tx,         SUM,   "pkt",  tcp,      "ICMP and ICMPv6 frames sent")                     \
+    X(tos_rx,          SUM,   "pkt",  tcp,      "IP packets received with this side's tos (tos set)") \
+    X(udp_drop,        SUM,   "pkt",  tcp,      "UDP datagrams received for no socket")            \
+    X(ack_dup,         SUM,   "pkt",  tcp,      "duplicate ACKs received (nothing new, data out)")
 
 enum pk_counter_kind { PK_SUM = 0, PK_GAUGE = 1, PK_MIN = 2, PK_MAX = 3 };
 
