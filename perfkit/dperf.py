@@ -54,7 +54,7 @@ REFUSED = {
     "vxlan": "VXLAN encapsulation is not built in perfkit's DPDK TCP engine",
     "kni": "KNI is gone from DPDK (22.11 has no rte_kni): reach the kernel through a tap or af_packet port",
     "change_dip": "a flood's destination address list is not built (one server range a port)",
-    "pipeline": "UDP pipelining needs protocol udp, which perfkit's DPDK engines do not run for dperf",
+    "pipeline": "UDP pipelining, several requests out at once on a socket, is not built: one at a time",
 }
 
 class DperfError(ValueError):
@@ -139,9 +139,6 @@ class DperfConfig:
             raise self.error(None, "no 'mode' line (mode client | server)")
         if not self.ports:
             raise self.error(None, "no 'port' line (port DEVICE ADDRESS GATEWAY [GATEWAY_MAC])")
-        if self.protocol == "udp":
-            raise self.error("protocol", "udp: perfkit's DPDK TCP engine runs dperf's tcp and http, not its UDP "
-                             "client and server")
         if not self.servers:
             raise self.error(None, "no 'server' line (server ADDRESS COUNT)")
         nports = len(self.ports)
@@ -168,7 +165,8 @@ class DperfConfig:
         common = dict(port=first[0], ip=first[1], netns=netns, queues=queues, listen=self.listen[0],
                       listen_num=self.listen[1], mss=self.mss, tos=self.tos, vlan=self.vlan,
                       tcp_rst=self.tcp_rst, server_num=self.servers[0][1], cpus=tuple(self.cpu),
-                      retransmit_timeout=self.retransmit_timeout, raw=raw)
+                      retransmit_timeout=self.retransmit_timeout, raw=raw,
+                      protocol="udp" if self.protocol == "udp" else "tcp")
         if self.tx_burst is not None:
             common["burst"] = min(self.tx_burst, 256)
         try:
@@ -771,6 +769,8 @@ LAYOUT = (
 )
 # dperf's line for a non-HTTP payload (packet_size under 70 bytes) in place of the http one
 RAW_LINE = (("tcpReq", "http_req"), ("tcpRsp", "http_resp"))
+# protocol udp: its requests that got no answer in place of TCP's retransmits
+UDP_LINE = (("udpRt", "udp_rt"),)
 GAUGES = {"sock_current"}
 # what dperf's names are made of, from perfkit's counters (a dperf name's key -> (counter, scale))
 DERIVED = {"dperf_bits_rx": (("bytes_rx", 8), ("pkts_rx", -8 * FCS_BYTES)),
@@ -778,14 +778,17 @@ DERIVED = {"dperf_bits_rx": (("bytes_rx", 8), ("pkts_rx", -8 * FCS_BYTES)),
            "dperf_pkt_tx": (("pkts_tx", 1), ("drop_tx", 1))}
 
 
-def layout(mode: str = "client", raw: bool = False, keepalive: bool = False) -> tuple:
+def layout(mode: str = "client", raw: bool = False, keepalive: bool = False, udp: bool = False) -> tuple:
     """dperf's lines for this side: rtt(us) only on a client without keep-alive (as dperf
-    prints it), tcpReq/tcpRsp in place of the HTTP line for a raw payload."""
+    prints it), tcpReq/tcpRsp in place of the HTTP line for a raw payload, udpRt in place of
+    the retransmits with protocol udp."""
     lines = list(LAYOUT)
     if mode == "server" or keepalive:
         lines[7] = lines[7][:4]
     if raw:
         lines[8] = RAW_LINE
+    if udp:
+        lines[5] = UDP_LINE
     return tuple(lines)
 
 
@@ -806,7 +809,7 @@ def _count(row: dict, key: str, per_interval: bool) -> int:
 
 def _values(row: dict, per_interval: bool, mode: str = "client") -> dict:
     out = {}
-    for line in (*LAYOUT, RAW_LINE):
+    for line in (*LAYOUT, RAW_LINE, UDP_LINE):
         for _, key in line:
             if key is None:
                 continue
@@ -830,19 +833,20 @@ def second_label(row: dict) -> int:
 
 
 def seconds_block(row: dict, mode: str = "client", raw: bool = False, keepalive: bool = False,
-                  prefix: str = "") -> str:
+                  udp: bool = False, prefix: str = "") -> str:
     """dperf's block for one row: what happened in that interval (cpuUsage: each worker's)."""
     cpus = [row[k] for k in sorted((k for k in row if k.startswith("cpu_pct_w")), key=lambda k: int(k[9:]))]
     usage = " ".join(f"{c:<4.0f}" for c in cpus) if cpus else f"{row.get('cpu_pct', 0.0):.0f}"
     head = f"seconds {second_label(row):<18} cpuUsage {usage}".rstrip()
-    text = f"\n{head}\n{_block(_values(row, True, mode), layout(mode, raw, keepalive))}"
+    text = f"\n{head}\n{_block(_values(row, True, mode), layout(mode, raw, keepalive, udp))}"
     return "\n".join(prefix + line if line else line for line in text.split("\n")) if prefix else text
 
 
-def total_block(row: dict, mode: str = "client", raw: bool = False, keepalive: bool = False) -> str:
+def total_block(row: dict, mode: str = "client", raw: bool = False, keepalive: bool = False,
+                udp: bool = False) -> str:
     """dperf's closing block: totals (the last row's cumulative counters)."""
     return ("\n-----------------------\nperfkit dperf: test finished\n-----------------------\n"
-            f"\nTotal Numbers:\n{_block(_values(row, False, mode), layout(mode, raw, keepalive))}"
+            f"\nTotal Numbers:\n{_block(_values(row, False, mode), layout(mode, raw, keepalive, udp))}"
             "\n-----------------------")
 
 

@@ -66,7 +66,10 @@ static int handle_ip6(pk_tcp_engine *e, struct rte_mbuf *m, uint8_t *d, uint32_t
         return tcp_handle_icmp6(e, m, d, l2, ip, ip + IP6_LEN + xlen, plen);
     if (nh == 17) {
         cnt(e, PK_udp_rx);
-        cnt(e, PK_udp_drop);        /* no UDP sockets in TCP mode: dropped, as dperf counts it */
+        if (e->cfg.udp)
+            tcp_udp_in(e, ip + 8, ip + 24, 16, ip + IP6_LEN + xlen, plen, sum16(ip + 8, 32, 0), now);
+        else
+            cnt(e, PK_udp_drop);    /* no UDP sockets in TCP mode: dropped, as dperf counts it */
         return 0;
     }
     if (nh != 6) {
@@ -173,7 +176,10 @@ int tcp_handle_frame(pk_tcp_engine *e, struct rte_mbuf *m, uint64_t now)
     }
     if (ip[9] == 17) {
         cnt(e, PK_udp_rx);
-        cnt(e, PK_udp_drop);
+        if (e->cfg.udp)
+            tcp_udp_in(e, ip + 12, ip + 16, 4, l4, l4len, sum16(ip + 12, 8, 0), now);
+        else
+            cnt(e, PK_udp_drop);
         return 0;
     }
     if (ip[9] != 6) {

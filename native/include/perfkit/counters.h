@@ -119,7 +119,9 @@
     X(icmp_tx,         SUM,   "pkt",  tcp,      "ICMP and ICMPv6 frames sent")                     \
     X(tos_rx,          SUM,   "pkt",  tcp,      "IP packets received with this side's tos (tos set)") \
     X(udp_drop,        SUM,   "pkt",  tcp,      "UDP datagrams received for no socket")            \
-    X(ack_dup,         SUM,   "pkt",  tcp,      "duplicate ACKs received (nothing new, data out)")
+    X(ack_dup,         SUM,   "pkt",  tcp,      "duplicate ACKs received (nothing new, data out)")  \
+    /* DPDK TCP engine, dperf's protocol udp: a client's request that got no answer (dperf's udpRt) */ \
+    X(udp_rt,          SUM,   "req",  tcp,      "UDP requests unanswered (timed out)")
 
 enum pk_counter_kind { PK_SUM = 0, PK_GAUGE = 1, PK_MIN = 2, PK_MAX = 3 };
 
