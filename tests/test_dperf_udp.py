@@ -90,3 +90,84 @@ def test_perfkit_dperf_runs_two_udp_confs_and_prints_udpRt(tmp_path):
     assert cli["httpGet"] == cli["udpTx"] == srv["udpRx"] == srv["httpGet"] == srv["http2XX"] == srv["udpTx"] == n
     assert cli["udpRx"] == cli["http2XX"] == cli["skClose"] == n and cli["udpRt"] == cli["udpDrop"] == 0
     assert cli["tcpTx"] == srv["tcpTx"] == cli["synTx"] == 0
+
+
+# Linux's UDP on the other side (a lab: the DPDK port on h1's veth, h2's kernel): a socket in
+# h2 sends N requests to the perfkit server and prints the answers it got and their first line;
+# or answers each request it gets with an HTTP response until a line on stdin, printing how many.
+LINUX_CLIENT = r"""
+import socket, sys
+srv, n = sys.argv[1], int(sys.argv[2])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(2)
+got, first = 0, set()
+for i in range(n):
+    s.sendto(b"GET /udp HTTP/1.1\r\nHost: lab\r\n\r\n", (srv, 80))
+    try:
+        data, addr = s.recvfrom(65535)
+    except socket.timeout:
+        continue
+    if addr == (srv, 80):
+        got += 1
+        first.add(data.split(b"\r\n", 1)[0].decode())
+print(got, *sorted(first))
+"""
+LINUX_SERVER = r"""
+import select, socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((sys.argv[1], 8080))
+body = b"x" * 100
+resp = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+n = 0
+print("READY", flush=True)
+while True:
+    r = select.select([s, sys.stdin], [], [], 30)[0]
+    if not r or sys.stdin in r:
+        break
+    data, addr = s.recvfrom(65535)
+    if data.startswith(b"GET "):
+        s.sendto(resp, addr)
+        n += 1
+print(n, flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def lab():
+    from _labs import lab_module_or_skip, offload_off_lab
+    with offload_off_lab(lab_module_or_skip()) as lab:
+        yield lab
+
+
+def test_udp_server_answers_linux_and_udp_client_asks_linux(eal, lab):
+    """A second implementation on each side: h2's kernel sockets take every answer of the perfkit
+    UDP server (their checksums checked by Linux), and a Linux UDP server in h2 answers every
+    request of the perfkit UDP client."""
+    import subprocess
+    import sys
+    from test_dperf_lab import peer_ip, port_of, run_client, serving_h2, server
+    which, h2, n = port_of(lab), lab.hosts[1], 50
+    with serving_h2(lab, server(lab, protocol="udp", payload_size=300), settle=0.2) as (run, s):
+        rc, out, err = run([sys.executable, "-P", "-c", LINUX_CLIENT, which["ip"], str(n)], timeout=120)
+    assert rc == 0, err
+    got, *first = out.strip().split(maxsplit=1)
+    print(f"Linux client: {got} answers of {n}, {first}; server {s['http_get']} GET, {s['udp_tx']} sent")
+    assert int(got) == n == s["http_get"] == s["http_2xx"] == s["udp_tx"]
+    assert first == ["HTTP/1.1 200 OK"] and s["bad_rx"] == s["udp_drop"] == 0
+    srv = lab.popen(h2, [sys.executable, "-P", "-c", LINUX_SERVER, h2.ipv4], stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert srv.stdout.readline().strip() == "READY", srv.stderr.read()
+        c, _ = run_client(DpdkHttpClient(**which, clients=((which["ip"], 1),), server=peer_ip(lab), listen=8080,
+                                         cps=200, duration=1, protocol="udp"))
+        srv.stdin.write("done\n")
+        srv.stdin.flush()
+        answered = int(srv.stdout.readline())
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+        srv.wait(timeout=10)
+    print(f"perfkit client: {c['http_req']} requests, {c['http_2xx']} 2xx, udp_rt {c['udp_rt']}; Linux answered "
+          f"{answered}")
+    assert c["http_req"] >= 150 and c["http_req"] == answered == c["http_2xx"] + c["udp_rt"]
+    assert c["udp_rt"] == 0 and c["bad_rx"] == 0 and c["sock_open"] == c["sock_close"] == c["http_req"]
