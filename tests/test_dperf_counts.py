@@ -147,3 +147,18 @@ def test_duplicate_acks_from_a_linux_client_on_a_lossy_path(eal, lab):
     assert lossy["ack_dup"] > 0 and lossy["retrans_push"] > 0
     assert lossy["ack_dup"] <= lossy["tcp_rx"]
     no_leaks()
+
+
+def test_tos_rx_counts_a_linux_peers_marked_pings(eal, lab):
+    """h2 pings with TOS 0x10 (ping -Q), then without: a server with tos 0x10 counts the marked
+    echo requests only (dperf's tosRx: its own tos, when it has one)."""
+    from test_dperf_lab import port_of, serving_h2, server
+    if not shutil.which("ping"):
+        pytest.skip("ping is not installed")
+    which, n = port_of(lab), 4
+    with serving_h2(lab, server(lab, tos=0x10), settle=0.2) as (run, c):
+        for q in ("0x10", "0"):
+            rc, out, err = run(["ping", "-n", "-Q", q, "-c", str(n), "-i", "0.2", "-W", "2", which["ip"]], timeout=60)
+            assert rc == 0 and f"{n} received" in out, out + err
+    print({k: c[k] for k in ("tos_rx", "icmp_rx", "icmp_tx")})
+    assert c["icmp_rx"] == c["icmp_tx"] == 2 * n and c["tos_rx"] == n
