@@ -880,6 +880,9 @@ def summary_lines(row: dict, summary: dict, active_s: float | None = None) -> st
     rt = g("retrans_syn") + g("retrans_fin") + g("retrans_ack") + g("retrans_push")
     lines.append(f"    {'retransmits':<13} =  {rt:,} ({g('retrans_syn'):,} syn, {g('retrans_fin'):,} fin, "
                  f"{g('retrans_push'):,} data)")
+    if g("udp_tx") or g("udp_rx"):   # protocol udp: its datagrams, the requests unanswered
+        lines.append(f"    {'udp':<13} =  {g('udp_tx'):,} sent, {g('udp_rx'):,} received, {g('udp_rt'):,} "
+                     f"unanswered, {g('udp_drop'):,} dropped")
     if summary.get("rtt_count"):
         lines.append(f"    {'first_rtt':<13} =  mean {format_time_us(summary['rtt_mean_us'])}  max "
                      f"{format_time_us(summary['rtt_max_us'])} ({summary['rtt_count']:,} handshakes)")

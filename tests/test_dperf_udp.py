@@ -91,6 +91,7 @@ def test_perfkit_dperf_runs_two_udp_confs_and_prints_udpRt(tmp_path):
     assert cli["httpGet"] == cli["udpTx"] == srv["udpRx"] == srv["httpGet"] == srv["http2XX"] == srv["udpTx"] == n
     assert cli["udpRx"] == cli["http2XX"] == cli["skClose"] == n and cli["udpRt"] == cli["udpDrop"] == 0
     assert cli["tcpTx"] == srv["tcpTx"] == cli["synTx"] == 0
+    assert f"udp           =  {n:,} sent, {n:,} received, 0 unanswered, 0 dropped" in cli_part
 
 
 # Linux's UDP on the other side (a lab: the DPDK port on h1's veth, h2's kernel): a socket in
