@@ -14,6 +14,10 @@ Rows:
              response), 1400-byte responses (headers + body = 1400 B: one segment)
   cc 1K/16K  concurrent connections held (`--cc` target) and Gbit/s of response bytes
              with 1 KiB and 16 KiB response bodies
+  udp        dperf's protocol udp (request and answer one datagram each): requests/s at
+             `--udp-cps` sockets/s, one request a socket, and on `--ka-cc` keep-alive sockets
+             (next request 1 us after each answer); unanswered requests (udp_rt) count as
+             retransmits
 Also per run: first-packet RTT (SYN -> SYN-ACK, where the engine counts it), each side's
 busy share of its core (cycles in loop passes that moved a packet / all cycles).
 No peer tool here (dperf is not packaged): absolute numbers for this machine, with the
@@ -156,7 +160,7 @@ def one_run(a, name: str, payload: int, keepalive_srv: bool, profile: bool = Fal
     """One server process and one client run; both sides' totals and the client's rows."""
     import perfkit
     from perfkit.spec import DpdkHttpClient
-    srv = Server(a, payload, keepalive_srv)
+    srv = Server(a, payload, keepalive_srv, {"protocol": client_kw["protocol"]} if "protocol" in client_kw else None)
     try:
         spec = DpdkHttpClient(port=f"net_memif1,role=client,socket={srv.sock}{a.memif_args}", clients=CLIENTS,
                               ip="198.18.0.1", lport_range=(1024, 65535), duration=a.duration,
@@ -213,6 +217,7 @@ def one_run(a, name: str, payload: int, keepalive_srv: bool, profile: bool = Fal
     steady = [r for r in rows[1:-1] if r["interval_s"] > 0.5] or rows[-1:]
     sc = s["c"]
     retrans = sum(x[k] for x in (c, sc) for k in ("retrans_syn", "retrans_fin", "retrans_ack", "retrans_push"))
+    retrans += c.get("udp_rt", 0)   # protocol udp: a request that got no answer
     sent = c["pkts_tx"] + sc["pkts_tx"]
     out = {
         "name": name, "c": c, "s": sc, "rows": rows, "err": run.error or s["err"],
@@ -291,7 +296,8 @@ def main() -> int:
                          "ride out a few ms of the peer being descheduled)")
     ap.add_argument("--perf", nargs="*", default=["keepalive", "cps 20k"],
                     help="runs (name prefixes) whose workers perf records for 2 s: cycles by DSO")
-    ap.add_argument("--only", nargs="*", default=["cps", "keepalive", "cc"])
+    ap.add_argument("--udp-cps", default="200k", help="sockets/s of the udp run with one request a socket")
+    ap.add_argument("--only", nargs="*", default=["cps", "keepalive", "cc"], help="cps keepalive cc udp")
     ap.add_argument("--out", default=str(Path(__file__).with_name("RESULTS-dperf.md")),
                     help="results file: this run's section goes on top, earlier ones stay below")
     a = ap.parse_args()
@@ -342,6 +348,16 @@ def main() -> int:
             table.append((f"concurrent connections / Gbit/s, {label} bodies, cc {cc}",
                           "failed" if r is None else f"{r['cc']:,.0f} / {r['gbps']:.2f} Gbit/s ({r['rps']:,.0f} req/s)"
                           + ("" if r["clean"] else " (not clean)"), "-", r))
+    if "udp" in a.only:
+        for label, kw in ((f"UDP requests/s, one a socket at {a.udp_cps} sockets/s (64 B body)",
+                           dict(cps=si(a.udp_cps))),
+                          (f"UDP keep-alive requests/s, {a.ka_cc} sockets (64 B body)",
+                           dict(cps=si(a.cc_cps), cc=a.ka_cc, keepalive="1us"))):
+            r = guarded(a, "udp keep-alive" if "cc" in kw else f"udp {a.udp_cps}", 64, "cc" in kw, protocol="udp", **kw)
+            if r is not None:
+                results.append(r)
+            table.append((label, "failed" if r is None else f"{r['rps']:,.0f}" + ("" if r["clean"] else " (not clean)"),
+                          "-", r))
     load1 = os.getloadavg()
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,

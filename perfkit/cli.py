@@ -721,8 +721,8 @@ def main(argv=None) -> int:
 
 
 def _dperf_side(cfg, spec) -> tuple:
-    """(mode, raw, keepalive) of a conf: which of dperf's lines its blocks carry."""
-    return cfg.mode, spec.raw, bool(spec.keepalive)
+    """(mode, raw, keepalive, udp) of a conf: which of dperf's lines its blocks carry."""
+    return cfg.mode, spec.raw, bool(spec.keepalive), spec.protocol == "udp"
 
 
 def _dperf_printer(a, cfg, spec, tag: str | None):

@@ -54,7 +54,7 @@ REFUSED = {
     "vxlan": "VXLAN encapsulation is not built in perfkit's DPDK TCP engine",
     "kni": "KNI is gone from DPDK (22.11 has no rte_kni): reach the kernel through a tap or af_packet port",
     "change_dip": "a flood's destination address list is not built (one server range a port)",
-    "pipeline": "UDP pipelining needs protocol udp, which perfkit's DPDK engines do not run for dperf",
+    "pipeline": "UDP pipelining, several requests out at once on a socket, is not built: one at a time",
 }
 
 class DperfError(ValueError):
@@ -139,9 +139,6 @@ class DperfConfig:
             raise self.error(None, "no 'mode' line (mode client | server)")
         if not self.ports:
             raise self.error(None, "no 'port' line (port DEVICE ADDRESS GATEWAY [GATEWAY_MAC])")
-        if self.protocol == "udp":
-            raise self.error("protocol", "udp: perfkit's DPDK TCP engine runs dperf's tcp and http, not its UDP "
-                             "client and server")
         if not self.servers:
             raise self.error(None, "no 'server' line (server ADDRESS COUNT)")
         nports = len(self.ports)
@@ -168,7 +165,8 @@ class DperfConfig:
         common = dict(port=first[0], ip=first[1], netns=netns, queues=queues, listen=self.listen[0],
                       listen_num=self.listen[1], mss=self.mss, tos=self.tos, vlan=self.vlan,
                       tcp_rst=self.tcp_rst, server_num=self.servers[0][1], cpus=tuple(self.cpu),
-                      retransmit_timeout=self.retransmit_timeout, raw=raw)
+                      retransmit_timeout=self.retransmit_timeout, raw=raw,
+                      protocol="udp" if self.protocol == "udp" else "tcp")
         if self.tx_burst is not None:
             common["burst"] = min(self.tx_burst, 256)
         try:
@@ -748,8 +746,8 @@ def _read(path, source: str) -> bytes:
 # ------------------------------------------------------------------ dperf's output layout
 
 # dperf's per-second and total blocks (its src/net_stats.c): its names, its lines, its grouping.
-# A name perfkit has no counter for prints "-" (never a made-up 0): tcpTx, udpTx, arpTx, icmpTx,
-# tosRx, udpDrop, ackDup. The values are dperf's: bits without the 4-byte FCS perfkit's bytes
+# Every name has its counter (tcpTx..icmpTx: frames handed to the transmit queue, as dperf
+# counts them; a name without one would print "-", never a made-up 0). The values are dperf's: bits without the 4-byte FCS perfkit's bytes
 # count, pktTx with the frames the port did not take (dropTx), a server's http2XX the responses
 # it sent. perfkit's own JSON and polars columns keep perfkit's names and meanings (bytes_tx
 # with FCS, pkts_tx what the port took).
@@ -757,13 +755,13 @@ FCS_BYTES = 4
 LAYOUT = (
     (("pktRx", "pkts_rx"), ("pktTx", "dperf_pkt_tx"), ("bitsRx", "dperf_bits_rx"), ("bitsTx", "dperf_bits_tx"),
      ("dropTx", "drop_tx")),
-    (("tcpRx", "tcp_rx"), ("tcpTx", None), ("udpRx", "udp_rx"), ("udpTx", None)),
-    (("arpRx", "arp_rx"), ("arpTx", None), ("icmpRx", "icmp_rx"), ("icmpTx", None)),
-    (("tosRx", None), ("otherRx", "other_rx"), ("badRx", "bad_rx")),
+    (("tcpRx", "tcp_rx"), ("tcpTx", "tcp_tx"), ("udpRx", "udp_rx"), ("udpTx", "udp_tx")),
+    (("arpRx", "arp_rx"), ("arpTx", "arp_tx"), ("icmpRx", "icmp_rx"), ("icmpTx", "icmp_tx")),
+    (("tosRx", "tos_rx"), ("otherRx", "other_rx"), ("badRx", "bad_rx")),
     (("synRx", "syn_rx"), ("synTx", "syn_tx"), ("finRx", "fin_rx"), ("finTx", "fin_tx"),
      ("rstRx", "rst_rx"), ("rstTx", "rst_tx")),
     (("synRt", "retrans_syn"), ("finRt", "retrans_fin"), ("ackRt", "retrans_ack"), ("pushRt", "retrans_push")),
-    (("tcpDrop", "tcp_drop"), ("udpDrop", None), ("ackDup", None)),
+    (("tcpDrop", "tcp_drop"), ("udpDrop", "udp_drop"), ("ackDup", "ack_dup")),
     (("skOpen", "sock_open"), ("skClose", "sock_close"), ("skCon", "sock_current"), ("skErr", "sock_error"),
      ("rtt(us)", "rtt_us")),
     (("httpGet", "http_get"), ("httpPost", "http_post"), ("http2XX", "http_2xx"), ("httpErr", "http_err")),
@@ -771,6 +769,8 @@ LAYOUT = (
 )
 # dperf's line for a non-HTTP payload (packet_size under 70 bytes) in place of the http one
 RAW_LINE = (("tcpReq", "http_req"), ("tcpRsp", "http_resp"))
+# protocol udp: its requests that got no answer in place of TCP's retransmits
+UDP_LINE = (("udpRt", "udp_rt"),)
 GAUGES = {"sock_current"}
 # what dperf's names are made of, from perfkit's counters (a dperf name's key -> (counter, scale))
 DERIVED = {"dperf_bits_rx": (("bytes_rx", 8), ("pkts_rx", -8 * FCS_BYTES)),
@@ -778,14 +778,17 @@ DERIVED = {"dperf_bits_rx": (("bytes_rx", 8), ("pkts_rx", -8 * FCS_BYTES)),
            "dperf_pkt_tx": (("pkts_tx", 1), ("drop_tx", 1))}
 
 
-def layout(mode: str = "client", raw: bool = False, keepalive: bool = False) -> tuple:
+def layout(mode: str = "client", raw: bool = False, keepalive: bool = False, udp: bool = False) -> tuple:
     """dperf's lines for this side: rtt(us) only on a client without keep-alive (as dperf
-    prints it), tcpReq/tcpRsp in place of the HTTP line for a raw payload."""
+    prints it), tcpReq/tcpRsp in place of the HTTP line for a raw payload, udpRt in place of
+    the retransmits with protocol udp."""
     lines = list(LAYOUT)
     if mode == "server" or keepalive:
         lines[7] = lines[7][:4]
     if raw:
         lines[8] = RAW_LINE
+    if udp:
+        lines[5] = UDP_LINE
     return tuple(lines)
 
 
@@ -806,7 +809,7 @@ def _count(row: dict, key: str, per_interval: bool) -> int:
 
 def _values(row: dict, per_interval: bool, mode: str = "client") -> dict:
     out = {}
-    for line in (*LAYOUT, RAW_LINE):
+    for line in (*LAYOUT, RAW_LINE, UDP_LINE):
         for _, key in line:
             if key is None:
                 continue
@@ -830,19 +833,20 @@ def second_label(row: dict) -> int:
 
 
 def seconds_block(row: dict, mode: str = "client", raw: bool = False, keepalive: bool = False,
-                  prefix: str = "") -> str:
+                  udp: bool = False, prefix: str = "") -> str:
     """dperf's block for one row: what happened in that interval (cpuUsage: each worker's)."""
     cpus = [row[k] for k in sorted((k for k in row if k.startswith("cpu_pct_w")), key=lambda k: int(k[9:]))]
     usage = " ".join(f"{c:<4.0f}" for c in cpus) if cpus else f"{row.get('cpu_pct', 0.0):.0f}"
     head = f"seconds {second_label(row):<18} cpuUsage {usage}".rstrip()
-    text = f"\n{head}\n{_block(_values(row, True, mode), layout(mode, raw, keepalive))}"
+    text = f"\n{head}\n{_block(_values(row, True, mode), layout(mode, raw, keepalive, udp))}"
     return "\n".join(prefix + line if line else line for line in text.split("\n")) if prefix else text
 
 
-def total_block(row: dict, mode: str = "client", raw: bool = False, keepalive: bool = False) -> str:
+def total_block(row: dict, mode: str = "client", raw: bool = False, keepalive: bool = False,
+                udp: bool = False) -> str:
     """dperf's closing block: totals (the last row's cumulative counters)."""
     return ("\n-----------------------\nperfkit dperf: test finished\n-----------------------\n"
-            f"\nTotal Numbers:\n{_block(_values(row, False, mode), layout(mode, raw, keepalive))}"
+            f"\nTotal Numbers:\n{_block(_values(row, False, mode), layout(mode, raw, keepalive, udp))}"
             "\n-----------------------")
 
 
@@ -876,6 +880,9 @@ def summary_lines(row: dict, summary: dict, active_s: float | None = None) -> st
     rt = g("retrans_syn") + g("retrans_fin") + g("retrans_ack") + g("retrans_push")
     lines.append(f"    {'retransmits':<13} =  {rt:,} ({g('retrans_syn'):,} syn, {g('retrans_fin'):,} fin, "
                  f"{g('retrans_push'):,} data)")
+    if g("udp_tx") or g("udp_rx"):   # protocol udp: its datagrams, the requests unanswered
+        lines.append(f"    {'udp':<13} =  {g('udp_tx'):,} sent, {g('udp_rx'):,} received, {g('udp_rt'):,} "
+                     f"unanswered, {g('udp_drop'):,} dropped")
     if summary.get("rtt_count"):
         lines.append(f"    {'first_rtt':<13} =  mean {format_time_us(summary['rtt_mean_us'])}  max "
                      f"{format_time_us(summary['rtt_max_us'])} ({summary['rtt_count']:,} handshakes)")

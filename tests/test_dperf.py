@@ -166,7 +166,11 @@ def test_spec_level_errors_name_the_keyword_line():
     err(BASE + "cps 1k\nlisten 80 1\nhttp_path index.html\n", r"t.conf:8: http_path: .* does not start with /")
     err(BASE + "cps 1k\ncc 100\n", r"t.conf:7: cc: a concurrency target needs keepalive")
     err(BASE, r"t.conf: no 'cps' or 'cc' line")
-    err(BASE + "protocol udp\n", r"t.conf:6: protocol: udp: perfkit's DPDK TCP engine runs dperf's tcp and http")
+    err(BASE + "cps 1k\nprotocol udp\nflood\n", r"flood: a SYN flood is TCP's: not with protocol udp")
+    err("mode server\nport ring:a:1 198.18.0.2 198.18.0.1\nserver 198.18.0.2 1\nprotocol udp\npayload_size 1500\n",
+        r"t.conf:\d: protocol: udp sends the response in one datagram: 1500 B is above 1472 B")
+    assert dperf.parse(BASE + "cps 1k\nprotocol udp\n").to_spec().protocol == "udp"
+    assert dperf.parse(BASE + "cps 1k\nprotocol http\n").to_spec().protocol == "tcp"
     err(BASE + "cps 1k\ncpu 0-8\n", r"t.conf:7: cpu: 9 CPUs: at most 8 workers")
     err(BASE + "cps 1k\nport ring:b:0 198.18.0.3 198.18.0.2\n", r"t.conf:5: server: 1 server lines for 2 ports")
     srv = dperf.parse("mode server\nport ring:a:1 198.18.0.2 198.18.0.1\nserver 198.18.0.9 1\n").to_spec()

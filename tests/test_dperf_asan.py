@@ -1,7 +1,8 @@
 """The DPDK TCP engine's receive path (native/dpdk/tcp_*.c) under ASan and UBSan, outside Python:
 tests/native/tcp_frame_fuzz.c is linked with the engine and hands its real tcp_handle_frame()
 random IPv6 and IPv4 frames, each in a heap block of exactly its length, so a read past
-any frame is a sanitizer report (fatal). Server and client engines of both families;
+any frame is a sanitizer report (fatal). Server and client engines of both families, TCP and
+protocol udp (whose frames are mostly datagrams to the sockets of its table);
 most frames carry valid checksums and some hit live sockets in sequence, so parsing goes
 through TCP, HTTP, ICMPv6 echo and Neighbor Discovery, not only the first checks. A fifth
 of the IPv6 frames carry extension-header chains (perfkit/ip6ext.h's walk: well formed,
@@ -47,8 +48,14 @@ def test_random_frames_under_asan(driver, seed):
     assert p.returncode == 0, p.stderr[-4000:]
     assert "runtime error" not in p.stderr and "AddressSanitizer" not in p.stderr, p.stderr[-4000:]
     rows = {m.group(1): {k: int(v) for k, v in re.findall(r"(\w+) (\d+)", m.group(2))}
-            for m in re.finditer(r"^(ipv[46]-\w+) (.*)$", p.stdout, re.M)}
-    assert set(rows) == {"ipv6-server", "ipv6-client", "ipv4-server", "ipv4-client"}, p.stdout
+            for m in re.finditer(r"^(ipv[46]-[\w-]+) (.*)$", p.stdout, re.M)}
+    udp = {"ipv6-udp-server", "ipv6-udp-client", "ipv4-udp-server", "ipv4-udp-client"}
+    assert set(rows) == {"ipv6-server", "ipv6-client", "ipv4-server", "ipv4-client"} | udp, p.stdout
+    for name in udp:   # protocol udp (tcp_udp.c): datagrams to the table's sockets, answered or dropped
+        r = rows.pop(name)
+        assert r["frames"] == 30000 and r["seen"] >= r["frames"] and r["tcp"] < 100, (name, r)
+        assert r["bad"] > 1000 and r["icmp"] > 1000 and r["udp_tx"] > 100 and r["udp_drop"] > 100, (name, r)
+        assert r["requests"] > 100 and (r["responses"] > 10 if "client" in name else r["opened"] == 0), (name, r)
     for name, r in rows.items():
         assert r["frames"] == 30000 and r["seen"] >= r["frames"], (name, r)
         assert r["bad"] > 1000 and r["tcp"] > 1000 and r["icmp"] > 1000 and r["replies"] > 0, (name, r)

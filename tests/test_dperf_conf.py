@@ -26,8 +26,7 @@ MANUAL = ("mode", "daemon", "quiet", "keepalive", "pipeline", "cpu", "socket_mem
           "fast_close", "http_method", "keepalive_request_interval")
 
 # files refused by the keyword they use, and why
-REFUSED = {"client-udp.conf": r"client-udp.conf:2: protocol: udp: perfkit's DPDK TCP engine runs dperf's tcp",
-           "server-vxlan.conf": r"server-vxlan.conf:4: vxlan: not run by perfkit: VXLAN",
+REFUSED = {"server-vxlan.conf": r"server-vxlan.conf:4: vxlan: not run by perfkit: VXLAN",
            "server-kni.conf": r"server-kni.conf:1: kni: not run by perfkit: KNI is gone from DPDK"}
 
 

@@ -54,6 +54,7 @@ cdef extern from "tcp_engine.h":
         int nown
         int disable_ack
         int raw
+        int udp
 
     ctypedef struct pk_tcp_engine:
         pass

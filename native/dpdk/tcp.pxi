@@ -19,7 +19,7 @@ TCP_WORKER_KEYS = frozenset((
     "mss", "tos", "vlan", "tcp_rst", "rto", "retries", "burst", "duration", "msg", "keepalive", "cps", "cc",
     "ka_interval", "ka_requests", "launch_num", "slow_start", "wait", "fast_close", "flood", "cpu",
     "port", "queue", "own",
-    "disable_ack", "raw"))
+    "disable_ack", "raw", "udp"))
 
 
 cdef class TcpEngine(EngineBase):
@@ -138,6 +138,7 @@ cdef class TcpEngine(EngineBase):
         cfg.cpu = c.get("cpu", -1)
         cfg.disable_ack = 1 if c.get("disable_ack") else 0
         cfg.raw = 1 if c.get("raw") else 0
+        cfg.udp = 1 if c.get("udp") else 0
         own = list(c.get("own") or ())
         if len(own) > PK_TCP_MAX_OWN:
             raise ValueError(f"own: at most {PK_TCP_MAX_OWN} address ranges")

@@ -241,6 +241,11 @@ pk_tcp_engine *pk_tcp_create(pk_dpdk_port *port, const pk_tcp_cfg *cfg, char *er
         set_err(err, errlen, "tcp: a field is out of range (the spec checks them: use perfkit's specs)");
         return NULL;
     }
+    if (cfg->udp && (cfg->flood || cfg->msg_len > PK_TCP_UDP_MAX_MSG(cfg->ipv6))) {
+        set_err(err, errlen, "udp: the message is %u bytes: one datagram holds at most %u (no flood)",
+                cfg->msg_len, PK_TCP_UDP_MAX_MSG(cfg->ipv6));
+        return NULL;
+    }
     uint64_t slots = 0;
     for (int r = 0; r < cfg->nranges; r++)
         slots += cfg->client_num[r];

@@ -86,7 +86,13 @@ typedef struct pk_tcp_cfg {
     /* dperf's non-HTTP payload: a SERVER answers each request segment with msg; a CLIENT's
      * response is msg_len bytes back (no HTTP parsed) */
     int raw;
+    /* dperf's protocol udp: a request in one datagram, its answer in one (tcp_udp.c); msg
+     * fits one frame */
+    int udp;
 } pk_tcp_cfg;
+
+/* protocol udp: a message's bytes in one 1500-byte IP packet (IPv4 or IPv6 and UDP headers) */
+#define PK_TCP_UDP_MAX_MSG(ipv6) ((ipv6) ? 1452u : 1472u)
 
 typedef struct pk_tcp_engine pk_tcp_engine;
 

@@ -304,6 +304,10 @@ void tcp_client_request(pk_tcp_engine *e, uint32_t idx, uint64_t now)
 
 void tcp_client_close(pk_tcp_engine *e, uint32_t idx, uint64_t now)
 {
+    if (e->cfg.udp) {
+        tcp_udp_close(e, idx);
+        return;
+    }
     tsock *s = &e->socks[idx];
     tcp_timer_del(e, idx);
     if (e->cfg.fast_close) {
@@ -388,6 +392,10 @@ void tcp_launch(pk_tcp_engine *e, uint64_t now, uint64_t t_start)
         e->current++;
         cnt(e, PK_sock_open);
         pk_set(&e->c, PK_sock_current, e->current);
+        if (e->cfg.udp) {           /* protocol udp: the request at once, no handshake */
+            tcp_udp_open(e, idx, now);
+            continue;
+        }
         tcp_sock_tx(e, idx, s->iss, TH_SYN, 0, 0);
         tcp_timer_add(e, idx, TL_RTO, now);
     }

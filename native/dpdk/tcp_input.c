@@ -1,5 +1,6 @@
 /* TCP input: a segment's options, then its socket's state machine. */
 #include "tcp_internal.h"
+#include "tcp_counts.h"
 
 static void open_server(pk_tcp_engine *e, uint32_t idx, const seg *g, uint64_t now)
 {
@@ -183,6 +184,7 @@ static void handle_tcp(pk_tcp_engine *e, const seg *g, uint64_t now)
         s->retries = 0;
         tcp_timer_del(e, idx);
     }
+    count_dup_ack(e, s, g);
     s->win = g->win;
     if (take_ack(e, s, g->ack) != 0) {
         cnt(e, PK_tcp_drop);

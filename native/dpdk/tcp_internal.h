@@ -227,6 +227,13 @@ void tcp_client_close(pk_tcp_engine *e, uint32_t idx, uint64_t now);
 void tcp_client_response(pk_tcp_engine *e, uint32_t idx, uint64_t now);
 void tcp_launch(pk_tcp_engine *e, uint64_t now, uint64_t t_start);
 
+/* tcp_udp.c (dperf's protocol udp) */
+void tcp_udp_open(pk_tcp_engine *e, uint32_t idx, uint64_t now);
+void tcp_udp_timer(pk_tcp_engine *e, uint32_t idx, uint64_t now);
+void tcp_udp_close(pk_tcp_engine *e, uint32_t idx);
+void tcp_udp_in(pk_tcp_engine *e, const uint8_t *sa, const uint8_t *da, uint32_t alen, const uint8_t *l4,
+                uint32_t len, uint64_t pseudo, uint64_t now);
+
 #pragma GCC visibility pop
 
 static inline uint16_t rd16(const uint8_t *p) { return (uint16_t)((p[0] << 8) | p[1]); }

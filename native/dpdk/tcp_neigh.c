@@ -47,6 +47,7 @@ int tcp_handle_arp(pk_tcp_engine *e, uint8_t *d, uint32_t len, uint32_t l2)
     memcpy(arp + 14, &tpa, 4);
     memcpy(d, arp + 18, 6);
     memcpy(d + 6, e->mac, 6);
+    cnt(e, PK_arp_tx);
     return 1;
 }
 
@@ -71,6 +72,7 @@ void tcp_send_arp_request(pk_tcp_engine *e)
     memcpy(a + 8, e->mac, 6);
     memcpy(a + 14, &e->cfg.ip, 4);
     memcpy(a + 24, &e->cfg.gateway_ip, 4);
+    cnt(e, PK_arp_tx);
     tx_put(e, m);
 }
 
@@ -115,6 +117,7 @@ static void tx_icmp6(pk_tcp_engine *e, const uint8_t *dmac, const uint8_t *src, 
     ic[2] = ic[3] = 0;
     uint16_t ck = (uint16_t)~fold(sum16(ic, blen, sum16(ip + 8, 32, ph6_tail(blen, 58))));
     memcpy(ic + 2, &ck, 2);
+    cnt(e, PK_icmp_tx);
     tx_put(e, m);
 }
 
@@ -168,6 +171,7 @@ int tcp_handle_icmp6(pk_tcp_engine *e, struct rte_mbuf *m, uint8_t *d, uint32_t 
         memcpy(ic + 2, &c, 2);
         m->data_len = (uint16_t)(l2 + IP6_LEN + plen);
         m->pkt_len = l2 + IP6_LEN + plen;
+        cnt(e, PK_icmp_tx);
         return 1;
     }
     if (type != 135 && type != 136)

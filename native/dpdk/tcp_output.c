@@ -130,6 +130,7 @@ static inline void seg_offload(const pk_tcp_engine *e, struct rte_mbuf *m, int i
 /* Queue a built segment; count its flags when the queue took it. */
 static void tx_seg_put(pk_tcp_engine *e, struct rte_mbuf *m, uint8_t flags)
 {
+    cnt(e, PK_tcp_tx);
     if (!tx_put(e, m))
         return;
     if (flags & TH_SYN)

@@ -1,5 +1,6 @@
 /* Receive: a burst of frames, Ethernet (802.1Q), IPv4 and IPv6 headers checked, to TCP or ICMP. */
 #include "tcp_internal.h"
+#include "tcp_counts.h"
 
 /* A TCP segment's checksum over the pseudo header's sum `pseudo` and len bytes from l4.
  * A Linux sender on a veth leaves the checksum to an offload (CHECKSUM_PARTIAL): the field
@@ -52,6 +53,7 @@ static int handle_ip6(pk_tcp_engine *e, struct rte_mbuf *m, uint8_t *d, uint32_t
         cnt(e, PK_bad_rx);
         return 0;
     }
+    count_tos(e, ip6_tclass(ip));
     uint8_t nh;
     uint32_t xlen;                  /* extension headers' bytes: the upper layer has plen - xlen */
     int walk = pk_ip6_walk(ip, plen, &nh, &xlen);
@@ -64,6 +66,10 @@ static int handle_ip6(pk_tcp_engine *e, struct rte_mbuf *m, uint8_t *d, uint32_t
         return tcp_handle_icmp6(e, m, d, l2, ip, ip + IP6_LEN + xlen, plen);
     if (nh == 17) {
         cnt(e, PK_udp_rx);
+        if (e->cfg.udp)
+            tcp_udp_in(e, ip + 8, ip + 24, 16, ip + IP6_LEN + xlen, plen, sum16(ip + 8, 32, 0), now);
+        else
+            cnt(e, PK_udp_drop);    /* no UDP sockets in TCP mode: dropped, as dperf counts it */
         return 0;
     }
     if (nh != 6) {
@@ -127,6 +133,7 @@ int tcp_handle_frame(pk_tcp_engine *e, struct rte_mbuf *m, uint64_t now)
         cnt(e, PK_bad_rx);
         return 0;
     }
+    count_tos(e, ip[1]);
     if ((rd16(ip + 6) & 0x3fff) != 0) {
         cnt(e, PK_other_rx);        /* a fragment: well formed, not reassembled (as over IPv6) */
         return 0;
@@ -164,10 +171,15 @@ int tcp_handle_frame(pk_tcp_engine *e, struct rte_mbuf *m, uint64_t now)
         memcpy(l4 + 2, &c, 2);
         m->data_len = (uint16_t)(l2 + tot);
         m->pkt_len = l2 + tot;
+        cnt(e, PK_icmp_tx);
         return 1;
     }
     if (ip[9] == 17) {
         cnt(e, PK_udp_rx);
+        if (e->cfg.udp)
+            tcp_udp_in(e, ip + 12, ip + 16, 4, l4, l4len, sum16(ip + 12, 8, 0), now);
+        else
+            cnt(e, PK_udp_drop);
         return 0;
     }
     if (ip[9] != 6) {

@@ -52,6 +52,10 @@ void tcp_sock_free(pk_tcp_engine *e, uint32_t idx, enum pk_counter_id how)
 
 void tcp_sock_abort(pk_tcp_engine *e, uint32_t idx, enum pk_counter_id why)
 {
+    if (e->cfg.udp) {               /* nothing to reset: the socket ends */
+        tcp_udp_close(e, idx);
+        return;
+    }
     tsock *s = &e->socks[idx];
     tcp_sock_tx(e, idx, snd_next(s), TH_RST | TH_ACK, 0, 0);
     cnt(e, why);
@@ -101,6 +105,10 @@ void tcp_timer_add_at(pk_tcp_engine *e, uint32_t idx, int l, uint64_t deadline)
 
 static void on_rto(pk_tcp_engine *e, uint32_t idx, uint64_t now)
 {
+    if (e->cfg.udp) {
+        tcp_udp_timer(e, idx, now);
+        return;
+    }
     tsock *s = &e->socks[idx];
     if (!needs_rto(s)) {
         tcp_timer_del(e, idx);
@@ -155,6 +163,10 @@ static void on_rto(pk_tcp_engine *e, uint32_t idx, uint64_t now)
 
 void tcp_on_ka(pk_tcp_engine *e, uint32_t idx, uint64_t now)
 {
+    if (e->cfg.udp) {
+        tcp_udp_timer(e, idx, now);
+        return;
+    }
     uint64_t due = e->socks[idx].deadline;   /* this request's grid point */
     tcp_timer_del(e, idx);
     if (e->launching) {

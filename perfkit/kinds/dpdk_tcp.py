@@ -22,6 +22,17 @@ RESPONSE_MIN = 57                  # the leanest response head: "HTTP/1.1 200 OK
 TCP_MAX_DURATION_S = 365 * 86400   # dperf's duration has no limit; its files run 10d
 TCP_TABLE_MAX = 1 << 30            # PK_TCP_MAX_SOCKETS: one worker's socket table (64 B each, taken page by page)
 TCP_MAX_PORTS = 8                  # ports one run drives (dperf's several port lines)
+PROTOCOLS = ("tcp", "udp")         # dperf's protocol line (http is tcp)
+UDP_MAX_MSG = {4: 1472, 6: 1452}   # protocol udp: a message in one 1500-byte packet (PK_TCP_UDP_MAX_MSG)
+
+
+def _check_udp(self, msg: bytes, what: str) -> None:
+    """protocol udp: the message goes in one datagram of one 1500-byte packet; no SYN flood."""
+    if self.protocol == "udp" and getattr(self, "flood", False):
+        raise ValueError("flood: a SYN flood is TCP's: not with protocol udp")
+    if self.protocol == "udp" and len(msg) > UDP_MAX_MSG[self.ip_version]:
+        raise ValueError(f"protocol: udp sends the {what} in one datagram: {len(msg)} B is above "
+                         f"{UDP_MAX_MSG[self.ip_version]} B over IPv{self.ip_version} (lower payload_size)")
 
 
 def check_own_ip(addr, field: str, version: int | None = None) -> str:
@@ -196,6 +207,9 @@ class DpdkHttpServer(_IpVersion, DpdkSpec):
     cpus: tuple = opt(
         (), help="pin worker k to cpus[k] (dperf's cpu line); empty: perfkit dperf --cpus, or not pinned",
         unit="CPU numbers (0, 1)", advanced=True)
+    protocol: str = opt(
+        "tcp", help=("tcp, or udp (dperf's protocol udp): each request in one datagram, answered in one; "
+                     "the message fits one packet"), choices=PROTOCOLS, advanced=True)
 
     test = "dpdk_http_server"
     messages_per_second = 0.0
@@ -226,6 +240,7 @@ class DpdkHttpServer(_IpVersion, DpdkSpec):
             raise ValueError(f"clients: a client range starts at one of the server addresses "
                              f"{self.server}+{self.server_num}")
         put("more_ports", _more_ports(self, True))
+        _check_udp(self, self.response_bytes(), "response")
         if self.sockets > TCP_TABLE_MAX:
             raise ValueError(f"clients: {self.sockets} sockets a worker (addresses x 65536 ports x listen_num) "
                              f"pass {TCP_TABLE_MAX}: use fewer addresses or listen ports")
@@ -355,6 +370,7 @@ class DpdkHttpClient(_IpVersion, DpdkSpec):
         False, help=("dperf's non-HTTP payload: each request is request_size bytes of 'a' and a response "
                      "is as many bytes back (no HTTP)"), advanced=True)
     cpus: tuple = like(DpdkHttpServer, "cpus", advanced=True)
+    protocol: str = like(DpdkHttpServer, "protocol", advanced=True)
 
     test = "dpdk_http_client"
 
@@ -417,11 +433,11 @@ class DpdkHttpClient(_IpVersion, DpdkSpec):
         if len(self.request_bytes()) > self.mss:
             raise ValueError(f"payload_size: the request ({len(self.request_bytes())} B) must fit in one "
                              f"segment (mss {self.mss})")
-        put("fast_close", check_bool(self.fast_close, "fast_close"))
-        put("disable_ack", check_bool(self.disable_ack, "disable_ack"))
-        put("flood", check_bool(self.flood, "flood"))
+        for name in ("fast_close", "disable_ack", "flood"):
+            put(name, check_bool(getattr(self, name), name))
         if self.flood and (self.cc or self.keepalive):
             raise ValueError("flood: a SYN flood keeps no connections: no cc or keepalive with it")
+        _check_udp(self, self.request_bytes(), "request")
         if self.queues > hi - lo + 1:
             raise ValueError(f"queues: {self.queues} workers need at least as many client ports "
                              f"(lport_range {lo}..{hi})")
@@ -598,7 +614,7 @@ def plan(spec) -> dict:
     nworkers = len(ports) * q
     common = {"listen": spec.listen, "listen_num": spec.listen_num, "mss": spec.mss, "tos": spec.tos,
               "vlan": spec.vlan, "tcp_rst": spec.tcp_rst, "rto": spec.retransmit_timeout, "retries": spec.retries,
-              "burst": spec.burst, "duration": spec.duration, "raw": spec.raw}
+              "burst": spec.burst, "duration": spec.duration, "raw": spec.raw, "udp": spec.protocol == "udp"}
     if server:
         common.update(role="server", clients=[tuple(r) for r in spec.clients], msg=spec.response_bytes(),
                       keepalive=spec.keepalive)

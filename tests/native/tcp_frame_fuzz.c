@@ -38,6 +38,7 @@ static const uint8_t CLI6[16] = { 0x20, 0x01, 0, 2, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0
 typedef struct fz {
     pk_tcp_engine *e;
     int v6, server;
+    int udp;                        /* protocol udp (tcp_udp.c): the layer-4 body is mostly UDP */
     uint64_t frames, replies;
     uint64_t ext, ext_deep;         /* IPv6 frames with extension headers; those counted as TCP or ICMPv6 */
     int last_ext;                   /* the frame make_frame() built last has some */
@@ -173,7 +174,32 @@ static uint32_t make_frame(fz *z, uint8_t *f)
     uint32_t blen = 0;
     uint8_t proto = 6;
     int r = (int)(rnd() % 100);
-    if (r < 70) {                   /* TCP */
+    if (z->udp && r < 70) {         /* UDP, to a socket of the table most of the time */
+        proto = 17;
+        uint32_t idx = rnd() % e->nsock;
+        tuple4 t;
+        tcp_sock_tuple(e, idx, &t);
+        if (chance(70)) {
+            if (z->v6) {
+                memcpy(z->server ? src : dst, e->cfg.client6_hi, 12);
+                wr32((z->server ? src : dst) + 12, t.cip);
+                memcpy(z->server ? dst : src, z->server ? e->cfg.ip6 : e->cfg.server_ip6, 16);
+            } else {
+                wr32(z->server ? src : dst, t.cip);
+                memcpy(z->server ? dst : src, z->server ? &e->cfg.ip : &e->cfg.server_ip, 4);
+            }
+        }
+        wr16(l4, z->server ? t.cport : t.sport);
+        wr16(l4 + 2, z->server ? t.sport : t.cport);
+        blen = 8;
+        if (chance(70))
+            blen += put_http(l4 + 8, 1200, z->server);
+        else
+            for (uint32_t k = rnd() % 100; k; k--)
+                l4[blen++] = (uint8_t)rnd();
+        wr16(l4 + 4, (uint16_t)(chance(90) ? blen : rnd() % (blen + 16)));
+        l4[6] = l4[7] = 0;
+    } else if (r < 70) {            /* TCP */
         /* a socket of the table: one opened lately (a big server table is mostly closed) */
         static uint32_t hot[16];
         uint32_t idx = chance(60) ? hot[rnd() % 16] % e->nsock : rnd() % e->nsock;
@@ -297,13 +323,13 @@ static uint32_t make_frame(fz *z, uint8_t *f)
         memcpy(ip + 10, &c, 2);
     }
     /* a valid layer-4 checksum most of the time */
-    if (chance(85) && (proto == 6 || proto == 58 || proto == 1)) {
+    if (chance(85) && (proto == 6 || proto == 58 || proto == 1 || proto == 17)) {
         uint64_t s = 0;
         if (proto != 1) {
             s = sum16(ip + (z->v6 ? 8 : 12), (size_t)(2 * alen), 0);
             s += z->v6 ? ph6_tail(blen, proto) : sum16((uint8_t[]){ 0, proto, (uint8_t)(blen >> 8), (uint8_t)blen }, 4, 0);
         }
-        uint32_t at = proto == 6 ? 16 : 2;
+        uint32_t at = proto == 6 ? 16 : proto == 17 ? 6 : 2;
         if (blen >= at + 2) {
             l4[at] = l4[at + 1] = 0;
             uint16_t c = (uint16_t)~fold(sum16(l4, blen, s));
@@ -363,13 +389,13 @@ static int fuzz(fz *z, uint64_t iters)
     const pk_counter_block *c = &e->c;
     uint64_t seen = pk_read(c, PK_tcp_rx) + pk_read(c, PK_icmp_rx) + pk_read(c, PK_arp_rx) +
                     pk_read(c, PK_udp_rx) + pk_read(c, PK_other_rx) + pk_read(c, PK_bad_rx);
-    printf("%s%s frames %" PRIu64 " bad %" PRIu64 " tcp %" PRIu64 " icmp %" PRIu64 " replies %" PRIu64
+    printf("%s%s%s frames %" PRIu64 " bad %" PRIu64 " tcp %" PRIu64 " icmp %" PRIu64 " replies %" PRIu64
            " opened %" PRIu64 " requests %" PRIu64 " responses %" PRIu64 " http_err %" PRIu64 " seen %" PRIu64
-           " ext %" PRIu64 " ext_deep %" PRIu64 "\n",
-           z->v6 ? "ipv6" : "ipv4", z->server ? "-server" : "-client", z->frames, pk_read(c, PK_bad_rx),
+           " ext %" PRIu64 " ext_deep %" PRIu64 " udp_tx %" PRIu64 " udp_drop %" PRIu64 " udp_rt %" PRIu64 "\n",
+           z->v6 ? "ipv6" : "ipv4", z->udp ? "-udp" : "", z->server ? "-server" : "-client", z->frames, pk_read(c, PK_bad_rx),
            pk_read(c, PK_tcp_rx), pk_read(c, PK_icmp_rx), z->replies, pk_read(c, PK_sock_open),
            pk_read(c, PK_http_get) + pk_read(c, PK_http_post), pk_read(c, PK_http_resp), pk_read(c, PK_http_err), seen,
-           z->ext, z->ext_deep);
+           z->ext, z->ext_deep, pk_read(c, PK_udp_tx), pk_read(c, PK_udp_drop), pk_read(c, PK_udp_rt));
     /* every frame lands in exactly one class (a TCP frame whose options are bad counts twice:
      * tcp and bad; so seen may pass frames by those, never fall short) */
     if (seen < z->frames || pk_read(c, PK_sock_open) != pk_read(c, PK_sock_close) + pk_read(c, PK_sock_error) +
@@ -402,8 +428,8 @@ int main(int argc, char **argv)
     memcpy(body, resp, sizeof(resp) - 1);
     memset(body + sizeof(resp) - 1, 'x', 3000);
     int rc = 0;
-    for (int k = 0; k < 4 && rc == 0; k++) {
-        int v6 = k < 2, server = k % 2 == 0;
+    for (int k = 0; k < 8 && rc == 0; k++) {
+        int v6 = k % 4 < 2, server = k % 2 == 0, udp = k >= 4;   /* then the same four in protocol udp */
         char dev[32];
         snprintf(dev, sizeof(dev), "net_null%d", k);
         pk_dpdk_port *p = pk_dpdk_port_open(dev, NULL, err, sizeof(err));
@@ -440,18 +466,19 @@ int main(int argc, char **argv)
         cfg.burst = 32;
         cfg.duration_ns = 1000000000;
         cfg.msg = server ? body : req;
-        cfg.msg_len = server ? 3000 + (uint32_t)sizeof(resp) - 1 : (uint32_t)sizeof(req) - 1;
+        cfg.msg_len = server ? (udp ? 200 : 3000 + (uint32_t)sizeof(resp) - 1) : (uint32_t)sizeof(req) - 1;
+        cfg.udp = udp;
         cfg.keepalive = k == 0;
         cfg.cps = 1e6;
         cfg.launch_num = 4;
-        cfg.ka_interval_ns = 1000000;
+        cfg.ka_interval_ns = k == 7 ? 0 : 1000000;   /* the last: one request a socket */
         cfg.cpu = -1;
         pk_tcp_engine *e = pk_tcp_create(p, &cfg, err, sizeof(err));
         if (!e) {
             fprintf(stderr, "engine: %s\n", err);
             return 4;
         }
-        fz z = { .e = e, .v6 = v6, .server = server };
+        fz z = { .e = e, .v6 = v6, .server = server, .udp = udp };
         rc = fuzz(&z, iters);
         pk_tcp_destroy(e);
         pk_dpdk_port_close(p);

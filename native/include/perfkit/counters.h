@@ -116,7 +116,18 @@
     /* the PMD's frame counts of a port (DPDK): one worker per port writes them, so a run's      \
      * directions each read their sending port's opackets and their receiving port's ipackets */ \
     X(nic_ipackets,    SUM,   "pkt",  nic,      "NIC frames received")                             \
-    X(nic_opackets,    SUM,   "pkt",  nic,      "NIC frames sent")
+    X(nic_opackets,    SUM,   "pkt",  nic,      "NIC frames sent")                               \
+    /* DPDK TCP: frames handed to the transmit queue by kind, as dperf counts them (a frame the     \
+     * port then drops is in drop_tx as well), and dperf's other receive counts */                 \
+    X(tcp_tx,          SUM,   "pkt",  tcp,      "TCP frames sent")                                 \
+    X(udp_tx,          SUM,   "pkt",  tcp,      "UDP frames sent")                                 \
+    X(arp_tx,          SUM,   "pkt",  tcp,      "ARP frames sent")                                 \
+    X(icmp_tx,         SUM,   "pkt",  tcp,      "ICMP and ICMPv6 frames sent")                     \
+    X(tos_rx,          SUM,   "pkt",  tcp,      "IP packets received with this side's tos (tos set)") \
+    X(udp_drop,        SUM,   "pkt",  tcp,      "UDP datagrams received for no socket")            \
+    X(ack_dup,         SUM,   "pkt",  tcp,      "duplicate ACKs received (nothing new, data out)")  \
+    /* DPDK TCP engine, dperf's protocol udp: a client's request that got no answer (dperf's udpRt) */ \
+    X(udp_rt,          SUM,   "req",  tcp,      "UDP requests unanswered (timed out)")
 
 enum pk_counter_kind { PK_SUM = 0, PK_GAUGE = 1, PK_MIN = 2, PK_MAX = 3 };
 
