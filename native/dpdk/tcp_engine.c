@@ -349,6 +349,7 @@ pk_tcp_engine *pk_tcp_create(pk_dpdk_port *port, const pk_tcp_cfg *cfg, char *er
     e->rto_c = (uint64_t)((double)cfg->rto_ns * e->hz / 1e9);
     e->ka_c = (uint64_t)((double)cfg->ka_interval_ns * e->hz / 1e9);
     e->iss_seed = (uint32_t)rte_rdtsc() | 1;
+    tcp_isn_init(e);
     static const uint8_t none6[16];
     if (cfg->role == PK_TCP_SERVER && (cfg->ipv6 ? memcmp(cfg->ip6, none6, 16) == 0 : cfg->ip == 0)) {
         pk_tcp_destroy(e);

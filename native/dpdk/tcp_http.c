@@ -381,7 +381,9 @@ void tcp_launch(pk_tcp_engine *e, uint64_t now, uint64_t t_start)
         tsock *s = &e->socks[idx];
         memset(s, 0, sizeof(*s));
         s->state = S_SYN_SENT;
-        s->iss = tsc_rand(e, now);
+        tuple4 t;
+        tcp_sock_tuple(e, idx, &t);
+        s->iss = isn_for(e, t.cip, t.cport, rte_be_to_cpu_32(e->cfg.server_ip), t.sport, now);
         s->snd_base = s->iss + 1;
         s->t0 = now;
         e->launched++;

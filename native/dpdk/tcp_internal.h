@@ -129,7 +129,9 @@ struct pk_tcp_engine {
     uint32_t txh, ntx;              /* a circular queue: first frame, frames queued */
     uint64_t current;               /* sockets not CLOSED */
     uint64_t lat_min;
-    uint32_t iss_seed;
+    uint32_t iss_seed;              /* flood SYNs only: connections take isn_for */
+    uint64_t isn_key[2];            /* RFC 6528's secret: this process's (tcp_isn_key) */
+    uint64_t isn_mul;               /* TSC -> 4-microsecond ticks as (now * isn_mul) >> 32 */
     /* transmit mbufs: taken STASH at a time from this worker's pool cache, the next one's
      * lines prefetched while this one is written (a pool's mbufs can be cold: the cache
      * refills from the pool's ring, which hands them out in FIFO order) */
@@ -178,6 +180,7 @@ typedef struct seg {
 #pragma GCC visibility push(hidden)
 
 /* tcp_socket.c */
+void tcp_isn_init(pk_tcp_engine *e);
 int tcp_ip_slot(const pk_tcp_engine *e, uint32_t ip_host, uint32_t *slot);
 void tcp_sock_tuple(const pk_tcp_engine *e, uint32_t idx, tuple4 *t);
 void tcp_sock_free(pk_tcp_engine *e, uint32_t idx, enum pk_counter_id how);
@@ -269,6 +272,27 @@ static inline uint32_t tsc_rand(pk_tcp_engine *e, uint64_t tsc)
     x ^= x << 5;
     e->iss_seed = x;
     return x;
+}
+
+/* RFC 6528's initial sequence number: a keyed hash of the 4-tuple (client address and port,
+ * server address and port, host order) plus a 4-microsecond clock, so a connection on a
+ * tuple a peer still holds in TIME_WAIT starts after the old one's sequence numbers (RFC
+ * 6191), as Linux's own clients' do. */
+static inline uint64_t isn_mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+static inline uint32_t isn_for(const pk_tcp_engine *e, uint32_t cip, uint16_t cport, uint32_t sip, uint16_t sport,
+                               uint64_t tsc)
+{
+    uint64_t h = isn_mix((((uint64_t)cip << 32) | sip) ^ e->isn_key[0]);
+    h = isn_mix(h ^ (((uint64_t)cport << 16) | sport) ^ e->isn_key[1]);
+    return (uint32_t)h + (uint32_t)(((unsigned __int128)tsc * e->isn_mul) >> 32);
 }
 
 /* n / d for a 32-bit n from M = 2^64 / d + 1 (exact for every 32-bit n and d > 1; M = 0
