@@ -124,6 +124,8 @@ static void worker_loop(pk_tcp_engine *e)
         } else if (now >= launch_end || stopping(e)) {
             break;
         }
+        if (e->nack)
+            tcp_acks_flush(e);
         if (e->ntx)
             tcp_tx_flush(e);
         uint64_t t1 = rte_rdtsc();
@@ -146,6 +148,7 @@ static void worker_loop(pk_tcp_engine *e)
             ctl_wait += next - idle_at;
         }
     }
+    tcp_acks_flush(e);
     tcp_end_flush(e);
     /* what is still open at the end: the client's are errors (they did not finish in the
      * drain time); the server's stay counted as current */

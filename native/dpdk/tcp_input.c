@@ -229,7 +229,7 @@ static void handle_tcp(pk_tcp_engine *e, const seg *g, uint64_t now)
             need_ack = 1;
         } else {
             s->rcv_nxt += g->len;
-            need_ack = 1;
+            need_ack = (g->flags & TH_FIN) ? 1 : 2;   /* 2: in-order data, its ACK may wait (tcp_ack_later) */
             if (g->len && server) {
                 int r = tcp_server_scan(e, s, g->data, g->len);
                 if (r < 0) {
@@ -311,8 +311,12 @@ static void handle_tcp(pk_tcp_engine *e, const seg *g, uint64_t now)
         if (tcp_send_data(e, idx, 0))
             sent = 1;
     }
-    if (need_ack && !sent)
-        tcp_sock_tx(e, idx, snd_next(s), TH_ACK, 0, 0);
+    if (need_ack && !sent) {
+        if (need_ack == 2)
+            tcp_ack_later(e, idx);
+        else
+            tcp_sock_tx(e, idx, snd_next(s), TH_ACK, 0, 0);
+    }
     if (needs_rto(s)) {
         if (s->tl != TL_RTO || s->retries == 0)
             tcp_timer_add(e, idx, TL_RTO, now);

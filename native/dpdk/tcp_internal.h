@@ -53,6 +53,7 @@
 #define MADV_POPULATE_WRITE 23
 #endif
 #define RX_ROUNDS 8                 /* receive bursts a loop pass at most, while they come full */
+#define ACKQ 4096                   /* sockets owing an ACK at the end of a pass (RX_ROUNDS x 256 segments at most) */
 #define STASH 32                    /* mbufs taken from the pool at once for transmit */
 #define MSS_DEFAULT(e) ((e)->cfg.ipv6 ? 1220u : 536u)   /* a peer's MSS without the option (RFC 9293, 8200) */
 
@@ -93,7 +94,10 @@ typedef struct tsock {
     uint16_t reqs;                  /* CLIENT: requests sent on this connection */
     uint16_t hdr_bytes;             /* header bytes seen of the message being received */
     uint16_t status;                /* CLIENT: response status */
-    uint8_t state, flags, tl, retries, parse, match;
+    uint8_t state, flags;
+    uint8_t tl : 2;                 /* the timer list it is on (TL_*) */
+    uint8_t ack_owed : 1;           /* in-order data not acknowledged yet: on ackq (tcp_ack_later) */
+    uint8_t retries, parse, match;
 } __attribute__((aligned(64))) tsock;
 
 _Static_assert(sizeof(tsock) == 64, "a socket is one cache line");
@@ -124,6 +128,8 @@ struct pk_tcp_engine {
     uint32_t l2;                    /* Ethernet header bytes: 14, or 18 with an 802.1Q tag */
     uint8_t ip6_tmpl[IP6_LEN];      /* IPv6 header template: this role's addresses, the client's last 4 bytes 0 */
     uint64_t ph6_sum;               /* its addresses summed (pseudo header): a segment adds the client's last 4 */
+    uint32_t ackq[ACKQ];            /* sockets that owed an ACK this pass (ack_owed says if they still do) */
+    uint32_t nack;
     struct rte_mbuf *tx[TXQ];
     uint32_t txlen[TXQ];
     uint32_t txh, ntx;              /* a circular queue: first frame, frames queued */
@@ -200,6 +206,8 @@ void tcp_offloads_init(pk_tcp_engine *e, uint64_t tx_offloads);
 void tcp_tx_seg(pk_tcp_engine *e, uint32_t lip, uint32_t rip, uint16_t lport, uint16_t rport,
                 uint32_t seq, uint32_t ack, uint8_t flags, uint32_t off, uint32_t len);
 void tcp_sock_tx(pk_tcp_engine *e, uint32_t idx, uint32_t seq, uint8_t flags, uint32_t off, uint32_t len);
+void tcp_ack_later(pk_tcp_engine *e, uint32_t idx);
+void tcp_acks_flush(pk_tcp_engine *e);
 int tcp_send_data(pk_tcp_engine *e, uint32_t idx, int at_least_one);
 void tcp_send_fin(pk_tcp_engine *e, uint32_t idx);
 void tcp_start_message(pk_tcp_engine *e, uint32_t idx, uint64_t now);
