@@ -346,12 +346,23 @@ void tcp_client_response(pk_tcp_engine *e, uint32_t idx, uint64_t now)
 
 void tcp_launch(pk_tcp_engine *e, uint64_t now, uint64_t t_start)
 {
+    /* held at the concurrency target (a keep-alive run's usual pass): no arithmetic; when a
+     * connection leaves, the schedule goes on from the target then (no backlog, as below) */
+    if (e->cfg.cc && e->current >= e->cfg.cc && !e->cfg.flood) {
+        e->held = 1;
+        return;
+    }
     double el = (double)(now - t_start) / (double)e->hz;
     double ss = (double)e->cfg.slow_start_ns / 1e9;
     double target = (ss > 0 && el < ss) ? e->cfg.cps * el * el / (2 * ss)
                                         : e->cfg.cps * (el - ss / 2);
     if (target < 1 && el > 0)
         target = 1;                 /* the first connection at once */
+    if (e->held) {
+        e->held = 0;
+        if ((double)e->launched < target)
+            e->launched = (uint64_t)target;
+    }
     uint32_t budget = e->cfg.launch_num;
     /* behind (the worker lost its CPU): catch up only as the transmit queue has room */
     while (budget-- && (double)e->launched < target && e->ntx < TXQ / 2) {

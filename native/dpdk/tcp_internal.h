@@ -153,6 +153,7 @@ struct pk_tcp_engine {
     uint32_t cursor;
     uint64_t launched;
     int launching, draining;
+    int held;                       /* the last launch found the concurrency target reached */
 
     uint64_t nic_base[3], last_nic;
     pk_engine core;                 /* its one worker's thread, stop flag, running, error */
