@@ -275,6 +275,37 @@ int tcp_client_parse(tsock *s, const uint8_t *p, uint32_t n)
     return s->parse == P_DONE ? 1 : 0;
 }
 
+/* CLIENT: response bytes (tcp_client_parse's result). A server sends the same header section
+ * response after response: one that starts a segment and is byte for byte the last one parsed
+ * whole from a segment's start leaves the parser where that one did (the parse is a function of
+ * the bytes from the fresh state: status, Content-Length, P_BODY or P_DONE), with a compare
+ * instead of the byte-by-byte walk; the rest of the segment goes through the parser. */
+int tcp_client_take(pk_tcp_engine *e, tsock *s, const uint8_t *p, uint32_t n)
+{
+    const int fresh = s->parse == P_VER && s->match == 0;
+    const uint32_t h = e->rh_len;
+    if (fresh && h && n >= h && memcmp(p, e->rh, h) == 0) {
+        s->status = e->rh_status;
+        s->flags |= F_HAVE_CL;
+        s->hdr_bytes = (uint16_t)h;
+        s->body_left = e->rh_body;
+        s->parse = e->rh_body ? P_BODY : P_DONE;
+        s->match = 0;
+        return n == h ? (s->parse == P_DONE) : tcp_client_parse(s, p + h, n - h);
+    }
+    int r = tcp_client_parse(s, p, n);
+    /* remembered: a whole header section of this segment with a Content-Length (the body bytes
+     * the parser took here are the segment's after the headers: that length is what is left + them) */
+    if (fresh && r >= 0 && (s->parse == P_BODY || s->parse == P_DONE) && !(s->flags & F_CHUNKED) &&
+        (s->flags & F_HAVE_CL) && s->hdr_bytes <= RH_MAX && s->hdr_bytes <= n) {
+        memcpy(e->rh, p, s->hdr_bytes);
+        e->rh_len = s->hdr_bytes;
+        e->rh_body = s->body_left + (n - s->hdr_bytes);
+        e->rh_status = s->status;
+    }
+    return r;
+}
+
 static void client_reset_parser(tsock *s)
 {
     s->parse = P_VER;

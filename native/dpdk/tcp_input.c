@@ -254,7 +254,7 @@ static void handle_tcp(pk_tcp_engine *e, const seg *g, uint64_t now)
                     tcp_sock_abort(e, idx, PK_err_read);   /* bytes nobody asked for */
                     return;
                 }
-                int r = tcp_client_parse(s, g->data, g->len);
+                int r = tcp_client_take(e, s, g->data, g->len);
                 if (r < 0) {
                     cnt(e, PK_http_err);
                     tcp_sock_abort(e, idx, PK_err_read);

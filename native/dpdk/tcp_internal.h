@@ -53,6 +53,7 @@
 #define MADV_POPULATE_WRITE 23
 #endif
 #define RX_ROUNDS 8                 /* receive bursts a loop pass at most, while they come full */
+#define RH_MAX 512                  /* CLIENT: response header sections up to this long are remembered (tcp_client_take) */
 #define ACKQ 4096                   /* sockets owing an ACK at the end of a pass (RX_ROUNDS x 256 segments at most) */
 #define STASH 32                    /* mbufs taken from the pool at once for transmit */
 #define MSS_DEFAULT(e) ((e)->cfg.ipv6 ? 1220u : 536u)   /* a peer's MSS without the option (RFC 9293, 8200) */
@@ -150,6 +151,9 @@ struct pk_tcp_engine {
     uint64_t div_l, div_p;          /* n / listen_num, n / nports_c as (M * n) >> 64 (0: divide by 1) */
 
     /* CLIENT */
+    uint8_t rh[RH_MAX];             /* the header section of the last response parsed whole from a segment's start */
+    uint32_t rh_len, rh_body;       /* its length (0: none yet), its Content-Length */
+    uint16_t rh_status;
     uint32_t cursor;
     uint64_t launched;
     int launching, draining;
@@ -234,6 +238,7 @@ int tcp_handle_icmp6(pk_tcp_engine *e, struct rte_mbuf *m, uint8_t *d, uint32_t 
 /* tcp_http.c */
 int tcp_server_scan(pk_tcp_engine *e, tsock *s, const uint8_t *p, uint32_t n);
 int tcp_client_parse(tsock *s, const uint8_t *p, uint32_t n);
+int tcp_client_take(pk_tcp_engine *e, tsock *s, const uint8_t *p, uint32_t n);
 void tcp_client_request(pk_tcp_engine *e, uint32_t idx, uint64_t now);
 void tcp_client_close(pk_tcp_engine *e, uint32_t idx, uint64_t now);
 void tcp_client_response(pk_tcp_engine *e, uint32_t idx, uint64_t now);
