@@ -3,6 +3,14 @@
 this one; every run gets a fresh memif socket and server, and both sides' counters.
 
     python3 -P bench/dperf_memif.py [--duration 4] [--cps-levels 50k,100k,...] [--out FILE]
+    python3 -P bench/dperf_memif.py --settings dperf,default --reps 3 --duration 10 --out bench/RESULTS-fast.md
+
+--settings runs the rows once per settings, alternating (issue 31): `dperf` is the configuration
+the issue gave both dperf and perfkit (tx_burst 128, launch_num 10, 48 client addresses, memif
+rings of 16,384 slots, --slow-start s of slow start before the run), `default` perfkit's own
+defaults, `bench` (without the option) this bench's --launch-num and --memif-args. Each row's
+ratio to issue 31's goals (1.3M clean connections/s, 1.9M keep-alive requests/s, 30 Gbit/s with
+16 KiB responses) is beside it.
 
 Rows:
   cps        connections/s held clean: the highest offered level (searched upward,
@@ -64,6 +72,33 @@ h.close()
 
 CLIENTS = (("198.18.0.10", 16),)   # 16 addresses x 64512 ports: room for 1M connections
 
+# --settings: what both sides are given (issue 31: "fast for every sane configuration")
+SETTINGS = {
+    # this bench's own (--launch-num, --memif-args; 16 client addresses)
+    "bench": {},
+    # the configuration issue 31 gave both dperf and perfkit: tx_burst 128, launch_num 10,
+    # 48 client addresses, 16,384-slot memif rings, slow_start (--slow-start s) then the run
+    "dperf": dict(burst=128, launch_num=10, clients=(("198.18.0.10", 48),), memif_args=",rsize=14", slow=True),
+    # perfkit's defaults: the specs' burst and launch_num, memif's own ring size
+    "default": dict(burst=None, launch_num=None, memif_args=""),
+}
+
+
+GOALS = {"cps": 1.3e6, "keepalive": 1.9e6, "gbps16k": 30.0}   # issue 31's, one core each
+
+
+def settings(a, name):
+    """a copy of the arguments with settings name applied (clients, burst, launch_num, memif args, slow start)."""
+    st = SETTINGS[name]
+    sa = argparse.Namespace(**vars(a))
+    sa.settings_name = name
+    sa.clients = st.get("clients", CLIENTS)
+    sa.burst = st.get("burst")
+    sa.launch_num = st.get("launch_num", a.launch_num)
+    sa.memif_args = st.get("memif_args", a.memif_args)
+    sa.slow = a.slow_start if st.get("slow") else 0.0
+    return sa
+
 
 def si(s: str) -> float:
     s = s.strip().lower()
@@ -75,8 +110,8 @@ class Server:
     def __init__(self, a, payload: int, keepalive: bool, extra=None):
         self.sock = f"/tmp/pk-bench-memif-{os.getpid()}-{time.monotonic_ns()}.sock"
         arg = {"port": f"net_memif0,role=server,socket={self.sock}{a.memif_args}", "payload": payload,
-               "keepalive": keepalive, "clients": CLIENTS, "cpus": [a.server_cpu], "mbufs": a.mbufs,
-               "mem": a.memory_mb, "extra": extra or {}}
+               "keepalive": keepalive, "clients": a.clients, "cpus": [a.server_cpu], "mbufs": a.mbufs,
+               "mem": a.memory_mb, "extra": {**({"burst": a.burst} if a.burst else {}), **(extra or {})}}
         pre = ["gdb", "-q", "-batch", "-ex", "run", "-ex", "thread apply all bt 8", "--args"] if os.environ.get("PK_BENCH_GDB") else []
         self.p = subprocess.Popen(pre + [sys.executable, "-P", "-c", SERVER, json.dumps(arg)], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -162,9 +197,10 @@ def one_run(a, name: str, payload: int, keepalive_srv: bool, profile: bool = Fal
     from perfkit.spec import DpdkHttpClient
     srv = Server(a, payload, keepalive_srv, {"protocol": client_kw["protocol"]} if "protocol" in client_kw else None)
     try:
-        spec = DpdkHttpClient(port=f"net_memif1,role=client,socket={srv.sock}{a.memif_args}", clients=CLIENTS,
-                              ip="198.18.0.1", lport_range=(1024, 65535), duration=a.duration,
-                              launch_num=a.launch_num, **client_kw)
+        knobs = {**({"burst": a.burst} if a.burst else {}), **({"launch_num": a.launch_num} if a.launch_num else {}),
+                 **({"slow_start": a.slow} if a.slow else {})}
+        spec = DpdkHttpClient(port=f"net_memif1,role=client,socket={srv.sock}{a.memif_args}", clients=a.clients,
+                              ip="198.18.0.1", lport_range=(1024, 65535), duration=a.duration, **knobs, **client_kw)
         run = perfkit.Run(spec)
         got = {}
 
@@ -214,13 +250,14 @@ def one_run(a, name: str, payload: int, keepalive_srv: bool, profile: bool = Fal
             os.unlink(f)
     rows = run.rows
     c = {k: rows[-1][k] for k in rows[-1] if not k.endswith("_per_s")}
-    steady = [r for r in rows[1:-1] if r["interval_s"] > 0.5] or rows[-1:]
+    # steady: past the slow start, the first and the last (partial) rows left out
+    steady = [r for r in rows[1:-1] if r["interval_s"] > 0.5 and r["time_s"] - r["interval_s"] >= a.slow] or rows[-1:]
     sc = s["c"]
     retrans = sum(x[k] for x in (c, sc) for k in ("retrans_syn", "retrans_fin", "retrans_ack", "retrans_push"))
     retrans += c.get("udp_rt", 0)   # protocol udp: a request that got no answer
     sent = c["pkts_tx"] + sc["pkts_tx"]
     out = {
-        "name": name, "c": c, "s": sc, "rows": rows, "err": run.error or s["err"],
+        "name": f"{name} [{a.settings_name}]", "c": c, "load": os.getloadavg()[0], "s": sc, "rows": rows, "err": run.error or s["err"],
         "errors": c["sock_error"] + sc["sock_error"] + c["http_err"],
         "retrans": retrans, "retrans_pct": 100.0 * retrans / sent if sent else 0.0,
         "cps": statistics.mean(r["sock_open_per_s"] for r in steady),
@@ -278,36 +315,10 @@ def guarded(a, name, *args, **kw):
         return None
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--duration", type=float, default=4.0)
-    ap.add_argument("--cps-levels", default="20k,30k,50k,70k,100k,150k,200k,300k,500k,1m")
-    ap.add_argument("--ka-cc", type=int, default=4096)
-    ap.add_argument("--cc", default="20k", help="connections held in the 1 KiB run")
-    ap.add_argument("--cc16", default="1000", help="connections held in the 16 KiB run (12 segments each in flight)")
-    ap.add_argument("--cc-cps", default="100k", help="connection rate that builds the cc runs' connections")
-    ap.add_argument("--launch-num", type=int, default=64)
-    ap.add_argument("--client-cpu", type=int, default=0)
-    ap.add_argument("--server-cpu", type=int, default=1)
-    ap.add_argument("--mbufs", type=int, default=65535)
-    ap.add_argument("--memory-mb", type=int, default=512)
-    ap.add_argument("--memif-args", default=",rsize=14",
-                    help="extra memif vdev arguments on both sides (default: 16384-slot rings, which "
-                         "ride out a few ms of the peer being descheduled)")
-    ap.add_argument("--perf", nargs="*", default=["keepalive", "cps 20k"],
-                    help="runs (name prefixes) whose workers perf records for 2 s: cycles by DSO")
-    ap.add_argument("--udp-cps", default="200k", help="sockets/s of the udp run with one request a socket")
-    ap.add_argument("--only", nargs="*", default=["cps", "keepalive", "cc"], help="cps keepalive cc udp")
-    ap.add_argument("--out", default=str(Path(__file__).with_name("RESULTS-dperf.md")),
-                    help="results file: this run's section goes on top, earlier ones stay below")
-    a = ap.parse_args()
-    from perfkit.engines import dpdk
-    dpdk.configure(worker_cpus=(a.client_cpu,), mbufs=a.mbufs, memory_mb=a.memory_mb)
-    dpdk.eal()
+def measure(a, results: list) -> list:
+    """The runs --only names with one settings' arguments (settings()): the headline rows
+    (label, value, target, run); every run also goes on results."""
     from perfkit.spec import DpdkHttpServer
-    t0 = time.monotonic()
-    load0 = os.getloadavg()
-    results = []
     table = []
     if "cps" in a.only:
         best = None
@@ -329,7 +340,7 @@ def main() -> int:
         b = best
         table.append(("connections/s held clean (64 B body, close after 1 request)",
                       f"{b['rps']:,.0f} (offered {b['offered']:,.0f})" if b else "none clean",
-                      ">= 1,000,000", b))
+                      ">= 1,300,000", b, b["rps"] / GOALS["cps"] if b else None))
     if "keepalive" in a.only:
         body = 1400 - len(DpdkHttpServer(payload_size=0, keepalive=True).response_bytes())
         r = guarded(a, f"keepalive cc {a.ka_cc}", body, True, cps=si(a.cc_cps), cc=a.ka_cc, keepalive="1us")
@@ -338,7 +349,7 @@ def main() -> int:
             profiled(a, r, body, True, cps=si(a.cc_cps), cc=a.ka_cc, keepalive="1us")
         table.append((f"keep-alive requests/s, 1400 B responses, {a.ka_cc} connections",
                       "failed" if r is None else f"{r['rps']:,.0f}" + ("" if r["clean"] else " (not clean)"),
-                      ">= 1,000,000", r))
+                      ">= 1,900,000", r, r["rps"] / GOALS["keepalive"] if r else None))
     if "cc" in a.only:
         for size, label, cc in ((1024, "1 KiB", a.cc), (16384, "16 KiB", a.cc16)):
             r = guarded(a, f"cc {cc} {label}", size, True, cps=si(a.cc_cps), cc=int(si(cc)), keepalive="1us")
@@ -347,7 +358,8 @@ def main() -> int:
                 profiled(a, r, size, True, cps=si(a.cc_cps), cc=int(si(cc)), keepalive="1us")
             table.append((f"concurrent connections / Gbit/s, {label} bodies, cc {cc}",
                           "failed" if r is None else f"{r['cc']:,.0f} / {r['gbps']:.2f} Gbit/s ({r['rps']:,.0f} req/s)"
-                          + ("" if r["clean"] else " (not clean)"), "-", r))
+                          + ("" if r["clean"] else " (not clean)"), ">= 30 Gbit/s" if size == 16384 else "-", r,
+                          r["gbps"] / GOALS["gbps16k"] if r and size == 16384 else None))
     if "udp" in a.only:
         for label, kw in ((f"UDP requests/s, one a socket at {a.udp_cps} sockets/s (64 B body)",
                            dict(cps=si(a.udp_cps))),
@@ -357,7 +369,52 @@ def main() -> int:
             if r is not None:
                 results.append(r)
             table.append((label, "failed" if r is None else f"{r['rps']:,.0f}" + ("" if r["clean"] else " (not clean)"),
-                          "-", r))
+                          "-", r, None))
+    return table
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--duration", type=float, default=4.0)
+    ap.add_argument("--cps-levels", default="20k,30k,50k,70k,100k,150k,200k,300k,500k,1m")
+    ap.add_argument("--ka-cc", type=int, default=4096)
+    ap.add_argument("--cc", default="20k", help="connections held in the 1 KiB run")
+    ap.add_argument("--cc16", default="1000", help="connections held in the 16 KiB run (12 segments each in flight)")
+    ap.add_argument("--cc-cps", default="100k", help="connection rate that builds the cc runs' connections")
+    ap.add_argument("--launch-num", type=int, default=64)
+    ap.add_argument("--client-cpu", type=int, default=0)
+    ap.add_argument("--server-cpu", type=int, default=1)
+    ap.add_argument("--mbufs", type=int, default=65535)
+    ap.add_argument("--memory-mb", type=int, default=512)
+    ap.add_argument("--memif-args", default=",rsize=14",
+                    help="extra memif vdev arguments on both sides (default: 16384-slot rings, which "
+                         "ride out a few ms of the peer being descheduled)")
+    ap.add_argument("--perf", nargs="*", default=["keepalive", "cps 20k"],
+                    help="runs (name prefixes) whose workers perf records for 2 s: cycles by DSO")
+    ap.add_argument("--udp-cps", default="200k", help="sockets/s of the udp run with one request a socket")
+    ap.add_argument("--only", nargs="*", default=["cps", "keepalive", "cc"], help="cps keepalive cc udp")
+    ap.add_argument("--settings", default="bench",
+                    help=f"comma-separated, run alternately: {', '.join(SETTINGS)} (dperf: issue 31's configuration; "
+                         "default: perfkit's own)")
+    ap.add_argument("--reps", type=int, default=1, help="rounds over --settings")
+    ap.add_argument("--slow-start", type=float, default=10.0, help="the dperf settings' slow_start, seconds")
+    ap.add_argument("--out", default=str(Path(__file__).with_name("RESULTS-dperf.md")),
+                    help="results file: this run's section goes on top, earlier ones stay below")
+    a = ap.parse_args()
+    from perfkit.engines import dpdk
+    dpdk.configure(worker_cpus=(a.client_cpu,), mbufs=a.mbufs, memory_mb=a.memory_mb)
+    dpdk.eal()
+    bad = [n for n in a.settings.split(",") if n not in SETTINGS]
+    if bad:
+        ap.error(f"--settings: {', '.join(bad)}: not one of {', '.join(SETTINGS)}")
+    t0 = time.monotonic()
+    load0 = os.getloadavg()
+    results = []
+    table = []
+    for rep in range(a.reps):   # the settings alternate, run after run
+        for name in a.settings.split(","):
+            table += [(f"[{name}] {label}", val, target, r, ratio)
+                      for label, val, target, r, ratio in measure(settings(a, name), results)]
     load1 = os.getloadavg()
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
@@ -386,18 +443,26 @@ def main() -> int:
         "work/resp: the engine's busy time (passes that moved packets, stalls left out) per response "
         "(client) or request (server); per core = 1 s / the busier side's work/resp: what a dedicated "
         "core each would carry at this cost, an estimate, not a measurement", "",
-        "| metric | this machine | issue 6 target | on CPU client / server | work/resp client / server | "
+        "| metric | this machine | issue 31 goal | / goal | on CPU client / server | work/resp client / server | "
         "per core (estimate) | first-packet RTT mean / max | errors, retransmits |",
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for label, val, target, r in table:
+    for label, val, target, r, ratio in table:
         if r is None:
-            lines.append(f"| {label} | {val} | {target} | - | - | - | - | - |")
+            lines.append(f"| {label} | {val} | {target} | - | - | - | - | - | - |")
             continue
-        lines.append(f"| {label} | {val} | {target} | {pct(r, 'c')} / {pct(r, 's')} | "
+        lines.append(f"| {label} | {val} | {target} | {fmt(ratio, '{:.2f}')} | {pct(r, 'c')} / {pct(r, 's')} | "
                      f"{r['us_per_c']:.2f} / {r['us_per_s']:.2f} us | {per_core(r)} /s | "
                      f"{fmt(r['rtt_us'])} / {fmt(r['rtt_max_us'])} us | {r['errors']}, {r['retrans']} |")
-    measured = [r for *_, r in table if r is not None]
+    if a.reps > 1:   # the median over the rounds, per settings and metric
+        by = {}
+        for label, _, target, r, ratio in table:
+            if ratio is not None:
+                by.setdefault((label, target), []).append(ratio)
+        lines += ["", f"Median over {a.reps} rounds (settings alternating):", "", "| metric | rounds | median / goal |",
+                  "|---|---|---|"]
+        lines += [f"| {label} (goal {target}) | {len(v)} | {statistics.median(v):.2f} |" for (label, target), v in by.items()]
+    measured = [r for _, _, _, r, _ in table if r is not None]
     if measured:
         on = [v for r in measured for v in (r["oncpu"]["c"][0], r["oncpu"]["s"][0]) if v is not None]
         lo, hi = min(on, default=0), max(on, default=0)
@@ -411,11 +476,11 @@ def main() -> int:
                   "request turned into a rate: busy time still includes preemptions under 1 ms (busy can exceed "
                   "the on-CPU share), so it overstates the cost and the estimate errs low."]
     lines += ["", "Every run:", "",
-              "| run | conn/s opened | req/s | Gbit/s rx | concurrent | errors | retransmits (%) | on CPU c / s "
+              "| run | load avg (1 min, at its end) | conn/s opened | req/s | Gbit/s rx | concurrent | errors | retransmits (%) | on CPU c / s "
               "| stall c / s | work/resp c / s us | RTT mean us | response p50 / p99 us | counts agree | clean |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
-        lines.append(f"| {r['name']} | {r['cps']:,.0f} | {r['rps']:,.0f} | {r['gbps']:.2f} | {r['cc']:,.0f} | "
+        lines.append(f"| {r['name']} | {r['load']:.1f} | {r['cps']:,.0f} | {r['rps']:,.0f} | {r['gbps']:.2f} | {r['cc']:,.0f} | "
                      f"{r['errors']} | {r['retrans']} ({r['retrans_pct']:.4f}) | {pct(r, 'c')} / {pct(r, 's')} | "
                      f"{r['stall_c']:.0f}% / {r['stall_s']:.0f}% | {r['us_per_c']:.2f} / {r['us_per_s']:.2f} | "
                      f"{fmt(r['rtt_us'])} | {fmt(r['resp_p50_us'])} / {fmt(r['resp_p99_us'])} | "

@@ -249,3 +249,49 @@ def test_wrk_against_the_perfkit_server(lab, keepalive, family):
     else:
         assert done <= c["sock_open"] <= done + 2 * conns + 1   # a connection per request
     no_leaks()
+
+
+def _in_h1(lab, *argv):
+    subprocess.run(["ip", "netns", "exec", lab.hosts[0].netns, *argv], check=True, capture_output=True, timeout=20)
+
+
+def _time_wait_from(lab, ip, port):
+    """The tuples nginx (h2, port) holds in TIME_WAIT with address ip."""
+    out = subprocess.run(["ip", "netns", "exec", lab.hosts[1].netns, "ss", "-Htn", "state", "time-wait",
+                          "dst", ip, "sport", f"= :{port}"], capture_output=True, text=True, timeout=20).stdout
+    return len(out.splitlines())
+
+
+@pytest.mark.parametrize("family", [4])
+def test_connections_on_tuples_nginx_holds_in_time_wait(lab, nginx, family):
+    """wrk from the DPDK port's own address, each request its own connection that nginx closes:
+    nginx holds those 4-tuples in TIME_WAIT, with Linux's sequence numbers. Then perfkit's
+    client over the same tuples: every connection goes through (a SYN that nginx answers with
+    an ACK gets a reset at that ACK and goes again, past the old sequence numbers)."""
+    import shutil
+    if not shutil.which("wrk") or not shutil.which("ss"):
+        pytest.skip("wrk and ss are needed")
+    h1, ip, lo, hi = lab.hosts[0], port_of(lab)["ip"], 20000, 20399
+    _in_h1(lab, "ip", "addr", "add", f"{ip}/32", "dev", h1.ifname)
+    try:
+        _in_h1(lab, "ip", "route", "replace", f"{peer_ip(lab)}/32", "dev", h1.ifname, "src", ip)
+        _in_h1(lab, "sysctl", "-qw", f"net.ipv4.ip_local_port_range={lo} {hi}")
+        p = lab.popen(h1, ["wrk", "-t1", "-c4", "-d1s", "-H", "Connection: close", f"http://{peer_ip(lab)}:{nginx.port}/"],
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+    finally:
+        _in_h1(lab, "ip", "route", "del", f"{peer_ip(lab)}/32")
+        _in_h1(lab, "ip", "addr", "del", f"{ip}/32", "dev", h1.ifname)
+    held = _time_wait_from(lab, ip, nginx.port)
+    assert held >= 50, f"nginx holds only {held} tuples from {ip} in TIME_WAIT"   # Linux connects from even ports
+    wrk_done = nginx.lines_now() - nginx.base
+    c, took = run_client(client(lab, family, nginx, cps=400, duration=1, lport_range=(lo, hi)))
+    print(f"TIME_WAIT: wrk made {wrk_done} connections, nginx held {held} of the {hi - lo + 1} tuples; perfkit "
+          f"{c['sock_open']} connections, err_connect {c['err_connect']}, SYNs sent again {c['retrans_syn']}, "
+          f"resets {c['rst_tx']}, http2XX {c['http_2xx']}")
+    assert c["sock_open"] >= 380 and c["err_connect"] == c["sock_error"] == c["http_err"] == 0
+    assert c["sock_open"] == c["sock_close"] == c["http_2xx"] and c["sock_current"] == 0
+    assert c["retrans_syn"] > 0 and c["rst_tx"] >= c["retrans_syn"]   # the TIME_WAIT answers were met
+    assert c["rtt_count"] == c["sock_open"] - c["retrans_syn"]
+    no_leaks()

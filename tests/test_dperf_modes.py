@@ -42,11 +42,14 @@ def test_disable_ack_leaves_responses_to_the_next_request_to_acknowledge(eal, di
         assert side["retrans_syn"] == side["retrans_fin"] == side["retrans_push"] == 0
     # the client's frames: SYN, the handshake's ACK riding on the first request, every request,
     # its FIN and the ACK of the server's FIN (a close crossing the server's may take one more
-    # ACK a connection); without disable_ack, a pure ACK for most responses (one the client was
-    # slow to acknowledge may ride on its next request, as seen on a loaded machine)
+    # ACK a connection); without disable_ack, a pure ACK at the end of the loop pass for each
+    # response whose next request is not due in that pass (one that is, carries the ACK: on a
+    # loaded machine, where the client often sees a response after its next grid point, that is
+    # many of them), so more than disable_ack's at most one a connection
     pure = c["pkts_tx"] - c["syn_tx"] - req - c["fin_tx"] - s["fin_tx"]
+    print(f"disable_ack {disable_ack}: {req} requests, {pure} pure ACKs")
     if disable_ack:
         assert 0 <= pure <= n, (pure, req)
     else:
-        assert req // 2 < pure <= req + n, (pure, req)
+        assert n < pure <= req + n, (pure, req)
     no_leaks()

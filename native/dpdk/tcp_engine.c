@@ -126,6 +126,8 @@ static void worker_loop(pk_tcp_engine *e)
         } else if (now >= launch_end || stopping(e)) {
             break;
         }
+        if (e->nack)
+            tcp_acks_flush(e);
         if (e->ntx)
             tcp_tx_flush(e);
         uint64_t t1 = rte_rdtsc();
@@ -148,6 +150,7 @@ static void worker_loop(pk_tcp_engine *e)
             ctl_wait += next - idle_at;
         }
     }
+    tcp_acks_flush(e);
     tcp_end_flush(e);
     /* what is still open at the end: the client's are errors (they did not finish in the
      * drain time); the server's stay counted as current */
@@ -356,6 +359,7 @@ pk_tcp_engine *pk_tcp_create(pk_dpdk_port *port, const pk_tcp_cfg *cfg, char *er
     e->rto_c = (uint64_t)((double)cfg->rto_ns * e->hz / 1e9);
     e->ka_c = (uint64_t)((double)cfg->ka_interval_ns * e->hz / 1e9);
     e->iss_seed = (uint32_t)rte_rdtsc() | 1;
+    tcp_isn_init(e);
     static const uint8_t none6[16];
     if (cfg->role == PK_TCP_SERVER && (cfg->ipv6 ? memcmp(cfg->ip6, none6, 16) == 0 : cfg->ip == 0)) {
         pk_tcp_destroy(e);

@@ -275,6 +275,37 @@ int tcp_client_parse(tsock *s, const uint8_t *p, uint32_t n)
     return s->parse == P_DONE ? 1 : 0;
 }
 
+/* CLIENT: response bytes (tcp_client_parse's result). A server sends the same header section
+ * response after response: one that starts a segment and is byte for byte the last one parsed
+ * whole from a segment's start leaves the parser where that one did (the parse is a function of
+ * the bytes from the fresh state: status, Content-Length, P_BODY or P_DONE), with a compare
+ * instead of the byte-by-byte walk; the rest of the segment goes through the parser. */
+int tcp_client_take(pk_tcp_engine *e, tsock *s, const uint8_t *p, uint32_t n)
+{
+    const int fresh = s->parse == P_VER && s->match == 0;
+    const uint32_t h = e->rh_len;
+    if (fresh && h && n >= h && memcmp(p, e->rh, h) == 0) {
+        s->status = e->rh_status;
+        s->flags |= F_HAVE_CL;
+        s->hdr_bytes = (uint16_t)h;
+        s->body_left = e->rh_body;
+        s->parse = e->rh_body ? P_BODY : P_DONE;
+        s->match = 0;
+        return n == h ? (s->parse == P_DONE) : tcp_client_parse(s, p + h, n - h);
+    }
+    int r = tcp_client_parse(s, p, n);
+    /* remembered: a whole header section of this segment with a Content-Length (the body bytes
+     * the parser took here are the segment's after the headers: that length is what is left + them) */
+    if (fresh && r >= 0 && (s->parse == P_BODY || s->parse == P_DONE) && !(s->flags & F_CHUNKED) &&
+        (s->flags & F_HAVE_CL) && s->hdr_bytes <= RH_MAX && s->hdr_bytes <= n) {
+        memcpy(e->rh, p, s->hdr_bytes);
+        e->rh_len = s->hdr_bytes;
+        e->rh_body = s->body_left + (n - s->hdr_bytes);
+        e->rh_status = s->status;
+    }
+    return r;
+}
+
 static void client_reset_parser(tsock *s)
 {
     s->parse = P_VER;
@@ -350,12 +381,23 @@ void tcp_client_response(pk_tcp_engine *e, uint32_t idx, uint64_t now)
 
 void tcp_launch(pk_tcp_engine *e, uint64_t now, uint64_t t_start)
 {
+    /* held at the concurrency target (a keep-alive run's usual pass): no arithmetic; when a
+     * connection leaves, the schedule goes on from the target then (no backlog, as below) */
+    if (e->cfg.cc && e->current >= e->cfg.cc && !e->cfg.flood) {
+        e->held = 1;
+        return;
+    }
     double el = (double)(now - t_start) / (double)e->hz;
     double ss = (double)e->cfg.slow_start_ns / 1e9;
     double target = (ss > 0 && el < ss) ? e->cfg.cps * el * el / (2 * ss)
                                         : e->cfg.cps * (el - ss / 2);
     if (target < 1 && el > 0)
         target = 1;                 /* the first connection at once */
+    if (e->held) {
+        e->held = 0;
+        if ((double)e->launched < target)
+            e->launched = (uint64_t)target;
+    }
     uint32_t budget = e->cfg.launch_num;
     /* behind (the worker lost its CPU): catch up only as the transmit queue has room */
     while (budget-- && (double)e->launched < target && e->ntx < TXQ / 2) {
@@ -385,7 +427,9 @@ void tcp_launch(pk_tcp_engine *e, uint64_t now, uint64_t t_start)
         tsock *s = &e->socks[idx];
         memset(s, 0, sizeof(*s));
         s->state = S_SYN_SENT;
-        s->iss = tsc_rand(e, now);
+        tuple4 t;
+        tcp_sock_tuple(e, idx, &t);
+        s->iss = isn_for(e, t.cip, t.cport, rte_be_to_cpu_32(e->cfg.server_ip), t.sport, now);
         s->snd_base = s->iss + 1;
         s->t0 = now;
         e->launched++;

@@ -7,7 +7,7 @@ static void open_server(pk_tcp_engine *e, uint32_t idx, const seg *g, uint64_t n
     tsock *s = &e->socks[idx];
     memset(s, 0, sizeof(*s));
     s->state = S_SYN_RCVD;
-    s->iss = tsc_rand(e, now);
+    s->iss = isn_for(e, g->sip, g->sport, g->dip, g->dport, now);
     s->snd_base = s->iss + 1;
     s->rcv_nxt = g->seq + 1;
     s->win = g->win;
@@ -70,6 +70,33 @@ static inline int syn_acked(pk_tcp_engine *e, tsock *s, const seg *g, uint64_t n
         record_rtt(e, now - s->t0);
     s->state = S_ESTAB;
     return 0;
+}
+
+/* CLIENT: our SYN answered by a bare ACK. A peer holding the tuple in TIME_WAIT answers so a
+ * SYN whose sequence number is not past the old connection's (its ACK is that connection's
+ * rcv_nxt). RFC 9293 3.10.7.3: a reset at that ACK (it ends TIME_WAIT on Linux unless
+ * tcp_rfc1337 is set), then the SYN again, from past the old sequence numbers either way.
+ * Counted as a SYN retransmission; the retransmission limit bounds it as it bounds the RTO. */
+static void syn_answered_by_ack(pk_tcp_engine *e, uint32_t idx, const seg *g, uint64_t now)
+{
+    tsock *s = &e->socks[idx];
+    if (g->ack == s->iss + 1 || s->retries >= e->cfg.retries) {
+        cnt(e, PK_tcp_drop);        /* the RTO goes on (and ends it) */
+        return;
+    }
+    tcp_sock_tx(e, idx, g->ack, TH_RST, 0, 0);
+    tuple4 t;
+    tcp_sock_tuple(e, idx, &t);
+    uint32_t iss = isn_for(e, t.cip, t.cport, rte_be_to_cpu_32(e->cfg.server_ip), t.sport, now);
+    if (!seq_lt(g->ack, iss))
+        iss = g->ack + RCV_WINDOW;
+    s->iss = iss;
+    s->snd_base = iss + 1;
+    s->retries++;
+    uint64_t before = pk_read(&e->c, PK_syn_tx);
+    tcp_sock_tx(e, idx, s->iss, TH_SYN, 0, 0);
+    pk_add(&e->c, PK_retrans_syn, pk_read(&e->c, PK_syn_tx) - before);
+    tcp_timer_add(e, idx, TL_RTO, now);
 }
 
 /* IPv6: the server's address is the one expected and the client's has the clients'
@@ -174,6 +201,10 @@ static void handle_tcp(pk_tcp_engine *e, const seg *g, uint64_t now)
         return;
     }
 
+    if (s->state == S_SYN_SENT && (g->flags & TH_ACK) && !server) {
+        syn_answered_by_ack(e, idx, g, now);
+        return;
+    }
     if (s->state == S_CLOSED || !(g->flags & TH_ACK) || s->state == S_SYN_SENT) {
         drop_seg(e, s, g);
         return;
@@ -200,7 +231,7 @@ static void handle_tcp(pk_tcp_engine *e, const seg *g, uint64_t now)
             need_ack = 1;
         } else {
             s->rcv_nxt += g->len;
-            need_ack = 1;
+            need_ack = (g->flags & TH_FIN) ? 1 : 2;   /* 2: in-order data, its ACK may wait (tcp_ack_later) */
             if (g->len && server) {
                 int r = tcp_server_scan(e, s, g->data, g->len);
                 if (r < 0) {
@@ -225,7 +256,7 @@ static void handle_tcp(pk_tcp_engine *e, const seg *g, uint64_t now)
                     tcp_sock_abort(e, idx, PK_err_read);   /* bytes nobody asked for */
                     return;
                 }
-                int r = tcp_client_parse(s, g->data, g->len);
+                int r = tcp_client_take(e, s, g->data, g->len);
                 if (r < 0) {
                     cnt(e, PK_http_err);
                     tcp_sock_abort(e, idx, PK_err_read);
@@ -282,8 +313,12 @@ static void handle_tcp(pk_tcp_engine *e, const seg *g, uint64_t now)
         if (tcp_send_data(e, idx, 0))
             sent = 1;
     }
-    if (need_ack && !sent)
-        tcp_sock_tx(e, idx, snd_next(s), TH_ACK, 0, 0);
+    if (need_ack && !sent) {
+        if (need_ack == 2)
+            tcp_ack_later(e, idx);
+        else
+            tcp_sock_tx(e, idx, snd_next(s), TH_ACK, 0, 0);
+    }
     if (needs_rto(s)) {
         if (s->tl != TL_RTO || s->retries == 0)
             tcp_timer_add(e, idx, TL_RTO, now);

@@ -53,6 +53,8 @@
 #define MADV_POPULATE_WRITE 23
 #endif
 #define RX_ROUNDS 8                 /* receive bursts a loop pass at most, while they come full */
+#define RH_MAX 512                  /* CLIENT: response header sections up to this long are remembered (tcp_client_take) */
+#define ACKQ 4096                   /* sockets owing an ACK at the end of a pass (RX_ROUNDS x 256 segments at most) */
 #define STASH 32                    /* mbufs taken from the pool at once for transmit */
 #define MSS_DEFAULT(e) ((e)->cfg.ipv6 ? 1220u : 536u)   /* a peer's MSS without the option (RFC 9293, 8200) */
 
@@ -93,7 +95,10 @@ typedef struct tsock {
     uint16_t reqs;                  /* CLIENT: requests sent on this connection */
     uint16_t hdr_bytes;             /* header bytes seen of the message being received */
     uint16_t status;                /* CLIENT: response status */
-    uint8_t state, flags, tl, retries, parse, match;
+    uint8_t state, flags;
+    uint8_t tl : 2;                 /* the timer list it is on (TL_*) */
+    uint8_t ack_owed : 1;           /* in-order data not acknowledged yet: on ackq (tcp_ack_later) */
+    uint8_t retries, parse, match;
 } __attribute__((aligned(64))) tsock;
 
 _Static_assert(sizeof(tsock) == 64, "a socket is one cache line");
@@ -124,12 +129,16 @@ struct pk_tcp_engine {
     uint32_t l2;                    /* Ethernet header bytes: 14, or 18 with an 802.1Q tag */
     uint8_t ip6_tmpl[IP6_LEN];      /* IPv6 header template: this role's addresses, the client's last 4 bytes 0 */
     uint64_t ph6_sum;               /* its addresses summed (pseudo header): a segment adds the client's last 4 */
+    uint32_t ackq[ACKQ];            /* sockets that owed an ACK this pass (ack_owed says if they still do) */
+    uint32_t nack;
     struct rte_mbuf *tx[TXQ];
     uint32_t txlen[TXQ];
     uint32_t txh, ntx;              /* a circular queue: first frame, frames queued */
     uint64_t current;               /* sockets not CLOSED */
     uint64_t lat_min;
-    uint32_t iss_seed;
+    uint32_t iss_seed;              /* flood SYNs only: connections take isn_for */
+    uint64_t isn_key[2];            /* RFC 6528's secret: this process's (tcp_isn_key) */
+    uint64_t isn_mul;               /* TSC -> 4-microsecond ticks as (now * isn_mul) >> 32 */
     /* transmit mbufs: taken STASH at a time from this worker's pool cache, the next one's
      * lines prefetched while this one is written (a pool's mbufs can be cold: the cache
      * refills from the pool's ring, which hands them out in FIFO order) */
@@ -142,9 +151,13 @@ struct pk_tcp_engine {
     uint64_t div_l, div_p;          /* n / listen_num, n / nports_c as (M * n) >> 64 (0: divide by 1) */
 
     /* CLIENT */
+    uint8_t rh[RH_MAX];             /* the header section of the last response parsed whole from a segment's start */
+    uint32_t rh_len, rh_body;       /* its length (0: none yet), its Content-Length */
+    uint16_t rh_status;
     uint32_t cursor;
     uint64_t launched;
     int launching, draining;
+    int held;                       /* the last launch found the concurrency target reached */
 
     uint64_t nic_base[PK_NIC_N], last_nic;
     pk_engine core;                 /* its one worker's thread, stop flag, running, error */
@@ -178,6 +191,7 @@ typedef struct seg {
 #pragma GCC visibility push(hidden)
 
 /* tcp_socket.c */
+void tcp_isn_init(pk_tcp_engine *e);
 int tcp_ip_slot(const pk_tcp_engine *e, uint32_t ip_host, uint32_t *slot);
 void tcp_sock_tuple(const pk_tcp_engine *e, uint32_t idx, tuple4 *t);
 void tcp_sock_free(pk_tcp_engine *e, uint32_t idx, enum pk_counter_id how);
@@ -197,6 +211,8 @@ void tcp_offloads_init(pk_tcp_engine *e, uint64_t tx_offloads);
 void tcp_tx_seg(pk_tcp_engine *e, uint32_t lip, uint32_t rip, uint16_t lport, uint16_t rport,
                 uint32_t seq, uint32_t ack, uint8_t flags, uint32_t off, uint32_t len);
 void tcp_sock_tx(pk_tcp_engine *e, uint32_t idx, uint32_t seq, uint8_t flags, uint32_t off, uint32_t len);
+void tcp_ack_later(pk_tcp_engine *e, uint32_t idx);
+void tcp_acks_flush(pk_tcp_engine *e);
 int tcp_send_data(pk_tcp_engine *e, uint32_t idx, int at_least_one);
 void tcp_send_fin(pk_tcp_engine *e, uint32_t idx);
 void tcp_start_message(pk_tcp_engine *e, uint32_t idx, uint64_t now);
@@ -222,6 +238,7 @@ int tcp_handle_icmp6(pk_tcp_engine *e, struct rte_mbuf *m, uint8_t *d, uint32_t 
 /* tcp_http.c */
 int tcp_server_scan(pk_tcp_engine *e, tsock *s, const uint8_t *p, uint32_t n);
 int tcp_client_parse(tsock *s, const uint8_t *p, uint32_t n);
+int tcp_client_take(pk_tcp_engine *e, tsock *s, const uint8_t *p, uint32_t n);
 void tcp_client_request(pk_tcp_engine *e, uint32_t idx, uint64_t now);
 void tcp_client_close(pk_tcp_engine *e, uint32_t idx, uint64_t now);
 void tcp_client_response(pk_tcp_engine *e, uint32_t idx, uint64_t now);
@@ -276,6 +293,27 @@ static inline uint32_t tsc_rand(pk_tcp_engine *e, uint64_t tsc)
     x ^= x << 5;
     e->iss_seed = x;
     return x;
+}
+
+/* RFC 6528's initial sequence number: a keyed hash of the 4-tuple (client address and port,
+ * server address and port, host order) plus a 4-microsecond clock, so a connection on a
+ * tuple a peer still holds in TIME_WAIT starts after the old one's sequence numbers (RFC
+ * 6191), as Linux's own clients' do. */
+static inline uint64_t isn_mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+static inline uint32_t isn_for(const pk_tcp_engine *e, uint32_t cip, uint16_t cport, uint32_t sip, uint16_t sport,
+                               uint64_t tsc)
+{
+    uint64_t h = isn_mix((((uint64_t)cip << 32) | sip) ^ e->isn_key[0]);
+    h = isn_mix(h ^ (((uint64_t)cport << 16) | sport) ^ e->isn_key[1]);
+    return (uint32_t)h + (uint32_t)(((unsigned __int128)tsc * e->isn_mul) >> 32);
 }
 
 /* n / d for a 32-bit n from M = 2^64 / d + 1 (exact for every 32-bit n and d > 1; M = 0

@@ -257,10 +257,40 @@ void tcp_sock_tx(pk_tcp_engine *e, uint32_t idx, uint32_t seq, uint8_t flags, ui
     tuple4 t;
     tcp_sock_tuple(e, idx, &t);
     uint32_t ack = (flags & TH_ACK) ? s->rcv_nxt : 0;
+    if (flags & TH_ACK)
+        s->ack_owed = 0;            /* this segment carries it */
     if (e->cfg.role == PK_TCP_SERVER)
         tcp_tx_seg(e, rte_be_to_cpu_32(e->cfg.ip), t.cip, t.sport, t.cport, seq, ack, flags, off, len);
     else
         tcp_tx_seg(e, t.cip, rte_be_to_cpu_32(e->cfg.server_ip), t.cport, t.sport, seq, ack, flags, off, len);
+}
+
+/* In-order data to acknowledge (RFC 9293 3.8.6.3, delayed ACK): what this socket sends later in
+ * this pass (the next request, the response) carries the ACK; else a pure ACK goes at the pass's
+ * end (tcp_acks_flush), microseconds later. A second segment owed acknowledges both at once
+ * (an ACK at least every second full-sized segment, as a Linux sender's window growth expects). */
+void tcp_ack_later(pk_tcp_engine *e, uint32_t idx)
+{
+    tsock *s = &e->socks[idx];
+    if (s->ack_owed || e->nack == ACKQ) {
+        tcp_sock_tx(e, idx, snd_next(s), TH_ACK, 0, 0);
+        return;
+    }
+    s->ack_owed = 1;
+    e->ackq[e->nack++] = idx;
+}
+
+/* The pass's end: a pure ACK from each socket that still owes one (a socket closed or sent
+ * since owes none: ack_owed is clear). */
+void tcp_acks_flush(pk_tcp_engine *e)
+{
+    for (uint32_t i = 0; i < e->nack; i++) {
+        uint32_t idx = e->ackq[i];
+        tsock *s = &e->socks[idx];
+        if (s->ack_owed && s->state != S_CLOSED)
+            tcp_sock_tx(e, idx, snd_next(s), TH_ACK, 0, 0);
+    }
+    e->nack = 0;
 }
 
 /* Send what the window allows of the message from nxt; FIN on its last byte

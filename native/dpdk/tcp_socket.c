@@ -2,6 +2,9 @@
  * timers: FIFO lists, one timeout each (retransmission, keep-alive), and what fires. */
 #include "tcp_internal.h"
 
+#include <sys/random.h>
+#include <unistd.h>
+
 /* Host-order client address of a slot, and back. */
 static uint32_t slot_ip(const pk_tcp_engine *e, uint32_t slot)
 {
@@ -39,6 +42,27 @@ void tcp_sock_tuple(const pk_tcp_engine *e, uint32_t idx, tuple4 *t)
         t->cport = (uint16_t)(e->cfg.lport_lo + (idx - q * e->nports_c));
         t->cip = slot_ip(e, q);
     }
+}
+
+/* RFC 6528's secret, one for the process (its connections on a tuple then follow one clock
+ * from engine to engine), and the clock's scale. */
+static uint64_t isn_key[2];
+static pthread_once_t isn_once = PTHREAD_ONCE_INIT;
+
+static void isn_key_init(void)
+{
+    if (getrandom(isn_key, sizeof(isn_key), 0) != (ssize_t)sizeof(isn_key)) {   /* no entropy yet */
+        isn_key[0] = isn_mix(rte_rdtsc());
+        isn_key[1] = isn_mix(isn_key[0] ^ (uint64_t)getpid());
+    }
+}
+
+void tcp_isn_init(pk_tcp_engine *e)
+{
+    pthread_once(&isn_once, isn_key_init);
+    e->isn_key[0] = isn_key[0];
+    e->isn_key[1] = isn_key[1];
+    e->isn_mul = (uint64_t)((double)(1ull << 32) * 250000.0 / (double)e->hz);
 }
 
 void tcp_sock_free(pk_tcp_engine *e, uint32_t idx, enum pk_counter_id how)
