@@ -134,7 +134,7 @@ def test_duplicate_acks_from_a_linux_client_on_a_lossy_path(eal, lab):
     argv = ["curl", "-4", "-sS", "--max-time", "20", "-w", "%{http_code}\n",
             *[a for i in range(n) for a in ("-o", "/dev/null", f"http://{which['ip']}/{i}")]]
     rc, out, err, clean = serve_while_h2_runs(lab, server(lab, payload_size=size), argv, timeout=60)
-    assert rc == 0 and out.split() == ["200"] * n, err
+    assert rc == 0 and out.split() == ["200"] * n, (out, err)
     lab.impair(loss="5%")
     try:
         rc, out, err, lossy = serve_while_h2_runs(lab, server(lab, payload_size=size, retransmit_timeout="200ms"),
@@ -143,7 +143,9 @@ def test_duplicate_acks_from_a_linux_client_on_a_lossy_path(eal, lab):
         lab.clear()
     print(f"clean: ack_dup {clean['ack_dup']}; 5% loss: ack_dup {lossy['ack_dup']}, "
           f"retrans_push {lossy['retrans_push']}, curl {out.split()}")
-    assert clean["ack_dup"] == 0 and clean["retrans_push"] == 0
+    # without loss none, unless a busy machine made the server send data again (its timer ran out
+    # while curl was off its CPU): Linux then acknowledges each copy with the same ACK
+    assert clean["ack_dup"] == 0 or clean["retrans_push"] > 0, clean
     assert lossy["ack_dup"] > 0 and lossy["retrans_push"] > 0
     assert lossy["ack_dup"] <= lossy["tcp_rx"]
     no_leaks()
