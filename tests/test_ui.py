@@ -1169,7 +1169,8 @@ def test_the_http_panel_offers_a_user_ladder_checked_by_the_ladders_own_code():
     panel = perfkit.ui.Panel("HttpLoad", url="http://127.0.0.1:9/")
     assert panel.tasks == ("run", "ladder") and panel.sections["ladder"].layout.display == "none"
     panel.set(task="ladder", ladder="10:40:+10")
-    assert panel.error is None and "user ladder 10, 20, 30, 40" in panel.message.value, panel.message.value
+    assert panel.error is None and "user ladder 10, 20, 30, 40 of http GET" in panel.message.value, panel.message.value
+    assert "10 users" not in panel.message.value   # the form's users are not the ladder's
     for bad, says in (("10:5:+1", "ladder: '10:5:+1': FROM (10) is above TO (5)"), ("x", "ladder: 'x'"),
                       ("0,5", "ladder: '0,5': 0 is out of range")):
         panel.set(ladder=bad)

@@ -703,7 +703,7 @@ class Panel:
                             f"upper bound {spec.rate or 'measured by an unpaced first trial'}")
                 elif self.task == "ladder":
                     what = (f"user ladder {', '.join(map(str, plan['users']))} of "
-                            f"{charts.spec_title(spec)}: {len(plan['users'])} steps of {spec.duration:g} s")
+                            f"{points.ladder_title(spec)}: {len(plan['users'])} steps of {spec.duration:g} s")
                 elif self.task == "sweep":
                     what = (f"sweep {self.task_values()['sweep']} of {', '.join(plan['tests'])} to {spec.host}: "
                             f"{plan['points']} points of {spec.duration:g} s")
@@ -824,7 +824,7 @@ class Panel:
         elif self.task == "ladder":
             chart = points.PointsChart(lambda rows, state: points.ladder_figure(spec, len(plan["users"]), rows, state),
                                        redraw_s=min(self.redraw_s, 0.5), on_done=self._on_done)
-            work, what = self._ladder_job, f"user ladder of {charts.spec_title(spec)}"
+            work, what = self._ladder_job, f"user ladder of {points.ladder_title(spec)}"
         else:
             chart = points.PointsChart(
                 lambda rows, state: points.sweep_figure(spec, plan["option"], plan["tests"], rows, state,

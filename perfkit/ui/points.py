@@ -150,6 +150,11 @@ def sweep_figure(spec, option: str, tests, rows, state: str = "running", log_x: 
 
 
 # ------------------------------------------------------------------ user ladder
+def ladder_title(spec) -> str:
+    """What a ladder's steps share: the spec's title without its users (each step has its own)."""
+    return spec_title(spec).replace(f", {spec.users} users", "")
+
+
 def ladder_figure(spec, steps: int, rows, state: str = "running"):
     """An HTTP user ladder (perfkit.ladder), one point per finished step against users: TPS,
     mean test time and error rate (nGrinder's three), the steps that failed a threshold red."""
@@ -166,7 +171,7 @@ def ladder_figure(spec, steps: int, rows, state: str = "running"):
                                  hovertemplate=f"%{{y:.4~s}} at %{{x}} users<extra>{key}</extra>"), 1, col)
     fig.update_xaxes(title_text="virtual users", type="log" if x and max(x) >= 8 * min(x) else "linear")
     fig.update_yaxes(tickformat="~s", rangemode="tozero")
-    title = f"<b>user ladder</b>: {spec_title(spec)} — {state}, {len(rows)} of {steps} steps"
+    title = f"<b>user ladder</b>: {ladder_title(spec)} — {state}, {len(rows)} of {steps} steps"
     fig.update_layout(title={"text": title, "x": 0.01, "font": {"size": 14}}, height=380, template="plotly_white",
                       margin={"l": 60, "r": 20, "t": 70, "b": 50}, uirevision="perfkit")
     return fig
