@@ -51,7 +51,8 @@ def test_each_panel_has_its_own_legend_and_every_axis_its_unit(layout):
             i += 1
         legend = fig.layout[names[p]]
         x, y = fig.layout["xaxis" + n].domain, fig.layout["yaxis" + n].domain
-        assert x[0] <= legend.x <= x[1] and y[0] <= legend.y <= y[1], (title, legend.x, legend.y)
+        # beside its own plot, at its top: right of it and left of the next column's plot
+        assert x[1] < legend.x < x[1] + 0.05 and legend.xanchor == "left" and legend.y == y[1], title
         unit = fig.layout["yaxis" + n].title.text
         assert unit, title
         assert unit == charts.axis_unit(title)

@@ -253,7 +253,7 @@ def empty_figure(title: str = "", panels=PANELS):
 
     rows = (len(panels) + COLS - 1) // COLS
     fig = make_subplots(rows=rows, cols=COLS, subplot_titles=[p[0] for p in panels],
-                        vertical_spacing=0.33 / rows, horizontal_spacing=0.08)
+                        vertical_spacing=0.33 / rows, horizontal_spacing=LEGEND_GAP)
     legends = {}
     for p, (title_p, yopts, lines) in enumerate(panels):
         r, c = p // COLS + 1, p % COLS + 1
@@ -269,17 +269,21 @@ def empty_figure(title: str = "", panels=PANELS):
         fig.update_yaxes(row=r, col=c, **{"title_text": axis_unit(title_p), "title_standoff": 4, **yopts})
         fig.update_xaxes(row=r, col=c, title_text="time (s)" if r == rows else None)
     fig.update_layout(title={"text": title, "x": 0.01, "font": {"size": 14}}, height=260 * rows,
-                      margin={"l": 50, "r": 20, "t": 60, "b": 40}, template="plotly_white",
+                      margin={"l": 50, "r": 130, "t": 60, "b": 40}, template="plotly_white",
                       uirevision="perfkit", **legends)
     return fig
 
 
+LEGEND_GAP = 0.24   # between the columns: the left panel's legend and the right one's y axis
+
+
 def _panel_legend(fig, p: int) -> dict:
-    """Panel p's own legend, in its top right corner (one long shared legend served six panels)."""
+    """Panel p's own legend, beside its plot's top right corner, off the data (one long shared
+    legend served six panels; inside the plot it covered the newest points)."""
     n = "" if p == 0 else str(p + 1)
     x, y = fig.layout["xaxis" + n].domain, fig.layout["yaxis" + n].domain
-    return {"x": x[1], "y": y[1], "xanchor": "right", "yanchor": "top", "font": {"size": 10},
-            "bgcolor": "rgba(255,255,255,0.7)", "tracegroupgap": 0}
+    return {"x": x[1] + 0.005, "y": y[1], "xanchor": "left", "yanchor": "top", "font": {"size": 10},
+            "tracegroupgap": 0}
 
 
 _UNIT_NAMES = {"HTTP/s": "requests/s", "responses by status/s": "responses/s"}
