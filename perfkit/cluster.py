@@ -47,7 +47,8 @@ NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,15}")
 HOST_ENV = "PERFKIT_CLUSTER_HOST"   # an engine's host name, given by whoever started it
 ANSWER_S = 5.0      # an engine that does not answer a request by then is taken for dead
 BUILD_S = 60.0      # how long an engine may take to build its share (sockets, ports, DPDK)
-STATE_S = 0.1       # how often running() asks the engines (the sampler asks every 20 ms)
+STATE_S = 0.1       # how often running() asks the engines near the run's end (the sampler asks every 20 ms)
+STATE_EARLY_S = 1.0  # before then: each request costs the engines CPU the load could use
 START_LEAD_S = 0.3  # the start instant lies this far ahead, plus the slowest round trip
 
 
@@ -520,7 +521,10 @@ class ClusterHandle:
             self._ask(h, _e_call, "stop", wait=False)
 
     def running(self) -> bool:
-        if time.monotonic() - self._state_t >= STATE_S:
+        now = time.monotonic()
+        duration = float(getattr(self.spec, "duration", 0) or 0)
+        early = duration > 0 and now - self._t0 < duration - STATE_EARLY_S
+        if now - self._state_t >= (STATE_EARLY_S if early else STATE_S):
             for h, (run, err) in self._all(_e_state).items():
                 self._running[h] = run
                 if err:

@@ -223,6 +223,17 @@ def rate_limit(value, size: int, what: str):
     return rate
 
 
+def live_messages_per_second(value, size: int, what: str) -> float:
+    """run.set_rate(value): messages/s of size, value checked as a spec's rate is; None: 0 (no limit)."""
+    if value is None:
+        return 0.0
+    try:
+        rate = rate_limit(value, size, what)
+    except ValueError as exc:
+        raise ValueError(f"set_rate: {str(exc).removeprefix('rate: ')}") from None
+    return rate.messages_per_second(size)
+
+
 class Serial:
     """to_dict()/from_dict() for every spec, for saved runs and the control protocol:
     plain JSON values (a Rate as {value, unit}, bytes as latin-1 text, size lists as

@@ -16,6 +16,7 @@ from perfkit.engines import dpdk_tcp  # noqa: E402
 from perfkit.kinds import dpdk_tcp as dpdk_tcp_kind  # noqa: E402
 from perfkit.stats import COUNTER_NAMES  # noqa: E402
 from _dpdk_tests import StallFirstProxy  # noqa: E402,F401
+from _pressure import CpuPressure  # noqa: E402
 
 SERVER = r"""
 import faulthandler, json, sys, time
@@ -262,8 +263,9 @@ def test_dperf_confs_with_two_cpus_run_two_queues_each(tmp_path):
                                      "payload_size 100\n" + common)
     (tmp_path / "c.conf").write_text("mode client\nduration 2s\ncps 200\nslow_start 10\nwait 0\n"
                                      "port ring:mq2:0 198.18.0.1 198.18.0.2\n" + common)
-    p = subprocess.run([sys.executable, "-P", "-m", "perfkit", "dperf", "-c", str(tmp_path / "s.conf"),
-                        "-c", str(tmp_path / "c.conf"), "--json"], capture_output=True, text=True, timeout=120)
+    with CpuPressure() as psi:
+        p = subprocess.run([sys.executable, "-P", "-m", "perfkit", "dperf", "-c", str(tmp_path / "s.conf"),
+                            "-c", str(tmp_path / "c.conf"), "--json"], capture_output=True, text=True, timeout=120)
     if p.returncode != 0 and "EAL" in p.stderr:
         pytest.skip(f"DPDK EAL does not start here: {p.stderr[-300:]}")
     assert p.returncode == 0, p.stderr[-2000:]
@@ -281,8 +283,10 @@ def test_dperf_confs_with_two_cpus_run_two_queues_each(tmp_path):
     assert 1300 <= cli["lat_count"] <= 1401
     for side in (cli, srv):
         assert cli["lat_count"] - resent <= side["rtt_count"] <= cli["lat_count"]
-    assert resent <= 0.05 * cli["lat_count"]
     assert cli["pkts_tx"] == srv["pkts_rx"] and srv["pkts_tx"] == cli["pkts_rx"] and cli["bytes_rx"] == srv["bytes_tx"]
+    if resent > 0.05 * cli["lat_count"] and psi.starved:   # the rings filled while their readers waited for a CPU
+        pytest.skip(f"{resent} of {cli['lat_count']} SYNs sent again: {psi.why}")
+    assert resent <= 0.05 * cli["lat_count"], psi.why
 
 
 BUILD_S_MAX = 20   # 4x the 5 s a million take at 200k/s: past that the machine is shared, not the engine slow
@@ -296,7 +300,7 @@ def test_a_million_concurrent_connections_in_under_2_gb(eal):
     the socket tables included) under 2 GB together."""
     n, clients = 1_000_000, (("198.18.0.10", 16),)    # 16 addresses x 64512 ports: room for 1M
     extra = {"port_args": ",rsize=14", "spec": {"clients": clients}}
-    with memif_server("million", 64, True, extra) as (sock, finish):
+    with CpuPressure() as psi, memif_server("million", 64, True, extra) as (sock, finish):
         h = dpdk_tcp.build(DpdkHttpClient(port=f"net_memif1,role=client,socket={sock},rsize=14", clients=clients,
                                           ip="198.18.0.1", cc=n, cps=200_000, keepalive="4s", duration=40))
         try:
@@ -325,6 +329,9 @@ def test_a_million_concurrent_connections_in_under_2_gb(eal):
         pytest.skip(f"a million connections took {build_s:.0f} s to open (peak {peak:,}; 5 s at 200k/s "
                     f"with a CPU each): this machine is too busy for the test; client opened "
                     f"{c['sock_open']:,} and closed {c['sock_close']:,}")
+    if c["sock_close"] < n and psi.starved:
+        # opened in time, but the closes at the opening rate did not all fit before the run's end
+        pytest.skip(f"a million opened in {build_s:.0f} s, {c['sock_close']:,} closed by the run's end: {psi.why}")
     with open("/proc/self/status") as f:
         hwm_kb = int([ln for ln in f if ln.startswith("VmHWM")][0].split()[1])
     assert peak == n

@@ -17,6 +17,7 @@ import pytest
 
 from perfkit import lab as pklab
 from perfkit.lab import Impairment, Lab, parse_percent
+from _pressure import CpuPressure
 
 ROOT = pklab.have_privileges()
 needs_root = pytest.mark.root
@@ -522,9 +523,11 @@ def test_rate_is_real(labs, backend):
 def test_jitter_duplicate_reorder_corrupt(labs):
     lab = labs(delay="10ms", jitter="4ms")
     h1, h2 = lab.hosts
-    n, hist = ping(h1, h2, duration=1.0)
+    with CpuPressure() as psi:
+        n, hist = ping(h1, h2, duration=1.0)
     lo, hi = hist.percentile(0.05) / 1e6, hist.percentile(0.95) / 1e6
-    assert 11.5 <= lo < 18 and 22 < hi <= 30, (lo, hi)       # two legs of 10 ± 4 ms
+    # two legs of 10 ± 4 ms; a starved machine adds its wait for a CPU on top
+    assert 11.5 <= lo < 18 and 22 < hi <= (40 if psi.starved else 30), (lo, hi, psi.why)
     lab.impair(reset=True, duplicate="5%")
     rx, tx, _ = udp_flow(h1, h2, rate=10000, size=64, duration=1.0)
     assert 3.5 <= 100 * rx["seq_dup"] / tx["pkts_tx"] <= 6.5, rx["seq_dup"]

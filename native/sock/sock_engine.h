@@ -7,7 +7,9 @@
  *
  * Every worker stops by itself: senders at their duration (or message count), receivers once
  * their peer sender is done and the socket has been quiet for a moment, and
- * everyone at a hard deadline of duration + PK_SOCK_DRAIN_NS.
+ * everyone at a hard deadline of duration + PK_SOCK_DRAIN_NS (a stream receiver that read
+ * within the last PK_SOCK_DRAIN_NS goes on, up to PK_SOCK_FED_NS more: what a starved
+ * receiver has yet to read was sent, and is counted when it is read).
  */
 #ifndef PERFKIT_SOCK_ENGINE_H
 #define PERFKIT_SOCK_ENGINE_H
@@ -90,6 +92,7 @@ typedef struct pk_sock_worker_cfg {
 #define PK_SOCK_MAX_BLOB    (1u << 20)
 #define PK_SOCK_MAX_GSO     64      /* the kernel's UDP_MAX_SEGMENTS on older kernels */
 #define PK_SOCK_DRAIN_NS    1000000000ull  /* receivers wait at most this after duration */
+#define PK_SOCK_FED_NS      10000000000ull /* a stream receiver still being fed reads on at most this past the drain */
 
 typedef struct pk_sock_engine pk_sock_engine;
 

@@ -233,7 +233,8 @@ static void stream_recv(worker *w, int fd, const uint32_t size)
             pk_add(&w->c, PK_sock_error, 1);
             break;
         }
-        if (now >= w->engine->hard_end)
+        if (now >= w->engine->hard_end && (now - last_rx >= PK_SOCK_DRAIN_NS ||
+                                           now >= w->engine->hard_end + PK_SOCK_FED_NS))
             break;
         spun(w);
     }

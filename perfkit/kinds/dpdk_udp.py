@@ -13,7 +13,7 @@ from perfkit.fields import SECONDS, check_declared, like, opt, whole_number
 from perfkit.spec import (DPDK_JUMBO_PORTS, DPDK_MAX_BURST, DPDK_MAX_FLOWS, DPDK_MAX_IPS, DPDK_MAX_QUEUES,
                           DPDK_MAX_SIZE, DPDK_MIN_SIZE, DPDK_MODES, DPDK_REFLECT_MODES, DPDK_RING, DPDK_STD_SIZE,
                           DpdkSpec, LAB_NETS, MAC, MAX_DURATION_S, MAX_MESSAGES, MAX_RATE_PPS, check_dest_ip, check_dpdk_port, check_lab_ipv4,
-                          check_netns, parse_sizes, rate_limit, size_pattern)
+                          check_netns, live_messages_per_second, parse_sizes, rate_limit, size_pattern)
 from perfkit.spec import DPDK_KERNEL_DRIVERS
 from perfkit.units import Rate, format_time_us, parse_duration, parse_rate, parse_size
 
@@ -541,13 +541,7 @@ def counter_groups(spec) -> tuple[str, ...]:
 def live_rate(spec, value) -> float:
     """run.set_rate(value) of a DpdkFlows run: the frames/s each generator paces to (the spec's
     rate split over its cores), value checked as the spec's rate is; None: as fast as the port goes."""
-    if value is None:
-        return 0.0
-    try:
-        rate = rate_limit(value, spec.mean_size, "frames")
-    except ValueError as exc:
-        raise ValueError(f"set_rate: {str(exc).removeprefix('rate: ')}") from None
-    return rate.messages_per_second(spec.mean_size) / spec.cores
+    return live_messages_per_second(value, spec.mean_size, "frames") / spec.cores
 
 
 def summary_extra(spec, handle, roles) -> dict:

@@ -11,7 +11,8 @@ from perfkit.lab import Lab
 from perfkit.spec import (AUTO_GSO, CONTROL_TIMEOUT_S, DEFAULT_SIZE, LAB_NAME, LOCAL_DEFAULT_SIZE, LOCAL_TESTS,
                           MAX_BATCH, MAX_DURATION_S, MAX_FLOWS, MAX_GSO, MAX_MESSAGES, MAX_SIZE, REMOTE_TESTS,
                           STREAM_POLL_SIZE, Serial, WAIT_SERVER_S, check_bool, check_cpu, check_cpu_here,
-                          check_sock_buf, check_target, check_timeout, check_wait_server, rate_limit)
+                          check_sock_buf, check_target, check_timeout, check_wait_server, live_messages_per_second,
+                          rate_limit)
 from perfkit.units import Rate, parse_duration, parse_size
 
 _int_in = whole_number   # value as an int in lo..hi, else ValueError naming the field
@@ -292,13 +293,7 @@ def live_rate(spec, value) -> float:
     the spec's rate is (pps or bps of its size); None: as fast as it can."""
     if spec.test != "udp_bw":
         raise ValueError(f"set_rate: {spec.test} has no live rate (udp_bw only)")
-    if value is None:
-        return 0.0
-    try:
-        rate = rate_limit(value, spec.size, "packets")
-    except ValueError as exc:
-        raise ValueError(f"set_rate: {str(exc).removeprefix('rate: ')}") from None
-    return rate.messages_per_second(spec.size)
+    return live_messages_per_second(value, spec.size, "packets")
 
 
 LIVE_RATE = {LocalTest: live_rate, RemoteTest: live_rate}   # perfkit.run.Run.set_rate
