@@ -106,10 +106,13 @@ def test_reverse_over_memif_between_two_processes_each_way_equals_the_reflectors
     s = run.summary
     # the far side is not in this run: its figures are None here, the reflector's summary has them
     assert s["a_to_b_received"] is None and s["b_to_a_sent"] is None and s["a_to_b_nic_rx"] is None
-    assert s["a_to_b_sent"] == s["a_to_b_nic_tx"] == far["nic_ipackets"] == far["pkts_rx"]
-    assert far["pkts_tx"] == far["nic_opackets"] == s["b_to_a_nic_rx"] == s["b_to_a_received"]
+    # each side's counts equal its port's NIC counts; a -> b reached the reflector, b -> a came back
+    assert s["a_to_b_sent"] == s["a_to_b_nic_tx"] >= far["nic_ipackets"] == far["pkts_rx"]
+    assert far["pkts_tx"] == far["nic_opackets"] >= s["b_to_a_nic_rx"] == s["b_to_a_received"]
     assert far["pkts_rx"] == far["pkts_tx"] + far["drop_tx"]       # the reflector sent back what it could
     assert s["a_to_b_sent"] == s["b_to_a_received"] + s["lost"]    # sent = received + lost, round trip
+    if s["lost"] == 0:   # a clean link (a busy host may leave frames in a ring when a side closes)
+        assert s["a_to_b_sent"] == far["pkts_rx"] == far["pkts_tx"] == s["b_to_a_received"]
     assert dpdk.resources()["ports_open"] == 0
 
 
