@@ -357,14 +357,7 @@ void tcp_client_response(pk_tcp_engine *e, uint32_t idx, uint64_t now)
     s->flags &= (uint8_t)~F_WAITING;
     cnt(e, PK_http_resp);
     uint16_t st = s->status;
-    if (st >= 200 && st < 300)
-        cnt(e, PK_http_2xx);
-    else if (st >= 300 && st < 400)
-        cnt(e, PK_http_3xx);
-    else if (st >= 400 && st < 500)
-        cnt(e, PK_http_4xx);
-    else if (st >= 500)
-        cnt(e, PK_http_5xx);
+    cnt_status(e, st);
     if (st >= 400)
         cnt(e, PK_http_err);
     pk_lat_sample(&e->c, &e->hist, &e->lat_min, (uint64_t)((double)(now - s->t0) * 1e9 / (double)e->hz), PK_LAT);

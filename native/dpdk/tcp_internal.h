@@ -327,6 +327,19 @@ static inline uint32_t fdiv(uint32_t n, uint64_t M)
 
 static inline void cnt(pk_tcp_engine *e, enum pk_counter_id id) { pk_add(&e->c, id, 1); }
 
+/* A response's status class (2xx..5xx), the one place both HTTP over TCP and over UDP count it */
+static inline void cnt_status(pk_tcp_engine *e, uint16_t st)
+{
+    if (st >= 200 && st < 300)
+        cnt(e, PK_http_2xx);
+    else if (st >= 300 && st < 400)
+        cnt(e, PK_http_3xx);
+    else if (st >= 400 && st < 500)
+        cnt(e, PK_http_4xx);
+    else if (st >= 500)
+        cnt(e, PK_http_5xx);
+}
+
 /* First-packet RTT from the TSC: a handshake answered on its first transmission. */
 static inline void record_rtt(pk_tcp_engine *e, uint64_t tsc)
 {

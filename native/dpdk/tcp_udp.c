@@ -165,14 +165,7 @@ static void udp_answer(pk_tcp_engine *e, uint32_t idx, const uint8_t *p, uint32_
     s->flags &= (uint8_t)~F_WAITING;
     cnt(e, PK_http_resp);
     uint16_t st = e->cfg.raw ? 200 : udp_status(p, n);
-    if (st >= 200 && st < 300)
-        cnt(e, PK_http_2xx);
-    else if (st >= 300 && st < 400)
-        cnt(e, PK_http_3xx);
-    else if (st >= 400 && st < 500)
-        cnt(e, PK_http_4xx);
-    else if (st >= 500)
-        cnt(e, PK_http_5xx);
+    cnt_status(e, st);
     if (st < 200 || st >= 400)
         cnt(e, PK_http_err);
     uint64_t rt = now - s->t0;

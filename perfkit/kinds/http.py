@@ -304,19 +304,25 @@ def _requests_per_s(value, field: str = "rate") -> float:
     return float(rate.value)
 
 
-def parse_rate_stages(text) -> list[list]:
-    """[[seconds, requests/s], ...] from '10s:1000,20s:5k,10s:0'; ValueError naming what is wrong."""
+def _stage_pairs(text, field: str, example: str, value):
+    """[[seconds, value(v)], ...] from 'DURATION:V,...' (or such pairs), each duration 0..24h."""
     items = [p for p in str(text).split(",")] if isinstance(text, str) else list(text)
     out = []
     for item in items:
         pair = item.strip().split(":") if isinstance(item, str) else list(item)
         if len(pair) != 2:
-            raise ValueError(f"rate_stages: {item!r} is not DURATION:RATE (e.g. 10s:1000)")
-        secs = parse_duration(pair[0], "rate_stages")
+            raise ValueError(f"{field}: {item!r} is not {example}")
+        secs = parse_duration(pair[0], field)
         if not 0 <= secs <= MAX_DURATION_S:
-            raise ValueError(f"rate_stages: {item!r}: the duration is out of range 0..24h")
-        zero = str(pair[1]).strip() in ("0", "0.0") or pair[1] == 0
-        out.append([secs, 0.0 if zero else _requests_per_s(pair[1], "rate_stages")])
+            raise ValueError(f"{field}: {item!r}: the duration is out of range 0..24h")
+        out.append([secs, value(pair[1])])
+    return out
+
+
+def parse_rate_stages(text) -> list[list]:
+    """[[seconds, requests/s], ...] from '10s:1000,20s:5k,10s:0'; ValueError naming what is wrong."""
+    out = _stage_pairs(text, "rate_stages", "DURATION:RATE (e.g. 10s:1000)",
+                       lambda v: 0.0 if str(v).strip() in ("0", "0.0") or v == 0 else _requests_per_s(v, "rate_stages"))
     if not 1 <= len(out) <= MAX_STAGES:
         raise ValueError(f"rate_stages: 1..{MAX_STAGES} stages, not {len(out)}")
     if not any(r for _, r in out) or not 1e-3 <= sum(d for d, _ in out) <= MAX_DURATION_S:
@@ -326,16 +332,7 @@ def parse_rate_stages(text) -> list[list]:
 
 def parse_stages(text) -> list[list]:
     """[[seconds, users], ...] from '30s:100,1m:100,30s:0' (or such pairs); ValueError naming what is wrong."""
-    items = [p for p in str(text).split(",")] if isinstance(text, str) else list(text)
-    out = []
-    for item in items:
-        pair = item.strip().split(":") if isinstance(item, str) else list(item)
-        if len(pair) != 2:
-            raise ValueError(f"stages: {item!r} is not DURATION:USERS (e.g. 30s:100)")
-        secs = parse_duration(pair[0], "stages")
-        if not 0 <= secs <= MAX_DURATION_S:
-            raise ValueError(f"stages: {item!r}: the duration is out of range 0..24h")
-        out.append([secs, _int_in(pair[1], "stages", 0, MAX_USERS)])
+    out = _stage_pairs(text, "stages", "DURATION:USERS (e.g. 30s:100)", lambda v: _int_in(v, "stages", 0, MAX_USERS))
     if not 1 <= len(out) <= MAX_STAGES:
         raise ValueError(f"stages: 1..{MAX_STAGES} stages, not {len(out)}")
     if not any(u for _, u in out) or not 1e-3 <= sum(d for d, _ in out) <= MAX_DURATION_S:
