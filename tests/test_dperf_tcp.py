@@ -568,3 +568,54 @@ def test_fuzzed_segments_never_crash_server_or_client(eal, seed):
                                           lport_range=(3000, 3003), retransmit_timeout="20ms", retries=1), "ring:tz:1",
                 lambda mac: _fuzz_frames(rng, mac, 6000, SRV, CLI, [3000, 3001, 3002, 3003], [80]))
     no_leaks()
+
+
+def _client_exchanges(name, responses):
+    """Connections of one client (ring:NAME:0, 20 a second) to a server played here by hand on
+    ring:NAME:1: connection k is answered with responses[k] (one segment each) and closed by the
+    client. Returns the client's counters once it has made len(responses) connections."""
+    raw = _dpdk.Port(f"ring:{name}:1")
+    cli = dpdk_tcp.build(DpdkHttpClient(port=f"ring:{name}:0", cps=20, duration=0.05 * len(responses) - 0.01,
+                                        gateway_mac=raw.mac, retransmit_timeout="300ms", retries=2))
+    try:
+        cmac = cli.port_list[0].mac
+        cli.start()
+        conns, seqs = {}, {}                     # client port -> its response; our next seq
+        deadline = time.monotonic() + 10
+        while cli.running() and time.monotonic() < deadline:
+            for g in map(parse_tcp, raw.recv(64)):
+                sp = g["sport"]
+                if g["flags"] == SYN:
+                    conns[sp], seqs[sp] = responses[len(conns) % len(responses)], 9001
+                    raw.send([frame(cmac, ip4(SRV, CLI, 6, tcp(80, sp, 9000, g["seq"] + 1, SYN | ACK,
+                                                               opts=b"\x02\x04\x05\xb4", src=SRV, dst=CLI)))])
+                elif g["data"]:
+                    data = conns[sp]
+                    raw.send([frame(cmac, ip4(SRV, CLI, 6, tcp(80, sp, 9001, g["seq"] + len(g["data"]), ACK | PSH,
+                                                               data, src=SRV, dst=CLI)))])
+                    seqs[sp] = 9001 + len(data)
+                elif g["flags"] & FIN:
+                    raw.send([frame(cmac, ip4(SRV, CLI, 6, tcp(80, sp, seqs[sp], g["seq"] + 1, FIN | ACK,
+                                                               src=SRV, dst=CLI)))])
+                    seqs[sp] += 1
+            time.sleep(0.002)
+        wait_done(cli)
+        return counters(cli)
+    finally:
+        cli.close()
+        raw.close()
+
+
+def test_client_takes_a_repeated_header_section_as_the_parser_would(eal):
+    """The client remembers the last header section it parsed whole and takes one that repeats
+    it byte for byte with a compare (tcp_client_take): the same responses must count as the
+    parser counts them. Here: a header section repeated with its body, then the same header
+    section with bytes past the body (an error, as the parser says), then one that differs only
+    in its Content-Length (parsed again, its own length), then the first again."""
+    ok = b"HTTP/1.1 200 OK\r\nServer: hand\r\nContent-Length: 5\r\n\r\nhello"
+    other = b"HTTP/1.1 200 OK\r\nServer: hand\r\nContent-Length: 7\r\n\r\nhello!!"
+    c = _client_exchanges("tr", [ok, ok, ok + b"EXTRA", other, ok])
+    assert c["sock_open"] == 5 and c["http_resp"] == c["http_2xx"] == 4, c
+    assert c["http_err"] == c["err_read"] == 1 and c["sock_error"] == 1 and c["sock_close"] == 4
+    assert c["bytes_rx"] > 0 and c["tcp_drop"] == 0
+    no_leaks()

@@ -21,6 +21,13 @@ int tcp_server_scan(pk_tcp_engine *e, tsock *s, const uint8_t *p, uint32_t n)
             cnt(e, PK_http_get);
         else if (memcmp(p, "POST", 4) == 0)
             cnt(e, PK_http_post);
+        /* a segment that ends the header section (a client's request, whole): its first
+         * "\r\n\r\n" is at or before that end, so within the limit: served, as below, without the search */
+        if (!s->match && n <= MAX_HDR_BYTES + 1 && memcmp(p + n - 4, "\r\n\r\n", 4) == 0) {
+            s->hdr_bytes = (uint16_t)n;
+            s->match = 4;
+            return served(e, s);
+        }
         /* the usual case: the whole header section in this segment, its end found at once
          * (the first "\r\n\r\n", as the loop below finds it, within MAX_HDR_BYTES + 1 bytes) */
         const uint8_t *q = s->match ? NULL : memmem(p, n, "\r\n\r\n", 4);
