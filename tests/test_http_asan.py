@@ -29,7 +29,7 @@ def driver(tmp_path_factory):
                     str(ROOT / "native/sock/sock_engine.c"), str(ROOT / "native/sock/http_roles.c"),
                     str(ROOT / "native/sock/stream_roles.c"),
                     str(ROOT / "native/common/counters.c"),
-                    str(ROOT / "tests/native/http_load_driver.c"), "-lssl", "-lcrypto", "-lpthread", "-o", str(exe)],
+                    str(ROOT / "tests/native/http_load_driver.c"), "-lssl", "-lcrypto", "-lpthread", "-lm", "-o", str(exe)],
                    check=True, timeout=300)
     subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
                     "-nodes", "-days", "1", "-subj", "/CN=perfkit-test", "-keyout", str(d / "key.pem"),

@@ -153,7 +153,7 @@ def driver(tmp_path_factory):
     cmd = [cc, "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
            "-fno-omit-frame-pointer", "-I", os.path.join(REPO, "native", "include"),
            "-I", os.path.join(REPO, "native", "sock"), "-I", os.path.join(REPO, "native", "common"),
-           DRIVER, os.path.join(REPO, "native", "common", "engine.c"), "-o", exe, "-lpthread"]
+           DRIVER, os.path.join(REPO, "native", "common", "engine.c"), "-o", exe, "-lpthread", "-lm"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, f"building the driver failed:\n{' '.join(cmd)}\n{p.stderr}"
     return exe
