@@ -200,7 +200,9 @@ def one_run(a, name: str, payload: int, keepalive_srv: bool, profile: bool = Fal
         knobs = {**({"burst": a.burst} if a.burst else {}), **({"launch_num": a.launch_num} if a.launch_num else {}),
                  **({"slow_start": a.slow} if a.slow else {})}
         spec = DpdkHttpClient(port=f"net_memif1,role=client,socket={srv.sock}{a.memif_args}", clients=a.clients,
-                              ip="198.18.0.1", lport_range=(1024, 65535), duration=a.duration, **knobs, **client_kw)
+                              ip="198.18.0.1", lport_range=(1024, 65535),
+                              # slow start, then --duration at the target (as dperf runs them)
+                              duration=a.duration + a.slow, **knobs, **client_kw)
         run = perfkit.Run(spec)
         got = {}
 
@@ -251,7 +253,9 @@ def one_run(a, name: str, payload: int, keepalive_srv: bool, profile: bool = Fal
     rows = run.rows
     c = {k: rows[-1][k] for k in rows[-1] if not k.endswith("_per_s")}
     # steady: past the slow start, the first and the last (partial) rows left out
-    steady = [r for r in rows[1:-1] if r["interval_s"] > 0.5 and r["time_s"] - r["interval_s"] >= a.slow] or rows[-1:]
+    steady = [r for r in rows[1:-1] if r["interval_s"] > 0.5 and r["time_s"] - r["interval_s"] >= a.slow]
+    if not steady:   # the last row alone is the drain (connections closing): not a rate to report
+        raise RuntimeError(f"{name}: no steady second past the {a.slow:g} s slow start in {len(rows)} rows")
     sc = s["c"]
     retrans = sum(x[k] for x in (c, sc) for k in ("retrans_syn", "retrans_fin", "retrans_ack", "retrans_push"))
     retrans += c.get("udp_rt", 0)   # protocol udp: a request that got no answer
@@ -375,7 +379,7 @@ def measure(a, results: list) -> list:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--duration", type=float, default=4.0)
+    ap.add_argument("--duration", type=float, default=4.0, help="seconds per run at the target (after any slow start)")
     ap.add_argument("--cps-levels", default="20k,30k,50k,70k,100k,150k,200k,300k,500k,1m")
     ap.add_argument("--ka-cc", type=int, default=4096)
     ap.add_argument("--cc", default="20k", help="connections held in the 1 KiB run")
