@@ -27,16 +27,20 @@ os.environ["PERFKIT_SANDBOX"] = "1"   # the network guard (perfkit/sandbox.py)
 WORK = ("tcp_handle_frame", "tcp_client_request", "tcp_tx_flush_mode", "tcp_acks_flush")
 
 
-def child(body: int, seconds: float) -> None:
+def child(body: int, seconds: float, cc: int = 64, burst: int = 0, launch_num: int = 0, addrs: int = 1) -> None:
     from perfkit.engines import dpdk, dpdk_tcp
     from perfkit.spec import DpdkHttpClient, DpdkHttpServer
     from perfkit.stats import COUNTER_NAMES
     dpdk.configure(worker_cpus=(0, 1), mbufs=16383, memory_mb=256)
     dpdk.eal()
+    clients = (("198.18.0.10", addrs),)
+    knobs = {"burst": burst} if burst else {}
     srv = dpdk_tcp.build(DpdkHttpServer(port="ring:cg:1", ip="198.18.0.2", payload_size=body, keepalive=True,
-                                        duration=600))
-    cli = dpdk_tcp.build(DpdkHttpClient(port="ring:cg:0", ip="198.18.0.1", server="198.18.0.2", cps=1000, cc=64,
-                                        keepalive="1us", duration=seconds))
+                                        clients=clients, duration=600, **knobs))
+    if launch_num:
+        knobs["launch_num"] = launch_num
+    cli = dpdk_tcp.build(DpdkHttpClient(port="ring:cg:0", ip="198.18.0.1", server="198.18.0.2", cps=max(1000, cc * 4),
+                                        cc=cc, clients=clients, keepalive="1us", duration=seconds, **knobs))
     srv.start()
     cli.start()
     while cli.running():
@@ -72,24 +76,60 @@ def summarize(d: str, counts: dict) -> dict:
     return out
 
 
+KNOBS = ("cc", "burst", "launch_num", "addrs")
+# issue 31's robustness corners, each changed alone from the defaults (cc 64, the specs' burst
+# and launch_num, one client address), then the issue's own configuration
+SWEEP = ({}, {"burst": 8}, {"burst": 128}, {"burst": 256}, {"launch_num": 1}, {"launch_num": 64},
+         {"addrs": 48}, {"addrs": 256}, {"cc": 4096}, {"cc": 4096, "burst": 128, "launch_num": 10, "addrs": 48})
+
+
+def measure(body: int, seconds: float, knobs: dict) -> dict | None:
+    """One callgrind run of the child with knobs; its summary, None (printed why) if it failed."""
+    with tempfile.TemporaryDirectory(prefix="pk-callgrind-") as d:
+        args = [f"--{k.replace('_', '-')}={v}" for k, v in knobs.items()]
+        p = subprocess.run(["valgrind", "--tool=callgrind", "--separate-threads=yes", f"--callgrind-out-file={d}/cg.out",
+                            sys.executable, "-P", os.path.abspath(__file__), "--child", "--body", str(body),
+                            "--seconds", str(seconds), *args], capture_output=True, text=True, timeout=900)
+        m = re.search(r"^COUNTS (.*)$", p.stdout, re.M)
+        if p.returncode != 0 or not m:
+            print(p.stdout[-2000:], p.stderr[-3000:], file=sys.stderr)
+            return None
+        return summarize(d, json.loads(m.group(1)))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--body", type=int, default=1295, help="response body bytes (1295: a 1,400-byte response)")
     ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--cc", type=int, default=64, help="keep-alive connections")
+    ap.add_argument("--burst", type=int, default=0, help="both sides' burst (0: the specs' default)")
+    ap.add_argument("--launch-num", type=int, default=0, help="the client's launch_num (0: the spec's default)")
+    ap.add_argument("--addrs", type=int, default=1, help="client addresses (198.18.0.10 on)")
+    ap.add_argument("--sweep", action="store_true", help="the settings in SWEEP, one callgrind run each: a table")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    knobs = {k: getattr(a, k) for k in KNOBS}
     if a.child:
-        child(a.body, a.seconds)
+        child(a.body, a.seconds, **knobs)
         return 0
-    with tempfile.TemporaryDirectory(prefix="pk-callgrind-") as d:
-        p = subprocess.run(["valgrind", "--tool=callgrind", "--separate-threads=yes", f"--callgrind-out-file={d}/cg.out",
-                            sys.executable, "-P", os.path.abspath(__file__), "--child", "--body", str(a.body),
-                            "--seconds", str(a.seconds)], capture_output=True, text=True, timeout=900)
-        m = re.search(r"^COUNTS (.*)$", p.stdout, re.M)
-        if p.returncode != 0 or not m:
-            print(p.stdout[-2000:], p.stderr[-3000:], file=sys.stderr)
-            return 1
-        r = summarize(d, json.loads(m.group(1)))
+    if a.sweep:
+        print("| settings | requests | errors | frames/request c / s | instructions/request c / s |")
+        print("|---|---|---|---|---|")
+        bad = 0
+        for kn in SWEEP:
+            r = measure(a.body, a.seconds, kn)
+            name = ", ".join(f"{k} {v}" for k, v in kn.items()) or "defaults (cc 64)"
+            if r is None or "client" not in r or "server" not in r:
+                print(f"| {name} | failed | | | |", flush=True)
+                bad += 1
+                continue
+            print(f"| {name} | {r['requests']:,} | {r['errors']} | {r['frames_client']:.3f} / {r['frames_server']:.3f} "
+                  f"| {r['client']['work']:,.0f} / {r['server']['work']:,.0f} |", flush=True)
+            bad += r["errors"] > 0
+        return 1 if bad else 0
+    r = measure(a.body, a.seconds, {k: v for k, v in knobs.items() if v and not (k == "addrs" and v == 1)})
+    if r is None:
+        return 1
     print(f"body {a.body} B: {r['requests']} requests, errors {r['errors']}, frames per request client "
           f"{r['frames_client']:.3f} server {r['frames_server']:.3f}")
     for side in ("client", "server"):
