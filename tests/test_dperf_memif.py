@@ -374,3 +374,32 @@ def test_keepalive_frames_per_request_carry_the_acks(eal, body):
     assert s["pkts_tx"] == c["pkts_rx"] and s["pkts_rx"] <= c["pkts_tx"] <= s["pkts_rx"] + 16
     assert c["bytes_rx"] == s["bytes_tx"] and c["tcp_drop"] == s["tcp_drop"] == 0
     assert cf <= 1 + segs // 2 + per_conn and sf <= segs + per_conn
+
+
+@pytest.mark.parametrize("burst,launch_num,addrs,rsize", [
+    (8, 1, 1, 10), (256, 64, 254, 10), (8, 64, 254, 14), (256, 1, 1, 14)])
+def test_settings_corners_keep_the_counts(eal, burst, launch_num, addrs, rsize):
+    """Issue 31: fast for every sane configuration, and exact in each: tx_burst 8 and 256,
+    launch_num 1 and 64, 1 and 254 client addresses (the most a range takes; 4 ports each, so
+    the connections spread over 64 of them), memif rings of 1,024 and 16,384 slots; keep-alive at a moderate rate:
+    no socket error, each side's sends the other's receives."""
+    cc = 256
+    clients = (("198.18.0.10" if addrs == 1 else "198.18.1.1", addrs),)
+    ports = (1024, 65535) if addrs == 1 else (1024, 1027)
+    extra = {"port_args": f",rsize={rsize}", "spec": {"clients": clients, "burst": burst}}
+    with memif_server(f"corner-{burst}-{launch_num}-{addrs}-{rsize}", 1295, True, extra) as (sock, finish):
+        c, s = client_to_end(dpdk_tcp.build(DpdkHttpClient(
+            port=f"net_memif1,role=client,socket={sock},rsize={rsize}", ip="198.18.0.1", clients=clients,
+            lport_range=ports, burst=burst, launch_num=launch_num, cps=5000, cc=cc, keepalive="5ms",
+            duration=1.5)), finish)
+    retrans = {k: c[f"retrans_{k}"] + s[f"retrans_{k}"] for k in ("syn", "fin", "ack", "push")}
+    print(f"corner burst {burst} launch_num {launch_num} addrs {addrs} rsize {rsize}: {c['http_req']} requests, "
+          f"drop_tx {c['drop_tx']}/{s['drop_tx']}, retransmits {retrans}")
+    assert c["sock_error"] == s["sock_error"] == c["http_err"] == 0
+    assert c["sock_open"] == c["sock_close"] == s["sock_open"] == s["sock_close"] == cc
+    assert c["http_2xx"] == c["http_req"] == s["http_get"] >= cc
+    for k in ("syn", "fin"):
+        assert c[f"{k}_tx"] == s[f"{k}_rx"] and s[f"{k}_tx"] == c[f"{k}_rx"]
+    assert s["pkts_tx"] == c["pkts_rx"] and s["pkts_rx"] <= c["pkts_tx"] <= s["pkts_rx"] + 16
+    assert c["bytes_rx"] == s["bytes_tx"] and c["drop_tx"] == s["drop_tx"] == 0
+    assert s["bad_rx"] == c["bad_rx"] == s["tcp_drop"] == c["tcp_drop"] == 0
