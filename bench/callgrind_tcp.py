@@ -80,7 +80,7 @@ KNOBS = ("cc", "burst", "launch_num", "addrs")
 # issue 31's robustness corners, each changed alone from the defaults (cc 64, the specs' burst
 # and launch_num, one client address), then the issue's own configuration
 SWEEP = ({}, {"burst": 8}, {"burst": 128}, {"burst": 256}, {"launch_num": 1}, {"launch_num": 64},
-         {"addrs": 48}, {"addrs": 256}, {"cc": 4096}, {"cc": 4096, "burst": 128, "launch_num": 10, "addrs": 48})
+         {"addrs": 48}, {"addrs": 254}, {"cc": 4096}, {"cc": 4096, "burst": 128, "launch_num": 10, "addrs": 48})
 
 
 def measure(body: int, seconds: float, knobs: dict) -> dict | None:
@@ -94,6 +94,10 @@ def measure(body: int, seconds: float, knobs: dict) -> dict | None:
         if p.returncode != 0 or not m:
             print(p.stdout[-2000:], p.stderr[-3000:], file=sys.stderr)
             return None
+        if os.environ.get("PK_CG_KEEP"):   # a directory: keep the callgrind outputs (callgrind_annotate)
+            for f in glob.glob(f"{d}/cg.out-*"):
+                os.replace(f, os.path.join(os.environ["PK_CG_KEEP"], os.path.basename(f)))
+            d = os.environ["PK_CG_KEEP"]
         return summarize(d, json.loads(m.group(1)))
 
 
