@@ -32,6 +32,7 @@ busy share of its core (cycles in loop passes that moved a packet / all cycles).
 No peer tool here (dperf is not packaged): absolute numbers for this machine, with the
 load average beside them. The machine has 2 vCPUs: client and server get one each
 (--client-cpu, --server-cpu), shared with whatever else runs.
+--hugepages on gives both processes' EAL hugepages (they must be free: /proc/sys/vm/nr_hugepages).
 PK_BENCH_GDB=1 runs each server under gdb -batch (a backtrace if its process crashes).
 PK_BENCH_PERF_KEEP=DIR keeps the --perf recordings there (`perf report -i DIR/F --sort sym`).
 """
@@ -56,7 +57,7 @@ a = json.loads(sys.argv[1])
 from perfkit.engines import dpdk, dpdk_tcp
 from perfkit.spec import DpdkHttpServer
 from perfkit.stats import COUNTER_NAMES, merge_counters
-dpdk.configure(worker_cpus=a["cpus"], mbufs=a["mbufs"], memory_mb=a["mem"])
+dpdk.configure(worker_cpus=a["cpus"], mbufs=a["mbufs"], memory_mb=a["mem"], hugepages=a["huge"])
 spec = DpdkHttpServer(port=a["port"], payload_size=a["payload"], keepalive=a["keepalive"],
                       clients=tuple(tuple(c) for c in a["clients"]), duration=3600, **a.get("extra", {}))
 h = dpdk_tcp.build(spec)
@@ -112,7 +113,7 @@ class Server:
         self.sock = f"/tmp/pk-bench-memif-{os.getpid()}-{time.monotonic_ns()}.sock"
         arg = {"port": f"net_memif0,role=server,socket={self.sock}{a.memif_args}", "payload": payload,
                "keepalive": keepalive, "clients": a.clients, "cpus": [a.server_cpu], "mbufs": a.mbufs,
-               "mem": a.memory_mb, "extra": {**({"burst": a.burst} if a.burst else {}), **(extra or {})}}
+               "mem": a.memory_mb, "huge": a.hugepages == "on", "extra": {**({"burst": a.burst} if a.burst else {}), **(extra or {})}}
         pre = ["gdb", "-q", "-batch", "-ex", "run", "-ex", "thread apply all bt 8", "--args"] if os.environ.get("PK_BENCH_GDB") else []
         self.p = subprocess.Popen(pre + [sys.executable, "-P", "-c", SERVER, json.dumps(arg)], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -406,12 +407,15 @@ def main() -> int:
                     help=f"comma-separated, run alternately: {', '.join(SETTINGS)} (dperf: issue 31's configuration; "
                          "default: perfkit's own)")
     ap.add_argument("--reps", type=int, default=1, help="rounds over --settings")
+    ap.add_argument("--hugepages", choices=("off", "on"), default="off",
+                    help="both processes' EAL: --no-huge, or hugepages (root, --memory-mb free in each)")
     ap.add_argument("--slow-start", type=float, default=10.0, help="the dperf settings' slow_start, seconds")
     ap.add_argument("--out", default=str(Path(__file__).with_name("RESULTS-dperf.md")),
                     help="results file: this run's section goes on top, earlier ones stay below")
     a = ap.parse_args()
     from perfkit.engines import dpdk
-    dpdk.configure(worker_cpus=(a.client_cpu,), mbufs=a.mbufs, memory_mb=a.memory_mb)
+    # one EAL a process: hugepages are on or off for the whole invocation (run it twice to compare)
+    dpdk.configure(worker_cpus=(a.client_cpu,), mbufs=a.mbufs, memory_mb=a.memory_mb, hugepages=a.hugepages == "on")
     dpdk.eal()
     bad = [n for n in a.settings.split(",") if n not in SETTINGS]
     if bad:
@@ -445,7 +449,7 @@ def main() -> int:
         f"- kernel {platform.release()}, {os.cpu_count()} vCPUs: the client pinned to CPU {a.client_cpu}, the server "
         f"to CPU {a.server_cpu}, both shared with the other sessions' work; load average at start "
         f"{load0[0]:.2f}, at end {load1[0]:.2f}; took {time.monotonic() - t0:.0f} s",
-        f"- EAL --no-huge, {a.mbufs} mbufs per process, memif args `{a.memif_args}`; {a.duration:g} s per run; "
+        f"- EAL {'hugepages (--in-memory)' if a.hugepages == 'on' else '--no-huge'}, {a.mbufs} mbufs per process, memif args `{a.memif_args}`; {a.duration:g} s per run; "
         "rates are means over the steady seconds (the first and the last, partial, rows left out)",
         "- on CPU: the worker thread's share of its CPU (schedstat run time / wall); the rest it waited "
         "runnable for the CPU. stall: the engine's own count of loop passes over 1 ms (cpu_stall_ns). "
