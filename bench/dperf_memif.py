@@ -292,7 +292,7 @@ def one_run(a, name: str, payload: int, keepalive_srv: bool, profile: bool = Fal
     if profile:
         return out
     print(f"{name}: cps {out['cps']:,.0f} req/s {out['rps']:,.0f} {out['gbps']:.2f} Gbit/s cc {out['cc']:,.0f} "
-          f"errors {out['errors']} retrans {out['retrans']} ({out['retrans_pct']:.4f}%) cpu c/s "
+          f"errors {out['errors']} retrans {out['retrans']} ({out['retrans_pct']:.4f}%) drop_tx c/s {c['drop_tx']}/{sc['drop_tx']} cpu c/s "
           f"{out['cpu_c']:.0f}/{out['cpu_s']:.0f}% stall {out['stall_c']:.0f}/{out['stall_s']:.0f}% "
           f"us/resp {out['us_per_c']:.2f}/{out['us_per_s']:.2f} on-cpu/runq c {out['oncpu']['c']} s {out['oncpu']['s']} rtt {out['rtt_us']} us agree {out['agree']} "
           f"{'clean' if out['clean'] else 'NOT clean'} {out['err'] or ''}", flush=True)
@@ -302,7 +302,7 @@ def one_run(a, name: str, payload: int, keepalive_srv: bool, profile: bool = Fal
 def profiled(a, r, *args, **kw) -> None:
     """The same run again under perf (perf's own cost would skew the measured one): its profile
     goes with the measured run."""
-    if a.perf and r["name"].startswith(tuple(a.perf)):
+    if r["name"].startswith(tuple(p for p in a.perf if p)):   # --perf "" : none (not every name)
         try:
             r["perf"] = one_run(a, r["name"] + " (perf)", *args, profile=True, **kw)["perf"]
         except RuntimeError as exc:
