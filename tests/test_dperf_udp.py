@@ -45,6 +45,43 @@ def test_udp_client_and_server_over_memif(eal, family, client_kw):
     assert f"{'udpRt':<7} 0" in block and "synRt" not in block and f"{'udpTx':<7} {n:,}" in block
 
 
+@pytest.mark.parametrize("ka_requests", [0, 4])
+def test_pipelined_udp_keeps_requests_out_and_every_one_is_answered_or_counted(eal, ka_requests):
+    """dperf's pipeline 4 with keepalive 0us: 4 requests out on each of cc sockets, an answer
+    lets the next go. Nothing is lost on memif: requests = answers, and the server answered
+    every one it got. keepalive_requests 4: each socket's 4 went at once, then it closed."""
+    kw = dict(protocol="udp", cc=2, keepalive=1e-6, pipeline=4, keepalive_requests=ka_requests, cps=1000,
+              duration=0.5)
+    with memif_server(f"udppipe{ka_requests}", 200, True, {"spec": {"protocol": "udp"}}) as (sock, finish):
+        c, s = client_to_end(dpdk_tcp.build(DpdkHttpClient(port=f"net_memif1,role=client,socket={sock}", **kw)),
+                             finish)
+    print({k: (c[k], s[k]) for k in UDP})
+    n = c["http_req"]
+    assert n == c["udp_tx"] == s["udp_rx"] == s["http_2xx"] == s["udp_tx"] == c["udp_rx"]
+    assert c["http_resp"] == n - c["udp_rt"] and c["udp_rt"] == c["udp_drop"] == s["udp_drop"] == 0
+    assert c["sock_open"] == c["sock_close"] and c["sock_current"] == 0 and c["sock_error"] == 0
+    assert c["rtt_count"] == c["sock_open"] and c["lat_count"] == 0   # pipelined answers are not timed
+    if ka_requests:
+        assert n == 4 * c["sock_open"] > 4                   # each socket: its 4 requests, then closed
+    else:
+        assert c["sock_open"] == 2 and n > 8
+
+
+def test_pipelined_requests_a_server_drops_are_each_counted_unanswered(eal):
+    """A server that takes none: each socket's 4 requests go at once and all 4 time out
+    (udp_rt 4 a timeout), then 4 more: requests = udp_rt, a multiple of 4 a socket."""
+    spec = {"protocol": "udp", "clients": [["198.18.0.60", 1]]}
+    with memif_server("udppipedrop", 200, True, {"spec": spec}) as (sock, finish):
+        c, s = client_to_end(dpdk_tcp.build(DpdkHttpClient(
+            port=f"net_memif1,role=client,socket={sock}", cps=100, cc=2, keepalive=1e-6, pipeline=4,
+            keepalive_requests=8, duration=0.5, protocol="udp", retransmit_timeout="50ms")), finish)
+    print({k: (c[k], s[k]) for k in UDP})
+    n = c["http_req"]
+    assert n > 0 and c["udp_tx"] == n == s["udp_rx"] == s["udp_drop"] == c["udp_rt"]
+    assert c["http_resp"] == 0 and n % 4 == 0 and n <= 8 * c["sock_open"]
+    assert c["sock_open"] == c["sock_close"] and c["sock_current"] == 0
+
+
 def test_requests_a_server_does_not_take_are_its_udp_drops_and_the_clients_udp_rt(eal):
     """The server's client range leaves the client out: each request is dropped there
     (udp_drop) and times out at the client (udp_rt): sent = answered + unanswered."""

@@ -249,6 +249,18 @@ pk_tcp_engine *pk_tcp_create(pk_dpdk_port *port, const pk_tcp_cfg *cfg, char *er
                 cfg->msg_len, PK_TCP_UDP_MAX_MSG(cfg->ipv6));
         return NULL;
     }
+    if (cfg->pipeline > PK_TCP_MAX_PIPELINE ||
+        (cfg->pipeline > 1 && (cfg->role != PK_TCP_CLIENT || !cfg->udp || !cfg->ka_interval_ns))) {
+        set_err(err, errlen, "pipeline: %u: 0..%d, a protocol udp client's with keep-alive", cfg->pipeline,
+                PK_TCP_MAX_PIPELINE);
+        return NULL;
+    }
+    if (cfg->ndips > PK_TCP_MAX_DIPS || (cfg->ndips && (cfg->role != PK_TCP_CLIENT || !cfg->flood || cfg->ipv6 ||
+                                                         !cfg->dips))) {
+        set_err(err, errlen, "change_dip: %u addresses: 0..%d, an IPv4 flood client's", cfg->ndips,
+                PK_TCP_MAX_DIPS);
+        return NULL;
+    }
     uint64_t slots = 0;
     for (int r = 0; r < cfg->nranges; r++)
         slots += cfg->client_num[r];
@@ -327,11 +339,13 @@ pk_tcp_engine *pk_tcp_create(pk_dpdk_port *port, const pk_tcp_cfg *cfg, char *er
     void *map = mmap(NULL, e->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     e->msg = malloc(cfg->msg_len + 1);
     e->psum = malloc(sizeof(uint64_t) * (cfg->msg_len / 2 + 1));
-    if (map == MAP_FAILED || !e->msg || !e->psum) {
+    e->dips = cfg->ndips ? malloc(sizeof(uint32_t) * cfg->ndips) : NULL;
+    if (map == MAP_FAILED || !e->msg || !e->psum || (cfg->ndips && !e->dips)) {
         if (map != MAP_FAILED)
             munmap(map, e->map_len);
         free(e->msg);
         free(e->psum);
+        free(e->dips);
         if (cfg->queue == 0)
             pk_dpdk_port_release(port);
         pk_engine_fini(&e->core);
@@ -349,6 +363,9 @@ pk_tcp_engine *pk_tcp_create(pk_dpdk_port *port, const pk_tcp_cfg *cfg, char *er
     memcpy(e->msg, cfg->msg, cfg->msg_len);
     e->msg_len = cfg->msg_len;
     e->cfg.msg = e->msg;
+    if (cfg->ndips)
+        memcpy(e->dips, cfg->dips, sizeof(uint32_t) * cfg->ndips);
+    e->cfg.dips = e->dips;
     e->psum[0] = 0;
     for (uint32_t k = 1; k <= cfg->msg_len / 2; k++) {
         uint16_t x;
@@ -423,6 +440,7 @@ void pk_tcp_destroy(pk_tcp_engine *e)
         munmap(e->socks, e->map_len);
     free(e->msg);
     free(e->psum);
+    free(e->dips);
     if (e->cfg.queue == 0)
         pk_dpdk_port_release(e->port);
     pk_engine_fini(&e->core);

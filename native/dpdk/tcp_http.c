@@ -406,7 +406,12 @@ void tcp_launch(pk_tcp_engine *e, uint64_t now, uint64_t t_start)
             tcp_sock_tuple(e, e->cursor, &t);
             e->cursor = (e->cursor + 1 == e->nsock) ? 0 : e->cursor + 1;
             e->launched++;
-            tcp_tx_seg(e, t.cip, rte_be_to_cpu_32(e->cfg.server_ip), t.cport, t.sport, tsc_rand(e, now), 0, TH_SYN, 0, 0);
+            uint32_t dst = rte_be_to_cpu_32(e->cfg.server_ip);
+            if (e->cfg.ndips) {     /* dperf's change_dip: the next address of this worker's list */
+                dst = e->dips[e->dip_i];
+                e->dip_i = e->dip_i + 1 == e->cfg.ndips ? 0 : e->dip_i + 1;
+            }
+            tcp_tx_seg(e, t.cip, dst, t.cport, t.sport, tsc_rand(e, now), 0, TH_SYN, 0, 0);
             continue;
         }
         if (e->cfg.cc && e->current >= e->cfg.cc) {

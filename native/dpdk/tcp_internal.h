@@ -137,6 +137,8 @@ struct pk_tcp_engine {
     uint64_t current;               /* sockets not CLOSED */
     uint64_t lat_min;
     uint32_t iss_seed;              /* flood SYNs only: connections take isn_for */
+    uint32_t *dips;                 /* CLIENT flood, change_dip: the SYNs' destinations in turn */
+    uint32_t dip_i;                 /* the next one */
     uint64_t isn_key[2];            /* RFC 6528's secret: this process's (tcp_isn_key) */
     uint64_t isn_mul;               /* TSC -> 4-microsecond ticks as (now * isn_mul) >> 32 */
     /* transmit mbufs: taken STASH at a time from this worker's pool cache, the next one's
