@@ -216,7 +216,11 @@ def test_spec_level_errors_name_the_keyword_line():
     err(BASE + "cps 1k\nlisten 80 1\nhttp_path index.html\n", r"t.conf:8: http_path: .* does not start with /")
     err(BASE + "cps 1k\ncc 100\n", r"t.conf:7: cc: a concurrency target needs keepalive")
     err(BASE, r"t.conf: no 'cps' or 'cc' line")
-    err(BASE + "cps 1k\nprotocol udp\nflood\n", r"flood: a SYN flood is TCP's: not with protocol udp")
+    s = dperf.parse(BASE + "cps 1k\nprotocol udp\nflood\n").to_spec()   # dperf's UDP flood: datagrams only
+    assert s.flood and s.protocol == "udp" and s.pipeline == 1
+    # dperf's one-way UDP elephant flow: cc 1, pipeline 4, keepalive 1us, flood -- 4 datagrams each 1 us
+    s = dperf.parse(BASE + "cc 1\nprotocol udp\nflood\npipeline 4\nkeepalive 1us\n").to_spec()
+    assert s.flood and s.pipeline == 4 and s.cps == 1e6 and s.cc == 0
     err("mode server\nport ring:a:1 198.18.0.2 198.18.0.1\nserver 198.18.0.2 1\nprotocol udp\npayload_size 1500\n",
         r"t.conf:\d: protocol: udp sends the response in one datagram: 1500 B is above 1472 B")
     assert dperf.parse(BASE + "cps 1k\nprotocol udp\n").to_spec().protocol == "udp"

@@ -82,6 +82,23 @@ def test_pipelined_requests_a_server_drops_are_each_counted_unanswered(eal):
     assert c["sock_open"] == c["sock_close"] and c["sock_current"] == 0
 
 
+def test_udp_flood_sends_pipeline_datagrams_a_tuple_to_the_change_dip_addresses_in_turn(eal):
+    """dperf's UDP flood with pipeline 4 and change_dip over two addresses: each launch sends 4
+    datagrams from its tuple, datagram k to address k % 2, and keeps no socket. The server
+    answers those to its address and drops the others; its answers are no socket's at the
+    client (udp_drop)."""
+    with memif_server("udpflood", 200, False, {"spec": {"protocol": "udp"}}) as (sock, finish):
+        c, s = client_to_end(dpdk_tcp.build(DpdkHttpClient(
+            port=f"net_memif1,role=client,socket={sock}", cps=500, duration=0.5, protocol="udp", flood=True,
+            pipeline=4, change_dip=(("198.18.0.2", 1, 1), ("198.18.0.9", 1, 1)))), finish)
+    print({k: (c[k], s[k]) for k in UDP})
+    n = c["udp_tx"]
+    assert n >= 40 and n % 4 == 0 and c["sock_open"] == c["http_req"] == 0
+    assert s["udp_rx"] == n and s["http_2xx"] == s["udp_tx"] == s["udp_drop"] == n // 2
+    assert c["udp_rx"] == c["udp_drop"] == n // 2 and c["udp_rt"] == c["http_resp"] == 0
+    assert c["tcp_tx"] == s["tcp_tx"] == 0
+
+
 def test_requests_a_server_does_not_take_are_its_udp_drops_and_the_clients_udp_rt(eal):
     """The server's client range leaves the client out: each request is dropped there
     (udp_drop) and times out at the client (udp_rt): sent = answered + unanswered."""

@@ -244,14 +244,14 @@ pk_tcp_engine *pk_tcp_create(pk_dpdk_port *port, const pk_tcp_cfg *cfg, char *er
         set_err(err, errlen, "tcp: a field is out of range (the spec checks them: use perfkit's specs)");
         return NULL;
     }
-    if (cfg->udp && (cfg->flood || cfg->msg_len > PK_TCP_UDP_MAX_MSG(cfg->ipv6))) {
-        set_err(err, errlen, "udp: the message is %u bytes: one datagram holds at most %u (no flood)",
+    if (cfg->udp && cfg->msg_len > PK_TCP_UDP_MAX_MSG(cfg->ipv6)) {
+        set_err(err, errlen, "udp: the message is %u bytes: one datagram holds at most %u",
                 cfg->msg_len, PK_TCP_UDP_MAX_MSG(cfg->ipv6));
         return NULL;
     }
     if (cfg->pipeline > PK_TCP_MAX_PIPELINE ||
-        (cfg->pipeline > 1 && (cfg->role != PK_TCP_CLIENT || !cfg->udp || !cfg->ka_interval_ns))) {
-        set_err(err, errlen, "pipeline: %u: 0..%d, a protocol udp client's with keep-alive", cfg->pipeline,
+        (cfg->pipeline > 1 && (cfg->role != PK_TCP_CLIENT || !cfg->udp || !(cfg->ka_interval_ns || cfg->flood)))) {
+        set_err(err, errlen, "pipeline: %u: 0..%d, a protocol udp client's with keep-alive or flood", cfg->pipeline,
                 PK_TCP_MAX_PIPELINE);
         return NULL;
     }

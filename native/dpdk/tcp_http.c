@@ -401,17 +401,16 @@ void tcp_launch(pk_tcp_engine *e, uint64_t now, uint64_t t_start)
     uint32_t budget = e->cfg.launch_num;
     /* behind (the worker lost its CPU): catch up only as the transmit queue has room */
     while (budget-- && (double)e->launched < target && e->ntx < TXQ / 2) {
-        if (e->cfg.flood) {         /* a SYN from the next tuple; nothing is kept */
+        if (e->cfg.flood) {         /* a SYN (udp: pipeline datagrams) from the next tuple; nothing is kept */
             tuple4 t;
-            tcp_sock_tuple(e, e->cursor, &t);
+            uint32_t at = e->cursor;
+            tcp_sock_tuple(e, at, &t);
             e->cursor = (e->cursor + 1 == e->nsock) ? 0 : e->cursor + 1;
             e->launched++;
-            uint32_t dst = rte_be_to_cpu_32(e->cfg.server_ip);
-            if (e->cfg.ndips) {     /* dperf's change_dip: the next address of this worker's list */
-                dst = e->dips[e->dip_i];
-                e->dip_i = e->dip_i + 1 == e->cfg.ndips ? 0 : e->dip_i + 1;
-            }
-            tcp_tx_seg(e, t.cip, dst, t.cport, t.sport, tsc_rand(e, now), 0, TH_SYN, 0, 0);
+            if (e->cfg.udp)
+                tcp_udp_flood(e, at);
+            else
+                tcp_tx_seg(e, t.cip, tcp_flood_dst(e), t.cport, t.sport, tsc_rand(e, now), 0, TH_SYN, 0, 0);
             continue;
         }
         if (e->cfg.cc && e->current >= e->cfg.cc) {

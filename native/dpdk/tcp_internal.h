@@ -250,6 +250,7 @@ void tcp_launch(pk_tcp_engine *e, uint64_t now, uint64_t t_start);
 void tcp_udp_open(pk_tcp_engine *e, uint32_t idx, uint64_t now);
 void tcp_udp_timer(pk_tcp_engine *e, uint32_t idx, uint64_t now);
 void tcp_udp_close(pk_tcp_engine *e, uint32_t idx);
+void tcp_udp_flood(pk_tcp_engine *e, uint32_t idx);
 void tcp_udp_in(pk_tcp_engine *e, const uint8_t *sa, const uint8_t *da, uint32_t alen, const uint8_t *l4,
                 uint32_t len, uint64_t pseudo, uint64_t now);
 
@@ -328,6 +329,17 @@ static inline uint32_t fdiv(uint32_t n, uint64_t M)
 }
 
 static inline void cnt(pk_tcp_engine *e, enum pk_counter_id id) { pk_add(&e->c, id, 1); }
+
+/* CLIENT flood: where its next packet goes (host order): dperf's change_dip, the next address of
+ * this worker's list, else server_ip. */
+static inline uint32_t tcp_flood_dst(pk_tcp_engine *e)
+{
+    if (!e->cfg.ndips)
+        return rte_be_to_cpu_32(e->cfg.server_ip);
+    uint32_t dst = e->dips[e->dip_i];
+    e->dip_i = e->dip_i + 1 == e->cfg.ndips ? 0 : e->dip_i + 1;
+    return dst;
+}
 
 /* A response's status class (2xx..5xx), the one place both HTTP over TCP and over UDP count it */
 static inline void cnt_status(pk_tcp_engine *e, uint16_t st)

@@ -9,8 +9,10 @@
 #include "tcp_counts.h"
 
 #define UDP_LEN 8
-/* a UDP socket has no byte stream: a client's una counts its requests out, unanswered */
+/* a UDP socket has no byte stream: a client's una counts its requests out, unanswered, and
+ * rcv_nxt its answers (reqs, 16 bits, wraps on a long keep-alive socket) */
 #define OUT(s) ((s)->una)
+#define ANSWERS(s) ((s)->rcv_nxt)
 
 static uint32_t pipe_n(const pk_tcp_engine *e)
 {
@@ -26,8 +28,9 @@ static const uint8_t *udp_dst_mac(const pk_tcp_engine *e)
 }
 
 /* One datagram of socket idx carrying msg (the request or the response); checksums in
- * software (a datagram per request: no offload set up for it). */
-static void udp_tx(pk_tcp_engine *e, uint32_t idx)
+ * software (a datagram per request: no offload set up for it). dst: a CLIENT's destination
+ * (IPv4, host order; 0: server_ip). */
+static void udp_tx_to(pk_tcp_engine *e, uint32_t idx, uint32_t dst)
 {
     tuple4 t;
     tcp_sock_tuple(e, idx, &t);
@@ -52,7 +55,7 @@ static void udp_tx(pk_tcp_engine *e, uint32_t idx)
         ph = sum16(ip + 8, 32, 0);
     } else {
         uint32_t la = rte_cpu_to_be_32(server ? rte_be_to_cpu_32(e->cfg.ip) : t.cip);
-        uint32_t ra = server ? rte_cpu_to_be_32(t.cip) : e->cfg.server_ip;
+        uint32_t ra = server ? rte_cpu_to_be_32(t.cip) : dst ? rte_cpu_to_be_32(dst) : e->cfg.server_ip;
         memcpy(ip, e->ip4_tmpl, IP_LEN);
         ip[9] = 17;
         wr16(ip + 2, (uint16_t)iplen);
@@ -75,6 +78,20 @@ static void udp_tx(pk_tcp_engine *e, uint32_t idx)
     memcpy(u + 6, &ck, 2);
     cnt(e, PK_udp_tx);
     tx_put(e, m);
+}
+
+static void udp_tx(pk_tcp_engine *e, uint32_t idx)
+{
+    udp_tx_to(e, idx, 0);
+}
+
+/* CLIENT, flood: pipeline datagrams of socket idx's tuple, each to tcp_flood_dst (change_dip:
+ * the next address, as dperf's), nothing kept (dperf's UDP flood: an answer is no socket's, a
+ * udp_drop). */
+void tcp_udp_flood(pk_tcp_engine *e, uint32_t idx)
+{
+    for (uint32_t k = 0; k < pipe_n(e); k++)
+        udp_tx_to(e, idx, e->cfg.ipv6 ? 0 : tcp_flood_dst(e));
 }
 
 /* CLIENT: a request out on socket idx (its timer: the answer's deadline, or the keep-alive
@@ -188,7 +205,7 @@ static void udp_answer(pk_tcp_engine *e, uint32_t idx, const uint8_t *p, uint32_
         cnt(e, PK_udp_drop);        /* no request out: late (counted in udp_rt) or a duplicate */
         return;
     }
-    int first = OUT(s) == s->reqs; /* no answer before on this socket */
+    int first = ANSWERS(s)++ == 0;
     if (--OUT(s) == 0)
         s->flags &= (uint8_t)~F_WAITING;
     cnt(e, PK_http_resp);

@@ -29,9 +29,7 @@ CHANGE_DIP_MAX = 65536             # dperf's change_dip list (PK_TCP_MAX_DIPS)
 
 
 def _check_udp(self, msg: bytes, what: str) -> None:
-    """protocol udp: the message goes in one datagram of one 1500-byte packet; no SYN flood."""
-    if self.protocol == "udp" and getattr(self, "flood", False):
-        raise ValueError("flood: a SYN flood is TCP's: not with protocol udp")
+    """protocol udp: the message goes in one datagram of one 1500-byte packet."""
     if self.protocol == "udp" and len(msg) > UDP_MAX_MSG[self.ip_version]:
         raise ValueError(f"protocol: udp sends the {what} in one datagram: {len(msg)} B is above "
                          f"{UDP_MAX_MSG[self.ip_version]} B over IPv{self.ip_version} (lower payload_size)")
@@ -353,8 +351,9 @@ class DpdkHttpClient(_IpVersion, DpdkSpec):
         None, help="the DPDK port", unit="/run/netns/NAME")
     flood: bool = opt(
         False,
-        help=("SYN flood: only the first packet of each connection (a SYN at cps), no sockets kept; "
-              "SYN-ACKs that come back are answered with RST (tcp_rst)"), advanced=True)
+        help=("SYN flood: only the first packet of each connection (a SYN at cps; protocol udp: pipeline "
+              "datagrams), no sockets kept; SYN-ACKs that come back are answered with RST (tcp_rst), "
+              "UDP answers dropped (udp_drop)"), advanced=True)
     queues: int = opt(
         1,
         help=("workers, one rx/tx queue pair each; worker k takes slice k of lport_range and "
@@ -378,9 +377,9 @@ class DpdkHttpClient(_IpVersion, DpdkSpec):
                  "lets the next go (answers are not matched to requests: no response times)"),
         unit="requests out a socket", lo=1, hi=PIPELINE_MAX, advanced=True)
     change_dip: tuple | str | None = opt(
-        (), help=("flood: each SYN goes to the next of these addresses instead of server (dperf's change_dip "
-                  "lines), the list split over the workers in turn: ((first, step, count), ...) or a "
-                  "FIRST STEP COUNT line each"),
+        (), help=("flood: each SYN (udp: datagram) goes to the next of these addresses instead of server "
+                  "(dperf's change_dip lines), the list split over the workers in turn: ((first, step, count), "
+                  "...) or a FIRST STEP COUNT line each"),
         unit="FIRST STEP COUNT, one a line", widget="area", advanced=True)
 
     test = "dpdk_http_client"
@@ -511,9 +510,9 @@ def _check_client_modes(self, put, nworkers: int) -> None:
     """A client's cc share, pipeline and change_dip against the rest of its spec."""
     if self.cc and self.cc < nworkers:
         raise ValueError(f"cc: {self.cc} is below the {nworkers} workers (ports x queues): each holds its share")
-    if self.pipeline > 1 and (self.protocol != "udp" or not self.keepalive):
-        raise ValueError(f"pipeline: {self.pipeline} requests out a socket is protocol udp's with keepalive "
-                         "(dperf's pipeline); TCP sends one request at a time")
+    if self.pipeline > 1 and (self.protocol != "udp" or not (self.keepalive or self.flood)):
+        raise ValueError(f"pipeline: {self.pipeline} requests out a socket is protocol udp's with keepalive or "
+                         "flood (dperf's pipeline); TCP sends one request at a time")
     put("change_dip", _change_dip(self.change_dip, self.flood, self.ip_version, nworkers))
 
 
