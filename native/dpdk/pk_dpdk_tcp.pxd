@@ -58,6 +58,7 @@ cdef extern from "tcp_engine.h":
         int udp
         uint32_t pipeline
         const uint32_t *dips
+        const uint8_t *dips6
         uint32_t ndips
 
     ctypedef struct pk_tcp_engine:

@@ -74,6 +74,7 @@ cdef class TcpEngine(EngineBase):
         cdef pk_tcp_cfg cfg
         cdef const unsigned char[:] view
         cdef const unsigned int[:] dview
+        cdef const unsigned char[:] v6view
         check_worker_keys(c, TCP_WORKER_KEYS, "DPDK TCP engine")
         memset(&cfg, 0, sizeof(cfg))
         role = c["role"]
@@ -142,12 +143,18 @@ cdef class TcpEngine(EngineBase):
         cfg.raw = 1 if c.get("raw") else 0
         cfg.udp = 1 if c.get("udp") else 0
         cfg.pipeline = c.get("pipeline", 1)
-        dips = [_ip4_host(a) for a in (c.get("dips") or ())]
+        dips = list(c.get("dips") or ())
         if len(dips) > PK_TCP_MAX_DIPS:
             raise ValueError(f"dips: at most {PK_TCP_MAX_DIPS} addresses")
-        dip_arr = _array.array("I", dips)
-        self.msgs.append(dip_arr)   # kept alive until create copied it
-        if dips:
+        if dips and v6:
+            packed = b"".join(ipaddress.IPv6Address(a).packed for a in dips)
+            self.msgs.append(packed)   # kept alive until create copied it
+            v6view = packed
+            cfg.dips6 = &v6view[0]
+            cfg.ndips = len(dips)
+        elif dips:
+            dip_arr = _array.array("I", [_ip4_host(a) for a in dips])
+            self.msgs.append(dip_arr)
             dview = dip_arr
             cfg.dips = <const uint32_t *>&dview[0]
             cfg.ndips = len(dips)

@@ -94,9 +94,11 @@ typedef struct pk_tcp_cfg {
     /* dperf's pipeline: a protocol udp CLIENT with keep-alive keeps this many requests out on
      * a socket (0 or 1: one) */
     uint32_t pipeline;
-    /* dperf's change_dip: a flood CLIENT's SYNs go to these addresses in turn (IPv4, host
-     * order: this worker's share of the list) instead of server_ip; copied at create */
+    /* dperf's change_dip: a flood CLIENT's packets go to these addresses in turn instead of
+     * server_ip (this worker's share of the list): IPv4 in dips (host order), IPv6 in dips6
+     * (16 bytes each); copied at create */
     const uint32_t *dips;
+    const uint8_t *dips6;
     uint32_t ndips;
 } pk_tcp_cfg;
 

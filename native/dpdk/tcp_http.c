@@ -409,6 +409,8 @@ void tcp_launch(pk_tcp_engine *e, uint64_t now, uint64_t t_start)
             e->launched++;
             if (e->cfg.udp)
                 tcp_udp_flood(e, at);
+            else if (e->cfg.ipv6 && e->cfg.ndips)   /* change_dip over IPv6: the next address whole */
+                tcp_tx_syn6_to(e, t.cip, e->dips6 + 16 * tcp_flood_next(e), t.cport, t.sport, tsc_rand(e, now));
             else
                 tcp_tx_seg(e, t.cip, tcp_flood_dst(e), t.cport, t.sport, tsc_rand(e, now), 0, TH_SYN, 0, 0);
             continue;

@@ -28,9 +28,9 @@ static const uint8_t *udp_dst_mac(const pk_tcp_engine *e)
 }
 
 /* One datagram of socket idx carrying msg (the request or the response); checksums in
- * software (a datagram per request: no offload set up for it). dst: a CLIENT's destination
- * (IPv4, host order; 0: server_ip). */
-static void udp_tx_to(pk_tcp_engine *e, uint32_t idx, uint32_t dst)
+ * software (a datagram per request: no offload set up for it). dst (IPv4, host order) or dst6
+ * (16 bytes): a CLIENT flood's destination (0, NULL: server_ip). */
+static void udp_tx_to(pk_tcp_engine *e, uint32_t idx, uint32_t dst, const uint8_t *dst6)
 {
     tuple4 t;
     tcp_sock_tuple(e, idx, &t);
@@ -52,6 +52,8 @@ static void udp_tx_to(pk_tcp_engine *e, uint32_t idx, uint32_t dst)
         ip[6] = 17;
         wr16(ip + 4, (uint16_t)ulen);
         wr32(ip + (server ? 36 : 20), t.cip);
+        if (dst6)
+            memcpy(ip + 24, dst6, 16);
         ph = sum16(ip + 8, 32, 0);
     } else {
         uint32_t la = rte_cpu_to_be_32(server ? rte_be_to_cpu_32(e->cfg.ip) : t.cip);
@@ -82,7 +84,7 @@ static void udp_tx_to(pk_tcp_engine *e, uint32_t idx, uint32_t dst)
 
 static void udp_tx(pk_tcp_engine *e, uint32_t idx)
 {
-    udp_tx_to(e, idx, 0);
+    udp_tx_to(e, idx, 0, NULL);
 }
 
 /* CLIENT, flood: pipeline datagrams of socket idx's tuple, each to tcp_flood_dst (change_dip:
@@ -90,8 +92,12 @@ static void udp_tx(pk_tcp_engine *e, uint32_t idx)
  * udp_drop). */
 void tcp_udp_flood(pk_tcp_engine *e, uint32_t idx)
 {
-    for (uint32_t k = 0; k < pipe_n(e); k++)
-        udp_tx_to(e, idx, e->cfg.ipv6 ? 0 : tcp_flood_dst(e));
+    for (uint32_t k = 0; k < pipe_n(e); k++) {
+        if (e->cfg.ipv6)
+            udp_tx_to(e, idx, 0, e->cfg.ndips ? e->dips6 + 16 * tcp_flood_next(e) : NULL);
+        else
+            udp_tx_to(e, idx, tcp_flood_dst(e), NULL);
+    }
 }
 
 /* CLIENT: a request out on socket idx (its timer: the answer's deadline, or the keep-alive

@@ -546,8 +546,6 @@ def _change_dip(value, flood: bool, version: int, nworkers: int) -> tuple:
         return ()
     if not flood:
         raise ValueError("change_dip: a flood's destinations (dperf's change_dip is flood's): set flood")
-    if version != 4:
-        raise ValueError("change_dip: IPv4 addresses: an IPv6 flood goes to server only")
     if total < nworkers:
         raise ValueError(f"change_dip: {total} addresses for {nworkers} workers: at least one a worker")
     for a in _dip_list(out):   # every address through the network guard (a step can leave the lab range)
