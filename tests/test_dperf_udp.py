@@ -228,3 +228,32 @@ def test_udp_server_answers_linux_and_udp_client_asks_linux(eal, lab, family):
           f"{answered}")
     assert c["http_req"] >= 150 and c["http_req"] == answered == c["http_2xx"] + c["udp_rt"]
     assert c["udp_rt"] == 0 and c["bad_rx"] == 0 and c["sock_open"] == c["sock_close"] == c["http_req"]
+
+
+def test_pipelined_udp_client_against_a_linux_udp_server(eal, lab):
+    """dperf's pipeline 4 on 2 keep-alive sockets against Linux: a UDP socket in h2 answers
+    each request it gets, in order. Linux got every request the client sent, every answer
+    reached the client and counts once: requests = answers + udp_rt, answers sent = answers
+    taken + the late ones (udp_drop)."""
+    import subprocess
+    import sys
+    from test_dperf_lab import peer_ip, port_of, run_client
+    which, h2 = port_of(lab), lab.hosts[1]
+    srv = lab.popen(h2, [sys.executable, "-P", "-c", LINUX_SERVER, peer_ip(lab)], stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert srv.stdout.readline().strip() == "READY", srv.stderr.read()
+        c, _ = run_client(DpdkHttpClient(**which, clients=((which["ip"], 1),), server=peer_ip(lab), listen=8080,
+                                         cps=100, cc=2, keepalive=1e-6, pipeline=4, duration=1, protocol="udp"))
+        srv.stdin.write("done\n")
+        srv.stdin.flush()
+        answered = int(srv.stdout.readline())
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+        srv.wait(timeout=10)
+    print(f"perfkit client: {c['http_req']} requests, {c['http_2xx']} 2xx, udp_rt {c['udp_rt']}, udp_drop "
+          f"{c['udp_drop']}; Linux answered {answered}")
+    assert c["http_req"] > 8 and c["http_req"] == answered == c["udp_tx"]
+    assert c["http_req"] == c["http_2xx"] + c["udp_rt"] and answered == c["http_2xx"] + c["udp_drop"]
+    assert c["sock_open"] == c["sock_close"] == 2 and c["bad_rx"] == c["http_err"] == 0
