@@ -27,6 +27,8 @@ Rows:
              `--udp-cps` sockets/s, one request a socket, and on `--ka-cc` keep-alive sockets
              (next request 1 us after each answer); unanswered requests (udp_rt) count as
              retransmits
+  pipeline   dperf's pipeline (issue 32): UDP keep-alive requests/s on `--pipe-cc` sockets (next
+             request as each answer comes), one request out a socket, then `--pipeline` out
 Also per run: first-packet RTT (SYN -> SYN-ACK, where the engine counts it), each side's
 busy share of its core (cycles in loop passes that moved a packet / all cycles).
 No peer tool here (dperf is not packaged): absolute numbers for this machine, with the
@@ -379,6 +381,15 @@ def measure(a, results: list) -> list:
                 results.append(r)
             table.append((label, "failed" if r is None else f"{r['rps']:,.0f}" + ("" if r["clean"] else " (not clean)"),
                           "-", r, None))
+    if "pipeline" in a.only:
+        for depth in (1, a.pipeline):
+            r = guarded(a, f"udp pipeline {depth}", 64, True, protocol="udp", cps=si(a.cc_cps), cc=a.pipe_cc,
+                        keepalive="1us", pipeline=depth)
+            if r is not None:
+                results.append(r)
+            table.append((f"UDP keep-alive requests/s, {a.pipe_cc} sockets, pipeline {depth} (64 B body)",
+                          "failed" if r is None else f"{r['rps']:,.0f}" + ("" if r["clean"] else " (not clean)"),
+                          "-", r, None))
     return table
 
 
@@ -402,7 +413,9 @@ def main() -> int:
     ap.add_argument("--perf", nargs="*", default=["keepalive", "cps 20k"],
                     help="runs (name prefixes) whose workers perf records for 2 s: cycles by DSO")
     ap.add_argument("--udp-cps", default="200k", help="sockets/s of the udp run with one request a socket")
-    ap.add_argument("--only", nargs="*", default=["cps", "keepalive", "keepalive20k", "cc"], help="cps keepalive keepalive20k cc udp")
+    ap.add_argument("--pipeline", type=int, default=4, help="requests out a socket in the pipeline run")
+    ap.add_argument("--pipe-cc", type=int, default=16, help="sockets of the pipeline runs")
+    ap.add_argument("--only", nargs="*", default=["cps", "keepalive", "keepalive20k", "cc"], help="cps keepalive keepalive20k cc udp pipeline")
     ap.add_argument("--settings", default="bench",
                     help=f"comma-separated, run alternately: {', '.join(SETTINGS)} (dperf: issue 31's configuration; "
                          "default: perfkit's own)")

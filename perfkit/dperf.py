@@ -7,7 +7,7 @@
 The format is dperf's: one keyword per line with its arguments, '#' starts a comment.
 Parsing follows dperf's own rules (numbers like 1.5m and 2k, durations like 10s, 2m, 1h,
 1.5d, keepalive intervals in us, ms or s). Every keyword of dperf's configuration manual is
-known: KEYWORDS runs it, REFUSED names why perfkit does not (UDP, VXLAN, KNI, ...). An error
+known: KEYWORDS runs it, REFUSED names why perfkit does not (VXLAN, KNI). An error
 -- a malformed value, a refused keyword, a value the spec refuses -- is one DperfError (a
 ValueError) naming the file and line.
 
@@ -53,9 +53,9 @@ CPU_MAX = 8192              # Linux's largest NR_CPUS: `cpu 0-4000000000` must n
 REFUSED = {
     "vxlan": "VXLAN encapsulation is not built in perfkit's DPDK TCP engine",
     "kni": "KNI is gone from DPDK (22.11 has no rte_kni): reach the kernel through a tap or af_packet port",
-    "change_dip": "a flood's destination address list is not built (one server range a port)",
-    "pipeline": "UDP pipelining, several requests out at once on a socket, is not built: one at a time",
 }
+PIPELINE_MAX = 100          # dperf's PIPELINE_MAX
+CHANGE_DIP_MAX = 65536      # dperf's change_dip list
 
 class DperfError(ValueError):
     """A dperf configuration the parser or the spec refuses; names file and line. Its
@@ -115,10 +115,13 @@ class DperfConfig:
     socket_mem: tuple | None = None                       # MB per NUMA node (dperf gives it to EAL)
     tx_burst: int | None = DPERF_DEFAULTS["tx_burst"]
     rss: tuple | None = None                              # (l3 | l3l4 | auto, mq_rx_none | mq_rx_rss | l3 | l3l4)
+    pipeline: int = 0                                     # requests out a UDP socket (dperf's 0: one)
+    change_dip: list = field(default_factory=list)        # (first, step, count): a flood's destinations
     lines: dict = field(default_factory=dict)             # keyword -> line number (first)
     port_lines: list = field(default_factory=list)        # the line of each port, client and server
     client_lines: list = field(default_factory=list)
     server_lines: list = field(default_factory=list)
+    change_dip_lines: list = field(default_factory=list)
     # the port lines' devices and addresses, so a repeated one is found in O(1)
     port_devs: set = field(default_factory=set, init=False, repr=False, compare=False)
     port_ips: set = field(default_factory=set, init=False, repr=False, compare=False)
@@ -205,7 +208,8 @@ class DperfConfig:
                                   payload_size=size if self.http_method == "POST" and not raw else 0,
                                   request_size=size if self.http_method != "POST" or raw else 0,
                                   fast_close=self.fast_close, flood=self.flood,
-                                  disable_ack=self.disable_ack, **common)
+                                  disable_ack=self.disable_ack, pipeline=max(1, self.pipeline),
+                                  change_dip=tuple(self.change_dip), **common)
         except DperfError:
             raise
         except ValueError as e:
@@ -621,6 +625,25 @@ def _kw_send_window(c, a):
     c.send_window = _whole(a[0], "a send window", 2, 16)
 
 
+def _kw_pipeline(c, a):
+    _nargs(a, 1, 1, f"requests out a socket (0-{PIPELINE_MAX})")
+    c.pipeline = _whole(a[0], "a pipeline depth", 0, PIPELINE_MAX)
+
+
+def _kw_change_dip(c, a):
+    """change_dip FIRST STEP COUNT (a line each range): a flood's destinations."""
+    _nargs(a, 3, 3, "FIRST STEP COUNT (change_dip 198.18.1.1 1 16)")
+    ip = _ip(a[0], "change_dip's first address")
+    _family(c, ip, "change_dip")
+    if c.change_dip and (":" in ip) != (":" in c.change_dip[0][0]):
+        raise ValueError(f"{ip}: change_dip's addresses are one family")
+    step = _whole(a[1], "a step", 1, 1 << 32)
+    count = _whole(a[2], "an address count", 1, CHANGE_DIP_MAX)
+    if sum(n for *_, n in c.change_dip) + count > CHANGE_DIP_MAX:
+        raise ValueError(f"more than {CHANGE_DIP_MAX} change_dip addresses (dperf's most)")
+    c.change_dip.append((ip, step, count))
+
+
 def _kw_refused(kw):
     def refuse(c, a):
         raise ValueError(f"not run by perfkit: {REFUSED[kw]}")
@@ -640,16 +663,16 @@ KEYWORDS = {
     "quiet": _kw_flag("quiet"), "daemon": _kw_flag("daemon"), "tx_burst": _kw_tx_burst, "flood": _kw_flag("flood"),
     "rss": _kw_rss, "client_hop": _kw_flag("client_hop"), "simd512": _kw_flag("simd512"),
     "clear_screen": _kw_flag("clear_screen"), "socket_mem": _kw_socket_mem, "log_level": _kw_log_level,
-    "send_window": _kw_send_window,
+    "send_window": _kw_send_window, "pipeline": _kw_pipeline, "change_dip": _kw_change_dip,
     "disable_ack": _kw_flag("disable_ack"),
     **{kw: _kw_refused(kw) for kw in REFUSED},
 }
-REPEATABLE = {"port", "client", "server"}
+REPEATABLE = {"port", "client", "server", "change_dip"}
 # dperf's client keywords; a server file may hold them (dperf reads and ignores them there)
 CLIENT_ONLY = {"cps", "cc", "flood", "launch_num", "slow_start", "wait", "http_host", "http_path",
-               "http_method", "lport_range", "fast_close", "client_hop"}
+               "http_method", "lport_range", "fast_close", "client_hop", "pipeline", "change_dip"}
 # client keywords a server file may not give: dperf refuses these there
-SERVER_REFUSES = {"wait", "slow_start", "http_host", "http_path"}
+SERVER_REFUSES = {"wait", "slow_start", "http_host", "http_path", "pipeline", "change_dip"}
 
 
 def parse(text: str, source: str = "<string>") -> DperfConfig:
@@ -684,6 +707,16 @@ def parse(text: str, source: str = "<string>") -> DperfConfig:
     if c.mode == "server":
         for kw in sorted(SERVER_REFUSES & set(c.lines)):
             raise DperfError(f"{source}:{c.lines[kw]}: {kw}: a client keyword in a server configuration")
+    if c.pipeline:   # dperf's config_check_pipeline
+        where = f"{source}:{c.lines['pipeline']}: pipeline"
+        if c.protocol != "udp":
+            raise DperfError(f"{where}: several requests out at once is protocol udp's (TCP sends one at a time)")
+        if c.keepalive is None:
+            raise DperfError(f"{where}: needs keepalive (keepalive 0us: the next request as an answer comes)")
+        if not c.flood and c.keepalive:
+            raise DperfError(f"{where}: needs keepalive 0us (an answer lets the next request go) or flood")
+    if c.change_dip and not c.flood:   # dperf's config_check_change_dip
+        raise DperfError(f"{source}:{c.lines['change_dip']}: change_dip: a flood's destinations: needs flood")
     if c.payload_size is not None and c.packet_size is not None:
         raise DperfError(f"{source}:{c.lines['packet_size']}: packet_size: both payload_size and packet_size are set")
     if c.packet_size is not None and c.packet_size > (JUMBO_PACKET_MAX if c.jumbo else PACKET_SIZE_MAX):

@@ -116,6 +116,51 @@ def test_flood():
         DpdkHttpClient(flood=True, cc=10, keepalive=1)
 
 
+def test_pipeline_maps_to_requests_out_a_udp_socket():
+    """dperf's pipeline N: a UDP client's N requests out on a socket at once (keepalive 0us: an
+    answer lets the next go); dperf's 0 is one. Its checks as dperf's config_check_pipeline."""
+    udp = BASE + "cc 2\nprotocol udp\n"
+    s = dperf.parse(udp + "keepalive 0us\npipeline 4\n").to_spec()
+    assert s.pipeline == 4 and s.protocol == "udp" and s.cc == 2 and s.keepalive == 1e-6
+    assert dperf.parse(udp + "keepalive 0us\npipeline 0\n").to_spec().pipeline == 1
+    assert dperf.parse(udp + "keepalive 0us\n").to_spec().pipeline == 1
+    assert spec.from_dict(s.to_dict()) == s
+    assert [w["pipeline"] for w in s.plan()["workers"]] == [4]
+    with pytest.raises(dperf.DperfError, match=r"t.conf:9: pipeline: needs keepalive 0us .* or flood"):
+        dperf.parse(udp + "keepalive 1ms\npipeline 4\n", source="t.conf")
+    with pytest.raises(dperf.DperfError, match=r"t.conf:8: pipeline: needs keepalive"):
+        dperf.parse(udp + "pipeline 4\n", source="t.conf")
+    with pytest.raises(dperf.DperfError, match=r"t.conf:3: pipeline: a client keyword in a server"):
+        dperf.parse("mode server\nprotocol udp\npipeline 2\n", source="t.conf")
+    with pytest.raises(ValueError, match="pipeline: 4 requests out a socket is protocol udp's with keepalive"):
+        DpdkHttpClient(pipeline=4, cc=2, keepalive=1)
+    with pytest.raises(ValueError, match=r"pipeline: 101 is out of range 1..100"):
+        DpdkHttpClient(pipeline=101, protocol="udp", cc=2, keepalive=1)
+
+
+def test_change_dip_maps_to_a_floods_destinations_split_over_the_workers():
+    """dperf's change_dip FIRST STEP COUNT lines: a flood's SYNs go to these addresses in turn,
+    the list cut into one slice a worker (dperf's ip_list_split)."""
+    text = BASE.replace("cpu", "") + "cpu 0 1\ncps 1k\nflood\nchange_dip 198.18.1.1 2 3\nchange_dip 198.18.2.1 1 2\n"
+    c = dperf.parse(text)
+    assert c.change_dip == [("198.18.1.1", 2, 3), ("198.18.2.1", 1, 2)]
+    s = c.to_spec()
+    assert s.flood and s.change_dip == (("198.18.1.1", 2, 3), ("198.18.2.1", 1, 2))
+    assert s.dips == ["198.18.1.1", "198.18.1.3", "198.18.1.5", "198.18.2.1", "198.18.2.2"]
+    assert [w["dips"] for w in s.plan()["workers"]] == [["198.18.1.1", "198.18.1.3", "198.18.1.5"],
+                                                         ["198.18.2.1", "198.18.2.2"]]
+    assert spec.from_dict(s.to_dict()) == s
+    assert DpdkHttpClient(flood=True, change_dip="198.18.3.1 1 4\n# a comment\n").dips[-1] == "198.18.3.4"
+    err(BASE + "cpu 0-2\ncps 1k\nflood\nchange_dip 198.18.1.1 1 2\n",
+        r"t.conf:9: change_dip: 2 addresses for 3 workers: at least one a worker")
+    with pytest.raises(ValueError, match="change_dip: a flood's destinations .*: set flood"):
+        DpdkHttpClient(change_dip=(("198.18.1.1", 1, 2),))
+    with pytest.raises(ValueError, match="change_dip: 199.18.255.255 is refused by the network guard"):
+        DpdkHttpClient(flood=True, change_dip=(("198.18.255.255", 1 << 24, 2),))
+    with pytest.raises(dperf.DperfError, match=r"t.conf:2: change_dip: a client keyword in a server"):
+        dperf.parse("mode server\nchange_dip 198.18.1.1 1 2\n", source="t.conf")
+
+
 def test_server_keepalive_and_payload():
     text = ("mode server\ncpu 0\nport ring:a:1 198.18.0.2 198.18.0.1\nclient 198.18.0.1 2\n"
             "server 198.18.0.2 1\nkeepalive 1s\npayload_size 5000\n")
@@ -131,7 +176,11 @@ def test_server_keepalive_and_payload():
     ("vlan 5000", r"t.conf:6: vlan: '5000' is not a VLAN id in 1..4094"),
     ("jumbo 100", r"t.conf:6: jumbo: '100' is not an MTU in 9000..9710"),
     ("flood 1", r"t.conf:6: flood: takes no arguments"),
-    ("change_dip 198.18.0.9 1 2", r"t.conf:6: change_dip: not run by perfkit: a flood's destination"),
+    ("change_dip 198.18.0.9 0 2", r"t.conf:6: change_dip: '0' is not a step in 1..4294967296"),
+    ("change_dip 198.18.0.9 1", r"t.conf:6: change_dip: takes FIRST STEP COUNT"),
+    ("change_dip 198.18.0.9 1 65537", r"t.conf:6: change_dip: '65537' is not an address count in 1..65536"),
+    ("change_dip 2001:2::9 1 2", r"t.conf:6: change_dip: 2001:2::9 is IPv6 \(change_dip\)"),
+    ("change_dip 198.18.0.9 1 2", r"t.conf:6: change_dip: a flood's destinations: needs flood"),
     ("daemon 1", r"t.conf:6: daemon: takes no arguments"),
     ("cps fast", r"t.conf:6: cps: 'fast' is not a connection rate"),
     ("cps 200m", r"t.conf:6: cps: 200m: at most 100m"),
@@ -144,7 +193,8 @@ def test_server_keepalive_and_payload():
     ("tos 0xzz", r"t.conf:6: tos: '0xzz' is not a number"),
     ("lport_range 3000 2000", r"t.conf:6: lport_range: 3000 is above 2000"),
     ("slow_start 5", r"t.conf:6: slow_start: '5' is not seconds in 10..600"),
-    ("pipeline 4", r"t.conf:6: pipeline: not run by perfkit: UDP pipelining"),
+    ("pipeline 4", r"t.conf:6: pipeline: several requests out at once is protocol udp's"),
+    ("pipeline 101", r"t.conf:6: pipeline: '101' is not a pipeline depth in 0..100"),
     ("protocol sctp", r"t.conf:6: protocol: 'sctp' is not http, tcp or udp"),
     ("http_method PUT", r"t.conf:6: http_method: 'PUT' is not GET or POST"),
     ("mode client", r"t.conf:6: mode: given twice \(first on line 1\)"),
@@ -166,7 +216,11 @@ def test_spec_level_errors_name_the_keyword_line():
     err(BASE + "cps 1k\nlisten 80 1\nhttp_path index.html\n", r"t.conf:8: http_path: .* does not start with /")
     err(BASE + "cps 1k\ncc 100\n", r"t.conf:7: cc: a concurrency target needs keepalive")
     err(BASE, r"t.conf: no 'cps' or 'cc' line")
-    err(BASE + "cps 1k\nprotocol udp\nflood\n", r"flood: a SYN flood is TCP's: not with protocol udp")
+    s = dperf.parse(BASE + "cps 1k\nprotocol udp\nflood\n").to_spec()   # dperf's UDP flood: datagrams only
+    assert s.flood and s.protocol == "udp" and s.pipeline == 1
+    # dperf's one-way UDP elephant flow: cc 1, pipeline 4, keepalive 1us, flood -- 4 datagrams each 1 us
+    s = dperf.parse(BASE + "cc 1\nprotocol udp\nflood\npipeline 4\nkeepalive 1us\n").to_spec()
+    assert s.flood and s.pipeline == 4 and s.cps == 1e6 and s.cc == 0
     err("mode server\nport ring:a:1 198.18.0.2 198.18.0.1\nserver 198.18.0.2 1\nprotocol udp\npayload_size 1500\n",
         r"t.conf:\d: protocol: udp sends the response in one datagram: 1500 B is above 1472 B")
     assert dperf.parse(BASE + "cps 1k\nprotocol udp\n").to_spec().protocol == "udp"

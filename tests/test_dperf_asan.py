@@ -2,7 +2,8 @@
 tests/native/tcp_frame_fuzz.c is linked with the engine and hands its real tcp_handle_frame()
 random IPv6 and IPv4 frames, each in a heap block of exactly its length, so a read past
 any frame is a sanitizer report (fatal). Server and client engines of both families, TCP and
-protocol udp (whose frames are mostly datagrams to the sockets of its table);
+protocol udp (whose frames are mostly datagrams to the sockets of its table; the IPv6 UDP
+client keeps 4 requests out a socket, dperf's pipeline);
 most frames carry valid checksums and some hit live sockets in sequence, so parsing goes
 through TCP, HTTP, ICMPv6 echo and Neighbor Discovery, not only the first checks. A fifth
 of the IPv6 frames carry extension-header chains (perfkit/ip6ext.h's walk: well formed,

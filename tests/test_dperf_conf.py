@@ -97,6 +97,13 @@ def test_keyword_values_in_dperf_forms(monkeypatch):
                       "port ring:t:0 10.1.0.2 10.1.0.1\nclient 10.1.0.2 100\nserver 10.1.1.2 1\n").to_spec()
     assert tps.request_size == 1400 and 1400 <= len(tps.request_bytes()) <= 1409   # dperf's requests are that long
     assert tps.request_bytes().endswith(b"\r\n\r\n") and b"X-Pad: aaa" in tps.request_bytes()
+    elephant = dperf.load(DATA / "client-udp-pipeline.conf").to_spec()
+    assert (elephant.protocol, elephant.cc, elephant.keepalive, elephant.pipeline) == ("udp", 1, 1e-6, 4)
+    dip = dperf.load(DATA / "client-change-dip.conf").to_spec()
+    assert dip.flood and dip.change_dip == (("192.168.1.1", 64, 100), ("192.168.200.1", 1, 20))
+    assert len(dip.dips) == 120 and dip.dips[1] == "192.168.1.65" and dip.dips[99] == "192.168.25.193"
+    halves = [w["dips"] for w in kind.plan(dip)["workers"]]
+    assert [len(h) for h in halves] == [60, 60] and halves[0] + halves[1] == dip.dips
     bond = dperf.load(DATA / "server-bond.conf")
     assert bond.daemon and bond.socket_mem == (4096, 0) and bond.to_spec().duration == 10 * 86400
     assert bond.to_spec().port.startswith("net_bonding")

@@ -98,6 +98,28 @@ def test_syn_flood_over_ipv6_keeps_no_sockets(eal):
     no_leaks()
 
 
+@pytest.mark.parametrize("protocol", ["tcp", "udp"])
+def test_change_dip_over_ipv6_turns_each_floods_destination(eal, protocol):
+    """dperf's change_dip 2001:...: flood packet k goes to address k % 2 of the list, the
+    server's own address (answered) and one of another /64 (not the server's: dropped). TCP:
+    SYNs, their SYN-ACKs reset; UDP: datagrams, their answers no socket's."""
+    dips = ((SRV, 1, 1), ("2001:2:0:8::9", 1, 1))
+    c, s, _ = run_pair(server("ring:u6c:1", protocol=protocol),
+                       client("ring:u6c:0", cps=1000, duration=0.5, flood=True, launch_num=16, protocol=protocol,
+                              change_dip=dips))
+    kind = "syn" if protocol == "tcp" else "udp"
+    n = c[f"{kind}_tx"]
+    print({k: (c[k], s[k]) for k in ("syn_tx", "syn_rx", "udp_tx", "udp_rx", "udp_drop", "tcp_drop", "rst_tx")})
+    assert n >= 50 and c["sock_open"] == 0 and c["bad_rx"] == s["bad_rx"] == 0
+    if protocol == "tcp":
+        assert s["syn_rx"] == s["syn_tx"] == (n + 1) // 2 and s["tcp_drop"] == n // 2
+        assert c["syn_rx"] == c["rst_tx"] == s["rst_rx"] == (n + 1) // 2
+    else:
+        assert s["udp_rx"] == n and s["udp_tx"] == (n + 1) // 2 and s["udp_drop"] == n // 2
+        assert c["udp_rx"] == c["udp_drop"] == (n + 1) // 2
+    no_leaks()
+
+
 def test_client_reports_an_unanswered_neighbor_solicitation(eal):
     raw = _dpdk.Port("ring:u6d:1")
     cli = dpdk_tcp.build(client("ring:u6d:0", cps=10, duration=0.2))

@@ -304,3 +304,87 @@ def test_connections_on_tuples_nginx_holds_in_time_wait(lab, nginx, family):
     assert c["retrans_syn"] > 0 and c["rst_tx"] >= c["retrans_syn"]   # the TIME_WAIT answers were met
     assert c["rtt_count"] == c["sock_open"] - c["retrans_syn"]
     no_leaks()
+
+
+# In h2: a packet socket on its veth counts, by address, the SYNs that arrive (no ACK) and the
+# SYN-ACKs Linux sends from it, until a line on stdin.
+SYN_COUNT = r"""
+import json, select, socket, sys
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+s.setsockopt(socket.SOL_SOCKET, 33, 8 << 20)   # SO_RCVBUFFORCE (root): a burst while this waits for a CPU
+s.bind((sys.argv[1], 0))
+syn, synack = {}, {}
+print("READY", flush=True)
+while True:
+    r = select.select([s, sys.stdin], [], [], 30)[0]
+    if not r or sys.stdin in r:
+        break
+    data, addr = s.recvfrom(65535)
+    if len(data) < 54 or data[12:14] != b"\x08\x00" or data[23] != 6:
+        continue
+    flags = data[14 + (data[14] & 15) * 4 + 13] & 0x3f
+    if addr[2] != socket.PACKET_OUTGOING and flags == 0x02:
+        key = socket.inet_ntoa(data[30:34])
+        syn[key] = syn.get(key, 0) + 1
+    elif addr[2] == socket.PACKET_OUTGOING and flags == 0x12:
+        key = socket.inet_ntoa(data[26:30])
+        synack[key] = synack.get(key, 0) + 1
+print(json.dumps([syn, synack]), flush=True)
+"""
+LISTEN_ANY = r"""
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", int(sys.argv[1])))
+s.listen(4096)
+print("READY", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_change_dip_floods_each_address_of_a_linux_host_in_turn(lab):
+    """dperf's change_dip against Linux: h2 holds 4 more addresses and listens on all; the
+    perfkit client's SYN flood goes to them in turn (SYN k to address k % 4). A packet socket
+    in h2 counts each address's SYNs (exactly its share) and Linux's SYN-ACKs from it, which the
+    client resets: nothing is kept on either side."""
+    import ipaddress
+    import json
+    import sys
+    h2, which = lab.hosts[1], port_of(lab)
+    first = ipaddress.ip_network(f"{h2.ipv4}/24", strict=False).network_address + 210
+    addrs = [str(first + k) for k in range(4)]
+    h2ip = lambda *argv: subprocess.run(["ip", "netns", "exec", h2.netns, *argv], check=True,  # noqa: E731
+                                        capture_output=True, timeout=20)
+    procs = []
+    try:
+        for a in addrs:
+            h2ip("ip", "addr", "add", f"{a}/32", "dev", h2.ifname)
+        for script, args in ((LISTEN_ANY, ["8081"]), (SYN_COUNT, [h2.ifname])):
+            p = lab.popen(h2, [sys.executable, "-P", "-c", script, *args], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            procs.append(p)
+            assert p.stdout.readline().strip() == "READY", p.stderr.read()
+        c, _ = run_client(DpdkHttpClient(**which, clients=((which["ip"], 1),), server=peer_ip(lab), listen=8081,
+                                         cps=200, duration=1, flood=True, change_dip=((addrs[0], 1, 4),)))
+        time.sleep(0.3)             # the last SYN-ACKs and resets
+        for p in procs:
+            p.stdin.write("done\n")
+            p.stdin.flush()
+        syn, synack = json.loads(procs[1].stdout.readline())
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait(timeout=10)
+        for a in addrs:
+            subprocess.run(["ip", "netns", "exec", h2.netns, "ip", "addr", "del", f"{a}/32", "dev", h2.ifname],
+                           capture_output=True, timeout=20)
+    n = c["syn_tx"]
+    print(f"perfkit: {n} SYNs, {c['tcp_rx']} TCP in, {c['tcp_drop']} dropped, {c['rst_tx']} resets; h2 SYNs {syn}, "
+          f"SYN-ACKs {synack}")
+    assert n >= 100 and c["sock_open"] == 0 and c["drop_tx"] == 0
+    assert syn == {a: (n - k + 3) // 4 for k, a in enumerate(addrs)}    # SYN k to address k % 4
+    assert set(synack) == set(addrs) and all(synack[a] >= syn[a] for a in addrs)   # Linux answered each
+    # each SYN-ACK reached the client, is no socket's (no address of its server) and was reset
+    assert c["tcp_rx"] == c["tcp_drop"] == c["rst_tx"] == sum(synack.values())
+    no_leaks()

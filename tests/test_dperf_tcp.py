@@ -86,6 +86,23 @@ def test_syn_flood_keeps_no_sockets(eal):
     no_leaks()
 
 
+def test_change_dip_sends_the_floods_syns_to_its_addresses_in_turn(eal):
+    """dperf's change_dip: SYN k goes to address k % 2 of the list. The server serves the
+    first (SYN-ACK, then the client's RST); the second is no address of its: each SYN there
+    is its tcp_drop, unanswered. Every SYN is on one side or the other."""
+    c, s, _ = run_pair(DpdkHttpServer(port="ring:td:1", duration=30),
+                       DpdkHttpClient(port="ring:td:0", cps=2000, duration=0.5, flood=True, launch_num=16,
+                                      change_dip=(("198.18.0.2", 1, 1), ("198.18.0.9", 1, 1))))
+    n = c["syn_tx"]
+    print({k: (c[k], s[k]) for k in ("syn_tx", "syn_rx", "tcp_drop", "rst_tx", "rst_rx", "sock_open")})
+    assert n >= 100 and c["sock_open"] == 0 and c["http_req"] == 0
+    assert s["syn_rx"] == s["sock_open"] == s["syn_tx"] == (n + 1) // 2   # SYNs 0, 2, 4, ... to 198.18.0.2
+    assert s["tcp_drop"] == n // 2 and s["rst_tx"] == 0                   # 1, 3, 5, ... to 198.18.0.9
+    assert c["syn_rx"] == c["rst_tx"] == s["rst_rx"] == (n + 1) // 2     # the SYN-ACKs reset
+    assert c["rst_rx"] == 0
+    no_leaks()
+
+
 def test_vlan_tagged_both_ways(eal):
     c, s, _ = run_pair(DpdkHttpServer(port="ring:tv:1", payload_size=3000, vlan=100, tos=0x20, duration=30),
                        DpdkHttpClient(port="ring:tv:0", cps=300, duration=0.5, vlan=100, tos=0x20))

@@ -45,6 +45,60 @@ def test_udp_client_and_server_over_memif(eal, family, client_kw):
     assert f"{'udpRt':<7} 0" in block and "synRt" not in block and f"{'udpTx':<7} {n:,}" in block
 
 
+@pytest.mark.parametrize("ka_requests", [0, 4])
+def test_pipelined_udp_keeps_requests_out_and_every_one_is_answered_or_counted(eal, ka_requests):
+    """dperf's pipeline 4 with keepalive 0us: 4 requests out on each of cc sockets, an answer
+    lets the next go. Nothing is lost on memif: requests = answers, and the server answered
+    every one it got. keepalive_requests 4: each socket's 4 went at once, then it closed."""
+    kw = dict(protocol="udp", cc=2, keepalive=1e-6, pipeline=4, keepalive_requests=ka_requests, cps=1000,
+              duration=0.5)
+    with memif_server(f"udppipe{ka_requests}", 200, True, {"spec": {"protocol": "udp"}}) as (sock, finish):
+        c, s = client_to_end(dpdk_tcp.build(DpdkHttpClient(port=f"net_memif1,role=client,socket={sock}", **kw)),
+                             finish)
+    print({k: (c[k], s[k]) for k in UDP})
+    n = c["http_req"]
+    assert n == c["udp_tx"] == s["udp_rx"] == s["http_2xx"] == s["udp_tx"] == c["udp_rx"]
+    assert c["http_resp"] == n - c["udp_rt"] and c["udp_rt"] == c["udp_drop"] == s["udp_drop"] == 0
+    assert c["sock_open"] == c["sock_close"] and c["sock_current"] == 0 and c["sock_error"] == 0
+    assert c["rtt_count"] == c["sock_open"] and c["lat_count"] == 0   # pipelined answers are not timed
+    if ka_requests:
+        assert n == 4 * c["sock_open"] > 4                   # each socket: its 4 requests, then closed
+    else:
+        assert c["sock_open"] == 2 and n > 8
+
+
+def test_pipelined_requests_a_server_drops_are_each_counted_unanswered(eal):
+    """A server that takes none: each socket's 4 requests go at once and all 4 time out
+    (udp_rt 4 a timeout), then 4 more: requests = udp_rt, a multiple of 4 a socket."""
+    spec = {"protocol": "udp", "clients": [["198.18.0.60", 1]]}
+    with memif_server("udppipedrop", 200, True, {"spec": spec}) as (sock, finish):
+        c, s = client_to_end(dpdk_tcp.build(DpdkHttpClient(
+            port=f"net_memif1,role=client,socket={sock}", cps=100, cc=2, keepalive=1e-6, pipeline=4,
+            keepalive_requests=8, duration=0.5, protocol="udp", retransmit_timeout="50ms")), finish)
+    print({k: (c[k], s[k]) for k in UDP})
+    n = c["http_req"]
+    assert n > 0 and c["udp_tx"] == n == s["udp_rx"] == s["udp_drop"] == c["udp_rt"]
+    assert c["http_resp"] == 0 and n % 4 == 0 and n <= 8 * c["sock_open"]
+    assert c["sock_open"] == c["sock_close"] and c["sock_current"] == 0
+
+
+def test_udp_flood_sends_pipeline_datagrams_a_tuple_to_the_change_dip_addresses_in_turn(eal):
+    """dperf's UDP flood with pipeline 4 and change_dip over two addresses: each launch sends 4
+    datagrams from its tuple, datagram k to address k % 2, and keeps no socket. The server
+    answers those to its address and drops the others; its answers are no socket's at the
+    client (udp_drop)."""
+    with memif_server("udpflood", 200, False, {"spec": {"protocol": "udp"}}) as (sock, finish):
+        c, s = client_to_end(dpdk_tcp.build(DpdkHttpClient(
+            port=f"net_memif1,role=client,socket={sock}", cps=500, duration=0.5, protocol="udp", flood=True,
+            pipeline=4, change_dip=(("198.18.0.2", 1, 1), ("198.18.0.9", 1, 1)))), finish)
+    print({k: (c[k], s[k]) for k in UDP})
+    n = c["udp_tx"]
+    assert n >= 40 and n % 4 == 0 and c["sock_open"] == c["http_req"] == 0
+    assert s["udp_rx"] == n and s["http_2xx"] == s["udp_tx"] == s["udp_drop"] == n // 2
+    assert c["udp_rx"] == c["udp_drop"] == n // 2 and c["udp_rt"] == c["http_resp"] == 0
+    assert c["tcp_tx"] == s["tcp_tx"] == 0
+
+
 def test_requests_a_server_does_not_take_are_its_udp_drops_and_the_clients_udp_rt(eal):
     """The server's client range leaves the client out: each request is dropped there
     (udp_drop) and times out at the client (udp_rt): sent = answered + unanswered."""
@@ -174,3 +228,44 @@ def test_udp_server_answers_linux_and_udp_client_asks_linux(eal, lab, family):
           f"{answered}")
     assert c["http_req"] >= 150 and c["http_req"] == answered == c["http_2xx"] + c["udp_rt"]
     assert c["udp_rt"] == 0 and c["bad_rx"] == 0 and c["sock_open"] == c["sock_close"] == c["http_req"]
+
+
+@pytest.mark.parametrize("loss", [None, "10%"])
+def test_pipelined_udp_client_against_a_linux_udp_server(eal, lab, loss):
+    """dperf's pipeline 4 on 2 keep-alive sockets against Linux: a UDP socket in h2 answers
+    each request it gets, in order. Without loss Linux got every request the client sent and
+    every answer reached the client and counts once: requests = answers + udp_rt, answers
+    sent = answers taken + the late ones (udp_drop). With 10% loss on the path the same
+    identity holds, the lost ones in udp_rt."""
+    import subprocess
+    import sys
+    from test_dperf_lab import peer_ip, port_of, run_client
+    which, h2 = port_of(lab), lab.hosts[1]
+    srv = lab.popen(h2, [sys.executable, "-P", "-c", LINUX_SERVER, peer_ip(lab)], stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert srv.stdout.readline().strip() == "READY", srv.stderr.read()
+        if loss:
+            lab.impair(loss=loss)
+        try:
+            c, _ = run_client(DpdkHttpClient(**which, clients=((which["ip"], 1),), server=peer_ip(lab), listen=8080,
+                                             cps=100, cc=2, keepalive=1e-6, pipeline=4, duration=1, protocol="udp",
+                                             retransmit_timeout="50ms"))
+        finally:
+            if loss:
+                lab.clear()
+        srv.stdin.write("done\n")
+        srv.stdin.flush()
+        answered = int(srv.stdout.readline())
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+        srv.wait(timeout=10)
+    print(f"perfkit client: {c['http_req']} requests, {c['http_2xx']} 2xx, udp_rt {c['udp_rt']}, udp_drop "
+          f"{c['udp_drop']}; Linux answered {answered}")
+    assert c["http_req"] > 8 and c["http_req"] == c["udp_tx"] == c["http_2xx"] + c["udp_rt"]
+    assert c["sock_open"] == c["sock_close"] == 2 and c["bad_rx"] == c["http_err"] == 0
+    if loss:   # requests lost on the way there, answers on the way back: each one counted unanswered
+        assert c["udp_rt"] > 0 and c["http_2xx"] + c["udp_drop"] <= answered <= c["http_req"]
+    else:
+        assert c["http_req"] == answered == c["http_2xx"] + c["udp_drop"]

@@ -9,6 +9,7 @@ cdef extern from "tcp_engine.h":
 
     enum: PK_TCP_MAX_RANGES
     enum: PK_TCP_MAX_OWN
+    enum: PK_TCP_MAX_DIPS
 
     ctypedef struct pk_tcp_cfg:
         int role
@@ -55,6 +56,10 @@ cdef extern from "tcp_engine.h":
         int disable_ack
         int raw
         int udp
+        uint32_t pipeline
+        const uint32_t *dips
+        const uint8_t *dips6
+        uint32_t ndips
 
     ctypedef struct pk_tcp_engine:
         pass

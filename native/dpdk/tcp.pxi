@@ -19,7 +19,7 @@ TCP_WORKER_KEYS = frozenset((
     "mss", "tos", "vlan", "tcp_rst", "rto", "retries", "burst", "duration", "msg", "keepalive", "cps", "cc",
     "ka_interval", "ka_requests", "launch_num", "slow_start", "wait", "fast_close", "flood", "cpu",
     "port", "queue", "own",
-    "disable_ack", "raw", "udp"))
+    "disable_ack", "raw", "udp", "pipeline", "dips"))
 
 
 cdef class TcpEngine(EngineBase):
@@ -29,7 +29,8 @@ cdef class TcpEngine(EngineBase):
     retries, burst, duration (s), msg (bytes: the response or the request),
     keepalive (server: bool), cps, cc, ka_interval (s), ka_requests, launch_num,
     slow_start (s), wait (s), fast_close, cpu, own [(first, count)] (further addresses
-    answered for) -- or a list of such dicts, one worker each (their own sockets, ports and
+    answered for), pipeline (udp client: requests out a socket), dips [IPv4 address] (a
+    flood's destinations in turn, dperf's change_dip) -- or a list of such dicts, one worker each (their own sockets, ports and
     counters). port: one open Port or a list of them; a worker's "port" is its index in the
     list (default 0) and "queue" its queue there (default: the next one of that port); a
     port's queue 0 comes first among its workers. With own_ports, close() closes the ports.
@@ -72,6 +73,8 @@ cdef class TcpEngine(EngineBase):
         cdef char err[512]
         cdef pk_tcp_cfg cfg
         cdef const unsigned char[:] view
+        cdef const unsigned int[:] dview
+        cdef const unsigned char[:] v6view
         check_worker_keys(c, TCP_WORKER_KEYS, "DPDK TCP engine")
         memset(&cfg, 0, sizeof(cfg))
         role = c["role"]
@@ -139,6 +142,22 @@ cdef class TcpEngine(EngineBase):
         cfg.disable_ack = 1 if c.get("disable_ack") else 0
         cfg.raw = 1 if c.get("raw") else 0
         cfg.udp = 1 if c.get("udp") else 0
+        cfg.pipeline = c.get("pipeline", 1)
+        dips = list(c.get("dips") or ())
+        if len(dips) > PK_TCP_MAX_DIPS:
+            raise ValueError(f"dips: at most {PK_TCP_MAX_DIPS} addresses")
+        if dips and v6:
+            packed = b"".join(ipaddress.IPv6Address(a).packed for a in dips)
+            self.msgs.append(packed)   # kept alive until create copied it
+            v6view = packed
+            cfg.dips6 = &v6view[0]
+            cfg.ndips = len(dips)
+        elif dips:
+            dip_arr = _array.array("I", [_ip4_host(a) for a in dips])
+            self.msgs.append(dip_arr)
+            dview = dip_arr
+            cfg.dips = <const uint32_t *>&dview[0]
+            cfg.ndips = len(dips)
         own = list(c.get("own") or ())
         if len(own) > PK_TCP_MAX_OWN:
             raise ValueError(f"own: at most {PK_TCP_MAX_OWN} address ranges")

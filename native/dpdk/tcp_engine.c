@@ -244,9 +244,21 @@ pk_tcp_engine *pk_tcp_create(pk_dpdk_port *port, const pk_tcp_cfg *cfg, char *er
         set_err(err, errlen, "tcp: a field is out of range (the spec checks them: use perfkit's specs)");
         return NULL;
     }
-    if (cfg->udp && (cfg->flood || cfg->msg_len > PK_TCP_UDP_MAX_MSG(cfg->ipv6))) {
-        set_err(err, errlen, "udp: the message is %u bytes: one datagram holds at most %u (no flood)",
+    if (cfg->udp && cfg->msg_len > PK_TCP_UDP_MAX_MSG(cfg->ipv6)) {
+        set_err(err, errlen, "udp: the message is %u bytes: one datagram holds at most %u",
                 cfg->msg_len, PK_TCP_UDP_MAX_MSG(cfg->ipv6));
+        return NULL;
+    }
+    if (cfg->pipeline > PK_TCP_MAX_PIPELINE ||
+        (cfg->pipeline > 1 && (cfg->role != PK_TCP_CLIENT || !cfg->udp || !(cfg->ka_interval_ns || cfg->flood)))) {
+        set_err(err, errlen, "pipeline: %u: 0..%d, a protocol udp client's with keep-alive or flood", cfg->pipeline,
+                PK_TCP_MAX_PIPELINE);
+        return NULL;
+    }
+    if (cfg->ndips > PK_TCP_MAX_DIPS || (cfg->ndips && (cfg->role != PK_TCP_CLIENT || !cfg->flood ||
+                                                         !(cfg->ipv6 ? (void *)cfg->dips6 : (void *)cfg->dips)))) {
+        set_err(err, errlen, "change_dip: %u addresses: 0..%d, a flood client's", cfg->ndips,
+                PK_TCP_MAX_DIPS);
         return NULL;
     }
     uint64_t slots = 0;
@@ -327,11 +339,14 @@ pk_tcp_engine *pk_tcp_create(pk_dpdk_port *port, const pk_tcp_cfg *cfg, char *er
     void *map = mmap(NULL, e->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     e->msg = malloc(cfg->msg_len + 1);
     e->psum = malloc(sizeof(uint64_t) * (cfg->msg_len / 2 + 1));
-    if (map == MAP_FAILED || !e->msg || !e->psum) {
+    size_t dip_bytes = (size_t)cfg->ndips * (cfg->ipv6 ? 16 : sizeof(uint32_t));
+    void *dips = dip_bytes ? malloc(dip_bytes) : NULL;
+    if (map == MAP_FAILED || !e->msg || !e->psum || (dip_bytes && !dips)) {
         if (map != MAP_FAILED)
             munmap(map, e->map_len);
         free(e->msg);
         free(e->psum);
+        free(dips);
         if (cfg->queue == 0)
             pk_dpdk_port_release(port);
         pk_engine_fini(&e->core);
@@ -352,6 +367,12 @@ pk_tcp_engine *pk_tcp_create(pk_dpdk_port *port, const pk_tcp_cfg *cfg, char *er
     memcpy(e->msg, cfg->msg, cfg->msg_len);
     e->msg_len = cfg->msg_len;
     e->cfg.msg = e->msg;
+    if (dip_bytes)                  /* one of the two lists, as the family says */
+        memcpy(dips, cfg->ipv6 ? (const void *)cfg->dips6 : (const void *)cfg->dips, dip_bytes);
+    e->dips = cfg->ipv6 ? NULL : dips;
+    e->dips6 = cfg->ipv6 ? dips : NULL;
+    e->cfg.dips = e->dips;
+    e->cfg.dips6 = e->dips6;
     e->psum[0] = 0;
     for (uint32_t k = 1; k <= cfg->msg_len / 2; k++) {
         uint16_t x;
@@ -426,6 +447,8 @@ void pk_tcp_destroy(pk_tcp_engine *e)
         munmap(e->socks, e->map_len);
     free(e->msg);
     free(e->psum);
+    free(e->dips);
+    free(e->dips6);
     if (e->cfg.queue == 0)
         pk_dpdk_port_release(e->port);
     pk_engine_fini(&e->core);

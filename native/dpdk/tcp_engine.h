@@ -31,6 +31,8 @@ enum pk_tcp_role { PK_TCP_SERVER = 0, PK_TCP_CLIENT = 1 };
 #define PK_TCP_MAX_SOCKETS (1u << 30)   /* one worker's table: 64 GiB of address space, taken page by page */
 #define PK_TCP_MAX_OWN 2
 #define PK_TCP_MAX_MSG ((1u << 20) + 4096)
+#define PK_TCP_MAX_PIPELINE 100         /* dperf's PIPELINE_MAX */
+#define PK_TCP_MAX_DIPS 65536           /* dperf's change_dip list: at most this many addresses */
 
 typedef struct pk_tcp_cfg {
     int role;
@@ -89,6 +91,15 @@ typedef struct pk_tcp_cfg {
     /* dperf's protocol udp: a request in one datagram, its answer in one (tcp_udp.c); msg
      * fits one frame */
     int udp;
+    /* dperf's pipeline: a protocol udp CLIENT with keep-alive keeps this many requests out on
+     * a socket (0 or 1: one) */
+    uint32_t pipeline;
+    /* dperf's change_dip: a flood CLIENT's packets go to these addresses in turn instead of
+     * server_ip (this worker's share of the list): IPv4 in dips (host order), IPv6 in dips6
+     * (16 bytes each); copied at create */
+    const uint32_t *dips;
+    const uint8_t *dips6;
+    uint32_t ndips;
 } pk_tcp_cfg;
 
 /* protocol udp: a message's bytes in one 1500-byte IP packet (IPv4 or IPv6 and UDP headers) */

@@ -401,12 +401,18 @@ void tcp_launch(pk_tcp_engine *e, uint64_t now, uint64_t t_start)
     uint32_t budget = e->cfg.launch_num;
     /* behind (the worker lost its CPU): catch up only as the transmit queue has room */
     while (budget-- && (double)e->launched < target && e->ntx < TXQ / 2) {
-        if (e->cfg.flood) {         /* a SYN from the next tuple; nothing is kept */
+        if (e->cfg.flood) {         /* a SYN (udp: pipeline datagrams) from the next tuple; nothing is kept */
             tuple4 t;
-            tcp_sock_tuple(e, e->cursor, &t);
+            uint32_t at = e->cursor;
+            tcp_sock_tuple(e, at, &t);
             e->cursor = (e->cursor + 1 == e->nsock) ? 0 : e->cursor + 1;
             e->launched++;
-            tcp_tx_seg(e, t.cip, rte_be_to_cpu_32(e->cfg.server_ip), t.cport, t.sport, tsc_rand(e, now), 0, TH_SYN, 0, 0);
+            if (e->cfg.udp)
+                tcp_udp_flood(e, at);
+            else if (e->cfg.ipv6 && e->cfg.ndips)   /* change_dip over IPv6: the next address whole */
+                tcp_tx_syn6_to(e, t.cip, e->dips6 + 16 * tcp_flood_next(e), t.cport, t.sport, tsc_rand(e, now));
+            else
+                tcp_tx_seg(e, t.cip, tcp_flood_dst(e), t.cport, t.sport, tsc_rand(e, now), 0, TH_SYN, 0, 0);
             continue;
         }
         if (e->cfg.cc && e->current >= e->cfg.cc) {

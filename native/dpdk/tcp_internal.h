@@ -137,6 +137,9 @@ struct pk_tcp_engine {
     uint64_t current;               /* sockets not CLOSED */
     uint64_t lat_min;
     uint32_t iss_seed;              /* flood SYNs only: connections take isn_for */
+    uint32_t *dips;                 /* CLIENT flood, change_dip: the destinations in turn (IPv4) */
+    uint8_t *dips6;                 /* (IPv6: 16 bytes each) */
+    uint32_t dip_i;                 /* the next one */
     uint64_t isn_key[2];            /* RFC 6528's secret: this process's (tcp_isn_key) */
     uint64_t isn_mul;               /* TSC -> 4-microsecond ticks as (now * isn_mul) >> 32 */
     /* transmit mbufs: taken STASH at a time from this worker's pool cache, the next one's
@@ -248,6 +251,11 @@ void tcp_launch(pk_tcp_engine *e, uint64_t now, uint64_t t_start);
 void tcp_udp_open(pk_tcp_engine *e, uint32_t idx, uint64_t now);
 void tcp_udp_timer(pk_tcp_engine *e, uint32_t idx, uint64_t now);
 void tcp_udp_close(pk_tcp_engine *e, uint32_t idx);
+void tcp_udp_flood(pk_tcp_engine *e, uint32_t idx);
+/* tcp_output.c: a flood's SYN over IPv6 from the client address whose last 4 bytes are
+ * client_low to ra (16 bytes) */
+void tcp_tx_syn6_to(pk_tcp_engine *e, uint32_t client_low, const uint8_t *ra, uint16_t lport, uint16_t rport,
+                    uint32_t seq);
 void tcp_udp_in(pk_tcp_engine *e, const uint8_t *sa, const uint8_t *da, uint32_t alen, const uint8_t *l4,
                 uint32_t len, uint64_t pseudo, uint64_t now);
 
@@ -326,6 +334,21 @@ static inline uint32_t fdiv(uint32_t n, uint64_t M)
 }
 
 static inline void cnt(pk_tcp_engine *e, enum pk_counter_id id) { pk_add(&e->c, id, 1); }
+
+/* CLIENT flood: the index of its next packet's destination in change_dip's list (dperf's: the
+ * next address of this worker's share); call only with a list (cfg.ndips). */
+static inline uint32_t tcp_flood_next(pk_tcp_engine *e)
+{
+    uint32_t k = e->dip_i;
+    e->dip_i = k + 1 == e->cfg.ndips ? 0 : k + 1;
+    return k;
+}
+
+/* CLIENT flood, IPv4: where its next packet goes (host order): change_dip's next, else server_ip. */
+static inline uint32_t tcp_flood_dst(pk_tcp_engine *e)
+{
+    return e->cfg.ndips ? e->dips[tcp_flood_next(e)] : rte_be_to_cpu_32(e->cfg.server_ip);
+}
 
 /* A response's status class (2xx..5xx), the one place both HTTP over TCP and over UDP count it */
 static inline void cnt_status(pk_tcp_engine *e, uint16_t st)

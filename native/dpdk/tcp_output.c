@@ -218,6 +218,15 @@ static void tx_seg6(pk_tcp_engine *e, const uint8_t *la, const uint8_t *ra, uint
     tx_seg_put(e, m, flags);
 }
 
+void tcp_tx_syn6_to(pk_tcp_engine *e, uint32_t client_low, const uint8_t *ra, uint16_t lport, uint16_t rport,
+                    uint32_t seq)
+{
+    uint8_t la[16];
+    memcpy(la, e->cfg.client6_hi, 12);
+    wr32(la + 12, client_low);
+    tx_seg6(e, la, ra, client_low, lport, rport, seq, 0, TH_SYN, 0, 0);
+}
+
 /* One TCP segment from the template: Ethernet, IPv4 (TOS, DF), TCP with the
  * MSS option on SYNs; payload msg[off, off + len). lip, rip: host order; over IPv6
  * the client's address is the one of them this role's client is (see tx_seg6). */

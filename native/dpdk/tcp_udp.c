@@ -2,11 +2,22 @@
  * (its addresses and ports are its index, as for TCP) that sends its request in one datagram
  * and takes one datagram back; the server answers each request for a socket of its table with
  * its response in one datagram. No handshake, no close: udp_rt counts the requests that got
- * no answer (dperf's udpRt), udp_drop the datagrams for no socket or no request out. */
+ * no answer (dperf's udpRt), udp_drop the datagrams for no socket or no request out.
+ * dperf's pipeline: a keep-alive client socket keeps up to that many requests out; answers
+ * are not matched to requests (in order, as dperf's), so requests = answers + udp_rt. */
 #include "tcp_internal.h"
 #include "tcp_counts.h"
 
 #define UDP_LEN 8
+/* a UDP socket has no byte stream: a client's una counts its requests out, unanswered, and
+ * rcv_nxt its answers (reqs, 16 bits, wraps on a long keep-alive socket) */
+#define OUT(s) ((s)->una)
+#define ANSWERS(s) ((s)->rcv_nxt)
+
+static uint32_t pipe_n(const pk_tcp_engine *e)
+{
+    return e->cfg.pipeline > 1 ? e->cfg.pipeline : 1;
+}
 
 static const uint8_t *udp_dst_mac(const pk_tcp_engine *e)
 {
@@ -17,8 +28,9 @@ static const uint8_t *udp_dst_mac(const pk_tcp_engine *e)
 }
 
 /* One datagram of socket idx carrying msg (the request or the response); checksums in
- * software (a datagram per request: no offload set up for it). */
-static void udp_tx(pk_tcp_engine *e, uint32_t idx)
+ * software (a datagram per request: no offload set up for it). dst (IPv4, host order) or dst6
+ * (16 bytes): a CLIENT flood's destination (0, NULL: server_ip). */
+static void udp_tx_to(pk_tcp_engine *e, uint32_t idx, uint32_t dst, const uint8_t *dst6)
 {
     tuple4 t;
     tcp_sock_tuple(e, idx, &t);
@@ -40,10 +52,12 @@ static void udp_tx(pk_tcp_engine *e, uint32_t idx)
         ip[6] = 17;
         wr16(ip + 4, (uint16_t)ulen);
         wr32(ip + (server ? 36 : 20), t.cip);
+        if (dst6)
+            memcpy(ip + 24, dst6, 16);
         ph = sum16(ip + 8, 32, 0);
     } else {
         uint32_t la = rte_cpu_to_be_32(server ? rte_be_to_cpu_32(e->cfg.ip) : t.cip);
-        uint32_t ra = server ? rte_cpu_to_be_32(t.cip) : e->cfg.server_ip;
+        uint32_t ra = server ? rte_cpu_to_be_32(t.cip) : dst ? rte_cpu_to_be_32(dst) : e->cfg.server_ip;
         memcpy(ip, e->ip4_tmpl, IP_LEN);
         ip[9] = 17;
         wr16(ip + 2, (uint16_t)iplen);
@@ -68,12 +82,31 @@ static void udp_tx(pk_tcp_engine *e, uint32_t idx)
     tx_put(e, m);
 }
 
+static void udp_tx(pk_tcp_engine *e, uint32_t idx)
+{
+    udp_tx_to(e, idx, 0, NULL);
+}
+
+/* CLIENT, flood: pipeline datagrams of socket idx's tuple, each to tcp_flood_dst (change_dip:
+ * the next address, as dperf's), nothing kept (dperf's UDP flood: an answer is no socket's, a
+ * udp_drop). */
+void tcp_udp_flood(pk_tcp_engine *e, uint32_t idx)
+{
+    for (uint32_t k = 0; k < pipe_n(e); k++) {
+        if (e->cfg.ipv6)
+            udp_tx_to(e, idx, 0, e->cfg.ndips ? e->dips6 + 16 * tcp_flood_next(e) : NULL);
+        else
+            udp_tx_to(e, idx, tcp_flood_dst(e), NULL);
+    }
+}
+
 /* CLIENT: a request out on socket idx (its timer: the answer's deadline, or the keep-alive
  * grid, which then judges the answer). */
 static void udp_request(pk_tcp_engine *e, uint32_t idx, uint64_t now)
 {
     tsock *s = &e->socks[idx];
     s->flags |= F_WAITING;
+    OUT(s)++;
     s->reqs++;
     s->t0 = now;
     cnt(e, PK_http_req);
@@ -87,25 +120,40 @@ static int udp_more(const pk_tcp_engine *e, const tsock *s)
     return e->cfg.ka_interval_ns && e->launching && (e->cfg.ka_requests == 0 || s->reqs < e->cfg.ka_requests);
 }
 
-/* CLIENT: a socket opened by tcp_launch; its first request goes now. */
+/* CLIENT: requests until pipeline are out (or the socket's last request went). */
+static void udp_fill(pk_tcp_engine *e, uint32_t idx, uint64_t now)
+{
+    tsock *s = &e->socks[idx];
+    while (OUT(s) < pipe_n(e) && (e->cfg.ka_requests == 0 || s->reqs < e->cfg.ka_requests))
+        udp_request(e, idx, now);
+}
+
+/* CLIENT: a socket opened by tcp_launch; its first request (pipeline: requests) goes now. */
 void tcp_udp_open(pk_tcp_engine *e, uint32_t idx, uint64_t now)
 {
     tsock *s = &e->socks[idx];
     s->state = S_ESTAB;
     udp_request(e, idx, now);
+    if (e->cfg.ka_interval_ns)
+        udp_fill(e, idx, now);
     /* keep-alive (an interval): the next request's time, which judges this one's answer; else
      * the answer's deadline */
     tcp_timer_add(e, idx, e->cfg.ka_interval_ns ? TL_KA : TL_RTO, now);
 }
 
-/* CLIENT: the next request on a keep-alive socket, or the socket's end. due: the grid point
- * it was due at (dperf's fixed grid: the one after is an interval later, so a worker that lost
- * its CPU catches up), 0: now (an answer that came after its grid point). */
+/* CLIENT: the next request on a keep-alive socket (pipeline: requests until that many are
+ * out), or the socket's end once no answer is out. due: the grid point it was due at (dperf's
+ * fixed grid: the one after is an interval later, so a worker that lost its CPU catches up),
+ * 0: now (an answer that came after its grid point). */
 static void udp_next(pk_tcp_engine *e, uint32_t idx, uint64_t now, uint64_t due)
 {
-    if (udp_more(e, &e->socks[idx])) {
-        udp_request(e, idx, now);
+    tsock *s = &e->socks[idx];
+    if (udp_more(e, s)) {
+        udp_fill(e, idx, now);
         tcp_timer_add_at(e, idx, TL_KA, (due ? due : now) + e->ka_c);
+    } else if (OUT(s)) {            /* the last answers still out: until their deadline */
+        if (s->tl != TL_RTO)
+            tcp_timer_add_at(e, idx, TL_RTO, s->t0 + e->rto_c);
     } else {
         tcp_sock_free(e, idx, PK_sock_close);
     }
@@ -121,13 +169,14 @@ void tcp_udp_timer(pk_tcp_engine *e, uint32_t idx, uint64_t now)
     int was = s->tl;
     uint64_t due = s->deadline;
     tcp_timer_del(e, idx);
-    if (s->flags & F_WAITING) {
+    if (OUT(s)) {
         if (was == TL_KA) {
             tcp_timer_add_at(e, idx, TL_RTO, s->t0 + e->rto_c);
             return;
         }
         s->flags &= (uint8_t)~F_WAITING;
-        cnt(e, PK_udp_rt);
+        pk_add(&e->c, PK_udp_rt, OUT(s));   /* nothing for a timeout since the last request */
+        OUT(s) = 0;
     }
     udp_next(e, idx, now, was == TL_KA ? due : 0);
 }
@@ -136,8 +185,8 @@ void tcp_udp_timer(pk_tcp_engine *e, uint32_t idx, uint64_t now)
 void tcp_udp_close(pk_tcp_engine *e, uint32_t idx)
 {
     tsock *s = &e->socks[idx];
-    if (s->flags & F_WAITING)
-        cnt(e, PK_udp_rt);          /* its answer never came */
+    pk_add(&e->c, PK_udp_rt, OUT(s));   /* answers that never came */
+    OUT(s) = 0;
     tcp_sock_free(e, idx, PK_sock_close);
 }
 
@@ -158,24 +207,29 @@ static uint16_t udp_status(const uint8_t *p, uint32_t n)
 static void udp_answer(pk_tcp_engine *e, uint32_t idx, const uint8_t *p, uint32_t n, uint64_t now)
 {
     tsock *s = &e->socks[idx];
-    if (s->state != S_ESTAB || !(s->flags & F_WAITING)) {
+    if (s->state != S_ESTAB || !OUT(s)) {
         cnt(e, PK_udp_drop);        /* no request out: late (counted in udp_rt) or a duplicate */
         return;
     }
-    s->flags &= (uint8_t)~F_WAITING;
+    int first = ANSWERS(s)++ == 0;
+    if (--OUT(s) == 0)
+        s->flags &= (uint8_t)~F_WAITING;
     cnt(e, PK_http_resp);
     uint16_t st = e->cfg.raw ? 200 : udp_status(p, n);
     cnt_status(e, st);
     if (st < 200 || st >= 400)
         cnt(e, PK_http_err);
     uint64_t rt = now - s->t0;
-    if (s->reqs == 1)
+    if (first)
         record_rtt(e, rt);          /* dperf's rtt: the first exchange of a socket */
-    pk_lat_sample(&e->c, &e->hist, &e->lat_min, (uint64_t)((double)rt * 1e9 / (double)e->hz), PK_LAT);
+    if (pipe_n(e) == 1)             /* pipelined answers are not matched to their requests: not timed */
+        pk_lat_sample(&e->c, &e->hist, &e->lat_min, (uint64_t)((double)rt * 1e9 / (double)e->hz), PK_LAT);
     if (!e->cfg.ka_interval_ns)     /* one request a socket */
         tcp_sock_free(e, idx, PK_sock_close);
     else if (s->tl == TL_RTO)       /* keep-alive, its grid point passed while waiting: the next now */
         udp_next(e, idx, now, 0);
+    else if (pipe_n(e) > 1 && now >= s->deadline)
+        udp_next(e, idx, now, s->deadline);   /* pipeline: its grid point passed, its timer not run yet */
     /* else the next request on its keep-alive timer */
 }
 

@@ -24,12 +24,12 @@ TCP_TABLE_MAX = 1 << 30            # PK_TCP_MAX_SOCKETS: one worker's socket tab
 TCP_MAX_PORTS = 8                  # ports one run drives (dperf's several port lines)
 PROTOCOLS = ("tcp", "udp")         # dperf's protocol line (http is tcp)
 UDP_MAX_MSG = {4: 1472, 6: 1452}   # protocol udp: a message in one 1500-byte packet (PK_TCP_UDP_MAX_MSG)
+PIPELINE_MAX = 100                 # dperf's PIPELINE_MAX (PK_TCP_MAX_PIPELINE)
+CHANGE_DIP_MAX = 65536             # dperf's change_dip list (PK_TCP_MAX_DIPS)
 
 
 def _check_udp(self, msg: bytes, what: str) -> None:
-    """protocol udp: the message goes in one datagram of one 1500-byte packet; no SYN flood."""
-    if self.protocol == "udp" and getattr(self, "flood", False):
-        raise ValueError("flood: a SYN flood is TCP's: not with protocol udp")
+    """protocol udp: the message goes in one datagram of one 1500-byte packet."""
     if self.protocol == "udp" and len(msg) > UDP_MAX_MSG[self.ip_version]:
         raise ValueError(f"protocol: udp sends the {what} in one datagram: {len(msg)} B is above "
                          f"{UDP_MAX_MSG[self.ip_version]} B over IPv{self.ip_version} (lower payload_size)")
@@ -351,8 +351,9 @@ class DpdkHttpClient(_IpVersion, DpdkSpec):
         None, help="the DPDK port", unit="/run/netns/NAME")
     flood: bool = opt(
         False,
-        help=("SYN flood: only the first packet of each connection (a SYN at cps), no sockets kept; "
-              "SYN-ACKs that come back are answered with RST (tcp_rst)"), advanced=True)
+        help=("SYN flood: only the first packet of each connection (a SYN at cps; protocol udp: pipeline "
+              "datagrams), no sockets kept; SYN-ACKs that come back are answered with RST (tcp_rst), "
+              "UDP answers dropped (udp_drop)"), advanced=True)
     queues: int = opt(
         1,
         help=("workers, one rx/tx queue pair each; worker k takes slice k of lport_range and "
@@ -371,6 +372,15 @@ class DpdkHttpClient(_IpVersion, DpdkSpec):
                      "is as many bytes back (no HTTP)"), advanced=True)
     cpus: tuple = like(DpdkHttpServer, "cpus", advanced=True)
     protocol: str = like(DpdkHttpServer, "protocol", advanced=True)
+    pipeline: int = opt(
+        1, help=("protocol udp with keepalive: requests out at once on a socket (dperf's pipeline); each answer "
+                 "lets the next go (answers are not matched to requests: no response times)"),
+        unit="requests out a socket", lo=1, hi=PIPELINE_MAX, advanced=True)
+    change_dip: tuple | str | None = opt(
+        (), help=("flood: each SYN (udp: datagram) goes to the next of these addresses instead of server "
+                  "(dperf's change_dip lines), the list split over the workers in turn: ((first, step, count), "
+                  "...) or a FIRST STEP COUNT line each"),
+        unit="FIRST STEP COUNT, one a line", widget="area", advanced=True)
 
     test = "dpdk_http_client"
 
@@ -446,8 +456,7 @@ class DpdkHttpClient(_IpVersion, DpdkSpec):
         put("server_num", _server_range(self.server, self.server_num, "server_num"))
         put("more_ports", _more_ports(self, False))
         nworkers = self.queues * (1 + len(self.more_ports))
-        if self.cc and self.cc < nworkers:
-            raise ValueError(f"cc: {self.cc} is below the {nworkers} workers (ports x queues): each holds its share")
+        _check_client_modes(self, put, nworkers)
         if self.cc > self.total_sockets:
             raise ValueError(f"cc: {self.cc} is out of range 0..{self.total_sockets} (client addresses x "
                              "ports x listen ports, over every port)")
@@ -459,6 +468,11 @@ class DpdkHttpClient(_IpVersion, DpdkSpec):
     def sockets(self) -> int:
         lo, hi = self.lport_range
         return sum(n for _, n in self.clients) * (hi - lo + 1) * self.listen_num
+
+    @property
+    def dips(self) -> list:
+        """change_dip's addresses in order (a flood's destinations)."""
+        return _dip_list(self.change_dip)
 
     @property
     def total_sockets(self) -> int:
@@ -490,6 +504,53 @@ class DpdkHttpClient(_IpVersion, DpdkSpec):
         if pad > 0:        # the request is exactly request_size bytes
             head += "X-Pad: " + "a" * (pad - 9) + "\r\n"
         return (head + "\r\n").encode() + b"x" * body
+
+
+def _check_client_modes(self, put, nworkers: int) -> None:
+    """A client's cc share, pipeline and change_dip against the rest of its spec."""
+    if self.cc and self.cc < nworkers:
+        raise ValueError(f"cc: {self.cc} is below the {nworkers} workers (ports x queues): each holds its share")
+    if self.pipeline > 1 and (self.protocol != "udp" or not (self.keepalive or self.flood)):
+        raise ValueError(f"pipeline: {self.pipeline} requests out a socket is protocol udp's with keepalive or "
+                         "flood (dperf's pipeline); TCP sends one request at a time")
+    put("change_dip", _change_dip(self.change_dip, self.flood, self.ip_version, nworkers))
+
+
+def _dip_list(ranges) -> list:
+    return [str(ipaddress.ip_address(first) + k * step) for first, step, count in ranges for k in range(count)]
+
+
+def _change_dip(value, flood: bool, version: int, nworkers: int) -> tuple:
+    """change_dip as ((first, step, count), ...): each address a destination the network guard
+    allows, at most CHANGE_DIP_MAX in all, at least one a worker (dperf's checks)."""
+    if isinstance(value, str):
+        value = [line.split("#", 1)[0].split() for line in value.splitlines()]
+        value = [w for w in value if w]
+    out, total = [], 0
+    for item in value or ():
+        try:
+            first, step, count = item
+        except (TypeError, ValueError):
+            raise ValueError(f"change_dip: {item!r} is not (first, step, count) or FIRST STEP COUNT") from None
+        first = check_dest_ip(first, "change_dip", version)
+        step = _int_in(step, "change_dip", 1, 1 << 32)
+        count = _int_in(count, "change_dip", 1, CHANGE_DIP_MAX)
+        ip = ipaddress.ip_address(first)
+        if int(ip) + (count - 1) * step > (1 << ip.max_prefixlen) - 1:
+            raise ValueError(f"change_dip: {first} + {count - 1} x {step} passes the last address")
+        out.append((first, step, count))
+        total += count
+        if total > CHANGE_DIP_MAX:
+            raise ValueError(f"change_dip: more than {CHANGE_DIP_MAX} addresses (dperf's most)")
+    if not out:
+        return ()
+    if not flood:
+        raise ValueError("change_dip: a flood's destinations (dperf's change_dip is flood's): set flood")
+    if total < nworkers:
+        raise ValueError(f"change_dip: {total} addresses for {nworkers} workers: at least one a worker")
+    for a in _dip_list(out):   # every address through the network guard (a step can leave the lab range)
+        check_dest_ip(a, "change_dip", version)
+    return tuple(out)
 
 
 def _in_range(ip: str, n: int, first: str, count: int) -> bool:
@@ -627,7 +688,8 @@ def plan(spec) -> dict:
         common.update(role="client", msg=spec.request_bytes(), ka_interval=spec.keepalive,
                       ka_requests=spec.keepalive_requests, launch_num=spec.launch_num, slow_start=spec.slow_start,
                       wait=spec.wait, fast_close=spec.fast_close, flood=spec.flood, cps=float(spec.cps) / nworkers,
-                      disable_ack=spec.disable_ack)
+                      disable_ack=spec.disable_ack, pipeline=spec.pipeline)
+        dips = spec.dips
     workers = []
     for p, (dev, ip, gw, mac, clients, srv, n) in enumerate(ports):
         for k in range(q):
@@ -643,6 +705,9 @@ def plan(spec) -> dict:
                 w.update(ip=ip, server_ip=addr, gateway_ip=gw, gateway_mac=mac,
                          clients=[tuple(r) for r in clients], lport_range=(first_port, first_port + count - 1),
                          cc=_share(0, int(spec.cc), nworkers, len(workers))[1] if spec.cc else 0)
+                if dips:    # dperf's change_dip: the list cut into one slice a worker
+                    at, count = _share(0, len(dips), nworkers, len(workers))
+                    w["dips"] = dips[at:at + count]
             workers.append(w)
     return {"engine": "dpdk_tcp", "wait_link": not server,
             "ports": [{"dev": dev, "netns": spec.netns, "ip": ip if ":" not in ip else None, "queues": q}

@@ -472,6 +472,7 @@ int main(int argc, char **argv)
         cfg.cps = 1e6;
         cfg.launch_num = 4;
         cfg.ka_interval_ns = k == 7 ? 0 : 1000000;   /* the last: one request a socket */
+        cfg.pipeline = k == 5 ? 4 : 0;                /* the IPv6 UDP client: 4 requests out a socket */
         cfg.cpu = -1;
         pk_tcp_engine *e = pk_tcp_create(p, &cfg, err, sizeof(err));
         if (!e) {
