@@ -86,7 +86,7 @@ def test_one_conf_prints_dperf_seconds_blocks(confs, tmp_path):
 
 
 @pytest.mark.parametrize("text,match", [
-    (CLIENT + "vxlan 1 a b c 1 d 1\n", r"client.conf:13: vxlan: not run by perfkit: VXLAN"),
+    (CLIENT + "vxlan 1 a b c 1 d 1\n", r"client.conf:13: vxlan: 'a' is not a MAC address"),
     (CLIENT.replace("cps 40", "cps lots"), r"client.conf:4: cps: 'lots' is not"),
     (CLIENT.replace("cpu 0", "cpu 0 4000"), r"client.conf:2: cpu: CPU 4000 not among the CPUs this process may use"),
     (CLIENT.replace("198.18.0.1 198.18.0.2", "10.0.0.1 10.0.0.2"), r"client.conf:7: port: ip: 10.0.0.1 is refused by the network guard"),

@@ -55,6 +55,12 @@ cdef extern from "tcp_engine.h":
         int disable_ack
         int raw
         int udp
+        int vxlan
+        uint32_t vni
+        uint8_t inner_smac[6]
+        uint8_t inner_dmac[6]
+        uint32_t vtep_local
+        uint32_t vtep_remote
 
     ctypedef struct pk_tcp_engine:
         pass
