@@ -914,6 +914,9 @@ def summary_lines(row: dict, summary: dict, active_s: float | None = None) -> st
     if g("udp_tx") or g("udp_rx"):   # protocol udp: its datagrams, the requests unanswered
         lines.append(f"    {'udp':<13} =  {g('udp_tx'):,} sent, {g('udp_rx'):,} received, {g('udp_rt'):,} "
                      f"unanswered, {g('udp_drop'):,} dropped")
+    if g("vxlan_drop"):   # perfkit's own count (dperf has none): VXLAN refused at decapsulation
+        lines.append(f"    {'vxlan':<13} =  {g('vxlan_drop'):,} dropped (cut, bad outer UDP sum, no I flag or "
+                     "another VNI)")
     if summary.get("rtt_count"):
         lines.append(f"    {'first_rtt':<13} =  mean {format_time_us(summary['rtt_mean_us'])}  max "
                      f"{format_time_us(summary['rtt_max_us'])} ({summary['rtt_count']:,} handshakes)")

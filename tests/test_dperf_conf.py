@@ -237,3 +237,8 @@ def test_a_get_client_pads_its_requests_to_payload_size(eal):
     n = c["sock_open"]
     assert n >= 20 and c["http_2xx"] == s["http_get"] == n and c["sock_error"] == 0
     assert s["bytes_rx"] >= n * 1400
+
+
+def test_vxlan_drops_are_in_perfkits_summary_only_when_there_are_some():
+    assert "    vxlan         =  5 dropped (cut, bad outer UDP sum" in dperf.summary_lines({"vxlan_drop": 5}, {})
+    assert "vxlan" not in dperf.summary_lines({"sock_open": 3}, {})
