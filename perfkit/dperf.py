@@ -214,7 +214,7 @@ class DperfConfig:
             raise self._spec_error(e) from None
 
     def _check_vxlan(self, queues: int) -> None:
-        """dperf's checks of vxlan lines: one a port, one server address a cpu, no vlan."""
+        """dperf's checks of vxlan lines: one a port, one server address a cpu, no vlan or rss."""
         if not self.vxlans:
             return
         if len(self.vxlans) != len(self.ports):
@@ -222,6 +222,8 @@ class DperfConfig:
                              "in the order of the port lines")
         if self.vlan:
             raise self.error("vxlan", "not with vlan (dperf refuses both)")
+        if self.rss is not None:
+            raise self.error("vxlan", "not with rss (dperf's manual: 'vxlan' cannot be used with 'rss')")
         for k, (srv, n) in enumerate(self.servers):
             if n != queues:
                 raise self.error("vxlan", f"{n} server addresses for {queues} cpus of port {k + 1}: vxlan "

@@ -87,6 +87,7 @@ def test_vxlan_maps_field_by_field_to_dperfs_meaning(monkeypatch):
            "vxlan 1 02:00:00:00:00:01 02:00:00:00:00:02 2001:db8::1 2 10.80.2.3 2\n": r"c.conf:7: vxlan: 2001:db8::1: the VTEPs .* IPv4",
            "vxlan 1 02:00:00:00:00:01 02:00:00:00:00:02 10.80.0.3 2 10.80.2.3\n": r"c.conf:7: vxlan: .*VNI INNER_SMAC",
            "vlan 5\nvxlan 1 02:00:00:00:00:01 02:00:00:00:00:02 10.80.0.3 2 10.80.2.3 2\n": r"c.conf:8: vxlan: not with vlan",
+           "rss\nvxlan 1 02:00:00:00:00:01 02:00:00:00:00:02 10.80.0.3 2 10.80.2.3 2\n": r"c.conf:8: vxlan: not with rss",
            "vxlan 1 02:00:00:00:00:01 02:00:00:00:00:02 10.80.0.3 2 10.80.2.3 2\n"
            "vxlan 1 02:00:00:00:00:01 02:00:00:00:00:02 10.80.0.3 2 10.80.2.3 2\n": r"c.conf:7: vxlan: 2 vxlan lines for 1 ports"}
     for extra, msg in bad.items():

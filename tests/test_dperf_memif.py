@@ -425,3 +425,29 @@ def test_vxlan_frames_of_another_vni_are_dropped_and_counted(eal):
             vxlan=_vx(8, "198.18.0.1", "198.18.0.2", VX_CLI_MAC, VX_SRV_MAC))), finish)
     assert c["syn_tx"] > 10 and s["vxlan_drop"] == c["syn_tx"] and s["sock_open"] == s["tcp_rx"] == 0
     assert c["arp_rx"] >= 1 and c["http_2xx"] == 0
+
+
+def test_vxlan_two_queues_each_with_its_own_vteps(eal):
+    """dperf's vxlan on two cpus a port: queue q sends from local + q to remote + q and takes
+    only VXLAN to its own local VTEP; each queue's connections complete on both sides."""
+    srv = {"ip": "198.18.0.2", "server": "198.19.0.10", "server_num": 2, "queues": 2,
+           "clients": [["198.19.0.1", 1]],
+           "vxlan": [[99, VX_SRV_MAC, VX_CLI_MAC, "198.18.0.20", 2, "198.18.0.10", 2]]}
+    with memif_server("vx-mq", 64, False, {"spec": srv}) as (sock, finish):
+        h = dpdk_tcp.build(DpdkHttpClient(
+            port=f"net_memif1,role=client,socket={sock}", ip="198.18.0.1", gateway="198.18.0.2",
+            clients=(("198.19.0.1", 1),), server="198.19.0.10", server_num=2, queues=2, lport_range=(2000, 2999),
+            cps=1000, duration=1, vxlan=((99, VX_CLI_MAC, VX_SRV_MAC, "198.18.0.10", 2, "198.18.0.20", 2),)))
+        try:
+            run_to_end(h)
+            assert h.error() is None
+            cw = [dict(zip(COUNTER_NAMES, c)) for c, _ in h.snapshot()]
+        finally:
+            h.close()
+        sw = finish()["workers"]
+    for q in range(2):
+        c, s = cw[q], sw[q]
+        assert c["sock_open"] >= 300 and c["sock_error"] == s["sock_error"] == 0, (q, c["sock_open"])
+        assert c["sock_open"] == c["http_2xx"] == s["sock_open"] == s["http_get"]
+        assert c["vxlan_drop"] == s["vxlan_drop"] == c["other_rx"] == s["other_rx"] == 0
+        assert c["pkts_rx"] == s["pkts_tx"]
