@@ -8,7 +8,8 @@ this one; every run gets a fresh memif socket and server, and both sides' counte
 --settings runs the rows once per settings, alternating (issue 31): `dperf` is the configuration
 the issue gave both dperf and perfkit (tx_burst 128, launch_num 10, 48 client addresses, memif
 rings of 16,384 slots, --slow-start s of slow start before the run), `default` perfkit's own
-defaults, `bench` (without the option) this bench's --launch-num and --memif-args. Each row's
+defaults, `bench` (without the option) this bench's --launch-num and --memif-args, `vxlan` bench's
+with dperf's vxlan on both sides (issue 32: every frame in outer Ethernet/IPv4/UDP/VXLAN headers). Each row's
 ratio to issue 31's goals (1.3M clean connections/s, 1.9M keep-alive requests/s, 30 Gbit/s with
 16 KiB responses) is beside it.
 
@@ -85,7 +86,19 @@ SETTINGS = {
     "dperf": dict(burst=128, launch_num=10, clients=(("198.18.0.10", 48),), memif_args=",rsize=14", slow=True),
     # perfkit's defaults: the specs' burst and launch_num, memif's own ring size
     "default": dict(burst=None, launch_num=None, memif_args=""),
+    # this bench's with dperf's vxlan on both sides (issue 32): every frame in VXLAN, the VTEPs
+    # the ports' own addresses (client 198.18.0.1, server 198.18.0.2)
+    "vxlan": dict(vxlan=True),
 }
+
+VXLAN_VNI, VXLAN_CLI_MAC, VXLAN_SRV_MAC = 4242, "02:00:00:00:42:01", "02:00:00:00:42:02"
+
+
+def vxlan_of(server: bool) -> tuple:
+    """The vxlan field of one side (--settings vxlan)."""
+    me, peer = ("198.18.0.2", "198.18.0.1") if server else ("198.18.0.1", "198.18.0.2")
+    smac, dmac = (VXLAN_SRV_MAC, VXLAN_CLI_MAC) if server else (VXLAN_CLI_MAC, VXLAN_SRV_MAC)
+    return ((VXLAN_VNI, smac, dmac, me, 1, peer, 1),)
 
 
 GOALS = {"cps": 1.3e6, "keepalive": 1.9e6, "keepalive20k": 1.2e6, "gbps16k": 30.0}   # issue 31's, one core each
@@ -101,6 +114,7 @@ def settings(a, name):
     sa.launch_num = st.get("launch_num", a.launch_num)
     sa.memif_args = st.get("memif_args", a.memif_args)
     sa.slow = a.slow_start if st.get("slow") else 0.0
+    sa.vxlan = st.get("vxlan", False)
     return sa
 
 
@@ -115,7 +129,9 @@ class Server:
         self.sock = f"/tmp/pk-bench-memif-{os.getpid()}-{time.monotonic_ns()}.sock"
         arg = {"port": f"net_memif0,role=server,socket={self.sock}{a.memif_args}", "payload": payload,
                "keepalive": keepalive, "clients": a.clients, "cpus": [a.server_cpu], "mbufs": a.mbufs,
-               "mem": a.memory_mb, "huge": a.hugepages == "on", "extra": {**({"burst": a.burst} if a.burst else {}), **(extra or {})}}
+               "mem": a.memory_mb, "huge": a.hugepages == "on",
+               "extra": {**({"burst": a.burst} if a.burst else {}), **(extra or {}),
+                         **({"vxlan": vxlan_of(True)} if getattr(a, "vxlan", False) else {})}}
         pre = ["gdb", "-q", "-batch", "-ex", "run", "-ex", "thread apply all bt 8", "--args"] if os.environ.get("PK_BENCH_GDB") else []
         self.p = subprocess.Popen(pre + [sys.executable, "-P", "-c", SERVER, json.dumps(arg)], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -202,7 +218,8 @@ def one_run(a, name: str, payload: int, keepalive_srv: bool, profile: bool = Fal
     srv = Server(a, payload, keepalive_srv, {"protocol": client_kw["protocol"]} if "protocol" in client_kw else None)
     try:
         knobs = {**({"burst": a.burst} if a.burst else {}), **({"launch_num": a.launch_num} if a.launch_num else {}),
-                 **({"slow_start": a.slow} if a.slow else {})}
+                 **({"slow_start": a.slow} if a.slow else {}),
+                 **({"vxlan": vxlan_of(False)} if getattr(a, "vxlan", False) else {})}
         spec = DpdkHttpClient(port=f"net_memif1,role=client,socket={srv.sock}{a.memif_args}", clients=a.clients,
                               ip="198.18.0.1", lport_range=(1024, 65535),
                               # slow start, then --duration at the target (as dperf runs them)

@@ -7,7 +7,7 @@
 The format is dperf's: one keyword per line with its arguments, '#' starts a comment.
 Parsing follows dperf's own rules (numbers like 1.5m and 2k, durations like 10s, 2m, 1h,
 1.5d, keepalive intervals in us, ms or s). Every keyword of dperf's configuration manual is
-known: KEYWORDS runs it, REFUSED names why perfkit does not (VXLAN, KNI). An error
+known: KEYWORDS runs it, REFUSED names why perfkit does not (KNI). An error
 -- a malformed value, a refused keyword, a value the spec refuses -- is one DperfError (a
 ValueError) naming the file and line.
 
@@ -51,7 +51,6 @@ CPU_MAX = 8192              # Linux's largest NR_CPUS: `cpu 0-4000000000` must n
 
 # Keywords of dperf that perfkit does not run: refused by name, with why.
 REFUSED = {
-    "vxlan": "VXLAN encapsulation is not built in perfkit's DPDK TCP engine",
     "kni": "KNI is gone from DPDK (22.11 has no rte_kni): reach the kernel through a tap or af_packet port",
 }
 PIPELINE_MAX = 100          # dperf's PIPELINE_MAX
@@ -122,6 +121,8 @@ class DperfConfig:
     client_lines: list = field(default_factory=list)
     server_lines: list = field(default_factory=list)
     change_dip_lines: list = field(default_factory=list)
+    vxlans: list = field(default_factory=list)            # (vni, inner_smac, inner_dmac, local, n, remote, n) a port
+    vxlan_lines: list = field(default_factory=list)
     # the port lines' devices and addresses, so a repeated one is found in O(1)
     port_devs: set = field(default_factory=set, init=False, repr=False, compare=False)
     port_ips: set = field(default_factory=set, init=False, repr=False, compare=False)
@@ -162,6 +163,7 @@ class DperfConfig:
             if n > queues:
                 raise self.error("server", f"{n} server addresses for {queues} cpus of port {k + 1}: one cpu "
                                  "an address at least", self.server_lines[k])
+        self._check_vxlan(queues)
         size, raw = self.message_size()
         # dperf's several cpus on a port: one worker a cpu, each on its own queue pair
         first = self.ports[0]
@@ -169,7 +171,7 @@ class DperfConfig:
                       listen_num=self.listen[1], mss=self.mss, tos=self.tos, vlan=self.vlan,
                       tcp_rst=self.tcp_rst, server_num=self.servers[0][1], cpus=tuple(self.cpu),
                       retransmit_timeout=self.retransmit_timeout, raw=raw,
-                      protocol="udp" if self.protocol == "udp" else "tcp")
+                      protocol="udp" if self.protocol == "udp" else "tcp", vxlan=tuple(self.vxlans))
         if self.tx_burst is not None:
             common["burst"] = min(self.tx_burst, 256)
         try:
@@ -214,6 +216,22 @@ class DperfConfig:
             raise
         except ValueError as e:
             raise self._spec_error(e) from None
+
+    def _check_vxlan(self, queues: int) -> None:
+        """dperf's checks of vxlan lines: one a port, one server address a cpu, no vlan or rss."""
+        if not self.vxlans:
+            return
+        if len(self.vxlans) != len(self.ports):
+            raise self.error("vxlan", f"{len(self.vxlans)} vxlan lines for {len(self.ports)} ports: one a port, "
+                             "in the order of the port lines")
+        if self.vlan:
+            raise self.error("vxlan", "not with vlan (dperf refuses both)")
+        if self.rss is not None:
+            raise self.error("vxlan", "not with rss (dperf's manual: 'vxlan' cannot be used with 'rss')")
+        for k, (srv, n) in enumerate(self.servers):
+            if n != queues:
+                raise self.error("vxlan", f"{n} server addresses for {queues} cpus of port {k + 1}: vxlan "
+                                 "takes one server address a cpu", self.server_lines[k])
 
     def check_cpus(self, allowed) -> None:
         """The cpu line against the CPUs this process may use (allowed), before anything starts:
@@ -545,6 +563,20 @@ def _kw_vlan(c, a):
     c.vlan = _whole(a[0], "a VLAN id", 1, 4094)
 
 
+def _kw_vxlan(c, a):
+    _nargs(a, 7, 7, "VNI INNER_SMAC INNER_DMAC LOCAL_VTEP NUM REMOTE_VTEP NUM")
+    vni = _whole(a[0], "a VNI", 0, 0xffffff)
+    for mac in a[1:3]:
+        if not _MAC.fullmatch(mac):
+            raise ValueError(f"{mac!r} is not a MAC address")
+    local, remote = _ip(a[3], "local VTEP"), _ip(a[5], "remote VTEP")
+    for ip in (local, remote):
+        if ":" in ip:
+            raise ValueError(f"{ip}: the VTEPs (the underlay) are IPv4, as dperf's")
+    c.vxlans.append((vni, a[1].lower(), a[2].lower(), local, _whole(a[4], "a VTEP count", 1, 254), remote,
+                     _whole(a[6], "a VTEP count", 1, 254)))
+
+
 def _kw_mss(c, a):
     _nargs(a, 1, 1, "bytes")
     c.mss = _whole(a[0], "an MSS", 536, 9000)
@@ -665,9 +697,10 @@ KEYWORDS = {
     "clear_screen": _kw_flag("clear_screen"), "socket_mem": _kw_socket_mem, "log_level": _kw_log_level,
     "send_window": _kw_send_window, "pipeline": _kw_pipeline, "change_dip": _kw_change_dip,
     "disable_ack": _kw_flag("disable_ack"),
+    "vxlan": _kw_vxlan,
     **{kw: _kw_refused(kw) for kw in REFUSED},
 }
-REPEATABLE = {"port", "client", "server", "change_dip"}
+REPEATABLE = {"port", "client", "server", "change_dip", "vxlan"}
 # dperf's client keywords; a server file may hold them (dperf reads and ignores them there)
 CLIENT_ONLY = {"cps", "cc", "flood", "launch_num", "slow_start", "wait", "http_host", "http_path",
                "http_method", "lport_range", "fast_close", "client_hop", "pipeline", "change_dip"}
@@ -916,6 +949,9 @@ def summary_lines(row: dict, summary: dict, active_s: float | None = None) -> st
     if g("udp_tx") or g("udp_rx"):   # protocol udp: its datagrams, the requests unanswered
         lines.append(f"    {'udp':<13} =  {g('udp_tx'):,} sent, {g('udp_rx'):,} received, {g('udp_rt'):,} "
                      f"unanswered, {g('udp_drop'):,} dropped")
+    if g("vxlan_drop"):   # perfkit's own count (dperf has none): VXLAN refused at decapsulation
+        lines.append(f"    {'vxlan':<13} =  {g('vxlan_drop'):,} dropped (cut, bad outer UDP sum, no I flag or "
+                     "another VNI)")
     if summary.get("rtt_count"):
         lines.append(f"    {'first_rtt':<13} =  mean {format_time_us(summary['rtt_mean_us'])}  max "
                      f"{format_time_us(summary['rtt_max_us'])} ({summary['rtt_count']:,} handshakes)")

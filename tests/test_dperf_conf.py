@@ -26,8 +26,7 @@ MANUAL = ("mode", "daemon", "quiet", "keepalive", "pipeline", "cpu", "socket_mem
           "fast_close", "http_method", "keepalive_request_interval")
 
 # files refused by the keyword they use, and why
-REFUSED = {"server-vxlan.conf": r"server-vxlan.conf:4: vxlan: not run by perfkit: VXLAN",
-           "server-kni.conf": r"server-kni.conf:1: kni: not run by perfkit: KNI is gone from DPDK"}
+REFUSED = {"server-kni.conf": r"server-kni.conf:1: kni: not run by perfkit: KNI is gone from DPDK"}
 
 
 def test_every_keyword_of_dperf_is_known_and_a_refusal_names_it():
@@ -55,6 +54,49 @@ def test_each_file_loads_or_is_refused_for_a_named_reason(name, monkeypatch):
         with pytest.raises(EngineError, match=absent[0]) as e:
             dpdk.check_pci(pci)
         assert "\n" not in str(e.value)
+
+
+def test_vxlan_maps_field_by_field_to_dperfs_meaning(monkeypatch):
+    """dperf's vxlan VNI INNER_SMAC INNER_DMAC LOCAL_VTEP NUM REMOTE_VTEP NUM: one a port; each
+    queue sends from its own local VTEP (local + q), to remote (+ q when there are NUM = cpus
+    of them); its checks (one a port, local NUM = cpus, remote NUM 1 or cpus, IPv4 VTEPs, no vlan,
+    one server address a cpu) are one line each."""
+    monkeypatch.delenv("PERFKIT_SANDBOX", raising=False)
+    s = dperf.load(DATA / "server-vxlan.conf").to_spec()
+    assert isinstance(s, DpdkHttpServer)
+    assert s.vxlan == ((1, "0c:42:a1:9a:a3:e6", "bc:97:e1:b6:e8:12", "10.80.0.3", 1, "10.80.2.3", 1),)
+    (w,) = kind.plan(s)["workers"]
+    assert w["vxlan"] == {"vni": 1, "inner_smac": "0c:42:a1:9a:a3:e6", "inner_dmac": "bc:97:e1:b6:e8:12",
+                          "local": "10.80.0.3", "remote": "10.80.2.3"}
+    assert w["ip"] == "2.2.2.2" and w["own"] == [("10.80.0.3", 1), ("2.2.2.2", 1)]
+    client = ("mode client\ncpu 0 1\nport 0000:03:00.1 10.80.0.3 10.80.0.1\nclient 1.1.1.1 100\n"
+              "server 2.2.2.2 2\ncps 1k\n")
+    c = dperf.parse(client + "vxlan 16777215 0C:42:A1:9A:A3:E6 bc:97:e1:b6:e8:12 10.80.0.3 2 10.80.2.3 2\n",
+                    "c.conf").to_spec()
+    assert c.vxlan == ((0xffffff, "0c:42:a1:9a:a3:e6", "bc:97:e1:b6:e8:12", "10.80.0.3", 2, "10.80.2.3", 2),)
+    ws = kind.plan(c)["workers"]
+    assert [(x["vxlan"]["local"], x["vxlan"]["remote"], x["vxlan"]["vni"]) for x in ws] == [
+        ("10.80.0.3", "10.80.2.3", 0xffffff), ("10.80.0.4", "10.80.2.4", 0xffffff)]
+    assert [x["gateway_ip"] for x in ws] == ["10.80.0.1"] * 2   # the underlay's gateway, ARPed for as before
+    one = dperf.parse(client + "vxlan 7 02:00:00:00:00:01 02:00:00:00:00:02 10.80.0.3 2 10.80.2.3 1\n").to_spec()
+    assert [x["vxlan"]["remote"] for x in kind.plan(one)["workers"]] == ["10.80.2.3"] * 2
+    bad = {"vxlan 1 02:00:00:00:00:01 02:00:00:00:00:02 10.80.0.3 1 10.80.2.3 1\n": r"c.conf:7: vxlan: local_num 1 must be queues \(2\)",
+           "vxlan 1 02:00:00:00:00:01 02:00:00:00:00:02 10.80.0.3 2 10.80.2.3 3\n": r"c.conf:7: vxlan: remote_num 3: 1 or queues",
+           "vxlan 16777216 02:00:00:00:00:01 02:00:00:00:00:02 10.80.0.3 2 10.80.2.3 2\n": r"c.conf:7: vxlan: '16777216' is not a VNI",
+           "vxlan 1 02:00:00:00:00:01 zz 10.80.0.3 2 10.80.2.3 2\n": r"c.conf:7: vxlan: 'zz' is not a MAC",
+           "vxlan 1 02:00:00:00:00:01 02:00:00:00:00:02 2001:db8::1 2 10.80.2.3 2\n": r"c.conf:7: vxlan: 2001:db8::1: the VTEPs .* IPv4",
+           "vxlan 1 02:00:00:00:00:01 02:00:00:00:00:02 10.80.0.3 2 10.80.2.3\n": r"c.conf:7: vxlan: .*VNI INNER_SMAC",
+           "vlan 5\nvxlan 1 02:00:00:00:00:01 02:00:00:00:00:02 10.80.0.3 2 10.80.2.3 2\n": r"c.conf:8: vxlan: not with vlan",
+           "rss\nvxlan 1 02:00:00:00:00:01 02:00:00:00:00:02 10.80.0.3 2 10.80.2.3 2\n": r"c.conf:8: vxlan: not with rss",
+           "vxlan 1 02:00:00:00:00:01 02:00:00:00:00:02 10.80.0.3 2 10.80.2.3 2\n"
+           "vxlan 1 02:00:00:00:00:01 02:00:00:00:00:02 10.80.0.3 2 10.80.2.3 2\n": r"c.conf:7: vxlan: 2 vxlan lines for 1 ports"}
+    for extra, msg in bad.items():
+        with pytest.raises(dperf.DperfError, match=msg) as e:
+            dperf.parse(client + extra, "c.conf").to_spec()
+        assert "\n" not in str(e.value)
+    with pytest.raises(dperf.DperfError, match=r"c.conf:5: vxlan: 1 server addresses for 2 cpus"):
+        dperf.parse(client.replace("2.2.2.2 2", "2.2.2.2 1") +
+                    "vxlan 1 02:00:00:00:00:01 02:00:00:00:00:02 10.80.0.3 2 10.80.2.3 2\n", "c.conf").to_spec()
 
 
 def test_two_pci_ports_share_the_cpus_and_their_server_addresses(monkeypatch):
@@ -203,3 +245,8 @@ def test_a_get_client_pads_its_requests_to_payload_size(eal):
     n = c["sock_open"]
     assert n >= 20 and c["http_2xx"] == s["http_get"] == n and c["sock_error"] == 0
     assert s["bytes_rx"] >= n * 1400
+
+
+def test_vxlan_drops_are_in_perfkits_summary_only_when_there_are_some():
+    assert "    vxlan         =  5 dropped (cut, bad outer UDP sum" in dperf.summary_lines({"vxlan_drop": 5}, {})
+    assert "vxlan" not in dperf.summary_lines({"sock_open": 3}, {})

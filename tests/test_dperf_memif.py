@@ -403,3 +403,80 @@ def test_settings_corners_keep_the_counts(eal, burst, launch_num, addrs, rsize):
     assert s["pkts_tx"] == c["pkts_rx"] and s["pkts_rx"] <= c["pkts_tx"] <= s["pkts_rx"] + 16
     assert c["bytes_rx"] == s["bytes_tx"] and c["drop_tx"] == s["drop_tx"] == 0
     assert s["bad_rx"] == c["bad_rx"] == s["tcp_drop"] == c["tcp_drop"] == 0
+
+
+# dperf's vxlan: the underlay is the ports' own addresses (the VTEPs), the inner addresses another range
+VX_SRV_MAC, VX_CLI_MAC = "02:00:00:00:0a:02", "02:00:00:00:0a:01"
+
+
+def _vx(vni, local, remote, smac, dmac):
+    return ((vni, smac, dmac, local, 1, remote, 1),)
+
+
+@pytest.mark.parametrize("protocol,client_kw", [
+    ("tcp", dict(cps=1000, duration=1)),
+    ("tcp", dict(cps=500, cc=20, keepalive="5ms", duration=1)),
+    ("udp", dict(cps=1000, duration=1)),
+])
+def test_vxlan_client_and_server_over_memif(eal, protocol, client_kw):
+    """perfkit's client and server both with vxlan, over memif: every frame either sends is a
+    VXLAN datagram (the other takes only those: VNI 4242 to its VTEP), every exchange completes
+    with the counts of a plain run, nothing is dropped by decapsulation."""
+    srv = {"ip": "198.18.0.2", "server": "198.19.0.2", "clients": [["198.19.0.1", 1]], "protocol": protocol,
+           "vxlan": _vx(4242, "198.18.0.2", "198.18.0.1", VX_SRV_MAC, VX_CLI_MAC)}
+    with memif_server(f"vx-{protocol}-{len(client_kw)}", 100, "cc" in client_kw, {"spec": srv}) as (sock, finish):
+        c, s = client_to_end(dpdk_tcp.build(DpdkHttpClient(
+            port=f"net_memif1,role=client,socket={sock}", ip="198.18.0.1", gateway="198.18.0.2",
+            clients=(("198.19.0.1", 1),), server="198.19.0.2", protocol=protocol,
+            vxlan=_vx(4242, "198.18.0.1", "198.18.0.2", VX_CLI_MAC, VX_SRV_MAC), **client_kw)), finish)
+    n = c["sock_open"]
+    print(f"vxlan memif {protocol} {client_kw}: {n} sockets, {c['http_req']} requests, {c['http_2xx']} 2xx")
+    assert c["vxlan_drop"] == s["vxlan_drop"] == c["bad_rx"] == s["bad_rx"] == 0
+    assert c["http_2xx"] == c["http_req"] and c["http_req"] >= (200 if "cc" in client_kw else 500)
+    if protocol == "udp":
+        assert s["udp_rx"] == c["udp_tx"] and c["udp_rx"] == s["udp_tx"] == c["http_req"] and c["udp_rt"] == 0
+    else:
+        assert c["sock_error"] == s["sock_error"] == 0 and s["http_get"] == c["http_req"]
+        assert c["sock_close"] == s["sock_close"] == s["sock_open"] == n
+    # the client's ARP for its gateway (plain, the underlay) and the frames the server sent all arrived
+    assert s["pkts_tx"] == c["pkts_rx"] and s["arp_rx"] >= 1 and c["arp_rx"] >= 1
+
+
+def test_vxlan_frames_of_another_vni_are_dropped_and_counted(eal):
+    """The server's VNI is 7, the client's 8: its SYNs reach the server's VTEP and are refused
+    there (vxlan_drop), none opens a connection; the ARP between the ports (plain) still works."""
+    srv = {"ip": "198.18.0.2", "server": "198.19.0.2", "clients": [["198.19.0.1", 1]],
+           "vxlan": _vx(7, "198.18.0.2", "198.18.0.1", VX_SRV_MAC, VX_CLI_MAC)}
+    with memif_server("vx-vni", 100, False, {"spec": srv}) as (sock, finish):
+        c, s = client_to_end(dpdk_tcp.build(DpdkHttpClient(
+            port=f"net_memif1,role=client,socket={sock}", ip="198.18.0.1", gateway="198.18.0.2",
+            clients=(("198.19.0.1", 1),), server="198.19.0.2", cps=100, duration=0.5, retransmit_timeout="100ms", retries=1,
+            vxlan=_vx(8, "198.18.0.1", "198.18.0.2", VX_CLI_MAC, VX_SRV_MAC))), finish)
+    assert c["syn_tx"] > 10 and s["vxlan_drop"] == c["syn_tx"] and s["sock_open"] == s["tcp_rx"] == 0
+    assert c["arp_rx"] >= 1 and c["http_2xx"] == 0
+
+
+def test_vxlan_two_queues_each_with_its_own_vteps(eal):
+    """dperf's vxlan on two cpus a port: queue q sends from local + q to remote + q and takes
+    only VXLAN to its own local VTEP; each queue's connections complete on both sides."""
+    srv = {"ip": "198.18.0.2", "server": "198.19.0.10", "server_num": 2, "queues": 2,
+           "clients": [["198.19.0.1", 1]],
+           "vxlan": [[99, VX_SRV_MAC, VX_CLI_MAC, "198.18.0.20", 2, "198.18.0.10", 2]]}
+    with memif_server("vx-mq", 64, False, {"spec": srv}) as (sock, finish):
+        h = dpdk_tcp.build(DpdkHttpClient(
+            port=f"net_memif1,role=client,socket={sock}", ip="198.18.0.1", gateway="198.18.0.2",
+            clients=(("198.19.0.1", 1),), server="198.19.0.10", server_num=2, queues=2, lport_range=(2000, 2999),
+            cps=1000, duration=1, vxlan=((99, VX_CLI_MAC, VX_SRV_MAC, "198.18.0.10", 2, "198.18.0.20", 2),)))
+        try:
+            run_to_end(h)
+            assert h.error() is None
+            cw = [dict(zip(COUNTER_NAMES, c)) for c, _ in h.snapshot()]
+        finally:
+            h.close()
+        sw = finish()["workers"]
+    for q in range(2):
+        c, s = cw[q], sw[q]
+        assert c["sock_open"] >= 300 and c["sock_error"] == s["sock_error"] == 0, (q, c["sock_open"])
+        assert c["sock_open"] == c["http_2xx"] == s["sock_open"] == s["http_get"]
+        assert c["vxlan_drop"] == s["vxlan_drop"] == c["other_rx"] == s["other_rx"] == 0
+        assert c["pkts_rx"] == s["pkts_tx"]

@@ -60,6 +60,12 @@ cdef extern from "tcp_engine.h":
         const uint32_t *dips
         const uint8_t *dips6
         uint32_t ndips
+        int vxlan
+        uint32_t vni
+        uint8_t inner_smac[6]
+        uint8_t inner_dmac[6]
+        uint32_t vtep_local
+        uint32_t vtep_remote
 
     ctypedef struct pk_tcp_engine:
         pass

@@ -19,7 +19,7 @@ TCP_WORKER_KEYS = frozenset((
     "mss", "tos", "vlan", "tcp_rst", "rto", "retries", "burst", "duration", "msg", "keepalive", "cps", "cc",
     "ka_interval", "ka_requests", "launch_num", "slow_start", "wait", "fast_close", "flood", "cpu",
     "port", "queue", "own",
-    "disable_ack", "raw", "udp", "pipeline", "dips"))
+    "disable_ack", "raw", "udp", "pipeline", "dips", "vxlan"))
 
 
 cdef class TcpEngine(EngineBase):
@@ -30,7 +30,8 @@ cdef class TcpEngine(EngineBase):
     keepalive (server: bool), cps, cc, ka_interval (s), ka_requests, launch_num,
     slow_start (s), wait (s), fast_close, cpu, own [(first, count)] (further addresses
     answered for), pipeline (udp client: requests out a socket), dips [IPv4 address] (a
-    flood's destinations in turn, dperf's change_dip) -- or a list of such dicts, one worker each (their own sockets, ports and
+    flood's destinations in turn, dperf's change_dip),
+    vxlan {vni, inner_smac, inner_dmac, local, remote} (this worker's VTEPs) -- or a list of such dicts, one worker each (their own sockets, ports and
     counters). port: one open Port or a list of them; a worker's "port" is its index in the
     list (default 0) and "queue" its queue there (default: the next one of that port); a
     port's queue 0 comes first among its workers. With own_ports, close() closes the ports.
@@ -158,6 +159,16 @@ cdef class TcpEngine(EngineBase):
             dview = dip_arr
             cfg.dips = <const uint32_t *>&dview[0]
             cfg.ndips = len(dips)
+        vx = c.get("vxlan")
+        if vx:   # {vni, inner_smac, inner_dmac, local, remote}: this worker's VTEPs
+            cfg.vxlan = 1
+            cfg.vni = vx["vni"]
+            raw = bytes(int(x, 16) for x in vx["inner_smac"].split(":"))
+            memcpy(cfg.inner_smac, <const char *>raw, 6)
+            raw = bytes(int(x, 16) for x in vx["inner_dmac"].split(":"))
+            memcpy(cfg.inner_dmac, <const char *>raw, 6)
+            cfg.vtep_local = _ip4(vx["local"])
+            cfg.vtep_remote = _ip4(vx["remote"])
         own = list(c.get("own") or ())
         if len(own) > PK_TCP_MAX_OWN:
             raise ValueError(f"own: at most {PK_TCP_MAX_OWN} address ranges")

@@ -238,7 +238,7 @@ pk_tcp_engine *pk_tcp_create(pk_dpdk_port *port, const pk_tcp_cfg *cfg, char *er
     }
     if (cfg->listen_num < 1 || (uint32_t)cfg->listen + cfg->listen_num > 65536 || cfg->mss < 64 ||
         cfg->burst < 1 || cfg->burst > 256 || cfg->msg_len == 0 || cfg->msg_len > PK_TCP_MAX_MSG ||
-        cfg->vlan > 4094 ||
+        cfg->vlan > 4094 || (cfg->vxlan && (cfg->vlan || cfg->ipv6 || cfg->vni > 0xffffff)) ||
         (cfg->role == PK_TCP_CLIENT && (cfg->lport_lo < 1 || cfg->lport_lo > cfg->lport_hi ||
                                         cfg->msg_len > cfg->mss || !(cfg->cps > 0) || cfg->launch_num < 1))) {
         set_err(err, errlen, "tcp: a field is out of range (the spec checks them: use perfkit's specs)");
@@ -302,7 +302,7 @@ pk_tcp_engine *pk_tcp_create(pk_dpdk_port *port, const pk_tcp_cfg *cfg, char *er
     {
         pk_dpdk_port_setup ps;
         pk_dpdk_port_get_setup(port, &ps);
-        tcp_offloads_init(e, ps.tx_offloads);
+        tcp_offloads_init(e, cfg->vxlan ? 0 : ps.tx_offloads);   /* vxlan: inner sums in software */
     }
     e->pid = (uint16_t)pk_dpdk_port_id(port);
     pk_dpdk_port_mac(port, e->mac);

@@ -100,7 +100,19 @@ typedef struct pk_tcp_cfg {
     const uint32_t *dips;
     const uint8_t *dips6;
     uint32_t ndips;
+    /* dperf's vxlan: every frame goes out in outer Ethernet/IPv4/UDP (port 4789)/VXLAN headers
+     * from vtep_local to vtep_remote (network order) with the VNI, its inner Ethernet header
+     * from inner_smac to inner_dmac; only such frames to vtep_local with this VNI come in
+     * (outer ARP and ping for the port's addresses aside). Inner IPv4, no VLAN. */
+    int vxlan;
+    uint32_t vni;
+    uint8_t inner_smac[6], inner_dmac[6];
+    uint32_t vtep_local, vtep_remote;
 } pk_tcp_cfg;
+
+#define PK_VXLAN_PORT 4789
+#define PK_VXLAN_SPORT 6666          /* dperf's outer source port, plus the queue */
+#define PK_VXLAN_HDRS (14 + 20 + 8 + 8)   /* outer Ethernet, IPv4, UDP and the VXLAN header */
 
 /* protocol udp: a message's bytes in one 1500-byte IP packet (IPv4 or IPv6 and UDP headers) */
 #define PK_TCP_UDP_MAX_MSG(ipv6) ((ipv6) ? 1452u : 1472u)

@@ -365,7 +365,7 @@ void tcp_in(pk_tcp_engine *e, seg *gp, const uint8_t *d, const uint8_t *l4, uint
         cnt(e, PK_bad_rx);
         return;
     }
-    if (e->cfg.role == PK_TCP_SERVER) {
+    if (e->cfg.role == PK_TCP_SERVER && !e->cfg.vxlan) {   /* vxlan: tcp_vxlan.c takes the outer source */
         memcpy(e->peer_mac, g.smac, 6);
         e->peer_mac_ok = 1;
     }

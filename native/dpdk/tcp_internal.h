@@ -227,6 +227,10 @@ void tcp_in(pk_tcp_engine *e, seg *gp, const uint8_t *d, const uint8_t *l4, uint
 
 /* tcp_rx.c */
 int tcp_handle_frame(pk_tcp_engine *e, struct rte_mbuf *m, uint64_t now);
+int tcp_handle_l2(pk_tcp_engine *e, struct rte_mbuf *m, uint64_t now);
+/* tcp_vxlan.c */
+int tcp_vxlan_frame(pk_tcp_engine *e, struct rte_mbuf *m, uint64_t now);
+int tcp_vxlan_encap(pk_tcp_engine *e, struct rte_mbuf *m);
 uint16_t tcp_rx_burst(pk_tcp_engine *e, uint64_t now);
 
 /* tcp_neigh.c */
@@ -379,8 +383,8 @@ static inline int port_ready(pk_tcp_engine *e)
     return e->port_ok || (e->port_ok = pk_dpdk_port_burst_ok(e->port));
 }
 
-/* Queue a frame; 0 when the queue stays full and it is dropped (counted). */
-static inline int tx_put(pk_tcp_engine *e, struct rte_mbuf *m)
+/* Queue a frame as it is; 0 when the queue stays full and it is dropped (counted). */
+static inline int tx_put_raw(pk_tcp_engine *e, struct rte_mbuf *m)
 {
     if (e->ntx == TXQ)
         tcp_tx_flush(e);
@@ -393,6 +397,17 @@ static inline int tx_put(pk_tcp_engine *e, struct rte_mbuf *m)
     e->txlen[at] = rte_pktmbuf_pkt_len(m);
     e->tx[at] = m;
     return 1;
+}
+
+/* Queue a frame (with vxlan: in its outer headers); 0 when it is dropped (counted). */
+static inline int tx_put(pk_tcp_engine *e, struct rte_mbuf *m)
+{
+    if (e->cfg.vxlan && !tcp_vxlan_encap(e, m)) {
+        rte_pktmbuf_free(m);
+        cnt(e, PK_drop_tx);
+        return 0;
+    }
+    return tx_put_raw(e, m);
 }
 
 /* The Ethernet header (with the 802.1Q tag when a VLAN is set); returns its length. */

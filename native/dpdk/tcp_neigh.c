@@ -5,7 +5,7 @@ int tcp_my_addr(const pk_tcp_engine *e, uint32_t ip_net)
 {
     if (e->cfg.ipv6)
         return 0;                   /* an IPv6 engine has no IPv4 address */
-    if (ip_net == e->cfg.ip)
+    if (ip_net == e->cfg.ip || (e->cfg.vxlan && ip_net == e->cfg.vtep_local))
         return 1;
     uint32_t h = rte_be_to_cpu_32(ip_net), slot;
     for (int k = 0; k < e->cfg.nown; k++)
@@ -34,7 +34,7 @@ int tcp_handle_arp(pk_tcp_engine *e, uint8_t *d, uint32_t len, uint32_t l2)
         memcpy(e->cfg.gateway_mac, arp + 8, 6);
         e->cfg.gateway_mac_set = 1;
     }
-    if (e->cfg.role == PK_TCP_SERVER && !e->peer_mac_ok) {
+    if (e->cfg.role == PK_TCP_SERVER && !e->peer_mac_ok && !e->cfg.vxlan) {   /* vxlan: the outer source's */
         memcpy(e->peer_mac, arp + 8, 6);
         e->peer_mac_ok = 1;
     }
@@ -73,7 +73,7 @@ void tcp_send_arp_request(pk_tcp_engine *e)
     memcpy(a + 14, &e->cfg.ip, 4);
     memcpy(a + 24, &e->cfg.gateway_ip, 4);
     cnt(e, PK_arp_tx);
-    tx_put(e, m);
+    tx_put_raw(e, m);               /* the gateway is a neighbour of the port: never encapsulated */
 }
 
 int tcp_my_addr6(const pk_tcp_engine *e, const uint8_t *a)

@@ -1,4 +1,5 @@
-/* Receive: a burst of frames, Ethernet (802.1Q), IPv4 and IPv6 headers checked, to TCP or ICMP. */
+/* Receive: a burst of frames, Ethernet (802.1Q), IPv4 and IPv6 headers checked, to TCP or ICMP
+ * (with vxlan, tcp_vxlan.c takes the outer headers off first). */
 #include "tcp_internal.h"
 #include "tcp_counts.h"
 
@@ -87,8 +88,9 @@ static int handle_ip6(pk_tcp_engine *e, struct rte_mbuf *m, uint8_t *d, uint32_t
     return 0;
 }
 
-/* Returns 1 when the frame was turned into a reply (send it), 0 = free it. */
-int tcp_handle_frame(pk_tcp_engine *e, struct rte_mbuf *m, uint64_t now)
+/* An Ethernet frame (with vxlan: the inner one); 1 when it was turned into a reply (send it),
+ * 0 = free it. */
+int tcp_handle_l2(pk_tcp_engine *e, struct rte_mbuf *m, uint64_t now)
 {
     uint8_t *d = rte_pktmbuf_mtod(m, uint8_t *);
     const uint32_t len = rte_pktmbuf_data_len(m);
@@ -209,6 +211,13 @@ int tcp_handle_frame(pk_tcp_engine *e, struct rte_mbuf *m, uint64_t now)
     return 0;
 }
 
+/* A frame from the port: 0 = free it, 1 = send the reply it became (with vxlan: encapsulated),
+ * 2 = send it as it is (vxlan: an outer ARP or ping reply). */
+int tcp_handle_frame(pk_tcp_engine *e, struct rte_mbuf *m, uint64_t now)
+{
+    return e->cfg.vxlan ? tcp_vxlan_frame(e, m, now) : tcp_handle_l2(e, m, now);
+}
+
 /* One receive burst, handled; returns its frames. */
 uint16_t tcp_rx_burst(pk_tcp_engine *e, uint64_t now)
 {
@@ -228,8 +237,11 @@ uint16_t tcp_rx_burst(pk_tcp_engine *e, uint64_t now)
     for (uint16_t i = 0; i < n; i++) {
         if (i + 1 < n)
             rte_prefetch0(rte_pktmbuf_mtod(m[i + 1], const void *));
-        if (tcp_handle_frame(e, m[i], now))
+        int r = tcp_handle_frame(e, m[i], now);
+        if (r == 1)
             tx_put(e, m[i]);
+        else if (r == 2)
+            tx_put_raw(e, m[i]);
         else
             done[nd++] = m[i];
     }

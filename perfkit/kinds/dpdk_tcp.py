@@ -210,6 +210,12 @@ class DpdkHttpServer(_IpVersion, DpdkSpec):
     protocol: str = opt(
         "tcp", help=("tcp, or udp (dperf's protocol udp): each request in one datagram, answered in one; "
                      "the message fits one packet"), choices=PROTOCOLS, advanced=True)
+    vxlan: tuple = opt(
+        (), help=("dperf's vxlan, one per port in order (the first, then more_ports): every frame in "
+                  "VXLAN (UDP 4789) from local + q to remote (+ q when remote_num is queues); inner "
+                  "Ethernet inner_smac -> inner_dmac, IPv4: (vni, inner_smac, inner_dmac, local, "
+                  "local_num, remote, remote_num), local_num = queues"),
+        unit="VNI SMAC DMAC LOCAL NUM REMOTE NUM, one port a line", widget="area", advanced=True)
 
     test = "dpdk_http_server"
     messages_per_second = 0.0
@@ -239,7 +245,7 @@ class DpdkHttpServer(_IpVersion, DpdkSpec):
         if any(_in_range(ip, 1, self.server, self.server_num) for ip, _ in self.clients):
             raise ValueError(f"clients: a client range starts at one of the server addresses "
                              f"{self.server}+{self.server_num}")
-        put("more_ports", _more_ports(self, True))
+        _check_ports(self, put, True)
         _check_udp(self, self.response_bytes(), "response")
         if self.sockets > TCP_TABLE_MAX:
             raise ValueError(f"clients: {self.sockets} sockets a worker (addresses x 65536 ports x listen_num) "
@@ -363,6 +369,7 @@ class DpdkHttpClient(_IpVersion, DpdkSpec):
                  "(dperf's server ADDRESS COUNT)"), unit="addresses", range_text="1..254, the last byte only varying",
         advanced=True)
     more_ports: tuple = like(DpdkHttpServer, "more_ports", advanced=True)
+    vxlan: tuple = like(DpdkHttpServer, "vxlan", advanced=True)
     request_size: int = opt(
         0, help=("pad the request to at least this many bytes with an X-Pad header (dperf's payload_size "
                  "on a GET client: its requests are that long)"), unit="bytes; 0: no padding", lo=0, hi=1460,
@@ -454,7 +461,7 @@ class DpdkHttpClient(_IpVersion, DpdkSpec):
         if self.cc and self.cc < self.queues:
             raise ValueError(f"cc: {self.cc} is below queues ({self.queues}): each worker holds its share")
         put("server_num", _server_range(self.server, self.server_num, "server_num"))
-        put("more_ports", _more_ports(self, False))
+        _check_ports(self, put, False)
         nworkers = self.queues * (1 + len(self.more_ports))
         _check_client_modes(self, put, nworkers)
         if self.cc > self.total_sockets:
@@ -588,6 +595,61 @@ def _port_items(value) -> list:
     return out
 
 
+def _check_ports(self, put, server: bool) -> None:
+    """more_ports, then the vxlan of every port."""
+    put("more_ports", _more_ports(self, server))
+    put("vxlan", _vxlan(self))
+
+
+VXLAN_ITEM = "(vni, inner_smac, inner_dmac, local, local_num, remote, remote_num)"
+
+
+def _vxlan(self) -> tuple:
+    """vxlan checked as dperf checks it: one per port, local_num = queues (a local VTEP a
+    queue), remote_num 1 or queues, VTEPs IPv4; perfkit's engine takes IPv4 inside and no vlan."""
+    value = self.vxlan
+    if isinstance(value, str):
+        value = [ln.split("#", 1)[0].split() for ln in value.splitlines()]
+        value = [w for w in value if w and w != ["()"]]
+    items = list(value or ())
+    if not items:
+        return ()
+    if items and isinstance(items[0], str):   # one port's item given flat
+        items = [items]
+    nports = 1 + len(self.more_ports)
+    if len(items) != nports:
+        raise ValueError(f"vxlan: {len(items)} given for {nports} ports: one a port")
+    if self.vlan:
+        raise ValueError("vxlan: not with vlan (dperf refuses both)")
+    if self.ip_version != 4:
+        raise ValueError("vxlan: the inner addresses are IPv4 here (perfkit's engine encapsulates IPv4 only)")
+    out = []
+    for k, item in enumerate(items):
+        f = f"vxlan[{k}]" if nports > 1 else "vxlan"
+        try:
+            vni, smac, dmac, local, lnum, remote, rnum = item
+        except (TypeError, ValueError):
+            raise ValueError(f"{f}: {item!r} is not {VXLAN_ITEM}") from None
+        vni = _int_in(vni, f"{f} vni", 0, 0xffffff)
+        macs = []
+        for name, mac in (("inner_smac", smac), ("inner_dmac", dmac)):
+            if not MAC.fullmatch(str(mac)):
+                raise ValueError(f"{f}: {name} {mac!r} is not a MAC address (aa:bb:cc:dd:ee:ff)")
+            macs.append(str(mac).lower())
+        local = check_own_ip(local, f"{f} local", 4)
+        remote = check_dest_ip(remote, f"{f} remote", 4)
+        lnum = _int_in(lnum, f"{f} local_num", 1, 254)
+        rnum = _int_in(rnum, f"{f} remote_num", 1, 254)
+        if lnum != self.queues:
+            raise ValueError(f"{f}: local_num {lnum} must be queues ({self.queues}): a local VTEP a queue")
+        if rnum not in (1, self.queues):
+            raise ValueError(f"{f}: remote_num {rnum}: 1 or queues ({self.queues})")
+        for a, n in ((local, lnum), (remote, rnum)):
+            _server_range(a, n, f)
+        out.append((vni, macs[0], macs[1], local, lnum, remote, rnum))
+    return tuple(out)
+
+
 def _more_ports(self, server: bool) -> tuple:
     """The further ports, checked as the first one is: ((port, ip, gateway, gateway_mac, clients,
     server, server_num), ...); a server takes spec.clients on every port (gateway and clients unused)."""
@@ -708,6 +770,11 @@ def plan(spec) -> dict:
                 if dips:    # dperf's change_dip: the list cut into one slice a worker
                     at, count = _share(0, len(dips), nworkers, len(workers))
                     w["dips"] = dips[at:at + count]
+            if spec.vxlan:   # this queue's VTEPs (dperf: remote + q when there are queues of them)
+                vni, smac, dmac, local, _, remote, rnum = spec.vxlan[p]
+                w["vxlan"] = {"vni": vni, "inner_smac": smac, "inner_dmac": dmac,
+                              "local": str(ipaddress.ip_address(local) + k),
+                              "remote": str(ipaddress.ip_address(remote) + (k if rnum > 1 else 0))}
             workers.append(w)
     return {"engine": "dpdk_tcp", "wait_link": not server,
             "ports": [{"dev": dev, "netns": spec.netns, "ip": ip if ":" not in ip else None, "queues": q}

@@ -12,6 +12,7 @@
  * are run with a clock jumped ahead now and then (retransmissions, give-ups).
  *
  *   tcp_frame_fuzz ITERATIONS SEED
+ * With vxlan (two more IPv4 engines) most frames are those in outer VXLAN headers, shaped the same way.
  * prints "frames N bad B tcp T icmp I replies R opened O ..." per engine; exits 3 when the
  * engine's counters do not add up (every frame is counted exactly once as received).
  */
@@ -39,6 +40,7 @@ typedef struct fz {
     pk_tcp_engine *e;
     int v6, server;
     int udp;                        /* protocol udp (tcp_udp.c): the layer-4 body is mostly UDP */
+    int vx;                         /* vxlan (tcp_vxlan.c): most frames in outer headers, shaped as above */
     uint64_t frames, replies;
     uint64_t ext, ext_deep;         /* IPv6 frames with extension headers; those counted as TCP or ICMPv6 */
     int last_ext;                   /* the frame make_frame() built last has some */
@@ -85,7 +87,66 @@ static uint32_t put_http(uint8_t *p, uint32_t room, int server)
 }
 
 /* One frame into f (room 4096); returns its length. */
+static uint32_t make_inner(fz *z, uint8_t *f);
+
+#define VTEP_SRV 0xc6120102u        /* 198.18.1.2: the server engine's local VTEP */
+#define VTEP_CLI 0xc6120101u
+#define FUZZ_VNI 0x123456u
+
+/* A frame; with vxlan, most are the inner frame in outer Ethernet/IPv4/UDP/VXLAN headers,
+ * mostly right (to the engine's VTEP, port 4789, its VNI, the I flag, lengths and sums), each
+ * field now and then wrong, the whole cut anywhere now and then. */
 static uint32_t make_frame(fz *z, uint8_t *f)
+{
+    if (!z->vx || chance(8))
+        return make_inner(z, f);
+    const uint32_t H = PK_VXLAN_HDRS;
+    uint32_t n = make_inner(z, f + H);
+    memcpy(f, z->e->mac, 6);
+    for (int i = 6; i < 12; i++)
+        f[i] = (uint8_t)rnd();
+    wr16(f + 12, chance(97) ? 0x0800 : chance(50) ? 0x0806 : (uint16_t)rnd());
+    uint8_t *ip = f + 14, *u = ip + IP_LEN;
+    ip[0] = (uint8_t)(chance(97) ? 0x45 : rnd());
+    ip[1] = 0;
+    wr16(ip + 2, (uint16_t)(chance(95) ? IP_LEN + 16 + n : rnd() % 2048));
+    wr16(ip + 4, 0);
+    wr16(ip + 6, chance(95) ? 0x4000 : (uint16_t)rnd());
+    ip[8] = 64;
+    ip[9] = (uint8_t)(chance(95) ? 17 : chance(50) ? 1 : rnd());
+    wr32(ip + 12, rnd());
+    wr32(ip + 16, chance(95) ? (z->server ? VTEP_SRV : VTEP_CLI) : rnd());
+    ip[10] = ip[11] = 0;
+    if (chance(97)) {
+        uint16_t c = (uint16_t)~fold(sum16(ip, IP_LEN, 0));
+        memcpy(ip + 10, &c, 2);
+    }
+    wr16(u, (uint16_t)rnd());
+    wr16(u + 2, chance(95) ? PK_VXLAN_PORT : (uint16_t)rnd());
+    uint32_t ulen = chance(95) ? 16 + n : rnd() % 2048;
+    wr16(u + 4, (uint16_t)ulen);
+    wr16(u + 6, 0);
+    u[8] = (uint8_t)(chance(95) ? 0x08 : rnd());
+    u[9] = u[10] = u[11] = 0;
+    wr32(u + 12, (chance(95) ? FUZZ_VNI : rnd() & 0xffffff) << 8);
+    if (chance(10) && ulen <= 16 + n) {   /* a UDP sum, mostly right */
+        uint8_t ph[12];
+        memcpy(ph, ip + 12, 8);
+        ph[8] = 0;
+        ph[9] = 17;
+        wr16(ph + 10, (uint16_t)ulen);
+        uint16_t c = (uint16_t)~fold(sum16(u, ulen, sum16(ph, 12, 0)));
+        if (chance(20))
+            c ^= (uint16_t)(1 + rnd() % 0xfffe);
+        memcpy(u + 6, &c, 2);
+    }
+    n += H;
+    if (chance(5))
+        n = rnd() % (n + 1);        /* cut anywhere, the outer headers too */
+    return n;
+}
+
+static uint32_t make_inner(fz *z, uint8_t *f)
 {
     pk_tcp_engine *e = z->e;
     uint32_t n = 0;
@@ -345,7 +406,7 @@ static uint32_t make_frame(fz *z, uint8_t *f)
 static int fuzz(fz *z, uint64_t iters)
 {
     pk_tcp_engine *e = z->e;
-    static uint8_t f[4096];
+    static uint8_t f[8192];
     uint64_t now = rte_rdtsc(), t0 = now;
     for (uint64_t i = 0; i < iters; i++) {
         if (!z->server && i % 16 == 0) {        /* the client opens connections as it runs */
@@ -388,14 +449,17 @@ static int fuzz(fz *z, uint64_t iters)
     tcp_tx_flush_mode(e, 1);
     const pk_counter_block *c = &e->c;
     uint64_t seen = pk_read(c, PK_tcp_rx) + pk_read(c, PK_icmp_rx) + pk_read(c, PK_arp_rx) +
-                    pk_read(c, PK_udp_rx) + pk_read(c, PK_other_rx) + pk_read(c, PK_bad_rx);
+                    pk_read(c, PK_udp_rx) + pk_read(c, PK_other_rx) + pk_read(c, PK_bad_rx) +
+                    pk_read(c, PK_vxlan_drop);
     printf("%s%s%s frames %" PRIu64 " bad %" PRIu64 " tcp %" PRIu64 " icmp %" PRIu64 " replies %" PRIu64
            " opened %" PRIu64 " requests %" PRIu64 " responses %" PRIu64 " http_err %" PRIu64 " seen %" PRIu64
-           " ext %" PRIu64 " ext_deep %" PRIu64 " udp_tx %" PRIu64 " udp_drop %" PRIu64 " udp_rt %" PRIu64 "\n",
-           z->v6 ? "ipv6" : "ipv4", z->udp ? "-udp" : "", z->server ? "-server" : "-client", z->frames, pk_read(c, PK_bad_rx),
+           " ext %" PRIu64 " ext_deep %" PRIu64 " udp_tx %" PRIu64 " udp_drop %" PRIu64 " udp_rt %" PRIu64
+           " vxlan_drop %" PRIu64 " tx %" PRIu64 "\n",
+           z->v6 ? "ipv6" : "ipv4", z->vx ? "-vxlan" : z->udp ? "-udp" : "", z->server ? "-server" : "-client", z->frames, pk_read(c, PK_bad_rx),
            pk_read(c, PK_tcp_rx), pk_read(c, PK_icmp_rx), z->replies, pk_read(c, PK_sock_open),
            pk_read(c, PK_http_get) + pk_read(c, PK_http_post), pk_read(c, PK_http_resp), pk_read(c, PK_http_err), seen,
-           z->ext, z->ext_deep, pk_read(c, PK_udp_tx), pk_read(c, PK_udp_drop), pk_read(c, PK_udp_rt));
+           z->ext, z->ext_deep, pk_read(c, PK_udp_tx), pk_read(c, PK_udp_drop), pk_read(c, PK_udp_rt),
+           pk_read(c, PK_vxlan_drop), pk_read(c, PK_pkts_tx));
     /* every frame lands in exactly one class (a TCP frame whose options are bad counts twice:
      * tcp and bad; so seen may pass frames by those, never fall short) */
     if (seen < z->frames || pk_read(c, PK_sock_open) != pk_read(c, PK_sock_close) + pk_read(c, PK_sock_error) +
@@ -428,8 +492,9 @@ int main(int argc, char **argv)
     memcpy(body, resp, sizeof(resp) - 1);
     memset(body + sizeof(resp) - 1, 'x', 3000);
     int rc = 0;
-    for (int k = 0; k < 8 && rc == 0; k++) {
-        int v6 = k % 4 < 2, server = k % 2 == 0, udp = k >= 4;   /* then the same four in protocol udp */
+    for (int k = 0; k < 10 && rc == 0; k++) {
+        /* the four (IPv6, IPv4 x server, client), the same in protocol udp, then IPv4 TCP with vxlan */
+        int v6 = k < 8 && k % 4 < 2, server = k % 2 == 0, udp = k >= 4 && k < 8, vx = k >= 8;
         char dev[32];
         snprintf(dev, sizeof(dev), "net_null%d", k);
         pk_dpdk_port *p = pk_dpdk_port_open(dev, NULL, err, sizeof(err));
@@ -474,12 +539,20 @@ int main(int argc, char **argv)
         cfg.ka_interval_ns = k == 7 ? 0 : 1000000;   /* the last: one request a socket */
         cfg.pipeline = k == 5 ? 4 : 0;                /* the IPv6 UDP client: 4 requests out a socket */
         cfg.cpu = -1;
+        if (vx) {
+            cfg.vxlan = 1;
+            cfg.vni = FUZZ_VNI;
+            memset(cfg.inner_smac, 0x0a, 6);
+            memset(cfg.inner_dmac, 0x0b, 6);
+            cfg.vtep_local = rte_cpu_to_be_32(server ? VTEP_SRV : VTEP_CLI);
+            cfg.vtep_remote = rte_cpu_to_be_32(server ? VTEP_CLI : VTEP_SRV);
+        }
         pk_tcp_engine *e = pk_tcp_create(p, &cfg, err, sizeof(err));
         if (!e) {
             fprintf(stderr, "engine: %s\n", err);
             return 4;
         }
-        fz z = { .e = e, .v6 = v6, .server = server, .udp = udp };
+        fz z = { .e = e, .v6 = v6, .server = server, .udp = udp, .vx = vx };
         rc = fuzz(&z, iters);
         pk_tcp_destroy(e);
         pk_dpdk_port_close(p);

@@ -127,7 +127,10 @@
     X(udp_drop,        SUM,   "pkt",  tcp,      "UDP datagrams received for no socket")            \
     X(ack_dup,         SUM,   "pkt",  tcp,      "duplicate ACKs received (nothing new, data out)")  \
     /* DPDK TCP engine, dperf's protocol udp: a client's request that got no answer (dperf's udpRt) */ \
-    X(udp_rt,          SUM,   "req",  tcp,      "UDP requests unanswered (timed out)")
+    X(udp_rt,          SUM,   "req",  tcp,      "UDP requests unanswered (timed out)")       \
+    /* DPDK TCP engine with vxlan: a VXLAN frame to this VTEP refused by decapsulation (cut    \
+     * short, bad outer UDP sum, flags without the VNI bit, another VNI); kept out of bad_rx */ \
+    X(vxlan_drop,      SUM,   "pkt",  tcp,      "VXLAN frames dropped (bad outer header or other VNI)")
 
 enum pk_counter_kind { PK_SUM = 0, PK_GAUGE = 1, PK_MIN = 2, PK_MAX = 3 };
 
