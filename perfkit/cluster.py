@@ -48,7 +48,7 @@ HOST_ENV = "PERFKIT_CLUSTER_HOST"   # an engine's host name, given by whoever st
 ANSWER_S = 5.0      # an engine that does not answer a request by then is taken for dead
 BUILD_S = 60.0      # how long an engine may take to build its share (sockets, ports, DPDK)
 STATE_S = 0.1       # how often running() asks the engines near the run's end (the sampler asks every 20 ms)
-STATE_EARLY_S = 1.0  # before then: each request costs the engines CPU the load could use
+STATE_EARLY_S = 1.0  # before then running() asks no one: each row's snapshot brings the state with it
 START_LEAD_S = 0.3  # the start instant lies this far ahead, plus the slowest round trip
 
 
@@ -100,7 +100,9 @@ def _e_state(run_id: str):
 
 
 def _e_snapshot(run_id: str):
-    return [(list(c), list(h)) for c, h in _SHARES[run_id].snapshot()]
+    """The counters and the state in one answer: while the load runs, one request a second."""
+    handle = _SHARES[run_id]
+    return [(list(c), list(h)) for c, h in handle.snapshot()], bool(handle.running()), handle.error()
 
 
 def _e_call(run_id: str, op: str, *args):
@@ -434,6 +436,8 @@ class ClusterHandle:
         self._running = {h: False for h in self.hosts}
         self._state_t = 0.0
         self._closed = False
+        self.asked: dict[str, int] = {}   # requests to the engines since start(), by function (each costs them CPU)
+        self.first_poll_s: float | None = None   # when running() first asked the engines (run time, s)
         # arm: every engine builds its share; any failure undoes them all, before anything starts
         sent = time.time()
         pending = {h: cluster.submit(i, _e_build, self._run, s, engine_name)
@@ -482,6 +486,7 @@ class ClusterHandle:
         the host marked failed when the engine is gone or does not answer in time."""
         if host in self._dead:
             return None
+        self.asked[fn.__name__] = self.asked.get(fn.__name__, 0) + 1
         try:
             ar = self.cluster.submit(self._id(host), fn, self._run, *args)
             return ar.get(timeout=timeout) if wait else ar
@@ -515,37 +520,45 @@ class ClusterHandle:
         self.start_skew_s = max(times.values()) - min(times.values())
         self._running.update({h: True for h in times})
         self._state_t = self._t0 = time.monotonic()
+        self.asked = {}
 
     def stop(self) -> None:
         for h in self.hosts:
             self._ask(h, _e_call, "stop", wait=False)
 
+    def _see(self, host: str, run: bool, err) -> None:
+        self._running[host] = run
+        if err:
+            self._errors.setdefault(host, err)
+
     def running(self) -> bool:
+        """Until the run's last second, the state the last row's snapshot brought (no request of
+        its own); then, or with no duration, the engines asked every STATE_S."""
         now = time.monotonic()
         duration = float(getattr(self.spec, "duration", 0) or 0)
         early = duration > 0 and now - self._t0 < duration - STATE_EARLY_S
-        if now - self._state_t >= (STATE_EARLY_S if early else STATE_S):
+        if not early and now - self._state_t >= STATE_S:
+            if self.first_poll_s is None:
+                self.first_poll_s = now - self._t0
             for h, (run, err) in self._all(_e_state).items():
-                self._running[h] = run
-                if err:
-                    self._errors.setdefault(h, err)
+                self._see(h, run, err)
             self._state_t = time.monotonic()
         return any(self._running[h] for h in self.hosts if h not in self._dead)
 
     def join(self) -> None:
         self._all(_e_call, "join", timeout=ANSWER_S + float(getattr(self.spec, "duration", 0) or 0))
         for h, (run, err) in self._all(_e_state).items():
-            self._running[h] = run
-            if err:
-                self._errors.setdefault(h, err)
+            self._see(h, run, err)
 
     def snapshot(self) -> list:
         got = self._all(_e_snapshot)
         t = time.monotonic() - self._t0 if self._t0 is not None else 0.0
         out = []
         for h in self.hosts:
-            if h in got and len(got[h]) == len(self.host_roles[h]):
-                self._last[h] = got[h]
+            if h in got:
+                self._see(h, got[h][1], got[h][2])
+            if h in got and len(got[h][0]) == len(self.host_roles[h]):
+                self._last[h] = got[h][0]
                 self._host_row(h, t)
             out.extend(self._last[h])   # a failed host: its last counters stand
         return out

@@ -82,6 +82,20 @@ def test_http_load_split_over_two_engines(cluster, http_server):
     assert set(run.env["hosts"]) == {"e0", "e1"} and run.env["hosts"]["e0"]["host"] == "e0"
 
 
+def test_engines_are_asked_once_a_row_while_the_load_runs(cluster, http_server):
+    """Each engine answers one snapshot per row (its state comes with it); running() asks
+    nothing of its own before the run's last second: the engines' CPU is the load's."""
+    from perfkit.cluster import STATE_EARLY_S
+    port, server = http_server
+    run = perfkit.run(HttpLoad(url=f"http://127.0.0.1:{port}/x", users=4, duration=2.5), interval=0.5,
+                      cluster=cluster.select("e0,e1"))
+    h = run._handle
+    assert run.error is None and run.summary["responses"] == server()["http_req"]
+    assert h.asked["_e_snapshot"] == 2 * len(run.rows)   # every row, the final one too, from each host
+    assert h.first_poll_s is None or h.first_poll_s >= 2.5 - STATE_EARLY_S
+    assert set(h.asked) <= {"_e_snapshot", "_e_state", "_e_call", "_e_close"}
+
+
 def test_udp_from_three_engines(cluster, tmp_path):
     run = perfkit.run(LocalTest("udp_bw", rate="30kpps", flows=3, duration=1.5), interval=0.5, cluster=cluster)
     s = run.summary
