@@ -372,11 +372,9 @@ def host_line(panels) -> Line:
 def run_hosts(run, ask: bool = True) -> list[str]:
     """A cluster run's hosts, in order (its engine handle's, a loaded run's, or, ask: its cluster's,
     which may send the engines a request); [] for a run on one host (or one not built yet)."""
-    hosts = getattr(getattr(run, "_handle", None), "hosts", None)
+    hosts = getattr(run, "host_names", None)
     if hosts:
         return list(hosts)
-    if run.hosts:
-        return list(run.hosts)
     cluster = getattr(run, "cluster", None)
     if cluster is None or not ask:
         return []
@@ -387,11 +385,10 @@ def run_hosts(run, ask: bool = True) -> list[str]:
 
 
 def host_traces(run, panels, hosts, since: float | None = None) -> list[tuple[list, list]]:
-    """(x, y) of every host's line (host_line) from its own rows (a live run's handle keeps them as
-    they come; a loaded run has its host frame), chart_rows applied; rows from `since` on."""
-    rows = list(getattr(getattr(run, "_handle", None), "host_rows", None) or [])
-    if not rows and getattr(run, "_host_frame", None) is not None and run._host_frame.height:
-        rows = run._host_frame.to_dicts()
+    """(x, y) of every host's line (host_line) from its own rows (run.host_frame: a live run's as
+    they have come, a loaded run's as saved), chart_rows applied; rows from `since` on."""
+    frame = getattr(run, "host_frame", None)
+    rows = frame.to_dicts() if frame is not None and frame.height else []
     key = host_line(panels).key
     get = key if callable(key) else (lambda row, k=key: row.get(k))
     duration = getattr(run.spec, "duration", None)
