@@ -109,18 +109,21 @@ def local_run(lab, url: str, users: int, seconds: float) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def cluster_run(c, url: str, users: int, seconds: float, pids=()) -> dict:
-    """One run over c; with pids (the engine's, the controller's), the CPU time they and this
-    process spent on it."""
-    me, them = os.times(), cpu_s(pids)
+def cluster_run(c, url: str, users: int, seconds: float, pids=None) -> dict:
+    """One run over c; with pids ({"engine": [pid], "controller": [pids]}), the CPU time they and
+    this process ("client") spent on it, in all and by part."""
+    pids = pids or {}
+    me, them = os.times(), {k: cpu_s(v) for k, v in pids.items()}
     run = perfkit.run(HttpLoad(url=url, users=users, duration=seconds), cluster=c)
-    me2, them2 = os.times(), cpu_s(pids)
+    me2, them2 = os.times(), {k: cpu_s(v) for k, v in pids.items()}
+    parts = {k: them2[k] - them[k] for k in pids}
+    parts["client"] = me2.user + me2.system - me.user - me.system
     if run.error:
         raise RuntimeError(f"cluster run on {c.hosts}: {run.error}")
     s = run.summary
     return {"tps": s["tps"], "responses": s["responses"], "skew_ms": s["start_skew_s"] * 1e3,
             "hosts": {h: v["tps"] for h, v in run.hosts.items()},
-            "cpu_s": them2 - them + me2.user + me2.system - me.user - me.system}
+            "cpu_s": sum(parts.values()), "cpu_parts": parts}
 
 
 def median_ci(xs: list[float], n: int = 2000, seed: int = 26) -> tuple[float, float, float]:
@@ -138,7 +141,7 @@ def measure(args, lab, c, url) -> dict:
             scale[n].append(cluster_run(c.select(["h1", "h2", "h3"][:n]), url, args.users * n, args.duration))
             print(f"rep {rep} engines {n}: {scale[n][-1]['tps']:.0f} req/s", flush=True)
     one = c.select("h1")
-    pids = [one.engines()[0]["pid"]] + children(c.state["controller_pid"])
+    pids = {"engine": [one.engines()[0]["pid"]], "controller": children(c.state["controller_pid"])}
     for k in range(args.pairs):   # ABAB: cluster, local, cluster, local, ...; the order swaps every pair
         order = ("cluster", "local") if k % 2 == 0 else ("local", "cluster")
         got = {}
@@ -191,7 +194,10 @@ def report(args, res: dict, before: str, after: str, checked: tuple[int, int]) -
               "", f"Per pair, cluster / local (median, bootstrap 90 % interval of the median): req/s "
               f"{tps_r[0]:.3f} [{tps_r[1]:.3f}, {tps_r[2]:.3f}] (overhead {100 * (1 - tps_r[0]):+.1f} %); "
               f"CPU per request {cpu_r[0]:.3f} [{cpu_r[1]:.3f}, {cpu_r[2]:.3f}] "
-              f"(overhead {100 * (cpu_r[0] - 1):+.1f} %)."]
+              f"(overhead {100 * (cpu_r[0] - 1):+.1f} %). The cluster path's CPU time per run by process "
+              "(median): " + ", ".join(f"{k} {statistics.median(p['cluster']['cpu_parts'][k] for p in ps):.3f} s"
+                                      for k in ps[0]["cluster"]["cpu_parts"])
+              + f"; the local process's {statistics.median(p['local']['cpu_s'] for p in ps):.3f} s."]
     return "\n".join(lines) + "\n"
 
 
