@@ -506,7 +506,7 @@ def _dpdk_run(a, spec, header: str, flood: tuple | None = None, cluster=None):
     cluster: the spec split over its engines, each with its own EAL (perfkit.cluster)."""
     if a.engine != "dpdk":
         raise ValueError(f"engine: {a.engine!r}: perfkit {a.command} runs on the dpdk or the socket engine")
-    _dpdk_eal(a)   # with a cluster: checked here, and the engines' EALs take their defaults
+    _dpdk_eal(a)   # with a cluster: checked here, and every engine's EAL takes them (--cpus split per machine)
     interval = parse_duration(a.interval, "interval")
     printer = JsonPrinter() if a.json else LinePrinter()
     run = Run(spec, engine="dpdk", interval=interval, subscribers=(printer,), cluster=cluster)

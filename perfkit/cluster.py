@@ -33,7 +33,7 @@ import threading
 import time
 import uuid
 
-from perfkit.engines import get as get_engine
+from perfkit.engines import dpdk, get as get_engine
 from perfkit.errors import EngineError
 from perfkit import kinds
 from perfkit.kinds.split import needs_place, placed, split
@@ -48,7 +48,8 @@ HOST_ENV = "PERFKIT_CLUSTER_HOST"   # an engine's host name, given by whoever st
 ANSWER_S = 5.0      # an engine that does not answer a request by then is taken for dead
 BUILD_S = 60.0      # how long an engine may take to build its share (sockets, ports, DPDK)
 STATE_S = 0.1       # how often running() asks the engines near the run's end (the sampler asks every 20 ms)
-STATE_EARLY_S = 1.0  # before then: each request costs the engines CPU the load could use
+POLL_AHEAD_S = 0.2  # running() asks from this long before the shares' planned end; before, no one (each
+                    # row's snapshot brings the state): 2-3 requests a run where asking from 1 s before took 10
 START_LEAD_S = 0.3  # the start instant lies this far ahead, plus the slowest round trip
 
 
@@ -67,19 +68,41 @@ def _ipp():
 _SHARES: dict = {}
 
 
+def _boot_id() -> str:
+    """This machine's boot id: engines that share it share CPUs (local engines, lab hosts)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
 def _e_info():
-    return {"host": os.environ.get(HOST_ENV) or socket.gethostname(), "pid": os.getpid(),
+    return {"host": os.environ.get(HOST_ENV) or socket.gethostname(), "pid": os.getpid(), "boot_id": _boot_id(),
             "euid": os.geteuid(), "netns": os.readlink("/proc/self/ns/net"), "sandbox": os.environ.get("PERFKIT_SANDBOX"),
             "shares": len(_SHARES)}
 
 
-def _e_build(run_id: str, spec, engine_name: str):
+def _e_dpdk(eal: dict | None) -> None:
+    """DPDK here, and this engine's EAL options (the caller's, with this engine's own worker CPUs)."""
+    st = dpdk.status()
+    if not st["available"]:
+        raise EngineError(f"engine dpdk: DPDK is not available on this host: {st['detail']}")
+    if eal is not None:   # EAL is up once per engine process: other options than its first run's are refused
+        dpdk.configure(dpdk.EalOptions(**eal))
+
+
+def _e_build(run_id: str, spec, engine_name: str, eal: dict | None = None):
     spec = dataclasses.replace(spec)   # the spec's checks again, here: this host's names and rules
+    if engine_name == "dpdk":
+        _e_dpdk(eal)
     env = environment(engine_name, spec)
     env["host"] = os.environ.get(HOST_ENV) or env["host"]
     plan = kinds.plan(spec, engine_name)   # as perfkit.Run builds: the kind's plan, or the spec for the engine to refuse
     handle = get_engine(engine_name).build(plan if plan is not None else spec)
     _SHARES[run_id] = handle
+    if engine_name == "dpdk":   # each engine's own EAL: its file prefix (its pid), memory, CPUs
+        env["eal_args"] = dpdk.detail().get("eal_args", [])
     return list(handle.roles), env, time.time()
 
 
@@ -100,7 +123,9 @@ def _e_state(run_id: str):
 
 
 def _e_snapshot(run_id: str):
-    return [(list(c), list(h)) for c, h in _SHARES[run_id].snapshot()]
+    """The counters and the state in one answer: while the load runs, one request a second."""
+    handle = _SHARES[run_id]
+    return [(list(c), list(h)) for c, h in handle.snapshot()], bool(handle.running()), handle.error()
 
 
 def _e_call(run_id: str, op: str, *args):
@@ -428,16 +453,19 @@ class ClusterHandle:
         self._ids = [e["id"] for e in engines]
         shares = cluster.shares(spec)
         self.shares = dict(zip(self.hosts, shares))
+        eals = _eal_options(engines) if engine_name == "dpdk" else [None] * len(engines)
         self._run = uuid.uuid4().hex
         self._errors: dict[str, str] = {}
         self._dead: set[str] = set()
         self._running = {h: False for h in self.hosts}
         self._state_t = 0.0
         self._closed = False
+        self.asked: dict[str, int] = {}   # requests to the engines since start(), by function (each costs them CPU)
+        self.first_poll_s: float | None = None   # when running() first asked the engines (run time, s)
         # arm: every engine builds its share; any failure undoes them all, before anything starts
         sent = time.time()
-        pending = {h: cluster.submit(i, _e_build, self._run, s, engine_name)
-                   for h, i, s in zip(self.hosts, self._ids, shares)}
+        pending = {h: cluster.submit(i, _e_build, self._run, s, engine_name, eal)
+                   for h, i, s, eal in zip(self.hosts, self._ids, shares, eals)}
         built, failed = {}, []
         t0 = time.monotonic()
         self.clock_offset_s: dict[str, float] = {}   # engine clock - ours, bounded by the build's time
@@ -466,6 +494,7 @@ class ClusterHandle:
         self.host_rows: list[dict] = []   # every host's own rows, with a host column (host_frame())
         self.start_skew_s: float | None = None
         self.start_times: dict[str, float] = {}
+        self.start_lag_s = 0.0
 
     # -------------------------------------------------------------- requests
     def _id(self, host: str) -> int:
@@ -482,6 +511,7 @@ class ClusterHandle:
         the host marked failed when the engine is gone or does not answer in time."""
         if host in self._dead:
             return None
+        self.asked[fn.__name__] = self.asked.get(fn.__name__, 0) + 1
         try:
             ar = self.cluster.submit(self._id(host), fn, self._run, *args)
             return ar.get(timeout=timeout) if wait else ar
@@ -515,37 +545,47 @@ class ClusterHandle:
         self.start_skew_s = max(times.values()) - min(times.values())
         self._running.update({h: True for h in times})
         self._state_t = self._t0 = time.monotonic()
+        self.start_lag_s = max(0.0, time.time() - min(times.values()))   # the first share started this long before _t0
+        self.asked = {}
 
     def stop(self) -> None:
         for h in self.hosts:
             self._ask(h, _e_call, "stop", wait=False)
 
+    def _see(self, host: str, run: bool, err) -> None:
+        self._running[host] = run
+        if err:
+            self._errors.setdefault(host, err)
+
     def running(self) -> bool:
+        """Until the run's last second, the state the last row's snapshot brought (no request of
+        its own); from POLL_AHEAD_S before the shares' planned end (they started start_lag_s before
+        _t0), or with no duration, the engines asked every STATE_S."""
         now = time.monotonic()
         duration = float(getattr(self.spec, "duration", 0) or 0)
-        early = duration > 0 and now - self._t0 < duration - STATE_EARLY_S
-        if now - self._state_t >= (STATE_EARLY_S if early else STATE_S):
+        early = duration > 0 and now - self._t0 < duration - self.start_lag_s - POLL_AHEAD_S
+        if not early and now - self._state_t >= STATE_S:
+            if self.first_poll_s is None:
+                self.first_poll_s = now - self._t0
             for h, (run, err) in self._all(_e_state).items():
-                self._running[h] = run
-                if err:
-                    self._errors.setdefault(h, err)
+                self._see(h, run, err)
             self._state_t = time.monotonic()
         return any(self._running[h] for h in self.hosts if h not in self._dead)
 
     def join(self) -> None:
         self._all(_e_call, "join", timeout=ANSWER_S + float(getattr(self.spec, "duration", 0) or 0))
         for h, (run, err) in self._all(_e_state).items():
-            self._running[h] = run
-            if err:
-                self._errors.setdefault(h, err)
+            self._see(h, run, err)
 
     def snapshot(self) -> list:
         got = self._all(_e_snapshot)
         t = time.monotonic() - self._t0 if self._t0 is not None else 0.0
         out = []
         for h in self.hosts:
-            if h in got and len(got[h]) == len(self.host_roles[h]):
-                self._last[h] = got[h]
+            if h in got:
+                self._see(h, got[h][1], got[h][2])
+            if h in got and len(got[h][0]) == len(self.host_roles[h]):
+                self._last[h] = got[h][0]
                 self._host_row(h, t)
             out.extend(self._last[h])   # a failed host: its last counters stand
         return out
@@ -607,6 +647,28 @@ class ClusterHandle:
         return {"hosts": self.host_summaries(), "start_skew_s": self.start_skew_s,
                 "clock_offset_s": self.clock_offset_s,   # a host off by more than the interval: its rows are off too
                 "cluster": self.cluster.name, "finished_hosts": [h for h in self.hosts if h not in self._errors]}
+
+
+def _eal_options(engines: list[dict]) -> list[dict]:
+    """Every engine's EAL options: the caller's (perfkit.engines.dpdk.configure, the CLI's --mem,
+    --hugepages, --cpus ...), with worker CPUs split among the engines of one machine (the k-th
+    of m takes every m-th CPU from the k-th on) so no two engines' workers share a core; engines
+    on other machines each take the whole list. ClusterError when a machine has fewer CPUs than engines."""
+    base = dataclasses.asdict(dpdk.eal_options())
+    cpus = base["worker_cpus"]
+    out = [dict(base) for _ in engines]
+    if cpus:
+        machines: dict = {}
+        for k, e in enumerate(engines):
+            machines.setdefault(e.get("boot_id") or e["host"], []).append(k)
+        for ks in machines.values():
+            if len(cpus) < len(ks):
+                raise ClusterError(f"worker_cpus: {len(cpus)} CPUs ({dpdk.cpu_list(cpus)}) cannot give each of the "
+                                   f"{len(ks)} engines on one machine ({', '.join(engines[k]['host'] for k in ks)}) "
+                                   "its own: name as many CPUs as engines there, or none")
+            for j, k in enumerate(ks):
+                out[k]["worker_cpus"] = tuple(cpus[j::len(ks)])
+    return out
 
 
 def _tail(path: str) -> str:

@@ -237,6 +237,12 @@ class Run:
         return (self.summary or {}).get("hosts", {})
 
     @property
+    def host_names(self) -> list[str]:
+        """A cluster run's hosts in order (a live run's engines', a loaded run's summary's); [] for one host."""
+        hosts = getattr(self._handle, "hosts", None)
+        return list(hosts) if hosts else list(self.hosts)
+
+    @property
     def host_frame(self):
         """A cluster run's rows per host, with a host column (perfkit.cluster); None for one host."""
         if self._host_frame is not None:

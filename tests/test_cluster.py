@@ -82,6 +82,20 @@ def test_http_load_split_over_two_engines(cluster, http_server):
     assert set(run.env["hosts"]) == {"e0", "e1"} and run.env["hosts"]["e0"]["host"] == "e0"
 
 
+def test_engines_are_asked_once_a_row_while_the_load_runs(cluster, http_server):
+    """Each engine answers one snapshot per row (its state comes with it); running() asks
+    nothing of its own until just before the shares' planned end: the engines' CPU is the load's."""
+    from perfkit.cluster import POLL_AHEAD_S
+    port, server = http_server
+    run = perfkit.run(HttpLoad(url=f"http://127.0.0.1:{port}/x", users=4, duration=2.5), interval=0.5,
+                      cluster=cluster.select("e0,e1"))
+    h = run._handle
+    assert run.error is None and run.summary["responses"] == server()["http_req"]
+    assert h.asked["_e_snapshot"] == 2 * len(run.rows)   # every row, the final one too, from each host
+    assert h.first_poll_s is None or h.first_poll_s >= 2.5 - h.start_lag_s - POLL_AHEAD_S
+    assert set(h.asked) <= {"_e_snapshot", "_e_state", "_e_call", "_e_close"}
+
+
 def test_udp_from_three_engines(cluster, tmp_path):
     run = perfkit.run(LocalTest("udp_bw", rate="30kpps", flows=3, duration=1.5), interval=0.5, cluster=cluster)
     s = run.summary
@@ -310,6 +324,41 @@ def test_dpdk_flows_on_net_null_from_three_local_engines(cluster):
     assert run.error is None and set(run.hosts) == {"e0", "e1", "e2"}
     assert s["pkts_tx"] == sum(h["pkts_tx"] for h in run.hosts.values())
     assert all(h["pkts_tx"] == pytest.approx(10000, rel=0.1) and h["finished"] for h in run.hosts.values())
+
+
+@pytest.mark.dpdk
+def test_dpdk_engines_get_their_own_eal_and_a_host_without_dpdk_is_named(monkeypatch):
+    """The caller's EAL options go to every engine, the worker CPUs split among the engines of
+    one machine; each EAL has its own file prefix. An engine where DPDK cannot load: one error
+    naming that host, before anything starts."""
+    from perfkit.engines import dpdk
+    eal_options = dpdk.eal_options   # the engines' own, asked by reference (not the stand-in below)
+    c = Cluster.start(n=2, name=f"cl3e{os.getpid() % 10000}")
+    try:
+        monkeypatch.setattr(dpdk, "eal_options", lambda: dpdk.EalOptions(memory_mb=256, worker_cpus=(0, 1)))
+        run = perfkit.run(DpdkFlows(port="net_null0,no-rx=1", rate="20kpps", flows=2, duration=0.5), interval=0.25,
+                          cluster=c)
+        assert run.error is None and run.summary["pkts_tx"] == sum(h["pkts_tx"] for h in run.hosts.values()) > 0
+        args = {h: run.env["hosts"][h]["eal_args"] for h in ("e0", "e1")}
+        pids = {e["host"]: e["pid"] for e in c.engines()}
+        for h, cpu in (("e0", 0), ("e1", 1)):
+            assert f"--file-prefix=perfkit{pids[h]}" in args[h] and "-m" in args[h] and "256" in args[h]
+            assert c.submit(c.engines()[cpu]["id"], eal_options).get(5).worker_cpus == (cpu,)
+        monkeypatch.setattr(dpdk, "eal_options", lambda: dpdk.EalOptions(worker_cpus=(0,)))
+        with pytest.raises(ClusterError, match=r"worker_cpus: 1 CPUs \(0\) cannot give each of the 2 engines on one "
+                                               r"machine \(e0, e1\) its own"):
+            perfkit.Run(DpdkFlows(port="net_null0", flows=2, duration=0.5), cluster=c).start()
+
+        hide = ("import sys, perfkit\nsys.modules['perfkit._dpdk'] = None\n"   # in engine e1: the DPDK extension
+                "if hasattr(perfkit, '_dpdk'): del perfkit._dpdk\n")            # cannot load there any more
+        c.submit(c.engines()[1]["id"], exec, hide, {}).get(5)
+        monkeypatch.setattr(dpdk, "eal_options", lambda: dpdk.EalOptions(memory_mb=256, worker_cpus=(0, 1)))
+        with pytest.raises(ClusterError, match=r"^host e1: engine dpdk: DPDK is not available on this host: not built"):
+            perfkit.Run(DpdkFlows(port="net_null0", flows=2, duration=0.5), cluster=c).start()
+        from perfkit import cluster as mod
+        assert [c.submit(e["id"], mod._e_info).get(5)["shares"] for e in c.engines()] == [0, 0]
+    finally:
+        c.down()
 
 
 @pytest.mark.netns

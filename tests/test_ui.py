@@ -661,15 +661,19 @@ def test_an_http_load_from_the_panel_on_a_cluster_shows_each_host_live(tmp_path)
             assert time.monotonic() < deadline and not s_run.error, s_run.error
             time.sleep(0.02)
         run = _start_at_once(load)
-        live = []
+        live, drawn = [], set()
         while not run.done and time.monotonic() < deadline + 60:
             if "e0" in load.hosts_box.value and "e1" in load.hosts_box.value and "transactions" in load.hosts_box.value:
                 live.append(load.hosts_box.value)
+            dash = load.dashboard
+            if dash is not None and dash._figure is not None and not dash.finished:   # the live chart: a line per host
+                drawn |= {t.name for t in dash._figure.data if t.name.startswith(("e0:", "e1:")) and len(t.y or ())}
             time.sleep(0.05)
         assert load.wait(60) is run and run.error is None, run.error
         server.stop()
         assert server.wait(30) is s_run
         assert live, "no per-host line while the run was going"
+        assert drawn == {"e0: responses/s (tps)", "e1: responses/s (tps)"}, drawn
         s = run.summary
         assert set(run.hosts) == {"e0", "e1"} and s["tps"] > 0   # paced at 400/s: no rate asserted on a loaded machine
         assert s["responses"] == sum(h["responses"] for h in run.hosts.values()) == s_run.rows[-1]["http_req"]
@@ -679,6 +683,14 @@ def test_an_http_load_from_the_panel_on_a_cluster_shows_each_host_live(tmp_path)
         load.cluster_box.value = "none"   # back to this host: a run with no per-host lines
         back = perfkit.load(run.save(tmp_path / "c.parquet"))
         assert back.host_frame.equals(run.host_frame)
+        for r in (run, back):   # the static figure too: each host's line sums to the host's responses
+            hosts = {t.name.split(":")[0]: t for t in perfkit.ui.charts.run_figure(r).data if ": " in t.name}
+            assert set(hosts) == {"e0", "e1"}
+            frame = r.host_frame
+            for h, t in hosts.items():
+                mine = frame.filter(frame["host"] == h)
+                assert len(t.y) >= 2 and sum((mine["http_resp_per_s"] * mine["interval_s"]).to_list()) == pytest.approx(
+                    r.hosts[h]["responses"], rel=1e-6)
     finally:
         c.down()
     assert name not in load.refresh_clusters()

@@ -246,8 +246,9 @@ def spec_title(spec) -> str:
     return ", ".join(parts)
 
 
-def empty_figure(title: str = "", panels=PANELS):
-    """A dashboard layout with every trace present and no points."""
+def empty_figure(title: str = "", panels=PANELS, hosts=()):
+    """A dashboard layout with every trace present and no points; with hosts (a cluster run's),
+    after the layout's traces one dotted line per host in the first panel (host_traces)."""
     import plotly.graph_objects as go  # plotly loads when a figure is first drawn
     from plotly.subplots import make_subplots
 
@@ -268,6 +269,12 @@ def empty_figure(title: str = "", panels=PANELS):
                           row=r, col=c)
         fig.update_yaxes(row=r, col=c, **{"title_text": axis_unit(title_p), "title_standoff": 4, **yopts})
         fig.update_xaxes(row=r, col=c, title_text="time (s)" if r == rows else None)
+    line = host_line(panels)
+    for k, host in enumerate(hosts):
+        name = f"{host}: {line.name}"
+        fig.add_trace(go.Scatter(x=[], y=[], name=name, mode="lines", legendgroup="hosts", legend="legend",
+                                 line={"color": HOST_COLOURS[k % len(HOST_COLOURS)], "width": 1.2, "dash": "dot"},
+                                 hovertemplate=f"{name} %{{y:.4~s}} at %{{x:.1f}} s<extra></extra>"), row=1, col=1)
     fig.update_layout(title={"text": title, "x": 0.01, "font": {"size": 14}}, height=260 * rows,
                       margin={"l": 50, "r": 130, "t": 60, "b": 40}, template="plotly_white",
                       uirevision="perfkit", **legends)
@@ -354,6 +361,46 @@ def plot_rows(run, rows=None) -> list[dict]:
     return chart_rows(list(run.rows) if rows is None else rows, getattr(run, "interval", None), duration)
 
 
+HOST_COLOURS = ("#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#5254a3", "#8ca252", "#bd9e39")
+
+
+def host_line(panels) -> Line:
+    """What a cluster run's per-host lines show: the layout's first line (tps, tx pkt/s, frames/s)."""
+    return panels[0][2][0]
+
+
+def run_hosts(run, ask: bool = True) -> list[str]:
+    """A cluster run's hosts, in order (its engine handle's, a loaded run's, or, ask: its cluster's,
+    which may send the engines a request); [] for a run on one host (or one not built yet)."""
+    hosts = getattr(run, "host_names", None)
+    if hosts:
+        return list(hosts)
+    cluster = getattr(run, "cluster", None)
+    if cluster is None or not ask:
+        return []
+    try:
+        return list(cluster.hosts)
+    except Exception:  # noqa: BLE001 (a cluster gone: the run says so; the chart draws the totals)
+        return []
+
+
+def host_traces(run, panels, hosts, since: float | None = None) -> list[tuple[list, list]]:
+    """(x, y) of every host's line (host_line) from its own rows (run.host_frame: a live run's as
+    they have come, a loaded run's as saved), chart_rows applied; rows from `since` on."""
+    frame = getattr(run, "host_frame", None)
+    rows = frame.to_dicts() if frame is not None and frame.height else []
+    key = host_line(panels).key
+    get = key if callable(key) else (lambda row, k=key: row.get(k))
+    duration = getattr(run.spec, "duration", None)
+    duration = duration if isinstance(duration, (int, float)) and duration > 0 else None
+    out = []
+    for host in hosts:
+        mine = chart_rows([r for r in rows if r.get("host") == host and (since is None or r["time_s"] >= since)],
+                          getattr(run, "interval", None), duration)
+        out.append(([r["time_s"] for r in mine], [get(r) for r in mine]))
+    return out
+
+
 def fit_axes(fig, panels, ys, static: bool = False) -> None:
     """Per panel, from the values drawn: whole-number ticks (dtick 1) where every value is a
     whole number up to 10 (counts: no '0.5 connections'); an empty panel 0..1 (no '800m'
@@ -388,10 +435,13 @@ def run_figure(run, title: str | None = None):
     """A static plotly Figure of every row of a run (live or finished, or loaded from disk)."""
     rows = list(run.rows)
     panels = layout_for(run.spec)
-    fig = empty_figure(title if title is not None else figure_title(run, rows), panels)
+    hosts = run_hosts(run)
+    fig = empty_figure(title if title is not None else figure_title(run, rows), panels, hosts)
     x, ys = columns(plot_rows(run, rows), panels)
     for trace, y in zip(fig.data, ys):
         trace.x, trace.y = x, y
+    for trace, (hx, hy) in zip(fig.data[len(ys):], host_traces(run, panels, hosts)):
+        trace.x, trace.y = hx, hy
     fit_axes(fig, panels, ys, static=True)
     return shareable(fig)
 

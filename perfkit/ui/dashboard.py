@@ -177,6 +177,7 @@ class Dashboard(LiveChart):
         self.redraw_s = float(redraw_s)
         self._init_live(on_done)
         self._rows: collections.deque = collections.deque(maxlen=self.window)
+        self.hosts: list[str] = []             # a cluster run's hosts: a line each in the first panel
         self._last_t = float("-inf")
         self._handles: list = []               # IPython DisplayHandles showing the live figure (under _lock)
         self._closed = threading.Event()
@@ -226,8 +227,9 @@ class Dashboard(LiveChart):
     def _build(self) -> None:
         """Make the live figure here, not in the constructor: the first live figure of a
         process can take seconds (plotly's imports), and Start must return at once."""
+        self.hosts = charts.run_hosts(self.run, ask=False)   # a cluster run: a line per host beside the totals
         self._show_live(livefig.LiveFigure(charts.empty_figure(charts.figure_title(self.run, [], "waiting"),
-                                                               self.panels)))
+                                                               self.panels, self.hosts)))
 
     def _drain(self) -> int:
         n = 0
@@ -243,9 +245,17 @@ class Dashboard(LiveChart):
         self.draw_threads.add(threading.get_ident())
         x, ys = charts.columns(charts.plot_rows(self.run, rows), self.panels)
         fig = self._figure
+        if not self.hosts and (hosts := charts.run_hosts(self.run, ask=False)):
+            # the run's cluster was picked or connected after the chart was built: its per-host lines now
+            self.hosts = hosts
+            fig.fig = charts.empty_figure(fig.layout.title.text or "", self.panels, hosts)
         with fig.batch_update():
             for trace, y in zip(fig.data, ys):
                 trace.x, trace.y = x, y
+            if self.hosts:   # the hosts' rows over the same window as the totals'
+                for trace, (hx, hy) in zip(fig.data[len(ys):], charts.host_traces(
+                        self.run, self.panels, self.hosts, since=rows[0]["time_s"] - 1e-6 if rows else None)):
+                    trace.x, trace.y = hx, hy
             charts.fit_axes(fig, self.panels, ys)
             fig.layout.title.text = charts.figure_title(self.run, rows, state)
         self.redraws += 1
