@@ -15,6 +15,7 @@ from pathlib import Path
 
 from perfkit.ladder import Ladder
 from perfkit.run import Run, write_report
+from perfkit.staticfig import shareable
 from perfkit.stats import HTTP_KEY_FIGURES, KEY_FIGURES, LOWER_IS_BETTER
 from perfkit.units import format_si, human, rate_text
 
@@ -179,20 +180,20 @@ class Comparison:
                                      hovertemplate=f"{name}: p99 %{{y:.4~s}} µs at %{{x:.1f}} s<extra></extra>",
                                      **common), row=2, col=2)
         fig.add_trace(self._table_trace(), row=3, col=1)
-        fig.update_yaxes(row=1, col=1, tickformat="~s", rangemode="tozero")
-        fig.update_yaxes(row=1, col=2, tickformat="~s", rangemode="tozero")
+        fig.update_yaxes(row=1, col=1, tickformat="~s", rangemode="tozero", title_text=top[0][2])
+        fig.update_yaxes(row=1, col=2, tickformat="~s", rangemode="tozero", title_text=top[1][2])
         fig.update_xaxes(row=1, col=1, title_text="time (s)")
         fig.update_xaxes(row=1, col=2, title_text="time (s)")
         fig.update_xaxes(row=2, col=1, type="log", title_text="latency (µs)")
         fig.update_yaxes(row=2, col=1, range=[0, 100.5], title_text="% of samples ≤")
         fig.update_xaxes(row=2, col=2, title_text="time (s)")
-        fig.update_yaxes(row=2, col=2, type="log")
+        fig.update_yaxes(row=2, col=2, type="log", title_text="p99 (µs)")
         if title is None:
             title = "<b>comparison</b> — " + " vs ".join(self.names)
         fig.update_layout(title={"text": title, "x": 0.01, "font": {"size": 14}}, height=height,
                           template="plotly_white", margin={"l": 55, "r": 20, "t": 70, "b": 30},
                           legend={"orientation": "h", "y": 1.04, "x": 0.0, "yanchor": "bottom"})
-        return fig
+        return shareable(fig)   # shown as a cell's result: plotly's HTML and a PNG too
 
     def _table_trace(self):
         import plotly.graph_objects as go
@@ -436,6 +437,8 @@ class LadderComparison:
                               row=j // cols + 1, col=j % cols + 1)
         fig.update_xaxes(title_text="users", type="log" if log else "linear")
         fig.update_yaxes(rangemode="tozero", tickformat="~s")
+        for j, m in enumerate(metrics):   # the unit on each y axis too (the subplot title has label and unit)
+            fig.update_yaxes(title_text=LADDER_METRICS[m][1], row=j // cols + 1, col=j % cols + 1)
         if title is None:
             title = "<b>ladders</b> — " + " vs ".join(self.names)
         height = 130 + 300 * rows
@@ -443,7 +446,7 @@ class LadderComparison:
                           template="plotly_white", margin={"l": 55, "r": 20, "t": 90, "b": 40},
                           # above the top row's subplot titles: 28 px over the plotting area
                           legend={"orientation": "h", "y": 1 + 28 / (height - 130), "x": 0.0, "yanchor": "bottom"})
-        return fig
+        return shareable(fig)
 
     def report(self, path, title: str | None = None) -> str:
         """A self-contained HTML page: the figure and the side-by-side table."""

@@ -79,6 +79,8 @@ def test_figure_and_report(ladders, tmp_path):
     lines = {(t.name, tuple(t.x)) for t in fig.data}
     assert lines == {("busy", (2, 4)), ("thinking", (2, 8))}
     assert len(cmp.figure(metrics=["tps"]).data) == 2
+    assert fig.layout.yaxis.title.text == "resp/s"                     # each y axis carries its unit
+    assert "Plotly.newPlot" in fig._repr_mimebundle_()["text/html"]   # shown as a cell's result
     path = cmp.report(tmp_path / "ladders.html")
     text = open(path, encoding="utf-8").read()
     assert "ladders: busy vs thinking" in text and "tps thinking" in text and "plotly" in text

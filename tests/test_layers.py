@@ -41,6 +41,7 @@ LAYER_OF = {
     "perfkit.engines": "engines", "perfkit.procs": "engines", "perfkit.nics": "engines", "perfkit.lab": "engines",
     "perfkit.cgroups": "engines",
     "perfkit.stats": "base", "perfkit.units": "base", "perfkit.fields": "base", "perfkit.sandbox": "base", "perfkit.errors": "base", "perfkit.version": "base",
+    "perfkit.staticfig": "base",   # how a finished figure displays (HTML, PNG): the UI and the comparisons
     "perfkit.converge": "analysis",   # live rate convergence (issue 30)
 }
 NATIVE = ("perfkit._sock", "perfkit._dpdk", "perfkit._counters", "perfkit._delayline")

@@ -1,4 +1,5 @@
 """The run store, comparisons and HTML reports, on real short runs over loopback."""
+import base64
 import datetime as dt
 import json
 import re
@@ -246,6 +247,12 @@ def test_compare_figure_has_rates_cdfs_p99_and_the_table(runs):
     assert list(cells[0]) == ["slow", "fast", "lat"]
     assert "×)" in cells[1][1] and "×" not in cells[1][0]      # ratios on the later rows only
     assert sum(1 for t in scatters if t.showlegend) == 3       # one legend entry per run
+    assert (fig.layout.yaxis.title.text, fig.layout.yaxis2.title.text, fig.layout.yaxis4.title.text) == \
+        ("bit/s", "pkt/s", "p99 (µs)")
+    # shown as a cell's result: plotly's HTML (nbconvert, nbviewer) and a PNG (GitHub) beside the JSON
+    bundle = fig._repr_mimebundle_()
+    assert "Plotly.newPlot" in bundle["text/html"] and "application/vnd.plotly.v1+json" in bundle
+    assert base64.b64decode(bundle["image/png"])[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 # ------------------------------------------------------------------ HTML reports
@@ -321,6 +328,8 @@ def test_store_browser_filters_picks_compares_and_reports(store, tmp_path):
     assert cmp is b.comparison and cmp.names == ["slow", "fast"]
     kinds = [list(o["data"]) for o in b.output.outputs]
     assert "text/html" in kinds[0] and "application/vnd.plotly.v1+json" in kinds[1]
+    assert "Plotly.newPlot" in b.output.outputs[1]["data"]["text/html"]   # nbviewer draws it without a kernel
+    assert "image/png" not in kinds[1]                                    # widget state: GitHub never shows it
     assert "ratios are to slow" in b.status.value
     path = b.report()
     assert path.endswith("compare-slow-vs-fast.html") and (tmp_path / "reports").is_dir()

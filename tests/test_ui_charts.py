@@ -111,3 +111,42 @@ def test_the_latency_histogram_marks_p50_p99_and_p999(run):
     assert charts.time_text(12.23) == "12.2 µs" and charts.time_text(2260.0) == "2.26 ms"
     assert sum(fig.data[0].y) == pytest.approx(100.0)
     assert fig.layout.xaxis.title.text == "latency (µs)" and fig.layout.yaxis.title.text == "% of samples"
+
+
+_PNG_PROBE = """
+import json
+import plotly.graph_objects as go
+from perfkit import staticfig
+fig = go.Figure(go.Scatter(x=[0, 1, 2], y=[3, 1, 2]), layout={"height": 300})
+first = staticfig.static_bundle(fig)
+second = staticfig.static_bundle(fig)
+print(json.dumps([sorted(first), sorted(second), staticfig.png_state()[0]]))
+"""
+
+
+@pytest.mark.parametrize("browser", [True, False], ids=["chromium", "no-browser"])
+def test_a_finished_figure_carries_a_png_or_says_once_why_not(browser):
+    """With Chromium each figure has a PNG; with none where PERFKIT_CHROMIUM says, one line on
+    stderr (once, not per figure) and the figures keep their HTML. A process of its own: the
+    browser is kept per process."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+    pytest.importorskip("kaleido")
+    if browser and not shutil.which("chromium"):
+        pytest.skip("no chromium on PATH (install.sh installs it as root)")
+    env = dict(os.environ, PERFKIT_CHROMIUM=shutil.which("chromium") if browser else "/nonexistent/chromium")
+    out = subprocess.run([sys.executable, "-c", _PNG_PROBE], env=env, capture_output=True, text=True,
+                         timeout=180, cwd="/")
+    assert out.returncode == 0, out.stderr[-2000:]
+    keys = ["application/vnd.plotly.v1+json", "text/html", "text/plain"]
+    first, second, state = json.loads(out.stdout)
+    if browser:
+        assert first == second == sorted([*keys, "image/png"]) and state == "on"
+        assert "no PNG" not in out.stderr
+    else:
+        assert first == second == keys and state == "off"
+        lines = [ln for ln in out.stderr.splitlines() if "no PNG" in ln]
+        assert len(lines) == 1 and "their HTML remains" in lines[0] and "/nonexistent/chromium" in lines[0], out.stderr

@@ -9,11 +9,11 @@ a kind's LAYOUT names one of LAYOUTS, or one of the kind's own LAYOUTS).
 """
 from __future__ import annotations
 
-import json
 import re
 from typing import Callable, NamedTuple
 
 from perfkit import kinds
+from perfkit.staticfig import mimebundle, png_of, shareable, static_bundle  # noqa: F401 (the UI's names)
 from perfkit.stats import Histogram, label_of
 from perfkit.units import format_time_us
 
@@ -499,63 +499,3 @@ def histogram_figure(hist, title: str = "latency histogram", percentiles=True):
     fig.update_xaxes(type="log", title_text="latency (µs)")
     fig.update_yaxes(title_text="% of samples", rangemode="tozero")
     return shareable(fig)
-
-
-def mimebundle(fig, text: str | None = None) -> dict:
-    """A display bundle for fig that does not depend on plotly's renderer setting:
-    the plotly mimetype (rendered by JupyterLab, Notebook 7 and VS Code) and a text line."""
-    import plotly.io as pio
-    data = json.loads(pio.to_json(fig, validate=False))
-    data["config"] = {"displaylogo": False}
-    return {"application/vnd.plotly.v1+json": data,
-            "text/plain": text or f"<perfkit figure: {len(fig.data)} traces>"}
-
-
-def static_bundle(fig, text: str | None = None) -> dict:
-    """mimebundle plus plotly's own HTML (plotly.js from its CDN), which nbconvert, nbviewer and
-    an exported widget state show without a kernel or plotly's renderer, and a PNG where kaleido
-    is installed (GitHub shows only images). JupyterLab draws the plotly mimetype."""
-    import plotly.io as pio
-    bundle = mimebundle(fig, text)
-    bundle["text/html"] = pio.to_html(fig, full_html=False, include_plotlyjs="cdn", validate=False,
-                                      config={"displaylogo": False}, default_width="100%")
-    png = png_of(fig)
-    if png is not None:
-        bundle["image/png"] = png
-    return bundle
-
-
-_SHAREABLE: list = []   # the Figure class shareable() makes, built with the first chart (plotly loads late)
-
-
-def shareable(fig):
-    """fig as a go.Figure whose display is static_bundle: shown as a cell's result it carries
-    plotly's HTML (and a PNG with kaleido) beside the plotly JSON, so nbconvert, nbviewer and
-    GitHub show it without a kernel; plotly's own display would depend on its renderer setting."""
-    if not _SHAREABLE:
-        import plotly.graph_objects as go
-
-        class Figure(go.Figure):
-            """A plotly Figure that displays as charts.static_bundle."""
-
-            def _repr_mimebundle_(self, include=None, exclude=None, **kwargs):
-                return static_bundle(self)
-
-            def _ipython_display_(self):
-                from IPython.display import display  # IPython is there wherever a figure is displayed
-                display(static_bundle(self), raw=True)
-
-        _SHAREABLE.append(Figure)
-    return fig if isinstance(fig, _SHAREABLE[0]) else _SHAREABLE[0](fig)
-
-
-def png_of(fig) -> str | None:
-    """fig as a base64 PNG through kaleido (optional: None when it is not installed or fails)."""
-    import importlib.util
-    if importlib.util.find_spec("kaleido") is None:
-        return None
-    try:
-        import base64
-        return base64.b64encode(fig.to_image(format="png", scale=1)).decode()
-    except Exception:  # noqa: BLE001 (kaleido needs a browser of its own; the HTML is there anyway)
-        return None

@@ -268,7 +268,9 @@ class Dashboard(LiveChart):
     def _finish(self, state: str = "finished") -> None:
         static = charts.run_figure(self.run, title=charts.figure_title(self.run, list(self.run.rows), state))
         text = f"<perfkit dashboard: {charts.spec_title(self.run.spec)}, {len(self.run.rows)} rows>"
-        self._end_static(static, charts.static_bundle(static, text))
+        with self._lock:   # a PNG only for a cell showing the chart: an Output's copy has none (_display_data)
+            png = bool(self._handles)
+        self._end_static(static, charts.static_bundle(static, text, png=png))
 
     def _replace_live(self, bundle: dict) -> None:
         for handle in self._handles:
@@ -304,7 +306,11 @@ class Dashboard(LiveChart):
         self._ready.wait(60)
         with self._lock:
             if self._static is not None:
-                display(self._static[1], raw=True)
+                static, bundle = self._static
+                if "image/png" not in bundle:   # finished while only Outputs showed it: the cell's copy gets one
+                    png = charts.png_of(static)
+                    bundle = bundle if png is None else {**bundle, "image/png": png}
+                display(bundle, raw=True)
             elif self._figure is not None:
                 self._handles.append(display(self._figure, display_id=True))
             else:

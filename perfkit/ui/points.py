@@ -248,7 +248,8 @@ class PointsChart(LiveChart):
         self.redraws += 1
 
     def _finish(self, static) -> None:
-        self._end_static(static, static_bundle(static, f"<perfkit chart: {len(self.rows)} points>"))
+        # shown in Outputs only (a panel's): no PNG, which an Output's widget state drops anyway
+        self._end_static(static, static_bundle(static, f"<perfkit chart: {len(self.rows)} points>", png=False))
 
     # ------------------------------------------------------------ public
     def static(self):

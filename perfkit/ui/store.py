@@ -185,7 +185,9 @@ class StoreBrowser:
         table = {"text/html": cmp.table._repr_html_(), "text/plain": repr(cmp.table)}
         self.output.outputs = (
             {"output_type": "display_data", "data": table, "metadata": {}},
-            {"output_type": "display_data", "data": charts.mimebundle(fig, repr(cmp)), "metadata": {}},
+            # plotly's HTML too, for nbconvert and nbviewer; no PNG: an Output's outputs are widget
+            # state, which GitHub never shows (cmp.figure() as a cell's result carries one)
+            {"output_type": "display_data", "data": charts.static_bundle(fig, repr(cmp), png=False), "metadata": {}},
         )
         self._set_status(f"compared {len(names)} runs: ratios are to {names[0]}", _GREEN)
         return cmp
