@@ -237,7 +237,9 @@ def main() -> int:
             srv.terminate()
             srv.wait(timeout=10)
         lab.down()
-    Path(args.out).write_text(text)
+    out = Path(args.out)   # the newest section first, earlier ones kept below it
+    old = out.read_text() if out.exists() else ""
+    out.write_text(text + ("\n" + old if old else ""))
     print(text)
     return 0
 
