@@ -200,10 +200,9 @@ def test_udp_server_answers_linux_and_udp_client_asks_linux(eal, lab, family):
     """A second implementation on each side: h2's kernel sockets take every answer of the perfkit
     UDP server (their checksums checked by Linux), and a Linux UDP server in h2 answers every
     request of the perfkit UDP client."""
-    import subprocess
     import sys
-    from test_dperf_lab import peer_ip, port_of, run_client, serving_h2, server
-    which, h2, n = port_of(lab, family), lab.hosts[1], 50
+    from test_dperf_lab import port_of, serving_h2, server
+    which, n = port_of(lab, family), 50
     with serving_h2(lab, server(lab, family, protocol="udp", payload_size=300), settle=0.2) as (run, s):
         rc, out, err = run([sys.executable, "-P", "-c", LINUX_CLIENT, which["ip"], str(n)], timeout=120)
     assert rc == 0, err
@@ -211,23 +210,39 @@ def test_udp_server_answers_linux_and_udp_client_asks_linux(eal, lab, family):
     print(f"Linux client: {got} answers of {n}, {first}; server {s['http_get']} GET, {s['udp_tx']} sent")
     assert int(got) == n == s["http_get"] == s["http_2xx"] == s["udp_tx"]
     assert first == ["HTTP/1.1 200 OK"] and s["bad_rx"] == s["udp_drop"] == 0
-    srv = lab.popen(h2, [sys.executable, "-P", "-c", LINUX_SERVER, peer_ip(lab, family)], stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert srv.stdout.readline().strip() == "READY", srv.stderr.read()
-        c, _ = run_client(DpdkHttpClient(**which, clients=((which["ip"], 1),), server=peer_ip(lab, family), listen=8080,
-                                         cps=200, duration=1, protocol="udp"))
-        srv.stdin.write("done\n")
-        srv.stdin.flush()
-        answered = int(srv.stdout.readline())
-    finally:
-        if srv.poll() is None:
-            srv.kill()
-        srv.wait(timeout=10)
+    c, answered = _client_against_linux_server(lab, family, dict(cps=200, duration=1))
     print(f"perfkit client: {c['http_req']} requests, {c['http_2xx']} 2xx, udp_rt {c['udp_rt']}; Linux answered "
           f"{answered}")
     assert c["http_req"] >= 150 and c["http_req"] == answered == c["http_2xx"] + c["udp_rt"]
     assert c["udp_rt"] == 0 and c["bad_rx"] == 0 and c["sock_open"] == c["sock_close"] == c["http_req"]
+
+
+def _client_against_linux_server(lab, family, fields, loss=None):
+    """The perfkit UDP client (protocol udp, these fields) against LINUX_SERVER in h2, with
+    this loss on the path while it runs: its counters and how many requests Linux answered."""
+    import subprocess
+    import sys
+    from test_dperf_lab import peer_ip, port_of, run_client
+    which = port_of(lab, family)
+    srv = lab.popen(lab.hosts[1], [sys.executable, "-P", "-c", LINUX_SERVER, peer_ip(lab, family)],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert srv.stdout.readline().strip() == "READY", srv.stderr.read()
+        if loss:
+            lab.impair(loss=loss)
+        try:
+            c, _ = run_client(DpdkHttpClient(**which, clients=((which["ip"], 1),), server=peer_ip(lab, family),
+                                             listen=8080, protocol="udp", **fields))
+        finally:
+            if loss:
+                lab.clear()
+        srv.stdin.write("done\n")
+        srv.stdin.flush()
+        return c, int(srv.stdout.readline())
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+        srv.wait(timeout=10)
 
 
 @pytest.mark.parametrize("loss", [None, "10%"])
@@ -237,30 +252,8 @@ def test_pipelined_udp_client_against_a_linux_udp_server(eal, lab, loss):
     every answer reached the client and counts once: requests = answers + udp_rt, answers
     sent = answers taken + the late ones (udp_drop). With 10% loss on the path the same
     identity holds, the lost ones in udp_rt."""
-    import subprocess
-    import sys
-    from test_dperf_lab import peer_ip, port_of, run_client
-    which, h2 = port_of(lab), lab.hosts[1]
-    srv = lab.popen(h2, [sys.executable, "-P", "-c", LINUX_SERVER, peer_ip(lab)], stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert srv.stdout.readline().strip() == "READY", srv.stderr.read()
-        if loss:
-            lab.impair(loss=loss)
-        try:
-            c, _ = run_client(DpdkHttpClient(**which, clients=((which["ip"], 1),), server=peer_ip(lab), listen=8080,
-                                             cps=100, cc=2, keepalive=1e-6, pipeline=4, duration=1, protocol="udp",
-                                             retransmit_timeout="50ms"))
-        finally:
-            if loss:
-                lab.clear()
-        srv.stdin.write("done\n")
-        srv.stdin.flush()
-        answered = int(srv.stdout.readline())
-    finally:
-        if srv.poll() is None:
-            srv.kill()
-        srv.wait(timeout=10)
+    c, answered = _client_against_linux_server(lab, 4, dict(cps=100, cc=2, keepalive=1e-6, pipeline=4, duration=1,
+                                                            retransmit_timeout="50ms"), loss=loss)
     print(f"perfkit client: {c['http_req']} requests, {c['http_2xx']} 2xx, udp_rt {c['udp_rt']}, udp_drop "
           f"{c['udp_drop']}; Linux answered {answered}")
     assert c["http_req"] > 8 and c["http_req"] == c["udp_tx"] == c["http_2xx"] + c["udp_rt"]
