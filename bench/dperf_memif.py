@@ -38,6 +38,8 @@ load average beside them. The machine has 2 vCPUs: client and server get one eac
 --hugepages on gives both processes' EAL hugepages (they must be free: /proc/sys/vm/nr_hugepages).
 PK_BENCH_GDB=1 runs each server under gdb -batch (a backtrace if its process crashes).
 PK_BENCH_PERF_KEEP=DIR keeps the --perf recordings there (`perf report -i DIR/F --sort sym`).
+--c2c (on by default) times a cache line's round trip between the two CPUs before and after each
+run (bench/c2c.c): on a VM it shows where the host placed the two vCPUs.
 """
 from __future__ import annotations
 
@@ -211,10 +213,23 @@ def perf_split(data: str) -> dict:
     return split
 
 
+C2C = {}   # the compiled bench/c2c.c ("bin"), when --c2c
+
+
+def c2c(a) -> float | None:
+    """A cache line's round trip between the client's and the server's CPU now, in ns (bench/c2c.c):
+    where the host runs the two vCPUs (one last-level cache, or two dies) shows in it."""
+    if not C2C.get("bin"):
+        return None
+    out = subprocess.run([C2C["bin"], str(a.client_cpu), str(a.server_cpu)], capture_output=True, text=True, timeout=30)
+    return float(out.stdout) if out.returncode == 0 else None
+
+
 def one_run(a, name: str, payload: int, keepalive_srv: bool, profile: bool = False, **client_kw) -> dict:
     """One server process and one client run; both sides' totals and the client's rows."""
     import perfkit
     from perfkit.spec import DpdkHttpClient
+    c2c_before = c2c(a)
     srv = Server(a, payload, keepalive_srv, {"protocol": client_kw["protocol"]} if "protocol" in client_kw else None)
     try:
         knobs = {**({"burst": a.burst} if a.burst else {}), **({"launch_num": a.launch_num} if a.launch_num else {}),
@@ -263,6 +278,7 @@ def one_run(a, name: str, payload: int, keepalive_srv: bool, profile: bool = Fal
     if "err" in got:
         raise got["err"]
     s = got["s"]
+    c2c_after = c2c(a)
     prof = {}
     for side, f, p in perf:
         p.wait(timeout=30)
@@ -302,7 +318,7 @@ def one_run(a, name: str, payload: int, keepalive_srv: bool, profile: bool = Fal
         "oncpu": {k: (100.0 * (v[-1][1][0] - v[0][1][0]) / ((v[-1][0] - v[0][0]) * 1e9),
                        100.0 * (v[-1][1][1] - v[0][1][1]) / ((v[-1][0] - v[0][0]) * 1e9))
                   if len(v) > 1 else (None, None) for k, v in sch.items()},
-        "perf": prof,
+        "perf": prof, "c2c_ns": (c2c_before, c2c_after),
         "resp_p50_us": run.summary.get("lat_p50_us"), "resp_p99_us": run.summary.get("lat_p99_us"),
         "agree": (c["syn_tx"] == sc["syn_rx"] and c["http_req"] == sc["http_get"] + sc["http_post"]
                   and c["sock_close"] + c["sock_error"] == c["sock_open"]),
@@ -313,7 +329,7 @@ def one_run(a, name: str, payload: int, keepalive_srv: bool, profile: bool = Fal
     print(f"{name}: cps {out['cps']:,.0f} req/s {out['rps']:,.0f} {out['gbps']:.2f} Gbit/s cc {out['cc']:,.0f} "
           f"errors {out['errors']} retrans {out['retrans']} ({out['retrans_pct']:.4f}%) drop_tx c/s {c['drop_tx']}/{sc['drop_tx']} cpu c/s "
           f"{out['cpu_c']:.0f}/{out['cpu_s']:.0f}% stall {out['stall_c']:.0f}/{out['stall_s']:.0f}% "
-          f"us/resp {out['us_per_c']:.2f}/{out['us_per_s']:.2f} on-cpu/runq c {out['oncpu']['c']} s {out['oncpu']['s']} rtt {out['rtt_us']} us agree {out['agree']} "
+          f"us/resp {out['us_per_c']:.2f}/{out['us_per_s']:.2f} c2c ns {out['c2c_ns']} on-cpu/runq c {out['oncpu']['c']} s {out['oncpu']['s']} rtt {out['rtt_us']} us agree {out['agree']} "
           f"{'clean' if out['clean'] else 'NOT clean'} {out['err'] or ''}", flush=True)
     return out
 
@@ -440,9 +456,20 @@ def main() -> int:
     ap.add_argument("--hugepages", choices=("off", "on"), default="off",
                     help="both processes' EAL: --no-huge, or hugepages (root, --memory-mb free in each)")
     ap.add_argument("--slow-start", type=float, default=10.0, help="the dperf settings' slow_start, seconds")
+    ap.add_argument("--c2c", choices=("off", "on"), default="on",
+                    help="a cache line's round trip between the two CPUs before and after each run (bench/c2c.c, "
+                         "compiled with cc): where the host placed the two vCPUs")
     ap.add_argument("--out", default=str(Path(__file__).with_name("RESULTS-dperf.md")),
                     help="results file: this run's section goes on top, earlier ones stay below")
     a = ap.parse_args()
+    if a.c2c == "on":
+        import tempfile
+        binary = os.path.join(tempfile.mkdtemp(prefix="pk-c2c-"), "c2c")
+        cc = subprocess.run(["cc", "-O2", "-pthread", "-o", binary, str(Path(__file__).with_name("c2c.c"))],
+                            capture_output=True, text=True)
+        if cc.returncode != 0:
+            ap.error(f"--c2c: bench/c2c.c does not compile: {cc.stderr.strip()[:300]} (--c2c off runs without it)")
+        C2C["bin"] = binary
     from perfkit.engines import dpdk
     # one EAL a process: hugepages are on or off for the whole invocation (run it twice to compare)
     dpdk.configure(worker_cpus=(a.client_cpu,), mbufs=a.mbufs, memory_mb=a.memory_mb, hugepages=a.hugepages == "on")
@@ -520,14 +547,16 @@ def main() -> int:
                   "the on-CPU share), so it overstates the cost and the estimate errs low."]
     lines += ["", "Every run:", "",
               "| run | load avg (1 min, at its end) | conn/s opened | req/s | Gbit/s rx | concurrent | errors | retransmits (%) | on CPU c / s "
-              "| stall c / s | work/resp c / s us | RTT mean us | response p50 / p99 us | counts agree | clean |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "| stall c / s | work/resp c / s us | RTT mean us | response p50 / p99 us | counts agree | clean "
+              "| CPU-to-CPU round trip before / after, ns |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         lines.append(f"| {r['name']} | {r['load']:.1f} | {r['cps']:,.0f} | {r['rps']:,.0f} | {r['gbps']:.2f} | {r['cc']:,.0f} | "
                      f"{r['errors']} | {r['retrans']} ({r['retrans_pct']:.4f}) | {pct(r, 'c')} / {pct(r, 's')} | "
                      f"{r['stall_c']:.0f}% / {r['stall_s']:.0f}% | {r['us_per_c']:.2f} / {r['us_per_s']:.2f} | "
                      f"{fmt(r['rtt_us'])} | {fmt(r['resp_p50_us'])} / {fmt(r['resp_p99_us'])} | "
-                     f"{'yes' if r['agree'] else 'NO'} | {'yes' if r['clean'] else 'no'} |")
+                     f"{'yes' if r['agree'] else 'NO'} | {'yes' if r['clean'] else 'no'} | "
+                     f"{fmt(r['c2c_ns'][0], '{:.0f}')} / {fmt(r['c2c_ns'][1], '{:.0f}')} |")
     if FAILED:
         lines += ["", "Runs that did not finish: " + "; ".join(f"{n}: {e}" for n, e in FAILED)]
     prof_runs = [r for r in results if r["perf"]]
