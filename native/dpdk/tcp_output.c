@@ -8,6 +8,7 @@ void tcp_tx_flush_mode(pk_tcp_engine *e, int drop)
 {
     uint64_t bytes = 0;
     uint32_t done = 0;
+    e->tx_fresh = 0;
     for (int tries = 0; e->ntx && tries < 8 && port_ready(e); tries++) {
         uint32_t n = TXQ - e->txh < e->ntx ? TXQ - e->txh : e->ntx;   /* the contiguous part */
         uint32_t k = rte_eth_tx_burst(e->pid, e->cfg.queue, e->tx + e->txh, (uint16_t)n);
