@@ -53,8 +53,7 @@
 #define MADV_POPULATE_WRITE 23
 #endif
 /* queued frames go to the port every TX_EAGER, not only at a pass's end: a pass of 8 bursts of
- * 128 requests with 12-frame responses queued 12k frames (18 MB, past the caches) and took over
- * 1 ms (bench/RESULTS-fast.md: 16 KiB responses 25 -> 41 Gbit/s with dperf's settings) */
+ * 128 requests with 12-frame responses queued 12k frames (18 MB) and took over 1 ms (bench/RESULTS-fast.md: 16 KiB responses 25 -> 41 Gbit/s with dperf's settings) */
 #define TX_EAGER 32
 #define RX_ROUNDS 8                 /* receive bursts a loop pass at most, while they come full */
 #define RH_MAX 512                  /* CLIENT: response header sections up to this long are remembered (tcp_client_take) */
@@ -401,7 +400,7 @@ static inline int tx_put_raw(pk_tcp_engine *e, struct rte_mbuf *m)
     uint32_t at = (e->txh + e->ntx++) & (TXQ - 1);
     e->txlen[at] = rte_pktmbuf_pkt_len(m);
     e->tx[at] = m;
-    if (++e->tx_fresh == TX_EAGER)  /* to the port while its frames are still in this core's cache */
+    if (++e->tx_fresh == TX_EAGER)  /* a pass's frames go out as they come (TX_EAGER) */
         tcp_tx_flush(e);
     return 1;
 }
