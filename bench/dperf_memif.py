@@ -463,8 +463,10 @@ def main() -> int:
                     help="results file: this run's section goes on top, earlier ones stay below")
     a = ap.parse_args()
     if a.c2c == "on":
-        import tempfile
-        binary = os.path.join(tempfile.mkdtemp(prefix="pk-c2c-"), "c2c")
+        import atexit, shutil, tempfile
+        where = tempfile.mkdtemp(prefix="pk-c2c-")
+        atexit.register(shutil.rmtree, where, True)
+        binary = os.path.join(where, "c2c")
         cc = subprocess.run(["cc", "-O2", "-pthread", "-o", binary, str(Path(__file__).with_name("c2c.c"))],
                             capture_output=True, text=True)
         if cc.returncode != 0:
